@@ -1,0 +1,235 @@
+"""The one module that talks to the Docker Engine (through docker-py, never the docker CLI).
+
+Every container and network it creates carries ``distval.managed=true`` and ``distval.run=<run id>``,
+whatever the caller passed, and every docker-py or transport error leaves here as an EngineError. Files
+go in with put_archive and come out with get_archive, never through bind mounts of host paths (those
+resolve on the daemon's host and break with a remote DOCKER_HOST).
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import tarfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import docker
+import docker.errors
+import requests
+
+from harness.errors import EnvironmentUnusable
+from harness.plan import LABEL_MANAGED, LABEL_RUN
+
+T = TypeVar("T")
+API_TIMEOUT_S = 120
+
+
+class EngineError(EnvironmentUnusable):
+    """A Docker Engine call failed. Inside a scenario it becomes that scenario's error result."""
+
+
+class ImageMissing(EngineError):
+    pass
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    id: str
+    tags: tuple[str, ...]
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    status: str
+    exit_code: int | None
+    oom_killed: bool
+
+
+def _where() -> str:
+    return os.environ.get("DOCKER_HOST") or "the default socket /var/run/docker.sock"
+
+
+class Engine:
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        try:
+            self.client = docker.from_env(timeout=API_TIMEOUT_S)
+            self.client.ping()
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise EngineError(f"cannot reach the Docker Engine at {_where()}: {exc}") from None
+
+    def _call(self, what: str, function: Callable[[], T]) -> T:
+        try:
+            return function()
+        except docker.errors.ImageNotFound as exc:
+            raise ImageMissing(f"{what}: {exc.explanation or exc}") from None
+        except docker.errors.APIError as exc:
+            raise EngineError(f"{what}: {exc.explanation or exc}") from None
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise EngineError(f"{what}: {exc}") from None
+
+    def _labels(self, labels: Mapping[str, str]) -> dict[str, str]:
+        merged = dict(labels)
+        merged[LABEL_MANAGED] = "true"
+        merged[LABEL_RUN] = self.run_id
+        return merged
+
+    # -- engine and images --------------------------------------------------------------------
+    def version(self) -> str:
+        info = self._call("ask the Engine's version", self.client.version)
+        return str(info.get("Version", "unknown"))
+
+    def image(self, reference: str) -> ImageInfo | None:
+        try:
+            image = self.client.images.get(reference)
+        except docker.errors.ImageNotFound:
+            return None
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise EngineError(f"inspect image {reference}: {exc}") from None
+        return ImageInfo(id=image.id, tags=tuple(image.tags), labels=dict(image.labels or {}))
+
+    def import_rootfs(self, tar_path: str, repository: str, tag: str, changes: list[str]) -> str:
+        """docker import of a root filesystem tarball; ``changes`` are Dockerfile lines (LABEL, ENV, CMD)."""
+        result = self._call(
+            f"import {tar_path} as {repository}:{tag}",
+            lambda: self.client.api.import_image_from_file(tar_path, repository=repository, tag=tag, changes=changes),
+        )
+        return str(result)
+
+    def build(self, context: bytes, tag: str, labels: Mapping[str, str], log: Callable[[str], None]) -> str:
+        """Build from an in-memory context (a tar holding a Dockerfile) with the legacy builder.
+
+        pull=False and no network: FROM names a local image, and nothing is ever pulled.
+        """
+
+        def run() -> str:
+            stream = self.client.api.build(
+                fileobj=io.BytesIO(context),
+                custom_context=True,
+                tag=tag,
+                labels=dict(labels),
+                pull=False,
+                rm=True,
+                forcerm=True,
+                network_mode="none",
+                decode=True,
+            )
+            image_id = ""
+            for chunk in stream:
+                if "error" in chunk:
+                    raise EngineError(f"build {tag}: {chunk['error'].strip()}")
+                text = str(chunk.get("stream", "")).strip()
+                if text:
+                    log(text)
+                aux = chunk.get("aux")
+                if isinstance(aux, dict) and "ID" in aux:
+                    image_id = str(aux["ID"])
+            return image_id
+
+        return self._call(f"build {tag}", run)
+
+    # -- networks and containers ------------------------------------------------------------------
+    def create_network(self, name: str, internal: bool, labels: Mapping[str, str]) -> None:
+        self._call(
+            f"create network {name}",
+            lambda: self.client.networks.create(name, driver="bridge", internal=internal, labels=self._labels(labels), check_duplicate=True),
+        )
+
+    def create_container(
+        self,
+        name: str,
+        image: str,
+        argv: tuple[str, ...],
+        hostname: str,
+        env: Mapping[str, str],
+        labels: Mapping[str, str],
+        working_dir: str,
+        network: str,
+    ) -> Any:
+        # create + start, never containers.run(): run() pulls a missing image.
+        return self._call(
+            f"create container {name}",
+            lambda: self.client.containers.create(
+                image,
+                entrypoint=[argv[0]],
+                command=list(argv[1:]),
+                name=name,
+                hostname=hostname,
+                environment=dict(env),
+                labels=self._labels(labels),
+                working_dir=working_dir,
+                network=network,
+                detach=True,
+            ),
+        )
+
+    def put_archive(self, container: Any, path: str, data: bytes) -> None:
+        ok = self._call(f"copy files into {container.name}", lambda: container.put_archive(path, data))
+        if not ok:
+            raise EngineError(f"copy files into {container.name}: the Engine refused the archive")
+
+    def start(self, container: Any) -> None:
+        self._call(f"start {container.name}", container.start)
+
+    def state(self, container: Any) -> ContainerState:
+        self._call(f"inspect {container.name}", container.reload)
+        state = container.attrs.get("State", {})
+        exit_code = state.get("ExitCode") if state.get("Status") == "exited" else None
+        return ContainerState(status=str(state.get("Status")), exit_code=exit_code, oom_killed=bool(state.get("OOMKilled")))
+
+    def kill(self, container: Any) -> None:
+        try:
+            container.kill()
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: it exited on its own meanwhile
+                raise EngineError(f"kill {container.name}: {exc.explanation or exc}") from None
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise EngineError(f"kill {container.name}: {exc}") from None
+
+    def logs(self, container: Any) -> tuple[str, str]:
+        out = self._call(f"read logs of {container.name}", lambda: container.logs(stdout=True, stderr=False))
+        err = self._call(f"read logs of {container.name}", lambda: container.logs(stdout=False, stderr=True))
+        return out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+
+    def read_files(self, container: Any, path: str) -> dict[str, bytes]:
+        """Regular files under ``path`` in the container (running or exited), by base name."""
+
+        def fetch() -> bytes:
+            stream, _stat = container.get_archive(path)
+            return b"".join(stream)
+
+        data = self._call(f"copy {path} out of {container.name}", fetch)
+        files: dict[str, bytes] = {}
+        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
+            for member in archive.getmembers():
+                if member.isfile():
+                    handle = archive.extractfile(member)
+                    if handle is not None:
+                        files[os.path.basename(member.name)] = handle.read()
+        return files
+
+    # -- cleanup ----------------------------------------------------------------------------------
+    def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
+        """Remove every container and network of this run (optionally narrowed by one more label)."""
+        filters = [f"{LABEL_RUN}={self.run_id}"] + ([extra_label] if extra_label else [])
+        removed_containers = 0
+        for container in self._list(lambda: self.client.containers.list(all=True, filters={"label": filters})):
+            try:
+                container.remove(force=True, v=True)
+                removed_containers += 1
+            except docker.errors.NotFound:
+                pass
+        removed_networks = 0
+        for network in self._list(lambda: self.client.networks.list(filters={"label": filters})):
+            try:
+                network.remove()
+                removed_networks += 1
+            except docker.errors.NotFound:
+                pass
+        return removed_containers, removed_networks
+
+    def _list(self, function: Callable[[], list[Any]]) -> Iterator[Any]:
+        yield from self._call("list this run's containers and networks", function)

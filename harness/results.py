@@ -1,0 +1,239 @@
+"""What happened, as data: raw outcomes from the runtime -> one result per check -> a run summary.
+
+A scenario's testcases are its checks in config order plus ``exit_status`` (every container exited 0
+within the deadline). A rank that wrote no record for a check makes that check an error naming the
+rank and why (killed at the deadline, launcher exit code, last error line). Zero results is never a pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
+from harness.plan import ScenarioPlan
+
+PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
+EXIT_STATUS_CASE = "exit_status"
+LOG_TAIL_LINES = 40
+
+
+@dataclass(frozen=True)
+class ContainerOutcome:
+    name: str
+    node_rank: int
+    ranks: tuple[int, ...]
+    exit_code: int | None
+    killed_at_deadline: bool
+    stdout: str
+    stderr: str
+    result_files: dict[str, bytes] = field(default_factory=dict)
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
+class ScenarioOutcome:
+    plan: ScenarioPlan
+    image_id: str | None
+    duration_s: float
+    containers: tuple[ContainerOutcome, ...]
+    setup_error: str | None = None
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    name: str
+    status: str
+    message: str
+    duration_s: float
+    output: str = ""
+
+
+@dataclass(frozen=True)
+class ScenarioResult:
+    plan: ScenarioPlan
+    cases: tuple[CaseResult, ...]
+    properties: tuple[tuple[str, str], ...]
+    logs: str
+    duration_s: float
+
+    @property
+    def status(self) -> str:
+        statuses = {c.status for c in self.cases}
+        if not self.cases or ERROR in statuses:
+            return ERROR
+        return FAILED if FAILED in statuses else PASSED
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    run_id: str
+    scenarios: tuple[ScenarioResult, ...]
+    early_error: tuple[str, str] | None = None  # (kind, message) when the run stopped before or between scenarios
+    early_exit_code: int | None = None
+
+    @property
+    def exit_code(self) -> int:
+        if self.early_exit_code is not None:
+            return self.early_exit_code
+        if not self.scenarios:
+            return EXIT_CHECKS_FAILED
+        return EXIT_PASSED if all(s.status == PASSED for s in self.scenarios) else EXIT_CHECKS_FAILED
+
+
+def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+_EXCEPTION_LINE = re.compile(r"^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?")
+_ERROR_LINE = re.compile(r"(Error|Exception|error:|Killed|Timed out|timed out)")
+
+
+def first_error_line(text: str) -> str | None:
+    """The root cause in a log: the first exception line (Python prints the cause before what it caused),
+    else the last line that looks like an error."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    for line in lines:
+        if _EXCEPTION_LINE.match(line):
+            return line[:300]
+    for line in reversed(lines):
+        if _ERROR_LINE.search(line) and not line.startswith("File "):
+            return line[:300]
+    return None
+
+
+def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object]]], list[str]]:
+    by_rank: dict[int, list[dict[str, object]]] = {}
+    problems: list[str] = []
+    for file_name, data in sorted(outcome.result_files.items()):
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                rank = int(record["rank"])
+            except (ValueError, KeyError, TypeError):
+                problems.append(f"{outcome.name}:{file_name}:{number}: unreadable result line (cut by a crash?)")
+                continue
+            by_rank.setdefault(rank, []).append(record)
+    return by_rank, problems
+
+
+def _why_missing(outcome: ContainerOutcome, deadline_s: float) -> str:
+    if outcome.problem:
+        return outcome.problem
+    if outcome.killed_at_deadline:
+        return f"container {outcome.name} was still running at the {deadline_s:g} s deadline and was killed"
+    reason = f"container {outcome.name} exited with code {outcome.exit_code}"
+    error = first_error_line(outcome.stderr) or first_error_line(outcome.stdout)
+    return f"{reason}: {error}" if error else reason
+
+
+def _exit_case(outcomes: tuple[ContainerOutcome, ...], deadline_s: float, duration_s: float) -> CaseResult:
+    bad = [o for o in outcomes if o.killed_at_deadline or o.exit_code != 0 or o.problem]
+    if not bad:
+        return CaseResult(EXIT_STATUS_CASE, PASSED, f"{len(outcomes)} container(s) exited 0 within the {deadline_s:g} s deadline", duration_s)
+    message = "; ".join(_why_missing(o, deadline_s) for o in bad)
+    output = "\n\n".join(f"--- {o.name} (last lines) ---\n{tail(o.stdout + o.stderr)}" for o in bad)
+    return CaseResult(EXIT_STATUS_CASE, ERROR, f"expected every container to exit 0 within the deadline; {message}", duration_s, output)
+
+
+def summarize_scenario(outcome: ScenarioOutcome) -> ScenarioResult:
+    plan = outcome.plan
+    scenario = plan.scenario
+    properties = _properties(outcome)
+    logs = "\n\n".join(
+        f"===== {o.name} (node {o.node_rank}, ranks {','.join(map(str, o.ranks))}) stdout =====\n{o.stdout}"
+        f"\n===== {o.name} stderr =====\n{o.stderr}"
+        for o in outcome.containers
+    )
+    if outcome.setup_error is not None:
+        case = CaseResult("setup", ERROR, outcome.setup_error, outcome.duration_s)
+        return ScenarioResult(plan, (case,), properties, logs, outcome.duration_s)
+
+    records: dict[int, dict[str, dict[str, object]]] = {}
+    owner: dict[int, ContainerOutcome] = {}
+    unreadable: list[str] = []
+    for container in outcome.containers:
+        by_rank, problems = _records(container)
+        unreadable += problems
+        for rank in container.ranks:
+            owner[rank] = container
+        for rank, rank_records in by_rank.items():
+            for record in rank_records:
+                records.setdefault(rank, {})[str(record["check"])] = record
+
+    names = [c.name for c in scenario.checks]
+    for rank_records in records.values():
+        names += [n for n in rank_records if n not in names]
+    cases = [_check_case(name, records, owner, scenario.world_size, scenario.timeout_s) for name in names]
+    cases.append(_exit_case(outcome.containers, scenario.timeout_s, outcome.duration_s))
+    if unreadable:
+        cases.append(CaseResult("results", ERROR, "; ".join(unreadable), 0.0))
+    return ScenarioResult(plan, tuple(cases), properties, logs, outcome.duration_s)
+
+
+def _check_case(
+    name: str,
+    records: dict[int, dict[str, dict[str, object]]],
+    owner: dict[int, ContainerOutcome],
+    world_size: int,
+    deadline_s: float,
+) -> CaseResult:
+    per_rank = {rank: records.get(rank, {}).get(name) for rank in range(world_size)}
+    missing = [rank for rank, record in per_rank.items() if record is None]
+    present = {rank: record for rank, record in per_rank.items() if record is not None}
+    duration_s = max((float(str(r.get("duration_s", 0.0))) for r in present.values()), default=0.0)
+    by_status: dict[str, list[int]] = {}
+    for rank, record in present.items():
+        by_status.setdefault(str(record.get("status")), []).append(rank)
+
+    lines = [f"rank {rank}: {record.get('status')}: {record.get('message')}" for rank, record in sorted(present.items())]
+    parts: list[str] = []
+    for status in (FAILED, ERROR):
+        for rank in by_status.get(status, []):
+            parts.append(f"rank {rank}: {present[rank].get('message')}")
+    if missing:
+        reasons = sorted({_why_missing(owner[rank], deadline_s) for rank in missing if rank in owner})
+        parts.append(f"no result from rank(s) {', '.join(map(str, missing))}: {'; '.join(reasons) or 'no container ran it'}")
+        for rank in missing:
+            lines.append(f"rank {rank}: no result")
+        for container in sorted({owner[r].name: owner[r] for r in missing if r in owner}.values(), key=lambda o: o.name):
+            lines.append(f"--- {container.name} (last lines) ---\n{tail(container.stdout + container.stderr)}")
+    output = "\n".join(lines)
+
+    if by_status.get(FAILED):
+        return CaseResult(name, FAILED, "; ".join(parts), duration_s, output)
+    if by_status.get(ERROR) or missing:
+        return CaseResult(name, ERROR, "; ".join(parts), duration_s, output)
+    if by_status.get(SKIPPED) and len(by_status[SKIPPED]) == world_size:
+        return CaseResult(name, SKIPPED, str(present[0].get("message")), duration_s, output)
+    message = str(present[0].get("message")) if 0 in present else "passed on every rank"
+    return CaseResult(name, PASSED, message, duration_s, output)
+
+
+def _properties(outcome: ScenarioOutcome) -> tuple[tuple[str, str], ...]:
+    scenario = outcome.plan.scenario
+    props: dict[str, str] = {
+        "image": outcome.plan.image,
+        "image_id": outcome.image_id or "unknown",
+        "backend": scenario.backend,
+        "topology": scenario.topology,
+        "world_size": str(scenario.world_size),
+    }
+    env = _env_details(outcome)
+    props["torch_version"] = str(env.get("torch_version", "unknown"))
+    props["python_version"] = str(env.get("python_version", "unknown"))
+    return tuple(props.items())
+
+
+def _env_details(outcome: ScenarioOutcome) -> dict[str, object]:
+    for container in outcome.containers:
+        by_rank, _ = _records(container)
+        for rank in sorted(by_rank):
+            for record in by_rank[rank]:
+                details = record.get("details")
+                if record.get("check") == "env" and isinstance(details, dict):
+                    return details
+    return {}

@@ -1,0 +1,163 @@
+"""Executes a ScenarioPlan against the Engine: network, containers, copy in, start, deadline, copy out.
+
+The deadline is the harness's own monotonic clock (docker-py's wait(timeout=) is only an HTTP read
+timeout, docker-py#2964): a container still running at the deadline is killed and reported. Whatever
+happens, the scenario's containers and network are removed before this returns or raises.
+"""
+
+from __future__ import annotations
+
+import io
+import signal
+import tarfile
+import time
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Iterator
+
+import suite
+from harness.engine import Engine, EngineError
+from harness.plan import CONTAINER_ROOT, LABEL_SCENARIO, RESULTS_DIR, ScenarioPlan
+from harness.results import ContainerOutcome, ScenarioOutcome
+
+POLL_INTERVAL_S = 0.2
+Progress = Callable[[str], None]
+
+
+def suite_dir() -> Path:
+    return Path(suite.__file__).resolve().parent
+
+
+def suite_archive(spec_json: str) -> bytes:
+    """A tar rooted at / holding distval/suite/*.py, distval/spec.json and a writable distval/results/."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+
+        def add_dir(name: str, mode: int) -> None:
+            info = tarfile.TarInfo(name)
+            info.type = tarfile.DIRTYPE
+            info.mode = mode
+            archive.addfile(info)
+
+        def add_file(name: str, data: bytes) -> None:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = 0o644
+            archive.addfile(info, io.BytesIO(data))
+
+        root = CONTAINER_ROOT.strip("/")
+        add_dir(root, 0o755)
+        add_dir(f"{root}/suite", 0o755)
+        # World-writable: images often run as a non-root user that must still write its records.
+        add_dir(RESULTS_DIR.strip("/"), 0o777)
+        for path in sorted(suite_dir().glob("*.py")):
+            add_file(f"{root}/suite/{path.name}", path.read_bytes())
+        add_file(f"{root}/spec.json", spec_json.encode())
+    return buffer.getvalue()
+
+
+@contextmanager
+def signals_deferred() -> Iterator[None]:
+    """Hold SIGINT/SIGTERM while cleaning up, so a second Ctrl-C cannot cut the cleanup short."""
+    blocked = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def run_scenario(engine: Engine, plan: ScenarioPlan, progress: Progress) -> ScenarioOutcome:
+    started = time.monotonic()
+    image = engine.image(plan.image)
+    image_id = image.id if image else None
+    containers: list[Any] = []
+    try:
+        try:
+            engine.create_network(plan.network.name, plan.network.internal, dict(plan.network.labels))
+            archive = suite_archive(plan.suite_spec_json)
+            for cp in plan.containers:
+                container = engine.create_container(
+                    name=cp.name,
+                    image=plan.image,
+                    argv=cp.argv,
+                    hostname=cp.hostname,
+                    env=dict(cp.env),
+                    labels=dict(cp.labels),
+                    working_dir=cp.working_dir,
+                    network=plan.network.name,
+                )
+                containers.append(container)
+                engine.put_archive(container, "/", archive)
+            # The deadline starts when the first container starts, after setup.
+            deadline = time.monotonic() + plan.scenario.timeout_s
+            for container in containers:
+                engine.start(container)
+            progress(f"{plan.suite_name}: started {len(containers)} container(s)")
+            killed = _wait(engine, containers, deadline, progress, plan)
+            outcomes = tuple(_collect(engine, cp, container, container.name in killed) for cp, container in zip(plan.containers, containers))
+        except EngineError as exc:
+            partial = tuple(
+                ContainerOutcome(cp.name, cp.node_rank, cp.ranks, None, False, *_safe_logs(engine, c))
+                for cp, c in zip(plan.containers, containers)
+            )
+            return ScenarioOutcome(plan, image_id, time.monotonic() - started, partial, setup_error=str(exc))
+        return ScenarioOutcome(plan, image_id, time.monotonic() - started, outcomes)
+    finally:
+        with signals_deferred():
+            engine.remove_labelled(f"{LABEL_SCENARIO}={plan.scenario.name}")
+
+
+def _wait(engine: Engine, containers: list[Any], deadline: float, progress: Progress, plan: ScenarioPlan) -> set[str]:
+    running = {c.name: c for c in containers}
+    while running:
+        for name, container in list(running.items()):
+            if engine.state(container).status not in ("created", "running", "restarting"):
+                del running[name]
+        if not running:
+            break
+        if time.monotonic() >= deadline:
+            progress(f"{plan.suite_name}: deadline of {plan.scenario.timeout_s:g} s reached; killing {', '.join(sorted(running))}")
+            for container in running.values():
+                engine.kill(container)
+            return set(running)
+        time.sleep(POLL_INTERVAL_S)
+    return set()
+
+
+def _safe_logs(engine: Engine, container: Any) -> tuple[str, str]:
+    try:
+        return engine.logs(container)
+    except EngineError as exc:
+        return "", f"(logs unavailable: {exc})"
+
+
+def _collect(engine: Engine, cp: Any, container: Any, killed: bool) -> ContainerOutcome:
+    # A killed container needs a moment to reach 'exited' before its exit code is final.
+    state = engine.state(container)
+    for _ in range(50):
+        if state.status == "exited":
+            break
+        time.sleep(POLL_INTERVAL_S)
+        state = engine.state(container)
+    stdout, stderr = _safe_logs(engine, container)
+    problem = None
+    files: dict[str, bytes] = {}
+    try:
+        files = engine.read_files(container, RESULTS_DIR)
+    except EngineError as exc:
+        problem = f"results could not be copied out of {container.name}: {exc}"
+    if state.oom_killed:
+        problem = f"container {container.name} was killed by the kernel's OOM killer"
+    return ContainerOutcome(
+        name=container.name,
+        node_rank=cp.node_rank,
+        ranks=cp.ranks,
+        exit_code=state.exit_code,
+        killed_at_deadline=killed,
+        stdout=stdout,
+        stderr=stderr,
+        result_files=files,
+        problem=problem,
+    )

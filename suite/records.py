@@ -1,0 +1,50 @@
+"""One JSON line per check and rank, written as soon as the check finishes.
+
+The harness reads ``rank-<RANK>.jsonl`` from the results directory with the Engine's archive API
+after the container exits, so a crash keeps every record written before it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any, Dict, Optional
+
+PASSED = "passed"
+FAILED = "failed"
+ERROR = "error"
+SKIPPED = "skipped"
+
+
+class RecordWriter:
+    def __init__(self, results_dir: str, rank: int) -> None:
+        os.makedirs(results_dir, exist_ok=True)
+        self.rank = rank
+        self.path = os.path.join(results_dir, "rank-%d.jsonl" % rank)
+        self.hostname = socket.gethostname()
+
+    def write(
+        self,
+        check: str,
+        status: str,
+        message: str,
+        duration_s: float,
+        details: Optional[Dict[str, Any]] = None,
+    ) -> None:
+        record = {
+            "check": check,
+            "rank": self.rank,
+            "status": status,
+            "message": message,
+            "duration_s": round(duration_s, 6),
+            "hostname": self.hostname,
+            "details": details or {},
+        }
+        line = json.dumps(record, sort_keys=True, default=str)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(line + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        # A readable line for the rank's log; the harness reads the JSON file, not this line.
+        print("distval: rank %d %s %s %s" % (self.rank, check, status, message), flush=True)
