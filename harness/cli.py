@@ -9,6 +9,7 @@ import secrets
 import signal
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
 
 from harness import __version__
@@ -21,6 +22,8 @@ from harness.plan import DEFAULT_IMAGE, images_of, plan_run, render_plan
 from harness.results import PASSED, RunSummary, ScenarioResult, summarize_scenario
 from harness.runtime import run_scenario, signals_deferred
 
+Progress = Callable[[str], None]
+
 
 class _Interrupt(Interrupted):
     def __init__(self, signum: int) -> None:
@@ -32,7 +35,7 @@ def _raise_interrupt(signum: int, _frame: FrameType | None) -> None:
     raise _Interrupt(signum)
 
 
-def _progress(quiet: bool) -> "callable[[str], None]":  # type: ignore[valid-type]
+def _progress(quiet: bool) -> Progress:
     started = time.monotonic()
 
     def emit(line: str) -> None:
@@ -42,15 +45,13 @@ def _progress(quiet: bool) -> "callable[[str], None]":  # type: ignore[valid-typ
     return emit
 
 
-def _ensure_images(engine: Engine, images: list[str], progress: "callable[[str], None]") -> None:  # type: ignore[valid-type]
+def _ensure_images(engine: Engine, images: list[str], progress: Progress) -> None:
     for image in images:
         if image in FIXTURES and not is_current(engine, image):
             progress(f"image {image} is missing or stale: building it now (no registry is used)")
             build_fixtures(engine, [image], progress)
         elif engine.image(image) is None:
-            raise ImageMissing(
-                f"image {image} is not in the Docker Engine; distval never pulls: build, load or pull it first"
-            )
+            raise ImageMissing(f"image {image} is not in the Docker Engine; distval never pulls: build, load or pull it first")
 
 
 def _print_summary(summary: RunSummary) -> None:
@@ -169,7 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run the scenarios of a config against an image")
     run.add_argument("config", help="YAML scenario file, e.g. configs/default.yaml")
-    run.add_argument("--image", help=f"image under test for every scenario (default: the config's, else {DEFAULT_IMAGE}, built if missing)")
+    run.add_argument(
+        "--image", help=f"image under test for every scenario (default: the config's, else {DEFAULT_IMAGE}, built if missing)"
+    )
     run.add_argument("--junit", metavar="PATH", help="write JUnit XML here (also when the run fails early)")
     run.add_argument("--run-id", help="label value for this run's containers and networks (default: random)")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")

@@ -8,10 +8,11 @@ names of the dataclasses below.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import yaml
 
@@ -116,13 +117,14 @@ def _typed(
 
 
 def _positive_int(node: yaml.Node, key_path: str, problems: _Problems, minimum: int = 1) -> int | None:
-    return _typed(
+    value: int | None = _typed(
         node,
         key_path,
         problems,
         f"an integer >= {minimum}",
         lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
     )
+    return value
 
 
 def _positive_seconds(node: yaml.Node, key_path: str, problems: _Problems) -> float | None:
@@ -137,11 +139,13 @@ def _positive_seconds(node: yaml.Node, key_path: str, problems: _Problems) -> fl
 
 
 def _string(node: yaml.Node, key_path: str, problems: _Problems, expected: str = "a non-empty string") -> str | None:
-    return _typed(node, key_path, problems, expected, lambda v: isinstance(v, str) and v.strip() != "")
+    value: str | None = _typed(node, key_path, problems, expected, lambda v: isinstance(v, str) and v.strip() != "")
+    return value
 
 
 def _choice(node: yaml.Node, key_path: str, problems: _Problems, choices: tuple[str, ...]) -> str | None:
-    return _typed(node, key_path, problems, f"one of {', '.join(choices)}", lambda v: v in choices)
+    value: str | None = _typed(node, key_path, problems, f"one of {', '.join(choices)}", lambda v: v in choices)
+    return value
 
 
 def _check(node: yaml.Node, key_path: str, problems: _Problems) -> CheckSpec | None:
@@ -162,6 +166,7 @@ def _check(node: yaml.Node, key_path: str, problems: _Problems) -> CheckSpec | N
         arg_nodes = _mapping(fields["args"], arg_path, tuple(info.args) or ("(none)",), (), problems)
         for arg_name, arg_node in (arg_nodes or {}).items():
             spec = info.args[arg_name]
+            value: int | str | None
             if spec.kind is int:
                 value = _positive_int(arg_node, f"{arg_path}.{arg_name}", problems, spec.minimum or 0)
             else:
@@ -260,12 +265,16 @@ def parse_config(text: str, path: str) -> Config:
     scenarios: list[Scenario] = []
     if top is not None:
         if "version" in top:
-            _typed(top["version"], "version", problems, "1 (the only config version)", lambda v: v == 1 and not isinstance(v, bool))
+            _typed(
+                top["version"], "version", problems, "1 (the only config version)", lambda v: v == 1 and not isinstance(v, bool)
+            )
         defaults = _common(top, "", problems)
         scenarios_node = top.get("scenarios")
         if scenarios_node is not None:
             if not isinstance(scenarios_node, yaml.SequenceNode) or not scenarios_node.value:
-                problems.add(scenarios_node, "scenarios", f"expected a non-empty list of scenarios; got {_describe(scenarios_node)}")
+                problems.add(
+                    scenarios_node, "scenarios", f"expected a non-empty list of scenarios; got {_describe(scenarios_node)}"
+                )
             else:
                 seen: dict[str, int] = {}
                 for index, node in enumerate(scenarios_node.value):
@@ -273,7 +282,11 @@ def parse_config(text: str, path: str) -> Config:
                     if scenario is None:
                         continue
                     if scenario.name in seen:
-                        problems.add(node, f"scenarios[{index}].name", f"expected a unique scenario name; {scenario.name!r} is also scenarios[{seen[scenario.name]}]")
+                        problems.add(
+                            node,
+                            f"scenarios[{index}].name",
+                            f"expected a unique scenario name; {scenario.name!r} is also scenarios[{seen[scenario.name]}]",
+                        )
                     seen.setdefault(scenario.name, index)
                     scenarios.append(scenario)
     if problems.lines:

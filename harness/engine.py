@@ -135,7 +135,9 @@ class Engine:
     def create_network(self, name: str, internal: bool, labels: Mapping[str, str]) -> None:
         self._call(
             f"create network {name}",
-            lambda: self.client.networks.create(name, driver="bridge", internal=internal, labels=self._labels(labels), check_duplicate=True),
+            lambda: self.client.networks.create(
+                name, driver="bridge", internal=internal, labels=self._labels(labels), check_duplicate=True
+            ),
         )
 
     def create_container(

@@ -190,7 +190,7 @@ def _build_rootfs(engine: Engine, tag: str, recipe: RootfsRecipe, progress: Prog
             '--setup-hook=mkdir -p "$1"/var/cache/apt/archives/',
             f"--setup-hook=sync-in {debs} /var/cache/apt/archives/",
             f"--customize-hook=sync-out /var/cache/apt/archives {debs}",
-            "--customize-hook=rm -f \"$1\"/var/cache/apt/archives/*.deb",
+            '--customize-hook=rm -f "$1"/var/cache/apt/archives/*.deb',
             recipe.suite,
             tar_path,
             DEBIAN_MIRROR,

@@ -133,10 +133,14 @@ def _why_missing(outcome: ContainerOutcome, deadline_s: float) -> str:
 def _exit_case(outcomes: tuple[ContainerOutcome, ...], deadline_s: float, duration_s: float) -> CaseResult:
     bad = [o for o in outcomes if o.killed_at_deadline or o.exit_code != 0 or o.problem]
     if not bad:
-        return CaseResult(EXIT_STATUS_CASE, PASSED, f"{len(outcomes)} container(s) exited 0 within the {deadline_s:g} s deadline", duration_s)
+        return CaseResult(
+            EXIT_STATUS_CASE, PASSED, f"{len(outcomes)} container(s) exited 0 within the {deadline_s:g} s deadline", duration_s
+        )
     message = "; ".join(_why_missing(o, deadline_s) for o in bad)
     output = "\n\n".join(f"--- {o.name} (last lines) ---\n{tail(o.stdout + o.stderr)}" for o in bad)
-    return CaseResult(EXIT_STATUS_CASE, ERROR, f"expected every container to exit 0 within the deadline; {message}", duration_s, output)
+    return CaseResult(
+        EXIT_STATUS_CASE, ERROR, f"expected every container to exit 0 within the deadline; {message}", duration_s, output
+    )
 
 
 def summarize_scenario(outcome: ScenarioOutcome) -> ScenarioResult:
@@ -165,8 +169,8 @@ def summarize_scenario(outcome: ScenarioOutcome) -> ScenarioResult:
                 records.setdefault(rank, {})[str(record["check"])] = record
 
     names = [c.name for c in scenario.checks]
-    for rank_records in records.values():
-        names += [n for n in rank_records if n not in names]
+    for checks_of_rank in records.values():
+        names += [n for n in checks_of_rank if n not in names]
     cases = [_check_case(name, records, owner, scenario.world_size, scenario.timeout_s) for name in names]
     cases.append(_exit_case(outcome.containers, scenario.timeout_s, outcome.duration_s))
     if unreadable:

@@ -11,10 +11,10 @@ import io
 import signal
 import tarfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import suite
 from harness.engine import Engine, EngineError
@@ -96,11 +96,15 @@ def run_scenario(engine: Engine, plan: ScenarioPlan, progress: Progress) -> Scen
                 engine.start(container)
             progress(f"{plan.suite_name}: started {len(containers)} container(s)")
             killed = _wait(engine, containers, deadline, progress, plan)
-            outcomes = tuple(_collect(engine, cp, container, container.name in killed) for cp, container in zip(plan.containers, containers))
+            outcomes = tuple(
+                _collect(engine, cp, container, container.name in killed)
+                for cp, container in zip(plan.containers, containers, strict=True)
+            )
         except EngineError as exc:
             partial = tuple(
                 ContainerOutcome(cp.name, cp.node_rank, cp.ranks, None, False, *_safe_logs(engine, c))
-                for cp, c in zip(plan.containers, containers)
+                # Only the containers created before the failure: the lists may differ in length.
+                for cp, c in zip(plan.containers, containers, strict=False)
             )
             return ScenarioOutcome(plan, image_id, time.monotonic() - started, partial, setup_error=str(exc))
         return ScenarioOutcome(plan, image_id, time.monotonic() - started, outcomes)
@@ -118,7 +122,9 @@ def _wait(engine: Engine, containers: list[Any], deadline: float, progress: Prog
         if not running:
             break
         if time.monotonic() >= deadline:
-            progress(f"{plan.suite_name}: deadline of {plan.scenario.timeout_s:g} s reached; killing {', '.join(sorted(running))}")
+            progress(
+                f"{plan.suite_name}: deadline of {plan.scenario.timeout_s:g} s reached; killing {', '.join(sorted(running))}"
+            )
             for container in running.values():
                 engine.kill(container)
             return set(running)

@@ -134,8 +134,7 @@ def check_all_reduce(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
         details.update({"wrong_elements": int(wrong.numel()), "seen": seen})
         raise CheckFailed(
             "all_reduce(SUM) of rank+1 over %d ranks: expected %s in every element, got %s at "
-            "element %d (%d of %d elements wrong)"
-            % (world, expected, float(tensor[first]), first, int(wrong.numel()), numel),
+            "element %d (%d of %d elements wrong)" % (world, expected, float(tensor[first]), first, int(wrong.numel()), numel),
             details,
         )
     return "all_reduce(SUM) over %d ranks gave %s in all %d elements" % (world, expected, numel), details
