@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import secrets
 import signal
 import sys
@@ -66,6 +67,18 @@ def _print_summary(summary: RunSummary) -> None:
     passed = sum(1 for s in summary.scenarios for c in s.cases if c.status == PASSED)
     total = sum(len(s.cases) for s in summary.scenarios)
     print(f"distval run {summary.run_id}: {passed} of {total} check results passed; exit code {summary.exit_code}")
+
+
+RUN_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
+
+
+def _run_id(value: str) -> str:
+    """argparse type: the run id goes into container names and hostnames, so keep it short and plain."""
+    if not RUN_ID_PATTERN.match(value):
+        raise argparse.ArgumentTypeError(
+            f"expected 1-16 lowercase letters, digits or '-' (starting with a letter or digit); got {value!r}"
+        )
+    return value
 
 
 def command_run(args: argparse.Namespace) -> int:
@@ -174,14 +187,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--image", help=f"image under test for every scenario (default: the config's, else {DEFAULT_IMAGE}, built if missing)"
     )
     run.add_argument("--junit", metavar="PATH", help="write JUnit XML here (also when the run fails early)")
-    run.add_argument("--run-id", help="label value for this run's containers and networks (default: random)")
+    run.add_argument("--run-id", type=_run_id, help="label value for this run's containers and networks (default: random)")
     run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     run.set_defaults(handler=command_run)
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")
     plan.add_argument("config")
     plan.add_argument("--image")
-    plan.add_argument("--run-id")
+    plan.add_argument("--run-id", type=_run_id)
     plan.set_defaults(handler=command_plan)
 
     fixtures = commands.add_parser("fixtures", help="build or list the fixture images (no registry needed)")
@@ -191,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.set_defaults(handler=command_fixtures)
 
     cleanup = commands.add_parser("cleanup", help="remove containers and networks left by a killed run")
-    cleanup.add_argument("--run-id")
+    cleanup.add_argument("--run-id", type=_run_id)
     cleanup.set_defaults(handler=command_cleanup)
     return parser
 

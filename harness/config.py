@@ -7,6 +7,7 @@ names of the dataclasses below.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -71,9 +72,15 @@ def _describe(node: yaml.Node) -> str:
     return repr(node.value) if node.value != "" else "nothing"
 
 
+_INVALID = object()
+
+
 def _scalar(node: yaml.Node) -> Any:
-    """The Python value of a scalar node, as yaml's safe loader would construct it."""
-    return yaml.SafeLoader(yaml.serialize(node)).get_single_data()
+    """The Python value of a scalar node as the safe loader constructs it; _INVALID for a tag it refuses."""
+    try:
+        return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+    except yaml.YAMLError:
+        return _INVALID
 
 
 def _mapping(
@@ -84,14 +91,16 @@ def _mapping(
     problems: _Problems,
 ) -> dict[str, yaml.Node] | None:
     if not isinstance(node, yaml.MappingNode):
-        problems.add(node, key_path, f"expected a mapping with keys {', '.join(allowed)}; got {_describe(node)}")
+        keys = f"with keys {', '.join(allowed)}" if allowed else "(empty: this takes no keys)"
+        problems.add(node, key_path, f"expected a mapping {keys}; got {_describe(node)}")
         return None
     result: dict[str, yaml.Node] = {}
     for key_node, value_node in node.value:
         key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
         child = f"{key_path}.{key}" if key_path else str(key)
         if key is None or key not in allowed:
-            problems.add(key_node, child, f"unknown key; expected one of {', '.join(allowed)}")
+            expected = f"expected one of {', '.join(allowed)}" if allowed else "expected no keys here"
+            problems.add(key_node, child, f"unknown key; {expected}")
         elif key in result:
             problems.add(key_node, child, "duplicate key")
         else:
@@ -133,7 +142,7 @@ def _positive_seconds(node: yaml.Node, key_path: str, problems: _Problems) -> fl
         key_path,
         problems,
         "a number of seconds > 0",
-        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0,
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0,
     )
     return None if value is None else float(value)
 
@@ -163,7 +172,7 @@ def _check(node: yaml.Node, key_path: str, problems: _Problems) -> CheckSpec | N
     args: dict[str, Any] = {}
     if "args" in fields:
         arg_path = f"{key_path}.args"
-        arg_nodes = _mapping(fields["args"], arg_path, tuple(info.args) or ("(none)",), (), problems)
+        arg_nodes = _mapping(fields["args"], arg_path, tuple(info.args), (), problems)
         for arg_name, arg_node in (arg_nodes or {}).items():
             spec = info.args[arg_name]
             value: int | str | None
@@ -214,10 +223,20 @@ def _scenario(node: yaml.Node, key_path: str, defaults: dict[str, Any], problems
         if not isinstance(checks_node, yaml.SequenceNode) or not checks_node.value:
             problems.add(checks_node, f"{key_path}.checks", f"expected a non-empty list of checks; got {_describe(checks_node)}")
         else:
+            first_index: dict[str, int] = {}
             for index, check_node in enumerate(checks_node.value):
                 spec = _check(check_node, f"{key_path}.checks[{index}]", problems)
-                if spec is not None:
-                    checks.append(spec)
+                if spec is None:
+                    continue
+                # Results are keyed by check name: a second entry would overwrite the first's verdict.
+                if spec.name in first_index:
+                    problems.add(
+                        check_node,
+                        f"{key_path}.checks[{index}]",
+                        f"expected each check once per scenario; {spec.name!r} is also checks[{first_index[spec.name]}]",
+                    )
+                first_index.setdefault(spec.name, index)
+                checks.append(spec)
     if len(problems.lines) > before or topology is None or world_size is None:
         return None
     return Scenario(

@@ -113,6 +113,8 @@ def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object
             try:
                 record = json.loads(line)
                 rank = int(record["rank"])
+                record["check"] = str(record["check"])
+                record["duration_s"] = float(record.get("duration_s") or 0.0)
             except (ValueError, KeyError, TypeError):
                 problems.append(f"{outcome.name}:{file_name}:{number}: unreadable result line (cut by a crash?)")
                 continue
@@ -207,8 +209,15 @@ def _check_case(
             lines.append(f"--- {container.name} (last lines) ---\n{tail(container.stdout + container.stderr)}")
     output = "\n".join(lines)
 
+    unknown = sorted(
+        rank for status, ranks in by_status.items() if status not in (PASSED, FAILED, ERROR, SKIPPED) for rank in ranks
+    )
+    for rank in unknown:
+        parts.append(f"rank {rank}: unrecognized result status {present[rank].get('status')!r}")
     if by_status.get(FAILED):
         return CaseResult(name, FAILED, "; ".join(parts), duration_s, output)
+    if unknown:
+        return CaseResult(name, ERROR, "; ".join(parts), duration_s, output)
     if by_status.get(ERROR) or missing:
         return CaseResult(name, ERROR, "; ".join(parts), duration_s, output)
     if by_status.get(SKIPPED) and len(by_status[SKIPPED]) == world_size:

@@ -35,7 +35,9 @@ def validate(path: Path) -> ET.Element:
 
 
 def cases(root: ET.Element) -> dict[tuple[str, str], ET.Element]:
-    return {(suite.get("name", ""), case.get("name", "")): case for suite in root.iter("testsuite") for case in suite.iter("testcase")}
+    return {
+        (suite.get("name", ""), case.get("name", "")): case for suite in root.iter("testsuite") for case in suite.iter("testcase")
+    }
 
 
 def outcome(case: ET.Element) -> tuple[str, str]:
@@ -81,7 +83,9 @@ def test_default_config_passes_on_fixture_in_both_topologies(fixture_images: lis
     assert f"distval-{run_id}-cross-container-2ranks-n1" in system_out
 
 
-def test_all_reduce_that_does_nothing_fails_all_reduce_and_only_that(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+def test_all_reduce_that_does_nothing_fails_all_reduce_and_only_that(
+    fixture_images: list[str], run_id: str, tmp_path: Path
+) -> None:
     junit = tmp_path / "results.xml"
     assert run([DEFAULT_CONFIG, "--image", "distval-fixtures/broken:allreduce-noop", "--junit", str(junit)], run_id) == 1
     found = cases(validate(junit))
@@ -101,9 +105,11 @@ def test_missing_image_exits_3_with_one_clear_line_and_an_error_testcase(
     junit = tmp_path / "results.xml"
     assert run([DEFAULT_CONFIG, "--image", "distval-fixtures/no-such-image:0", "--junit", str(junit)], run_id) == 3
     err = capsys.readouterr().err
-    assert err.strip().splitlines() == [
-        "distval: image distval-fixtures/no-such-image:0 is not in the Docker Engine; distval never pulls: build, load or pull it first"
-    ]
+    (line,) = err.strip().splitlines()
+    assert line == (
+        "distval: image distval-fixtures/no-such-image:0 is not in the Docker Engine; "
+        "distval never pulls: build, load or pull it first"
+    )
     status, message = outcome(cases(validate(junit))[("distval run", "environment")])
     assert status == "error" and "no-such-image" in message
 
@@ -150,8 +156,20 @@ def test_signal_mid_run_removes_everything_and_still_writes_junit(
     config.write_text("timeout_s: 300\nscenarios:\n  - {topology: cross-container, world_size: 2, checks: [env, all_reduce]}\n")
     junit = tmp_path / "results.xml"
     process = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", str(config), "--image", "distval-fixtures/broken:allreduce-hangs",
-         "--junit", str(junit), "--run-id", run_id, "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "run",
+            str(config),
+            "--image",
+            "distval-fixtures/broken:allreduce-hangs",
+            "--junit",
+            str(junit),
+            "--run-id",
+            run_id,
+            "--quiet",
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -1,0 +1,140 @@
+"""The harness's check catalog and the in-image suite stay in step, and the suite stays portable.
+
+suite/ runs inside the image under test (Python >= 3.9, torch, nothing else), so it is read here with
+``ast`` only: importing suite.checks would need torch, which the host does not have.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.checks import CATALOG
+
+SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
+SUITE_FILES = sorted(SUITE_DIR.glob("*.py"))
+ALLOWED_THIRD_PARTY = {"torch"}
+
+
+def _tree(path: Path, feature_version: tuple[int, int] | None = None) -> ast.Module:
+    source = path.read_text(encoding="utf-8")
+    if feature_version is None:
+        return ast.parse(source, filename=str(path))
+    return ast.parse(source, filename=str(path), feature_version=feature_version)
+
+
+def registered_name(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The name in the function's ``@check("...")`` decorator, if it has one."""
+    for decorator in function.decorator_list:
+        if isinstance(decorator, ast.Call) and isinstance(decorator.func, ast.Name) and decorator.func.id == "check":
+            assert len(decorator.args) == 1 and not decorator.keywords, ast.dump(decorator)
+            argument = decorator.args[0]
+            assert isinstance(argument, ast.Constant) and isinstance(argument.value, str), (
+                f"line {decorator.lineno}: @check() needs a literal name"
+            )
+            return argument.value
+    return None
+
+
+def registered_checks(path: Path) -> list[str]:
+    """Names passed to ``@check("...")`` decorators on module-level functions, in file order."""
+    functions = [n for n in _tree(path).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    return [name for name in map(registered_name, functions) if name is not None]
+
+
+def imported_top_levels(tree: ast.Module) -> set[str]:
+    """Top-level package of every absolute import anywhere in the module (inside functions too)."""
+    modules: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: inside suite itself
+                modules.add("suite")
+            elif node.module:
+                modules.add(node.module.split(".")[0])
+    return modules
+
+
+def test_suite_files_exist() -> None:
+    assert {p.name for p in SUITE_FILES} >= {"__init__.py", "checks.py", "main.py", "records.py"}
+
+
+def test_registered_checks_equal_the_catalog() -> None:
+    names = registered_checks(SUITE_DIR / "checks.py")
+    assert names, "no @check registrations found in suite/checks.py"
+    assert len(names) == len(set(names)), f"a check is registered twice: {names}"
+    assert set(names) == set(CATALOG)
+
+
+def test_catalog_entries_are_consistent() -> None:
+    for name, info in CATALOG.items():
+        assert info.name == name
+        assert info.description
+        for arg_name, spec in info.args.items():
+            assert spec.kind in (int, str), (name, arg_name)
+            assert isinstance(spec.default, spec.kind), (name, arg_name)
+            if spec.minimum is not None:
+                assert isinstance(spec.default, int) and spec.default >= spec.minimum, (name, arg_name)
+
+
+def test_check_args_read_by_the_suite_are_in_the_catalog() -> None:
+    """Every ``args.get("x")`` / ``args["x"]`` in a registered check is an argument the catalog declares."""
+    tree = _tree(SUITE_DIR / "checks.py")
+    for function in tree.body:
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        registered = registered_name(function)
+        if registered is None:
+            continue
+        used: set[str] = set()
+        for node in ast.walk(function):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "get"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "args"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                used.add(str(node.args[0].value))
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "args":
+                if isinstance(node.slice, ast.Constant):
+                    used.add(str(node.slice.value))
+        assert used <= set(CATALOG[registered].args), (registered, used)
+
+
+@pytest.mark.parametrize("path", SUITE_FILES, ids=[p.name for p in SUITE_FILES])
+def test_suite_imports_only_stdlib_torch_and_itself(path: Path) -> None:
+    allowed = set(sys.stdlib_module_names) | ALLOWED_THIRD_PARTY | {"suite"}
+    imported = imported_top_levels(_tree(path))
+    assert imported <= allowed, f"{path.name} imports {sorted(imported - allowed)}"
+    assert "harness" not in imported
+
+
+@pytest.mark.parametrize("path", SUITE_FILES, ids=[p.name for p in SUITE_FILES])
+def test_suite_parses_with_python_3_9_grammar(path: Path) -> None:
+    _tree(path, feature_version=(3, 9))
+
+
+def test_grammar_check_can_fail() -> None:
+    # The feature_version guard is real: a 3.10 match statement does not parse as 3.9.
+    source = "match x:\n    case 1:\n        pass\n"
+    ast.parse(source, feature_version=(3, 10))
+    with pytest.raises(SyntaxError):
+        ast.parse(source, feature_version=(3, 9))
+
+
+def test_import_check_can_fail() -> None:
+    tree = ast.parse("import yaml\nfrom docker import errors\nfrom . import records\nimport torch.distributed as dist\n")
+    assert imported_top_levels(tree) == {"yaml", "docker", "suite", "torch"}
+
+
+def test_suite_package_imports_nothing() -> None:
+    """suite/__init__.py is imported by the harness on the host (to locate the suite): no torch there."""
+    tree = _tree(SUITE_DIR / "__init__.py")
+    assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]

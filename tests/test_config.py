@@ -1,0 +1,831 @@
+"""harness.config: the strict YAML loader, against bad input of every kind and against good input.
+
+Every problem must be ONE line ``FILE:LINE: KEY.PATH: <what was expected / what is wrong>`` and every
+problem in a file must be reported, not just the first.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+import harness.cli
+from harness.config import (
+    DEFAULT_COLLECTIVE_TIMEOUT_S,
+    DEFAULT_PYTHON,
+    DEFAULT_TIMEOUT_S,
+    CheckSpec,
+    Config,
+    load_config,
+    parse_config,
+)
+from harness.errors import EXIT_BAD_INPUT, ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+FILE = "scen.yaml"
+TOP_KEYS = "version, backend, image, timeout_s, collective_timeout_s, python, scenarios"
+SCENARIO_KEYS = "name, topology, world_size, backend, image, timeout_s, collective_timeout_s, python, checks"
+CHECK_NAMES = "a check name (env, all_reduce)"
+
+
+def yaml_text(text: str) -> str:
+    return textwrap.dedent(text).lstrip("\n")
+
+
+def line_of(text: str, marker: str) -> int:
+    """1-based number of the only line containing ``marker`` (so the expected line is exact, not guessed)."""
+    hits = [number for number, line in enumerate(text.splitlines(), start=1) if marker in line]
+    assert len(hits) == 1, f"marker {marker!r} must occur on exactly one line, found {hits}"
+    return hits[0]
+
+
+def problems_of(text: str, path: str = FILE) -> list[str]:
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, path)
+    problems = caught.value.problems
+    assert problems, "a ConfigError must carry at least one problem"
+    for problem in problems:
+        assert "\n" not in problem, f"a problem must be one line: {problem!r}"
+        assert problem.startswith(f"{path}"), problem
+    assert str(caught.value) == "\n".join(problems)
+    return problems
+
+
+def the_problem(problems: list[str], line: int | None, key_path: str, *fragments: str) -> str:
+    """The one problem line for ``key_path`` at ``line``; it must contain every fragment."""
+    prefix = f"{FILE}:{line}: " if line is not None else f"{FILE}: "
+    prefix += f"{key_path}: " if key_path else ""
+    matching = [p for p in problems if p.startswith(prefix)]
+    assert len(matching) == 1, f"expected exactly one problem starting {prefix!r}; got {problems}"
+    for fragment in fragments:
+        assert fragment in matching[0], f"{fragment!r} not in {matching[0]!r}"
+    return matching[0]
+
+
+VALID = yaml_text(
+    """
+    scenarios:
+      - topology: in-container
+        world_size: 2
+        checks: [env]
+    """
+)
+
+
+# --- not YAML, empty, not a mapping ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "reason"),
+    [
+        ("scenarios:\n  - name: x\n    topology: in-container: no\n", 3, "mapping values are not allowed here"),
+        ("scenarios:\n  - topology: [in-container\n    world_size: 2\n", 3, "expected ',' or ']'"),
+        ('scenarios:\n  - name: "unterminated\n', 3, "found unexpected end of stream"),
+        ("scenarios: []\n---\nscenarios: []\n", 2, "found another document"),
+    ],
+    ids=["mapping-in-value", "unclosed-flow-list", "unclosed-quote", "two-documents"],
+)
+def test_invalid_yaml_reports_the_line(text: str, line: int, reason: str) -> None:
+    problems = problems_of(text)
+    assert problems == [problems[0]]
+    assert problems[0].startswith(f"{FILE}:{line}: not valid YAML: ")
+    assert reason in problems[0]
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"], ids=["empty", "blank", "comment"])
+def test_empty_file(text: str) -> None:
+    assert problems_of(text) == [f"{FILE}: the file is empty; expected a mapping with a 'scenarios' list"]
+
+
+@pytest.mark.parametrize(
+    ("text", "got"),
+    [("- a\n- b\n", "got a list"), ("just a string\n", "got 'just a string'"), ("42\n", "got '42'")],
+    ids=["list", "string", "number"],
+)
+def test_top_level_must_be_a_mapping(text: str, got: str) -> None:
+    problems = problems_of(text)
+    assert len(problems) == 1
+    assert problems[0] == f"{FILE}:1: expected a mapping with keys {TOP_KEYS}; {got}"
+
+
+# --- unknown keys and checks ----------------------------------------------------------------------
+
+
+def test_unknown_top_level_key() -> None:
+    text = "backend: gloo\nbogus: 1\n" + VALID
+    problems = problems_of(text)
+    assert problems == [f"{FILE}:2: bogus: unknown key; expected one of {TOP_KEYS}"]
+
+
+def test_unknown_scenario_key() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: in-container
+            world_size: 2
+            wold_size: 3
+            checks: [env]
+        """
+    )
+    problems = problems_of(text)
+    assert problems == [f"{FILE}:4: scenarios[0].wold_size: unknown key; expected one of {SCENARIO_KEYS}"]
+
+
+def test_unknown_check_name_as_string_and_as_mapping() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: in-container
+            world_size: 2
+            checks:
+              - env
+              - allreduce
+              - name: broadcast
+        """
+    )
+    problems = problems_of(text)
+    assert len(problems) == 2
+    the_problem(problems, line_of(text, "allreduce"), "scenarios[0].checks[1]", f"expected {CHECK_NAMES}", "got 'allreduce'")
+    the_problem(problems, line_of(text, "broadcast"), "scenarios[0].checks[2].name", f"expected {CHECK_NAMES}", "got 'broadcast'")
+
+
+def test_check_mapping_without_name() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: in-container
+            world_size: 2
+            checks:
+              - args: {numel: 4}
+        """
+    )
+    problems = problems_of(text)
+    assert problems == [f"{FILE}:5: scenarios[0].checks[0].name: required key is missing"]
+
+
+def test_unknown_check_key() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: in-container
+            world_size: 2
+            checks:
+              - name: env
+                arguments: {}
+        """
+    )
+    problems = problems_of(text)
+    assert problems == [f"{FILE}:6: scenarios[0].checks[0].arguments: unknown key; expected one of name, args"]
+
+
+def test_unknown_check_arg() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: in-container
+            world_size: 2
+            checks:
+              - env
+              - name: all_reduce
+                args:
+                  numel: 8
+                  foo: 1
+        """
+    )
+    problems = problems_of(text)
+    assert problems == [f"{FILE}:{line_of(text, 'foo')}: scenarios[0].checks[1].args.foo: unknown key; expected one of numel"]
+
+
+def test_arg_for_a_check_without_args() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: in-container
+            world_size: 2
+            checks:
+              - {name: env, args: {verbose: 1}}
+        """
+    )
+    problems = problems_of(text)
+    assert len(problems) == 1
+    the_problem(problems, 5, "scenarios[0].checks[0].args.verbose", "unknown key")
+
+
+def test_check_args_must_be_a_mapping() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: in-container
+            world_size: 2
+            checks:
+              - name: all_reduce
+                args: [numel, 8]
+        """
+    )
+    problems = problems_of(text)
+    assert len(problems) == 1
+    the_problem(problems, 6, "scenarios[0].checks[0].args", "expected a mapping with keys numel", "got a list")
+
+
+# --- wrong types and bad values -------------------------------------------------------------------
+
+SCENARIO_TEMPLATE = """\
+scenarios:
+  - name: typed
+    topology: in-container
+    world_size: 2
+    checks:
+      - env
+      - name: all_reduce
+        args:
+          numel: 4
+"""
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key_path", "expected", "got"),
+    [
+        ("world_size: 2", 'world_size: "two"', "scenarios[0].world_size", "expected an integer >= 1", "got 'two'"),
+        ("world_size: 2", "world_size: true", "scenarios[0].world_size", "expected an integer >= 1", "got 'true'"),
+        ("world_size: 2", "world_size: no", "scenarios[0].world_size", "expected an integer >= 1", "got 'no'"),
+        ("world_size: 2", "world_size: 0", "scenarios[0].world_size", "expected an integer >= 1", "got '0'"),
+        ("world_size: 2", "world_size: -3", "scenarios[0].world_size", "expected an integer >= 1", "got '-3'"),
+        ("world_size: 2", "world_size: 2.5", "scenarios[0].world_size", "expected an integer >= 1", "got '2.5'"),
+        ("world_size: 2", "world_size: [2]", "scenarios[0].world_size", "expected an integer >= 1", "got a list"),
+        ("numel: 4", "numel: abc", "scenarios[0].checks[1].args.numel", "expected an integer >= 1", "got 'abc'"),
+        ("numel: 4", "numel: 0", "scenarios[0].checks[1].args.numel", "expected an integer >= 1", "got '0'"),
+        ("numel: 4", "numel: false", "scenarios[0].checks[1].args.numel", "expected an integer >= 1", "got 'false'"),
+        ("numel: 4", "numel: 4.0", "scenarios[0].checks[1].args.numel", "expected an integer >= 1", "got '4.0'"),
+        (
+            "name: typed",
+            "name: typed\n    timeout_s: -1",
+            "scenarios[0].timeout_s",
+            "expected a number of seconds > 0",
+            "got '-1'",
+        ),
+        ("name: typed", "name: typed\n    timeout_s: 0", "scenarios[0].timeout_s", "expected a number of seconds > 0", "got '0'"),
+        (
+            "name: typed",
+            "name: typed\n    timeout_s: true",
+            "scenarios[0].timeout_s",
+            "expected a number of seconds > 0",
+            "got 'true'",
+        ),
+        (
+            "name: typed",
+            "name: typed\n    timeout_s: soon",
+            "scenarios[0].timeout_s",
+            "expected a number of seconds > 0",
+            "got 'soon'",
+        ),
+        (
+            "name: typed",
+            "name: typed\n    collective_timeout_s: .nan",
+            "scenarios[0].collective_timeout_s",
+            "expected a number of seconds > 0",
+            "got '.nan'",
+        ),
+        (
+            "name: typed",
+            "name: typed\n    collective_timeout_s: {s: 1}",
+            "scenarios[0].collective_timeout_s",
+            "expected a number of seconds > 0",
+            "got a mapping",
+        ),
+        ("name: typed", "name: typed\n    image: ''", "scenarios[0].image", "expected an image reference", "got nothing"),
+        ("name: typed", "name: typed\n    image: 7", "scenarios[0].image", "expected an image reference", "got '7'"),
+        (
+            "name: typed",
+            "name: typed\n    python: [python3]",
+            "scenarios[0].python",
+            "expected the image's Python interpreter",
+            "got a list",
+        ),
+        ("name: typed", "name: 'bad name!'", "scenarios[0].name", "expected a name of letters, digits", "got 'bad name!'"),
+        ("name: typed", "name: " + "n" * 41, "scenarios[0].name", "(at most 40 characters)", "got '" + "n" * 41 + "'"),
+        ("name: typed", "name: -lead", "scenarios[0].name", "expected a name of letters, digits", "got '-lead'"),
+    ],
+)
+def test_wrong_type_or_value(old: str, new: str, key_path: str, expected: str, got: str) -> None:
+    assert old in SCENARIO_TEMPLATE
+    text = SCENARIO_TEMPLATE.replace(old, new, 1)
+    marker = new.splitlines()[-1].strip()
+    problems = problems_of(text)
+    assert len(problems) == 1, problems
+    line = the_problem(problems, line_of(text, marker), key_path, expected, got)
+    # "expected X" comes before "got Y", on the same line.
+    assert line.index(expected) < line.index(got)
+
+
+@pytest.mark.parametrize(
+    ("line_text", "key_path", "expected", "got"),
+    [
+        ("timeout_s: -1", "timeout_s", "expected a number of seconds > 0", "got '-1'"),
+        ("collective_timeout_s: off", "collective_timeout_s", "expected a number of seconds > 0", "got 'off'"),
+        ("backend: tcp", "backend", "expected one of gloo, nccl, mpi", "got 'tcp'"),
+        ("image: {name: x}", "image", "expected an image reference (name:tag or id)", "got a mapping"),
+        ("python: ' '", "python", "expected the image's Python interpreter", "got ' '"),
+    ],
+)
+def test_wrong_top_level_default(line_text: str, key_path: str, expected: str, got: str) -> None:
+    text = "version: 1\n" + line_text + "\n" + VALID
+    problems = problems_of(text)
+    assert len(problems) == 1, problems
+    the_problem(problems, 2, key_path, expected, got)
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key_path", "expected", "got"),
+    [
+        (
+            "topology: in-container",
+            "topology: sideways",
+            "scenarios[0].topology",
+            "expected one of in-container, cross-container",
+            "got 'sideways'",
+        ),
+        (
+            "topology: in-container",
+            "topology: In-Container",
+            "scenarios[0].topology",
+            "expected one of in-container, cross-container",
+            "got 'In-Container'",
+        ),
+        ("name: typed", "name: typed\n    backend: tcp", "scenarios[0].backend", "expected one of gloo, nccl, mpi", "got 'tcp'"),
+        (
+            "name: typed",
+            "name: typed\n    backend: [gloo]",
+            "scenarios[0].backend",
+            "expected one of gloo, nccl, mpi",
+            "got a list",
+        ),
+    ],
+)
+def test_bad_choice(old: str, new: str, key_path: str, expected: str, got: str) -> None:
+    text = SCENARIO_TEMPLATE.replace(old, new, 1)
+    problems = problems_of(text)
+    assert len(problems) == 1, problems
+    the_problem(problems, line_of(text, new.splitlines()[-1].strip()), key_path, expected, got)
+
+
+# --- missing and empty ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("missing", ["topology", "world_size", "checks"])
+def test_missing_required_scenario_key(missing: str) -> None:
+    lines = ["scenarios:", "  - name: first", "    topology: in-container", "    world_size: 2", "    checks: [env]"]
+    text = "\n".join(line for line in lines if not line.strip().startswith(f"{missing}:")) + "\n"
+    problems = problems_of(text)
+    # Reported at the scenario's mapping (line 2), naming the missing key's full path.
+    assert problems == [f"{FILE}:2: scenarios[0].{missing}: required key is missing"]
+
+
+def test_missing_every_required_scenario_key() -> None:
+    text = "scenarios:\n  - name: bare\n"
+    assert problems_of(text) == [
+        f"{FILE}:2: scenarios[0].topology: required key is missing",
+        f"{FILE}:2: scenarios[0].world_size: required key is missing",
+        f"{FILE}:2: scenarios[0].checks: required key is missing",
+    ]
+
+
+def test_missing_scenarios() -> None:
+    assert problems_of("version: 1\nbackend: gloo\n") == [f"{FILE}:1: scenarios: required key is missing"]
+
+
+@pytest.mark.parametrize(
+    ("value", "got"),
+    [("[]", "got a list"), ("", "got nothing"), ("{a: 1}", "got a mapping"), ("all", "got 'all'")],
+    ids=["empty-list", "null", "mapping", "string"],
+)
+def test_scenarios_must_be_a_non_empty_list(value: str, got: str) -> None:
+    problems = problems_of(f"version: 1\nscenarios: {value}\n")
+    assert problems == [f"{FILE}:2: scenarios: expected a non-empty list of scenarios; {got}"]
+
+
+@pytest.mark.parametrize(
+    ("value", "got"),
+    [("[]", "got a list"), ("", "got nothing"), ("env", "got 'env'")],
+    ids=["empty-list", "null", "string"],
+)
+def test_checks_must_be_a_non_empty_list(value: str, got: str) -> None:
+    text = f"scenarios:\n  - topology: in-container\n    world_size: 2\n    checks: {value}\n"
+    assert problems_of(text) == [f"{FILE}:4: scenarios[0].checks: expected a non-empty list of checks; {got}"]
+
+
+def test_scenario_must_be_a_mapping() -> None:
+    problems = problems_of("scenarios:\n  - in-container\n")
+    assert len(problems) == 1
+    the_problem(problems, 2, "scenarios[0]", f"expected a mapping with keys {SCENARIO_KEYS}", "got 'in-container'")
+
+
+# --- duplicates, version --------------------------------------------------------------------------
+
+
+def test_duplicate_scenario_names() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - name: same
+            topology: in-container
+            world_size: 2
+            checks: [env]
+          - name: other
+            topology: in-container
+            world_size: 2
+            checks: [env]
+          - name: same
+            topology: cross-container
+            world_size: 2
+            checks: [env]
+        """
+    )
+    problems = problems_of(text)
+    assert problems == [f"{FILE}:10: scenarios[2].name: expected a unique scenario name; 'same' is also scenarios[0]"]
+
+
+def test_duplicate_default_scenario_names() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: in-container
+            world_size: 2
+            checks: [env]
+          - topology: in-container
+            world_size: 2
+            checks: [all_reduce]
+        """
+    )
+    problems = problems_of(text)
+    assert len(problems) == 1
+    the_problem(problems, 5, "scenarios[1].name", "expected a unique scenario name", "'in-container-2ranks' is also scenarios[0]")
+
+
+@pytest.mark.parametrize(
+    ("text", "key_path", "marker"),
+    [
+        (VALID + "backend: nccl\nbackend: gloo\n", "backend", "backend: gloo"),
+        (VALID + "scenarios: []\n", "scenarios", "scenarios: []"),
+        (
+            "scenarios:\n  - topology: in-container\n    world_size: 2\n    world_size: 4\n    checks: [env]\n",
+            "scenarios[0].world_size",
+            "world_size: 4",
+        ),
+        (
+            "scenarios:\n  - topology: in-container\n    world_size: 2\n    checks:\n"
+            "      - name: all_reduce\n        args: {numel: 1, numel: 2}\n",
+            "scenarios[0].checks[0].args.numel",
+            "numel: 1, numel: 2",
+        ),
+    ],
+    ids=["top-level", "top-level-scenarios", "scenario", "check-args"],
+)
+def test_duplicate_keys(text: str, key_path: str, marker: str) -> None:
+    problems = problems_of(text)
+    assert len(problems) == 1, problems
+    assert problems[0] == f"{FILE}:{line_of(text, marker)}: {key_path}: duplicate key"
+
+
+@pytest.mark.parametrize("value", ["2", "0", "'1'", "true", "[1]", "v1"])
+def test_version_other_than_1(value: str) -> None:
+    problems = problems_of(f"version: {value}\n" + VALID)
+    assert len(problems) == 1, problems
+    the_problem(problems, 1, "version", "expected 1 (the only config version)", "got ")
+
+
+def test_version_1_is_accepted() -> None:
+    assert len(parse_config("version: 1\n" + VALID, FILE).scenarios) == 1
+
+
+# --- every problem is collected -------------------------------------------------------------------
+
+
+def test_all_problems_are_collected_one_line_each() -> None:
+    text = yaml_text(
+        """
+        version: 2
+        backend: tcp
+        color: blue
+        scenarios:
+          - name: first
+            topology: sideways
+            world_size: "two"
+            timeout_s: -1
+            extra: 1
+            checks:
+              - env
+              - name: all_reduce
+                args: {foo: 1, numel: abc}
+              - nope
+          - topology: in-container
+            world_size: true
+            checks: []
+          - name: third
+        """
+    )
+    expected = [
+        (line_of(text, "version: 2"), "version", "expected 1"),
+        (line_of(text, "backend: tcp"), "backend", "expected one of gloo, nccl, mpi"),
+        (line_of(text, "color: blue"), "color", "unknown key; expected one of"),
+        (line_of(text, "sideways"), "scenarios[0].topology", "expected one of in-container, cross-container"),
+        (line_of(text, '"two"'), "scenarios[0].world_size", "expected an integer >= 1"),
+        (line_of(text, "timeout_s: -1"), "scenarios[0].timeout_s", "expected a number of seconds > 0"),
+        (line_of(text, "extra: 1"), "scenarios[0].extra", "unknown key; expected one of"),
+        (line_of(text, "foo: 1"), "scenarios[0].checks[1].args.foo", "unknown key; expected one of numel"),
+        (line_of(text, "numel: abc"), "scenarios[0].checks[1].args.numel", "expected an integer >= 1"),
+        (line_of(text, "- nope"), "scenarios[0].checks[2]", f"expected {CHECK_NAMES}"),
+        (line_of(text, "world_size: true"), "scenarios[1].world_size", "expected an integer >= 1"),
+        (line_of(text, "checks: []"), "scenarios[1].checks", "expected a non-empty list of checks"),
+        (line_of(text, "name: third"), "scenarios[2].topology", "required key is missing"),
+        (line_of(text, "name: third"), "scenarios[2].world_size", "required key is missing"),
+        (line_of(text, "name: third"), "scenarios[2].checks", "required key is missing"),
+    ]
+    problems = problems_of(text)
+    assert len(problems) == len(expected), "\n".join(problems)
+    for line, key_path, fragment in expected:
+        the_problem(problems, line, key_path, fragment)
+
+
+def test_problem_lines_have_the_documented_shape() -> None:
+    text = "version: 3\nscenarios:\n  - topology: x\n    world_size: 0\n    checks: [env]\n"
+    shape = re.compile(r"^scen\.yaml:(\d+): ([A-Za-z_][\w.\[\]]*): expected .+; got .+$")
+    problems = problems_of(text)
+    assert len(problems) == 3
+    matches = [shape.match(p) for p in problems]
+    assert all(matches), problems
+    assert [int(m.group(1)) for m in matches if m] == [1, 3, 4]
+
+
+# --- load_config ----------------------------------------------------------------------------------
+
+
+def test_load_config_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "absent.yaml"
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert caught.value.problems == [f"{path}: no such file; expected a YAML scenario file"]
+
+
+def test_load_config_directory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path)
+    assert len(caught.value.problems) == 1
+    assert caught.value.problems[0].startswith(f"{tmp_path}: cannot read the file: ")
+
+
+def test_load_config_not_utf8(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.yaml"
+    path.write_bytes(b"scenarios:\n  - name: caf\xe9\n")
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert len(caught.value.problems) == 1
+    assert caught.value.problems[0].startswith(f"{path}: cannot read the file: ")
+
+
+def test_load_config_names_the_file_in_problems(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("scenarios:\n  - topology: in-container\n    world_size: 0\n    checks: [env]\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        load_config(str(path))
+    assert caught.value.problems == [f"{path}:3: scenarios[0].world_size: expected an integer >= 1; got '0'"]
+
+
+# --- good input -----------------------------------------------------------------------------------
+
+
+def test_defaults_when_nothing_is_set() -> None:
+    config = parse_config(VALID, FILE)
+    assert isinstance(config, Config)
+    assert config.path == FILE
+    (scenario,) = config.scenarios
+    assert scenario.name == "in-container-2ranks"
+    assert scenario.backend == "gloo"
+    assert scenario.image is None
+    assert scenario.timeout_s == DEFAULT_TIMEOUT_S
+    assert scenario.collective_timeout_s == DEFAULT_COLLECTIVE_TIMEOUT_S
+    assert scenario.python == DEFAULT_PYTHON
+    assert scenario.checks == (CheckSpec("env"),)
+
+
+def test_top_level_defaults_are_inherited_and_overridden() -> None:
+    text = yaml_text(
+        """
+        version: 1
+        backend: nccl
+        image: example/torch:1
+        timeout_s: 90
+        collective_timeout_s: 12.5
+        python: /opt/venv/bin/python
+        scenarios:
+          - name: inherits
+            topology: in-container
+            world_size: 4
+            checks: [env]
+          - name: overrides
+            topology: cross-container
+            world_size: 3
+            backend: gloo
+            image: example/torch:2
+            timeout_s: 30.5
+            collective_timeout_s: 5
+            python: python3.9
+            checks: [env]
+        """
+    )
+    inherits, overrides = parse_config(text, FILE).scenarios
+    assert (inherits.backend, inherits.image, inherits.timeout_s, inherits.collective_timeout_s, inherits.python) == (
+        "nccl",
+        "example/torch:1",
+        90.0,
+        12.5,
+        "/opt/venv/bin/python",
+    )
+    assert isinstance(inherits.timeout_s, float)
+    assert (overrides.backend, overrides.image, overrides.timeout_s, overrides.collective_timeout_s, overrides.python) == (
+        "gloo",
+        "example/torch:2",
+        30.5,
+        5.0,
+        "python3.9",
+    )
+    assert (overrides.topology, overrides.world_size) == ("cross-container", 3)
+
+
+def test_check_as_string_and_as_mapping() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: cross-container
+            world_size: 3
+            checks:
+              - env
+              - name: all_reduce
+                args:
+                  numel: 1024
+        """
+    )
+    (scenario,) = parse_config(text, FILE).scenarios
+    assert [c.name for c in scenario.checks] == ["env", "all_reduce"]
+    assert dict(scenario.checks[1].args) == {"numel": 1024}
+
+
+def test_check_listed_twice_is_a_config_error() -> None:
+    text = "scenarios:\n  - topology: in-container\n    world_size: 2\n    checks: [env, all_reduce, {name: all_reduce}]\n"
+    problems = problems_of(text)
+    the_problem(problems, 4, "scenarios[0].checks[2]", "expected each check once per scenario; 'all_reduce' is also checks[1]")
+
+
+def test_check_args_are_read_only() -> None:
+    text = "scenarios:\n  - topology: in-container\n    world_size: 2\n    checks: [{name: all_reduce, args: {numel: 1024}}]\n"
+    (scenario,) = parse_config(text, FILE).scenarios
+    with pytest.raises(TypeError):
+        scenario.checks[0].args["numel"] = 1  # type: ignore[index]
+
+
+def test_default_scenario_name() -> None:
+    text = "scenarios:\n  - topology: cross-container\n    world_size: 5\n    checks: [env]\n"
+    assert parse_config(text, FILE).scenarios[0].name == "cross-container-5ranks"
+
+
+def test_explicit_scenario_name_of_40_characters() -> None:
+    name = "A" + "b-_." * 9 + "xyz"
+    assert len(name) == 40
+    text = f"scenarios:\n  - name: {name}\n    topology: in-container\n    world_size: 1\n    checks: [env]\n"
+    assert parse_config(text, FILE).scenarios[0].name == name
+
+
+def test_default_yaml_loads() -> None:
+    config = load_config(ROOT / "configs" / "default.yaml")
+    assert [(s.name, s.topology, s.world_size) for s in config.scenarios] == [
+        ("in-container-2ranks", "in-container", 2),
+        ("cross-container-2ranks", "cross-container", 2),
+    ]
+    for scenario in config.scenarios:
+        assert scenario.backend == "gloo"
+        assert scenario.timeout_s == 180.0
+        assert scenario.collective_timeout_s == 60.0
+        assert [c.name for c in scenario.checks] == ["env", "all_reduce"]
+
+
+# --- regressions: each of these crashed parse_config or was accepted when these tests were written ---
+
+
+def test_unknown_yaml_tag_is_a_config_error() -> None:
+    """Was: yaml.constructor.ConstructorError escaped parse_config (a traceback from the CLI)."""
+    text = "scenarios:\n  - topology: in-container\n    world_size: !custom 3\n    checks: [env]\n"
+    problems = problems_of(text)
+    the_problem(problems, 3, "scenarios[0].world_size", "expected an integer >= 1")
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "key_path", "expected"),
+    [
+        ("world_size: 2", "world_size:", "scenarios[0].world_size", "expected an integer >= 1; got nothing"),
+        (
+            "topology: in-container",
+            "topology:",
+            "scenarios[0].topology",
+            "expected one of in-container, cross-container; got nothing",
+        ),
+        ("numel: 4", "numel:", "scenarios[0].checks[1].args.numel", "expected an integer >= 1; got nothing"),
+        ("name: typed", "name:", "scenarios[0].name", "expected a name of letters, digits"),
+        ("name: typed", "name: typed\n    timeout_s:", "scenarios[0].timeout_s", "expected a number of seconds > 0; got nothing"),
+        ("      - env", "      -", "scenarios[0].checks[0]", f"expected {CHECK_NAMES}; got nothing"),
+    ],
+)
+def test_key_without_value_is_a_config_error(old: str, new: str, key_path: str, expected: str) -> None:
+    """Was: the empty scalar was re-serialized as '...' and yaml.parser.ParserError escaped parse_config."""
+    text = SCENARIO_TEMPLATE.replace(old, new, 1)
+    problems = problems_of(text)
+    assert len(problems) == 1, problems
+    assert re.match(rf"^{re.escape(FILE)}:\d+: {re.escape(key_path)}: {re.escape(expected)}", problems[0]), problems
+
+
+def test_placeholder_arg_name_is_a_config_error() -> None:
+    """Was: '(none)', the placeholder for "no arguments", was accepted as an argument name, then KeyError."""
+    text = "scenarios:\n  - topology: in-container\n    world_size: 2\n    checks:\n      - {name: env, args: {'(none)': 1}}\n"
+    problems = problems_of(text)
+    the_problem(problems, 5, "scenarios[0].checks[0].args.(none)", "unknown key")
+
+
+@pytest.mark.parametrize("key", ["timeout_s", "collective_timeout_s"])
+def test_infinite_timeouts_are_rejected(key: str) -> None:
+    """Was accepted: no deadline at all, and timedelta(seconds=inf) -> OverflowError inside every rank."""
+    problems = problems_of(f"{key}: .inf\n" + VALID)
+    the_problem(problems, 1, key, "expected a number of seconds > 0")
+
+
+# --- the CLI on bad input -------------------------------------------------------------------------
+
+
+def _no_engine(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the Docker Engine must not be touched when the config is bad")
+
+
+def test_cli_run_with_bad_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "backend: tcp\nscenarios:\n  - topology: sideways\n    world_size: two\n    checks: [env, nope]\n",
+        encoding="utf-8",
+    )
+    junit = tmp_path / "reports" / "out.xml"
+    # command_run loads the config before it creates an Engine: the run must stop before any Docker call.
+    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
+
+    code = harness.cli.main(["run", str(bad), "--junit", str(junit), "--run-id", "cafe0001"])
+
+    captured = capsys.readouterr()
+    assert code == EXIT_BAD_INPUT == 2
+    assert "Traceback" not in captured.err + captured.out
+    assert captured.err.splitlines() == [
+        f"{bad}:1: backend: expected one of gloo, nccl, mpi; got 'tcp'",
+        f"{bad}:3: scenarios[0].topology: expected one of in-container, cross-container; got 'sideways'",
+        f"{bad}:4: scenarios[0].world_size: expected an integer >= 1; got 'two'",
+        f"{bad}:5: scenarios[0].checks[1]: expected a check name (env, all_reduce); got 'nope'",
+    ]
+    assert "exit code 2" in captured.out
+
+    root = ET.parse(junit).getroot()
+    assert root.tag == "testsuites"
+    (suite,) = root.findall("testsuite")
+    assert suite.get("name") == "distval run"
+    assert (suite.get("tests"), suite.get("errors"), suite.get("failures")) == ("1", "1", "0")
+    (case,) = suite.findall("testcase")
+    assert (case.get("name"), case.get("classname")) == ("config", "distval.run")
+    error = case.find("error")
+    assert error is not None
+    assert error.get("type") == "config"
+    assert "scenarios[0].world_size: expected an integer >= 1" in (error.get("message") or "")
+    assert f"{bad}:5: scenarios[0].checks[1]" in (error.text or "")
+    properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
+    assert properties["run_id"] == "cafe0001"
+
+
+def test_cli_run_with_missing_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.yaml"
+    junit = tmp_path / "out.xml"
+    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
+    code = harness.cli.main(["run", str(missing), "--junit", str(junit), "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err.splitlines() == [f"{missing}: no such file; expected a YAML scenario file"]
+    assert "Traceback" not in captured.err
+    case = ET.parse(junit).getroot().find("testsuite/testcase")
+    assert case is not None and case.get("name") == "config"
+    assert case.find("error") is not None
+
+
+def test_cli_plan_with_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("scenarios:\n  - topology: in-container\n    world_size: 0\n    checks: []\n", encoding="utf-8")
+    assert harness.cli.main(["plan", str(bad)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.splitlines() == [
+        f"{bad}:3: scenarios[0].world_size: expected an integer >= 1; got '0'",
+        f"{bad}:4: scenarios[0].checks: expected a non-empty list of checks; got a list",
+    ]

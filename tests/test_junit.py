@@ -1,0 +1,377 @@
+"""harness.junit: a RunSummary -> JUnit XML that Jenkins' xunit schema accepts, and that says what happened."""
+
+from __future__ import annotations
+
+import json
+import os
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import junit_xml
+import pytest
+from lxml import etree
+
+import harness.junit
+from harness import __version__
+from harness.config import parse_config
+from harness.junit import SYSTEM_OUT_CHARS, render_junit, write_junit
+from harness.plan import ScenarioPlan, plan_scenario
+from harness.results import (
+    ERROR,
+    FAILED,
+    PASSED,
+    SKIPPED,
+    ContainerOutcome,
+    RunSummary,
+    ScenarioOutcome,
+    ScenarioResult,
+    summarize_scenario,
+)
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-jenkins.xsd"
+RUN_ID = "5eed5eed"
+FAIL_MESSAGE = (
+    "all_reduce(SUM) of rank+1 over 2 ranks: expected 3.0 in every element, got 2.0 at element 0 (1 of 1 elements wrong)"
+)
+CONFIG = """\
+scenarios:
+  - name: inside
+    topology: in-container
+    world_size: 2
+    checks: [env, all_reduce]
+  - name: across
+    topology: cross-container
+    world_size: 2
+    timeout_s: 90
+    checks: [env, all_reduce]
+"""
+
+
+@pytest.fixture(scope="module")
+def schema() -> etree.XMLSchema:
+    return etree.XMLSchema(etree.parse(str(SCHEMA_PATH)))
+
+
+def line(check: str, rank: int, status: str, message: str, **details: Any) -> str:
+    record = {"check": check, "rank": rank, "status": status, "message": message, "duration_s": 0.125, "details": details}
+    return json.dumps(record) + "\n"
+
+
+def env_line(rank: int, status: str = PASSED, message: str = "torch 2.6.0, Python 3.11.2") -> str:
+    return line("env", rank, status, message, torch_version="2.6.0", python_version="3.11.2")
+
+
+def outcome(plan: ScenarioPlan, index: int, text: str, **kwargs: Any) -> ContainerOutcome:
+    cp = plan.containers[index]
+    defaults: dict[str, Any] = {"exit_code": 0, "killed_at_deadline": False, "stdout": "", "stderr": ""}
+    defaults.update(kwargs)
+    files = {f"rank-{r}.jsonl": text.encode() for r in cp.ranks} if text else {}
+    return ContainerOutcome(cp.name, cp.node_rank, cp.ranks, result_files=files, **defaults)
+
+
+def scenarios() -> tuple[ScenarioResult, ScenarioResult]:
+    inside_s, across_s = parse_config(CONFIG, "junit.yaml").scenarios
+    inside = plan_scenario(inside_s, RUN_ID, "example/torch:test")
+    across = plan_scenario(across_s, RUN_ID, "example/torch:test")
+    # inside: env passed on both ranks, all_reduce failed on rank 1.
+    inside_text = env_line(0) + env_line(1) + line("all_reduce", 0, PASSED, "ok") + line("all_reduce", 1, FAILED, FAIL_MESSAGE)
+    inside_result = summarize_scenario(
+        ScenarioOutcome(
+            inside,
+            "sha256:inside",
+            4.25,
+            (outcome(inside, 0, inside_text, stdout="distval: rank 0 env passed\nINSIDE-STDOUT", stderr="INSIDE-STDERR"),),
+        )
+    )
+    # across: env skipped on every rank, all_reduce: rank 1 killed at the deadline before writing anything.
+    across_result = summarize_scenario(
+        ScenarioOutcome(
+            across,
+            "sha256:across",
+            90.5,
+            (
+                outcome(across, 0, env_line(0, SKIPPED, "no CUDA") + line("all_reduce", 0, PASSED, "ok"), stdout="ACROSS-0"),
+                outcome(
+                    across, 1, env_line(1, SKIPPED, "no CUDA"), exit_code=137, killed_at_deadline=True, stdout="ACROSS-1 hung"
+                ),
+            ),
+        )
+    )
+    assert [c.status for c in inside_result.cases] == [PASSED, FAILED, PASSED]
+    assert [c.status for c in across_result.cases] == [SKIPPED, ERROR, ERROR]
+    return inside_result, across_result
+
+
+@pytest.fixture(scope="module")
+def summary() -> RunSummary:
+    return RunSummary(RUN_ID, scenarios(), early_error=("interrupted", "interrupted by SIGTERM; cleaned up"), early_exit_code=143)
+
+
+@pytest.fixture(scope="module")
+def report(summary: RunSummary) -> str:
+    return render_junit(summary)
+
+
+@pytest.fixture(scope="module")
+def root(report: str) -> ET.Element:
+    return ET.fromstring(report)
+
+
+def suite_named(root: ET.Element, name: str) -> ET.Element:
+    found = [s for s in root.findall("testsuite") if s.get("name") == name]
+    assert len(found) == 1, [s.get("name") for s in root.findall("testsuite")]
+    return found[0]
+
+
+def properties(suite: ET.Element) -> dict[str, str | None]:
+    return {p.get("name") or "": p.get("value") for p in suite.findall("properties/property")}
+
+
+# --- content --------------------------------------------------------------------------------------
+
+
+def test_document_shape(report: str, root: ET.Element) -> None:
+    assert report.startswith('<?xml version="1.0" encoding="utf-8"?>\n')
+    assert root.tag == "testsuites"
+    assert [s.get("name") for s in root.findall("testsuite")] == [
+        "inside (in-container, 2 ranks)",
+        "across (cross-container, 2 ranks)",
+        "distval run",
+    ]
+    # 3 + 3 + 1 cases: one failure (all_reduce inside), errors: all_reduce and exit_status across, the early error.
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("7", "1", "3")
+    assert "disabled" not in report
+
+
+def test_testcases_and_classnames(root: ET.Element) -> None:
+    inside = suite_named(root, "inside (in-container, 2 ranks)")
+    across = suite_named(root, "across (cross-container, 2 ranks)")
+    assert [(c.get("name"), c.get("classname")) for c in inside.findall("testcase")] == [
+        ("env", "distval.inside"),
+        ("all_reduce", "distval.inside"),
+        ("exit_status", "distval.inside"),
+    ]
+    assert [(c.get("name"), c.get("classname")) for c in across.findall("testcase")] == [
+        ("env", "distval.across"),
+        ("all_reduce", "distval.across"),
+        ("exit_status", "distval.across"),
+    ]
+    assert (inside.get("tests"), inside.get("failures"), inside.get("errors"), inside.get("skipped")) == ("3", "1", "0", "0")
+    assert (across.get("tests"), across.get("failures"), across.get("errors"), across.get("skipped")) == ("3", "0", "2", "1")
+
+
+def test_passed_case_has_no_outcome_element(root: ET.Element) -> None:
+    env = suite_named(root, "inside (in-container, 2 ranks)").find("testcase[@name='env']")
+    assert env is not None
+    assert env.find("failure") is None and env.find("error") is None and env.find("skipped") is None
+    assert env.get("time") == "0.125000"
+    out = env.find("system-out")
+    assert out is not None and "rank 1: passed: torch 2.6.0" in (out.text or "")
+
+
+def test_failure_names_rank_expected_and_got(root: ET.Element) -> None:
+    case = suite_named(root, "inside (in-container, 2 ranks)").find("testcase[@name='all_reduce']")
+    assert case is not None
+    failure = case.find("failure")
+    assert failure is not None
+    assert failure.get("type") == "check_failed"
+    message = failure.get("message") or ""
+    assert message == f"rank 1: {FAIL_MESSAGE}"
+    assert "expected 3.0" in message and "got 2.0" in message
+    assert "rank 0: passed: ok" in (failure.text or "")
+    assert case.find("error") is None
+
+
+def test_error_names_the_missing_rank_and_the_deadline(root: ET.Element) -> None:
+    across = suite_named(root, "across (cross-container, 2 ranks)")
+    case = across.find("testcase[@name='all_reduce']")
+    assert case is not None
+    error = case.find("error")
+    assert error is not None and error.get("type") == "check_error"
+    message = error.get("message") or ""
+    assert message.startswith("no result from rank(s) 1: ")
+    assert "90 s deadline" in message
+    assert "ACROSS-1 hung" in (error.text or "")
+    exit_status = across.find("testcase[@name='exit_status']/error")
+    assert exit_status is not None
+    assert (exit_status.get("message") or "").startswith("expected every container to exit 0 within the deadline")
+
+
+def test_skipped_case(root: ET.Element) -> None:
+    skipped = suite_named(root, "across (cross-container, 2 ranks)").find("testcase[@name='env']/skipped")
+    assert skipped is not None
+    assert skipped.get("message") == "no CUDA"
+
+
+def test_properties(root: ET.Element) -> None:
+    assert properties(suite_named(root, "inside (in-container, 2 ranks)")) == {
+        "image": "example/torch:test",
+        "image_id": "sha256:inside",
+        "backend": "gloo",
+        "topology": "in-container",
+        "world_size": "2",
+        "torch_version": "2.6.0",
+        "python_version": "3.11.2",
+        "run_id": RUN_ID,
+        "distval_version": __version__,
+    }
+    across = properties(suite_named(root, "across (cross-container, 2 ranks)"))
+    assert (across["topology"], across["image_id"], across["torch_version"]) == ("cross-container", "sha256:across", "2.6.0")
+
+
+def test_system_out_holds_the_logs(root: ET.Element) -> None:
+    inside = suite_named(root, "inside (in-container, 2 ranks)")
+    out = inside.find("system-out")
+    assert out is not None
+    text = out.text or ""
+    assert "===== distval-5eed5eed-inside-n0 (node 0, ranks 0,1) stdout =====" in text
+    assert "INSIDE-STDOUT" in text and "INSIDE-STDERR" in text
+    across = suite_named(root, "across (cross-container, 2 ranks)").find("system-out")
+    assert across is not None and "ACROSS-0" in (across.text or "") and "ACROSS-1 hung" in (across.text or "")
+
+
+def test_early_error_suite(root: ET.Element) -> None:
+    suite = suite_named(root, "distval run")
+    (case,) = suite.findall("testcase")
+    assert (case.get("name"), case.get("classname")) == ("interrupted", "distval.run")
+    error = case.find("error")
+    assert error is not None
+    assert (error.get("type"), error.get("message")) == ("interrupted", "interrupted by SIGTERM; cleaned up")
+    assert properties(suite) == {"run_id": RUN_ID, "distval_version": __version__}
+
+
+def test_control_characters_and_long_logs(schema: etree.XMLSchema) -> None:
+    inside, _ = scenarios()
+    noisy = "\x1b[31mred\x1b[0m \x00\x07 tail-marker"
+    logs = "HEAD-MARKER\n" + "x" * (SYSTEM_OUT_CHARS + 10) + noisy
+    result = ScenarioResult(inside.plan, inside.cases, inside.properties, logs, inside.duration_s)
+    report = render_junit(RunSummary(RUN_ID, (result,)))
+    root = ET.fromstring(report)  # parses: illegal XML characters were dropped
+    out = root.find("testsuite/system-out")
+    assert out is not None and out.text is not None
+    assert out.text.startswith("(earlier output cut)\n")
+    assert "HEAD-MARKER" not in out.text
+    assert "tail-marker" in out.text
+    assert schema.validate(etree.fromstring(report.encode()))
+
+
+# --- the schema -----------------------------------------------------------------------------------
+
+
+def test_report_validates_against_jenkins_schema(schema: etree.XMLSchema, report: str) -> None:
+    document = etree.fromstring(report.encode("utf-8"))
+    assert schema.validate(document), schema.error_log
+
+
+@pytest.mark.parametrize(
+    "summary_args",
+    [
+        (RUN_ID, ()),
+        (RUN_ID, (), ("config", "a.yaml:1: version: expected 1; got '2'\na.yaml:2: x: unknown key"), 2),
+    ],
+    ids=["no-scenarios", "config-error-only"],
+)
+def test_edge_reports_validate(schema: etree.XMLSchema, summary_args: tuple[Any, ...]) -> None:
+    report = render_junit(RunSummary(*summary_args))
+    assert schema.validate(etree.fromstring(report.encode())), schema.error_log
+
+
+def _mutated(report: str, mutate: Any) -> etree._Element:
+    document = etree.fromstring(report.encode("utf-8"))
+    mutate(document)
+    return document
+
+
+@pytest.mark.parametrize(
+    ("description", "mutate"),
+    [
+        ("disabled on testsuites", lambda d: d.set("disabled", "0")),
+        ("disabled on testsuite", lambda d: d.find("testsuite").set("disabled", "0")),
+        ("testsuite without name", lambda d: d.find("testsuite").attrib.pop("name")),
+        ("testsuite without errors", lambda d: d.find("testsuite").attrib.pop("errors")),
+        ("testcase with a file attribute", lambda d: d.find("testsuite/testcase").set("file", "x.py")),
+        ("testcase without name", lambda d: d.find("testsuite/testcase").attrib.pop("name")),
+        ("exponent time", lambda d: d.find("testsuite/testcase").set("time", "1e-05")),
+        ("negative time", lambda d: d.find("testsuite").set("time", "-1.0")),
+        ("property without value", lambda d: d.find("testsuite/properties/property").attrib.pop("value")),
+        ("unknown child of testcase", lambda d: etree.SubElement(d.find("testsuite/testcase"), "rerunFailure")),
+        ("failure with an unknown attribute", lambda d: d.find(".//failure").set("severity", "high")),
+    ],
+    ids=lambda v: v if isinstance(v, str) else "",
+)
+def test_schema_rejects_what_jenkins_rejects(schema: etree.XMLSchema, report: str, description: str, mutate: Any) -> None:
+    assert schema.validate(etree.fromstring(report.encode()))
+    assert not schema.validate(_mutated(report, mutate)), description
+
+
+def test_schema_rejects_raw_junit_xml_output(schema: etree.XMLSchema) -> None:
+    # What junit-xml writes by itself carries disabled="0": the reason render_junit post-processes it.
+    case = junit_xml.TestCase("c", classname="k", elapsed_sec=1.0)
+    raw = junit_xml.to_xml_report_string([junit_xml.TestSuite("s", [case])], encoding="utf-8")
+    document = etree.fromstring(raw.encode())
+    assert document.get("disabled") == "0"
+    assert not schema.validate(document)
+    assert "disabled" in str(schema.error_log)
+
+
+def test_schema_accepts_separated_thousands_and_nested_suites(schema: etree.XMLSchema) -> None:
+    document = etree.fromstring(
+        b'<testsuites name="n" time="1,234.5" tests="1" failures="0" errors="0">'
+        b'<testsuite name="outer" tests="1" failures="0" errors="0" group="g" id="1" package="p">'
+        b'<testsuite name="inner" tests="1" failures="0" errors="0" time="12">'
+        b'<testcase name="c" time=".5" group="g"><system-err>e</system-err><skipped/></testcase>'
+        b"</testsuite><system-out>o</system-out></testsuite></testsuites>"
+    )
+    assert schema.validate(document), schema.error_log
+
+
+# --- write_junit ----------------------------------------------------------------------------------
+
+
+def test_write_junit_creates_parents_and_leaves_no_temporary(
+    tmp_path: Path, summary: RunSummary, schema: etree.XMLSchema
+) -> None:
+    target = tmp_path / "deep" / "er" / "report.xml"
+    write_junit(summary, target)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["report.xml"]
+    assert schema.validate(etree.parse(str(target))), schema.error_log
+    assert [s.get("name") for s in ET.parse(target).getroot().findall("testsuite")][-1] == "distval run"
+
+
+def test_write_junit_replaces_atomically(tmp_path: Path, summary: RunSummary, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "report.xml"
+    target.write_text("OLD REPORT", encoding="utf-8")
+    renames: list[tuple[Path, Path]] = []
+    real_replace = os.replace
+
+    def spy(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> None:
+        source_path, destination_path = Path(source), Path(destination)
+        renames.append((source_path, destination_path))
+        # At the rename: the complete new report sits in a sibling file (same filesystem), the old one is intact.
+        assert source_path.parent == destination_path.parent == tmp_path
+        assert source_path != destination_path
+        assert ET.parse(source_path).getroot().tag == "testsuites"
+        assert destination_path.read_text(encoding="utf-8") == "OLD REPORT"
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", spy)  # harness.junit calls os.replace
+    write_junit(summary, str(target))
+    assert len(renames) == 1 and renames[0][1] == target
+    assert ET.parse(target).getroot().tag == "testsuites"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.xml"]
+
+
+def test_write_junit_keeps_the_old_file_when_rendering_fails(
+    tmp_path: Path, summary: RunSummary, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "report.xml"
+    target.write_text("OLD REPORT", encoding="utf-8")
+
+    def broken(_summary: RunSummary) -> str:
+        raise RuntimeError("render failed")
+
+    monkeypatch.setattr(harness.junit, "render_junit", broken)
+    with pytest.raises(RuntimeError):
+        write_junit(summary, target)
+    assert target.read_text(encoding="utf-8") == "OLD REPORT"

@@ -1,0 +1,317 @@
+"""harness.plan: the Docker-free launch plan, as a golden text and as structural facts.
+
+Regenerate the golden file after an intended change of the plan's text:
+
+    DISTVAL_UPDATE_GOLDEN=1 python -m pytest tests/test_plan.py -p no:cacheprovider
+
+and review the diff of tests/golden/default_plan.txt before committing it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import harness.cli
+from harness.config import Config, load_config, parse_config
+from harness.plan import (
+    CONTAINER_ROOT,
+    DEFAULT_IMAGE,
+    LABEL_MANAGED,
+    LABEL_NODE,
+    LABEL_RUN,
+    LABEL_SCENARIO,
+    MASTER_PORT,
+    RESULTS_DIR,
+    SPEC_PATH,
+    RunPlan,
+    ScenarioPlan,
+    images_of,
+    plan_run,
+    plan_scenario,
+    render_plan,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "golden" / "default_plan.txt"
+RUN_ID = "0123abcd"
+# Docker's container-name rule; a hostname label is at most 63 characters (RFC 1123).
+DOCKER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
+HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", re.IGNORECASE)
+
+
+def config_of(text: str) -> Config:
+    return parse_config(textwrap.dedent(text).lstrip("\n"), "test.yaml")
+
+
+def one_plan(text: str, run_id: str = RUN_ID, image: str | None = None) -> ScenarioPlan:
+    (plan,) = plan_run(config_of(text), run_id, image).scenarios
+    return plan
+
+
+@pytest.fixture
+def default_plan(monkeypatch: pytest.MonkeyPatch) -> RunPlan:
+    # The plan names its config path as given: load it by the same relative path as the golden text.
+    monkeypatch.chdir(ROOT)
+    return plan_run(load_config("configs/default.yaml"), RUN_ID, None)
+
+
+# --- golden ----------------------------------------------------------------------------------------
+
+
+def test_default_plan_matches_golden(default_plan: RunPlan) -> None:
+    text = render_plan(default_plan)
+    if os.environ.get("DISTVAL_UPDATE_GOLDEN") == "1":
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(text, encoding="utf-8")
+    assert GOLDEN.exists(), f"{GOLDEN} is missing: run with DISTVAL_UPDATE_GOLDEN=1 to create it"
+    assert text == GOLDEN.read_text(encoding="utf-8"), "plan text changed: rerun with DISTVAL_UPDATE_GOLDEN=1 and review the diff"
+
+
+def test_golden_covers_both_topologies() -> None:
+    golden = GOLDEN.read_text(encoding="utf-8")
+    assert golden.startswith(f"run {RUN_ID} from configs/default.yaml: 2 scenario(s)\n")
+    assert "scenario in-container-2ranks (in-container, 2 ranks)\n" in golden
+    assert "scenario cross-container-2ranks (cross-container, 2 ranks)\n" in golden
+    assert golden.count("\n  container ") == 3  # one in-container, two cross-container
+
+
+def test_render_is_deterministic(default_plan: RunPlan) -> None:
+    assert render_plan(default_plan) == render_plan(plan_run(load_config("configs/default.yaml"), RUN_ID, None))
+
+
+def test_cli_plan_prints_the_golden_text(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(ROOT)
+    assert harness.cli.main(["plan", "configs/default.yaml", "--run-id", RUN_ID]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == GOLDEN.read_text(encoding="utf-8")
+    assert captured.err == ""
+
+
+def test_cli_plan_image_override(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(ROOT)
+    assert harness.cli.main(["plan", "configs/default.yaml", "--run-id", RUN_ID, "--image", "mine/torch:x"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("  image: mine/torch:x\n") == 2
+    assert DEFAULT_IMAGE not in out
+
+
+# --- topologies ------------------------------------------------------------------------------------
+
+
+def test_in_container_topology(default_plan: RunPlan) -> None:
+    plan = default_plan.scenarios[0]
+    assert plan.scenario.topology == "in-container"
+    (container,) = plan.containers
+    assert container.node_rank == 0
+    assert container.ranks == (0, 1)
+    argv = container.argv
+    assert argv[:3] == ("python3", "-m", "torch.distributed.run")
+    assert "--standalone" in argv
+    assert "--nnodes=1" in argv
+    assert "--nproc-per-node=2" in argv
+    assert not any(a.startswith(("--master-addr", "--node-rank")) for a in argv)
+    assert argv[-4:] == ("--max-restarts=0", "-m", "suite.main", SPEC_PATH)
+
+
+def test_in_container_nproc_follows_world_size() -> None:
+    plan = one_plan(
+        """
+        scenarios:
+          - {topology: in-container, world_size: 5, checks: [env], python: /venv/bin/python}
+        """
+    )
+    (container,) = plan.containers
+    assert container.ranks == (0, 1, 2, 3, 4)
+    assert "--nproc-per-node=5" in container.argv
+    assert container.argv[0] == "/venv/bin/python"
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_cross_container_topology(world_size: int) -> None:
+    plan = one_plan(
+        f"""
+        scenarios:
+          - {{name: cross, topology: cross-container, world_size: {world_size}, checks: [env]}}
+        """
+    )
+    assert len(plan.containers) == world_size
+    master = plan.containers[0]
+    assert master.hostname == master.name
+    for index, container in enumerate(plan.containers):
+        assert container.node_rank == index
+        assert container.ranks == (index,)
+        assert container.hostname == container.name
+        argv = container.argv
+        assert f"--node-rank={index}" in argv
+        assert f"--master-addr={master.name}" in argv
+        assert f"--master-port={MASTER_PORT}" in argv
+        assert f"--nnodes={world_size}" in argv
+        assert "--nproc-per-node=1" in argv
+        assert "--standalone" not in argv
+        assert argv[-4:] == ("--max-restarts=0", "-m", "suite.main", SPEC_PATH)
+        assert dict(container.labels)[LABEL_NODE] == str(index)
+    assert len({c.name for c in plan.containers}) == world_size
+
+
+def test_default_cross_container_master_is_node_0(default_plan: RunPlan) -> None:
+    plan = default_plan.scenarios[1]
+    assert [c.name for c in plan.containers] == [
+        "distval-0123abcd-cross-container-2ranks-n0",
+        "distval-0123abcd-cross-container-2ranks-n1",
+    ]
+    for container in plan.containers:
+        assert "--master-addr=distval-0123abcd-cross-container-2ranks-n0" in container.argv
+
+
+def test_labels_and_network(default_plan: RunPlan) -> None:
+    for plan in default_plan.scenarios:
+        network = plan.network
+        assert network.internal is True
+        net_labels = dict(network.labels)
+        assert net_labels[LABEL_MANAGED] == "true"
+        assert net_labels[LABEL_RUN] == RUN_ID
+        assert net_labels[LABEL_SCENARIO] == plan.scenario.name
+        for container in plan.containers:
+            labels = dict(container.labels)
+            assert labels[LABEL_MANAGED] == "true"
+            assert labels[LABEL_RUN] == RUN_ID
+            assert labels[LABEL_SCENARIO] == plan.scenario.name
+            assert container.working_dir == CONTAINER_ROOT
+            env = dict(container.env)
+            assert env["DISTVAL_RUN_ID"] == RUN_ID
+            assert env["DISTVAL_SCENARIO"] == plan.scenario.name
+            assert container.name.startswith(network.name)
+    # One network per scenario, named after the run and the scenario.
+    assert [p.network.name for p in default_plan.scenarios] == [
+        "distval-0123abcd-in-container-2ranks",
+        "distval-0123abcd-cross-container-2ranks",
+    ]
+
+
+# --- image -----------------------------------------------------------------------------------------
+
+IMAGES = """
+image: top/level:1
+scenarios:
+  - {name: own, topology: in-container, world_size: 2, image: scenario/own:2, checks: [env]}
+  - {name: inherits, topology: in-container, world_size: 2, checks: [env]}
+"""
+
+
+def test_image_override_wins_over_config() -> None:
+    run = plan_run(config_of(IMAGES), RUN_ID, "override/img:3")
+    assert [s.image for s in run.scenarios] == ["override/img:3", "override/img:3"]
+    assert images_of(run) == ["override/img:3"]
+
+
+def test_config_image_wins_over_default() -> None:
+    run = plan_run(config_of(IMAGES), RUN_ID, None)
+    assert [s.image for s in run.scenarios] == ["scenario/own:2", "top/level:1"]
+    assert images_of(run) == ["scenario/own:2", "top/level:1"]
+
+
+def test_default_image_when_none_is_given(default_plan: RunPlan) -> None:
+    assert [s.image for s in default_plan.scenarios] == [DEFAULT_IMAGE, DEFAULT_IMAGE]
+    assert images_of(default_plan) == [DEFAULT_IMAGE]
+
+
+# --- names -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("topology", ["in-container", "cross-container"])
+def test_names_fit_docker_and_dns_limits(topology: str) -> None:
+    longest = "Scenario_With.A-Very-Long-Name-0123456789"[:40]
+    assert len(longest) == 40
+    plan = one_plan(
+        f"""
+        scenarios:
+          - {{name: {longest}, topology: {topology}, world_size: 12, checks: [env]}}
+        """,
+        run_id="f" * 16,  # the longest run id the CLI takes
+    )
+    names = [plan.network.name] + [c.name for c in plan.containers] + [c.hostname for c in plan.containers]
+    for name in names:
+        assert len(name) <= 63, name
+        assert DOCKER_NAME.match(name), name
+    for container in plan.containers:
+        assert HOSTNAME.match(container.hostname), container.hostname
+
+
+def test_default_plan_names_fit(default_plan: RunPlan) -> None:
+    for plan in default_plan.scenarios:
+        for container in plan.containers:
+            assert len(container.name) <= 63
+            assert len(container.hostname) <= 63
+            assert HOSTNAME.match(container.hostname)
+
+
+@pytest.mark.parametrize("run_id", ["r" * 64, "my run/1", "UPPER"], ids=["64-chars", "space-and-slash", "uppercase"])
+def test_cli_rejects_or_sanitizes_bad_run_id(
+    run_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: --run-id went verbatim into container names and hostnames (over 63 characters, or names Docker rejects)."""
+    monkeypatch.chdir(ROOT)
+    try:
+        code = harness.cli.main(["plan", "configs/default.yaml", "--run-id", run_id])
+    except SystemExit as exc:  # argparse's own rejection
+        code = int(exc.code or 0)
+    captured = capsys.readouterr()
+    if code == 2:
+        assert "--run-id" in captured.err
+        assert "Traceback" not in captured.err
+        return
+    hostnames = re.findall(r"^    hostname: (.*)$", captured.out, flags=re.MULTILINE)
+    assert hostnames
+    for hostname in hostnames:
+        assert len(hostname) <= 63 and HOSTNAME.match(hostname), hostname
+
+
+# --- suite spec ------------------------------------------------------------------------------------
+
+
+def test_suite_spec_json() -> None:
+    plan = one_plan(
+        """
+        backend: gloo
+        collective_timeout_s: 42
+        scenarios:
+          - name: spec
+            topology: cross-container
+            world_size: 2
+            checks:
+              - {name: all_reduce, args: {numel: 1024}}
+              - env
+        """
+    )
+    spec = json.loads(plan.suite_spec_json)
+    assert spec == {
+        "scenario": "spec",
+        "backend": "gloo",
+        "collective_timeout_s": 42.0,
+        "results_dir": RESULTS_DIR,
+        "checks": [
+            {"name": "all_reduce", "args": {"numel": 1024}},
+            {"name": "env", "args": {}},
+        ],
+    }
+
+
+def test_default_suite_spec(default_plan: RunPlan) -> None:
+    for plan in default_plan.scenarios:
+        spec = json.loads(plan.suite_spec_json)
+        assert [c["name"] for c in spec["checks"]] == ["env", "all_reduce"]
+        assert spec["scenario"] == plan.scenario.name
+        assert spec["collective_timeout_s"] == 60.0
+
+
+def test_plan_scenario_is_what_plan_run_uses(default_plan: RunPlan) -> None:
+    config = load_config("configs/default.yaml")
+    assert default_plan.scenarios == tuple(plan_scenario(s, RUN_ID, None) for s in config.scenarios)
+    assert default_plan.run_id == RUN_ID
+    assert default_plan.config_path == "configs/default.yaml"
