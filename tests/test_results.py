@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from harness.config import parse_config
 from harness.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_PASSED, ConfigError
 from harness.plan import ScenarioPlan, plan_scenario
