@@ -168,7 +168,6 @@ def test_signal_mid_run_removes_everything_and_still_writes_junit(
             str(junit),
             "--run-id",
             run_id,
-            "--quiet",
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -184,7 +183,12 @@ def test_signal_mid_run_removes_everything_and_still_writes_junit(
             time.sleep(0.2)
         time.sleep(3)  # the ranks are up and stuck in all_reduce
         process.send_signal(signum)
-        _, err = process.communicate(timeout=60)
+        try:
+            _, err = process.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+            pytest.fail(f"distval did not exit within 120 s of {signal.Signals(signum).name}:\n{out}\n{err}")
     finally:
         if process.poll() is None:
             process.kill()

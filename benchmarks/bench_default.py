@@ -1,0 +1,393 @@
+"""Benchmark: ``distval run configs/default.yaml`` against the same checks launched by hand with the docker CLI.
+
+What is measured, in one run, with ``--repeat N`` repetitions interleaved (distval, hand, distval, hand, ...):
+
+A) distval: wall time of ``distval run CONFIG --quiet --run-id bench-<i>`` as a subprocess (both scenarios of
+   the config: in-container 2 ranks and cross-container 2 ranks, checks env + all_reduce). The process is
+   started with subprocess.Popen and reaped with os.wait4, whose rusage gives the harness's peak resident
+   memory (ru_maxrss, KiB on Linux). Its exit code must be 0.
+B) by hand: for each scenario of the same plan (harness.config.load_config + harness.plan.plan_run with run id
+   ``bench-hand-<i>``, so names, hostnames, command lines, env, labels and working dir are exactly distval's):
+   ``docker network create --internal``, ``docker create`` per container, ``docker cp -`` of the tar made by
+   harness.runtime.suite_archive, ``docker start``, ``docker wait``, ``docker cp <container>:/distval/results -``
+   (every rank must have written a passed record for every check, else the benchmark fails loudly), then
+   ``docker rm -f`` and ``docker network rm``. Everything created carries ``distval.managed=true`` and
+   ``distval.run=bench-hand-<i>`` and is removed in ``finally``; leftovers of this benchmark's run ids are swept
+   before and after.
+
+Printed: per repetition times, the median of each, the ratio median(distval) / median(hand) (target <= 1.10),
+distval's peak RSS in MiB (target < 150), the by-hand phases, and the harness's startup cost alone (median wall
+time of ``distval --version``, next to a bare ``python -c pass``).
+
+Run from the repository root, with the image of the config already in the Engine (nothing is pulled)::
+
+    python benchmarks/bench_default.py --repeat 5
+    python benchmarks/bench_default.py --repeat 5 --json bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import load_config
+from harness.plan import LABEL_MANAGED, LABEL_RUN, RESULTS_DIR, ContainerPlan, RunPlan, ScenarioPlan, plan_run
+from harness.runtime import suite_archive
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
+DOCKER_CALL_TIMEOUT_S = 120.0
+RATIO_TARGET = 1.10
+RSS_TARGET_MIB = 150.0
+PASSED = "passed"
+
+
+class BenchError(RuntimeError):
+    """A benchmark step failed: the numbers would be meaningless, so the benchmark stops."""
+
+
+@dataclass
+class DistvalSample:
+    wall_s: float
+    peak_rss_kib: int
+    exit_code: int
+
+    @property
+    def peak_rss_mib(self) -> float:
+        return self.peak_rss_kib / 1024.0
+
+
+@dataclass
+class HandSample:
+    wall_s: float
+    scenario_s: dict[str, float] = field(default_factory=dict)
+    phase_s: dict[str, float] = field(default_factory=dict)
+
+
+# -- docker CLI -------------------------------------------------------------------------------------
+
+
+def docker(*args: str, stdin_data: bytes | None = None, timeout: float = DOCKER_CALL_TIMEOUT_S) -> bytes:
+    """Run one docker CLI command; its stdout, or BenchError with its stderr."""
+    try:
+        proc = subprocess.run(["docker", *args], input=stdin_data, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"docker {' '.join(args)}: no answer within {timeout:g} s") from None
+    if proc.returncode != 0:
+        message = proc.stderr.decode("utf-8", "replace").strip()
+        raise BenchError(f"docker {' '.join(args)} exited {proc.returncode}: {message}")
+    return proc.stdout
+
+
+def sweep(run_id: str) -> int:
+    """Remove every container and network labelled with this (benchmark-owned) run id; how many were left."""
+    selector = f"label={LABEL_RUN}={run_id}"
+    removed = 0
+    containers = docker("ps", "-aq", "--filter", f"label={LABEL_MANAGED}=true", "--filter", selector).decode().split()
+    if containers:
+        docker("rm", "-f", "-v", *containers)
+        removed += len(containers)
+    networks = docker("network", "ls", "-q", "--filter", f"label={LABEL_MANAGED}=true", "--filter", selector).decode().split()
+    if networks:
+        docker("network", "rm", *networks)
+        removed += len(networks)
+    return removed
+
+
+def label_args(labels: Sequence[tuple[str, str]], run_id: str) -> list[str]:
+    merged = dict(labels)
+    # The plan already carries both; make sure regardless, so that nothing can leak unlabelled.
+    merged[LABEL_MANAGED] = "true"
+    merged[LABEL_RUN] = run_id
+    args: list[str] = []
+    for key, value in merged.items():
+        args += ["--label", f"{key}={value}"]
+    return args
+
+
+def create_args(sp: ScenarioPlan, cp: ContainerPlan, run_id: str) -> list[str]:
+    """``docker create`` arguments equal to what harness.engine.Engine.create_container asks of the Engine."""
+    args = ["create", "--name", cp.name, "--hostname", cp.hostname, "--workdir", cp.working_dir]
+    args += ["--network", sp.network.name]
+    for key, value in cp.env:
+        args += ["--env", f"{key}={value}"]
+    args += label_args(cp.labels, run_id)
+    args += ["--entrypoint", cp.argv[0], sp.image, *cp.argv[1:]]
+    return args
+
+
+# -- results ----------------------------------------------------------------------------------------
+
+
+def read_records(tar_bytes: bytes) -> list[dict[str, Any]]:
+    records: list[dict[str, Any]] = []
+    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as archive:
+        for member in archive.getmembers():
+            if not member.isfile() or not os.path.basename(member.name).endswith(".jsonl"):
+                continue
+            handle = archive.extractfile(member)
+            if handle is None:
+                continue
+            for line in handle.read().decode("utf-8").splitlines():
+                if line.strip():
+                    records.append(json.loads(line))
+    return records
+
+
+def verify(sp: ScenarioPlan, cp: ContainerPlan, records: list[dict[str, Any]]) -> list[str]:
+    """Problems with one container's records: every rank must have a passed record for every check."""
+    status = {(int(r["rank"]), str(r["check"])): str(r["status"]) for r in records}
+    problems = []
+    for rank in cp.ranks:
+        for check in sp.scenario.checks:
+            got = status.get((rank, check.name))
+            if got != PASSED:
+                problems.append(f"{cp.name}: rank {rank} check {check.name}: {got or 'no record'}")
+    return problems
+
+
+# -- A) distval -------------------------------------------------------------------------------------
+
+
+def distval_executable(explicit: str | None) -> str:
+    """The distval console script next to this interpreter (no pyenv shim in between), else the one on PATH."""
+    if explicit:
+        return explicit
+    beside = Path(sys.executable).parent / "distval"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("distval")
+    if found is None:
+        raise BenchError("no distval executable: install the project (pip install -e .) or pass --distval")
+    return found
+
+
+def run_distval(distval: str, config: Path, run_id: str) -> DistvalSample:
+    argv = [distval, "run", str(config), "--quiet", "--run-id", run_id]
+    started = time.perf_counter()
+    proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert proc.stdout is not None
+    output = proc.stdout.read()
+    proc.stdout.close()
+    _pid, status, rusage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - started
+    exit_code = os.waitstatus_to_exitcode(status)
+    proc.returncode = exit_code  # reaped here: tell Popen, so it does not wait again
+    if exit_code != 0:
+        raise BenchError(f"{' '.join(argv)} exited {exit_code}:\n{output.decode('utf-8', 'replace')}")
+    return DistvalSample(wall_s=wall, peak_rss_kib=int(rusage.ru_maxrss), exit_code=exit_code)
+
+
+# -- B) by hand -------------------------------------------------------------------------------------
+
+
+class Phases:
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into = into
+
+    def timed(self, phase: str, *args: str, stdin_data: bytes | None = None, timeout: float = DOCKER_CALL_TIMEOUT_S) -> bytes:
+        started = time.perf_counter()
+        try:
+            return docker(*args, stdin_data=stdin_data, timeout=timeout)
+        finally:
+            self.into[phase] = self.into.get(phase, 0.0) + time.perf_counter() - started
+
+
+def run_scenario_by_hand(sp: ScenarioPlan, run_id: str, phases: Phases) -> None:
+    network_created = False
+    created: list[str] = []
+    try:
+        internal = ["--internal"] if sp.network.internal else []
+        phases.timed(
+            "network create",
+            "network",
+            "create",
+            "--driver",
+            "bridge",
+            *internal,
+            *label_args(sp.network.labels, run_id),
+            sp.network.name,
+        )
+        network_created = True
+        archive = suite_archive(sp.suite_spec_json)
+        for cp in sp.containers:
+            phases.timed("create", *create_args(sp, cp, run_id))
+            created.append(cp.name)
+            phases.timed("cp in", "cp", "-", f"{cp.name}:/", stdin_data=archive)
+        names = [cp.name for cp in sp.containers]
+        phases.timed("start", "start", *names)
+        exit_codes = phases.timed("wait", "wait", *names, timeout=sp.scenario.timeout_s + 60).decode().split()
+        problems = [f"{name}: exit code {code}" for name, code in zip(names, exit_codes, strict=True) if code != "0"]
+        for cp in sp.containers:
+            records = read_records(phases.timed("cp out", "cp", f"{cp.name}:{RESULTS_DIR}", "-"))
+            problems += verify(sp, cp, records)
+        if problems:
+            logs = "\n".join(f"--- {name}\n" + docker("logs", "--tail", "40", name).decode("utf-8", "replace") for name in names)
+            raise BenchError(f"by-hand scenario {sp.scenario.name} did not pass:\n" + "\n".join(problems) + "\n" + logs)
+    finally:
+        if created:
+            phases.timed("rm", "rm", "-f", "-v", *created)
+        if network_created:
+            phases.timed("network rm", "network", "rm", sp.network.name)
+
+
+def run_by_hand(plan: RunPlan) -> HandSample:
+    sample = HandSample(wall_s=0.0)
+    phases = Phases(sample.phase_s)
+    started = time.perf_counter()
+    try:
+        for sp in plan.scenarios:
+            scenario_started = time.perf_counter()
+            run_scenario_by_hand(sp, plan.run_id, phases)
+            sample.scenario_s[sp.scenario.name] = time.perf_counter() - scenario_started
+    finally:
+        sample.wall_s = time.perf_counter() - started
+        sweep(plan.run_id)  # nothing should be left; belt and braces if a scenario failed half-way
+    return sample
+
+
+# -- startup ----------------------------------------------------------------------------------------
+
+
+def time_command(argv: list[str], repeat: int) -> list[float]:
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run(argv, cwd=REPO_ROOT, capture_output=True, check=True)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+# -- main -------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions of each side, interleaved (default 5)")
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="scenario file (default configs/default.yaml)")
+    parser.add_argument("--distval", help="distval executable (default: the one next to this Python, else on PATH)")
+    parser.add_argument("--version-repeat", type=int, default=10, help="runs of `distval --version` (default 10)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers here as JSON")
+    args = parser.parse_args(argv)
+    if args.repeat < 1 or args.version_repeat < 1:
+        parser.error("--repeat and --version-repeat must be at least 1")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    config_path: Path = args.config.resolve()
+    config = load_config(config_path)
+    distval = distval_executable(args.distval)
+    run_ids = [f"bench-{i}" for i in range(1, args.repeat + 1)] + [f"bench-hand-{i}" for i in range(1, args.repeat + 1)]
+    plan0 = plan_run(config, "bench-hand-1")
+    images = sorted({sp.image for sp in plan0.scenarios})
+    for image in images:
+        docker("image", "inspect", "--format", "{{.Id}}", image)  # fails loudly if missing; never pulls
+    print(f"distval: {distval}")
+    print(f"config: {config_path} ({', '.join(sp.suite_name for sp in plan0.scenarios)})")
+    print(f"image(s): {', '.join(images)}; docker server {docker('version', '--format', '{{.Server.Version}}').decode().strip()}")
+    print(f"repetitions: {args.repeat}, interleaved distval / hand\n", flush=True)
+
+    left_before = sum(sweep(run_id) for run_id in run_ids)
+    if left_before:
+        print(f"removed {left_before} container(s)/network(s) left by an earlier benchmark run", flush=True)
+
+    distval_samples: list[DistvalSample] = []
+    hand_samples: list[HandSample] = []
+    try:
+        for i in range(1, args.repeat + 1):
+            d = run_distval(distval, config_path, f"bench-{i}")
+            distval_samples.append(d)
+            h = run_by_hand(plan_run(config, f"bench-hand-{i}"))
+            hand_samples.append(h)
+            per_scenario = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in h.scenario_s.items())
+            print(
+                f"rep {i}: distval {d.wall_s:6.2f} s (peak RSS {d.peak_rss_mib:5.1f} MiB)   "
+                f"hand {h.wall_s:6.2f} s ({per_scenario})   ratio {d.wall_s / h.wall_s:.3f}",
+                flush=True,
+            )
+    finally:
+        left_after = sum(sweep(run_id) for run_id in run_ids)
+        if left_after:
+            print(f"WARNING: removed {left_after} leftover container(s)/network(s) of this benchmark", file=sys.stderr)
+
+    version_times = time_command([distval, "--version"], args.version_repeat)
+    python_times = time_command([sys.executable, "-c", "pass"], args.version_repeat)
+
+    distval_median = statistics.median(d.wall_s for d in distval_samples)
+    hand_median = statistics.median(h.wall_s for h in hand_samples)
+    ratio = distval_median / hand_median
+    rss_max = max(d.peak_rss_mib for d in distval_samples)
+    rss_median = statistics.median(d.peak_rss_mib for d in distval_samples)
+    phase_names = list(hand_samples[0].phase_s)
+    phase_medians = {p: statistics.median(h.phase_s.get(p, 0.0) for h in hand_samples) for p in phase_names}
+    scenario_medians = {s: statistics.median(h.scenario_s[s] for h in hand_samples) for s in hand_samples[0].scenario_s}
+
+    print()
+    print(f"median distval: {distval_median:.3f} s")
+    print(f"median hand:    {hand_median:.3f} s  ({', '.join(f'{s} {v:.3f} s' for s, v in scenario_medians.items())})")
+    verdict = "met" if ratio <= RATIO_TARGET else "MISSED"
+    print(f"ratio distval/hand (medians): {ratio:.3f}  (target <= {RATIO_TARGET:.2f}: {verdict})")
+    verdict = "met" if rss_max < RSS_TARGET_MIB else "MISSED"
+    print(f"distval peak RSS: max {rss_max:.1f} MiB, median {rss_median:.1f} MiB  (target < {RSS_TARGET_MIB:.0f} MiB: {verdict})")
+    print("hand phases, median per repetition (both scenarios): " + ", ".join(f"{p} {v:.3f} s" for p, v in phase_medians.items()))
+    print(
+        f"startup: `distval --version` median {statistics.median(version_times):.3f} s "
+        f"(bare `python -c pass` median {statistics.median(python_times):.3f} s; {args.version_repeat} runs each)"
+    )
+
+    if args.json:
+        report = {
+            "config": str(config_path),
+            "images": images,
+            "distval": distval,
+            "repeat": args.repeat,
+            "distval_run": {
+                "wall_s": [d.wall_s for d in distval_samples],
+                "median_s": distval_median,
+                "peak_rss_mib": [d.peak_rss_mib for d in distval_samples],
+                "peak_rss_mib_max": rss_max,
+                "peak_rss_mib_median": rss_median,
+            },
+            "hand": {
+                "wall_s": [h.wall_s for h in hand_samples],
+                "median_s": hand_median,
+                "scenario_s": [h.scenario_s for h in hand_samples],
+                "scenario_median_s": scenario_medians,
+                "phase_s": [h.phase_s for h in hand_samples],
+                "phase_median_s": phase_medians,
+            },
+            "ratio": ratio,
+            "ratio_target": RATIO_TARGET,
+            "rss_target_mib": RSS_TARGET_MIB,
+            "startup": {
+                "distval_version_s": version_times,
+                "distval_version_median_s": statistics.median(version_times),
+                "python_bare_s": python_times,
+                "python_bare_median_s": statistics.median(python_times),
+            },
+        }
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        print(f"bench_default: {exc}", file=sys.stderr)
+        sys.exit(1)
