@@ -1,0 +1,48 @@
+"""The CLI's early failures, without a Docker Engine: exit codes, one clear line, and a JUnit file."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_unreachable_engine_exits_3_with_one_line_and_an_error_testcase(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    junit = tmp_path / "results.xml"
+    code = main(["run", str(ROOT / "configs" / "default.yaml"), "--junit", str(junit), "--quiet"])
+    assert code == 3
+    err = capsys.readouterr().err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"distval: cannot reach the Docker Engine at unix://{tmp_path}/no-engine.sock")
+    assert "Traceback" not in err
+    root = ET.parse(junit).getroot()
+    (case,) = root.iter("testcase")
+    assert case.get("name") == "environment"
+    error = case.find("error")
+    assert error is not None and "cannot reach the Docker Engine" in error.get("message", "")
+
+
+def test_bad_run_id_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["plan", str(ROOT / "configs" / "default.yaml"), "--run-id", "Not A Name"])
+    assert exit_info.value.code == 2
+    assert "expected 1-16 lowercase letters" in capsys.readouterr().err
+
+
+def test_fixtures_list_names_every_fixture(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fixtures", "list"]) == 0
+    out = capsys.readouterr().out
+    for tag in (
+        "distval-fixtures/torch:2.6-debian ",
+        "distval-fixtures/broken:allreduce-noop",
+        "distval-fixtures/torch:2.6-debian-stock",
+    ):
+        assert tag in out
