@@ -174,9 +174,7 @@ def _labels(tag: str) -> dict[str, str]:
 
 
 def _build_rootfs(engine: Engine, tag: str, recipe: RootfsRecipe, progress: Progress) -> None:
-    mmdebstrap = shutil.which("mmdebstrap")
-    if mmdebstrap is None:
-        raise EnvironmentUnusable("building the fixture images needs mmdebstrap (Debian: apt-get install mmdebstrap)")
+    mmdebstrap = _mmdebstrap(progress)
     debs = cache_dir() / "debs" / recipe.suite
     debs.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="distval-rootfs-", dir=cache_dir()) as work:
@@ -209,6 +207,26 @@ def _build_rootfs(engine: Engine, tag: str, recipe: RootfsRecipe, progress: Prog
         repository, _, version = tag.partition(":")
         progress(f"fixture {tag}: importing {os.path.getsize(tar_path) // 2**20} MiB root filesystem")
         engine.import_rootfs(tar_path, repository, version, changes)
+
+
+def _mmdebstrap(progress: Progress) -> str:
+    """mmdebstrap's path; on a Debian host where distval runs as root, install it with apt-get first,
+    so that the first ``distval run`` works on a bare machine as the README says."""
+    found = shutil.which("mmdebstrap")
+    if found is not None:
+        return found
+    apt_get = shutil.which("apt-get")
+    if apt_get is None or os.geteuid() != 0 or os.environ.get("DISTVAL_NO_APT"):
+        raise EnvironmentUnusable("building the fixture images needs mmdebstrap (Debian/Ubuntu: apt-get install mmdebstrap)")
+    progress("mmdebstrap is missing: installing it with apt-get (set DISTVAL_NO_APT=1 to forbid this)")
+    environment = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    # Some configured third-party lists may be unreachable; Debian's own lists are enough.
+    subprocess.run([apt_get, "update", "-qq"], env=environment, check=False)
+    install = subprocess.run([apt_get, "install", "-y", "-qq", "mmdebstrap"], env=environment, capture_output=True, text=True)
+    found = shutil.which("mmdebstrap")
+    if install.returncode != 0 or found is None:
+        raise EnvironmentUnusable(f"apt-get install mmdebstrap failed: {install.stderr.strip()[-300:]}")
+    return found
 
 
 def _build_layer(engine: Engine, tag: str, recipe: LayerRecipe, progress: Progress) -> None:
