@@ -152,22 +152,13 @@ def command_fixtures(args: argparse.Namespace) -> int:
 
 def command_cleanup(args: argparse.Namespace) -> int:
     """Remove what a run killed with SIGKILL left behind (everything labelled distval.managed=true)."""
-    import docker
-
     try:
-        client = docker.from_env()
-        removed = 0
-        filters = {"label": ["distval.managed=true"] + ([f"distval.run={args.run_id}"] if args.run_id else [])}
-        for container in client.containers.list(all=True, filters=filters):
-            container.remove(force=True, v=True)
-            removed += 1
-        for network in client.networks.list(filters=filters):
-            network.remove()
-            removed += 1
-    except docker.errors.DockerException as exc:
-        print(f"distval: cannot reach the Docker Engine: {exc}", file=sys.stderr)
-        return 3
-    print(f"removed {removed} container(s) and network(s)")
+        engine = Engine("cleanup")
+        containers, networks = engine.remove_matching([f"distval.run={args.run_id}"] if args.run_id else [])
+    except DistvalError as exc:
+        print(f"distval: {exc}", file=sys.stderr)
+        return exc.exit_code
+    print(f"removed {containers} container(s) and {networks} network(s)")
     return 0
 
 

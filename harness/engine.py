@@ -216,16 +216,20 @@ class Engine:
     # -- cleanup ----------------------------------------------------------------------------------
     def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
         """Remove every container and network of this run (optionally narrowed by one more label)."""
-        filters = [f"{LABEL_RUN}={self.run_id}"] + ([extra_label] if extra_label else [])
+        return self.remove_matching([f"{LABEL_RUN}={self.run_id}"] + ([extra_label] if extra_label else []))
+
+    def remove_matching(self, labels: list[str]) -> tuple[int, int]:
+        """Remove the containers (with their anonymous volumes) and networks carrying all these labels."""
+        filters = {"label": [f"{LABEL_MANAGED}=true", *labels]}
         removed_containers = 0
-        for container in self._list(lambda: self.client.containers.list(all=True, filters={"label": filters})):
+        for container in self._list(lambda: self.client.containers.list(all=True, filters=filters)):
             try:
                 container.remove(force=True, v=True)
                 removed_containers += 1
             except docker.errors.NotFound:
                 pass
         removed_networks = 0
-        for network in self._list(lambda: self.client.networks.list(filters={"label": filters})):
+        for network in self._list(lambda: self.client.networks.list(filters=filters)):
             try:
                 network.remove()
                 removed_networks += 1

@@ -196,11 +196,17 @@ def _build_rootfs(engine: Engine, tag: str, recipe: RootfsRecipe, progress: Prog
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert process.stdout is not None
         tail: list[str] = []
-        for line in process.stdout:
-            line = line.rstrip()
-            tail = (tail + [line])[-20:]
-            progress(f"  mmdebstrap: {line}")
-        if process.wait() != 0:
+        try:
+            for line in process.stdout:
+                line = line.rstrip()
+                tail = (tail + [line])[-20:]
+                progress(f"  mmdebstrap: {line}")
+        finally:
+            # Interrupted (Ctrl-C, SIGTERM): stop mmdebstrap before its work directory is removed.
+            if process.poll() is None:
+                process.terminate()
+            process.wait()
+        if process.returncode != 0:
             raise EnvironmentUnusable(f"mmdebstrap failed for {tag} (exit {process.returncode}): " + " | ".join(tail[-5:]))
         labels = _labels(tag)
         changes = list(recipe.changes) + [f'LABEL {key}="{value}"' for key, value in labels.items()]

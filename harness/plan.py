@@ -85,9 +85,9 @@ def _launcher(scenario: Scenario, node_rank: int, master: str) -> tuple[str, ...
     return tuple(argv)
 
 
-def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None) -> ScenarioPlan:
+def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, slug: str | None = None) -> ScenarioPlan:
     image = image_override or scenario.image or DEFAULT_IMAGE
-    base = f"distval-{run_id}-{_slug(scenario.name)}"
+    base = f"distval-{run_id}-{slug or _slug(scenario.name)}"
     common_labels = ((LABEL_MANAGED, "true"), (LABEL_RUN, run_id), (LABEL_SCENARIO, scenario.name))
     node_count = 1 if scenario.topology == "in-container" else scenario.world_size
     master = f"{base}-n0"
@@ -131,10 +131,16 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None) -
 
 
 def plan_run(config: Config, run_id: str, image_override: str | None = None) -> RunPlan:
+    # Names that differ only in case or punctuation ("a_b", "A.b") share a slug; number the later ones so
+    # that container, host and network names stay unique within the run.
+    slugs: list[str] = []
+    for index, scenario in enumerate(config.scenarios):
+        slug = _slug(scenario.name)
+        slugs.append(slug if slug not in slugs else f"{slug[:26]}-{index}")
     return RunPlan(
         run_id=run_id,
         config_path=config.path,
-        scenarios=tuple(plan_scenario(s, run_id, image_override) for s in config.scenarios),
+        scenarios=tuple(plan_scenario(s, run_id, image_override, slug) for s, slug in zip(config.scenarios, slugs, strict=True)),
     )
 
 

@@ -315,3 +315,16 @@ def test_plan_scenario_is_what_plan_run_uses(default_plan: RunPlan) -> None:
     assert default_plan.scenarios == tuple(plan_scenario(s, RUN_ID, None) for s in config.scenarios)
     assert default_plan.run_id == RUN_ID
     assert default_plan.config_path == "configs/default.yaml"
+
+
+def test_names_differing_only_in_case_or_punctuation_get_distinct_resources() -> None:
+    text = (
+        "scenarios:\n"
+        "  - {name: a_b, topology: in-container, world_size: 2, checks: [env]}\n"
+        "  - {name: A.b, topology: in-container, world_size: 2, checks: [env]}\n"
+    )
+    plan = plan_run(parse_config(text, "x.yaml"), "0123abcd", None)
+    networks = [s.network.name for s in plan.scenarios]
+    containers = [c.name for s in plan.scenarios for c in s.containers]
+    assert networks == ["distval-0123abcd-a-b", "distval-0123abcd-a-b-1"]
+    assert len(set(containers)) == len(containers) == 2
