@@ -1,7 +1,7 @@
 """The harness's catalog of suite checks: names and arguments, used to validate configs strictly.
 
-suite/checks.py registers the implementations under the same names; tests/test_catalog.py keeps the
-two in step without importing torch.
+suite/ registers the implementations under the same names; tests/test_catalog.py keeps the two in
+step without importing torch.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from types import MappingProxyType
 
 @dataclass(frozen=True)
 class ArgSpec:
-    kind: type
-    default: object
-    minimum: int | None
+    kind: str  # "int", "seconds", "version", "choice", "names"
     description: str
+    minimum: int = 0
+    choices: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -26,26 +26,49 @@ class CheckInfo:
     args: Mapping[str, ArgSpec]
 
 
+def _info(name: str, description: str, **args: ArgSpec) -> CheckInfo:
+    return CheckInfo(name=name, description=description, args=MappingProxyType(args))
+
+
 CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
     {
-        "env": CheckInfo(
-            name="env",
-            description="torch and Python versions, torch.distributed and backend availability, CUDA devices",
-            args=MappingProxyType({}),
-        ),
-        "all_reduce": CheckInfo(
-            name="all_reduce",
-            description="every rank contributes rank+1; every rank must see world*(world+1)/2",
-            args=MappingProxyType(
-                {
-                    "numel": ArgSpec(
-                        kind=int,
-                        default=1,
-                        minimum=1,
-                        description="number of float32 elements reduced",
-                    ),
-                }
+        info.name: info
+        for info in (
+            _info("env", "torch and Python versions, torch.distributed and backend availability, CUDA devices"),
+            _info(
+                "identity",
+                "the image is what the scenario states (torch and Python versions, CPU or CUDA build, backends)",
+                torch=ArgSpec("version", "torch version requirement, e.g. '>=2.6,<2.7'"),
+                python=ArgSpec("version", "Python version requirement, e.g. '>=3.11'"),
+                build=ArgSpec("choice", "cpu or cuda build of torch", choices=("cpu", "cuda")),
+                backends=ArgSpec("names", "backends that must be available", choices=("gloo", "nccl", "mpi")),
             ),
-        ),
+            _info(
+                "launch", "the launcher's RANK/LOCAL_RANK/WORLD_SIZE/LOCAL_WORLD_SIZE/GROUP_RANK are consistent; every rank once"
+            ),
+            _info(
+                "all_reduce",
+                "every rank contributes rank+1; every rank must see world*(world+1)/2",
+                numel=ArgSpec("int", "number of float32 elements reduced", minimum=1),
+            ),
+            _info(
+                "collectives",
+                "every gloo collective on float32/float64/int64/bfloat16, small and large, against known answers",
+                repeat=ArgSpec("int", "run every collective this many times and report k of N failures", minimum=1),
+                large_mib=ArgSpec("int", "size of the large float32 tensors in MiB (default 16)", minimum=1),
+            ),
+            _info("ddp_sync", "DistributedDataParallel: identical, changed parameters on every rank after one step"),
+            _info(
+                "ddp_sampler", "DistributedSampler + DDP: disjoint covering shards, the published reference losses and weights"
+            ),
+            _info("store", "the rendezvous TCPStore: set/get/add/wait across ranks with known answers"),
+            _info(
+                "timeout",
+                "one rank arrives late; the others fail at the deadline with the backend's timeout error",
+                deadline_s=ArgSpec("seconds", "the collective timeout to set (default 2)"),
+                margin_s=ArgSpec("seconds", "how late after the deadline the error may come (default 2)"),
+            ),
+            _info("reconfigure", "torch >= 2.14: a gloo group reconfigured twice keeps giving correct collectives"),
+        )
     }
 )

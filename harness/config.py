@@ -17,13 +17,15 @@ from typing import Any
 
 import yaml
 
-from harness.checks import CATALOG
+from harness.checks import CATALOG, ArgSpec
 from harness.errors import ConfigError
 
 TOPOLOGIES = ("in-container", "cross-container")
 BACKENDS = ("gloo", "nccl", "mpi")
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0
+DEFAULT_CHECK_TIMEOUT_S = 120.0
+VERSION_PATTERN = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*[0-9]+(\.[0-9]+)*\s*(,\s*(==|!=|>=|<=|>|<)?\s*[0-9]+(\.[0-9]+)*\s*)*$")
 DEFAULT_PYTHON = "python3"
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 
@@ -32,6 +34,8 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
 class CheckSpec:
     name: str
     args: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    # A required check that the image cannot run (skipped: "needs torch >= 2.14") fails instead.
+    required: bool = False
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Scenario:
     image: str | None
     timeout_s: float
     collective_timeout_s: float
+    check_timeout_s: float
     python: str
     checks: tuple[CheckSpec, ...]
 
@@ -162,27 +167,48 @@ def _check(node: yaml.Node, key_path: str, problems: _Problems) -> CheckSpec | N
     if isinstance(node, yaml.ScalarNode):
         name = _typed(node, key_path, problems, f"a check name ({known})", lambda v: v in CATALOG)
         return None if name is None else CheckSpec(name=name)
-    fields = _mapping(node, key_path, ("name", "args"), ("name",), problems)
+    fields = _mapping(node, key_path, ("name", "args", "required"), ("name",), problems)
     if fields is None or "name" not in fields:
         return None
     name = _typed(fields["name"], f"{key_path}.name", problems, f"a check name ({known})", lambda v: v in CATALOG)
     if name is None:
         return None
+    required = False
+    if "required" in fields:
+        required = bool(
+            _typed(fields["required"], f"{key_path}.required", problems, "true or false", lambda v: isinstance(v, bool))
+        )
     info = CATALOG[name]
     args: dict[str, Any] = {}
     if "args" in fields:
         arg_path = f"{key_path}.args"
         arg_nodes = _mapping(fields["args"], arg_path, tuple(info.args), (), problems)
         for arg_name, arg_node in (arg_nodes or {}).items():
-            spec = info.args[arg_name]
-            value: int | str | None
-            if spec.kind is int:
-                value = _positive_int(arg_node, f"{arg_path}.{arg_name}", problems, spec.minimum or 0)
-            else:
-                value = _string(arg_node, f"{arg_path}.{arg_name}", problems)
+            value = _argument(info.args[arg_name], arg_node, f"{arg_path}.{arg_name}", problems)
             if value is not None:
                 args[arg_name] = value
-    return CheckSpec(name=name, args=MappingProxyType(args))
+    return CheckSpec(name=name, args=MappingProxyType(args), required=required)
+
+
+def _argument(spec: ArgSpec, node: yaml.Node, key_path: str, problems: _Problems) -> Any:
+    if spec.kind == "int":
+        return _positive_int(node, key_path, problems, spec.minimum)
+    if spec.kind == "seconds":
+        return _positive_seconds(node, key_path, problems)
+    if spec.kind == "choice":
+        return _choice(node, key_path, problems, spec.choices)
+    if spec.kind == "version":
+        # The text as written: YAML would read an unquoted 3.10 as the float 3.1.
+        written = node.value if isinstance(node, yaml.ScalarNode) else None
+        if not isinstance(written, str) or VERSION_PATTERN.match(written) is None:
+            problems.add(node, key_path, f"expected a version requirement like '>=2.6,<2.7' or '2.15.0'; got {_describe(node)}")
+            return None
+        return written.strip()
+    if not isinstance(node, yaml.SequenceNode):
+        problems.add(node, key_path, f"expected a list of {', '.join(spec.choices)}; got {_describe(node)}")
+        return None
+    names = [_choice(item, f"{key_path}[{index}]", problems, spec.choices) for index, item in enumerate(node.value)]
+    return None if None in names else tuple(names)
 
 
 _SCENARIO_KEYS = (
@@ -193,10 +219,11 @@ _SCENARIO_KEYS = (
     "image",
     "timeout_s",
     "collective_timeout_s",
+    "check_timeout_s",
     "python",
     "checks",
 )
-_DEFAULT_KEYS = ("backend", "image", "timeout_s", "collective_timeout_s", "python")
+_DEFAULT_KEYS = ("backend", "image", "timeout_s", "collective_timeout_s", "check_timeout_s", "python")
 
 
 def _scenario(node: yaml.Node, key_path: str, defaults: dict[str, Any], problems: _Problems) -> Scenario | None:
@@ -247,6 +274,7 @@ def _scenario(node: yaml.Node, key_path: str, defaults: dict[str, Any], problems
         image=values.get("image"),
         timeout_s=values.get("timeout_s", DEFAULT_TIMEOUT_S),
         collective_timeout_s=values.get("collective_timeout_s", DEFAULT_COLLECTIVE_TIMEOUT_S),
+        check_timeout_s=values.get("check_timeout_s", DEFAULT_CHECK_TIMEOUT_S),
         python=values.get("python", DEFAULT_PYTHON),
         checks=tuple(checks),
     )
@@ -262,7 +290,7 @@ def _common(fields: dict[str, yaml.Node], key_path: str, problems: _Problems) ->
         parsed["image"] = _string(fields["image"], f"{prefix}image", problems, "an image reference (name:tag or id)")
     if "python" in fields:
         parsed["python"] = _string(fields["python"], f"{prefix}python", problems, "the image's Python interpreter")
-    for key in ("timeout_s", "collective_timeout_s"):
+    for key in ("timeout_s", "collective_timeout_s", "check_timeout_s"):
         if key in fields:
             parsed[key] = _positive_seconds(fields[key], f"{prefix}{key}", problems)
     return {key: value for key, value in parsed.items() if value is not None}

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
 from collections.abc import Callable
@@ -39,6 +40,18 @@ class RootfsRecipe:
 
 
 @dataclass(frozen=True)
+class WheelsRecipe:
+    """A Debian root filesystem with Python, plus wheels that pip downloads on the host (cached) and
+    installs in the image with --no-index: the image build itself reaches no network."""
+
+    suite: str
+    packages: tuple[str, ...]
+    python_version: str  # the suite's python3, for pip's --python-version
+    requirements: tuple[str, ...]
+    changes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class LayerRecipe:
     """A small Dockerfile on top of another fixture (COPY/ENV/RUN only; FROM is always local)."""
 
@@ -51,26 +64,32 @@ class LayerRecipe:
 class Fixture:
     tag: str
     description: str
-    recipe: RootfsRecipe | LayerRecipe
+    recipe: RootfsRecipe | WheelsRecipe | LayerRecipe
 
 
-def _broken(name: str, description: str) -> Fixture:
-    return Fixture(
-        tag=f"distval-fixtures/broken:{name.replace('_', '-')}",
-        description=description,
-        recipe=LayerRecipe(
-            parent="distval-fixtures/torch:2.6-debian",
-            dockerfile=(
-                "FROM distval-fixtures/torch:2.6-debian\n"
-                f"COPY {name}.py /opt/distval-broken/sitecustomize.py\n"
-                # PYTHONPATH comes before the standard library on sys.path, so this sitecustomize
-                # shadows Debian's own in /usr/lib/python3.X.
-                "ENV PYTHONPATH=/opt/distval-broken\n"
-            ),
-            files=(f"{name}.py",),
+def _layer(tag: str, parent: str, description: str, lines: tuple[str, ...], files: tuple[str, ...] = ()) -> Fixture:
+    dockerfile = "".join(f"{line}\n" for line in (f"FROM {parent}", *lines))
+    return Fixture(tag=tag, description=description, recipe=LayerRecipe(parent=parent, dockerfile=dockerfile, files=files))
+
+
+def _broken(name: str, description: str, parent: str = "distval-fixtures/torch:2.6-debian") -> Fixture:
+    """FROM a good image, with a sitecustomize.py that breaks exactly one thing."""
+    return _layer(
+        f"distval-fixtures/broken:{name.replace('_', '-')}",
+        parent,
+        description,
+        (
+            f"COPY {name}.py /opt/distval-broken/sitecustomize.py",
+            # PYTHONPATH comes before the standard library on sys.path, so this sitecustomize
+            # shadows Debian's own in /usr/lib/python3.X.
+            "ENV PYTHONPATH=/opt/distval-broken",
         ),
+        (f"{name}.py",),
     )
 
+
+TORCH_PYPI = "distval-fixtures/torch:2.15-pypi"
+_PYPI_SITE = "/usr/local/lib/python3.13/dist-packages"
 
 FIXTURES: dict[str, Fixture] = {
     f.tag: f
@@ -79,28 +98,76 @@ FIXTURES: dict[str, Fixture] = {
             tag="distval-fixtures/torch:2.6-debian-stock",
             description="Debian trixie's python3-torch 2.6 exactly as Debian ships it (torchrun cannot create its store)",
             recipe=RootfsRecipe(
-                suite="trixie",
-                packages=("python3-torch", "ca-certificates"),
-                changes=('CMD ["python3"]', "ENV LANG=C.UTF-8"),
+                suite="trixie", packages=("python3-torch", "ca-certificates"), changes=('CMD ["python3"]', "ENV LANG=C.UTF-8")
+            ),
+        ),
+        _layer(
+            "distval-fixtures/torch:2.6-debian",
+            "distval-fixtures/torch:2.6-debian-stock",
+            "Debian trixie's python3-torch 2.6 with distval's libuv fix (the default image)",
+            (
+                "COPY libuv_fix.py /tmp/libuv_fix.py",
+                "RUN set -e; target=$(python3 -c 'import torch.distributed as d; print(d.__file__)'); "
+                'cat /tmp/libuv_fix.py >> "$target"; rm /tmp/libuv_fix.py',
+                "ENV USE_LIBUV=0",
+            ),
+            ("libuv_fix.py",),
+        ),
+        Fixture(
+            tag="distval-fixtures/torch:1.13-debian-stock",
+            description="Debian bookworm's python3-torch 1.13 on Python 3.11 exactly as Debian ships it (torchrun crashes)",
+            recipe=RootfsRecipe(
+                suite="bookworm", packages=("python3-torch", "ca-certificates"), changes=('CMD ["python3"]', "ENV LANG=C.UTF-8")
+            ),
+        ),
+        _layer(
+            "distval-fixtures/torch:1.13-debian",
+            "distval-fixtures/torch:1.13-debian-stock",
+            "Debian bookworm's python3-torch 1.13 with distval's Python 3.11 fix for torchrun (the oldest supported torch)",
+            (
+                # torch 1.13 predates Python 3.11: there, iterating an enum.Flag skips its zero member,
+                # so Std.from_str("0") (torchrun's default --redirects/--tee) returns None and the
+                # launcher dies with "'NoneType' object has no attribute 'get'" before any worker
+                # starts. Iterate over all members instead (fixed upstream in torch 2.0).
+                "RUN set -e; target=/usr/lib/python3/dist-packages/torch/distributed/elastic/multiprocessing/api.py; "
+                'grep -q "            for s in Std:" "$target"; '
+                'sed -i "s/            for s in Std:/            for s in Std.__members__.values():/" "$target"',
             ),
         ),
         Fixture(
-            tag="distval-fixtures/torch:2.6-debian",
-            description="Debian trixie's python3-torch 2.6 with distval's libuv fix (the default image)",
-            recipe=LayerRecipe(
-                parent="distval-fixtures/torch:2.6-debian-stock",
-                dockerfile=(
-                    "FROM distval-fixtures/torch:2.6-debian-stock\n"
-                    "COPY libuv_fix.py /tmp/libuv_fix.py\n"
-                    "RUN set -e; target=$(python3 -c 'import torch.distributed as d; print(d.__file__)'); "
-                    'cat /tmp/libuv_fix.py >> "$target"; rm /tmp/libuv_fix.py\n'
-                    "ENV USE_LIBUV=0\n"
-                ),
-                files=("libuv_fix.py",),
+            tag=TORCH_PYPI,
+            description="torch 2.15.0 from PyPI (the CUDA build; runs on the CPU with gloo) on Debian trixie's Python 3.13",
+            recipe=WheelsRecipe(
+                suite="trixie",
+                packages=("python3", "python3-pip", "ca-certificates"),
+                python_version="3.13",
+                requirements=("torch==2.15.0", "numpy"),
+                changes=('CMD ["python3"]', "ENV LANG=C.UTF-8"),
             ),
         ),
         _broken("allreduce_noop", "torch.distributed.all_reduce does nothing"),
+        _broken("allreduce_wrong", "torch.distributed.all_reduce adds 1 to every element of its result"),
         _broken("allreduce_hangs", "torch.distributed.all_reduce never returns"),
+        _broken("broadcast_ignores_root", "torch.distributed.broadcast always broadcasts from rank 0"),
+        _broken("allgather_stale", "torch.distributed.all_gather leaves its output tensors as they were"),
+        _broken("ddp_no_grad_sync", "DistributedDataParallel never all-reduces gradients"),
+        _broken("sampler_same_shard", "DistributedSampler gives every rank rank 0's shard"),
+        _broken("launch_wrong_world_size", "the launcher's environment says WORLD_SIZE=3 on rank 1"),
+        _broken("gloo_unavailable", "torch is built without gloo"),
+        _broken("timeout_ignored", "process-group timeouts are ignored (new_group timeout, set_timeout)"),
+        _broken("store_get_corrupt", "the TCPStore returns corrupted values from get()"),
+        _layer(
+            "distval-fixtures/broken:no-numpy",
+            TORCH_PYPI,
+            "torch 2.15 from PyPI with numpy uninstalled (a slimming defect: object collectives need numpy)",
+            (f"RUN rm -rf {_PYPI_SITE}/numpy {_PYPI_SITE}/numpy-*.dist-info {_PYPI_SITE}/numpy.libs",),
+        ),
+        _layer(
+            "distval-fixtures/broken:no-torch-dist-info",
+            TORCH_PYPI,
+            "torch 2.15 from PyPI with torch's dist-info deleted (a slimming defect: gloo becomes unknown)",
+            (f"RUN rm -rf {_PYPI_SITE}/torch-*.dist-info",),
+        ),
     )
 }
 
@@ -118,6 +185,15 @@ def recipe_hash(tag: str) -> str:
     payload: dict[str, object] = {"tag": tag, "format": 1}
     if isinstance(recipe, RootfsRecipe):
         payload.update(suite=recipe.suite, packages=list(recipe.packages), changes=list(recipe.changes), mirror=DEBIAN_MIRROR)
+    elif isinstance(recipe, WheelsRecipe):
+        payload.update(
+            suite=recipe.suite,
+            packages=list(recipe.packages),
+            python=recipe.python_version,
+            requirements=list(recipe.requirements),
+            changes=list(recipe.changes),
+            mirror=DEBIAN_MIRROR,
+        )
     else:
         payload.update(
             parent=recipe_hash(recipe.parent),
@@ -155,14 +231,24 @@ def build_fixtures(engine: Engine, tags: list[str], progress: Progress, force: b
         raise EnvironmentUnusable(f"unknown fixture(s) {', '.join(unknown)}; known: {', '.join(FIXTURES)}")
     built: list[str] = []
     for tag in build_order(tags):
-        rebuild_parent = any(isinstance(FIXTURES[tag].recipe, LayerRecipe) and FIXTURES[tag].recipe.parent == b for b in built)  # type: ignore[union-attr]
-        if not force and not rebuild_parent and is_current(engine, tag):
+        recipe = FIXTURES[tag].recipe
+        parent_rebuilt = isinstance(recipe, LayerRecipe) and recipe.parent in built
+        if not force and not parent_rebuilt and is_current(engine, tag):
             progress(f"fixture {tag}: up to date (recipe {recipe_hash(tag)})")
             continue
         progress(f"fixture {tag}: building (recipe {recipe_hash(tag)})")
-        recipe = FIXTURES[tag].recipe
         if isinstance(recipe, RootfsRecipe):
-            _build_rootfs(engine, tag, recipe, progress)
+            _build_rootfs(engine, tag, recipe.suite, recipe.packages, recipe.changes, [], progress)
+        elif isinstance(recipe, WheelsRecipe):
+            wheels = _download_wheels(recipe, progress)
+            hooks = [
+                '--customize-hook=mkdir -p "$1"/tmp/distval-wheels',
+                f"--customize-hook=sync-in {wheels} /tmp/distval-wheels",
+                '--customize-hook=chroot "$1" python3 -m pip install --no-index --no-cache-dir --break-system-packages '
+                f"--find-links /tmp/distval-wheels {' '.join(recipe.requirements)}",
+                '--customize-hook=rm -rf "$1"/tmp/distval-wheels',
+            ]
+            _build_rootfs(engine, tag, recipe.suite, recipe.packages, recipe.changes, hooks, progress)
         else:
             _build_layer(engine, tag, recipe, progress)
         built.append(tag)
@@ -173,43 +259,79 @@ def _labels(tag: str) -> dict[str, str]:
     return {RECIPE_LABEL: recipe_hash(tag), FIXTURE_LABEL: tag}
 
 
-def _build_rootfs(engine: Engine, tag: str, recipe: RootfsRecipe, progress: Progress) -> None:
+def _download_wheels(recipe: WheelsRecipe, progress: Progress) -> Path:
+    """pip download on the host, for the image's Python and platform, into a cache keyed by the request."""
+    key = hashlib.sha256(json.dumps([recipe.python_version, *recipe.requirements]).encode()).hexdigest()[:12]
+    target = cache_dir() / "wheels" / key
+    done = target / ".complete"
+    if done.exists():
+        progress(f"wheels for {' '.join(recipe.requirements)}: cached in {target}")
+        return target
+    target.mkdir(parents=True, exist_ok=True)
+    # Every manylinux tag the image's glibc (2.36+) accepts: the CUDA runtime wheels use several.
+    platforms = ["linux_x86_64", "manylinux2014_x86_64"] + [f"manylinux_2_{minor}_x86_64" for minor in range(17, 37)]
+    command = [sys.executable, "-m", "pip", "download", "--only-binary=:all:", "--implementation", "cp"]
+    command += ["--python-version", recipe.python_version, "--dest", str(target)]
+    for platform in platforms:
+        command += ["--platform", platform]
+    command += list(recipe.requirements)
+    progress(f"downloading wheels for {' '.join(recipe.requirements)} (a few GB the first time)")
+    _stream(command, "pip", progress, f"pip download for {' '.join(recipe.requirements)}")
+    done.write_text("\n".join(recipe.requirements) + "\n")
+    return target
+
+
+def _stream(command: list[str], label: str, progress: Progress, what: str) -> None:
+    """Run a command, its output as progress lines; stop it if we are interrupted."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert process.stdout is not None
+    tail: list[str] = []
+    try:
+        for line in process.stdout:
+            line = line.rstrip()
+            tail = (tail + [line])[-20:]
+            progress(f"  {label}: {line}")
+    finally:
+        # Interrupted (Ctrl-C, SIGTERM): stop the child before its work directory is removed.
+        if process.poll() is None:
+            process.terminate()
+        process.wait()
+    if process.returncode != 0:
+        raise EnvironmentUnusable(f"{what} failed (exit {process.returncode}): " + " | ".join(tail[-5:]))
+
+
+def _build_rootfs(
+    engine: Engine,
+    tag: str,
+    suite: str,
+    packages: tuple[str, ...],
+    image_changes: tuple[str, ...],
+    extra_hooks: list[str],
+    progress: Progress,
+) -> None:
     mmdebstrap = _mmdebstrap(progress)
-    debs = cache_dir() / "debs" / recipe.suite
+    debs = cache_dir() / "debs" / suite
     debs.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="distval-rootfs-", dir=cache_dir()) as work:
         tar_path = os.path.join(work, "rootfs.tar")
         command = [
             mmdebstrap,
             "--variant=apt",
-            f"--include={','.join(recipe.packages)}",
+            f"--include={','.join(packages)}",
             # Keep downloaded .debs between builds (mmdebstrap's documented cache recipe).
             "--skip=essential/unlink",
             '--setup-hook=mkdir -p "$1"/var/cache/apt/archives/',
             f"--setup-hook=sync-in {debs} /var/cache/apt/archives/",
             f"--customize-hook=sync-out /var/cache/apt/archives {debs}",
             '--customize-hook=rm -f "$1"/var/cache/apt/archives/*.deb',
-            recipe.suite,
+            *extra_hooks,
+            suite,
             tar_path,
             DEBIAN_MIRROR,
         ]
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert process.stdout is not None
-        tail: list[str] = []
-        try:
-            for line in process.stdout:
-                line = line.rstrip()
-                tail = (tail + [line])[-20:]
-                progress(f"  mmdebstrap: {line}")
-        finally:
-            # Interrupted (Ctrl-C, SIGTERM): stop mmdebstrap before its work directory is removed.
-            if process.poll() is None:
-                process.terminate()
-            process.wait()
-        if process.returncode != 0:
-            raise EnvironmentUnusable(f"mmdebstrap failed for {tag} (exit {process.returncode}): " + " | ".join(tail[-5:]))
+        _stream(command, "mmdebstrap", progress, f"mmdebstrap for {tag}")
         labels = _labels(tag)
-        changes = list(recipe.changes) + [f'LABEL {key}="{value}"' for key, value in labels.items()]
+        changes = list(image_changes) + [f'LABEL {key}="{value}"' for key, value in labels.items()]
         repository, _, version = tag.partition(":")
         progress(f"fixture {tag}: importing {os.path.getsize(tar_path) // 2**20} MiB root filesystem")
         engine.import_rootfs(tar_path, repository, version, changes)

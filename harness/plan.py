@@ -69,19 +69,20 @@ def _slug(name: str) -> str:
 
 def _launcher(scenario: Scenario, node_rank: int, master: str) -> tuple[str, ...]:
     # torch.distributed.run through the interpreter, not the torchrun script that some images lack.
+    # Underscore spellings: torch 1.13's launcher knows only those; later ones accept both.
     argv = [scenario.python, "-m", "torch.distributed.run"]
     if scenario.topology == "in-container":
-        argv += ["--standalone", "--nnodes=1", f"--nproc-per-node={scenario.world_size}"]
+        argv += ["--standalone", "--nnodes=1", f"--nproc_per_node={scenario.world_size}"]
     else:
         argv += [
             f"--nnodes={scenario.world_size}",
-            "--nproc-per-node=1",
-            f"--node-rank={node_rank}",
-            f"--master-addr={master}",
-            f"--master-port={MASTER_PORT}",
+            "--nproc_per_node=1",
+            f"--node_rank={node_rank}",
+            f"--master_addr={master}",
+            f"--master_port={MASTER_PORT}",
         ]
     # No restarts: a failing rank must fail the scenario, not be retried into a pass.
-    argv += ["--max-restarts=0", "-m", "suite.main", SPEC_PATH]
+    argv += ["--max_restarts=0", "-m", "suite.main", SPEC_PATH]
     return tuple(argv)
 
 
@@ -107,6 +108,7 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, s
                     ("PYTHONDONTWRITEBYTECODE", "1"),
                     ("DISTVAL_RUN_ID", run_id),
                     ("DISTVAL_SCENARIO", scenario.name),
+                    ("DISTVAL_NODE_RANK", str(node_rank)),
                 ),
                 labels=common_labels + ((LABEL_NODE, str(node_rank)),),
                 working_dir=CONTAINER_ROOT,
@@ -116,6 +118,9 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, s
         "scenario": scenario.name,
         "backend": scenario.backend,
         "collective_timeout_s": scenario.collective_timeout_s,
+        "check_timeout_s": scenario.check_timeout_s,
+        "world_size": scenario.world_size,
+        "nproc_per_node": scenario.world_size // node_count,
         "results_dir": RESULTS_DIR,
         "checks": [{"name": c.name, "args": dict(c.args)} for c in scenario.checks],
     }
@@ -157,7 +162,7 @@ def render_plan(plan: RunPlan) -> str:
         lines.append(f"scenario {sp.suite_name}")
         lines.append(f"  image: {sp.image}")
         lines.append(f"  backend: {s.backend}; deadline: {s.timeout_s:g} s; collective timeout: {s.collective_timeout_s:g} s")
-        lines.append(f"  checks: {', '.join(c.name for c in s.checks)}")
+        lines.append(f"  checks: {', '.join(c.name + (' (required)' if c.required else '') for c in s.checks)}")
         lines.append(f"  network: {sp.network.name} (internal={str(sp.network.internal).lower()})")
         for c in sp.containers:
             lines.append(f"  container {c.name} (node {c.node_rank}, ranks {', '.join(map(str, c.ranks))})")

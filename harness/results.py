@@ -48,6 +48,7 @@ class CaseResult:
     message: str
     duration_s: float
     output: str = ""
+    skipped_ranks: tuple[int, ...] = ()  # passed, but skipped on these ranks
 
 
 @dataclass(frozen=True)
@@ -158,22 +159,49 @@ def summarize_scenario(outcome: ScenarioOutcome) -> ScenarioResult:
         case = CaseResult("setup", ERROR, outcome.setup_error, outcome.duration_s)
         return ScenarioResult(plan, (case,), properties, logs, outcome.duration_s)
 
+    # Records are grouped by testcase (``case``); a check may report several (collectives.broadcast, ...).
     records: dict[int, dict[str, dict[str, object]]] = {}
     owner: dict[int, ContainerOutcome] = {}
+    order: list[str] = []
+    check_of: dict[str, str] = {}
     unreadable: list[str] = []
     for container in outcome.containers:
         by_rank, problems = _records(container)
         unreadable += problems
         for rank in container.ranks:
             owner[rank] = container
-        for rank, rank_records in by_rank.items():
+        for rank, rank_records in sorted(by_rank.items()):
             for record in rank_records:
-                records.setdefault(rank, {})[str(record["check"])] = record
+                case_name = str(record.get("case") or record["check"])
+                records.setdefault(rank, {})[case_name] = record
+                check_of.setdefault(case_name, str(record["check"]))
+                if case_name not in order:
+                    order.append(case_name)
 
-    names = [c.name for c in scenario.checks]
-    for checks_of_rank in records.values():
-        names += [n for n in checks_of_rank if n not in names]
-    cases = [_check_case(name, records, owner, scenario.world_size, scenario.timeout_s) for name in names]
+    # A listed check that no rank reported at all still gets its testcase, as an error.
+    names: list[str] = []
+    for check in scenario.checks:
+        names += [n for n in order if check_of[n] == check.name] or [check.name]
+    names += [n for n in order if n not in names]
+    if "process_group" in names:  # it happened before the first check that needed it
+        names.remove("process_group")
+        names.insert(
+            next((i for i, n in enumerate(names) if check_of.get(n, n) not in ("env", "identity")), len(names)), "process_group"
+        )
+    required = {c.name for c in scenario.checks if c.required}
+    cases = []
+    for name in names:
+        per_rank = {rank: records.get(rank, {}).get(name) for rank in range(scenario.world_size)}
+        case = _check_case(name, per_rank, owner, scenario.timeout_s)
+        if (case.status == SKIPPED or case.skipped_ranks) and check_of.get(name, name) in required:
+            case = CaseResult(
+                name,
+                FAILED,
+                f"expected required check {check_of.get(name, name)} to run; it was skipped: {case.message}",
+                case.duration_s,
+                case.output,
+            )
+        cases.append(case)
     cases.append(_exit_case(outcome.containers, scenario.timeout_s, outcome.duration_s))
     if unreadable:
         cases.append(CaseResult("results", ERROR, "; ".join(unreadable), 0.0))
@@ -182,12 +210,11 @@ def summarize_scenario(outcome: ScenarioOutcome) -> ScenarioResult:
 
 def _check_case(
     name: str,
-    records: dict[int, dict[str, dict[str, object]]],
+    per_rank: dict[int, dict[str, object] | None],
     owner: dict[int, ContainerOutcome],
-    world_size: int,
     deadline_s: float,
 ) -> CaseResult:
-    per_rank = {rank: records.get(rank, {}).get(name) for rank in range(world_size)}
+    world_size = len(per_rank)
     missing = [rank for rank, record in per_rank.items() if record is None]
     present = {rank: record for rank, record in per_rank.items() if record is not None}
     duration_s = max((float(str(r.get("duration_s", 0.0))) for r in present.values()), default=0.0)
@@ -216,14 +243,17 @@ def _check_case(
         parts.append(f"rank {rank}: unrecognized result status {present[rank].get('status')!r}")
     if by_status.get(FAILED):
         return CaseResult(name, FAILED, "; ".join(parts), duration_s, output)
-    if unknown:
+    if unknown or by_status.get(ERROR) or missing:
         return CaseResult(name, ERROR, "; ".join(parts), duration_s, output)
-    if by_status.get(ERROR) or missing:
-        return CaseResult(name, ERROR, "; ".join(parts), duration_s, output)
-    if by_status.get(SKIPPED) and len(by_status[SKIPPED]) == world_size:
+    skipped = by_status.get(SKIPPED, [])
+    if skipped and len(skipped) == world_size:
         return CaseResult(name, SKIPPED, str(present[0].get("message")), duration_s, output)
-    message = str(present[0].get("message")) if 0 in present else "passed on every rank"
-    return CaseResult(name, PASSED, message, duration_s, output)
+    passed = by_status.get(PASSED, [])
+    message = str(present[passed[0]].get("message"))
+    if skipped:
+        reason = present[skipped[0]].get("message")
+        message += f" (rank(s) {', '.join(map(str, passed))}; skipped on rank(s) {', '.join(map(str, skipped))}: {reason})"
+    return CaseResult(name, PASSED, message, duration_s, output, skipped_ranks=tuple(skipped))
 
 
 def _properties(outcome: ScenarioOutcome) -> tuple[tuple[str, str], ...]:

@@ -1,7 +1,8 @@
 """Entry point of one rank: ``python -m suite.main SPEC_JSON``.
 
-Runs every check of the scenario in order, in this one process (torch is imported once per rank),
-each isolated: an exception in one check is that check's error and the next check runs.
+Runs every check of the scenario in this one process (torch is imported once per rank), each
+isolated: an exception in one check is that check's error and the next check runs. Checks that
+change or break the default process group (core.RUN_LAST) run after the others.
 """
 
 from __future__ import annotations
@@ -12,42 +13,58 @@ import time
 import traceback
 from typing import Any, Dict, List
 
-from suite.records import ERROR, FAILED, PASSED, RecordWriter
+from suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
+
+
+def _ordered(entries: List[Dict[str, Any]], run_last: tuple) -> List[Dict[str, Any]]:
+    return sorted(entries, key=lambda e: run_last.index(e["name"]) + 1 if e["name"] in run_last else 0)
 
 
 def run(spec: Dict[str, Any]) -> int:
+    import os
+
+    writer = RecordWriter(spec["results_dir"], int(os.environ["RANK"]))
     import torch.distributed as dist
 
-    from suite.checks import CHECKS, CheckFailed, Context, ProcessGroupUnavailable
+    # Registration happens on import.
+    import suite.checks  # noqa: F401
+    import suite.collectives  # noqa: F401
+    import suite.ddp  # noqa: F401
+    from suite.core import CHECKS, RUN_LAST, CheckFailed, Context, ProcessGroupUnavailable, Skip, Watchdog
 
-    ctx = Context(spec)
-    writer = RecordWriter(spec["results_dir"], ctx.rank)
-    entries: List[Dict[str, Any]] = spec["checks"]
-    for entry in entries:
+    ctx = Context(spec, writer, Watchdog(writer))
+    for entry in _ordered(spec["checks"], RUN_LAST):
         name = entry["name"]
+        ctx.current_check = name
+        ctx.reported = []
+        ctx.step("")
         started = time.monotonic()
         function = CHECKS.get(name)
         if function is None:
-            writer.write(name, ERROR, "this suite has no check named %r" % name, 0.0)
+            writer.write(name, name, ERROR, "this suite has no check named %r" % name, 0.0)
             continue
         try:
-            message, details = function(ctx, entry.get("args", {}))
+            outcome = function(ctx, entry.get("args", {}))
         except CheckFailed as failed:
-            writer.write(name, FAILED, str(failed), time.monotonic() - started, failed.details)
+            writer.write(name, name, FAILED, str(failed), time.monotonic() - started, failed.details)
+        except Skip as skip:
+            writer.write(name, name, SKIPPED, str(skip), time.monotonic() - started)
         except ProcessGroupUnavailable as unavailable:
-            writer.write(name, ERROR, str(unavailable), time.monotonic() - started)
+            writer.write(name, name, ERROR, str(unavailable), time.monotonic() - started)
         except Exception as exc:  # noqa: BLE001 - a check's crash is its result, not the run's
-            writer.write(
-                name,
-                ERROR,
-                "%s: %s" % (type(exc).__name__, exc),
-                time.monotonic() - started,
-                {"traceback": traceback.format_exc()},
-            )
+            details = {"traceback": traceback.format_exc()}
+            writer.write(name, name, ERROR, "%s: %s" % (type(exc).__name__, exc), time.monotonic() - started, details)
         else:
-            writer.write(name, PASSED, message, time.monotonic() - started, details)
+            if outcome is not None:
+                message, details = outcome
+                writer.write(name, name, PASSED, message, time.monotonic() - started, details)
+            elif not ctx.reported:
+                writer.write(name, name, ERROR, "the check reported no result", time.monotonic() - started)
+    ctx.current_check = "shutdown"
+    ctx.step("")
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    ctx.watchdog.disarm()
     return 0
 
 

@@ -1,7 +1,9 @@
-"""One JSON line per check and rank, written as soon as the check finishes.
+"""One JSON line per result and rank, written as soon as it is known.
 
 The harness reads ``rank-<RANK>.jsonl`` from the results directory with the Engine's archive API
-after the container exits, so a crash keeps every record written before it.
+after the container exits, so a crash keeps every record written before it. A record names the check
+it belongs to (``check``, as listed in the scenario) and its testcase (``case``: the check's name, or
+``<check>.<part>`` for checks that report several results, like ``collectives.broadcast``).
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 from typing import Any, Dict, Optional
 
 PASSED = "passed"
@@ -23,10 +26,12 @@ class RecordWriter:
         self.rank = rank
         self.path = os.path.join(results_dir, "rank-%d.jsonl" % rank)
         self.hostname = socket.gethostname()
+        self._lock = threading.Lock()  # the watchdog thread writes too
 
     def write(
         self,
         check: str,
+        case: str,
         status: str,
         message: str,
         duration_s: float,
@@ -34,6 +39,7 @@ class RecordWriter:
     ) -> None:
         record = {
             "check": check,
+            "case": case,
             "rank": self.rank,
             "status": status,
             "message": message,
@@ -42,9 +48,10 @@ class RecordWriter:
             "details": details or {},
         }
         line = json.dumps(record, sort_keys=True, default=str)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(line + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        # A readable line for the rank's log; the harness reads the JSON file, not this line.
-        print("distval: rank %d %s %s %s" % (self.rank, check, status, message), flush=True)
+        with self._lock:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(line + "\n")
+                handle.flush()
+                os.fsync(handle.fileno())
+            # A readable line for the rank's log; the harness reads the JSON file, not this line.
+            print("distval: rank %d %s %s %s" % (self.rank, case, status, message), flush=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -60,14 +61,26 @@ def imported_top_levels(tree: ast.Module) -> set[str]:
 
 
 def test_suite_files_exist() -> None:
-    assert {p.name for p in SUITE_FILES} >= {"__init__.py", "checks.py", "main.py", "records.py"}
+    assert {p.name for p in SUITE_FILES} >= {
+        "__init__.py",
+        "checks.py",
+        "collectives.py",
+        "core.py",
+        "ddp.py",
+        "main.py",
+        "records.py",
+    }
 
 
 def test_registered_checks_equal_the_catalog() -> None:
-    names = registered_checks(SUITE_DIR / "checks.py")
-    assert names, "no @check registrations found in suite/checks.py"
+    names = [name for path in SUITE_FILES for name in registered_checks(path)]
+    assert names, "no @check registrations found in suite/"
     assert len(names) == len(set(names)), f"a check is registered twice: {names}"
     assert set(names) == set(CATALOG)
+
+
+# The kinds harness.config knows how to validate (and tests/test_config.py tests one by one).
+ARG_KINDS = ("int", "seconds", "version", "choice", "names")
 
 
 def test_catalog_entries_are_consistent() -> None:
@@ -75,37 +88,105 @@ def test_catalog_entries_are_consistent() -> None:
         assert info.name == name
         assert info.description
         for arg_name, spec in info.args.items():
-            assert spec.kind in (int, str), (name, arg_name)
-            assert isinstance(spec.default, spec.kind), (name, arg_name)
-            if spec.minimum is not None:
-                assert isinstance(spec.default, int) and spec.default >= spec.minimum, (name, arg_name)
+            assert spec.kind in ARG_KINDS, (name, arg_name, spec.kind)
+            assert spec.description, (name, arg_name)
+            assert isinstance(spec.minimum, int) and not isinstance(spec.minimum, bool), (name, arg_name)
+            if spec.kind == "int":
+                assert spec.minimum >= 0, (name, arg_name)
+            else:
+                assert spec.minimum == 0, (name, arg_name, "minimum only applies to int arguments")
+            if spec.kind in ("choice", "names"):
+                assert spec.choices, (name, arg_name, "a choice needs choices")
+                assert all(isinstance(c, str) and c for c in spec.choices), (name, arg_name)
+                assert len(set(spec.choices)) == len(spec.choices), (name, arg_name)
+            else:
+                assert spec.choices == (), (name, arg_name, "choices only apply to choice and names arguments")
+
+
+CATALOG_KINDS: dict[str, dict[str, str]] = {
+    "env": {},
+    "identity": {"torch": "version", "python": "version", "build": "choice", "backends": "names"},
+    "launch": {},
+    "all_reduce": {"numel": "int"},
+    "collectives": {"repeat": "int", "large_mib": "int"},
+    "ddp_sync": {},
+    "ddp_sampler": {},
+    "store": {},
+    "timeout": {"deadline_s": "seconds", "margin_s": "seconds"},
+    "reconfigure": {},
+}
+
+
+def test_catalog_names_and_arguments() -> None:
+    """The catalog as configs see it: check names in order (they appear in messages) and their arguments' kinds."""
+    assert {name: {arg: spec.kind for arg, spec in info.args.items()} for name, info in CATALOG.items()} == CATALOG_KINDS
+    # Insertion order is the order "expected a check name (...)" lists them in.
+    assert list(CATALOG) == list(CATALOG_KINDS)
+    identity = CATALOG["identity"].args
+    assert identity["build"].choices == ("cpu", "cuda")
+    assert identity["backends"].choices == ("gloo", "nccl", "mpi")
+    assert CATALOG["all_reduce"].args["numel"].minimum == 1
+    assert {arg: spec.minimum for arg, spec in CATALOG["collectives"].args.items()} == {"repeat": 1, "large_mib": 1}
+
+
+def args_read(function: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    """Names in ``args.get("x")``, ``args["x"]`` and ``"x" in args`` inside the function."""
+    used: set[str] = set()
+    for node in ast.walk(function):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "get"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "args"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            used.add(str(node.args[0].value))
+        if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "args":
+            if isinstance(node.slice, ast.Constant):
+                used.add(str(node.slice.value))
+        if (
+            isinstance(node, ast.Compare)
+            and isinstance(node.left, ast.Constant)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], (ast.In, ast.NotIn))
+            and isinstance(node.comparators[0], ast.Name)
+            and node.comparators[0].id == "args"
+        ):
+            used.add(str(node.left.value))
+    return used
 
 
 def test_check_args_read_by_the_suite_are_in_the_catalog() -> None:
-    """Every ``args.get("x")`` / ``args["x"]`` in a registered check is an argument the catalog declares."""
-    tree = _tree(SUITE_DIR / "checks.py")
-    for function in tree.body:
-        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            continue
-        registered = registered_name(function)
-        if registered is None:
-            continue
-        used: set[str] = set()
-        for node in ast.walk(function):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr == "get"
-                and isinstance(node.func.value, ast.Name)
-                and node.func.value.id == "args"
-                and node.args
-                and isinstance(node.args[0], ast.Constant)
-            ):
-                used.add(str(node.args[0].value))
-            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == "args":
-                if isinstance(node.slice, ast.Constant):
-                    used.add(str(node.slice.value))
-        assert used <= set(CATALOG[registered].args), (registered, used)
+    """Every argument a registered check reads, in any suite file, is an argument the catalog declares."""
+    seen: dict[str, set[str]] = {}
+    for path in SUITE_FILES:
+        for function in _tree(path).body:
+            if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            registered = registered_name(function)
+            if registered is not None:
+                seen[registered] = args_read(function)
+                assert seen[registered] <= set(CATALOG[registered].args), (path.name, registered, seen[registered])
+    assert set(seen) == set(CATALOG)
+    # The reader finds what is there (so the subset check above is not vacuous).
+    assert seen["identity"] == {"torch", "python", "build", "backends"}
+    assert seen["timeout"] == {"deadline_s", "margin_s"}
+
+
+def test_args_reader_finds_every_form() -> None:
+    source = textwrap.dedent(
+        """
+        def f(ctx, args):
+            a = args.get("x", 1)
+            b = args["y"]
+            return "z" in args, "w" not in args, other["v"]
+        """
+    )
+    function = ast.parse(source).body[0]
+    assert isinstance(function, ast.FunctionDef)
+    assert args_read(function) == {"x", "y", "z", "w"}
 
 
 @pytest.mark.parametrize("path", SUITE_FILES, ids=[p.name for p in SUITE_FILES])

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 import harness.cli
+from harness.checks import CATALOG, ArgSpec
 from harness.config import (
+    DEFAULT_CHECK_TIMEOUT_S,
     DEFAULT_COLLECTIVE_TIMEOUT_S,
     DEFAULT_PYTHON,
     DEFAULT_TIMEOUT_S,
@@ -27,9 +29,9 @@ from harness.errors import EXIT_BAD_INPUT, ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = "scen.yaml"
-TOP_KEYS = "version, backend, image, timeout_s, collective_timeout_s, python, scenarios"
-SCENARIO_KEYS = "name, topology, world_size, backend, image, timeout_s, collective_timeout_s, python, checks"
-CHECK_NAMES = "a check name (env, all_reduce)"
+TOP_KEYS = "version, backend, image, timeout_s, collective_timeout_s, check_timeout_s, python, scenarios"
+SCENARIO_KEYS = "name, topology, world_size, backend, image, timeout_s, collective_timeout_s, check_timeout_s, python, checks"
+CHECK_NAMES = "a check name (env, identity, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, reconfigure)"
 
 
 def yaml_text(text: str) -> str:
@@ -64,6 +66,20 @@ def the_problem(problems: list[str], line: int | None, key_path: str, *fragments
     for fragment in fragments:
         assert fragment in matching[0], f"{fragment!r} not in {matching[0]!r}"
     return matching[0]
+
+
+DEFAULT_CHECKS = [
+    "env",
+    "identity",
+    "launch",
+    "all_reduce",
+    "collectives",
+    "ddp_sync",
+    "ddp_sampler",
+    "store",
+    "timeout",
+    "reconfigure",
+]
 
 
 VALID = yaml_text(
@@ -179,7 +195,7 @@ def test_unknown_check_key() -> None:
         """
     )
     problems = problems_of(text)
-    assert problems == [f"{FILE}:6: scenarios[0].checks[0].arguments: unknown key; expected one of name, args"]
+    assert problems == [f"{FILE}:6: scenarios[0].checks[0].arguments: unknown key; expected one of name, args, required"]
 
 
 def test_unknown_check_arg() -> None:
@@ -291,6 +307,27 @@ scenarios:
         ),
         (
             "name: typed",
+            "name: typed\n    check_timeout_s: 0",
+            "scenarios[0].check_timeout_s",
+            "expected a number of seconds > 0",
+            "got '0'",
+        ),
+        (
+            "name: typed",
+            "name: typed\n    check_timeout_s: soon",
+            "scenarios[0].check_timeout_s",
+            "expected a number of seconds > 0",
+            "got 'soon'",
+        ),
+        (
+            "name: typed",
+            "name: typed\n    check_timeout_s: [60]",
+            "scenarios[0].check_timeout_s",
+            "expected a number of seconds > 0",
+            "got a list",
+        ),
+        (
+            "name: typed",
             "name: typed\n    collective_timeout_s: {s: 1}",
             "scenarios[0].collective_timeout_s",
             "expected a number of seconds > 0",
@@ -326,6 +363,9 @@ def test_wrong_type_or_value(old: str, new: str, key_path: str, expected: str, g
     [
         ("timeout_s: -1", "timeout_s", "expected a number of seconds > 0", "got '-1'"),
         ("collective_timeout_s: off", "collective_timeout_s", "expected a number of seconds > 0", "got 'off'"),
+        ("check_timeout_s: 0", "check_timeout_s", "expected a number of seconds > 0", "got '0'"),
+        ("check_timeout_s: -2.5", "check_timeout_s", "expected a number of seconds > 0", "got '-2.5'"),
+        ("check_timeout_s: true", "check_timeout_s", "expected a number of seconds > 0", "got 'true'"),
         ("backend: tcp", "backend", "expected one of gloo, nccl, mpi", "got 'tcp'"),
         ("image: {name: x}", "image", "expected an image reference (name:tag or id)", "got a mapping"),
         ("python: ' '", "python", "expected the image's Python interpreter", "got ' '"),
@@ -370,6 +410,233 @@ def test_bad_choice(old: str, new: str, key_path: str, expected: str, got: str) 
     problems = problems_of(text)
     assert len(problems) == 1, problems
     the_problem(problems, line_of(text, new.splitlines()[-1].strip()), key_path, expected, got)
+
+
+# --- check arguments of every kind, and required ---------------------------------------------------
+
+ARG_TEMPLATE = """\
+scenarios:
+  - name: kinds
+    topology: in-container
+    world_size: 2
+    checks:
+      - name: {check}
+        args:
+          {arg}: {value}
+      - env
+"""
+ARG_LINE = 8
+VERSION_EXPECTED = "expected a version requirement like '>=2.6,<2.7' or '2.15.0'"
+
+
+def arg_text(check: str, arg: str, value: str) -> str:
+    text = ARG_TEMPLATE.format(check=check, arg=arg, value=value)
+    assert line_of(text, f"{arg}:") == ARG_LINE
+    return text
+
+
+@pytest.mark.parametrize(
+    ("check", "arg", "value", "parsed"),
+    [
+        ("identity", "torch", "'>=2.6,<2.7'", ">=2.6,<2.7"),
+        ("identity", "torch", "2.15.0", "2.15.0"),
+        ("identity", "torch", "'==2.6'", "==2.6"),
+        ("identity", "torch", "'>= 2.6 , < 3'", ">= 2.6 , < 3"),
+        ("identity", "torch", "'!=2.7.1,>2.5,<=2.9'", "!=2.7.1,>2.5,<=2.9"),
+        ("identity", "torch", "2", "2"),
+        ("identity", "python", "'>=3.11'", ">=3.11"),
+        ("identity", "python", "3.11.2", "3.11.2"),
+        ("identity", "build", "cpu", "cpu"),
+        ("identity", "build", "cuda", "cuda"),
+        ("identity", "backends", "[gloo]", ("gloo",)),
+        ("identity", "backends", "[gloo, nccl, mpi]", ("gloo", "nccl", "mpi")),
+        ("timeout", "deadline_s", "0.5", 0.5),
+        ("timeout", "deadline_s", "2", 2.0),
+        ("timeout", "margin_s", "10", 10.0),
+        ("collectives", "repeat", "3", 3),
+        ("collectives", "large_mib", "1", 1),
+        ("all_reduce", "numel", "1", 1),
+    ],
+)
+def test_arg_of_each_kind_is_accepted(check: str, arg: str, value: str, parsed: object) -> None:
+    (scenario,) = parse_config(arg_text(check, arg, value), FILE).scenarios
+    spec = scenario.checks[0]
+    assert (spec.name, dict(spec.args)) == (check, {arg: parsed})
+    assert type(spec.args[arg]) is type(parsed)  # versions are strings, seconds floats, names tuples
+
+
+@pytest.mark.parametrize(
+    ("check", "arg", "value", "message"),
+    [
+        ("identity", "torch", "abc", f"{VERSION_EXPECTED}; got 'abc'"),
+        ("identity", "torch", "'>=2.6,'", f"{VERSION_EXPECTED}; got '>=2.6,'"),
+        ("identity", "torch", "'~=2.6'", f"{VERSION_EXPECTED}; got '~=2.6'"),
+        ("identity", "torch", "'2.6 2.7'", f"{VERSION_EXPECTED}; got '2.6 2.7'"),
+        ("identity", "torch", "v2.6", f"{VERSION_EXPECTED}; got 'v2.6'"),
+        ("identity", "torch", "true", f"{VERSION_EXPECTED}; got 'true'"),
+        ("identity", "torch", "[2.6]", f"{VERSION_EXPECTED}; got a list"),
+        ("identity", "torch", "", f"{VERSION_EXPECTED}; got nothing"),
+        ("identity", "python", "'3.x'", f"{VERSION_EXPECTED}; got '3.x'"),
+        ("identity", "build", "gpu", "expected one of cpu, cuda; got 'gpu'"),
+        ("identity", "build", "CUDA", "expected one of cpu, cuda; got 'CUDA'"),
+        ("identity", "build", "[cpu]", "expected one of cpu, cuda; got a list"),
+        ("identity", "backends", "gloo", "expected a list of gloo, nccl, mpi; got 'gloo'"),
+        ("identity", "backends", "{gloo: true}", "expected a list of gloo, nccl, mpi; got a mapping"),
+        ("timeout", "deadline_s", "0", "expected a number of seconds > 0; got '0'"),
+        ("timeout", "deadline_s", "-1", "expected a number of seconds > 0; got '-1'"),
+        ("timeout", "deadline_s", "true", "expected a number of seconds > 0; got 'true'"),
+        ("timeout", "margin_s", ".inf", "expected a number of seconds > 0; got '.inf'"),
+        ("timeout", "margin_s", "soon", "expected a number of seconds > 0; got 'soon'"),
+        ("collectives", "repeat", "0", "expected an integer >= 1; got '0'"),
+        ("collectives", "repeat", "'3'", "expected an integer >= 1; got '3'"),
+        ("collectives", "large_mib", "1.5", "expected an integer >= 1; got '1.5'"),
+    ],
+)
+def test_arg_of_each_kind_is_rejected_with_its_line_and_key_path(check: str, arg: str, value: str, message: str) -> None:
+    problems = problems_of(arg_text(check, arg, value))
+    assert problems == [f"{FILE}:{ARG_LINE}: scenarios[0].checks[0].args.{arg}: {message}"]
+
+
+@pytest.mark.parametrize(
+    ("value", "bad"),
+    [("[gloo, foo]", {1: "foo"}), ("[foo, gloo, bar]", {0: "foo", 2: "bar"}), ("[gloo, '']", {1: ""})],
+    ids=["second", "first-and-third", "empty-name"],
+)
+def test_names_arg_reports_each_bad_item_by_index(value: str, bad: dict[int, str]) -> None:
+    problems = problems_of(arg_text("identity", "backends", value))
+    assert problems == [
+        f"{FILE}:{ARG_LINE}: scenarios[0].checks[0].args.backends[{index}]: expected one of gloo, nccl, mpi; got "
+        + (repr(name) if name else "nothing")
+        for index, name in bad.items()
+    ]
+
+
+def test_names_arg_as_block_list_reports_the_item_line() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: cross-container
+            world_size: 2
+            checks:
+              - name: identity
+                args:
+                  backends:
+                    - gloo
+                    - nccl
+                    - tcp
+        """
+    )
+    assert problems_of(text) == [
+        f"{FILE}:{line_of(text, '- tcp')}: scenarios[0].checks[0].args.backends[2]: expected one of gloo, nccl, mpi; got 'tcp'"
+    ]
+
+
+def test_unknown_identity_arg_lists_the_known_ones() -> None:
+    problems = problems_of(arg_text("identity", "cuda", "'12.4'"))
+    assert problems == [
+        f"{FILE}:{ARG_LINE}: scenarios[0].checks[0].args.cuda: unknown key; expected one of torch, python, build, backends"
+    ]
+
+
+def test_every_problem_in_one_check_args_is_collected() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: in-container
+            world_size: 2
+            checks:
+              - name: identity
+                required: maybe
+                args:
+                  torch: abc
+                  python: '>=3.9'
+                  build: gpu
+                  backends: [gloo, foo]
+              - name: timeout
+                args: {deadline_s: 0, margin_s: 1}
+        """
+    )
+    expected = [
+        (line_of(text, "required: maybe"), "scenarios[0].checks[0].required", "expected true or false; got 'maybe'"),
+        (line_of(text, "torch: abc"), "scenarios[0].checks[0].args.torch", f"{VERSION_EXPECTED}; got 'abc'"),
+        (line_of(text, "build: gpu"), "scenarios[0].checks[0].args.build", "expected one of cpu, cuda; got 'gpu'"),
+        (line_of(text, "[gloo, foo]"), "scenarios[0].checks[0].args.backends[1]", "expected one of gloo, nccl, mpi; got 'foo'"),
+        (line_of(text, "deadline_s: 0"), "scenarios[0].checks[1].args.deadline_s", "expected a number of seconds > 0; got '0'"),
+    ]
+    problems = problems_of(text)
+    assert len(problems) == len(expected), "\n".join(problems)
+    for line, key_path, message in expected:
+        assert the_problem(problems, line, key_path) == f"{FILE}:{line}: {key_path}: {message}"
+
+
+def _sample_values(spec: ArgSpec) -> tuple[str, object, str, str]:
+    """(good YAML, its parsed value, bad YAML, the key-path suffix of the bad value) for an argument's kind."""
+    if spec.kind == "int":
+        return str(spec.minimum), spec.minimum, str(spec.minimum - 1), ""
+    if spec.kind == "seconds":
+        return "1.5", 1.5, "0", ""
+    if spec.kind == "version":
+        return "'>=1.0'", ">=1.0", "'abc'", ""
+    if spec.kind == "choice":
+        return spec.choices[-1], spec.choices[-1], "nope", ""
+    if spec.kind == "names":
+        return f"[{', '.join(spec.choices)}]", tuple(spec.choices), f"[{spec.choices[0]}, nope]", "[1]"
+    pytest.fail(f"no config test for argument kind {spec.kind!r}")
+
+
+@pytest.mark.parametrize(
+    ("check", "arg"), [(name, arg) for name, info in CATALOG.items() for arg in info.args], ids=lambda v: str(v)
+)
+def test_every_catalog_argument_is_accepted_and_rejected_by_its_kind(check: str, arg: str) -> None:
+    good, parsed, bad, suffix = _sample_values(CATALOG[check].args[arg])
+    (scenario,) = parse_config(arg_text(check, arg, good), FILE).scenarios
+    assert dict(scenario.checks[0].args) == {arg: parsed}
+    problems = problems_of(arg_text(check, arg, bad))
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{FILE}:{ARG_LINE}: scenarios[0].checks[0].args.{arg}{suffix}: expected "), problems
+
+
+def test_required_flag_is_parsed() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: in-container
+            world_size: 2
+            checks:
+              - {name: identity, args: {torch: '>=2.6'}, required: true}
+              - {name: reconfigure, required: false}
+              - {name: store}
+              - all_reduce
+        """
+    )
+    (scenario,) = parse_config(text, FILE).scenarios
+    assert [(c.name, c.required) for c in scenario.checks] == [
+        ("identity", True),
+        ("reconfigure", False),
+        ("store", False),
+        ("all_reduce", False),
+    ]
+    assert dict(scenario.checks[0].args) == {"torch": ">=2.6"}
+    assert scenario.checks[0] == CheckSpec("identity", scenario.checks[0].args, required=True)
+
+
+@pytest.mark.parametrize(
+    ("value", "got"),
+    [
+        ("yes-please", "got 'yes-please'"),
+        ("1", "got '1'"),
+        ("'true'", "got 'true'"),
+        ("[true]", "got a list"),
+        ("", "got nothing"),
+    ],
+    ids=["word", "number", "quoted", "list", "empty"],
+)
+def test_required_must_be_true_or_false(value: str, got: str) -> None:
+    text = (
+        "scenarios:\n  - topology: in-container\n    world_size: 2\n    checks:\n"
+        f"      - name: reconfigure\n        required: {value}\n"
+    )
+    assert problems_of(text) == [f"{FILE}:6: scenarios[0].checks[0].required: expected true or false; {got}"]
 
 
 # --- missing and empty ----------------------------------------------------------------------------
@@ -607,8 +874,11 @@ def test_defaults_when_nothing_is_set() -> None:
     assert scenario.image is None
     assert scenario.timeout_s == DEFAULT_TIMEOUT_S
     assert scenario.collective_timeout_s == DEFAULT_COLLECTIVE_TIMEOUT_S
+    assert scenario.check_timeout_s == DEFAULT_CHECK_TIMEOUT_S == 120.0
+    assert isinstance(scenario.check_timeout_s, float)
     assert scenario.python == DEFAULT_PYTHON
     assert scenario.checks == (CheckSpec("env"),)
+    assert scenario.checks[0].required is False
 
 
 def test_top_level_defaults_are_inherited_and_overridden() -> None:
@@ -619,6 +889,7 @@ def test_top_level_defaults_are_inherited_and_overridden() -> None:
         image: example/torch:1
         timeout_s: 90
         collective_timeout_s: 12.5
+        check_timeout_s: 45
         python: /opt/venv/bin/python
         scenarios:
           - name: inherits
@@ -632,6 +903,7 @@ def test_top_level_defaults_are_inherited_and_overridden() -> None:
             image: example/torch:2
             timeout_s: 30.5
             collective_timeout_s: 5
+            check_timeout_s: 7.5
             python: python3.9
             checks: [env]
         """
@@ -645,6 +917,8 @@ def test_top_level_defaults_are_inherited_and_overridden() -> None:
         "/opt/venv/bin/python",
     )
     assert isinstance(inherits.timeout_s, float)
+    assert inherits.check_timeout_s == 45.0 and isinstance(inherits.check_timeout_s, float)
+    assert overrides.check_timeout_s == 7.5
     assert (overrides.backend, overrides.image, overrides.timeout_s, overrides.collective_timeout_s, overrides.python) == (
         "gloo",
         "example/torch:2",
@@ -706,9 +980,15 @@ def test_default_yaml_loads() -> None:
     ]
     for scenario in config.scenarios:
         assert scenario.backend == "gloo"
-        assert scenario.timeout_s == 180.0
+        assert scenario.timeout_s == 240.0
         assert scenario.collective_timeout_s == 60.0
-        assert [c.name for c in scenario.checks] == ["env", "all_reduce"]
+        assert scenario.check_timeout_s == 120.0
+        # The whole gloo suite, every check once, in both scenarios (the second reuses the first's list).
+        assert [c.name for c in scenario.checks] == DEFAULT_CHECKS
+        assert sorted(DEFAULT_CHECKS) == sorted(CATALOG)
+        args = {c.name: dict(c.args) for c in scenario.checks if c.args}
+        assert args == {"identity": {"backends": ("gloo",)}, "timeout": {"deadline_s": 2.0, "margin_s": 2.0}}
+        assert not any(c.required for c in scenario.checks)
 
 
 # --- regressions: each of these crashed parse_config or was accepted when these tests were written ---
@@ -752,11 +1032,27 @@ def test_placeholder_arg_name_is_a_config_error() -> None:
     the_problem(problems, 5, "scenarios[0].checks[0].args.(none)", "unknown key")
 
 
-@pytest.mark.parametrize("key", ["timeout_s", "collective_timeout_s"])
+@pytest.mark.parametrize("key", ["timeout_s", "collective_timeout_s", "check_timeout_s"])
 def test_infinite_timeouts_are_rejected(key: str) -> None:
     """Was accepted: no deadline at all, and timedelta(seconds=inf) -> OverflowError inside every rank."""
     problems = problems_of(f"{key}: .inf\n" + VALID)
     the_problem(problems, 1, key, "expected a number of seconds > 0")
+
+
+# --- regressions ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("arg", "written"), [("python", "3.10"), ("torch", "2.10"), ("torch", "2_6"), ("torch", "0")])
+def test_unquoted_version_keeps_the_text_as_written(arg: str, written: str) -> None:
+    """A version argument is the text written (YAML reads an unquoted 3.10 as 3.1), or a clear error."""
+    text = arg_text("identity", arg, written)
+    try:
+        (scenario,) = parse_config(text, FILE).scenarios
+    except ConfigError as caught:
+        # Rejecting it (asking for a quoted requirement) would be a fix too, if it says where.
+        assert caught.problems[0].startswith(f"{FILE}:{ARG_LINE}: scenarios[0].checks[0].args.{arg}: "), caught.problems
+        return
+    assert scenario.checks[0].args[arg] == written  # a requirement for Python 3.10 must not become one for 3.1
 
 
 # --- the CLI on bad input -------------------------------------------------------------------------
@@ -785,7 +1081,7 @@ def test_cli_run_with_bad_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         f"{bad}:1: backend: expected one of gloo, nccl, mpi; got 'tcp'",
         f"{bad}:3: scenarios[0].topology: expected one of in-container, cross-container; got 'sideways'",
         f"{bad}:4: scenarios[0].world_size: expected an integer >= 1; got 'two'",
-        f"{bad}:5: scenarios[0].checks[1]: expected a check name (env, all_reduce); got 'nope'",
+        f"{bad}:5: scenarios[0].checks[1]: expected {CHECK_NAMES}; got 'nope'",
     ]
     assert "exit code 2" in captured.out
 

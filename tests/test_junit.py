@@ -256,6 +256,56 @@ def test_control_characters_and_long_logs(schema: etree.XMLSchema) -> None:
     assert schema.validate(etree.fromstring(report.encode()))
 
 
+MULTI_CONFIG = """\
+scenarios:
+  - name: multi
+    topology: in-container
+    world_size: 2
+    checks:
+      - env
+      - identity
+      - {name: collectives, required: true}
+"""
+
+
+def case_line(check: str, case: str, rank: int, status: str, message: str) -> str:
+    record = {"check": check, "case": case, "rank": rank, "status": status, "message": message, "duration_s": 0.5}
+    return json.dumps(record) + "\n"
+
+
+def test_cases_of_a_check_and_a_required_skip(schema: etree.XMLSchema) -> None:
+    (scenario,) = parse_config(MULTI_CONFIG, "multi.yaml").scenarios
+    plan = plan_scenario(scenario, RUN_ID, "example/torch:test")
+    text = "".join(
+        env_line(rank)
+        + case_line("identity", "identity", rank, SKIPPED, "the scenario states nothing about the image")
+        + case_line("process_group", "process_group", rank, PASSED, "formed a group of 2 ranks")
+        + case_line("collectives", "collectives.broadcast", rank, PASSED, "1 runs correct (repeat 1)")
+        + case_line("collectives", "collectives.gather_object", rank, SKIPPED, "not supported by this image: numpy")
+        for rank in (0, 1)
+    )
+    result = summarize_scenario(ScenarioOutcome(plan, "sha256:multi", 2.0, (outcome(plan, 0, text),)))
+    report = render_junit(RunSummary(RUN_ID, (result,)))
+    assert schema.validate(etree.fromstring(report.encode())), schema.error_log
+    suite = suite_named(ET.fromstring(report), "multi (in-container, 2 ranks)")
+    assert [(c.get("name"), c.get("classname")) for c in suite.findall("testcase")] == [
+        ("env", "distval.multi"),
+        ("identity", "distval.multi"),
+        ("process_group", "distval.multi"),
+        ("collectives.broadcast", "distval.multi"),
+        ("collectives.gather_object", "distval.multi"),
+        ("exit_status", "distval.multi"),
+    ]
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("6", "1", "0", "1")
+    assert suite.find("testcase[@name='identity']/skipped") is not None
+    failure = suite.find("testcase[@name='collectives.gather_object']/failure")
+    assert failure is not None and failure.get("type") == "check_failed"
+    assert failure.get("message") == (
+        "expected required check collectives to run; it was skipped: not supported by this image: numpy"
+    )
+    assert suite.find("testcase[@name='collectives.broadcast']/failure") is None
+
+
 # --- the schema -----------------------------------------------------------------------------------
 
 

@@ -40,9 +40,33 @@ from harness.plan import (
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden" / "default_plan.txt"
 RUN_ID = "0123abcd"
+DEFAULT_CHECKS = [
+    "env",
+    "identity",
+    "launch",
+    "all_reduce",
+    "collectives",
+    "ddp_sync",
+    "ddp_sampler",
+    "store",
+    "timeout",
+    "reconfigure",
+]
 # Docker's container-name rule; a hostname label is at most 63 characters (RFC 1123).
 DOCKER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
 HOSTNAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$", re.IGNORECASE)
+
+
+# torch 1.13's torch.distributed.run knows only the underscore spellings of these (later ones take both).
+TORCH_1_13_FLAGS = ("--nproc_per_node", "--node_rank", "--master_addr", "--master_port", "--max_restarts")
+
+
+def assert_torch_1_13_spellings(argv: tuple[str, ...]) -> None:
+    launcher_flags = argv[: argv.index("-m", 3)]  # up to the suite's own "-m suite.main"
+    for flag in launcher_flags[3:]:
+        name = flag.split("=", 1)[0]
+        assert "-" not in name[2:], f"{flag}: torch 1.13's launcher does not know the dash spelling"
+        assert name in TORCH_1_13_FLAGS + ("--standalone", "--nnodes"), flag
 
 
 def config_of(text: str) -> Config:
@@ -114,9 +138,10 @@ def test_in_container_topology(default_plan: RunPlan) -> None:
     assert argv[:3] == ("python3", "-m", "torch.distributed.run")
     assert "--standalone" in argv
     assert "--nnodes=1" in argv
-    assert "--nproc-per-node=2" in argv
-    assert not any(a.startswith(("--master-addr", "--node-rank")) for a in argv)
-    assert argv[-4:] == ("--max-restarts=0", "-m", "suite.main", SPEC_PATH)
+    assert "--nproc_per_node=2" in argv
+    assert not any(a.startswith(("--master_addr", "--node_rank", "--master-addr", "--node-rank")) for a in argv)
+    assert argv[-4:] == ("--max_restarts=0", "-m", "suite.main", SPEC_PATH)
+    assert_torch_1_13_spellings(argv)
 
 
 def test_in_container_nproc_follows_world_size() -> None:
@@ -128,7 +153,8 @@ def test_in_container_nproc_follows_world_size() -> None:
     )
     (container,) = plan.containers
     assert container.ranks == (0, 1, 2, 3, 4)
-    assert "--nproc-per-node=5" in container.argv
+    assert "--nproc_per_node=5" in container.argv
+    assert dict(container.env)["DISTVAL_NODE_RANK"] == "0"
     assert container.argv[0] == "/venv/bin/python"
 
 
@@ -148,14 +174,16 @@ def test_cross_container_topology(world_size: int) -> None:
         assert container.ranks == (index,)
         assert container.hostname == container.name
         argv = container.argv
-        assert f"--node-rank={index}" in argv
-        assert f"--master-addr={master.name}" in argv
-        assert f"--master-port={MASTER_PORT}" in argv
+        assert f"--node_rank={index}" in argv
+        assert f"--master_addr={master.name}" in argv
+        assert f"--master_port={MASTER_PORT}" in argv
         assert f"--nnodes={world_size}" in argv
-        assert "--nproc-per-node=1" in argv
+        assert "--nproc_per_node=1" in argv
         assert "--standalone" not in argv
-        assert argv[-4:] == ("--max-restarts=0", "-m", "suite.main", SPEC_PATH)
+        assert argv[-4:] == ("--max_restarts=0", "-m", "suite.main", SPEC_PATH)
+        assert_torch_1_13_spellings(argv)
         assert dict(container.labels)[LABEL_NODE] == str(index)
+        assert dict(container.env)["DISTVAL_NODE_RANK"] == str(index)
     assert len({c.name for c in plan.containers}) == world_size
 
 
@@ -166,7 +194,7 @@ def test_default_cross_container_master_is_node_0(default_plan: RunPlan) -> None
         "distval-0123abcd-cross-container-2ranks-n1",
     ]
     for container in plan.containers:
-        assert "--master-addr=distval-0123abcd-cross-container-2ranks-n0" in container.argv
+        assert "--master_addr=distval-0123abcd-cross-container-2ranks-n0" in container.argv
 
 
 def test_labels_and_network(default_plan: RunPlan) -> None:
@@ -186,6 +214,7 @@ def test_labels_and_network(default_plan: RunPlan) -> None:
             env = dict(container.env)
             assert env["DISTVAL_RUN_ID"] == RUN_ID
             assert env["DISTVAL_SCENARIO"] == plan.scenario.name
+            assert env["DISTVAL_NODE_RANK"] == str(container.node_rank)
             assert container.name.startswith(network.name)
     # One network per scenario, named after the run and the scenario.
     assert [p.network.name for p in default_plan.scenarios] == [
@@ -294,6 +323,9 @@ def test_suite_spec_json() -> None:
         "scenario": "spec",
         "backend": "gloo",
         "collective_timeout_s": 42.0,
+        "check_timeout_s": 120.0,
+        "world_size": 2,
+        "nproc_per_node": 1,
         "results_dir": RESULTS_DIR,
         "checks": [
             {"name": "all_reduce", "args": {"numel": 1024}},
@@ -305,9 +337,12 @@ def test_suite_spec_json() -> None:
 def test_default_suite_spec(default_plan: RunPlan) -> None:
     for plan in default_plan.scenarios:
         spec = json.loads(plan.suite_spec_json)
-        assert [c["name"] for c in spec["checks"]] == ["env", "all_reduce"]
+        assert [c["name"] for c in spec["checks"]] == [c.name for c in plan.scenario.checks] == DEFAULT_CHECKS
         assert spec["scenario"] == plan.scenario.name
         assert spec["collective_timeout_s"] == 60.0
+        assert spec["check_timeout_s"] == 120.0
+        assert spec["world_size"] == 2
+        assert spec["nproc_per_node"] == len(plan.containers[0].ranks)
 
 
 def test_plan_scenario_is_what_plan_run_uses(default_plan: RunPlan) -> None:
@@ -328,3 +363,81 @@ def test_names_differing_only_in_case_or_punctuation_get_distinct_resources() ->
     containers = [c.name for s in plan.scenarios for c in s.containers]
     assert networks == ["distval-0123abcd-a-b", "distval-0123abcd-a-b-1"]
     assert len(set(containers)) == len(containers) == 2
+
+
+@pytest.mark.parametrize(
+    ("topology", "world_size", "containers", "nproc_per_node"),
+    [("in-container", 3, 1, 3), ("cross-container", 3, 3, 1), ("in-container", 1, 1, 1)],
+)
+def test_suite_spec_states_the_layout(topology: str, world_size: int, containers: int, nproc_per_node: int) -> None:
+    plan = one_plan(
+        f"""
+        scenarios:
+          - {{name: layout, topology: {topology}, world_size: {world_size}, checks: [launch]}}
+        """
+    )
+    spec = json.loads(plan.suite_spec_json)
+    assert len(plan.containers) == containers
+    assert (spec["world_size"], spec["nproc_per_node"]) == (world_size, nproc_per_node)
+    # What the launch check compares LOCAL_WORLD_SIZE with is what the launcher is told.
+    for container in plan.containers:
+        assert f"--nproc_per_node={nproc_per_node}" in container.argv
+        assert len(container.ranks) == nproc_per_node
+
+
+def test_suite_spec_check_timeout_is_inherited_and_overridden() -> None:
+    run = plan_run(
+        config_of(
+            """
+            check_timeout_s: 30
+            scenarios:
+              - {name: inherits, topology: in-container, world_size: 2, checks: [env]}
+              - {name: overrides, topology: in-container, world_size: 2, check_timeout_s: 7.5, checks: [env]}
+            """
+        ),
+        RUN_ID,
+    )
+    assert [json.loads(s.suite_spec_json)["check_timeout_s"] for s in run.scenarios] == [30.0, 7.5]
+
+
+def test_suite_spec_carries_args_of_every_kind() -> None:
+    plan = one_plan(
+        """
+        scenarios:
+          - name: kinds
+            topology: cross-container
+            world_size: 2
+            checks:
+              - {name: identity, required: true, args: {torch: '>=2.6,<2.7', python: 3.11.2, build: cpu, backends: [gloo, mpi]}}
+              - {name: timeout, args: {deadline_s: 2, margin_s: 0.5}}
+              - {name: collectives, args: {repeat: 3, large_mib: 1}}
+              - store
+        """
+    )
+    assert json.loads(plan.suite_spec_json)["checks"] == [
+        {"name": "identity", "args": {"torch": ">=2.6,<2.7", "python": "3.11.2", "build": "cpu", "backends": ["gloo", "mpi"]}},
+        {"name": "timeout", "args": {"deadline_s": 2.0, "margin_s": 0.5}},
+        {"name": "collectives", "args": {"repeat": 3, "large_mib": 1}},
+        {"name": "store", "args": {}},
+    ]
+
+
+def test_render_marks_required_checks() -> None:
+    run = plan_run(
+        config_of(
+            """
+            scenarios:
+              - name: req
+                topology: in-container
+                world_size: 2
+                checks:
+                  - env
+                  - {name: identity, required: true}
+                  - {name: reconfigure, required: true}
+                  - {name: store, required: false}
+            """
+        ),
+        RUN_ID,
+    )
+    lines = render_plan(run).splitlines()
+    assert "  checks: env, identity (required), reconfigure (required), store" in lines

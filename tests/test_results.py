@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from harness.config import parse_config
 from harness.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_PASSED, ConfigError
 from harness.plan import ScenarioPlan, plan_scenario
@@ -354,6 +356,333 @@ def test_same_check_twice_cannot_mask_a_failure() -> None:
     result = summarize_scenario(ScenarioOutcome(plan, "id", 1.0, (container(plan, 0, files),)))
     assert FAILED in [c.status for c in result.cases]
     assert result.status == FAILED
+
+
+# --- testcases per case: checks that report several, process_group, required checks ----------------------
+
+MULTI_CONFIG = """\
+timeout_s: 120
+scenarios:
+  - name: multi
+    topology: cross-container
+    world_size: 2
+    checks: [env, identity, all_reduce, collectives, store]
+"""
+
+
+def plan_of(config: str) -> ScenarioPlan:
+    (scenario,) = parse_config(config, "multi.yaml").scenarios
+    return plan_scenario(scenario, RUN_ID, None)
+
+
+def multi_plan(checks: str = "[env, identity, all_reduce, collectives, store]") -> ScenarioPlan:
+    return plan_of(MULTI_CONFIG.replace("[env, identity, all_reduce, collectives, store]", checks))
+
+
+def case_record(check: str, case: str | None, rank: int, status: str = PASSED, message: str = "ok") -> str:
+    """A record as suite/records.py writes it now: the check it belongs to and its testcase."""
+    data = json.loads(record(check, rank, status, message))
+    data["case"] = case
+    return json.dumps(data, sort_keys=True)
+
+
+def outcome_of(plan: ScenarioPlan, lines: dict[int, list[str]], **containers: dict[str, Any]) -> ScenarioOutcome:
+    """One container per node; ``containers["n1"]`` overrides exit code, stderr, ... of node 1's container."""
+    outcomes = []
+    for index, cp in enumerate(plan.containers):
+        files = {f"rank-{rank}.jsonl": jsonl(*lines[rank]) for rank in cp.ranks if lines.get(rank)}
+        outcomes.append(container(plan, index, files, **containers.get(f"n{index}", {})))
+    return ScenarioOutcome(plan, "id", 1.0, tuple(outcomes))
+
+
+def statuses(result: ScenarioResult) -> list[tuple[str, str]]:
+    return [(c.name, c.status) for c in result.cases]
+
+
+PARTS = ("broadcast", "all_gather", "reduce_scatter")
+
+
+def suite_order(rank: int, parts: tuple[str, ...] = PARTS, **status_of: tuple[str, str]) -> list[str]:
+    """What one rank writes, in the suite's order (collectives before all_reduce, unlike the config)."""
+    lines = [
+        case_record("env", "env", rank),
+        case_record("identity", "identity", rank),
+        case_record("process_group", "process_group", rank),
+    ]
+    for part in parts:
+        case = f"collectives.{part}"
+        status, message = status_of.get(part, (PASSED, f"{part} ok"))
+        lines.append(case_record("collectives", case, rank, status, message))
+    lines += [case_record("all_reduce", "all_reduce", rank), case_record("store", "store", rank)]
+    return lines
+
+
+def test_cases_of_a_check_are_grouped_in_config_order_then_first_seen_order() -> None:
+    plan = multi_plan()
+    # Rank 1 reports the collectives' parts in another order: rank 0's (seen first) decides.
+    result = summarize_scenario(outcome_of(plan, {0: suite_order(0), 1: suite_order(1, tuple(reversed(PARTS)))}))
+    assert statuses(result) == [
+        ("env", PASSED),
+        ("identity", PASSED),
+        ("process_group", PASSED),
+        ("all_reduce", PASSED),
+        ("collectives.broadcast", PASSED),
+        ("collectives.all_gather", PASSED),
+        ("collectives.reduce_scatter", PASSED),
+        ("store", PASSED),
+        (EXIT_STATUS_CASE, PASSED),
+    ]
+    assert result.status == PASSED
+    case = cases_of(result)["collectives.all_gather"]
+    assert case.message == "all_gather ok"
+    assert "rank 0: passed: all_gather ok" in case.output and "rank 1: passed: all_gather ok" in case.output
+
+
+def test_one_failed_case_of_a_check_fails_only_that_case() -> None:
+    plan = multi_plan()
+    wrong = "all_gather of rank+1: expected [1.0, 2.0] on every rank, got [1.0, 1.0]"
+    result = summarize_scenario(outcome_of(plan, {0: suite_order(0), 1: suite_order(1, all_gather=(FAILED, wrong))}))
+    cases = cases_of(result)
+    assert cases["collectives.all_gather"].status == FAILED
+    assert cases["collectives.all_gather"].message == f"rank 1: {wrong}"
+    assert cases["collectives.broadcast"].status == PASSED
+    assert cases["collectives.reduce_scatter"].status == PASSED
+    assert "collectives" not in cases  # no check-level case when the check reported its parts
+    assert result.status == FAILED
+
+
+def test_case_missing_on_one_rank_is_an_error_naming_that_rank() -> None:
+    plan = multi_plan()
+    stderr = "Traceback (most recent call last):\nRuntimeError: Connection reset by peer\n"
+    rank1 = suite_order(1, ("broadcast",))[:-2]  # rank 1 crashed during all_gather: nothing after broadcast
+    result = summarize_scenario(outcome_of(plan, {0: suite_order(0), 1: rank1}, n1={"exit_code": 1, "stderr": stderr}))
+    cases = cases_of(result)
+    name = plan.containers[1].name
+    reason = f"container {name} exited with code 1: RuntimeError: Connection reset by peer"
+    assert cases["collectives.broadcast"].status == PASSED
+    for missing in ("collectives.all_gather", "collectives.reduce_scatter", "all_reduce", "store"):
+        assert cases[missing].status == ERROR, missing
+        assert cases[missing].message == f"no result from rank(s) 1: {reason}", missing
+        assert "rank 0: passed: " in cases[missing].output
+        assert "rank 1: no result" in cases[missing].output
+        assert plan.containers[0].name not in cases[missing].message
+    assert [c.name for c in result.cases][:8] == [
+        "env",
+        "identity",
+        "process_group",
+        "all_reduce",
+        "collectives.broadcast",
+        "collectives.all_gather",
+        "collectives.reduce_scatter",
+        "store",
+    ]
+
+
+def test_case_reported_only_by_rank_1_names_rank_0() -> None:
+    plan = multi_plan()
+    rank1 = suite_order(1) + [case_record("collectives", "collectives.gather", 1)]
+    cases = cases_of(summarize_scenario(outcome_of(plan, {0: suite_order(0), 1: rank1})))
+    gather = cases["collectives.gather"]
+    assert gather.status == ERROR
+    assert gather.message.startswith("no result from rank(s) 0: ")
+    assert plan.containers[0].name in gather.message
+
+
+def test_listed_check_without_any_record_is_one_error_case_named_after_it() -> None:
+    plan = multi_plan()
+    lines = {r: [line for line in suite_order(r) if '"check": "collectives"' not in line] for r in (0, 1)}
+    result = summarize_scenario(outcome_of(plan, lines))
+    assert statuses(result) == [
+        ("env", PASSED),
+        ("identity", PASSED),
+        ("process_group", PASSED),
+        ("all_reduce", PASSED),
+        ("collectives", ERROR),
+        ("store", PASSED),
+        (EXIT_STATUS_CASE, PASSED),
+    ]
+    message = cases_of(result)["collectives"].message
+    assert message.startswith("no result from rank(s) 0, 1: ")
+    for node in plan.containers:
+        assert f"container {node.name} exited with code 0" in message
+    assert result.status == ERROR
+
+
+@pytest.mark.parametrize(
+    ("checks", "expected"),
+    [
+        ("[env, identity, store]", ["env", "identity", "process_group", "store"]),
+        ("[identity, launch, env]", ["identity", "process_group", "launch", "env"]),
+        ("[store, env]", ["process_group", "store", "env"]),
+        ("[env, identity]", ["env", "identity", "process_group"]),
+        ("[env]", ["env", "process_group"]),
+    ],
+)
+@pytest.mark.parametrize("where", ["first", "last"], ids=["written-first", "written-last"])
+def test_process_group_goes_before_the_first_check_other_than_env_and_identity(
+    checks: str, expected: list[str], where: str
+) -> None:
+    plan = multi_plan(checks)
+    lines: dict[int, list[str]] = {}
+    for rank in (0, 1):
+        own = [case_record(name, name, rank) for name in checks.strip("[]").split(", ")]
+        group = case_record("process_group", "process_group", rank)
+        lines[rank] = [group] + own if where == "first" else own + [group]
+    result = summarize_scenario(outcome_of(plan, lines))
+    assert [c.name for c in result.cases] == expected + [EXIT_STATUS_CASE]
+    assert result.status == PASSED
+
+
+def test_process_group_goes_before_a_listed_check_that_reported_nothing() -> None:
+    plan = multi_plan("[env, launch, store]")
+    lines = {
+        r: [env_record(r), case_record("process_group", "process_group", r), case_record("store", "store", r)] for r in (0, 1)
+    }
+    result = summarize_scenario(outcome_of(plan, lines))
+    assert statuses(result) == [
+        ("env", PASSED),
+        ("process_group", PASSED),
+        ("launch", ERROR),
+        ("store", PASSED),
+        (EXIT_STATUS_CASE, PASSED),
+    ]
+
+
+def test_failed_process_group_is_its_own_failed_case() -> None:
+    plan = multi_plan("[env, all_reduce, store]")
+    init = "expected init_process_group(backend='gloo') to succeed; RuntimeError: Connection refused"
+    unavailable = "init_process_group(backend='gloo') failed: RuntimeError: Connection refused"
+    lines = {
+        r: [
+            env_record(r),
+            case_record("process_group", "process_group", r, FAILED, init),
+            case_record("all_reduce", "all_reduce", r, ERROR, unavailable),
+            case_record("store", "store", r, ERROR, unavailable),
+        ]
+        for r in (0, 1)
+    }
+    result = summarize_scenario(outcome_of(plan, lines))
+    assert statuses(result) == [
+        ("env", PASSED),
+        ("process_group", FAILED),
+        ("all_reduce", ERROR),
+        ("store", ERROR),
+        (EXIT_STATUS_CASE, PASSED),
+    ]
+    assert cases_of(result)["process_group"].message == f"rank 0: {init}; rank 1: {init}"
+    assert result.status == ERROR
+
+
+REQUIRED_CONFIG = """\
+scenarios:
+  - name: required
+    topology: in-container
+    world_size: 2
+    checks:
+      - env
+      - {name: identity, required: true}
+      - {name: reconfigure, required: true}
+      - {name: store, required: false}
+      - ddp_sync
+      - {name: timeout, required: true}
+"""
+IDENTITY_SKIP = "the scenario states nothing about the image (args: torch, python, build, backends)"
+RECONFIGURE_SKIP = "reconfigure needs torch >= 2.14; image has 2.6.0+cpu"
+
+
+def test_required_check_skipped_fails_and_a_check_not_required_stays_skipped() -> None:
+    plan = plan_of(REQUIRED_CONFIG)
+    lines = {
+        r: [
+            env_record(r),
+            case_record("identity", "identity", r, SKIPPED, IDENTITY_SKIP),
+            case_record("store", "store", r, SKIPPED, "no store"),
+            case_record("ddp_sync", "ddp_sync", r, SKIPPED, "no DDP"),
+            case_record("timeout", "timeout", r, PASSED, "timed out after 2.01 s"),
+            case_record("reconfigure", "reconfigure", r, SKIPPED, RECONFIGURE_SKIP),
+        ]
+        for r in (0, 1)
+    }
+    result = summarize_scenario(outcome_of(plan, lines))
+    assert statuses(result) == [
+        ("env", PASSED),
+        ("identity", FAILED),
+        ("reconfigure", FAILED),
+        ("store", SKIPPED),
+        ("ddp_sync", SKIPPED),
+        ("timeout", PASSED),
+        (EXIT_STATUS_CASE, PASSED),
+    ]
+    cases = cases_of(result)
+    assert cases["identity"].message == f"expected required check identity to run; it was skipped: {IDENTITY_SKIP}"
+    assert cases["reconfigure"].message == f"expected required check reconfigure to run; it was skipped: {RECONFIGURE_SKIP}"
+    assert f"rank 1: skipped: {RECONFIGURE_SKIP}" in cases["reconfigure"].output
+    assert (cases["store"].message, cases["ddp_sync"].message) == ("no store", "no DDP")
+    assert result.status == FAILED
+
+
+def test_skips_without_required_checks_pass() -> None:
+    plan = plan_of(REQUIRED_CONFIG.replace("required: true", "required: false"))
+    lines = {
+        r: [
+            env_record(r),
+            case_record("identity", "identity", r, SKIPPED, IDENTITY_SKIP),
+            case_record("reconfigure", "reconfigure", r, SKIPPED, RECONFIGURE_SKIP),
+            case_record("store", "store", r),
+            case_record("ddp_sync", "ddp_sync", r),
+            case_record("timeout", "timeout", r),
+        ]
+        for r in (0, 1)
+    }
+    result = summarize_scenario(outcome_of(plan, lines))
+    assert cases_of(result)["identity"].status == SKIPPED
+    assert cases_of(result)["reconfigure"].status == SKIPPED
+    assert result.status == PASSED
+
+
+def test_required_check_with_several_cases_fails_each_skipped_case() -> None:
+    plan = plan_of(MULTI_CONFIG.replace("collectives,", "{name: collectives, required: true},"))
+    assert [c.required for c in plan.scenario.checks] == [False, False, False, True, False]
+    bf16 = "bfloat16 all_reduce needs torch >= 1.10"
+    lines = {
+        r: [
+            case_record("collectives", "collectives.float32", r),
+            case_record("collectives", "collectives.bfloat16", r, SKIPPED, bf16),
+            case_record("store", "store", r, SKIPPED, "not here"),
+        ]
+        for r in (0, 1)
+    }
+    cases = cases_of(summarize_scenario(outcome_of(plan, lines)))
+    assert cases["collectives.float32"].status == PASSED
+    assert cases["collectives.bfloat16"].status == FAILED
+    assert cases["collectives.bfloat16"].message == f"expected required check collectives to run; it was skipped: {bf16}"
+    assert cases["store"].status == SKIPPED
+
+
+def test_required_check_without_results_stays_an_error() -> None:
+    """Only a skip turns into a failure; no result at all is still the error that names the ranks."""
+    plan = plan_of(REQUIRED_CONFIG)
+    lines = {r: [env_record(r), case_record("identity", "identity", r, SKIPPED, IDENTITY_SKIP)] for r in (0, 1)}
+    lines[1] = lines[1][:1]  # rank 1 never got to identity
+    cases = cases_of(summarize_scenario(outcome_of(plan, lines)))
+    assert cases["identity"].status == ERROR
+    assert cases["identity"].message.startswith("no result from rank(s) 1: ")
+    assert cases["reconfigure"].status == ERROR
+    assert cases["reconfigure"].message.startswith("no result from rank(s) 0, 1: ")
+
+
+@pytest.mark.parametrize("case", [None, "", "all_reduce"], ids=["null", "empty", "same-as-check"])
+def test_records_without_case_are_grouped_by_check(case: str | None) -> None:
+    inside, _ = plans()
+    # Rank 0 writes the new shape, rank 1 the old one (no "case" key at all): one testcase each.
+    files = {
+        "rank-0.jsonl": jsonl(case_record("env", "env", 0), case_record("all_reduce", case, 0, message="all_reduce gave 3.0")),
+        "rank-1.jsonl": jsonl(env_record(1), record("all_reduce", 1, message="all_reduce gave 3.0")),
+    }
+    assert '"case"' not in files["rank-1.jsonl"].decode()
+    result = summarize_scenario(ScenarioOutcome(inside, "id", 1.0, (container(inside, 0, files),)))
+    assert statuses(result) == [("env", PASSED), ("all_reduce", PASSED), (EXIT_STATUS_CASE, PASSED)]
+    assert cases_of(result)["all_reduce"].message == "all_reduce gave 3.0"
 
 
 # --- run summary and exit codes --------------------------------------------------------------------

@@ -1,0 +1,357 @@
+"""``collectives``: every gloo collective against a known answer, one result per operation.
+
+Each tensor operation runs on float32, float64, int64 and bfloat16 at a few elements, and on float32
+at ``large_mib`` MiB (16 by default, past gloo's chunking). The inputs depend on the rank and on the
+element index (stale, shuffled or wrong-rank data shows), and every expected value is a small integer,
+exact in every dtype. A dtype or operation this image's gloo does not support is skipped with torch's
+own reason. ``repeat: N`` runs everything N times and reports k of N failures.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+
+from suite.core import CheckFailed, CheckOutcome, Context, check
+from suite.records import ERROR, FAILED, PASSED, SKIPPED
+
+DTYPES = (torch.float32, torch.float64, torch.int64, torch.bfloat16)
+SMALL_NUMEL = 5
+UNSUPPORTED = re.compile(r"(?i)not supported|unsupported|no support|invalid scalar type|not implemented|does not support")
+NUMPY_MISSING = re.compile(r"(?i)numpy is not available|no module named .?numpy")
+
+
+class Unsupported(Exception):
+    pass
+
+
+def _base(rank: int, numel: int, dtype: torch.dtype) -> torch.Tensor:
+    """rank+1 plus the element index mod 7: values 1..(world+6), exact in bfloat16."""
+    return (torch.arange(numel, dtype=torch.int64) % 7 + (rank + 1)).to(dtype)
+
+
+def _sentinel(numel: int, dtype: torch.dtype) -> torch.Tensor:
+    return torch.full((numel,), -1, dtype=dtype)
+
+
+def _describe(tensor: torch.Tensor, expected: torch.Tensor) -> str:
+    wrong = (tensor != expected).nonzero().flatten()
+    first = int(wrong[0])
+    return "element %d: expected %s, got %s (%d of %d elements wrong)" % (
+        first,
+        expected[first].item(),
+        tensor[first].item(),
+        int(wrong.numel()),
+        tensor.numel(),
+    )
+
+
+def _compare(label: str, tensor: torch.Tensor, expected: torch.Tensor) -> Optional[str]:
+    if tensor.shape != expected.shape:
+        return "%s: expected shape %s, got %s" % (label, tuple(expected.shape), tuple(tensor.shape))
+    if torch.equal(tensor, expected):
+        return None
+    return "%s: %s" % (label, _describe(tensor, expected))
+
+
+# Each operation: (rank, world, numel, dtype) -> None when correct, else "what was expected, what was seen".
+Operation = Callable[[int, int, int, torch.dtype], Optional[str]]
+
+
+def _all_reduce(op_name: str) -> Operation:
+    def run(rank: int, world: int, numel: int, dtype: torch.dtype) -> Optional[str]:
+        op = getattr(dist.ReduceOp, op_name)
+        if op_name == "PRODUCT":
+            # 2 at the elements this rank owns (index % world == rank), else 1: the product is 2 everywhere.
+            tensor = torch.ones(numel, dtype=dtype)
+            tensor[rank::world] = 2
+            expected = torch.full((numel,), 2, dtype=dtype)
+        else:
+            tensor = _base(rank, numel, dtype)
+            index = torch.arange(numel, dtype=torch.int64) % 7
+            expected = {
+                "SUM": index * world + world * (world + 1) // 2,
+                "MAX": index + world,
+                "MIN": index + 1,
+            }[op_name].to(dtype)
+        dist.all_reduce(tensor, op=op)
+        return _compare("all_reduce(%s)" % op_name, tensor, expected)
+
+    return run
+
+
+def _broadcast(rank: int, world: int, numel: int, dtype: torch.dtype) -> Optional[str]:
+    root = world - 1
+    tensor = _base(rank, numel, dtype)
+    dist.broadcast(tensor, src=root)
+    return _compare("broadcast from rank %d" % root, tensor, _base(root, numel, dtype))
+
+
+def _reduce(rank: int, world: int, numel: int, dtype: torch.dtype) -> Optional[str]:
+    root = world - 1
+    tensor = _base(rank, numel, dtype)
+    dist.reduce(tensor, dst=root, op=dist.ReduceOp.SUM)
+    if rank != root:
+        return None
+    expected = ((torch.arange(numel, dtype=torch.int64) % 7) * world + world * (world + 1) // 2).to(dtype)
+    return _compare("reduce(SUM) to rank %d" % root, tensor, expected)
+
+
+def _all_gather(rank: int, world: int, numel: int, dtype: torch.dtype) -> Optional[str]:
+    outputs = [_sentinel(numel, dtype) for _ in range(world)]
+    dist.all_gather(outputs, _base(rank, numel, dtype))
+    for source, tensor in enumerate(outputs):
+        problem = _compare("all_gather slot of rank %d" % source, tensor, _base(source, numel, dtype))
+        if problem:
+            return problem
+    return None
+
+
+def _all_gather_into_tensor(rank: int, world: int, numel: int, dtype: torch.dtype) -> Optional[str]:
+    function = getattr(dist, "all_gather_into_tensor", None)
+    if function is None:
+        raise Unsupported("torch.distributed.all_gather_into_tensor does not exist in torch %s" % torch.__version__)
+    output = _sentinel(numel * world, dtype)
+    function(output, _base(rank, numel, dtype))
+    return _compare("all_gather_into_tensor", output, torch.cat([_base(r, numel, dtype) for r in range(world)]))
+
+
+def _gather(rank: int, world: int, numel: int, dtype: torch.dtype) -> Optional[str]:
+    root = world - 1
+    outputs = [_sentinel(numel, dtype) for _ in range(world)] if rank == root else None
+    dist.gather(_base(rank, numel, dtype), gather_list=outputs, dst=root)
+    for source, tensor in enumerate(outputs or []):
+        problem = _compare("gather to rank %d, slot of rank %d" % (root, source), tensor, _base(source, numel, dtype))
+        if problem:
+            return problem
+    return None
+
+
+def _scatter(rank: int, world: int, numel: int, dtype: torch.dtype) -> Optional[str]:
+    root = world - 1
+    inputs = [_base(r, numel, dtype) * 2 for r in range(world)] if rank == root else None
+    output = _sentinel(numel, dtype)
+    dist.scatter(output, scatter_list=inputs, src=root)
+    return _compare("scatter from rank %d" % root, output, _base(rank, numel, dtype) * 2)
+
+
+def _reduce_scatter(rank: int, world: int, numel: int, dtype: torch.dtype) -> Optional[str]:
+    inputs = [_base(rank, numel, dtype) + j for j in range(world)]
+    output = _sentinel(numel, dtype)
+    dist.reduce_scatter(output, inputs, op=dist.ReduceOp.SUM)
+    expected = ((torch.arange(numel, dtype=torch.int64) % 7) * world + world * (world + 1) // 2 + world * rank).to(dtype)
+    return _compare("reduce_scatter(SUM)", output, expected)
+
+
+def _all_to_all(rank: int, world: int, numel: int, dtype: torch.dtype) -> Optional[str]:
+    inputs = [torch.full((numel,), rank * world + j + 1, dtype=dtype) for j in range(world)]
+    outputs = [_sentinel(numel, dtype) for _ in range(world)]
+    dist.all_to_all(outputs, inputs)
+    for source, tensor in enumerate(outputs):
+        problem = _compare(
+            "all_to_all slot from rank %d" % source, tensor, torch.full((numel,), source * world + rank + 1, dtype=dtype)
+        )
+        if problem:
+            return problem
+    return None
+
+
+def _send_recv_ring(rank: int, world: int, numel: int, dtype: torch.dtype) -> Optional[str]:
+    if world < 2:
+        raise Unsupported("a ring needs at least 2 ranks")
+    right, left = (rank + 1) % world, (rank - 1) % world
+    received = _sentinel(numel, dtype)
+    requests = [dist.isend(_base(rank, numel, dtype), dst=right), dist.irecv(received, src=left)]
+    for request in requests:
+        request.wait()
+    return _compare("recv from rank %d" % left, received, _base(left, numel, dtype))
+
+
+TENSOR_OPERATIONS: List[Tuple[str, Operation]] = [
+    ("all_reduce.sum", _all_reduce("SUM")),
+    ("all_reduce.max", _all_reduce("MAX")),
+    ("all_reduce.min", _all_reduce("MIN")),
+    ("all_reduce.product", _all_reduce("PRODUCT")),
+    ("broadcast", _broadcast),
+    ("reduce", _reduce),
+    ("all_gather", _all_gather),
+    ("all_gather_into_tensor", _all_gather_into_tensor),
+    ("gather", _gather),
+    ("scatter", _scatter),
+    ("reduce_scatter", _reduce_scatter),
+    ("all_to_all", _all_to_all),
+    ("send_recv_ring", _send_recv_ring),
+]
+
+
+def _barrier(rank: int, world: int) -> Optional[str]:
+    """Every rank counts itself in the store before the barrier; after it, the count must be complete."""
+    from torch.distributed import distributed_c10d
+
+    store = distributed_c10d._get_default_store()
+    key = "distval/barrier/%d" % _barrier.generation  # type: ignore[attr-defined]
+    _barrier.generation += 1  # type: ignore[attr-defined]
+    store.add(key, 1)
+    dist.barrier()
+    arrived = store.add(key, 0)
+    if arrived != world:
+        return "barrier returned when %d of %d ranks had reached it (counted in the store)" % (arrived, world)
+    return None
+
+
+_barrier.generation = 0  # type: ignore[attr-defined]
+
+
+def _broadcast_object_list(rank: int, world: int) -> Optional[str]:
+    root = world - 1
+    want: List[Any] = [{"rank": root, "payload": list(range(5))}, "distval"]
+    objects: List[Any] = list(want) if rank == root else [{"rank": rank}, None]
+    dist.broadcast_object_list(objects, src=root)
+    return None if objects == want else "broadcast_object_list from rank %d: expected %r, got %r" % (root, want, objects)
+
+
+def _all_gather_object(rank: int, world: int) -> Optional[str]:
+    gathered: List[Any] = [None] * world
+    dist.all_gather_object(gathered, {"rank": rank, "square": rank * rank})
+    want = [{"rank": r, "square": r * r} for r in range(world)]
+    return None if gathered == want else "all_gather_object: expected %r, got %r" % (want, gathered)
+
+
+def _gather_object(rank: int, world: int) -> Optional[str]:
+    root = world - 1
+    collected: Optional[List[Any]] = [None] * world if rank == root else None
+    dist.gather_object({"rank": rank}, collected, dst=root)
+    want = [{"rank": r} for r in range(world)]
+    return (
+        None if rank != root or collected == want else "gather_object to rank %d: expected %r, got %r" % (root, want, collected)
+    )
+
+
+def _subgroup(rank: int, world: int) -> Optional[str]:
+    """A collective inside new_group(ranks 1..world-1) must leave rank 0 alone, and the world group working."""
+    members = list(range(1, world))
+    group = dist.new_group(ranks=members)
+    tensor = _base(rank, SMALL_NUMEL, torch.float32)
+    if rank in members:
+        dist.all_reduce(tensor, group=group)
+        expected = sum(_base(r, SMALL_NUMEL, torch.float32) for r in members)
+        problem = _compare("all_reduce inside new_group(%s)" % members, tensor, expected)
+    else:
+        problem = _compare(
+            "rank %d outside new_group(%s) after the group's all_reduce" % (rank, members),
+            tensor,
+            _base(rank, SMALL_NUMEL, torch.float32),
+        )
+    world_tensor = torch.ones(SMALL_NUMEL)
+    dist.all_reduce(world_tensor)
+    return problem or _compare("world all_reduce after the subgroup's", world_tensor, torch.full((SMALL_NUMEL,), float(world)))
+
+
+def _classify(exc: BaseException) -> Tuple[str, str]:
+    text = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+    if isinstance(exc, Unsupported) or UNSUPPORTED.search(str(exc)):
+        return SKIPPED, text
+    if NUMPY_MISSING.search(str(exc)):
+        return FAILED, ("numpy is missing from the image: torch's object collectives need it on the receiving ranks (%s)" % text)
+    return ERROR, text
+
+
+@check("collectives")
+def check_collectives(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
+    ctx.process_group()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    repeat = int(args.get("repeat", 1))
+    large_numel_bytes = int(args.get("large_mib", 16)) * 2**20
+    sizes = [("small", SMALL_NUMEL, DTYPES), ("large", large_numel_bytes // 4, (torch.float32,))]
+
+    def run_part(part: str, attempt: Callable[[], Optional[str]], variant: str) -> Tuple[str, str]:
+        ctx.step(part, variant)
+        try:
+            problem = attempt()
+        except Exception as exc:  # noqa: BLE001 - classified: unsupported, numpy missing, or error
+            return _classify(exc)
+        return (FAILED, problem) if problem else (PASSED, "")
+
+    for part, operation in TENSOR_OPERATIONS:
+        started = time.monotonic()
+        failures: List[str] = []
+        skipped: List[str] = []
+        errors: List[str] = []
+        runs = 0
+        for iteration in range(repeat):
+            for size_name, numel, dtypes in sizes:
+                for dtype in dtypes:
+                    variant = "%s, %s, %d elements" % (str(dtype).replace("torch.", ""), size_name, numel)
+                    status, text = run_part(part, lambda o=operation, n=numel, d=dtype: o(rank, world, n, d), variant)
+                    if status == SKIPPED:
+                        if iteration == 0:
+                            skipped.append("%s (%s)" % (variant, text))
+                        continue
+                    runs += 1
+                    if status == FAILED:
+                        failures.append("run %d, %s: %s" % (iteration + 1, variant, text))
+                    elif status == ERROR:
+                        errors.append("run %d, %s: %s" % (iteration + 1, variant, text))
+        _report(ctx, part, runs, failures, errors, skipped, repeat, time.monotonic() - started)
+
+    # Each object collective completes its communication before it unpickles, so a rank that fails
+    # (numpy missing on a receiving rank) stays in step with the others for the next call.
+    others: List[Tuple[str, Callable[[], Optional[str]]]] = [
+        ("barrier", lambda: _barrier(rank, world)),
+        ("subgroup", lambda: _subgroup(rank, world) if world >= 2 else None),
+        ("broadcast_object_list", lambda: _broadcast_object_list(rank, world)),
+        ("all_gather_object", lambda: _all_gather_object(rank, world)),
+        ("gather_object", lambda: _gather_object(rank, world)),
+    ]
+    for part, attempt in others:
+        started = time.monotonic()
+        outcomes = [run_part(part, attempt, "run %d" % (i + 1)) for i in range(repeat)]
+        _report_runs(ctx, part, outcomes, repeat, time.monotonic() - started)
+    return None
+
+
+def _report(
+    ctx: Context, part: str, runs: int, failures: List[str], errors: List[str], skipped: List[str], repeat: int, duration_s: float
+) -> None:
+    details = {"runs": runs, "failures": failures[:20], "errors": errors[:20], "skipped": skipped}
+    skip_note = "; skipped: %s" % _skipped_summary(skipped) if skipped else ""
+    if failures:
+        ctx.report(
+            part,
+            FAILED,
+            "%d of %d runs wrong; first: %s%s" % (len(failures), runs + len(errors), failures[0], skip_note),
+            duration_s,
+            details,
+        )
+    elif errors:
+        ctx.report(
+            part, ERROR, "%d of %d runs raised; first: %s%s" % (len(errors), runs, errors[0], skip_note), duration_s, details
+        )
+    elif runs == 0:
+        ctx.report(part, SKIPPED, "not supported by this image: %s" % _skipped_summary(skipped), duration_s, details)
+    else:
+        ctx.report(part, PASSED, "%d runs correct (repeat %d)%s" % (runs, repeat, skip_note), duration_s, details)
+
+
+def _skipped_summary(skipped: List[str]) -> str:
+    """'float32, small, 5 elements (reason)' entries, grouped by reason: one line per distinct reason."""
+    by_reason: Dict[str, List[str]] = {}
+    for entry in skipped:
+        variant, _, reason = entry.partition(" (")
+        by_reason.setdefault(reason.rstrip(")") or entry, []).append(variant.split(",")[0])
+    return "; ".join("%s [%s]" % (reason, ", ".join(dict.fromkeys(variants))) for reason, variants in by_reason.items())
+
+
+def _report_runs(ctx: Context, part: str, outcomes: List[Tuple[str, str]], repeat: int, duration_s: float) -> None:
+    failures = ["run %d: %s" % (i + 1, text) for i, (status, text) in enumerate(outcomes) if status == FAILED]
+    errors = ["run %d: %s" % (i + 1, text) for i, (status, text) in enumerate(outcomes) if status == ERROR]
+    skipped = [text for status, text in outcomes[:1] if status == SKIPPED]
+    runs = len([o for o in outcomes if o[0] != SKIPPED])
+    _report(ctx, part, runs, failures, errors, skipped, repeat, duration_s)
+
+
+__all__ = ["CheckFailed"]

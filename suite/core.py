@@ -1,0 +1,211 @@
+"""What every check shares: the context (rank, spec, the process group), the registry, outcomes.
+
+A check is ``function(ctx, args)``. It returns ``(message, details)`` for one result named after the
+check, or reports several results with ``ctx.report(part, status, message)`` and returns None. It
+raises CheckFailed for a wrong answer, Skip for an unmet need; anything else is the check's error.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from datetime import timedelta
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+
+from suite.records import ERROR, FAILED, RecordWriter
+
+CheckOutcome = Optional[Tuple[str, Dict[str, Any]]]
+
+
+class CheckFailed(Exception):
+    """The check ran and saw a wrong answer; the message says what was expected and what was seen."""
+
+    def __init__(self, message: str, details: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.details = details or {}
+
+
+class Skip(Exception):
+    """An unmet need (torch version, backend, world size): the result is skipped with this reason."""
+
+
+class ProcessGroupUnavailable(Exception):
+    """init_process_group failed earlier; every later check that needs the group reports this."""
+
+
+def torch_version() -> Tuple[int, int]:
+    parts = torch.__version__.split("+")[0].split(".")
+    return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+
+
+def require_torch(major: int, minor: int, what: str) -> None:
+    if torch_version() < (major, minor):
+        raise Skip("%s needs torch >= %d.%d; image has %s" % (what, major, minor, torch.__version__))
+
+
+def require_world(minimum: int, world: int, what: str) -> None:
+    if world < minimum:
+        raise Skip("%s needs at least %d ranks; the scenario has %d" % (what, minimum, world))
+
+
+class Watchdog:
+    """Ends a rank whose check runs past its limit, after recording what it was stuck in.
+
+    A collective that never returns ignores every timeout inside torch; only a separate thread can
+    still write a result. The rank then exits, so the launcher stops and the harness reports the rest.
+    """
+
+    EXIT_CODE = 70
+
+    def __init__(self, writer: RecordWriter) -> None:
+        self.writer = writer
+        self._lock = threading.Lock()
+        self._armed: Optional[Tuple[str, str, float, float, str, str]] = None
+        thread = threading.Thread(target=self._watch, name="distval-watchdog", daemon=True)
+        thread.start()
+
+    def arm(self, check: str, case: str, limit_s: float, status: str = ERROR, message: str = "") -> None:
+        with self._lock:
+            self._armed = (check, case, time.monotonic(), limit_s, status, message)
+
+    def disarm(self) -> None:
+        with self._lock:
+            self._armed = None
+
+    def _watch(self) -> None:
+        while True:
+            time.sleep(0.2)
+            with self._lock:
+                armed = self._armed
+            if armed is None:
+                continue
+            check, case, started, limit_s, status, message = armed
+            elapsed = time.monotonic() - started
+            if elapsed < limit_s:
+                continue
+            text = message or "did not finish within %g s (check_timeout_s); a collective or the process group hung" % limit_s
+            self.writer.write(check, case, status, text, elapsed, {"watchdog": True})
+            os._exit(self.EXIT_CODE)
+
+
+class Context:
+    def __init__(self, spec: Dict[str, Any], writer: RecordWriter, watchdog: Watchdog) -> None:
+        self.spec = spec
+        self.writer = writer
+        self.watchdog = watchdog
+        self.backend: str = spec["backend"]
+        self.collective_timeout_s = float(spec["collective_timeout_s"])
+        self.check_timeout_s = float(spec["check_timeout_s"])
+        self.expected_world_size = int(spec["world_size"])
+        self.expected_nproc_per_node = int(spec["nproc_per_node"])
+        self.rank = int(os.environ["RANK"])
+        self.world_size = int(os.environ["WORLD_SIZE"])
+        self.current_check = ""
+        self.current_case = ""
+        self.reported: List[str] = []
+        self._init_error: Optional[str] = None
+        self._init_kwargs: Dict[str, Any] = {}
+        self._reported_init = False
+
+    # -- results ---------------------------------------------------------------------------------
+    def report(
+        self, part: str, status: str, message: str, duration_s: float = 0.0, details: Optional[Dict[str, Any]] = None
+    ) -> None:
+        """A separate result of the current check, testcase ``<check>.<part>``."""
+        case = "%s.%s" % (self.current_check, part)
+        self.writer.write(self.current_check, case, status, message, duration_s, details)
+        self.reported.append(case)
+
+    def step(self, part: str, variant: str = "") -> None:
+        """Name what the check does now, so that a watchdog record says where it hung."""
+        self.current_case = "%s.%s" % (self.current_check, part) if part else self.current_check
+        message = "did not finish within %g s (check_timeout_s)%s; a collective or the process group hung" % (
+            self.check_timeout_s,
+            " in %s" % variant if variant else "",
+        )
+        self.watchdog.arm(self.current_check, self.current_case, self.check_timeout_s, ERROR, message)
+
+    # -- the process group ------------------------------------------------------------------------
+    def process_group(self, **init_kwargs: Any) -> None:
+        """Create the default process group once; the first creation is reported as ``process_group``."""
+        if self._init_error is not None:
+            raise ProcessGroupUnavailable(self._init_error)
+        if dist.is_available() and dist.is_initialized():
+            if init_kwargs == self._init_kwargs:
+                return
+            dist.destroy_process_group()
+        started = time.monotonic()
+        try:
+            if not dist.is_available():
+                raise RuntimeError("torch.distributed is not available in this torch build")
+            dist.init_process_group(backend=self.backend, timeout=timedelta(seconds=self.collective_timeout_s), **init_kwargs)
+        except Exception as exc:  # noqa: BLE001 - any init failure is reported, never raised past here
+            self._init_error = "init_process_group(backend=%r) failed: %s: %s%s" % (
+                self.backend,
+                type(exc).__name__,
+                exc,
+                _init_hint(str(exc)),
+            )
+            self.writer.write(
+                "process_group",
+                "process_group",
+                FAILED,
+                "expected %s to succeed; %s" % (_init_call(self), self._init_error),
+                time.monotonic() - started,
+            )
+            raise ProcessGroupUnavailable(self._init_error) from exc
+        self._init_kwargs = dict(init_kwargs)
+        if not self._reported_init:
+            self._reported_init = True
+            self.writer.write(
+                "process_group",
+                "process_group",
+                "passed",
+                "%s formed a group of %d ranks in %.2f s" % (_init_call(self), dist.get_world_size(), time.monotonic() - started),
+                time.monotonic() - started,
+            )
+
+    def release_process_group(self) -> None:
+        """Destroy the default group (a check that needs its own group calls this first)."""
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+        self._init_kwargs = {}
+
+
+def _init_call(ctx: Context) -> str:
+    return "init_process_group(backend=%r)" % ctx.backend
+
+
+def _init_hint(message: str) -> str:
+    if "Unknown c10d backend" in message:
+        try:
+            from importlib import metadata
+
+            metadata.distribution("torch")
+        except Exception:  # noqa: BLE001 - any failure to read it means the metadata is gone
+            return (
+                " (torch's dist-info metadata is missing from the image: torch >= 2.14 finds its built-in "
+                "backends through its package entry points, so a slimmed image without torch-*.dist-info "
+                "loses gloo; pytorch PR #187388)"
+            )
+    return ""
+
+
+CheckFunction = Callable[[Context, Dict[str, Any]], CheckOutcome]
+CHECKS: Dict[str, CheckFunction] = {}
+# Checks that break a process group (timeout: a subgroup with a rank that never came) or replace the
+# default one (reconfigure: a new default group with enable_reconfigure, so nothing the timeout left
+# behind can spoil it) run after all the others, in this order, whatever the scenario's order.
+RUN_LAST = ("timeout", "reconfigure")
+
+
+def check(name: str) -> Callable[[CheckFunction], CheckFunction]:
+    def register(function: CheckFunction) -> CheckFunction:
+        CHECKS[name] = function
+        return function
+
+    return register

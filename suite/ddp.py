@@ -1,0 +1,171 @@
+"""DistributedDataParallel and DistributedSampler checks: ddp_sync and ddp_sampler."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, Dataset
+from torch.utils.data.distributed import DistributedSampler
+
+from suite.core import CheckFailed, CheckOutcome, Context, check, require_world
+
+
+def _gather_flat(tensor: torch.Tensor, world: int) -> List[torch.Tensor]:
+    gathered = [torch.full_like(tensor, float("nan")) for _ in range(world)]
+    dist.all_gather(gathered, tensor)
+    return gathered
+
+
+@check("ddp_sync")
+def check_ddp_sync(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
+    """Different data on every rank; after one step every rank holds the same, changed parameters."""
+    ctx.process_group()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    require_world(2, world, "ddp_sync")
+    torch.manual_seed(1234 + rank)  # different initial weights too: DDP must broadcast rank 0's
+    model = DistributedDataParallel(nn.Linear(4, 3))
+    initial = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+    initial_on_rank0 = _gather_flat(initial, world)[0]
+    if not torch.equal(initial, initial_on_rank0):
+        raise CheckFailed(
+            "expected DDP to start every rank from rank 0's parameters; rank %d's differ by %.3g"
+            % (rank, float((initial - initial_on_rank0).abs().max()))
+        )
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    inputs = torch.full((8, 4), float(rank + 1)) * torch.arange(1, 9, dtype=torch.float32).unsqueeze(1)
+    loss = model(inputs).pow(2).mean()
+    loss.backward()
+    optimizer.step()
+    after = torch.cat([p.detach().flatten() for p in model.parameters()])
+    everyone = _gather_flat(after, world)
+    differing = [r for r in range(world) if not torch.equal(everyone[r], everyone[0])]
+    if differing:
+        spread = max(float((everyone[r] - everyone[0]).abs().max()) for r in differing)
+        raise CheckFailed(
+            "expected identical parameters on every rank after one DDP step (gradients all-reduced); "
+            "rank(s) %s differ from rank 0 by up to %.4g" % (differing, spread)
+        )
+    if torch.equal(after, initial):
+        raise CheckFailed("expected the optimizer step to change the parameters; they are unchanged")
+    return "after one step the %d parameters are identical on all %d ranks and changed" % (after.numel(), world), {}
+
+
+class _Pairs(Dataset):  # type: ignore[type-arg]
+    """Sample i is x=(i, i), y=2i."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> Any:
+        return torch.tensor([float(index), float(index)]), torch.tensor([2.0 * index]), index
+
+
+# The published reference for 2 ranks: 4 samples, nn.Linear(2, 1) after torch.manual_seed(17),
+# SGD lr 0.1, batch size 2, shuffle off, MSE loss.
+REFERENCE = {0: ([0, 2], 6.6602), 1: ([1, 3], 17.2775)}
+REFERENCE_WEIGHT = 1.1972
+
+
+def _gather_ints(values: List[int], world: int, length: int) -> List[List[int]]:
+    padded = torch.full((length,), -1, dtype=torch.int64)
+    padded[: len(values)] = torch.tensor(values, dtype=torch.int64)
+    gathered = [torch.full((length,), -1, dtype=torch.int64) for _ in range(world)]
+    dist.all_gather(gathered, padded)
+    return [[int(v) for v in t.tolist() if v >= 0] for t in gathered]
+
+
+@check("ddp_sampler")
+def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
+    ctx.process_group()
+    rank, world = dist.get_rank(), dist.get_world_size()
+    require_world(2, world, "ddp_sampler")
+    problems: List[str] = []
+    details: Dict[str, Any] = {}
+
+    # 1. The reference run: disjoint shards covering the data, identical post-step weights.
+    torch.manual_seed(17)
+    model = DistributedDataParallel(nn.Linear(2, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    dataset = _Pairs(4)
+    loader = DataLoader(dataset, batch_size=2, sampler=DistributedSampler(dataset, shuffle=False))
+    seen: List[int] = []
+    losses: List[float] = []
+    for x, y, index in loader:
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        seen += [int(i) for i in index]
+        losses.append(float(loss))
+    shards = _gather_ints(seen, world, 4)
+    details.update({"shards": shards, "loss": losses})
+    flat = [i for shard in shards for i in shard]
+    overlap = sorted({i for i in flat if flat.count(i) > 1})
+    if overlap or sorted(set(flat)) != list(range(4)):
+        problems.append(
+            "expected disjoint shards covering samples 0..3; got %s (overlapping: %s, missing: %s)"
+            % (shards, overlap or "none", sorted(set(range(4)) - set(flat)) or "none")
+        )
+    weights = torch.cat([p.detach().flatten() for p in model.parameters()])
+    everyone = _gather_flat(weights, world)
+    if any(not torch.equal(w, everyone[0]) for w in everyone):
+        problems.append(
+            "expected identical weights on every rank after the step; got %s"
+            % [[round(v, 4) for v in w.tolist()] for w in everyone]
+        )
+    if world == 2:
+        want_samples, want_loss = REFERENCE[rank]
+        weight = float(model.module.weight[0, 0])
+        details.update({"weight00": round(weight, 4)})
+        if seen != want_samples or round(losses[0], 4) != want_loss or round(weight, 4) != REFERENCE_WEIGHT:
+            problems.append(
+                "expected the published reference (rank %d: samples %s, loss %.4f, weight[0,0] %.4f); "
+                "got samples %s, loss %.4f, weight[0,0] %.4f"
+                % (rank, want_samples, want_loss, REFERENCE_WEIGHT, seen, losses[0], weight)
+            )
+
+    # 2. Shuffle with set_epoch: a different permutation per epoch, still disjoint and covering.
+    data = _Pairs(8)
+    sampler = DistributedSampler(data, shuffle=True, seed=5)
+    epochs: List[List[List[int]]] = []
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        epochs.append(_gather_ints(list(iter(sampler)), world, 8))
+    for epoch, epoch_shards in enumerate(epochs):
+        flat = [i for shard in epoch_shards for i in shard]
+        if sorted(flat) != list(range(8)):
+            problems.append("shuffled epoch %d: expected disjoint shards covering 0..7; got %s" % (epoch, epoch_shards))
+    if epochs[0] == epochs[1]:
+        problems.append("expected set_epoch(1) to give a different permutation from set_epoch(0); both gave %s" % epochs[0])
+
+    # 3. A dataset that does not divide by the world size: padding, drop_last, equal batch counts.
+    odd = _Pairs(2 * world + 1)
+    padded = _gather_ints(list(iter(DistributedSampler(odd, shuffle=False))), world, odd.size)
+    dropped = _gather_ints(list(iter(DistributedSampler(odd, shuffle=False, drop_last=True))), world, odd.size)
+    per_rank_padded, per_rank_dropped = -(-odd.size // world), odd.size // world
+    if {len(s) for s in padded} != {per_rank_padded} or sorted({i for s in padded for i in s}) != list(range(odd.size)):
+        problems.append(
+            "%d samples on %d ranks without drop_last: expected %d per rank (padded by repeating) covering all; got %s"
+            % (odd.size, world, per_rank_padded, padded)
+        )
+    if {len(s) for s in dropped} != {per_rank_dropped} or len({i for s in dropped for i in s}) != per_rank_dropped * world:
+        problems.append(
+            "%d samples on %d ranks with drop_last: expected %d distinct per rank; got %s"
+            % (odd.size, world, per_rank_dropped, dropped)
+        )
+    batches = _gather_ints([len(DataLoader(odd, batch_size=2, sampler=DistributedSampler(odd, shuffle=False)))], world, 1)
+    if len({b[0] for b in batches}) != 1:
+        problems.append("expected the same number of batches on every rank; got %s" % [b[0] for b in batches])
+    if problems:
+        raise CheckFailed("; ".join(problems), details)
+    return (
+        "disjoint covering shards %s, reference losses and weights match, shuffle/padding/drop_last as documented" % shards,
+        details,
+    )
