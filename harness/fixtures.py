@@ -155,7 +155,12 @@ FIXTURES: dict[str, Fixture] = {
         _broken("launch_wrong_world_size", "the launcher's environment says WORLD_SIZE=3 on rank 1"),
         _broken("gloo_unavailable", "torch is built without gloo"),
         _broken("timeout_ignored", "process-group timeouts are ignored (new_group timeout, set_timeout)"),
-        _broken("store_get_corrupt", "the TCPStore returns corrupted values from get()"),
+        _broken("store_add_wrong", "the key-value store's add() counts one too many"),
+        _broken(
+            "reconfigure_unsupported",
+            "a gloo group created with enable_reconfigure=True says it cannot be reconfigured",
+            TORCH_PYPI,
+        ),
         _layer(
             "distval-fixtures/broken:no-numpy",
             TORCH_PYPI,

@@ -197,13 +197,13 @@ def check_launch(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
 
     ctx.process_group()
     world = dist.get_world_size()
-    mine = torch.tensor([values["RANK"], values["LOCAL_RANK"], values.get("GROUP_RANK", -1), os.getpid()], dtype=torch.int64)
-    gathered = [torch.full((4,), -1, dtype=torch.int64) for _ in range(world)]
-    dist.all_gather(gathered, mine)
-    ranks = [int(t[0]) for t in gathered]
+    mine = {"rank": values["RANK"], "local_rank": values["LOCAL_RANK"], "group_rank": values.get("GROUP_RANK", -1)}
+    mine.update({"hostname": socket.gethostname(), "pid": os.getpid()})
+    gathered = ctx.exchange("launch", mine)
+    ranks = [int(entry["rank"]) for entry in gathered]
     duplicates = sorted({r for r in ranks if ranks.count(r) > 1})
     missing = sorted(set(range(ctx.expected_world_size)) - set(ranks))
-    layout = {"rank %d" % int(t[0]): {"local_rank": int(t[1]), "group_rank": int(t[2]), "pid": int(t[3])} for t in gathered}
+    layout = {"rank %d" % entry["rank"]: entry for entry in gathered}
     if duplicates or missing or world != ctx.expected_world_size:
         raise CheckFailed(
             "expected every rank 0..%d exactly once among %d workers; got ranks %s (duplicates: %s; missing: %s)"

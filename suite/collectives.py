@@ -188,22 +188,19 @@ TENSOR_OPERATIONS: List[Tuple[str, Operation]] = [
 ]
 
 
+BARRIER_LATE_S = 0.3
+
+
 def _barrier(rank: int, world: int) -> Optional[str]:
-    """Every rank counts itself in the store before the barrier; after it, the count must be complete."""
-    from torch.distributed import distributed_c10d
-
-    store = distributed_c10d._get_default_store()
-    key = "distval/barrier/%d" % _barrier.generation  # type: ignore[attr-defined]
-    _barrier.generation += 1  # type: ignore[attr-defined]
-    store.add(key, 1)
+    """The last rank arrives BARRIER_LATE_S late; no rank may leave the barrier before it arrived."""
+    if rank == world - 1:
+        time.sleep(BARRIER_LATE_S)
+    started = time.monotonic()
     dist.barrier()
-    arrived = store.add(key, 0)
-    if arrived != world:
-        return "barrier returned when %d of %d ranks had reached it (counted in the store)" % (arrived, world)
+    waited = time.monotonic() - started
+    if rank != world - 1 and waited < BARRIER_LATE_S * 0.8:
+        return "barrier returned after %.3f s although rank %d arrived %.1f s late" % (waited, world - 1, BARRIER_LATE_S)
     return None
-
-
-_barrier.generation = 0  # type: ignore[attr-defined]
 
 
 def _broadcast_object_list(rank: int, world: int) -> Optional[str]:

@@ -110,6 +110,7 @@ class Context:
         self._init_error: Optional[str] = None
         self._init_kwargs: Dict[str, Any] = {}
         self._reported_init = False
+        self._exchanges = 0
 
     # -- results ---------------------------------------------------------------------------------
     def report(
@@ -128,6 +129,22 @@ class Context:
             " in %s" % variant if variant else "",
         )
         self.watchdog.arm(self.current_check, self.current_case, self.check_timeout_s, ERROR, message)
+
+    def exchange(self, label: str, value: Any) -> List[Any]:
+        """Every rank's ``value`` (JSON-able), in rank order, through the rendezvous store.
+
+        Checks verify their collectives with this, not with another collective: a broken all_gather
+        must fail the all_gather check, not every check that happens to compare results with it.
+        """
+        import json
+
+        from torch.distributed import distributed_c10d
+
+        store = distributed_c10d._get_default_store()
+        key = "distval/exchange/%s/%d/%s/" % (self.spec["scenario"], self._exchanges, label)
+        self._exchanges += 1
+        store.set(key + str(dist.get_rank()), json.dumps(value))
+        return [json.loads(store.get(key + str(r))) for r in range(dist.get_world_size())]
 
     # -- the process group ------------------------------------------------------------------------
     def process_group(self, **init_kwargs: Any) -> None:

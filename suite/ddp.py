@@ -14,10 +14,9 @@ from torch.utils.data.distributed import DistributedSampler
 from suite.core import CheckFailed, CheckOutcome, Context, check, require_world
 
 
-def _gather_flat(tensor: torch.Tensor, world: int) -> List[torch.Tensor]:
-    gathered = [torch.full_like(tensor, float("nan")) for _ in range(world)]
-    dist.all_gather(gathered, tensor)
-    return gathered
+def _gather_flat(ctx: Context, label: str, tensor: torch.Tensor) -> List[torch.Tensor]:
+    """Every rank's tensor, through the store (not a collective: a broken all_gather is not DDP's fault)."""
+    return [torch.tensor(values, dtype=tensor.dtype) for values in ctx.exchange(label, tensor.tolist())]
 
 
 @check("ddp_sync")
@@ -29,7 +28,7 @@ def check_ddp_sync(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     torch.manual_seed(1234 + rank)  # different initial weights too: DDP must broadcast rank 0's
     model = DistributedDataParallel(nn.Linear(4, 3))
     initial = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
-    initial_on_rank0 = _gather_flat(initial, world)[0]
+    initial_on_rank0 = _gather_flat(ctx, "ddp_sync.initial", initial)[0]
     if not torch.equal(initial, initial_on_rank0):
         raise CheckFailed(
             "expected DDP to start every rank from rank 0's parameters; rank %d's differ by %.3g"
@@ -41,7 +40,7 @@ def check_ddp_sync(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     loss.backward()
     optimizer.step()
     after = torch.cat([p.detach().flatten() for p in model.parameters()])
-    everyone = _gather_flat(after, world)
+    everyone = _gather_flat(ctx, "ddp_sync.after", after)
     differing = [r for r in range(world) if not torch.equal(everyone[r], everyone[0])]
     if differing:
         spread = max(float((everyone[r] - everyone[0]).abs().max()) for r in differing)
@@ -73,12 +72,8 @@ REFERENCE = {0: ([0, 2], 6.6602), 1: ([1, 3], 17.2775)}
 REFERENCE_WEIGHT = 1.1972
 
 
-def _gather_ints(values: List[int], world: int, length: int) -> List[List[int]]:
-    padded = torch.full((length,), -1, dtype=torch.int64)
-    padded[: len(values)] = torch.tensor(values, dtype=torch.int64)
-    gathered = [torch.full((length,), -1, dtype=torch.int64) for _ in range(world)]
-    dist.all_gather(gathered, padded)
-    return [[int(v) for v in t.tolist() if v >= 0] for t in gathered]
+def _gather_ints(ctx: Context, label: str, values: List[int]) -> List[List[int]]:
+    return [[int(v) for v in entry] for entry in ctx.exchange(label, values)]
 
 
 @check("ddp_sampler")
@@ -104,7 +99,7 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
         optimizer.step()
         seen += [int(i) for i in index]
         losses.append(float(loss))
-    shards = _gather_ints(seen, world, 4)
+    shards = _gather_ints(ctx, "sampler.reference", seen)
     details.update({"shards": shards, "loss": losses})
     flat = [i for shard in shards for i in shard]
     overlap = sorted({i for i in flat if flat.count(i) > 1})
@@ -114,7 +109,7 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             % (shards, overlap or "none", sorted(set(range(4)) - set(flat)) or "none")
         )
     weights = torch.cat([p.detach().flatten() for p in model.parameters()])
-    everyone = _gather_flat(weights, world)
+    everyone = _gather_flat(ctx, "ddp_sampler.weights", weights)
     if any(not torch.equal(w, everyone[0]) for w in everyone):
         problems.append(
             "expected identical weights on every rank after the step; got %s"
@@ -137,7 +132,7 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     epochs: List[List[List[int]]] = []
     for epoch in range(2):
         sampler.set_epoch(epoch)
-        epochs.append(_gather_ints(list(iter(sampler)), world, 8))
+        epochs.append(_gather_ints(ctx, "sampler.epoch%d" % epoch, list(iter(sampler))))
     for epoch, epoch_shards in enumerate(epochs):
         flat = [i for shard in epoch_shards for i in shard]
         if sorted(flat) != list(range(8)):
@@ -147,8 +142,8 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
 
     # 3. A dataset that does not divide by the world size: padding, drop_last, equal batch counts.
     odd = _Pairs(2 * world + 1)
-    padded = _gather_ints(list(iter(DistributedSampler(odd, shuffle=False))), world, odd.size)
-    dropped = _gather_ints(list(iter(DistributedSampler(odd, shuffle=False, drop_last=True))), world, odd.size)
+    padded = _gather_ints(ctx, "sampler.padded", list(iter(DistributedSampler(odd, shuffle=False))))
+    dropped = _gather_ints(ctx, "sampler.dropped", list(iter(DistributedSampler(odd, shuffle=False, drop_last=True))))
     per_rank_padded, per_rank_dropped = -(-odd.size // world), odd.size // world
     if {len(s) for s in padded} != {per_rank_padded} or sorted({i for s in padded for i in s}) != list(range(odd.size)):
         problems.append(
@@ -160,7 +155,9 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             "%d samples on %d ranks with drop_last: expected %d distinct per rank; got %s"
             % (odd.size, world, per_rank_dropped, dropped)
         )
-    batches = _gather_ints([len(DataLoader(odd, batch_size=2, sampler=DistributedSampler(odd, shuffle=False)))], world, 1)
+    batches = _gather_ints(
+        ctx, "sampler.batches", [len(DataLoader(odd, batch_size=2, sampler=DistributedSampler(odd, shuffle=False)))]
+    )
     if len({b[0] for b in batches}) != 1:
         problems.append("expected the same number of batches on every rank; got %s" % [b[0] for b in batches])
     if problems:

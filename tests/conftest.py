@@ -10,12 +10,14 @@ from collections.abc import Iterator
 
 import pytest
 
-FIXTURE_TAGS = [
-    "distval-fixtures/torch:2.6-debian-stock",
-    "distval-fixtures/torch:2.6-debian",
-    "distval-fixtures/broken:allreduce-noop",
-    "distval-fixtures/broken:allreduce-hangs",
-]
+
+def _all_fixture_tags() -> list[str]:
+    from harness.fixtures import FIXTURES
+
+    return list(FIXTURES)
+
+
+FIXTURE_TAGS = _all_fixture_tags()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -1,0 +1,266 @@
+"""The whole gloo suite against real images: three good torch versions pass in both topologies, and
+every check fails on an image broken in exactly its way, naming what was expected and what was seen,
+while the unrelated checks still pass. Marked ``docker``.
+"""
+
+from __future__ import annotations
+
+import secrets
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from harness.cli import main
+from tests.conftest import leftovers
+from tests.test_docker import DEFAULT_CONFIG, cases, outcome, validate
+
+pytestmark = pytest.mark.docker
+TOPOLOGIES = ("in-container", "cross-container")
+
+
+@pytest.fixture
+def run_id(docker_client: object) -> object:
+    value = "s" + secrets.token_hex(4)
+    yield value
+    assert leftovers(docker_client, value) == [], "the run left containers or networks behind"
+
+
+def run(config: str, image: str, run_id: str, junit: Path) -> tuple[int, dict[str, dict[str, tuple[str, str]]]]:
+    """Exit code and, per topology, every testcase's (outcome, message)."""
+    code = main(["run", config, "--image", image, "--junit", str(junit), "--run-id", run_id, "--quiet"])
+    root: ET.Element = validate(junit)
+    by_topology: dict[str, dict[str, tuple[str, str]]] = {}
+    for (suite, name), case in cases(root).items():
+        topology = suite.split("(")[-1].split(",")[0]
+        by_topology.setdefault(topology, {})[name] = outcome(case)
+    return code, by_topology
+
+
+# -- good images -------------------------------------------------------------------------------------
+GOOD = {
+    "distval-fixtures/torch:1.13-debian": (
+        {"collectives.all_gather_into_tensor", "collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
+        "new_group(timeout=...)",
+    ),
+    "distval-fixtures/torch:2.6-debian": (
+        {"collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
+        "new_group(timeout=...)",
+    ),
+    "distval-fixtures/torch:2.15-pypi": (set(), "set_timeout() on a live group"),
+}
+
+
+@pytest.mark.parametrize("image", sorted(GOOD))
+def test_default_config_passes_with_every_skip_explained(
+    fixture_images: list[str], image: str, run_id: str, tmp_path: Path
+) -> None:
+    expected_skips, timeout_path = GOOD[image]
+    code, results = run(DEFAULT_CONFIG, image, run_id, tmp_path / "results.xml")
+    assert code == 0, results
+    assert set(results) == set(TOPOLOGIES)
+    for topology, found in results.items():
+        skipped = {name for name, (status, _) in found.items() if status == "skipped"}
+        assert skipped == expected_skips, (topology, skipped)
+        for name in skipped:
+            reason = found[name][1]
+            assert "not supported by this image" in reason or "needs torch >= 2.14" in reason, (name, reason)
+        assert {status for status, _ in found.values()} <= {"passed", "skipped"}, found
+        for name in ("env", "identity", "process_group", "launch", "all_reduce", "ddp_sync", "ddp_sampler", "store", "timeout"):
+            assert found[name][0] == "passed", (topology, name, found[name])
+        assert sum(1 for name in found if name.startswith("collectives.")) == 18
+
+
+def test_junit_says_which_timeout_path_ran(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+    config = tmp_path / "timeout.yaml"
+    config.write_text("scenarios:\n  - {topology: cross-container, world_size: 2, checks: [timeout]}\n")
+    for image, (_, path) in GOOD.items():
+        junit = tmp_path / f"{image.split(':')[1]}.xml"
+        code = main(["run", str(config), "--image", image, "--junit", str(junit), "--run-id", run_id, "--quiet"])
+        assert code == 0
+        stdout = [
+            c.findtext("system-out") or "" for c in ET.parse(junit).getroot().iter("testcase") if c.get("name") == "timeout"
+        ]
+        assert any(f"timeout via {path}" in text for text in stdout), (image, stdout)
+
+
+# -- broken images ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Broken:
+    image: str
+    checks: str  # the YAML list of checks to run
+    failing: dict[str, tuple[str, ...]]  # testcase -> fragments its message must contain
+    passing: tuple[str, ...]  # unrelated testcases that must still pass
+    settings: str = ""
+
+
+COLLECTIVES = "{name: collectives, args: {large_mib: 1}}"
+ALL_REDUCE_CASES = (
+    "collectives.all_reduce.sum",
+    "collectives.all_reduce.max",
+    "collectives.all_reduce.min",
+    "collectives.all_reduce.product",
+)
+BROKEN = [
+    Broken(
+        "distval-fixtures/broken:allreduce-noop",
+        f"[env, launch, all_reduce, {COLLECTIVES}, ddp_sync, store]",
+        {
+            "all_reduce": ("rank 0:", "rank 1:", "expected 3.0 in every element, got 1.0", "got 2.0"),
+            **{case: ("expected",) for case in ALL_REDUCE_CASES},
+            "collectives.subgroup": ("world all_reduce after the subgroup's", "expected 2.0, got 1.0"),
+        },
+        ("env", "launch", "collectives.broadcast", "collectives.all_gather", "ddp_sync", "store"),
+    ),
+    Broken(
+        "distval-fixtures/broken:allreduce-wrong",
+        f"[env, all_reduce, {COLLECTIVES}, ddp_sync]",
+        {
+            "all_reduce": ("expected 3.0 in every element, got 4.0",),
+            **{case: ("expected",) for case in ALL_REDUCE_CASES},
+            "collectives.subgroup": ("expected",),
+        },
+        ("env", "collectives.broadcast", "collectives.gather", "ddp_sync"),
+    ),
+    Broken(
+        "distval-fixtures/broken:broadcast-ignores-root",
+        f"[env, all_reduce, {COLLECTIVES}]",
+        {"collectives.broadcast": ("broadcast from rank 1: element 0: expected 2.0, got 1.0",)},
+        ("env", "all_reduce", "collectives.all_reduce.sum", "collectives.scatter", "collectives.broadcast_object_list"),
+    ),
+    Broken(
+        "distval-fixtures/broken:allgather-stale",
+        f"[env, launch, {COLLECTIVES}, ddp_sync, ddp_sampler]",
+        {"collectives.all_gather": ("all_gather slot of rank 0: element 0: expected 1.0, got -1.0",)},
+        ("env", "launch", "collectives.all_gather_object", "ddp_sync", "ddp_sampler"),
+    ),
+    Broken(
+        "distval-fixtures/broken:ddp-no-grad-sync",
+        f"[env, {COLLECTIVES}, ddp_sync, ddp_sampler, store]",
+        {
+            "ddp_sync": ("expected identical parameters on every rank after one DDP step", "rank(s) [1] differ from rank 0"),
+            "ddp_sampler": ("expected identical weights on every rank after the step",),
+        },
+        ("env", "collectives.all_reduce.sum", "store"),
+    ),
+    Broken(
+        "distval-fixtures/broken:sampler-same-shard",
+        "[env, ddp_sync, ddp_sampler]",
+        {"ddp_sampler": ("expected disjoint shards covering samples 0..3; got [[0, 2], [0, 2]]", "overlapping: [0, 2]")},
+        ("env", "ddp_sync"),
+    ),
+    Broken(
+        "distval-fixtures/broken:launch-wrong-world-size",
+        "[env, launch, all_reduce]",
+        {"launch": ("rank 1: expected WORLD_SIZE=2 (the scenario's layout); got 3",)},
+        ("env",),
+        "collective_timeout_s: 10\n",
+    ),
+    Broken(
+        "distval-fixtures/broken:gloo-unavailable",
+        "[env, all_reduce]",
+        {
+            "env": ("expected backend 'gloo' to be available; torch.distributed.is_gloo_available() is False",),
+            "process_group": ("expected init_process_group(backend='gloo') to succeed", "ProcessGroupGloo is not available"),
+        },
+        (),
+    ),
+    Broken(
+        "distval-fixtures/broken:timeout-ignored",
+        "[env, all_reduce, {name: timeout, args: {deadline_s: 2, margin_s: 2}}]",
+        {
+            "timeout": (
+                "expected all_reduce to fail with a timeout error 2.0 s after rank 1 stayed away",
+                "still blocked after 9.0 s",
+            )
+        },
+        ("env", "all_reduce"),
+    ),
+    Broken(
+        "distval-fixtures/broken:store-add-wrong",
+        f"[env, launch, store, {COLLECTIVES}]",
+        {"store": ("add(counter): expected 3 after every rank added rank+1, got 5",)},
+        ("env", "launch", "collectives.barrier", "collectives.all_reduce.sum"),
+    ),
+    Broken(
+        "distval-fixtures/broken:reconfigure-unsupported",
+        "[env, all_reduce, reconfigure]",
+        {"reconfigure": ("expected a gloo group created with enable_reconfigure=True to support reconfigure",)},
+        ("env", "all_reduce"),
+    ),
+    Broken(
+        "distval-fixtures/broken:no-numpy",
+        f"[env, {COLLECTIVES}]",
+        {
+            name: ("numpy is missing from the image", "Numpy is not available")
+            for name in ("collectives.broadcast_object_list", "collectives.all_gather_object", "collectives.gather_object")
+        },
+        ("env", "collectives.all_reduce.sum", "collectives.all_gather", "collectives.reduce_scatter"),
+    ),
+    Broken(
+        "distval-fixtures/broken:no-torch-dist-info",
+        "[env, all_reduce]",
+        {"process_group": ("Unknown c10d backend type", "dist-info")},
+        ("env",),
+    ),
+]
+
+
+@pytest.mark.parametrize("broken", BROKEN, ids=[b.image.split(":")[1] for b in BROKEN])
+def test_broken_image_is_caught_by_its_check(fixture_images: list[str], broken: Broken, run_id: str, tmp_path: Path) -> None:
+    config = tmp_path / "broken.yaml"
+    config.write_text(
+        "timeout_s: 150\ncheck_timeout_s: 60\n" + broken.settings + "scenarios:\n"
+        f"  - {{topology: in-container, world_size: 2, checks: {broken.checks}}}\n"
+        f"  - {{topology: cross-container, world_size: 2, checks: {broken.checks}}}\n"
+    )
+    code, results = run(str(config), broken.image, run_id, tmp_path / "results.xml")
+    assert code == 1
+    assert set(results) == set(TOPOLOGIES)
+    for topology, found in results.items():
+        for name, fragments in broken.failing.items():
+            status, message = found[name]
+            assert status == "failure", (topology, name, status, message)
+            for fragment in fragments:
+                assert fragment in message, (topology, name, fragment, message)
+        for name in broken.passing:
+            assert found[name][0] == "passed", (topology, name, found[name])
+
+
+def test_identity_catches_the_wrong_torch_in_a_tag(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+    config = tmp_path / "identity.yaml"
+    config.write_text(
+        "scenarios:\n  - topology: in-container\n    world_size: 2\n"
+        "    checks: [env, {name: identity, args: {torch: '>=2.6,<2.7', build: cpu, backends: [gloo]}}]\n"
+    )
+    code, results = run(str(config), "distval-fixtures/torch:1.13-debian", run_id, tmp_path / "results.xml")
+    assert code == 1
+    status, message = results["in-container"]["identity"]
+    assert status == "failure" and "expected torch >=2.6,<2.7; image has 1.13" in message
+    assert results["in-container"]["env"][0] == "passed"
+    code, results = run(str(config), "distval-fixtures/torch:2.6-debian", run_id, tmp_path / "results2.xml")
+    assert code == 0 and results["in-container"]["identity"][0] == "passed"
+
+
+def test_required_check_turns_a_skip_into_a_failure(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+    config = tmp_path / "required.yaml"
+    config.write_text(
+        "scenarios:\n  - {topology: in-container, world_size: 2, checks: [env, {name: reconfigure, required: true}]}\n"
+    )
+    code, results = run(str(config), "distval-fixtures/torch:2.6-debian", run_id, tmp_path / "results.xml")
+    assert code == 1
+    status, message = results["in-container"]["reconfigure"]
+    assert status == "failure"
+    assert (
+        "expected required check reconfigure to run; it was skipped: reconfigure needs torch >= 2.14; image has 2.6.0" in message
+    )
+
+
+def test_debian_bookworm_stock_torchrun_is_caught(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+    """Debian's torch 1.13 on Python 3.11: torchrun's Std.from_str('0') is None, the launcher dies."""
+    code, results = run(DEFAULT_CONFIG, "distval-fixtures/torch:1.13-debian-stock", run_id, tmp_path / "results.xml")
+    assert code == 1
+    for found in results.values():
+        status, message = found["env"]
+        assert status == "error" and "AttributeError: 'NoneType' object has no attribute 'get'" in message
