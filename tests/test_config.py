@@ -987,7 +987,7 @@ def test_default_yaml_loads() -> None:
         assert [c.name for c in scenario.checks] == DEFAULT_CHECKS
         assert sorted(DEFAULT_CHECKS) == sorted(CATALOG)
         args = {c.name: dict(c.args) for c in scenario.checks if c.args}
-        assert args == {"identity": {"backends": ("gloo",)}, "timeout": {"deadline_s": 2.0, "margin_s": 2.0}}
+        assert args == {"identity": {"backends": ("gloo",)}, "timeout": {"deadline_s": 1.0, "margin_s": 1.0}}
         assert not any(c.required for c in scenario.checks)
 
 
