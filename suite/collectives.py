@@ -9,6 +9,7 @@ own reason. ``repeat: N`` runs everything N times and reports k of N failures.
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -29,9 +30,21 @@ class Unsupported(Exception):
     pass
 
 
+@functools.lru_cache(maxsize=8)
+def _index(numel: int) -> torch.Tensor:
+    """The element index mod 7 (cached: building 16 MiB of it costs more than reducing it)."""
+    return torch.arange(numel, dtype=torch.int64) % 7
+
+
+@functools.lru_cache(maxsize=64)
+def _base_cached(rank: int, numel: int, dtype: torch.dtype) -> torch.Tensor:
+    return (_index(numel) + (rank + 1)).to(dtype)
+
+
 def _base(rank: int, numel: int, dtype: torch.dtype) -> torch.Tensor:
-    """rank+1 plus the element index mod 7: values 1..(world+6), exact in bfloat16."""
-    return (torch.arange(numel, dtype=torch.int64) % 7 + (rank + 1)).to(dtype)
+    """rank+1 plus the element index mod 7: values 1..(world+6), exact in bfloat16. A fresh copy:
+    collectives write into their inputs."""
+    return _base_cached(rank, numel, dtype).clone()
 
 
 def _sentinel(numel: int, dtype: torch.dtype) -> torch.Tensor:
@@ -72,7 +85,7 @@ def _all_reduce(op_name: str) -> Operation:
             expected = torch.full((numel,), 2, dtype=dtype)
         else:
             tensor = _base(rank, numel, dtype)
-            index = torch.arange(numel, dtype=torch.int64) % 7
+            index = _index(numel)
             expected = {
                 "SUM": index * world + world * (world + 1) // 2,
                 "MAX": index + world,
@@ -97,7 +110,7 @@ def _reduce(rank: int, world: int, numel: int, dtype: torch.dtype) -> Optional[s
     dist.reduce(tensor, dst=root, op=dist.ReduceOp.SUM)
     if rank != root:
         return None
-    expected = ((torch.arange(numel, dtype=torch.int64) % 7) * world + world * (world + 1) // 2).to(dtype)
+    expected = (_index(numel) * world + world * (world + 1) // 2).to(dtype)
     return _compare("reduce(SUM) to rank %d" % root, tensor, expected)
 
 
@@ -143,7 +156,7 @@ def _reduce_scatter(rank: int, world: int, numel: int, dtype: torch.dtype) -> Op
     inputs = [_base(rank, numel, dtype) + j for j in range(world)]
     output = _sentinel(numel, dtype)
     dist.reduce_scatter(output, inputs, op=dist.ReduceOp.SUM)
-    expected = ((torch.arange(numel, dtype=torch.int64) % 7) * world + world * (world + 1) // 2 + world * rank).to(dtype)
+    expected = (_index(numel) * world + world * (world + 1) // 2 + world * rank).to(dtype)
     return _compare("reduce_scatter(SUM)", output, expected)
 
 
@@ -188,7 +201,7 @@ TENSOR_OPERATIONS: List[Tuple[str, Operation]] = [
 ]
 
 
-BARRIER_LATE_S = 0.3
+BARRIER_LATE_S = 0.2
 
 
 def _barrier(rank: int, world: int) -> Optional[str]:

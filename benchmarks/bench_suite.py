@@ -1,0 +1,442 @@
+"""Benchmark: the whole default suite (``distval run configs/default.yaml``) against the floor of its topologies.
+
+What is measured, per image, with ``--repeat N`` repetitions interleaved (for each repetition, for each image:
+distval and floor back to back; the order of the two alternates between repetitions so that neither always
+runs on a warmer Engine):
+
+A) distval: wall time of ``distval run CONFIG --image IMAGE --quiet --run-id bench-suite-<i>`` as a
+   subprocess. This runs every scenario of the config (default: in-container 2 ranks and cross-container
+   2 ranks, the whole gloo suite). Its exit code must be 0.
+B) the floor: the same plan (harness.config.load_config + harness.plan.plan_run with run id
+   ``bench-floor-<i>`` and the same image, so network, container names, hostnames, env, labels, working dir
+   and torch.distributed.run command line are exactly distval's), except that the trailing
+   ``-m suite.main /distval/spec.json`` of each command line is replaced by ``/distval/init_only.py``, a
+   script that only initializes the process group (gloo, env://), destroys it and exits. It is launched by
+   hand with the docker CLI, one scenario after the other like distval does: ``docker network create
+   --internal``, ``docker create`` per container (only the plan's env is added, so the image's own env, such
+   as USE_LIBUV, is kept), ``docker cp -`` of a tar holding harness.runtime.suite_archive's files plus
+   init_only.py, ``docker start``, ``docker wait`` (every exit code must be 0), ``docker rm -f`` and
+   ``docker network rm``. Everything created carries ``distval.managed=true`` and
+   ``distval.run=bench-floor-<i>`` and is removed in ``finally``; leftovers of this benchmark's run ids
+   (``bench-suite-<i>``, ``bench-floor-<i>``) are swept before and after.
+
+So ``distval - floor`` is what the checks themselves, the harness and result collection cost on top of
+starting the containers and forming the process group. Printed: per repetition times, the medians per image
+and the ratio median(distval) / median(floor) per image (target for distval-fixtures/torch:2.6-debian: <= 2.0).
+
+Before timing, every fixture image must be present and current (its recipe label equal to the recipe in
+harness/fixtures.py): otherwise ``distval run`` would rebuild it inside the timed run, so the benchmark stops
+and says which ``distval fixtures build`` to run. Nothing is ever pulled.
+
+Run from the repository root, with the project installed (``pip install -e .``)::
+
+    python benchmarks/bench_suite.py                      # all three fixture images, 3 repetitions
+    python benchmarks/bench_suite.py --repeat 5 --json bench-suite.json
+    python benchmarks/bench_suite.py --repeat 1 --images distval-fixtures/torch:2.6-debian   # smoke run
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.config import Config, load_config
+from harness.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
+from harness.plan import CONTAINER_ROOT, LABEL_MANAGED, LABEL_RUN, SPEC_PATH, ContainerPlan, RunPlan, ScenarioPlan, plan_run
+from harness.runtime import suite_archive
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
+DEFAULT_IMAGES = (
+    "distval-fixtures/torch:1.13-debian",
+    "distval-fixtures/torch:2.6-debian",
+    "distval-fixtures/torch:2.15-pypi",
+)
+DEFAULT_REPEAT = 3
+RATIO_TARGETS = {"distval-fixtures/torch:2.6-debian": 2.0}
+DOCKER_CALL_TIMEOUT_S = 120.0
+DISTVAL_RUN_ID = "bench-suite-{i}"
+FLOOR_RUN_ID = "bench-floor-{i}"
+
+# What the plan's launcher ends with, and what the floor puts there instead.
+SUITE_ENTRY = ("-m", "suite.main", SPEC_PATH)
+INIT_ONLY_PATH = f"{CONTAINER_ROOT}/init_only.py"
+# Runs inside the image under test (Python >= 3.9, torch >= 1.13): keep it plain.
+INIT_ONLY_SCRIPT = '''\
+"""bench_suite floor: form the default process group (gloo, env://), tear it down, exit 0."""
+import json
+import os
+from datetime import timedelta
+
+import torch.distributed as dist
+
+with open("/distval/spec.json") as handle:
+    spec = json.load(handle)
+dist.init_process_group(backend="gloo", init_method="env://", timeout=timedelta(seconds=spec["collective_timeout_s"]))
+rank, world = dist.get_rank(), dist.get_world_size()
+if world != int(os.environ["WORLD_SIZE"]):
+    raise SystemExit("world size %d, expected %s" % (world, os.environ["WORLD_SIZE"]))
+dist.destroy_process_group()
+print("init_only: rank %d of %d: process group formed and destroyed" % (rank, world), flush=True)
+'''
+
+
+class BenchError(RuntimeError):
+    """A benchmark step failed: the numbers would be meaningless, so the benchmark stops."""
+
+
+@dataclass
+class DistvalSample:
+    run_id: str
+    wall_s: float
+
+
+@dataclass
+class FloorSample:
+    run_id: str
+    wall_s: float
+    scenario_s: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class ImageResult:
+    image: str
+    distval: list[DistvalSample] = field(default_factory=list)
+    floor: list[FloorSample] = field(default_factory=list)
+
+    def distval_median(self) -> float:
+        return statistics.median(s.wall_s for s in self.distval)
+
+    def floor_median(self) -> float:
+        return statistics.median(s.wall_s for s in self.floor)
+
+    def ratio(self) -> float:
+        return self.distval_median() / self.floor_median()
+
+    def scenario_medians(self) -> dict[str, float]:
+        names = list(self.floor[0].scenario_s) if self.floor else []
+        return {name: statistics.median(s.scenario_s[name] for s in self.floor) for name in names}
+
+
+# -- docker CLI -------------------------------------------------------------------------------------
+
+
+def docker(*args: str, stdin_data: bytes | None = None, timeout: float = DOCKER_CALL_TIMEOUT_S) -> bytes:
+    """Run one docker CLI command; its stdout, or BenchError with its stderr."""
+    try:
+        proc = subprocess.run(["docker", *args], input=stdin_data, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"docker {' '.join(args)}: no answer within {timeout:g} s") from None
+    if proc.returncode != 0:
+        message = proc.stderr.decode("utf-8", "replace").strip()
+        raise BenchError(f"docker {' '.join(args)} exited {proc.returncode}: {message}")
+    return proc.stdout
+
+
+def sweep(run_id: str) -> int:
+    """Remove every container and network labelled with this (benchmark-owned) run id; how many there were."""
+    selector = f"label={LABEL_RUN}={run_id}"
+    managed = f"label={LABEL_MANAGED}=true"
+    removed = 0
+    containers = docker("ps", "-aq", "--filter", managed, "--filter", selector).decode().split()
+    if containers:
+        docker("rm", "-f", "-v", *containers)
+        removed += len(containers)
+    networks = docker("network", "ls", "-q", "--filter", managed, "--filter", selector).decode().split()
+    if networks:
+        docker("network", "rm", *networks)
+        removed += len(networks)
+    return removed
+
+
+def label_args(labels: Sequence[tuple[str, str]], run_id: str) -> list[str]:
+    merged = dict(labels)
+    # The plan already carries both; make sure regardless, so that nothing can leak unlabelled.
+    merged[LABEL_MANAGED] = "true"
+    merged[LABEL_RUN] = run_id
+    args: list[str] = []
+    for key, value in merged.items():
+        args += ["--label", f"{key}={value}"]
+    return args
+
+
+def floor_argv(cp: ContainerPlan) -> list[str]:
+    """The plan's torch.distributed.run command line with the suite entry point swapped for init_only.py."""
+    argv = list(cp.argv)
+    tail = tuple(argv[-len(SUITE_ENTRY) :])
+    if tail != SUITE_ENTRY:
+        raise BenchError(f"{cp.name}: the plan's command line no longer ends with {' '.join(SUITE_ENTRY)}: {' '.join(argv)}")
+    return argv[: -len(SUITE_ENTRY)] + [INIT_ONLY_PATH]
+
+
+def create_args(sp: ScenarioPlan, cp: ContainerPlan, run_id: str) -> list[str]:
+    """``docker create`` arguments equal to distval's container, but running the floor's command line.
+
+    Only the plan's env is passed: Docker merges it over the image's env, which is kept (USE_LIBUV etc.).
+    """
+    argv = floor_argv(cp)
+    args = ["create", "--name", cp.name, "--hostname", cp.hostname, "--workdir", cp.working_dir]
+    args += ["--network", sp.network.name]
+    for key, value in cp.env:
+        args += ["--env", f"{key}={value}"]
+    args += label_args(cp.labels, run_id)
+    args += ["--entrypoint", argv[0], sp.image, *argv[1:]]
+    return args
+
+
+def floor_archive(spec_json: str) -> bytes:
+    """harness.runtime.suite_archive's tar (suite, spec, results dir) with init_only.py added."""
+    buffer = io.BytesIO()
+    with (
+        tarfile.open(fileobj=io.BytesIO(suite_archive(spec_json))) as source,
+        tarfile.open(fileobj=buffer, mode="w") as target,
+    ):
+        for member in source.getmembers():
+            target.addfile(member, source.extractfile(member) if member.isfile() else None)
+        data = INIT_ONLY_SCRIPT.encode()
+        info = tarfile.TarInfo(INIT_ONLY_PATH.strip("/"))
+        info.size = len(data)
+        info.mode = 0o644
+        target.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+def image_id(image: str) -> str:
+    return docker("image", "inspect", "--format", "{{.Id}}", image).decode().strip()
+
+
+def check_image(image: str) -> str:
+    """The image's id; BenchError if it is missing, or a fixture whose recipe is stale (distval would rebuild it)."""
+    try:
+        found = image_id(image)
+    except BenchError:
+        hint = f"distval fixtures build {image}" if image in FIXTURES else "build, load or pull it"
+        raise BenchError(f"image {image} is not in the Docker Engine (nothing is pulled): {hint}") from None
+    if image in FIXTURES:
+        label = docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{RECIPE_LABEL}"}}}}', image)
+        want = recipe_hash(image)
+        if label.decode().strip() != want:
+            raise BenchError(
+                f"fixture {image} is stale (recipe {label.decode().strip() or 'none'}, want {want}): `distval run` would "
+                f"rebuild it inside the timed run; run `distval fixtures build {image}` first"
+            )
+    return found
+
+
+# -- A) distval -------------------------------------------------------------------------------------
+
+
+def distval_executable(explicit: str | None) -> str:
+    """The distval console script next to this interpreter (no pyenv shim in between), else the one on PATH."""
+    if explicit:
+        return explicit
+    beside = Path(sys.executable).parent / "distval"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("distval")
+    if found is None:
+        raise BenchError("no distval executable: install the project (pip install -e .) or pass --distval")
+    return found
+
+
+def run_distval(distval: str, config: Path, image: str, run_id: str, timeout_s: float) -> DistvalSample:
+    argv = [distval, "run", str(config), "--image", image, "--quiet", "--run-id", run_id]
+    started = time.perf_counter()
+    try:
+        proc = subprocess.run(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise BenchError(f"{' '.join(argv)}: still running after {timeout_s:g} s") from None
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise BenchError(f"{' '.join(argv)} exited {proc.returncode}:\n{proc.stdout.decode('utf-8', 'replace')}")
+    return DistvalSample(run_id=run_id, wall_s=wall)
+
+
+# -- B) the floor -----------------------------------------------------------------------------------
+
+
+def run_floor_scenario(sp: ScenarioPlan, run_id: str) -> None:
+    network_created = False
+    created: list[str] = []
+    try:
+        internal = ["--internal"] if sp.network.internal else []
+        docker("network", "create", "--driver", "bridge", *internal, *label_args(sp.network.labels, run_id), sp.network.name)
+        network_created = True
+        archive = floor_archive(sp.suite_spec_json)
+        for cp in sp.containers:
+            docker(*create_args(sp, cp, run_id))
+            created.append(cp.name)
+            docker("cp", "-", f"{cp.name}:/", stdin_data=archive)
+        names = [cp.name for cp in sp.containers]
+        docker("start", *names)
+        exit_codes = docker("wait", *names, timeout=sp.scenario.timeout_s + 60).decode().split()
+        problems = [f"{name}: exit code {code}" for name, code in zip(names, exit_codes, strict=True) if code != "0"]
+        if problems:
+            logs = "\n".join(f"--- {name}\n" + docker("logs", "--tail", "40", name).decode("utf-8", "replace") for name in names)
+            raise BenchError(f"floor of scenario {sp.scenario.name} on {sp.image} failed:\n" + "\n".join(problems) + "\n" + logs)
+    finally:
+        if created:
+            docker("rm", "-f", "-v", *created)
+        if network_created:
+            docker("network", "rm", sp.network.name)
+
+
+def run_floor(plan: RunPlan) -> FloorSample:
+    sample = FloorSample(run_id=plan.run_id, wall_s=0.0)
+    started = time.perf_counter()
+    try:
+        for sp in plan.scenarios:
+            scenario_started = time.perf_counter()
+            run_floor_scenario(sp, plan.run_id)
+            sample.scenario_s[sp.scenario.name] = time.perf_counter() - scenario_started
+    finally:
+        sample.wall_s = time.perf_counter() - started
+        sweep(plan.run_id)  # nothing should be left; belt and braces if a scenario failed half-way
+    return sample
+
+
+# -- main -------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--repeat", type=int, default=DEFAULT_REPEAT, help=f"repetitions per image (default {DEFAULT_REPEAT})")
+    parser.add_argument(
+        "--images",
+        nargs="+",
+        default=list(DEFAULT_IMAGES),
+        metavar="IMAGE",
+        help="images under test (default: the three fixtures)",
+    )
+    parser.add_argument("--config", type=Path, default=DEFAULT_CONFIG, help="scenario file (default configs/default.yaml)")
+    parser.add_argument("--distval", help="distval executable (default: the one next to this Python, else on PATH)")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the numbers here as JSON")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    if len(set(args.images)) != len(args.images):
+        parser.error("--images: each image once")
+    return args
+
+
+def distval_timeout(config: Config) -> float:
+    """Generous bound on one distval run: every scenario's deadline plus setup and teardown."""
+    return sum(s.timeout_s + 120.0 for s in config.scenarios)
+
+
+def print_summary(results: list[ImageResult]) -> None:
+    print("\nmedians per image:")
+    for r in results:
+        scenarios = ", ".join(f"{name} {v:.2f} s" for name, v in r.scenario_medians().items())
+        target = RATIO_TARGETS.get(r.image)
+        verdict = f"  (target <= {target:.1f}: {'met' if r.ratio() <= target else 'MISSED'})" if target is not None else ""
+        print(f"  {r.image}")
+        print(f"    distval {r.distval_median():7.2f} s   floor {r.floor_median():6.2f} s ({scenarios})")
+        print(f"    ratio distval/floor (medians): {r.ratio():.2f}{verdict}")
+
+
+def json_report(config_path: Path, distval: str, repeat: int, results: list[ImageResult]) -> dict[str, Any]:
+    return {
+        "config": str(config_path),
+        "distval": distval,
+        "repeat": repeat,
+        "images": {
+            r.image: {
+                "distval_wall_s": [s.wall_s for s in r.distval],
+                "distval_run_ids": [s.run_id for s in r.distval],
+                "distval_median_s": r.distval_median(),
+                "floor_wall_s": [s.wall_s for s in r.floor],
+                "floor_run_ids": [s.run_id for s in r.floor],
+                "floor_scenario_s": [s.scenario_s for s in r.floor],
+                "floor_median_s": r.floor_median(),
+                "floor_scenario_median_s": r.scenario_medians(),
+                "ratio": r.ratio(),
+                "ratio_target": RATIO_TARGETS.get(r.image),
+            }
+            for r in results
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    config_path: Path = args.config.resolve()
+    config = load_config(config_path)
+    distval = distval_executable(args.distval)
+    images: list[str] = args.images
+    count = args.repeat * len(images)
+    run_ids = [DISTVAL_RUN_ID.format(i=i) for i in range(1, count + 1)] + [FLOOR_RUN_ID.format(i=i) for i in range(1, count + 1)]
+    ids = {image: check_image(image) for image in images}
+    plan0 = plan_run(config, FLOOR_RUN_ID.format(i=1), images[0])
+    for sp in plan0.scenarios:
+        for cp in sp.containers:
+            floor_argv(cp)  # fails before anything runs if the plan's command line changed shape
+    print(f"distval: {distval}")
+    print(f"config: {config_path} ({', '.join(sp.suite_name for sp in plan0.scenarios)})")
+    print(f"docker server {docker('version', '--format', '{{.Server.Version}}').decode().strip()}")
+    print(f"images: {', '.join(images)}")
+    print(f"repetitions: {args.repeat} per image, interleaved distval / floor (order alternating per repetition)\n", flush=True)
+
+    left_before = sum(sweep(run_id) for run_id in run_ids)
+    if left_before:
+        print(f"removed {left_before} container(s)/network(s) left by an earlier run of this benchmark", flush=True)
+
+    results = [ImageResult(image) for image in images]
+    timeout_s = distval_timeout(config)
+    i = 0
+    try:
+        for rep in range(1, args.repeat + 1):
+            for result in results:
+                i += 1
+                image = result.image
+                plan = plan_run(config, FLOOR_RUN_ID.format(i=i), image)
+                if rep % 2:
+                    d = run_distval(distval, config_path, image, DISTVAL_RUN_ID.format(i=i), timeout_s)
+                    f = run_floor(plan)
+                else:
+                    f = run_floor(plan)
+                    d = run_distval(distval, config_path, image, DISTVAL_RUN_ID.format(i=i), timeout_s)
+                if image_id(image) != ids[image]:
+                    raise BenchError(
+                        f"image {image} changed during the benchmark (rebuilt by someone?): the numbers are not comparable"
+                    )
+                result.distval.append(d)
+                result.floor.append(f)
+                per_scenario = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in f.scenario_s.items())
+                print(
+                    f"rep {rep} {image}: distval {d.wall_s:6.2f} s   floor {f.wall_s:6.2f} s ({per_scenario})   "
+                    f"ratio {d.wall_s / f.wall_s:.2f}",
+                    flush=True,
+                )
+    finally:
+        left_after = sum(sweep(run_id) for run_id in run_ids)
+        if left_after:
+            print(f"WARNING: removed {left_after} leftover container(s)/network(s) of this benchmark", file=sys.stderr)
+
+    print_summary(results)
+    if args.json:
+        args.json.write_text(
+            json.dumps(json_report(config_path, distval, args.repeat, results), indent=2) + "\n", encoding="utf-8"
+        )
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        print(f"bench_suite: {exc}", file=sys.stderr)
+        sys.exit(1)
