@@ -5,12 +5,16 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import fnmatch
+import os
 import re
 import secrets
 import signal
+import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import FrameType
 
 from harness import __version__
@@ -19,8 +23,9 @@ from harness.engine import Engine, EngineError, ImageMissing
 from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, Interrupted
 from harness.fixtures import FIXTURES, build_fixtures, is_current, recipe_hash
 from harness.junit import write_junit
-from harness.plan import DEFAULT_IMAGE, images_of, plan_run, render_plan
-from harness.results import PASSED, RunSummary, ScenarioResult, summarize_scenario
+from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run, render_plan
+from harness.report import ProgressDisplay, append_step_summary, render_summary, with_phases, write_json, write_markdown
+from harness.results import RunSummary, ScenarioResult, summarize_scenario
 from harness.runtime import run_scenario, signals_deferred
 
 Progress = Callable[[str], None]
@@ -30,6 +35,13 @@ class _Interrupt(Interrupted):
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by {signal.Signals(signum).name}; the run's containers and networks were removed")
         self.exit_code = 128 + signum
+
+
+class FilterMismatch(DistvalError):
+    """A --filter pattern that matches no scenario of the config: bad input."""
+
+    exit_code = EXIT_BAD_INPUT
+    kind = "filter"
 
 
 def _raise_interrupt(signum: int, _frame: FrameType | None) -> None:
@@ -55,18 +67,47 @@ def _ensure_images(engine: Engine, images: list[str], progress: Progress) -> Non
             raise ImageMissing(f"image {image} is not in the Docker Engine; distval never pulls: build, load or pull it first")
 
 
-def _print_summary(summary: RunSummary) -> None:
-    for scenario in summary.scenarios:
-        print(f"{scenario.status.upper():7} {scenario.plan.suite_name}  ({scenario.duration_s:.1f} s)")
-        for case in scenario.cases:
-            message = case.message.splitlines()[0] if case.message else ""
-            print(f"  {case.status:7} {case.name}: {message[:300]}")
-    if summary.early_error is not None:
-        kind, message = summary.early_error
-        print(f"ERROR   {kind}: {message}")
-    passed = sum(1 for s in summary.scenarios for c in s.cases if c.status == PASSED)
-    total = sum(len(s.cases) for s in summary.scenarios)
-    print(f"distval run {summary.run_id}: {passed} of {total} check results passed; exit code {summary.exit_code}")
+def select_scenarios(plan: RunPlan, patterns: Sequence[str] | None) -> RunPlan:
+    """The plan with only the scenarios whose names match a pattern (fnmatch, case-sensitive); all without
+    patterns. A pattern that matches nothing is bad input (a typo must not quietly run less)."""
+    if not patterns:
+        return plan
+    names = [s.scenario.name for s in plan.scenarios]
+    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in names)]
+    if unmatched:
+        which = ", ".join(repr(p) for p in unmatched)
+        raise FilterMismatch(
+            f"--filter {which} match{'es' if len(unmatched) == 1 else ''} no scenario of {plan.config_path}; "
+            f"its scenarios: {', '.join(names) or '(none)'}"
+        )
+    chosen: tuple[ScenarioPlan, ...] = tuple(
+        s for s in plan.scenarios if any(fnmatch.fnmatchcase(s.scenario.name, p) for p in patterns)
+    )
+    return dataclasses.replace(plan, scenarios=chosen)
+
+
+def _engine_version(engine: Engine) -> str | None:
+    try:
+        return engine.version()
+    except EngineError:
+        return None  # only a property of the reports: not a reason to stop the run
+
+
+def _write_reports(summary: RunSummary, args: argparse.Namespace) -> None:
+    """JUnit, JSON, Markdown and $GITHUB_STEP_SUMMARY; a report that cannot be written is one line on stderr."""
+    writers: list[tuple[str, str | None, Callable[[], object]]] = [
+        ("JUnit XML", args.junit, lambda: write_junit(summary, args.junit)),
+        ("JSON report", args.json, lambda: write_json(summary, args.json)),
+        ("Markdown summary", args.markdown, lambda: write_markdown(summary, args.markdown)),
+        ("step summary", os.environ.get("GITHUB_STEP_SUMMARY"), lambda: append_step_summary(summary)),
+    ]
+    for what, path, write in writers:
+        if not path:
+            continue
+        try:
+            write()
+        except OSError as exc:
+            print(f"distval: cannot write the {what} to {path}: {exc}", file=sys.stderr)
 
 
 RUN_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
@@ -83,33 +124,43 @@ def _run_id(value: str) -> str:
 
 def command_run(args: argparse.Namespace) -> int:
     run_id = args.run_id or secrets.token_hex(4)
-    progress = _progress(args.quiet)
+    display = ProgressDisplay(None if args.quiet else sys.stderr)
     results: list[ScenarioResult] = []
     engine: Engine | None = None
+    engine_version: str | None = None
+    host = socket.gethostname()
+
+    def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
+        return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config)
+
     summary: RunSummary
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         config = load_config(args.config)
-        plan = plan_run(config, run_id, args.image)
+        plan = select_scenarios(plan_run(config, run_id, args.image), args.filter)
         engine = Engine(run_id)
-        _ensure_images(engine, images_of(plan), progress)
-        for scenario_plan in plan.scenarios:
-            progress(f"{scenario_plan.suite_name}: starting on {scenario_plan.image}")
-            result = summarize_scenario(run_scenario(engine, scenario_plan, progress))
-            progress(f"{scenario_plan.suite_name}: {result.status} in {result.duration_s:.1f} s")
+        engine_version = _engine_version(engine)
+        _ensure_images(engine, images_of(plan), display.log)
+        for index, scenario_plan in enumerate(plan.scenarios, start=1):
+            display.scenario_started(scenario_plan, index, len(plan.scenarios))
+            result = summarize_scenario(run_scenario(with_phases(engine, display), scenario_plan, display.log))
+            display.scenario_finished(result)
             results.append(result)
-        summary = RunSummary(run_id, tuple(results))
+        summary = summarize()
     except KeyboardInterrupt:
+        display.close()
         interrupt = _Interrupt(signal.SIGINT)
-        summary = RunSummary(run_id, tuple(results), (interrupt.kind, str(interrupt)), interrupt.exit_code)
+        summary = summarize((interrupt.kind, str(interrupt)), interrupt.exit_code)
     except DistvalError as exc:
+        display.close()
         if isinstance(exc, ConfigError):
             for problem in exc.problems:
                 print(problem, file=sys.stderr)
         else:
             print(f"distval: {exc}", file=sys.stderr)
-        summary = RunSummary(run_id, tuple(results), (exc.kind, str(exc)), exc.exit_code)
+        summary = summarize((exc.kind, str(exc)), exc.exit_code)
     finally:
+        display.close()
         if engine is not None:
             with signals_deferred():
                 try:
@@ -117,9 +168,8 @@ def command_run(args: argparse.Namespace) -> int:
                 except EngineError as exc:
                     print(f"distval: cleanup failed: {exc}", file=sys.stderr)
         signal.signal(signal.SIGTERM, previous)
-    if args.junit:
-        write_junit(summary, args.junit)
-    _print_summary(summary)
+    _write_reports(summary, args)
+    sys.stdout.write(render_summary(summary))
     return summary.exit_code
 
 
@@ -178,8 +228,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--image", help=f"image under test for every scenario (default: the config's, else {DEFAULT_IMAGE}, built if missing)"
     )
     run.add_argument("--junit", metavar="PATH", help="write JUnit XML here (also when the run fails early)")
+    run.add_argument("--json", metavar="PATH", help="write the JSON report here (also when the run fails early)")
+    run.add_argument(
+        "--markdown", metavar="PATH", help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set)"
+    )
+    run.add_argument(
+        "--filter",
+        metavar="PATTERN",
+        action="append",
+        help="run only the scenarios whose name matches this glob (fnmatch; repeatable)",
+    )
     run.add_argument("--run-id", type=_run_id, help="label value for this run's containers and networks (default: random)")
-    run.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    run.add_argument("--quiet", action="store_true", help="no progress on stderr")
     run.set_defaults(handler=command_run)
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")

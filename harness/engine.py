@@ -99,7 +99,14 @@ class Engine:
         )
         return str(result)
 
-    def build(self, context: bytes, tag: str, labels: Mapping[str, str], log: Callable[[str], None]) -> str:
+    def build(
+        self,
+        context: bytes,
+        tag: str,
+        labels: Mapping[str, str],
+        log: Callable[[str], None],
+        buildargs: Mapping[str, str] | None = None,
+    ) -> str:
         """Build from an in-memory context (a tar holding a Dockerfile) with the legacy builder.
 
         pull=False and no network: FROM names a local image, and nothing is ever pulled.
@@ -115,6 +122,7 @@ class Engine:
                 rm=True,
                 forcerm=True,
                 network_mode="none",
+                buildargs=dict(buildargs or {}),
                 decode=True,
             )
             image_id = ""

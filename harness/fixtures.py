@@ -145,6 +145,15 @@ FIXTURES: dict[str, Fixture] = {
                 changes=('CMD ["python3"]', "ENV LANG=C.UTF-8"),
             ),
         ),
+        Fixture(
+            tag="distval-fixtures/harness-base:trixie",
+            description="Debian trixie with Python and pip: a local BASE for the harness image (the Dockerfile)",
+            recipe=RootfsRecipe(
+                suite="trixie",
+                packages=("python3", "python3-pip", "ca-certificates"),
+                changes=('CMD ["python3"]', "ENV LANG=C.UTF-8"),
+            ),
+        ),
         _broken("allreduce_noop", "torch.distributed.all_reduce does nothing"),
         _broken("allreduce_wrong", "torch.distributed.all_reduce adds 1 to every element of its result"),
         _broken("allreduce_hangs", "torch.distributed.all_reduce never returns"),

@@ -8,15 +8,13 @@ and its (classname, name) de-duplication stay stable. Rank logs go to the testsu
 from __future__ import annotations
 
 import os
-import socket
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
-from harness import __version__
-from harness.results import ERROR, FAILED, SKIPPED, RunSummary, ScenarioResult
+from harness.results import ERROR, FAILED, SKIPPED, RunSummary, ScenarioResult, run_properties, suite_properties
 
 MESSAGE_CHARS = 2000
 SYSTEM_OUT_CHARS = 200_000
@@ -46,9 +44,9 @@ def _early_suite(summary: RunSummary, timestamp: str) -> TestSuite:
     return TestSuite(
         "distval run",
         [case],
-        hostname=socket.gethostname(),
+        hostname=summary.host,
         timestamp=timestamp,
-        properties={"run_id": summary.run_id, "distval_version": __version__},
+        properties=run_properties(summary),
     )
 
 
@@ -56,8 +54,7 @@ def render_junit(summary: RunSummary) -> str:
     timestamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     suites = []
     for scenario in summary.scenarios:
-        properties = dict(scenario.properties)
-        properties.update({"run_id": summary.run_id, "distval_version": __version__})
+        properties = suite_properties(summary, scenario)
         logs = scenario.logs
         if len(logs) > SYSTEM_OUT_CHARS:
             logs = "(earlier output cut)\n" + logs[-SYSTEM_OUT_CHARS:]
@@ -65,7 +62,7 @@ def render_junit(summary: RunSummary) -> str:
             TestSuite(
                 scenario.plan.suite_name,
                 _case(scenario, f"distval.{scenario.plan.scenario.name}"),
-                hostname=socket.gethostname(),
+                hostname=summary.host,
                 timestamp=timestamp,
                 properties=properties,
                 stdout=logs,

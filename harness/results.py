@@ -7,12 +7,15 @@ rank and why (killed at the deadline, launcher exit code, last error line). Zero
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import socket
 from dataclasses import dataclass, field
 
+from harness import __version__
 from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
-from harness.plan import ScenarioPlan
+from harness.plan import LABEL_RUN, ScenarioPlan
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 EXIT_STATUS_CASE = "exit_status"
@@ -73,6 +76,9 @@ class RunSummary:
     scenarios: tuple[ScenarioResult, ...]
     early_error: tuple[str, str] | None = None  # (kind, message) when the run stopped before or between scenarios
     early_exit_code: int | None = None
+    engine_version: str | None = None  # Engine.version(), asked once per run; None when no Engine answered
+    host: str = field(default_factory=socket.gethostname)
+    config_path: str | None = None  # as given on the command line: the reproduce commands name it
 
     @property
     def exit_code(self) -> int:
@@ -81,6 +87,45 @@ class RunSummary:
         if not self.scenarios:
             return EXIT_CHECKS_FAILED
         return EXIT_PASSED if all(s.status == PASSED for s in self.scenarios) else EXIT_CHECKS_FAILED
+
+
+def run_properties(summary: RunSummary) -> dict[str, str]:
+    """The properties every testsuite of a run carries (JUnit and the JSON report alike)."""
+    return {
+        "run_id": summary.run_id,
+        "distval_version": __version__,
+        "docker_engine_version": summary.engine_version or "unknown",
+        "host": summary.host,
+    }
+
+
+def suite_properties(summary: RunSummary, scenario: ScenarioResult) -> dict[str, str]:
+    properties = dict(scenario.properties)
+    properties.update(run_properties(summary))
+    return properties
+
+
+def scenario_hash(plan: ScenarioPlan) -> str:
+    """What ran, as 12 hex digits: sha256 over the suite spec, the image reference and every container's argv.
+
+    The run id (in cross-container ``--master_addr`` names) is masked, so the same scenario on the same
+    image hashes the same in every run and a changed check argument, image or launcher line does not.
+    """
+    run_id = dict(plan.network.labels).get(LABEL_RUN)
+    prefix = f"distval-{run_id}-" if run_id else None
+
+    def masked(arg: str) -> str:
+        return arg.replace(prefix, "distval-<run-id>-") if prefix else arg
+
+    payload = json.dumps(
+        {
+            "suite_spec_json": plan.suite_spec_json,
+            "image": plan.image,
+            "argv": [[masked(a) for a in c.argv] for c in plan.containers],
+        },
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
 def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
@@ -268,6 +313,9 @@ def _properties(outcome: ScenarioOutcome) -> tuple[tuple[str, str], ...]:
     env = _env_details(outcome)
     props["torch_version"] = str(env.get("torch_version", "unknown"))
     props["python_version"] = str(env.get("python_version", "unknown"))
+    # torch.version.cuda is None on a CPU build: "none"; no env record at all: "unknown", like the others.
+    props["cuda_version"] = str(env.get("cuda_version") or "none") if env else "unknown"
+    props["scenario_hash"] = scenario_hash(outcome.plan)
     return tuple(props.items())
 
 

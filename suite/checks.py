@@ -173,12 +173,10 @@ def check_launch(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             problems.append("expected %s to be an integer; got %r" % (name, text))
         else:
             values[name] = int(text)
-    node_rank = int(os.environ.get("DISTVAL_NODE_RANK", "0"))
-    expected = {
-        "WORLD_SIZE": ctx.expected_world_size,
-        "LOCAL_WORLD_SIZE": ctx.expected_nproc_per_node,
-        "GROUP_RANK": node_rank,
-    }
+    expected = {"WORLD_SIZE": ctx.expected_world_size, "LOCAL_WORLD_SIZE": ctx.expected_nproc_per_node}
+    # The harness names each container's node rank; with dynamic rendezvous (compose) there is none.
+    if "DISTVAL_NODE_RANK" in os.environ:
+        expected["GROUP_RANK"] = int(os.environ["DISTVAL_NODE_RANK"])
     for name, want in expected.items():
         if name in values and values[name] != want:
             problems.append("expected %s=%d (the scenario's layout); got %d" % (name, want, values[name]))

@@ -10,6 +10,7 @@ own reason. ``repeat: N`` runs everything N times and reports k of N failures.
 from __future__ import annotations
 
 import functools
+import itertools
 import re
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -205,15 +206,22 @@ BARRIER_LATE_S = 0.2
 
 
 def _barrier(rank: int, world: int) -> Optional[str]:
-    """The last rank arrives BARRIER_LATE_S late; no rank may leave the barrier before it arrived."""
+    """The last rank arrives late and counts itself in the store just before entering the barrier;
+    a rank that leaves the barrier must find that count (a barrier that does not wait would not)."""
+    from torch.distributed import distributed_c10d
+
+    store = distributed_c10d._get_default_store()
+    key = "distval/barrier/%d" % next(_BARRIER_GENERATIONS)
     if rank == world - 1:
         time.sleep(BARRIER_LATE_S)
-    started = time.monotonic()
+        store.add(key, 1)
     dist.barrier()
-    waited = time.monotonic() - started
-    if rank != world - 1 and waited < BARRIER_LATE_S * 0.8:
-        return "barrier returned after %.3f s although rank %d arrived %.1f s late" % (waited, world - 1, BARRIER_LATE_S)
+    if store.add(key, 0) < 1:
+        return "barrier returned on rank %d before rank %d (%.1f s late) had entered it" % (rank, world - 1, BARRIER_LATE_S)
     return None
+
+
+_BARRIER_GENERATIONS = itertools.count()
 
 
 def _broadcast_object_list(rank: int, world: int) -> Optional[str]:

@@ -100,8 +100,9 @@ class Context:
         self.backend: str = spec["backend"]
         self.collective_timeout_s = float(spec["collective_timeout_s"])
         self.check_timeout_s = float(spec["check_timeout_s"])
-        self.expected_world_size = int(spec["world_size"])
-        self.expected_nproc_per_node = int(spec["nproc_per_node"])
+        # The harness states the layout; without a harness (docker compose) the launcher's word is taken.
+        self.expected_world_size = int(spec.get("world_size") or os.environ["WORLD_SIZE"])
+        self.expected_nproc_per_node = int(spec.get("nproc_per_node") or os.environ.get("LOCAL_WORLD_SIZE", "1"))
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.current_check = ""

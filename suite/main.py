@@ -65,6 +65,9 @@ def run(spec: Dict[str, Any]) -> int:
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
     ctx.watchdog.disarm()
+    # Under the harness the records are the verdict; standalone (docker compose) the exit code is.
+    if spec.get("exit_code_from_results"):
+        return 1 if writer.worst in (FAILED, ERROR) else 0
     return 0
 
 

@@ -27,6 +27,7 @@ class RecordWriter:
         self.path = os.path.join(results_dir, "rank-%d.jsonl" % rank)
         self.hostname = socket.gethostname()
         self._lock = threading.Lock()  # the watchdog thread writes too
+        self.worst = PASSED
 
     def write(
         self,
@@ -47,6 +48,8 @@ class RecordWriter:
             "hostname": self.hostname,
             "details": details or {},
         }
+        if status in (FAILED, ERROR) and self.worst != ERROR:
+            self.worst = status
         line = json.dumps(record, sort_keys=True, default=str)
         with self._lock:
             with open(self.path, "a", encoding="utf-8") as handle:

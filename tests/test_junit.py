@@ -26,11 +26,14 @@ from harness.results import (
     RunSummary,
     ScenarioOutcome,
     ScenarioResult,
+    scenario_hash,
     summarize_scenario,
 )
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-jenkins.xsd"
 RUN_ID = "5eed5eed"
+ENGINE_VERSION = "27.5.1"
+HOST = "ci-runner-7"
 FAIL_MESSAGE = (
     "all_reduce(SUM) of rank+1 over 2 ranks: expected 3.0 in every element, got 2.0 at element 0 (1 of 1 elements wrong)"
 )
@@ -58,8 +61,8 @@ def line(check: str, rank: int, status: str, message: str, **details: Any) -> st
     return json.dumps(record) + "\n"
 
 
-def env_line(rank: int, status: str = PASSED, message: str = "torch 2.6.0, Python 3.11.2") -> str:
-    return line("env", rank, status, message, torch_version="2.6.0", python_version="3.11.2")
+def env_line(rank: int, status: str = PASSED, message: str = "torch 2.6.0, Python 3.11.2", cuda: str | None = None) -> str:
+    return line("env", rank, status, message, torch_version="2.6.0", python_version="3.11.2", cuda_version=cuda)
 
 
 def outcome(plan: ScenarioPlan, index: int, text: str, **kwargs: Any) -> ContainerOutcome:
@@ -91,9 +94,16 @@ def scenarios() -> tuple[ScenarioResult, ScenarioResult]:
             "sha256:across",
             90.5,
             (
-                outcome(across, 0, env_line(0, SKIPPED, "no CUDA") + line("all_reduce", 0, PASSED, "ok"), stdout="ACROSS-0"),
                 outcome(
-                    across, 1, env_line(1, SKIPPED, "no CUDA"), exit_code=137, killed_at_deadline=True, stdout="ACROSS-1 hung"
+                    across, 0, env_line(0, SKIPPED, "no CUDA", "12.8") + line("all_reduce", 0, PASSED, "ok"), stdout="ACROSS-0"
+                ),
+                outcome(
+                    across,
+                    1,
+                    env_line(1, SKIPPED, "no CUDA", "12.8"),
+                    exit_code=137,
+                    killed_at_deadline=True,
+                    stdout="ACROSS-1 hung",
                 ),
             ),
         )
@@ -105,7 +115,14 @@ def scenarios() -> tuple[ScenarioResult, ScenarioResult]:
 
 @pytest.fixture(scope="module")
 def summary() -> RunSummary:
-    return RunSummary(RUN_ID, scenarios(), early_error=("interrupted", "interrupted by SIGTERM; cleaned up"), early_exit_code=143)
+    return RunSummary(
+        RUN_ID,
+        scenarios(),
+        early_error=("interrupted", "interrupted by SIGTERM; cleaned up"),
+        early_exit_code=143,
+        engine_version=ENGINE_VERSION,
+        host=HOST,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -205,6 +222,7 @@ def test_skipped_case(root: ET.Element) -> None:
 
 
 def test_properties(root: ET.Element) -> None:
+    inside, across_result = scenarios()
     assert properties(suite_named(root, "inside (in-container, 2 ranks)")) == {
         "image": "example/torch:test",
         "image_id": "sha256:inside",
@@ -213,11 +231,29 @@ def test_properties(root: ET.Element) -> None:
         "world_size": "2",
         "torch_version": "2.6.0",
         "python_version": "3.11.2",
+        "cuda_version": "none",  # the env check reported cuda_version null: a CPU build
+        "scenario_hash": scenario_hash(inside.plan),
         "run_id": RUN_ID,
         "distval_version": __version__,
+        "docker_engine_version": ENGINE_VERSION,
+        "host": HOST,
     }
     across = properties(suite_named(root, "across (cross-container, 2 ranks)"))
     assert (across["topology"], across["image_id"], across["torch_version"]) == ("cross-container", "sha256:across", "2.6.0")
+    assert across["cuda_version"] == "12.8"
+    assert across["scenario_hash"] == scenario_hash(across_result.plan) != scenario_hash(inside.plan)
+    assert len(across["scenario_hash"] or "") == 12
+    assert (across["docker_engine_version"], across["host"]) == (ENGINE_VERSION, HOST)
+
+
+def test_hostname_attribute_is_the_summary_host(root: ET.Element) -> None:
+    assert {s.get("hostname") for s in root.findall("testsuite")} == {HOST}
+
+
+def test_engine_version_unknown_without_an_engine(schema: etree.XMLSchema) -> None:
+    report = render_junit(RunSummary(RUN_ID, (), ("environment", "cannot reach the Docker Engine"), 3, host=HOST))
+    assert schema.validate(etree.fromstring(report.encode())), schema.error_log
+    assert properties(suite_named(ET.fromstring(report), "distval run"))["docker_engine_version"] == "unknown"
 
 
 def test_system_out_holds_the_logs(root: ET.Element) -> None:
@@ -238,7 +274,12 @@ def test_early_error_suite(root: ET.Element) -> None:
     error = case.find("error")
     assert error is not None
     assert (error.get("type"), error.get("message")) == ("interrupted", "interrupted by SIGTERM; cleaned up")
-    assert properties(suite) == {"run_id": RUN_ID, "distval_version": __version__}
+    assert properties(suite) == {
+        "run_id": RUN_ID,
+        "distval_version": __version__,
+        "docker_engine_version": ENGINE_VERSION,
+        "host": HOST,
+    }
 
 
 def test_control_characters_and_long_logs(schema: etree.XMLSchema) -> None:

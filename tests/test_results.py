@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import socket
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from harness import __version__
 from harness.config import parse_config
 from harness.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_PASSED, ConfigError
 from harness.plan import ScenarioPlan, plan_scenario
@@ -21,6 +25,9 @@ from harness.results import (
     RunSummary,
     ScenarioOutcome,
     ScenarioResult,
+    run_properties,
+    scenario_hash,
+    suite_properties,
     summarize_scenario,
     tail,
 )
@@ -131,6 +138,8 @@ def test_all_passed_cross_container_and_properties() -> None:
         "world_size": "2",
         "torch_version": "2.6.0+cpu",
         "python_version": "3.11.2",
+        "cuda_version": "none",  # env_record reports no cuda_version: a CPU build
+        "scenario_hash": scenario_hash(across),
     }
 
 
@@ -142,6 +151,56 @@ def test_properties_without_env_details() -> None:
     assert properties["image_id"] == "unknown"
     assert properties["torch_version"] == "unknown"
     assert properties["python_version"] == "unknown"
+    assert properties["cuda_version"] == "unknown"  # no env record at all: not known, unlike a CPU build
+    assert properties["scenario_hash"] == scenario_hash(across)
+
+
+@pytest.mark.parametrize(("reported", "expected"), [("12.8", "12.8"), (None, "none")], ids=["cuda-build", "cpu-build"])
+def test_cuda_version_from_the_env_check(reported: str | None, expected: str) -> None:
+    inside, _ = plans()
+    files = {
+        f"rank-{r}.jsonl": jsonl(record("env", r, duration_s=0.5, torch_version="2.6.0", cuda_version=reported)) for r in (0, 1)
+    }
+    properties = dict(summarize_scenario(ScenarioOutcome(inside, "id", 1.0, (container(inside, 0, files),))).properties)
+    assert properties["cuda_version"] == expected
+    assert properties["torch_version"] == "2.6.0"
+
+
+# --- scenario_hash --------------------------------------------------------------------------------------
+
+
+def test_scenario_hash_is_12_hex_of_spec_image_and_argv() -> None:
+    inside, _ = plans()
+    payload = json.dumps(
+        {"argv": [list(c.argv) for c in inside.containers], "image": inside.image, "suite_spec_json": inside.suite_spec_json},
+        sort_keys=True,
+    )
+    assert scenario_hash(inside) == hashlib.sha256(payload.encode()).hexdigest()[:12]
+    assert len(scenario_hash(inside)) == 12 and int(scenario_hash(inside), 16) >= 0
+
+
+def test_scenario_hash_is_the_same_in_every_run_and_changes_with_what_runs() -> None:
+    _, across = parse_config(CONFIG, "results.yaml").scenarios
+    first = plan_scenario(across, "run1", "example/torch:a")
+    again = plan_scenario(across, "run2", "example/torch:a")
+    # The run id is in --master_addr of cross-container argv, yet the same scenario hashes the same.
+    assert any("distval-run1-" in arg for arg in first.containers[1].argv)
+    assert first.containers[1].argv != again.containers[1].argv
+    assert scenario_hash(first) == scenario_hash(again)
+    other_image = plan_scenario(across, "run1", "example/torch:b")
+    other_check_args = plan_scenario(
+        replace(across, checks=tuple(replace(c, args={"numel": 8}) if c.name == "all_reduce" else c for c in across.checks)),
+        "run1",
+        "example/torch:a",
+    )
+    other_launcher = plan_scenario(replace(across, python="python3.12"), "run1", "example/torch:a")
+    hashes = {scenario_hash(p) for p in (first, other_image, other_check_args, other_launcher)}
+    assert len(hashes) == 4
+
+
+def test_scenario_hash_differs_between_scenarios() -> None:
+    inside, across = plans()
+    assert scenario_hash(inside) != scenario_hash(across)
 
 
 # --- failures and errors -------------------------------------------------------------------------------
@@ -714,6 +773,24 @@ def test_early_exit_code_wins() -> None:
     passed = (scenario_result(PASSED),)
     assert RunSummary(RUN_ID, passed, ("environment", "docker gone"), EXIT_ENVIRONMENT).exit_code == 3
     assert RunSummary(RUN_ID, passed, ("interrupted", "SIGTERM"), 143).exit_code == 143
+
+
+def test_run_summary_new_fields_default_and_keep_positional_constructors() -> None:
+    summary = RunSummary(RUN_ID, (), ("config", "bad"), EXIT_BAD_INPUT)
+    assert (summary.engine_version, summary.config_path) == (None, None)
+    assert summary.host == socket.gethostname()
+    full = RunSummary(RUN_ID, (), None, None, "27.5.1", "ci-host", "configs/default.yaml")
+    assert (full.engine_version, full.host, full.config_path) == ("27.5.1", "ci-host", "configs/default.yaml")
+
+
+def test_run_and_suite_properties() -> None:
+    result = scenario_result(PASSED)
+    result = ScenarioResult(result.plan, result.cases, (("image", "x/y:z"), ("run_id", "stale")), "", 0.0)
+    summary = RunSummary(RUN_ID, (result,), engine_version="27.5.1", host="ci-host")
+    expected_run = {"run_id": RUN_ID, "distval_version": __version__, "docker_engine_version": "27.5.1", "host": "ci-host"}
+    assert run_properties(summary) == expected_run
+    assert suite_properties(summary, result) == {"image": "x/y:z", **expected_run}  # the run's values win
+    assert run_properties(RunSummary(RUN_ID, (), host="h"))["docker_engine_version"] == "unknown"
 
 
 def test_zero_scenarios_is_never_exit_0() -> None:

@@ -1,0 +1,826 @@
+"""harness.report and the reporting side of ``distval run``, without Docker: summaries are built by hand
+(like tests/test_results.py) and ``distval run`` runs against a fake Engine and a fake runtime."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import sys
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from lxml import etree
+
+import harness.cli
+from harness import __version__
+from harness.cli import main
+from harness.config import parse_config
+from harness.engine import EngineError, ImageInfo
+from harness.junit import render_junit
+from harness.plan import ScenarioPlan, plan_scenario
+from harness.report import (
+    ENGINE_PHASES,
+    ProgressDisplay,
+    append_step_summary,
+    json_report,
+    layout,
+    render_json,
+    render_markdown,
+    render_summary,
+    reproduce_command,
+    with_phases,
+    write_json,
+    write_markdown,
+)
+from harness.results import (
+    ERROR,
+    FAILED,
+    PASSED,
+    SKIPPED,
+    CaseResult,
+    ContainerOutcome,
+    RunSummary,
+    ScenarioOutcome,
+    ScenarioResult,
+    scenario_hash,
+)
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-jenkins.xsd"
+RUN_ID = "abc123"
+IMAGE = "example/torch:test"
+CONFIG_PATH = "configs/my suite.yaml"  # a space: the reproduce command must quote it
+CONFIG = """\
+timeout_s: 90
+scenarios:
+  - name: inside
+    topology: in-container
+    world_size: 2
+    checks: [env, all_reduce]
+  - name: across
+    topology: cross-container
+    world_size: 3
+    checks: [env, all_reduce]
+"""
+LONG_MESSAGE = "rank 1: all_reduce(SUM) of rank+1 over 3 ranks: expected 6.0 in every element, got 5.0 at element 0 " + "x" * 200
+
+
+def plans() -> tuple[ScenarioPlan, ScenarioPlan]:
+    inside, across = parse_config(CONFIG, "report.yaml").scenarios
+    return plan_scenario(inside, RUN_ID, IMAGE), plan_scenario(across, RUN_ID, IMAGE)
+
+
+def scenario(plan: ScenarioPlan, cases: list[tuple[str, str, str]], duration_s: float = 4.25) -> ScenarioResult:
+    properties = (("image", plan.image), ("image_id", "sha256:feed"), ("cuda_version", "none"), ("scenario_hash", "0123abcd4567"))
+    return ScenarioResult(
+        plan,
+        tuple(CaseResult(name, status, message, 0.5, output=f"{name} output") for name, status, message in cases),
+        properties,
+        f"logs of {plan.scenario.name}",
+        duration_s,
+    )
+
+
+def passing(plan: ScenarioPlan) -> ScenarioResult:
+    return scenario(
+        plan, [("env", PASSED, "torch 2.6.0, Python 3.13.5"), ("all_reduce", PASSED, "ok"), ("exit_status", PASSED, "ok")]
+    )
+
+
+def failing(plan: ScenarioPlan) -> ScenarioResult:
+    return scenario(
+        plan,
+        [
+            ("env", SKIPPED, "no CUDA"),
+            ("all_reduce", FAILED, LONG_MESSAGE + "\nsecond line"),
+            ("exit_status", ERROR, "expected every container to exit 0 within the deadline; container x exited with code 1"),
+        ],
+        duration_s=12.0,
+    )
+
+
+def summary(**kwargs: Any) -> RunSummary:
+    inside, across = plans()
+    defaults: dict[str, Any] = {"engine_version": "27.5.1", "host": "ci-host", "config_path": CONFIG_PATH}
+    defaults.update(kwargs)
+    return RunSummary(RUN_ID, (passing(inside), failing(across)), **defaults)
+
+
+# --- progress: not a terminal ---------------------------------------------------------------------
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def screen(output: str) -> list[str]:
+    """What a terminal shows after ``output``: the finished lines, then the line the cursor is on."""
+    lines: list[str] = []
+    current: list[str] = []
+    cursor = 0
+    for char in output:
+        if char == "\r":
+            cursor = 0
+        elif char == "\n":
+            lines.append("".join(current).rstrip())
+            current, cursor = [], 0
+        else:
+            if cursor < len(current):
+                current[cursor] = char
+            else:
+                current.append(char)
+            cursor += 1
+    return lines + ["".join(current).rstrip()]
+
+
+TIMESTAMP = re.compile(r"^\[\s*\d+\.\ds\] ")
+
+
+def test_layout_names_ranks_and_containers() -> None:
+    inside, across = plans()
+    assert layout(inside) == "2 ranks in 1 container"
+    assert layout(across) == "3 ranks in 3 containers, one each"
+
+
+def test_plain_lines_when_not_a_terminal() -> None:
+    inside, across = plans()
+    clock, stream = Clock(), io.StringIO()
+    display = ProgressDisplay(stream, clock=clock, heartbeat_s=30)
+    assert not display.tty
+    display.log("image example/torch:test: present")
+    display.scenario_started(across, 2, 2)
+    clock.now += 1.5
+    display.phase("creating the network")
+    display.phase("creating the network")  # no change: no line
+    display.log(f"{across.suite_name}: started 3 container(s)")
+    display.phase("running")
+    clock.now += 10
+    display.tick()  # before the heartbeat: nothing
+    clock.now += 25
+    display.tick()  # 35 s after the last line: a heartbeat with the phase
+    display.scenario_finished(failing(across))
+    display.close()
+    output = stream.getvalue()
+    assert "\r" not in output
+    lines = output.splitlines()
+    assert all(TIMESTAMP.match(line) for line in lines), lines
+    texts = [TIMESTAMP.sub("", line) for line in lines]
+    assert texts == [
+        "image example/torch:test: present",
+        f"across (cross-container, 3 ranks): starting on {IMAGE} (scenario 2 of 2; 3 ranks in 3 containers, one each)",
+        "across (cross-container, 3 ranks): creating the network",
+        "across (cross-container, 3 ranks): started 3 container(s)",
+        "across (cross-container, 3 ranks): running",
+        "across (cross-container, 3 ranks): running, 36 s since it started",
+        "across (cross-container, 3 ranks): error in 12.0 s (1 skipped; failed: all_reduce; error: exit_status)",
+    ]
+    assert lines[-1].startswith("[  36.5s] ")  # the run's elapsed time
+    assert inside.suite_name not in output
+
+
+def test_silent_without_a_stream() -> None:
+    inside, _ = plans()
+    display = ProgressDisplay(None)
+    display.log("x")
+    display.scenario_started(inside, 1, 1)
+    display.phase("running")
+    display.tick()
+    display.scenario_finished(passing(inside))
+    display.close()
+    assert display.stream is None and not display.tty
+
+
+# --- progress: a terminal -------------------------------------------------------------------------
+
+
+def test_terminal_one_status_line_and_permanent_result_lines() -> None:
+    inside, across = plans()
+    clock, stream = Clock(), Terminal()
+    display = ProgressDisplay(stream, clock=clock, columns=200)
+    assert display.tty
+    display.scenario_started(inside, 1, 2)
+    assert screen(stream.getvalue()) == [f"[1/2] {inside.suite_name} | 2 ranks in 1 container | setting up | 0 s"]
+    display.phase("creating the network")
+    display.log(f"{inside.suite_name}: started 1 container(s)")  # into the status line, not a permanent line
+    assert screen(stream.getvalue()) == [
+        f"[1/2] {inside.suite_name} | 2 ranks in 1 container | creating the network: started 1 container(s) | 0 s"
+    ]
+    display.phase("running")
+    clock.now += 7.2
+    display.tick()
+    assert screen(stream.getvalue()) == [f"[1/2] {inside.suite_name} | 2 ranks in 1 container | running | 7 s"]
+    writes = len(stream.getvalue())
+    display.tick()  # nothing changed on screen: nothing written
+    assert len(stream.getvalue()) == writes
+    display.scenario_finished(passing(inside))
+    display.scenario_started(across, 2, 2)
+    display.phase("running")
+    clock.now += 3
+    display.tick()
+    shown = screen(stream.getvalue())
+    assert len(shown) == 2
+    assert TIMESTAMP.sub("", shown[0]) == f"{inside.suite_name}: passed in 4.2 s (3 passed)"
+    assert shown[1] == f"[2/2] {across.suite_name} | 3 ranks in 3 containers, one each | running | 3 s"
+    display.scenario_finished(failing(across))
+    display.close()
+    shown = screen(stream.getvalue())
+    assert [TIMESTAMP.sub("", line) for line in shown] == [
+        f"{inside.suite_name}: passed in 4.2 s (3 passed)",
+        f"{across.suite_name}: error in 12.0 s (1 skipped; failed: all_reduce; error: exit_status)",
+        "",  # the status line is gone
+    ]
+    assert "\r" in stream.getvalue()
+
+
+def test_terminal_status_line_fits_the_width() -> None:
+    _, across = plans()
+    stream = Terminal()
+    display = ProgressDisplay(stream, clock=Clock(), columns=40)
+    display.scenario_started(across, 1, 1)
+    display.phase("collecting logs and results")
+    for chunk in stream.getvalue().split("\r"):
+        assert len(chunk) <= 39, chunk  # never wraps (a wrapped line breaks \r)
+    assert screen(stream.getvalue())[-1] == f"[1/1] {across.suite_name} | 3 ranks in 3 c"[:39]
+
+
+def test_terminal_build_output_updates_the_status_line_and_messages_stay() -> None:
+    stream = Terminal()
+    display = ProgressDisplay(stream, clock=Clock(), columns=120)
+    display.log("fixture distval-fixtures/torch:2.6-debian: building (recipe 1234)")
+    display.log("  mmdebstrap: I: downloading packages...")
+    display.log("  mmdebstrap: I: extracting archives...")
+    shown = screen(stream.getvalue())
+    assert TIMESTAMP.sub("", shown[0]) == "fixture distval-fixtures/torch:2.6-debian: building (recipe 1234)"
+    assert TIMESTAMP.sub("", shown[1]) == "mmdebstrap: I: extracting archives..."
+    assert len(shown) == 2
+    display.close()
+    assert screen(stream.getvalue())[-1] == ""
+
+
+def test_isatty_decides_and_term_dumb_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
+    stream = io.StringIO()
+    assert not ProgressDisplay(stream).tty
+    monkeypatch.setattr(stream, "isatty", lambda: True)
+    monkeypatch.setenv("TERM", "xterm-256color")
+    assert ProgressDisplay(stream).tty
+    monkeypatch.setenv("TERM", "dumb")
+    assert not ProgressDisplay(stream).tty
+
+
+# --- phases from the Engine's calls ---------------------------------------------------------------
+
+
+class RecordingEngine:
+    run_id = "rid"
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> Callable[..., Any]:
+        if name not in ENGINE_PHASES and name not in ("state", "version"):
+            raise AttributeError(name)
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            self.calls.append(name)
+            return f"{name} result"
+
+        return method
+
+
+def test_with_phases_reports_the_phase_of_each_engine_call() -> None:
+    inside, _ = plans()
+    display = ProgressDisplay(io.StringIO(), clock=Clock())
+    engine = RecordingEngine()
+    tracked = with_phases(engine, display)
+    assert tracked.run_id == "rid"  # attributes pass through
+    display.scenario_started(inside, 1, 1)
+    seen = []
+    for call in ("image", "create_network", "create_container", "put_archive", "start", "state", "kill", "state", "logs"):
+        assert getattr(tracked, call)("arg") == f"{call} result"
+        seen.append(display.phase_name)
+    assert seen == [
+        "setting up",
+        "setting up",
+        "setting up",
+        "setting up",
+        "running",
+        "running",
+        "killing what still runs at the deadline",
+        "killing what still runs at the deadline",  # polling after the kill does not change the phase
+        "collecting logs and results",
+    ]
+    tracked.read_files("c", "/distval/results")
+    tracked.state("c")  # _collect polls the state too
+    assert display.phase_name == "collecting logs and results"
+    tracked.remove_labelled("x")
+    assert display.phase_name == "removing containers and network"
+    assert engine.calls[:3] == ["image", "create_network", "create_container"]
+
+
+# --- the summary on stdout ------------------------------------------------------------------------
+
+
+def test_summary_table_rows_messages_and_reproduce_commands() -> None:
+    text = render_summary(summary())
+    lines = text.splitlines()
+    assert lines[0].split() == ["scenario", "testcase", "status", "message"]
+    assert set(lines[1].replace(" ", "")) == {"-"}
+    rows = [line.split(None, 3) for line in lines[2:8]]
+    assert [row[:3] for row in rows] == [
+        ["inside", "env", "passed"],
+        ["inside", "all_reduce", "passed"],
+        ["inside", "exit_status", "passed"],
+        ["across", "env", "skipped"],
+        ["across", "all_reduce", "FAILED"],
+        ["across", "exit_status", "ERROR"],
+    ]
+    assert rows[0][3] == "torch 2.6.0, Python 3.13.5"
+    # The key message: first line only, cut to 100 characters.
+    assert rows[4][3] == LONG_MESSAGE[:97] + "..."
+    assert "second line" not in text
+    # Columns line up: every message starts in the same column.
+    assert len({line.index(message) for line, message in zip(lines[2:5], ["torch", "ok", "ok"], strict=True)}) == 1
+    reproduce = "distval run 'configs/my suite.yaml' --image example/torch:test --filter across"
+    assert lines[8:12] == ["", "To reproduce:", "  across: all_reduce (failed), exit_status (error)", f"    {reproduce}"]
+    assert lines[-1] == f"distval run {RUN_ID}: 3 of 6 check results passed; exit code 1"
+    assert "inside:" not in text  # nothing to reproduce for a passing scenario
+
+
+def test_reproduce_command_selects_exactly_that_scenario() -> None:
+    inside, _ = plans()
+    result = passing(inside)
+    assert reproduce_command(summary(), result) == (
+        "distval run 'configs/my suite.yaml' --image example/torch:test --filter inside"
+    )
+    assert (
+        reproduce_command(RunSummary(RUN_ID, (result,)), result)
+        == "distval run CONFIG --image example/torch:test --filter inside"
+    )
+
+
+def test_summary_of_a_run_that_stopped_early() -> None:
+    text = render_summary(
+        RunSummary(RUN_ID, (), ("environment", "cannot reach the Docker Engine at unix:///x.sock: refused\ndetails"), 3)
+    )
+    assert text.splitlines() == [
+        "ERROR   environment: cannot reach the Docker Engine at unix:///x.sock: refused",
+        "",
+        f"distval run {RUN_ID}: 0 of 0 check results passed; exit code 3",
+    ]
+
+
+def test_summary_all_passed_has_no_reproduce_section() -> None:
+    inside, across = plans()
+    text = render_summary(RunSummary(RUN_ID, (passing(inside), passing(across)), config_path="c.yaml"))
+    assert "To reproduce" not in text and "ERROR" not in text and "FAILED" not in text
+    assert text.endswith(f"distval run {RUN_ID}: 6 of 6 check results passed; exit code 0\n")
+
+
+# --- JSON -----------------------------------------------------------------------------------------
+
+
+def test_json_report_top_level() -> None:
+    report = json_report(summary())
+    assert list(report) == [
+        "schema_version",
+        "run_id",
+        "distval_version",
+        "exit_code",
+        "early_error",
+        "engine_version",
+        "host",
+        "config",
+        "scenarios",
+    ]
+    assert report["schema_version"] == 1
+    assert (report["run_id"], report["distval_version"], report["exit_code"]) == (RUN_ID, __version__, 1)
+    assert (report["early_error"], report["engine_version"], report["host"]) == (None, "27.5.1", "ci-host")
+    assert report["config"] == CONFIG_PATH
+    assert [s["name"] for s in report["scenarios"]] == ["inside", "across"]
+
+
+def test_json_report_scenarios_and_cases() -> None:
+    inside, across = plans()
+    report = json_report(summary())
+    first, second = report["scenarios"]
+    assert first == {
+        "name": "inside",
+        "suite_name": "inside (in-container, 2 ranks)",
+        "topology": "in-container",
+        "world_size": 2,
+        "backend": "gloo",
+        "image": IMAGE,
+        "image_id": "sha256:feed",
+        "status": PASSED,
+        "duration_s": 4.25,
+        "properties": {
+            "image": IMAGE,
+            "image_id": "sha256:feed",
+            "cuda_version": "none",
+            "scenario_hash": "0123abcd4567",
+            "run_id": RUN_ID,
+            "distval_version": __version__,
+            "docker_engine_version": "27.5.1",
+            "host": "ci-host",
+        },
+        "reproduce": None,
+        "cases": [
+            {
+                "name": "env",
+                "status": PASSED,
+                "message": "torch 2.6.0, Python 3.13.5",
+                "duration_s": 0.5,
+                "output": "env output",
+                "skipped_ranks": [],
+            },
+            {
+                "name": "all_reduce",
+                "status": PASSED,
+                "message": "ok",
+                "duration_s": 0.5,
+                "output": "all_reduce output",
+                "skipped_ranks": [],
+            },
+            {
+                "name": "exit_status",
+                "status": PASSED,
+                "message": "ok",
+                "duration_s": 0.5,
+                "output": "exit_status output",
+                "skipped_ranks": [],
+            },
+        ],
+        "logs": "logs of inside",
+    }
+    assert (second["status"], second["world_size"], second["topology"]) == (ERROR, 3, "cross-container")
+    assert second["reproduce"] == reproduce_command(summary(), failing(across))
+    assert [(c["name"], c["status"]) for c in second["cases"]] == [
+        ("env", SKIPPED),
+        ("all_reduce", FAILED),
+        ("exit_status", ERROR),
+    ]
+    assert second["cases"][1]["message"] == LONG_MESSAGE + "\nsecond line"  # whole, unlike the table
+    assert inside.suite_name == first["suite_name"]
+
+
+def test_json_holds_what_the_junit_holds() -> None:
+    data = summary(early_error=("interrupted", "interrupted by SIGTERM"), early_exit_code=143)
+    report = json.loads(render_json(data))
+    root = ET.fromstring(render_junit(data))
+    suites = [s for s in root.findall("testsuite") if s.get("name") != "distval run"]
+    assert [s.get("name") for s in suites] == [s["suite_name"] for s in report["scenarios"]]
+    for suite, scenario_json in zip(suites, report["scenarios"], strict=True):
+        junit_properties = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
+        assert junit_properties == scenario_json["properties"]
+        assert [c.get("name") for c in suite.findall("testcase")] == [c["name"] for c in scenario_json["cases"]]
+        for case, case_json in zip(suite.findall("testcase"), scenario_json["cases"], strict=True):
+            outcomes = [o for o in case if o.tag in ("failure", "error", "skipped")]
+            assert [o.tag for o in outcomes] == {FAILED: ["failure"], ERROR: ["error"], SKIPPED: ["skipped"]}.get(
+                case_json["status"], []
+            )
+            for outcome in outcomes:
+                # (an XML parser reads a newline in an attribute as a space; the JSON keeps the message as it was)
+                assert outcome.get("message") == case_json["message"][:2000].replace("\n", " ")
+            assert float(case.get("time") or 0) == case_json["duration_s"]
+        out = suite.find("system-out")
+        assert out is not None and out.text == scenario_json["logs"]
+    assert report["early_error"] == {"kind": "interrupted", "message": "interrupted by SIGTERM"}
+    assert report["exit_code"] == 143
+
+
+def test_json_unknowns_are_null() -> None:
+    inside, _ = plans()
+    result = ScenarioResult(inside, (), (("image_id", "unknown"),), "", 0.0)
+    report = json_report(RunSummary(RUN_ID, (result,), host="h"))
+    assert report["engine_version"] is None and report["config"] is None
+    (scenario_json,) = report["scenarios"]
+    assert scenario_json["image_id"] is None
+    assert scenario_json["properties"]["image_id"] == "unknown"  # the JUnit's value, as it is
+    assert scenario_json["status"] == ERROR and scenario_json["reproduce"] is not None
+
+
+def test_write_json_creates_parents_and_leaves_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "deep" / "report.json"
+    write_json(summary(), target)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["report.json"]
+    assert json.loads(target.read_text(encoding="utf-8")) == json_report(summary())
+
+
+# --- Markdown -------------------------------------------------------------------------------------
+
+
+def test_markdown_verdict_table_and_failures() -> None:
+    text = render_markdown(summary())
+    lines = text.splitlines()
+    assert lines[0] == "## ❌ distval: failed"
+    assert "3 of 6 check results passed in 2 scenario(s); exit code 1." in lines[2]
+    assert "Docker Engine 27.5.1" in lines[2] and "`ci-host`" in lines[2]
+    header = lines.index("| scenario | topology | ranks | image | status | passed | failed | errors | skipped | time |")
+    assert lines[header + 2] == "| inside | in-container | 2 | example/torch:test | ✅ passed | 3 | 0 | 0 | 0 | 4.2 s |"
+    assert lines[header + 3] == "| across | cross-container | 3 | example/torch:test | ❌ error | 0 | 1 | 1 | 1 | 12.0 s |"
+    failures = text[text.index("### Failures") :]
+    assert "#### across / all\\_reduce: failed" in failures
+    assert "#### across / exit\\_status: error" in failures
+    assert "#### inside" not in failures and "env" not in failures
+    assert LONG_MESSAGE in failures
+    reproduce = "```\ndistval run 'configs/my suite.yaml' --image example/torch:test --filter across\n```"
+    assert failures.count(reproduce) == 2  # once per failing testcase
+
+
+def test_markdown_all_passed() -> None:
+    inside, _ = plans()
+    text = render_markdown(RunSummary(RUN_ID, (passing(inside),), host="h"))
+    assert text.startswith("## ✅ distval: passed\n")
+    assert "### Failures" not in text and "stopped early" not in text
+
+
+def test_markdown_early_error_and_escaping() -> None:
+    inside, _ = plans()
+    weird = scenario(inside, [("all_reduce", FAILED, "got ``` and | pipes <b>")])
+    text = render_markdown(RunSummary(RUN_ID, (weird,), ("interrupted", "interrupted by SIGINT"), 130, host="h"))
+    assert text.startswith("## ❌ distval: stopped early (interrupted)\n")
+    assert "### The run stopped early: interrupted\n\n```\ninterrupted by SIGINT\n```" in text
+    # A message with a fence inside gets a longer fence.
+    assert "````\ngot ``` and | pipes <b>\n````" in text
+
+
+def test_step_summary_is_appended(tmp_path: Path) -> None:
+    target = tmp_path / "step_summary.md"
+    target.write_text("EARLIER STEP\n", encoding="utf-8")
+    environ = {"GITHUB_STEP_SUMMARY": str(target)}
+    assert append_step_summary(summary(), environ) == str(target)
+    assert append_step_summary(summary(), environ) == str(target)
+    text = target.read_text(encoding="utf-8")
+    assert text.startswith("EARLIER STEP\n## ❌ distval: failed")
+    assert text.count("## ❌ distval: failed") == 2
+    assert append_step_summary(summary(), {}) is None
+
+
+def test_write_markdown(tmp_path: Path) -> None:
+    target = tmp_path / "out" / "summary.md"
+    target.parent.mkdir()
+    target.write_text("OLD", encoding="utf-8")
+    write_markdown(summary(), target)
+    assert target.read_text(encoding="utf-8") == render_markdown(summary())
+
+
+# --- distval run, against a fake Engine and a fake runtime -----------------------------------------
+
+
+def record(check: str, rank: int, status: str, message: str, **details: Any) -> str:
+    return (
+        json.dumps({"check": check, "rank": rank, "status": status, "message": message, "duration_s": 0.25, "details": details})
+        + "\n"
+    )
+
+
+class FakeEngine:
+    instances: list[FakeEngine] = []
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.version_calls = 0
+        self.removed = 0
+        FakeEngine.instances.append(self)
+
+    def version(self) -> str:
+        self.version_calls += 1
+        return "27.5.1"
+
+    def image(self, reference: str) -> ImageInfo:
+        return ImageInfo(id="sha256:" + "ab" * 32, tags=(reference,), labels={})
+
+    def create_network(self, *args: Any) -> None:
+        pass
+
+    def start(self, container: Any) -> None:
+        pass
+
+    def state(self, container: Any) -> str:
+        return "exited"
+
+    def logs(self, container: Any) -> tuple[str, str]:
+        return "out", "err"
+
+    def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
+        self.removed += 1
+        return 0, 0
+
+
+def fake_run_scenario(engine: Any, plan: ScenarioPlan, progress: Callable[[str], None]) -> ScenarioOutcome:
+    """What runtime.run_scenario returns: all_reduce fails on rank 1 in 'across', everything else passes."""
+    image = engine.image(plan.image)
+    engine.create_network(plan.network.name)
+    engine.start(None)
+    progress(f"{plan.suite_name}: started {len(plan.containers)} container(s)")
+    engine.state(None)
+    engine.logs(None)
+    containers = []
+    for cp in plan.containers:
+        files = {}
+        for rank in cp.ranks:
+            bad = plan.scenario.name == "across" and rank == 1
+            text = record("env", rank, PASSED, "torch 2.6.0", torch_version="2.6.0", python_version="3.13.5", cuda_version=None)
+            text += record("all_reduce", rank, FAILED if bad else PASSED, "expected 3.0, got 2.0" if bad else "ok")
+            files[f"rank-{rank}.jsonl"] = text.encode()
+        containers.append(ContainerOutcome(cp.name, cp.node_rank, cp.ranks, 0, False, "out", "err", files))
+    engine.remove_labelled(f"distval.scenario={plan.scenario.name}")
+    return ScenarioOutcome(plan, image.id, 2.5, tuple(containers))
+
+
+@pytest.fixture
+def fake_docker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    FakeEngine.instances = []
+    monkeypatch.setattr(harness.cli, "Engine", FakeEngine)
+    monkeypatch.setattr(harness.cli, "run_scenario", fake_run_scenario)
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    config = tmp_path / "suite.yaml"
+    config.write_text(CONFIG.replace("world_size: 3", "world_size: 2"), encoding="utf-8")
+    return config
+
+
+def run(config: Path, tmp_path: Path, *extra: str) -> int:
+    return main(
+        ["run", str(config), "--image", IMAGE, "--run-id", RUN_ID]
+        + ["--junit", str(tmp_path / "r.xml"), "--json", str(tmp_path / "r.json")]
+        + list(extra)
+    )
+
+
+def test_run_writes_every_report(
+    fake_docker: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    step_summary = tmp_path / "step.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    code = run(fake_docker, tmp_path, "--markdown", str(tmp_path / "r.md"))
+    assert code == 1
+    (engine,) = FakeEngine.instances
+    assert engine.version_calls == 1  # once per run, not per scenario
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert (report["exit_code"], report["engine_version"], report["config"]) == (1, "27.5.1", str(fake_docker))
+    assert [(s["name"], s["status"]) for s in report["scenarios"]] == [("inside", PASSED), ("across", FAILED)]
+    across = report["scenarios"][1]
+    assert across["properties"]["docker_engine_version"] == "27.5.1"
+    assert across["properties"]["cuda_version"] == "none"
+    assert across["properties"]["scenario_hash"] == scenario_hash(
+        plan_scenario(parse_config(fake_docker.read_text(), "x").scenarios[1], "other", IMAGE)
+    )
+    root = ET.parse(tmp_path / "r.xml").getroot()
+    schema = etree.XMLSchema(etree.parse(str(SCHEMA_PATH)))
+    assert schema.validate(etree.parse(str(tmp_path / "r.xml"))), schema.error_log
+    properties = {p.get("name"): p.get("value") for p in root.findall("testsuite/properties/property")}
+    assert properties["docker_engine_version"] == "27.5.1" and properties["host"] == report["host"]
+    markdown = (tmp_path / "r.md").read_text(encoding="utf-8")
+    assert markdown.startswith("## ❌ distval: failed")
+    assert step_summary.read_text(encoding="utf-8") == markdown + "\n"
+    out = capsys.readouterr().out
+    assert f"distval run {fake_docker} --image example/torch:test --filter across" in out
+    assert out.splitlines()[-1] == f"distval run {RUN_ID}: 5 of 6 check results passed; exit code 1"
+
+
+def test_run_progress_plain_lines(fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run(fake_docker, tmp_path)
+    err = capsys.readouterr().err
+    assert "\r" not in err
+    lines = [TIMESTAMP.sub("", line) for line in err.splitlines()]
+    assert all(TIMESTAMP.match(line) for line in err.splitlines())
+    assert lines[0] == f"inside (in-container, 2 ranks): starting on {IMAGE} (scenario 1 of 2; 2 ranks in 1 container)"
+    assert lines[1:6] == [
+        "inside (in-container, 2 ranks): running",
+        "inside (in-container, 2 ranks): started 1 container(s)",
+        "inside (in-container, 2 ranks): collecting logs and results",
+        "inside (in-container, 2 ranks): removing containers and network",
+        "inside (in-container, 2 ranks): passed in 2.5 s (3 passed)",
+    ]
+    assert lines[-1] == "across (cross-container, 2 ranks): failed in 2.5 s (2 passed; failed: all_reduce)"
+
+
+def test_run_progress_on_a_terminal(
+    fake_docker: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("COLUMNS", "200")  # the captured stream has no terminal size of its own
+    run(fake_docker, tmp_path)
+    err = capsys.readouterr().err
+    assert "\r[1/2] inside (in-container, 2 ranks) | 2 ranks in 1 container | " in err
+    assert "\r[2/2] across (cross-container, 2 ranks) | 2 ranks in 2 containers, one each | running" in err
+    # Permanent lines: the scenario results only; the status line is cleared at the end.
+    assert [TIMESTAMP.sub("", line) for line in screen(err)] == [
+        "inside (in-container, 2 ranks): passed in 2.5 s (3 passed)",
+        "across (cross-container, 2 ranks): failed in 2.5 s (2 passed; failed: all_reduce)",
+        "",
+    ]
+
+
+def test_run_quiet_writes_nothing_on_stderr(fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(fake_docker, tmp_path, "--quiet") == 1
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert "exit code 1" in captured.out
+
+
+def test_filter_runs_only_matching_scenarios(fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(fake_docker, tmp_path, "--filter", "in*", "--quiet") == 0
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert [s["name"] for s in report["scenarios"]] == ["inside"]
+    assert capsys.readouterr().out.splitlines()[-1] == f"distval run {RUN_ID}: 3 of 3 check results passed; exit code 0"
+
+
+def test_filter_is_repeatable_and_keeps_config_order(fake_docker: Path, tmp_path: Path) -> None:
+    assert run(fake_docker, tmp_path, "--filter", "across", "--filter", "ins?de", "--quiet") == 1
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert [s["name"] for s in report["scenarios"]] == ["inside", "across"]
+
+
+def test_filter_is_case_sensitive_glob(fake_docker: Path, tmp_path: Path) -> None:
+    assert run(fake_docker, tmp_path, "--filter", "INSIDE", "--quiet") == 2
+
+
+def test_filter_without_a_match_is_bad_input(fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = run(fake_docker, tmp_path, "--filter", "inside", "--filter", "nope*", "--filter", "zzz")
+    assert code == 2
+    captured = capsys.readouterr()
+    (line,) = captured.err.strip().splitlines()
+    assert line == f"distval: --filter 'nope*', 'zzz' match no scenario of {fake_docker}; its scenarios: inside, across"
+    assert FakeEngine.instances == []  # decided before the Engine is asked anything
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert report["early_error"]["kind"] == "filter" and report["exit_code"] == 2 and report["scenarios"] == []
+    (case,) = ET.parse(tmp_path / "r.xml").getroot().iter("testcase")
+    assert case.get("name") == "filter"
+    assert captured.out.splitlines()[-1] == f"distval run {RUN_ID}: 0 of 0 check results passed; exit code 2"
+
+
+def test_engine_version_failure_does_not_stop_the_run(fake_docker: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: FakeEngine) -> str:
+        raise EngineError("ask the Engine's version: 500")
+
+    monkeypatch.setattr(FakeEngine, "version", refuse)
+    assert run(fake_docker, tmp_path, "--quiet", "--filter", "inside") == 0
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert report["engine_version"] is None
+    assert report["scenarios"][0]["properties"]["docker_engine_version"] == "unknown"
+
+
+def test_unwritable_report_is_one_line_and_the_others_are_written(
+    fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("", encoding="utf-8")
+    code = run(fake_docker, tmp_path, "--quiet", "--filter", "inside", "--markdown", str(blocker / "x.md"))
+    assert code == 0
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith(f"distval: cannot write the Markdown summary to {blocker / 'x.md'}: ")
+    assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["exit_code"] == 0
+
+
+def test_reports_when_the_engine_is_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The real Engine class, no Docker: the run stops early and every report still says why.
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    step_summary = tmp_path / "step.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    config = tmp_path / "suite.yaml"
+    config.write_text(CONFIG, encoding="utf-8")
+    code = main(["run", str(config), "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"), "--quiet"])
+    assert code == 3
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert report["exit_code"] == 3 and report["engine_version"] is None and report["scenarios"] == []
+    assert report["early_error"]["kind"] == "environment"
+    assert "cannot reach the Docker Engine" in report["early_error"]["message"]
+    markdown = (tmp_path / "r.md").read_text(encoding="utf-8")
+    assert markdown.startswith("## ❌ distval: stopped early (environment)")
+    assert step_summary.read_text(encoding="utf-8") == markdown + "\n"
+
+
+def test_terminal_without_a_size_falls_back_to_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    class SizelessTerminal(Terminal):
+        def fileno(self) -> int:
+            return 2
+
+    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)))
+    monkeypatch.setenv("COLUMNS", "30")
+    _, across = plans()
+    stream = SizelessTerminal()
+    display = ProgressDisplay(stream, clock=Clock())
+    display.scenario_started(across, 1, 1)
+    assert screen(stream.getvalue())[-1] == f"[1/1] {across.suite_name}"[:29]
+
+
+def test_summary_scenario_without_results_gets_a_reproduce_command() -> None:
+    inside, _ = plans()
+    text = render_summary(RunSummary(RUN_ID, (ScenarioResult(inside, (), (), "", 0.0),), config_path="c.yaml"))
+    assert "  inside: no results\n    distval run c.yaml --image example/torch:test --filter inside\n" in text
+    assert text.endswith(f"distval run {RUN_ID}: 0 of 0 check results passed; exit code 1\n")
