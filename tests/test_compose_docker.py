@@ -110,7 +110,8 @@ def test_harness_image_validates_the_fixture_through_the_socket(
         command=["run", "configs/default.yaml", "--image", "distval-fixtures/torch:2.6-debian", "--junit", "/results/results.xml",
                  "--run-id", run_id],
         volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}},
-        labels={"distval.managed": "true", "distval.run": run_id},
+        # Not the run's own id: the harness inside removes everything labelled with that at its end.
+        labels={"distval.managed": "true", "distval.run": run_id + "-harness"},
     )  # fmt: skip
     try:
         container.start()
