@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import dataclasses
 import fnmatch
 import os
@@ -13,9 +14,11 @@ import secrets
 import signal
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import Any
 
 from harness import __version__
 from harness.config import load_config
@@ -122,6 +125,57 @@ def _run_id(value: str) -> str:
     return value
 
 
+def default_jobs() -> int:
+    """Scenarios at once by default: one per core, at most one per 4 GiB of memory, at most 8."""
+    cores = os.cpu_count() or 1
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**30
+    return max(1, min(cores, memory_gib // 4, 8))
+
+
+def _run_scenarios(engine: Engine, plans: tuple[ScenarioPlan, ...], display: ProgressDisplay, jobs: int) -> list[ScenarioResult]:
+    """Run the scenarios, up to ``jobs`` at once, and return their results in plan order.
+
+    The workers share the Engine client (docker-py's connection pool serves concurrent requests). On
+    Ctrl-C or SIGTERM (raised in this thread) the workers are told to stop, kill their containers and
+    clean up before this re-raises.
+    """
+    lock = threading.Lock()
+    stop = threading.Event()
+
+    def locked(function: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            with lock:
+                return function(*args)
+
+        return call
+
+    log = locked(display.log)
+
+    def run_one(index: int, scenario_plan: ScenarioPlan) -> ScenarioResult:
+        locked(display.scenario_started)(scenario_plan, index, len(plans))
+        result = summarize_scenario(run_scenario(with_phases(engine, display), scenario_plan, log, stop))
+        locked(display.scenario_finished)(result)
+        return result
+
+    if jobs <= 1 or len(plans) <= 1:
+        return [run_one(index, p) for index, p in enumerate(plans, start=1)]
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="distval-scenario")
+    futures = [pool.submit(run_one, index, p) for index, p in enumerate(plans, start=1)]
+    try:
+        return [future.result() for future in futures]
+    except BaseException:
+        stop.set()  # the workers kill their containers and clean up; shutdown below waits for them
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1; got {value!r}")
+    return int(value)
+
+
 def command_run(args: argparse.Namespace) -> int:
     run_id = args.run_id or secrets.token_hex(4)
     display = ProgressDisplay(None if args.quiet else sys.stderr)
@@ -141,11 +195,7 @@ def command_run(args: argparse.Namespace) -> int:
         engine = Engine(run_id)
         engine_version = _engine_version(engine)
         _ensure_images(engine, images_of(plan), display.log)
-        for index, scenario_plan in enumerate(plan.scenarios, start=1):
-            display.scenario_started(scenario_plan, index, len(plan.scenarios))
-            result = summarize_scenario(run_scenario(with_phases(engine, display), scenario_plan, display.log))
-            display.scenario_finished(result)
-            results.append(result)
+        results.extend(_run_scenarios(engine, plan.scenarios, display, args.jobs or default_jobs()))
         summary = summarize()
     except KeyboardInterrupt:
         display.close()
@@ -237,6 +287,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATTERN",
         action="append",
         help="run only the scenarios whose name matches this glob (fnmatch; repeatable)",
+    )
+    run.add_argument(
+        "--jobs",
+        type=_positive,
+        metavar="K",
+        help=f"run up to K scenarios at once (default: one per core, at most one per 4 GiB of memory, at most 8; "
+        f"here {default_jobs()})",
     )
     run.add_argument("--run-id", type=_run_id, help="label value for this run's containers and networks (default: random)")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -3,10 +3,14 @@
 Unknown keys, wrong types, unknown checks and bad values are all collected (not just the first) and
 reported one per line as ``FILE:LINE: KEY.PATH: expected ..., got ...``. Keys in YAML equal the field
 names of the dataclasses below.
+
+A scenario entry with ``matrix:`` (axes -> lists of values) and optional ``exclude:`` expands into one
+Scenario per combination, in a stable order, named ``<name>.<value>.<value>...``.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -27,7 +31,21 @@ DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0
 DEFAULT_CHECK_TIMEOUT_S = 120.0
 VERSION_PATTERN = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*[0-9]+(\.[0-9]+)*\s*(,\s*(==|!=|>=|<=|>|<)?\s*[0-9]+(\.[0-9]+)*\s*)*$")
 DEFAULT_PYTHON = "python3"
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,39}$")
+NAME_MAX = 80
+NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{NAME_MAX - 1}}}$")
+# static: --nnodes --node_rank --master_addr --master_port; c10d: --rdzv_backend=c10d, no node rank;
+# env and tcp: no launcher, one process per container (init_method env:// or tcp://).
+RENDEZVOUS = ("static", "c10d", "env", "tcp")
+NO_LAUNCHER_RENDEZVOUS = ("env", "tcp")
+# How the other nodes address node 0: its DNS name, or its IP address learned at run time.
+MASTER_ADDRS = ("name", "ip")
+SIZE_PATTERN = re.compile(r"^[0-9]+[bkmg]?$", re.IGNORECASE)
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+USER_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
+# Variables the harness or the launcher set in the containers: a scenario's env must not shadow them.
+RESERVED_ENV = ("RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+RESERVED_ENV_PREFIX = "DISTVAL_"
+MATRIX_AXES = ("image", "topology", "rendezvous", "master_addr", "backend", "world_size", "nodes", "nproc_per_node")
 
 
 @dataclass(frozen=True)
@@ -50,6 +68,39 @@ class Scenario:
     check_timeout_s: float
     python: str
     checks: tuple[CheckSpec, ...]
+    # The layout: one container per node, nproc_per_node processes in each; world_size is their product.
+    # 0 (the default, for code that builds a Scenario itself): derived from topology and world_size as
+    # the YAML does -- in-container 1 x world_size, cross-container world_size x 1.
+    nodes: int = 0
+    nproc_per_node: int = 0
+    rendezvous: str = "static"  # one of RENDEZVOUS; always "static" (--standalone) in-container
+    master_addr: str = "name"  # one of MASTER_ADDRS; always "name" in-container
+    egress: bool = False  # False: the scenario's network is internal
+    extra_networks: int = 0  # more networks, created per scenario, that every container is attached to
+    ipv6: bool = False
+    cpus: float | None = None  # None: the Engine's default (no limit)
+    memory: str | None = None  # a Docker size as written, lower-cased: "512m", "2g"
+    shm_size: str | None = None  # same format as memory
+    env: tuple[tuple[str, str], ...] = ()  # extra environment, sorted by name
+    user: str | None = None  # "1000:1000", "nobody"
+    working_dir: str | None = None  # an absolute path in the container; None: the harness's own
+    expanded_from: str | None = None  # the matrix entry's name; None for a plain scenario
+    axes: tuple[tuple[str, str], ...] = ()  # the matrix combination: (axis, value as str), in axis order
+
+    def __post_init__(self) -> None:
+        nodes, nproc = self.nodes, self.nproc_per_node
+        if nodes == 0 and nproc == 0:
+            nodes, nproc = (1, self.world_size) if self.topology == "in-container" else (self.world_size, 1)
+        elif nodes == 0 and nproc > 0 and self.world_size % nproc == 0:
+            nodes = self.world_size // nproc
+        elif nproc == 0 and nodes > 0 and self.world_size % nodes == 0:
+            nproc = self.world_size // nodes
+        if nodes < 1 or nproc < 1 or nodes * nproc != self.world_size:
+            raise ValueError(
+                f"scenario {self.name!r}: world_size {self.world_size} is not nodes x nproc_per_node = {nodes} x {nproc}"
+            )
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "nproc_per_node", nproc)
 
 
 @dataclass(frozen=True)
@@ -62,11 +113,18 @@ class _Problems:
     def __init__(self, path: str) -> None:
         self.path = path
         self.lines: list[str] = []
+        self._numbers: list[int] = []
 
     def add(self, node: yaml.Node | None, key_path: str, message: str) -> None:
         line = f":{node.start_mark.line + 1}" if node is not None else ""
         where = f"{key_path}: " if key_path else ""
         self.lines.append(f"{self.path}{line}: {where}{message}")
+        self._numbers.append(node.start_mark.line if node is not None else -1)
+
+    def in_file_order(self) -> list[str]:
+        """The problems by line (stable: those on one line in the order found)."""
+        order = sorted(range(len(self.lines)), key=lambda i: self._numbers[i])
+        return [self.lines[i] for i in order]
 
 
 def _describe(node: yaml.Node) -> str:
@@ -211,89 +269,538 @@ def _argument(spec: ArgSpec, node: yaml.Node, key_path: str, problems: _Problems
     return None if None in names else tuple(names)
 
 
+def _bool(node: yaml.Node, key_path: str, problems: _Problems) -> bool | None:
+    value: bool | None = _typed(node, key_path, problems, "true or false", lambda v: isinstance(v, bool))
+    return value
+
+
+def _cpus(node: yaml.Node, key_path: str, problems: _Problems) -> float | None:
+    value = _typed(
+        node,
+        key_path,
+        problems,
+        "a number of CPUs > 0",
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0,
+    )
+    return None if value is None else float(value)
+
+
+def _written(node: yaml.Node) -> str | None:
+    """A scalar's text as written, None for a null, an unknown tag or a collection.
+
+    As written, because YAML 1.1 reads an unquoted 1000:50 as the sexagesimal integer 60050 and 1.10 as 1.1.
+    """
+    if not isinstance(node, yaml.ScalarNode):
+        return None
+    value = _scalar(node)
+    return None if value is None or value is _INVALID else str(node.value)
+
+
+def _size(node: yaml.Node, key_path: str, problems: _Problems) -> str | None:
+    text = _written(node)
+    if text is None or SIZE_PATTERN.fullmatch(text) is None or int(text.rstrip("bkmgBKMG")) == 0:
+        problems.add(
+            node, key_path, f"expected a Docker size > 0 like 512m or 2g (digits, then b, k, m or g); got {_describe(node)}"
+        )
+        return None
+    return text.lower()
+
+
+def _user(node: yaml.Node, key_path: str, problems: _Problems) -> str | None:
+    text = _written(node)
+    if text is None or USER_PATTERN.fullmatch(text) is None:
+        problems.add(node, key_path, f"expected a user: name, uid, name:group or uid:gid; got {_describe(node)}")
+        return None
+    return text
+
+
+def _working_dir(node: yaml.Node, key_path: str, problems: _Problems) -> str | None:
+    text = _written(node)
+    if text is None or not text.startswith("/") or any(c in text for c in "\x00\r\n"):
+        problems.add(node, key_path, f"expected an absolute path in the container (starting with '/'); got {_describe(node)}")
+        return None
+    return text
+
+
+def _env(node: yaml.Node, key_path: str, problems: _Problems) -> dict[str, str] | None:
+    if not isinstance(node, yaml.MappingNode):
+        problems.add(node, key_path, f"expected a mapping of environment variable names to values; got {_describe(node)}")
+        return None
+    result: dict[str, str] = {}
+    seen: set[str] = set()
+    for key_node, value_node in node.value:
+        key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+        child = f"{key_path}.{key}"
+        if key is None or ENV_NAME_PATTERN.fullmatch(key) is None:
+            problems.add(
+                key_node,
+                child,
+                "expected an environment variable name (letters, digits and '_', not starting with a digit); "
+                f"got {_describe(key_node)}",
+            )
+            continue
+        if key in seen:
+            problems.add(key_node, child, "duplicate key")
+            continue
+        seen.add(key)
+        if key in RESERVED_ENV or key.startswith(RESERVED_ENV_PREFIX):
+            problems.add(
+                key_node,
+                child,
+                f"expected a variable the harness does not set ({', '.join(RESERVED_ENV)} and {RESERVED_ENV_PREFIX}* "
+                f"are its own); got {key!r}",
+            )
+            continue
+        text = _written(value_node)
+        if text is None:
+            problems.add(
+                value_node,
+                child,
+                f"expected a value: a string, a number or true/false ('' for an empty one); got {_describe(value_node)}",
+            )
+            continue
+        result[key] = text
+    return result
+
+
+_Parser = Callable[[yaml.Node, str, _Problems], Any]
+
+# The parser of every scenario key that holds a value (name, checks, matrix and exclude have their own).
+_PARSERS: dict[str, _Parser] = {
+    "topology": lambda n, k, p: _choice(n, k, p, TOPOLOGIES),
+    "world_size": _positive_int,
+    "nodes": _positive_int,
+    "nproc_per_node": _positive_int,
+    "rendezvous": lambda n, k, p: _choice(n, k, p, RENDEZVOUS),
+    "master_addr": lambda n, k, p: _choice(n, k, p, MASTER_ADDRS),
+    "backend": lambda n, k, p: _choice(n, k, p, BACKENDS),
+    "image": lambda n, k, p: _string(n, k, p, "an image reference (name:tag or id)"),
+    "timeout_s": _positive_seconds,
+    "collective_timeout_s": _positive_seconds,
+    "check_timeout_s": _positive_seconds,
+    "python": lambda n, k, p: _string(n, k, p, "the image's Python interpreter"),
+    "egress": _bool,
+    "extra_networks": lambda n, k, p: _positive_int(n, k, p, 0),
+    "ipv6": _bool,
+    "cpus": _cpus,
+    "memory": _size,
+    "shm_size": _size,
+    "env": _env,
+    "user": _user,
+    "working_dir": _working_dir,
+}
+
 _SCENARIO_KEYS = (
     "name",
     "topology",
     "world_size",
+    "nodes",
+    "nproc_per_node",
+    "rendezvous",
+    "master_addr",
     "backend",
     "image",
     "timeout_s",
     "collective_timeout_s",
     "check_timeout_s",
     "python",
+    "egress",
+    "extra_networks",
+    "ipv6",
+    "cpus",
+    "memory",
+    "shm_size",
+    "env",
+    "user",
+    "working_dir",
     "checks",
+    "matrix",
+    "exclude",
 )
-_DEFAULT_KEYS = ("backend", "image", "timeout_s", "collective_timeout_s", "check_timeout_s", "python")
+# Keys the top level may set as defaults for every scenario. rendezvous and master_addr defaults apply
+# to cross-container scenarios only: in-container always runs --standalone.
+_DEFAULT_KEYS = (
+    "backend",
+    "image",
+    "timeout_s",
+    "collective_timeout_s",
+    "check_timeout_s",
+    "python",
+    "rendezvous",
+    "master_addr",
+    "egress",
+    "ipv6",
+    "cpus",
+    "memory",
+    "shm_size",
+    "env",
+    "user",
+    "working_dir",
+)
+_VALUE_KEYS = tuple(key for key in _SCENARIO_KEYS if key in _PARSERS)
+_NAME_EXPECTED = f"a name of letters, digits, '.', '_' or '-' (at most {NAME_MAX} characters)"
 
 
-def _scenario(node: yaml.Node, key_path: str, defaults: dict[str, Any], problems: _Problems) -> Scenario | None:
-    fields = _mapping(node, key_path, _SCENARIO_KEYS, ("topology", "world_size", "checks"), problems)
-    if fields is None:
+def _values(fields: dict[str, yaml.Node], keys: tuple[str, ...], key_path: str, problems: _Problems) -> dict[str, Any]:
+    """The valid values of ``keys`` present in ``fields``; a problem for each invalid one."""
+    prefix = f"{key_path}." if key_path else ""
+    parsed = {key: _PARSERS[key](node, f"{prefix}{key}", problems) for key, node in fields.items() if key in keys}
+    return {key: value for key, value in parsed.items() if value is not None}
+
+
+def _key_node(node: yaml.Node, key: str) -> yaml.Node:
+    """The key's own node in a mapping (its line), or the mapping when the key is absent."""
+    if isinstance(node, yaml.MappingNode):
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.value == key:
+                return key_node
+    return node
+
+
+def _checks(node: yaml.Node, key_path: str, problems: _Problems) -> tuple[CheckSpec, ...]:
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        problems.add(node, key_path, f"expected a non-empty list of checks; got {_describe(node)}")
+        return ()
+    checks: list[CheckSpec] = []
+    first_index: dict[str, int] = {}
+    for index, check_node in enumerate(node.value):
+        spec = _check(check_node, f"{key_path}[{index}]", problems)
+        if spec is None:
+            continue
+        # Results are keyed by check name: a second entry would overwrite the first's verdict.
+        if spec.name in first_index:
+            problems.add(
+                check_node,
+                f"{key_path}[{index}]",
+                f"expected each check once per scenario; {spec.name!r} is also checks[{first_index[spec.name]}]",
+            )
+        first_index.setdefault(spec.name, index)
+        checks.append(spec)
+    return tuple(checks)
+
+
+# --- the matrix -----------------------------------------------------------------------------------
+
+_Axes = list[tuple[str, list[Any]]]
+
+
+def _short(axis: str, value: Any) -> str:
+    """An axis value as it appears in expanded scenario names."""
+    if axis == "image":
+        return re.sub(r"[^A-Za-z0-9_.-]", "-", str(value).rsplit("/", 1)[-1])
+    if axis == "topology":
+        return {"in-container": "in", "cross-container": "cross"}[value]
+    prefix = {"nodes": "n", "nproc_per_node": "p", "world_size": "w"}.get(axis, "")
+    return f"{prefix}{value}"
+
+
+def _matrix(node: yaml.Node, key_path: str, fields: dict[str, yaml.Node], problems: _Problems) -> _Axes | None:
+    """The axes in the order written, each with its valid values in the order written; None if not a mapping."""
+    path = f"{key_path}.matrix"
+    axis_nodes = _mapping(node, path, MATRIX_AXES, (), problems)
+    if axis_nodes is None:
         return None
+    if not axis_nodes and isinstance(node, yaml.MappingNode) and not node.value:
+        problems.add(
+            node, path, f"expected a mapping of axes ({', '.join(MATRIX_AXES)}) to lists of values; got an empty mapping"
+        )
+    axes: _Axes = []
+    for axis, list_node in axis_nodes.items():
+        axis_path = f"{path}.{axis}"
+        if axis in fields:
+            problems.add(
+                fields[axis], f"{key_path}.{axis}", f"expected either a key or a matrix axis; {axis} is also matrix.{axis}"
+            )
+        if not isinstance(list_node, yaml.SequenceNode) or not list_node.value:
+            problems.add(list_node, axis_path, f"expected a non-empty list of {axis} values; got {_describe(list_node)}")
+            axes.append((axis, []))
+            continue
+        values: list[Any] = []
+        index_of_value: list[tuple[Any, int]] = []
+        index_of_short: dict[str, int] = {}
+        for index, item in enumerate(list_node.value):
+            item_path = f"{axis_path}[{index}]"
+            value = _PARSERS[axis](item, item_path, problems)
+            if value is None:
+                continue
+            short = _short(axis, value)
+            same = [earlier for known, earlier in index_of_value if known == value]
+            if same:
+                problems.add(item, item_path, f"expected each value once; {value!r} is also {axis}[{same[0]}]")
+            elif short in index_of_short:
+                problems.add(
+                    item,
+                    item_path,
+                    f"expected values with distinct short names; {value!r} and {axis}[{index_of_short[short]}] "
+                    f"are both {short!r} in scenario names",
+                )
+            elif not short:
+                problems.add(
+                    item, item_path, f"expected an image reference with a name after the last '/'; got {_describe(item)}"
+                )
+            else:
+                values.append(value)
+                index_of_value.append((value, index))
+                index_of_short[short] = index
+        axes.append((axis, values))
+    return axes
+
+
+def _excludes(node: yaml.Node, key_path: str, axes: _Axes, problems: _Problems) -> list[dict[str, Any]]:
+    path = f"{key_path}.exclude"
+    expected = "a non-empty list of mappings of matrix axes to values"
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        problems.add(node, path, f"expected {expected}; got {_describe(node)}")
+        return []
+    axis_values = dict(axes)
+    excludes: list[dict[str, Any]] = []
+    for index, item in enumerate(node.value):
+        item_path = f"{path}[{index}]"
+        keys = _mapping(item, item_path, tuple(axis_values), (), problems)
+        if keys is None:
+            continue
+        if isinstance(item, yaml.MappingNode) and not item.value:
+            problems.add(item, item_path, "expected at least one matrix axis; got an empty mapping (it would exclude everything)")
+            continue
+        entry: dict[str, Any] = {}
+        for axis, value_node in keys.items():
+            value = _PARSERS[axis](value_node, f"{item_path}.{axis}", problems)
+            if value is None:
+                continue
+            if value not in axis_values[axis]:
+                listed = ", ".join(str(v) for v in axis_values[axis])
+                problems.add(
+                    value_node,
+                    f"{item_path}.{axis}",
+                    f"expected one of the matrix's {axis} values ({listed}); got {_describe(value_node)}",
+                )
+                continue
+            entry[axis] = value
+        excludes.append(entry)
+    return excludes
+
+
+# --- layout and rendezvous: the rules between keys ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Issue:
+    """A rule between keys broken: reported at ``key``; ``involved`` says which keys (or axes) caused it."""
+
+    key: str
+    message: str
+    involved: frozenset[str]
+
+
+def _resolve(values: dict[str, Any], defaults: dict[str, Any]) -> tuple[dict[str, Any] | None, list[_Issue]]:
+    """Scenario's fields (all but name, checks and the matrix's) from a scenario's keys and the defaults."""
+    issues: list[_Issue] = []
+
+    def issue(key: str, message: str, *involved: str) -> None:
+        issues.append(_Issue(key, message, frozenset(("topology", key, *involved))))
+
+    topology: str = values["topology"]
+    world_size: int | None = values.get("world_size")
+    nodes: int | None = values.get("nodes")
+    nproc: int | None = values.get("nproc_per_node")
+    if topology == "in-container":
+        if nodes is not None and nodes != 1:
+            issue("nodes", f"expected 1 for in-container (one container; cross-container runs one per node); got {nodes}")
+        elif world_size is None and nproc is None:
+            issue("nodes", "expected world_size or nproc_per_node with it (in-container: the processes in its one container)")
+        if world_size is not None and nproc is not None and world_size != nproc:
+            issue(
+                "world_size",
+                f"expected world_size = nodes x nproc_per_node = {nproc}; got {world_size}",
+                "nodes",
+                "nproc_per_node",
+            )
+        nodes, nproc = 1, nproc if nproc is not None else world_size
+        if values.get("rendezvous", "static") != "static":
+            issue(
+                "rendezvous",
+                f"expected static for in-container (it runs the launcher with --standalone); got {values['rendezvous']!r}",
+            )
+        if values.get("master_addr") == "ip":
+            issue("master_addr", "expected name for in-container (no other node addresses node 0); got 'ip'")
+        rendezvous, master_addr = "static", "name"
+    else:
+        if nodes is not None:
+            nproc = 1 if nproc is None else nproc
+            if world_size is not None and world_size != nodes * nproc:
+                issue(
+                    "world_size",
+                    f"expected world_size = nodes x nproc_per_node = {nodes * nproc}; got {world_size}",
+                    "nodes",
+                    "nproc_per_node",
+                )
+        elif world_size is not None:
+            if nproc is None:
+                nodes, nproc = world_size, 1
+            elif world_size % nproc:
+                issue(
+                    "world_size",
+                    f"expected world_size = nodes x nproc_per_node, a multiple of nproc_per_node = {nproc}; got {world_size}",
+                    "nproc_per_node",
+                )
+            else:
+                nodes = world_size // nproc
+        else:
+            issue("nproc_per_node", "expected nodes or world_size with it (cross-container: one container per node)", "nodes")
+        rendezvous = values.get("rendezvous", defaults.get("rendezvous", "static"))
+        master_addr = values.get("master_addr", defaults.get("master_addr", "name"))
+        if rendezvous in NO_LAUNCHER_RENDEZVOUS and nproc is not None and nproc != 1:
+            if "rendezvous" in values:
+                issue(
+                    "rendezvous",
+                    f"expected static or c10d with nproc_per_node = {nproc} (env and tcp run one process per container, "
+                    f"no launcher); got {rendezvous!r}",
+                    "nproc_per_node",
+                )
+            else:
+                issue(
+                    "nproc_per_node",
+                    f"expected 1 with rendezvous {rendezvous} (one process per container, no launcher); got {nproc}",
+                    "rendezvous",
+                )
+    if issues or nodes is None or nproc is None:
+        return None, issues
+
+    def pick(key: str, default: Any) -> Any:
+        return values[key] if key in values else defaults.get(key, default)
+
+    env = {**defaults.get("env", {}), **values.get("env", {})}
+    return {
+        "topology": topology,
+        "world_size": nodes * nproc,
+        "backend": pick("backend", "gloo"),
+        "image": pick("image", None),
+        "timeout_s": pick("timeout_s", DEFAULT_TIMEOUT_S),
+        "collective_timeout_s": pick("collective_timeout_s", DEFAULT_COLLECTIVE_TIMEOUT_S),
+        "check_timeout_s": pick("check_timeout_s", DEFAULT_CHECK_TIMEOUT_S),
+        "python": pick("python", DEFAULT_PYTHON),
+        "nodes": nodes,
+        "nproc_per_node": nproc,
+        "rendezvous": rendezvous,
+        "master_addr": master_addr,
+        "egress": pick("egress", False),
+        "extra_networks": values.get("extra_networks", 0),
+        "ipv6": pick("ipv6", False),
+        "cpus": pick("cpus", None),
+        "memory": pick("memory", None),
+        "shm_size": pick("shm_size", None),
+        "env": tuple(sorted(env.items())),
+        "user": pick("user", None),
+        "working_dir": pick("working_dir", None),
+    }, []
+
+
+# --- a scenario entry: one scenario, or a matrix of them ------------------------------------------
+
+
+def _entry(node: yaml.Node, key_path: str, defaults: dict[str, Any], problems: _Problems) -> list[Scenario]:
+    fields = _mapping(node, key_path, _SCENARIO_KEYS, (), problems)
+    if fields is None:
+        return []
     before = len(problems.lines)
-    topology = _choice(fields["topology"], f"{key_path}.topology", problems, TOPOLOGIES) if "topology" in fields else None
-    world_size = _positive_int(fields["world_size"], f"{key_path}.world_size", problems) if "world_size" in fields else None
-    values = dict(defaults)
-    values.update(_common(fields, key_path, problems))
-    name = None
+    matrix_node = fields.get("matrix")
+    # The axes as written, to know which required keys the matrix provides (None: the matrix is unreadable).
+    written_axes: set[str] | None = set()
+    if isinstance(matrix_node, yaml.MappingNode):
+        written_axes = {k.value for k, _ in matrix_node.value if isinstance(k, yaml.ScalarNode) and k.value in MATRIX_AXES}
+    elif matrix_node is not None:
+        written_axes = None
+    present = set(fields) | (written_axes or set())
+    for key, alternatives in (
+        ("topology", ("topology",)),
+        ("world_size", ("world_size", "nodes", "nproc_per_node")),
+        ("checks", ("checks",)),
+    ):
+        if (key == "checks" or written_axes is not None) and not present.intersection(alternatives):
+            problems.add(node, f"{key_path}.{key}", "required key is missing")
+    if matrix_node is not None and "name" not in fields:
+        problems.add(node, f"{key_path}.name", "required key is missing (a matrix's scenarios are named <name>.<value>...)")
+    name: str | None = None
     if "name" in fields:
         name = _typed(
             fields["name"],
             f"{key_path}.name",
             problems,
-            "a name of letters, digits, '.', '_' or '-' (at most 40 characters)",
-            lambda v: isinstance(v, str) and NAME_PATTERN.match(v) is not None,
+            _NAME_EXPECTED,
+            lambda v: isinstance(v, str) and NAME_PATTERN.fullmatch(v) is not None,
         )
-    checks: list[CheckSpec] = []
-    if "checks" in fields:
-        checks_node = fields["checks"]
-        if not isinstance(checks_node, yaml.SequenceNode) or not checks_node.value:
-            problems.add(checks_node, f"{key_path}.checks", f"expected a non-empty list of checks; got {_describe(checks_node)}")
-        else:
-            first_index: dict[str, int] = {}
-            for index, check_node in enumerate(checks_node.value):
-                spec = _check(check_node, f"{key_path}.checks[{index}]", problems)
-                if spec is None:
-                    continue
-                # Results are keyed by check name: a second entry would overwrite the first's verdict.
-                if spec.name in first_index:
-                    problems.add(
-                        check_node,
-                        f"{key_path}.checks[{index}]",
-                        f"expected each check once per scenario; {spec.name!r} is also checks[{first_index[spec.name]}]",
-                    )
-                first_index.setdefault(spec.name, index)
-                checks.append(spec)
-    if len(problems.lines) > before or topology is None or world_size is None:
-        return None
-    return Scenario(
-        name=name or f"{topology}-{world_size}ranks",
-        topology=topology,
-        world_size=world_size,
-        backend=values.get("backend", "gloo"),
-        image=values.get("image"),
-        timeout_s=values.get("timeout_s", DEFAULT_TIMEOUT_S),
-        collective_timeout_s=values.get("collective_timeout_s", DEFAULT_COLLECTIVE_TIMEOUT_S),
-        check_timeout_s=values.get("check_timeout_s", DEFAULT_CHECK_TIMEOUT_S),
-        python=values.get("python", DEFAULT_PYTHON),
-        checks=tuple(checks),
-    )
+    values = _values(fields, _VALUE_KEYS, key_path, problems)
+    checks = _checks(fields["checks"], f"{key_path}.checks", problems) if "checks" in fields else ()
+    axes = _matrix(matrix_node, key_path, fields, problems) if matrix_node is not None else None
+    excludes: list[dict[str, Any]] = []
+    if "exclude" in fields:
+        if matrix_node is None:
+            problems.add(
+                fields["exclude"], f"{key_path}.exclude", "expected exclude only with a matrix (it removes combinations)"
+            )
+        elif axes is not None:
+            excludes = _excludes(fields["exclude"], key_path, axes, problems)
+    if len(problems.lines) > before:
+        return []
 
+    if axes is None:
+        kwargs, issues = _resolve(values, defaults)
+        for found in issues:
+            problems.add(fields.get(found.key, node), f"{key_path}.{found.key}", found.message)
+        if kwargs is None:
+            return []
+        return [Scenario(name=name or f"{kwargs['topology']}-{kwargs['world_size']}ranks", checks=checks, **kwargs)]
 
-def _common(fields: dict[str, yaml.Node], key_path: str, problems: _Problems) -> dict[str, Any]:
-    """Keys allowed both at the top level (as defaults) and per scenario."""
-    prefix = f"{key_path}." if key_path else ""
-    parsed: dict[str, Any] = {}
-    if "backend" in fields:
-        parsed["backend"] = _choice(fields["backend"], f"{prefix}backend", problems, BACKENDS)
-    if "image" in fields:
-        parsed["image"] = _string(fields["image"], f"{prefix}image", problems, "an image reference (name:tag or id)")
-    if "python" in fields:
-        parsed["python"] = _string(fields["python"], f"{prefix}python", problems, "the image's Python interpreter")
-    for key in ("timeout_s", "collective_timeout_s", "check_timeout_s"):
-        if key in fields:
-            parsed[key] = _positive_seconds(fields[key], f"{prefix}{key}", problems)
-    return {key: value for key, value in parsed.items() if value is not None}
+    assert name is not None
+    axis_names = [axis for axis, _ in axes]
+    matrix_key = _key_node(node, "matrix")
+    scenarios: list[Scenario] = []
+    reported: set[str] = set()
+    too_long = False
+    combinations = [dict(zip(axis_names, combo, strict=True)) for combo in itertools.product(*(v for _, v in axes))]
+    kept = [c for c in combinations if not any(all(c[a] == v for a, v in ex.items()) for ex in excludes)]
+    if not kept:
+        problems.add(
+            _key_node(node, "exclude"),
+            f"{key_path}.exclude",
+            f"expected at least one combination left; the exclude entries remove all {len(combinations)}",
+        )
+    for combo in kept:
+        expanded = ".".join([name] + [_short(axis, combo[axis]) for axis in axis_names])
+        kwargs, issues = _resolve({**values, **combo}, defaults)
+        reasons = [f"{found.key}: {found.message}" for found in issues if found.involved.intersection(axis_names)]
+        if reasons:
+            where = ", ".join(f"{axis}={combo[axis]}" for axis in axis_names)
+            problems.add(
+                matrix_key,
+                f"{key_path}.matrix",
+                f"combination {expanded} ({where}) is invalid: {'; '.join(reasons)}; exclude it or change the axes",
+            )
+        for found in issues:
+            if found.involved.intersection(axis_names):
+                continue
+            if found.key not in reported:
+                # The same for every combination: reported once, where the key is.
+                reported.add(found.key)
+                problems.add(fields.get(found.key, node), f"{key_path}.{found.key}", found.message)
+        if NAME_PATTERN.fullmatch(expanded) is None and not too_long:
+            too_long = True
+            problems.add(
+                fields["name"],
+                f"{key_path}.name",
+                f"expected expanded names of at most {NAME_MAX} characters; got {expanded!r} ({len(expanded)})",
+            )
+        if kwargs is not None:
+            scenarios.append(
+                Scenario(
+                    name=expanded,
+                    checks=checks,
+                    expanded_from=name,
+                    axes=tuple((axis, str(combo[axis])) for axis in axis_names),
+                    **kwargs,
+                )
+            )
+    return [] if len(problems.lines) > before else scenarios
 
 
 def parse_config(text: str, path: str) -> Config:
@@ -315,7 +822,7 @@ def parse_config(text: str, path: str) -> Config:
             _typed(
                 top["version"], "version", problems, "1 (the only config version)", lambda v: v == 1 and not isinstance(v, bool)
             )
-        defaults = _common(top, "", problems)
+        defaults = _values(top, _DEFAULT_KEYS, "", problems)
         scenarios_node = top.get("scenarios")
         if scenarios_node is not None:
             if not isinstance(scenarios_node, yaml.SequenceNode) or not scenarios_node.value:
@@ -323,21 +830,24 @@ def parse_config(text: str, path: str) -> Config:
                     scenarios_node, "scenarios", f"expected a non-empty list of scenarios; got {_describe(scenarios_node)}"
                 )
             else:
+                # Scenario names and matrix names share one namespace: `distval plan` groups by the latter.
                 seen: dict[str, int] = {}
                 for index, node in enumerate(scenarios_node.value):
-                    scenario = _scenario(node, f"scenarios[{index}]", defaults, problems)
-                    if scenario is None:
-                        continue
-                    if scenario.name in seen:
-                        problems.add(
-                            node,
-                            f"scenarios[{index}].name",
-                            f"expected a unique scenario name; {scenario.name!r} is also scenarios[{seen[scenario.name]}]",
-                        )
-                    seen.setdefault(scenario.name, index)
-                    scenarios.append(scenario)
+                    entry = _entry(node, f"scenarios[{index}]", defaults, problems)
+                    names = [s.name for s in entry]
+                    if entry and entry[0].expanded_from is not None:
+                        names.insert(0, entry[0].expanded_from)
+                    for name in names:
+                        if name in seen:
+                            problems.add(
+                                node,
+                                f"scenarios[{index}].name",
+                                f"expected a unique scenario name; {name!r} is also scenarios[{seen[name]}]",
+                            )
+                        seen.setdefault(name, index)
+                    scenarios.extend(entry)
     if problems.lines:
-        raise ConfigError(problems.lines)
+        raise ConfigError(problems.in_file_order())
     return Config(path=path, scenarios=tuple(scenarios))
 
 

@@ -8,19 +8,22 @@ resolve on the daemon's host and break with a remote DOCKER_HOST).
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import tarfile
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import docker
 import docker.errors
+import docker.types
 import requests
 
 from harness.errors import EnvironmentUnusable
-from harness.plan import LABEL_MANAGED, LABEL_RUN
+from harness.plan import LABEL_MANAGED, LABEL_RUN, ContainerOptions
 
 T = TypeVar("T")
 API_TIMEOUT_S = 120
@@ -140,13 +143,38 @@ class Engine:
         return self._call(f"build {tag}", run)
 
     # -- networks and containers ------------------------------------------------------------------
-    def create_network(self, name: str, internal: bool, labels: Mapping[str, str]) -> None:
+    def create_network(self, name: str, internal: bool, labels: Mapping[str, str], ipv6: bool = False) -> None:
+        kwargs: dict[str, Any] = {}
+        if ipv6:
+            # A unique-local /64 derived from the (run-unique) name: parallel runs never share one.
+            digest = hashlib.sha256(name.encode()).hexdigest()
+            subnet = f"fd{digest[:2]}:{digest[2:6]}:{digest[6:10]}:{digest[10:14]}::/64"
+            kwargs = {"enable_ipv6": True, "ipam": docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=subnet)])}
         self._call(
             f"create network {name}",
             lambda: self.client.networks.create(
-                name, driver="bridge", internal=internal, labels=self._labels(labels), check_duplicate=True
+                name, driver="bridge", internal=internal, labels=self._labels(labels), check_duplicate=True, **kwargs
             ),
         )
+
+    def network_subnets(self, name: str) -> list[str]:
+        network = self._call(f"inspect network {name}", lambda: self.client.networks.get(name))
+        configs = (network.attrs.get("IPAM") or {}).get("Config") or []
+        return [str(c["Subnet"]) for c in configs if c.get("Subnet")]
+
+    def connect(self, network: str, container: Any) -> None:
+        self._call(f"connect {container.name} to {network}", lambda: self.client.networks.get(network).connect(container))
+
+    def address(self, container: Any, network: str, ipv6: bool = False) -> str:
+        """The container's address on ``network`` (it is assigned when the container starts)."""
+        for _ in range(50):
+            self._call(f"inspect {container.name}", container.reload)
+            settings = container.attrs.get("NetworkSettings", {}).get("Networks", {}).get(network, {})
+            address = settings.get("GlobalIPv6Address" if ipv6 else "IPAddress")
+            if address:
+                return str(address)
+            time.sleep(0.1)
+        raise EngineError(f"{container.name} has no {'IPv6' if ipv6 else 'IPv4'} address on {network}")
 
     def create_container(
         self,
@@ -158,7 +186,18 @@ class Engine:
         labels: Mapping[str, str],
         working_dir: str,
         network: str,
+        options: ContainerOptions | None = None,
     ) -> Any:
+        options = options or ContainerOptions()
+        limits: dict[str, Any] = {}
+        if options.cpus is not None:
+            limits["nano_cpus"] = int(options.cpus * 1e9)
+        if options.memory is not None:
+            limits["mem_limit"] = options.memory
+        if options.shm_size is not None:
+            limits["shm_size"] = options.shm_size
+        if options.user is not None:
+            limits["user"] = options.user
         # create + start, never containers.run(): run() pulls a missing image.
         return self._call(
             f"create container {name}",
@@ -173,6 +212,7 @@ class Engine:
                 working_dir=working_dir,
                 network=network,
                 detach=True,
+                **limits,
             ),
         )
 

@@ -8,8 +8,10 @@ happens, the scenario's containers and network are removed before this returns o
 from __future__ import annotations
 
 import io
+import json
 import signal
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -18,7 +20,7 @@ from typing import Any
 
 import suite
 from harness.engine import Engine, EngineError
-from harness.plan import CONTAINER_ROOT, LABEL_SCENARIO, RESULTS_DIR, ScenarioPlan
+from harness.plan import CONTAINER_ROOT, LABEL_SCENARIO, MASTER_ADDR_FIELD, NODE0_IP, RESULTS_DIR, ContainerPlan, ScenarioPlan
 from harness.results import ContainerOutcome, ScenarioOutcome
 
 POLL_INTERVAL_S = 0.2
@@ -68,52 +70,98 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-def run_scenario(engine: Engine, plan: ScenarioPlan, progress: Progress) -> ScenarioOutcome:
+class Stopped(Exception):
+    """The run is stopping (Ctrl-C, SIGTERM in another thread's run): create nothing more."""
+
+
+def _container_spec(plan: ScenarioPlan, cp: ContainerPlan, subnets: list[str], node0_ip: str | None) -> str:
+    """The suite spec this container reads: its own way to reach node 0, and the scenario's subnets."""
+    spec = json.loads(plan.suite_spec_json)
+    if spec.get("init_method"):
+        spec["init_method"] = spec["init_method"].replace(MASTER_ADDR_FIELD, _resolve(cp.master_addr, node0_ip))
+    spec["subnets"] = subnets
+    return json.dumps(spec, indent=2, sort_keys=True)
+
+
+def _resolve(text: str, node0_ip: str | None) -> str:
+    if NODE0_IP not in text:
+        return text
+    if node0_ip is None:
+        raise EngineError("node 0's IP address is not known yet")
+    # An IPv6 address in a URL or host:port needs brackets; in MASTER_ADDR it does not.
+    return text.replace(NODE0_IP, node0_ip)
+
+
+def run_scenario(engine: Engine, plan: ScenarioPlan, progress: Progress, stop: threading.Event | None = None) -> ScenarioOutcome:
     started = time.monotonic()
+    stop = stop or threading.Event()
     image = engine.image(plan.image)
     image_id = image.id if image else None
     containers: list[Any] = []
     try:
         try:
-            engine.create_network(plan.network.name, plan.network.internal, dict(plan.network.labels))
-            archive = suite_archive(plan.suite_spec_json)
+            for network in plan.networks:
+                _check_stop(stop)
+                engine.create_network(network.name, network.internal, dict(network.labels), ipv6=network.ipv6)
+            subnets = engine.network_subnets(plan.network.name)
+            node0_ip: str | None = None
+            deadline: float | None = None
             for cp in plan.containers:
+                _check_stop(stop)
                 container = engine.create_container(
                     name=cp.name,
                     image=plan.image,
-                    argv=cp.argv,
+                    argv=tuple(_resolve(a, node0_ip) for a in cp.argv),
                     hostname=cp.hostname,
-                    env=dict(cp.env),
+                    env={k: _resolve(v, node0_ip) for k, v in cp.env},
                     labels=dict(cp.labels),
                     working_dir=cp.working_dir,
                     network=plan.network.name,
+                    options=cp.options,
                 )
                 containers.append(container)
-                engine.put_archive(container, "/", archive)
+                for extra in cp.networks[1:]:
+                    engine.connect(extra, container)
+                engine.put_archive(container, "/", suite_archive(_container_spec(plan, cp, subnets, node0_ip)))
+                if plan.needs_node0_ip and cp.node_rank == 0:
+                    # The others address node 0 by the IP the Engine gave it, so it starts first.
+                    deadline = time.monotonic() + plan.scenario.timeout_s
+                    engine.start(container)
+                    node0_ip = engine.address(container, plan.network.name, ipv6=plan.network.ipv6)
+                    progress(f"{plan.suite_name}: node 0 is at {node0_ip}")
             # The deadline starts when the first container starts, after setup.
-            deadline = time.monotonic() + plan.scenario.timeout_s
-            for container in containers:
+            deadline = deadline or time.monotonic() + plan.scenario.timeout_s
+            for container in containers[1 if plan.needs_node0_ip else 0 :]:
+                _check_stop(stop)
                 engine.start(container)
             progress(f"{plan.suite_name}: started {len(containers)} container(s)")
-            killed = _wait(engine, containers, deadline, progress, plan)
+            killed = _wait(engine, containers, deadline, progress, plan, stop)
             outcomes = tuple(
                 _collect(engine, cp, container, container.name in killed)
                 for cp, container in zip(plan.containers, containers, strict=True)
             )
-        except EngineError as exc:
+        except (EngineError, Stopped) as exc:
             partial = tuple(
                 ContainerOutcome(cp.name, cp.node_rank, cp.ranks, None, False, *_safe_logs(engine, c))
                 # Only the containers created before the failure: the lists may differ in length.
                 for cp, c in zip(plan.containers, containers, strict=False)
             )
-            return ScenarioOutcome(plan, image_id, time.monotonic() - started, partial, setup_error=str(exc))
+            message = "the run was interrupted" if isinstance(exc, Stopped) else str(exc)
+            return ScenarioOutcome(plan, image_id, time.monotonic() - started, partial, setup_error=message)
         return ScenarioOutcome(plan, image_id, time.monotonic() - started, outcomes)
     finally:
         with signals_deferred():
             engine.remove_labelled(f"{LABEL_SCENARIO}={plan.scenario.name}")
 
 
-def _wait(engine: Engine, containers: list[Any], deadline: float, progress: Progress, plan: ScenarioPlan) -> set[str]:
+def _check_stop(stop: threading.Event) -> None:
+    if stop.is_set():
+        raise Stopped()
+
+
+def _wait(
+    engine: Engine, containers: list[Any], deadline: float, progress: Progress, plan: ScenarioPlan, stop: threading.Event
+) -> set[str]:
     running = {c.name: c for c in containers}
     while running:
         for name, container in list(running.items()):
@@ -121,6 +169,10 @@ def _wait(engine: Engine, containers: list[Any], deadline: float, progress: Prog
                 del running[name]
         if not running:
             break
+        if stop.is_set():
+            for container in running.values():
+                engine.kill(container)
+            return set(running)
         if time.monotonic() >= deadline:
             progress(
                 f"{plan.suite_name}: deadline of {plan.scenario.timeout_s:g} s reached; killing {', '.join(sorted(running))}"

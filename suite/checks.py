@@ -160,10 +160,12 @@ LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GRO
 
 @check("launch")
 def check_launch(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
-    seen: Dict[str, Any] = {name: os.environ.get(name) for name in LAUNCH_VARIABLES}
+    # Without a launcher (rendezvous env or tcp) only RANK and WORLD_SIZE are promised.
+    variables = LAUNCH_VARIABLES if ctx.launcher == "torchrun" else ("RANK", "WORLD_SIZE")
+    seen: Dict[str, Any] = {name: os.environ.get(name) for name in variables}
     values: Dict[str, int] = {}
     problems: List[str] = []
-    for name in LAUNCH_VARIABLES:
+    for name in variables:
         text = seen[name]
         if text is None:
             if name == "GROUP_RANK" and torch_version() < (1, 9):
@@ -173,9 +175,12 @@ def check_launch(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             problems.append("expected %s to be an integer; got %r" % (name, text))
         else:
             values[name] = int(text)
-    expected = {"WORLD_SIZE": ctx.expected_world_size, "LOCAL_WORLD_SIZE": ctx.expected_nproc_per_node}
+    expected = {"WORLD_SIZE": ctx.expected_world_size}
+    if ctx.launcher == "torchrun":
+        expected["LOCAL_WORLD_SIZE"] = ctx.expected_nproc_per_node
     # The harness names each container's node rank; with dynamic rendezvous (compose) there is none.
-    if "DISTVAL_NODE_RANK" in os.environ:
+    # With dynamic rendezvous (c10d, compose) the launcher assigns node ranks; the harness does not.
+    if "DISTVAL_NODE_RANK" in os.environ and ctx.launcher == "torchrun" and not ctx.spec.get("dynamic_node_ranks"):
         expected["GROUP_RANK"] = int(os.environ["DISTVAL_NODE_RANK"])
     for name, want in expected.items():
         if name in values and values[name] != want:
@@ -195,8 +200,9 @@ def check_launch(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
 
     ctx.process_group()
     world = dist.get_world_size()
-    mine = {"rank": values["RANK"], "local_rank": values["LOCAL_RANK"], "group_rank": values.get("GROUP_RANK", -1)}
-    mine.update({"hostname": socket.gethostname(), "pid": os.getpid()})
+    mine = {"rank": values["RANK"], "local_rank": values.get("LOCAL_RANK", 0), "group_rank": values.get("GROUP_RANK", -1)}
+    mine.update({"hostname": socket.gethostname(), "pid": os.getpid(), "node": os.environ.get("DISTVAL_NODE_RANK")})
+    mine["gloo_interface"] = ctx.gloo_interface
     gathered = ctx.exchange("launch", mine)
     ranks = [int(entry["rank"]) for entry in gathered]
     duplicates = sorted({r for r in ranks if ranks.count(r) > 1})
@@ -208,10 +214,11 @@ def check_launch(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             % (ctx.expected_world_size - 1, ctx.expected_world_size, ranks, duplicates or "none", missing or "none"),
             {"layout": layout},
         )
-    return "%d workers, ranks 0..%d each once, environment consistent" % (world, world - 1), {
-        "layout": layout,
-        "environment": seen,
-    }
+    hosts = ", ".join("%d@%s" % (entry["rank"], entry["hostname"]) for entry in sorted(gathered, key=lambda e: e["rank"]))
+    return (
+        "%d workers, ranks 0..%d each once, environment consistent; rank@host: %s" % (world, world - 1, hosts),
+        {"layout": layout, "environment": seen},
+    )
 
 
 # -- store -------------------------------------------------------------------------------------------

@@ -105,6 +105,8 @@ class Context:
         self.expected_nproc_per_node = int(spec.get("nproc_per_node") or os.environ.get("LOCAL_WORLD_SIZE", "1"))
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
+        self.launcher: str = spec.get("launcher", "torchrun")
+        self.gloo_interface = select_gloo_interface(spec.get("subnets") or [])
         self.current_check = ""
         self.current_case = ""
         self.reported: List[str] = []
@@ -160,7 +162,11 @@ class Context:
         try:
             if not dist.is_available():
                 raise RuntimeError("torch.distributed is not available in this torch build")
-            dist.init_process_group(backend=self.backend, timeout=timedelta(seconds=self.collective_timeout_s), **init_kwargs)
+            kwargs = dict(init_kwargs)
+            if self.spec.get("init_method"):
+                # Launcher-less forms: env:// or tcp://HOST:PORT with the rank and world size the harness set.
+                kwargs.update(init_method=self.spec["init_method"], rank=self.rank, world_size=self.world_size)
+            dist.init_process_group(backend=self.backend, timeout=timedelta(seconds=self.collective_timeout_s), **kwargs)
         except Exception as exc:  # noqa: BLE001 - any init failure is reported, never raised past here
             self._init_error = "init_process_group(backend=%r) failed: %s: %s%s" % (
                 self.backend,
@@ -192,6 +198,21 @@ class Context:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
         self._init_kwargs = {}
+
+
+def select_gloo_interface(subnets: List[str]) -> Optional[str]:
+    """Point gloo at the interface on the scenario's network (GLOO_SOCKET_IFNAME), unless the image or
+    the scenario already chose one. Returns the interface in use, if known."""
+    if os.environ.get("GLOO_SOCKET_IFNAME"):
+        return os.environ["GLOO_SOCKET_IFNAME"]
+    if not subnets:
+        return None
+    from suite.network import interface_for
+
+    name = interface_for(subnets)
+    if name is not None:
+        os.environ["GLOO_SOCKET_IFNAME"] = name
+    return name
 
 
 def _init_call(ctx: Context) -> str:

@@ -128,6 +128,6 @@ def test_harness_image_validates_the_fixture_through_the_socket(
         container.remove(force=True)
         client.images.remove(tag, force=True)  # type: ignore[attr-defined]
     found = cases(validate(junit))
-    assert outcome(found[("cross-container-2ranks (cross-container, 2 ranks)", "all_reduce")]) == ("passed", "")
+    assert outcome(found[("cross-container-2ranks (cross-container, 2x1, 2 ranks, static)", "all_reduce")]) == ("passed", "")
     assert outcome(found[("in-container-2ranks (in-container, 2 ranks)", "ddp_sync")]) == ("passed", "")
     assert leftovers(client, run_id) == []

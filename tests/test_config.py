@@ -29,8 +29,15 @@ from harness.errors import EXIT_BAD_INPUT, ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = "scen.yaml"
-TOP_KEYS = "version, backend, image, timeout_s, collective_timeout_s, check_timeout_s, python, scenarios"
-SCENARIO_KEYS = "name, topology, world_size, backend, image, timeout_s, collective_timeout_s, check_timeout_s, python, checks"
+TOP_KEYS = (
+    "version, backend, image, timeout_s, collective_timeout_s, check_timeout_s, python, rendezvous, master_addr, "
+    "egress, ipv6, cpus, memory, shm_size, env, user, working_dir, scenarios"
+)
+SCENARIO_KEYS = (
+    "name, topology, world_size, nodes, nproc_per_node, rendezvous, master_addr, backend, image, timeout_s, "
+    "collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, env, user, "
+    "working_dir, checks, matrix, exclude"
+)
 CHECK_NAMES = "a check name (env, identity, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, reconfigure)"
 
 
@@ -343,7 +350,7 @@ scenarios:
             "got a list",
         ),
         ("name: typed", "name: 'bad name!'", "scenarios[0].name", "expected a name of letters, digits", "got 'bad name!'"),
-        ("name: typed", "name: " + "n" * 41, "scenarios[0].name", "(at most 40 characters)", "got '" + "n" * 41 + "'"),
+        ("name: typed", "name: " + "n" * 81, "scenarios[0].name", "(at most 80 characters)", "got '" + "n" * 81 + "'"),
         ("name: typed", "name: -lead", "scenarios[0].name", "expected a name of letters, digits", "got '-lead'"),
     ],
 )
@@ -965,9 +972,10 @@ def test_default_scenario_name() -> None:
     assert parse_config(text, FILE).scenarios[0].name == "cross-container-5ranks"
 
 
-def test_explicit_scenario_name_of_40_characters() -> None:
-    name = "A" + "b-_." * 9 + "xyz"
-    assert len(name) == 40
+@pytest.mark.parametrize("length", [1, 40, 80])
+def test_explicit_scenario_name_of_up_to_80_characters(length: int) -> None:
+    name = ("A" + "b-_." * 20)[: length - 1] + "z"
+    assert len(name) == length
     text = f"scenarios:\n  - name: {name}\n    topology: in-container\n    world_size: 1\n    checks: [env]\n"
     assert parse_config(text, FILE).scenarios[0].name == name
 
@@ -1030,6 +1038,13 @@ def test_placeholder_arg_name_is_a_config_error() -> None:
     text = "scenarios:\n  - topology: in-container\n    world_size: 2\n    checks:\n      - {name: env, args: {'(none)': 1}}\n"
     problems = problems_of(text)
     the_problem(problems, 5, "scenarios[0].checks[0].args.(none)", "unknown key")
+
+
+def test_name_with_a_trailing_newline_is_rejected() -> None:
+    """Was accepted: NAME_PATTERN's '$' matched before a final newline ("a\\n" became a scenario name)."""
+    text = 'scenarios:\n  - name: "ab\\n"\n    topology: in-container\n    world_size: 2\n    checks: [env]\n'
+    problems = problems_of(text)
+    the_problem(problems, 2, "scenarios[0].name", "expected a name of letters, digits", "got 'ab\\n'")
 
 
 @pytest.mark.parametrize("key", ["timeout_s", "collective_timeout_s", "check_timeout_s"])

@@ -53,7 +53,7 @@ def run(args: list[str], run_id: str) -> int:
 
 
 IN = "in-container-2ranks (in-container, 2 ranks)"
-CROSS = "cross-container-2ranks (cross-container, 2 ranks)"
+CROSS = "cross-container-2ranks (cross-container, 2x1, 2 ranks, static)"
 
 
 @pytest.fixture

@@ -153,7 +153,7 @@ def test_document_shape(report: str, root: ET.Element) -> None:
     assert root.tag == "testsuites"
     assert [s.get("name") for s in root.findall("testsuite")] == [
         "inside (in-container, 2 ranks)",
-        "across (cross-container, 2 ranks)",
+        "across (cross-container, 2x1, 2 ranks, static)",
         "distval run",
     ]
     # 3 + 3 + 1 cases: one failure (all_reduce inside), errors: all_reduce and exit_status across, the early error.
@@ -163,7 +163,7 @@ def test_document_shape(report: str, root: ET.Element) -> None:
 
 def test_testcases_and_classnames(root: ET.Element) -> None:
     inside = suite_named(root, "inside (in-container, 2 ranks)")
-    across = suite_named(root, "across (cross-container, 2 ranks)")
+    across = suite_named(root, "across (cross-container, 2x1, 2 ranks, static)")
     assert [(c.get("name"), c.get("classname")) for c in inside.findall("testcase")] == [
         ("env", "distval.inside"),
         ("all_reduce", "distval.inside"),
@@ -201,7 +201,7 @@ def test_failure_names_rank_expected_and_got(root: ET.Element) -> None:
 
 
 def test_error_names_the_missing_rank_and_the_deadline(root: ET.Element) -> None:
-    across = suite_named(root, "across (cross-container, 2 ranks)")
+    across = suite_named(root, "across (cross-container, 2x1, 2 ranks, static)")
     case = across.find("testcase[@name='all_reduce']")
     assert case is not None
     error = case.find("error")
@@ -216,7 +216,7 @@ def test_error_names_the_missing_rank_and_the_deadline(root: ET.Element) -> None
 
 
 def test_skipped_case(root: ET.Element) -> None:
-    skipped = suite_named(root, "across (cross-container, 2 ranks)").find("testcase[@name='env']/skipped")
+    skipped = suite_named(root, "across (cross-container, 2x1, 2 ranks, static)").find("testcase[@name='env']/skipped")
     assert skipped is not None
     assert skipped.get("message") == "no CUDA"
 
@@ -238,7 +238,7 @@ def test_properties(root: ET.Element) -> None:
         "docker_engine_version": ENGINE_VERSION,
         "host": HOST,
     }
-    across = properties(suite_named(root, "across (cross-container, 2 ranks)"))
+    across = properties(suite_named(root, "across (cross-container, 2x1, 2 ranks, static)"))
     assert (across["topology"], across["image_id"], across["torch_version"]) == ("cross-container", "sha256:across", "2.6.0")
     assert across["cuda_version"] == "12.8"
     assert across["scenario_hash"] == scenario_hash(across_result.plan) != scenario_hash(inside.plan)
@@ -263,7 +263,7 @@ def test_system_out_holds_the_logs(root: ET.Element) -> None:
     text = out.text or ""
     assert "===== distval-5eed5eed-inside-n0 (node 0, ranks 0,1) stdout =====" in text
     assert "INSIDE-STDOUT" in text and "INSIDE-STDERR" in text
-    across = suite_named(root, "across (cross-container, 2 ranks)").find("system-out")
+    across = suite_named(root, "across (cross-container, 2x1, 2 ranks, static)").find("system-out")
     assert across is not None and "ACROSS-0" in (across.text or "") and "ACROSS-1 hung" in (across.text or "")
 
 

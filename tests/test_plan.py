@@ -101,7 +101,7 @@ def test_golden_covers_both_topologies() -> None:
     golden = GOLDEN.read_text(encoding="utf-8")
     assert golden.startswith(f"run {RUN_ID} from configs/default.yaml: 2 scenario(s)\n")
     assert "scenario in-container-2ranks (in-container, 2 ranks)\n" in golden
-    assert "scenario cross-container-2ranks (cross-container, 2 ranks)\n" in golden
+    assert "scenario cross-container-2ranks (cross-container, 2x1, 2 ranks, static)\n" in golden
     assert golden.count("\n  container ") == 3  # one in-container, two cross-container
 
 
@@ -320,6 +320,9 @@ def test_suite_spec_json() -> None:
     )
     spec = json.loads(plan.suite_spec_json)
     assert spec == {
+        "launcher": "torchrun",
+        "init_method": None,
+        "dynamic_node_ranks": False,
         "scenario": "spec",
         "backend": "gloo",
         "collective_timeout_s": 42.0,

@@ -180,12 +180,13 @@ def test_plain_lines_when_not_a_terminal() -> None:
     texts = [TIMESTAMP.sub("", line) for line in lines]
     assert texts == [
         "image example/torch:test: present",
-        f"across (cross-container, 3 ranks): starting on {IMAGE} (scenario 2 of 2; 3 ranks in 3 containers, one each)",
-        "across (cross-container, 3 ranks): creating the network",
-        "across (cross-container, 3 ranks): started 3 container(s)",
-        "across (cross-container, 3 ranks): running",
-        "across (cross-container, 3 ranks): running, 36 s since it started",
-        "across (cross-container, 3 ranks): error in 12.0 s (1 skipped; failed: all_reduce; error: exit_status)",
+        f"across (cross-container, 3x1, 3 ranks, static): starting on {IMAGE} "
+        "(scenario 2 of 2; 3 ranks in 3 containers, one each)",
+        "across (cross-container, 3x1, 3 ranks, static): creating the network",
+        "across (cross-container, 3x1, 3 ranks, static): started 3 container(s)",
+        "across (cross-container, 3x1, 3 ranks, static): running",
+        "across (cross-container, 3x1, 3 ranks, static): running, 36 s since it started",
+        "across (cross-container, 3x1, 3 ranks, static): error in 12.0 s (1 skipped; failed: all_reduce; error: exit_status)",
     ]
     assert lines[-1].startswith("[  36.5s] ")  # the run's elapsed time
     assert inside.suite_name not in output
@@ -620,7 +621,7 @@ class FakeEngine:
         return 0, 0
 
 
-def fake_run_scenario(engine: Any, plan: ScenarioPlan, progress: Callable[[str], None]) -> ScenarioOutcome:
+def fake_run_scenario(engine: Any, plan: ScenarioPlan, progress: Callable[[str], None], stop: object = None) -> ScenarioOutcome:
     """What runtime.run_scenario returns: all_reduce fails on rank 1 in 'across', everything else passes."""
     image = engine.image(plan.image)
     engine.create_network(plan.network.name)
@@ -705,7 +706,7 @@ def test_run_progress_plain_lines(fake_docker: Path, tmp_path: Path, capsys: pyt
         "inside (in-container, 2 ranks): removing containers and network",
         "inside (in-container, 2 ranks): passed in 2.5 s (3 passed)",
     ]
-    assert lines[-1] == "across (cross-container, 2 ranks): failed in 2.5 s (2 passed; failed: all_reduce)"
+    assert lines[-1] == "across (cross-container, 2x1, 2 ranks, static): failed in 2.5 s (2 passed; failed: all_reduce)"
 
 
 def test_run_progress_on_a_terminal(
@@ -717,11 +718,11 @@ def test_run_progress_on_a_terminal(
     run(fake_docker, tmp_path)
     err = capsys.readouterr().err
     assert "\r[1/2] inside (in-container, 2 ranks) | 2 ranks in 1 container | " in err
-    assert "\r[2/2] across (cross-container, 2 ranks) | 2 ranks in 2 containers, one each | running" in err
+    assert "\r[2/2] across (cross-container, 2x1, 2 ranks, static) | 2 ranks in 2 containers, one each | running" in err
     # Permanent lines: the scenario results only; the status line is cleared at the end.
     assert [TIMESTAMP.sub("", line) for line in screen(err)] == [
         "inside (in-container, 2 ranks): passed in 2.5 s (3 passed)",
-        "across (cross-container, 2 ranks): failed in 2.5 s (2 passed; failed: all_reduce)",
+        "across (cross-container, 2x1, 2 ranks, static): failed in 2.5 s (2 passed; failed: all_reduce)",
         "",
     ]
 

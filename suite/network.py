@@ -1,0 +1,57 @@
+"""Which network interface carries the scenario's network, found from inside the container.
+
+A container on several networks must tell gloo which interface to use (GLOO_SOCKET_IFNAME, a concrete
+name: gloo does not take NCCL's exclusion syntax). The harness knows the scenario network's subnet; the
+interface holding an address in it is the answer, whatever Docker named it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import ipaddress
+import socket
+import struct
+from typing import Dict, List, Optional
+
+SIOCGIFADDR = 0x8915
+
+
+def ipv4_addresses() -> Dict[str, str]:
+    """Interface name -> its IPv4 address, for every interface that has one."""
+    found: Dict[str, str] = {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        for _, name in socket.if_nameindex():
+            try:
+                packed = fcntl.ioctl(probe.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+            except OSError:
+                continue
+            found[name] = socket.inet_ntoa(packed[20:24])
+    return found
+
+
+def ipv6_addresses() -> Dict[str, List[str]]:
+    """Interface name -> its IPv6 addresses (from /proc/net/if_inet6)."""
+    found: Dict[str, List[str]] = {}
+    try:
+        with open("/proc/net/if_inet6", encoding="ascii") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 6:
+            address = str(ipaddress.IPv6Address(bytes.fromhex(fields[0])))
+            found.setdefault(fields[5], []).append(address)
+    return found
+
+
+def interface_for(subnets: List[str]) -> Optional[str]:
+    """The interface with an address in one of ``subnets`` (CIDR strings), or None."""
+    networks = [ipaddress.ip_network(s, strict=False) for s in subnets]
+    for name, address in sorted(ipv4_addresses().items()):
+        if any(ipaddress.ip_address(address) in n for n in networks if n.version == 4):
+            return name
+    for name, addresses in sorted(ipv6_addresses().items()):
+        if any(ipaddress.ip_address(a) in n for a in addresses for n in networks if n.version == 6):
+            return name
+    return None
