@@ -42,6 +42,7 @@ class ScenarioOutcome:
     duration_s: float
     containers: tuple[ContainerOutcome, ...]
     setup_error: str | None = None
+    setup_skipped: bool = False  # the Engine cannot provide what the scenario needs (IPv6): a skip, not an error
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,7 @@ def summarize_scenario(outcome: ScenarioOutcome) -> ScenarioResult:
         for o in outcome.containers
     )
     if outcome.setup_error is not None:
-        case = CaseResult("setup", ERROR, outcome.setup_error, outcome.duration_s)
+        case = CaseResult("setup", SKIPPED if outcome.setup_skipped else ERROR, outcome.setup_error, outcome.duration_s)
         return ScenarioResult(plan, (case,), properties, logs, outcome.duration_s)
 
     # Records are grouped by testcase (``case``); a check may report several (collectives.broadcast, ...).

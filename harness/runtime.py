@@ -102,7 +102,13 @@ def run_scenario(engine: Engine, plan: ScenarioPlan, progress: Progress, stop: t
         try:
             for network in plan.networks:
                 _check_stop(stop)
-                engine.create_network(network.name, network.internal, dict(network.labels), ipv6=network.ipv6)
+                try:
+                    engine.create_network(network.name, network.internal, dict(network.labels), ipv6=network.ipv6)
+                except EngineError as exc:
+                    if not network.ipv6:
+                        raise
+                    reason = f"the Docker Engine cannot create an IPv6 network here: {exc}"
+                    return ScenarioOutcome(plan, image_id, time.monotonic() - started, (), setup_error=reason, setup_skipped=True)
             subnets = engine.network_subnets(plan.network.name)
             node0_ip: str | None = None
             deadline: float | None = None

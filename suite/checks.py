@@ -203,6 +203,7 @@ def check_launch(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     mine = {"rank": values["RANK"], "local_rank": values.get("LOCAL_RANK", 0), "group_rank": values.get("GROUP_RANK", -1)}
     mine.update({"hostname": socket.gethostname(), "pid": os.getpid(), "node": os.environ.get("DISTVAL_NODE_RANK")})
     mine["gloo_interface"] = ctx.gloo_interface
+    mine["master_addr"] = os.environ.get("MASTER_ADDR") or ctx.spec.get("init_method")
     gathered = ctx.exchange("launch", mine)
     ranks = [int(entry["rank"]) for entry in gathered]
     duplicates = sorted({r for r in ranks if ranks.count(r) > 1})
@@ -214,9 +215,13 @@ def check_launch(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             % (ctx.expected_world_size - 1, ctx.expected_world_size, ranks, duplicates or "none", missing or "none"),
             {"layout": layout},
         )
-    hosts = ", ".join("%d@%s" % (entry["rank"], entry["hostname"]) for entry in sorted(gathered, key=lambda e: e["rank"]))
+    hosts = ", ".join(
+        "%d@%s%s" % (e["rank"], e["hostname"], "[%s]" % e["gloo_interface"] if e.get("gloo_interface") else "")
+        for e in sorted(gathered, key=lambda e: e["rank"])
+    )
     return (
-        "%d workers, ranks 0..%d each once, environment consistent; rank@host: %s" % (world, world - 1, hosts),
+        "%d workers, ranks 0..%d each once, environment consistent; rank@host[gloo interface]: %s; rendezvous at %s"
+        % (world, world - 1, hosts, gathered[-1].get("master_addr")),
         {"layout": layout, "environment": seen},
     )
 
