@@ -1,0 +1,99 @@
+"""The launch plan for each rendezvous form, layout, network and container option (no Docker)."""
+
+from __future__ import annotations
+
+import json
+
+from harness.cli import default_jobs
+from harness.config import parse_config
+from harness.plan import MASTER_ADDR_FIELD, NODE0_IP, ScenarioPlan, plan_run
+from harness.results import SKIPPED, ScenarioOutcome, summarize_scenario
+from harness.runtime import _container_spec
+
+RUN_ID = "0123abcd"
+
+
+def plan_of(body: str) -> ScenarioPlan:
+    (plan,) = plan_run(parse_config("scenarios:\n  - " + body + "\n", "x.yaml"), RUN_ID).scenarios
+    return plan
+
+
+def env_of(plan: ScenarioPlan, node: int) -> dict[str, str]:
+    return dict(plan.containers[node].env)
+
+
+def test_static_layout_4x2() -> None:
+    plan = plan_of("{name: s, topology: cross-container, nodes: 4, nproc_per_node: 2, checks: [env]}")
+    assert [c.ranks for c in plan.containers] == [(0, 1), (2, 3), (4, 5), (6, 7)]
+    assert "--nproc_per_node=2" in plan.containers[3].argv and "--node_rank=3" in plan.containers[3].argv
+    assert f"--master_addr=distval-{RUN_ID}-s-n0" in plan.containers[3].argv
+    assert json.loads(plan.suite_spec_json)["nproc_per_node"] == 2
+    assert plan.suite_name == "s (cross-container, 4x2, 8 ranks, static)"
+
+
+def test_c10d_has_no_node_rank_and_a_run_unique_id() -> None:
+    plan = plan_of("{name: c, topology: cross-container, nodes: 3, rendezvous: c10d, checks: [env]}")
+    for container in plan.containers:
+        assert not any(a.startswith("--node_rank") for a in container.argv)
+        assert "--rdzv_backend=c10d" in container.argv
+        assert f"--rdzv_endpoint=distval-{RUN_ID}-c-n0:29400" in container.argv
+        assert f"--rdzv_id={RUN_ID}-c" in container.argv
+    assert json.loads(plan.suite_spec_json)["dynamic_node_ranks"] is True
+
+
+def test_env_and_tcp_run_without_a_launcher() -> None:
+    env_plan = plan_of("{name: e, topology: cross-container, nodes: 2, rendezvous: env, checks: [env]}")
+    assert env_plan.containers[1].argv == ("python3", "-m", "suite.main", "/distval/spec.json")
+    assert {k: env_of(env_plan, 1)[k] for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")} == {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "MASTER_ADDR": f"distval-{RUN_ID}-e-n0",
+        "MASTER_PORT": "29500",
+    }
+    spec = json.loads(env_plan.suite_spec_json)
+    assert (spec["launcher"], spec["init_method"]) == ("none", "env://")
+    tcp_plan = plan_of("{name: t, topology: cross-container, nodes: 2, rendezvous: tcp, checks: [env]}")
+    assert "MASTER_ADDR" not in env_of(tcp_plan, 1) and env_of(tcp_plan, 1)["RANK"] == "1"
+    assert json.loads(tcp_plan.suite_spec_json)["init_method"] == f"tcp://{MASTER_ADDR_FIELD}:29500"
+    # Each container's spec names its own way to node 0.
+    spec1 = json.loads(_container_spec(tcp_plan, tcp_plan.containers[1], ["172.30.0.0/16"], None))
+    assert spec1["init_method"] == f"tcp://distval-{RUN_ID}-t-n0:29500" and spec1["subnets"] == ["172.30.0.0/16"]
+
+
+def test_master_by_ip_starts_node_0_first_and_fills_in_its_address() -> None:
+    plan = plan_of("{name: i, topology: cross-container, nodes: 3, rendezvous: tcp, master_addr: ip, checks: [env]}")
+    assert plan.needs_node0_ip
+    assert plan.containers[0].master_addr == f"distval-{RUN_ID}-i-n0"  # node 0 names itself
+    assert [c.master_addr for c in plan.containers[1:]] == [NODE0_IP, NODE0_IP]
+    spec2 = json.loads(_container_spec(plan, plan.containers[2], [], "172.30.0.2"))
+    assert spec2["init_method"] == "tcp://172.30.0.2:29500"
+    static = plan_of("{name: j, topology: cross-container, nodes: 2, master_addr: ip, checks: [env]}")
+    assert f"--master_addr={NODE0_IP}" in static.containers[1].argv
+
+
+def test_networks_and_container_options() -> None:
+    plan = plan_of(
+        "{name: n, topology: cross-container, nodes: 2, extra_networks: 2, egress: true, ipv6: true, cpus: 1.5,"
+        " memory: 1g, shm_size: 256m, user: '1000:1000', working_dir: /work, env: {FOO: bar}, checks: [env]}"
+    )
+    assert [n.name for n in plan.networks] == [f"distval-{RUN_ID}-n", f"distval-{RUN_ID}-n-x1", f"distval-{RUN_ID}-n-x2"]
+    assert [n.internal for n in plan.networks] == [False, True, True] and plan.network.ipv6
+    container = plan.containers[0]
+    assert container.networks == tuple(n.name for n in plan.networks)
+    assert (container.options.cpus, container.options.memory, container.options.shm_size, container.options.user) == (
+        1.5,
+        "1g",
+        "256m",
+        "1000:1000",
+    )
+    assert container.working_dir == "/work" and env_of(plan, 0)["PYTHONPATH"] == "/distval" and env_of(plan, 0)["FOO"] == "bar"
+
+
+def test_an_ipv6_network_the_engine_refuses_is_a_skip() -> None:
+    plan = plan_of("{name: v, topology: cross-container, nodes: 2, ipv6: true, checks: [env]}")
+    result = summarize_scenario(ScenarioOutcome(plan, None, 0.1, (), setup_error="no IPv6 here", setup_skipped=True))
+    assert [(c.name, c.status, c.message) for c in result.cases] == [("setup", SKIPPED, "no IPv6 here")]
+
+
+def test_default_jobs_is_bounded_by_cores_and_memory() -> None:
+    assert 1 <= default_jobs() <= 8
