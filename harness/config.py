@@ -199,15 +199,19 @@ def _positive_int(node: yaml.Node, key_path: str, problems: _Problems, minimum: 
     return value
 
 
-def _positive_seconds(node: yaml.Node, key_path: str, problems: _Problems) -> float | None:
+def _positive_number(node: yaml.Node, key_path: str, problems: _Problems, what: str) -> float | None:
     value = _typed(
         node,
         key_path,
         problems,
-        "a number of seconds > 0",
+        f"a number of {what} > 0",
         lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0,
     )
     return None if value is None else float(value)
+
+
+def _positive_seconds(node: yaml.Node, key_path: str, problems: _Problems) -> float | None:
+    return _positive_number(node, key_path, problems, "seconds")
 
 
 def _string(node: yaml.Node, key_path: str, problems: _Problems, expected: str = "a non-empty string") -> str | None:
@@ -275,14 +279,7 @@ def _bool(node: yaml.Node, key_path: str, problems: _Problems) -> bool | None:
 
 
 def _cpus(node: yaml.Node, key_path: str, problems: _Problems) -> float | None:
-    value = _typed(
-        node,
-        key_path,
-        problems,
-        "a number of CPUs > 0",
-        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0,
-    )
-    return None if value is None else float(value)
+    return _positive_number(node, key_path, problems, "CPUs")
 
 
 def _written(node: yaml.Node) -> str | None:
