@@ -137,7 +137,9 @@ def run_scenario(engine: Engine, plan: ScenarioPlan, progress: Progress, stop: t
                     progress(f"{plan.suite_name}: node 0 is at {node0_ip}")
             # The deadline starts when the first container starts, after setup.
             deadline = deadline or time.monotonic() + plan.scenario.timeout_s
-            for container in containers[1 if plan.needs_node0_ip else 0 :]:
+            # Node 0 last (unless the others need its address): every rendezvous form must cope with
+            # ranks that arrive before the one they rendezvous at is listening.
+            for container in reversed(containers[1 if plan.needs_node0_ip else 0 :]):
                 _check_stop(stop)
                 engine.start(container)
             progress(f"{plan.suite_name}: started {len(containers)} container(s)")
