@@ -72,6 +72,14 @@ def _layer(tag: str, parent: str, description: str, lines: tuple[str, ...], file
     return Fixture(tag=tag, description=description, recipe=LayerRecipe(parent=parent, dockerfile=dockerfile, files=files))
 
 
+def _debian(tag: str, suite: str, packages: tuple[str, ...], description: str) -> Fixture:
+    """A Debian root filesystem with these packages, as Debian ships them, Python as its command."""
+    return Fixture(tag=tag, description=description, recipe=RootfsRecipe(suite=suite, packages=packages, changes=_DEBIAN_CHANGES))
+
+
+_DEBIAN_CHANGES = ('CMD ["python3"]', "ENV LANG=C.UTF-8")
+
+
 def _broken(name: str, description: str, parent: str = "distval-fixtures/torch:2.6-debian") -> Fixture:
     """FROM a good image, with a sitecustomize.py that breaks exactly one thing."""
     return _layer(
@@ -94,12 +102,11 @@ _PYPI_SITE = "/usr/local/lib/python3.13/dist-packages"
 FIXTURES: dict[str, Fixture] = {
     f.tag: f
     for f in (
-        Fixture(
-            tag="distval-fixtures/torch:2.6-debian-stock",
-            description="Debian trixie's python3-torch 2.6 exactly as Debian ships it (torchrun cannot create its store)",
-            recipe=RootfsRecipe(
-                suite="trixie", packages=("python3-torch", "ca-certificates"), changes=('CMD ["python3"]', "ENV LANG=C.UTF-8")
-            ),
+        _debian(
+            "distval-fixtures/torch:2.6-debian-stock",
+            "trixie",
+            ("python3-torch", "ca-certificates"),
+            "Debian trixie's python3-torch 2.6 exactly as Debian ships it (torchrun cannot create its store)",
         ),
         _layer(
             "distval-fixtures/torch:2.6-debian",
@@ -113,12 +120,11 @@ FIXTURES: dict[str, Fixture] = {
             ),
             ("libuv_fix.py",),
         ),
-        Fixture(
-            tag="distval-fixtures/torch:1.13-debian-stock",
-            description="Debian bookworm's python3-torch 1.13 on Python 3.11 exactly as Debian ships it (torchrun crashes)",
-            recipe=RootfsRecipe(
-                suite="bookworm", packages=("python3-torch", "ca-certificates"), changes=('CMD ["python3"]', "ENV LANG=C.UTF-8")
-            ),
+        _debian(
+            "distval-fixtures/torch:1.13-debian-stock",
+            "bookworm",
+            ("python3-torch", "ca-certificates"),
+            "Debian bookworm's python3-torch 1.13 on Python 3.11 exactly as Debian ships it (torchrun crashes)",
         ),
         _layer(
             "distval-fixtures/torch:1.13-debian",
@@ -145,14 +151,11 @@ FIXTURES: dict[str, Fixture] = {
                 changes=('CMD ["python3"]', "ENV LANG=C.UTF-8"),
             ),
         ),
-        Fixture(
-            tag="distval-fixtures/harness-base:trixie",
-            description="Debian trixie with Python and pip: a local BASE for the harness image (the Dockerfile)",
-            recipe=RootfsRecipe(
-                suite="trixie",
-                packages=("python3", "python3-pip", "ca-certificates"),
-                changes=('CMD ["python3"]', "ENV LANG=C.UTF-8"),
-            ),
+        _debian(
+            "distval-fixtures/harness-base:trixie",
+            "trixie",
+            ("python3", "python3-pip", "ca-certificates"),
+            "Debian trixie with Python and pip: a local BASE for the harness image (the Dockerfile)",
         ),
         _broken("allreduce_noop", "torch.distributed.all_reduce does nothing"),
         _broken("allreduce_wrong", "torch.distributed.all_reduce adds 1 to every element of its result"),
