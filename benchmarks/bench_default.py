@@ -31,16 +31,16 @@ import argparse
 import io
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from common import DOCKER_CALL_TIMEOUT_S, BenchError, distval_executable, docker, label_args  # noqa: E402, I001
 
 from harness.config import load_config
 from harness.plan import LABEL_MANAGED, LABEL_RUN, RESULTS_DIR, ContainerPlan, RunPlan, ScenarioPlan, plan_run
@@ -48,14 +48,9 @@ from harness.runtime import suite_archive
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
-DOCKER_CALL_TIMEOUT_S = 120.0
 RATIO_TARGET = 1.10
 RSS_TARGET_MIB = 150.0
 PASSED = "passed"
-
-
-class BenchError(RuntimeError):
-    """A benchmark step failed: the numbers would be meaningless, so the benchmark stops."""
 
 
 @dataclass
@@ -79,18 +74,6 @@ class HandSample:
 # -- docker CLI -------------------------------------------------------------------------------------
 
 
-def docker(*args: str, stdin_data: bytes | None = None, timeout: float = DOCKER_CALL_TIMEOUT_S) -> bytes:
-    """Run one docker CLI command; its stdout, or BenchError with its stderr."""
-    try:
-        proc = subprocess.run(["docker", *args], input=stdin_data, capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise BenchError(f"docker {' '.join(args)}: no answer within {timeout:g} s") from None
-    if proc.returncode != 0:
-        message = proc.stderr.decode("utf-8", "replace").strip()
-        raise BenchError(f"docker {' '.join(args)} exited {proc.returncode}: {message}")
-    return proc.stdout
-
-
 def sweep(run_id: str) -> int:
     """Remove every container and network labelled with this (benchmark-owned) run id; how many were left."""
     selector = f"label={LABEL_RUN}={run_id}"
@@ -104,17 +87,6 @@ def sweep(run_id: str) -> int:
         docker("network", "rm", *networks)
         removed += len(networks)
     return removed
-
-
-def label_args(labels: Sequence[tuple[str, str]], run_id: str) -> list[str]:
-    merged = dict(labels)
-    # The plan already carries both; make sure regardless, so that nothing can leak unlabelled.
-    merged[LABEL_MANAGED] = "true"
-    merged[LABEL_RUN] = run_id
-    args: list[str] = []
-    for key, value in merged.items():
-        args += ["--label", f"{key}={value}"]
-    return args
 
 
 def create_args(sp: ScenarioPlan, cp: ContainerPlan, run_id: str) -> list[str]:
@@ -147,13 +119,13 @@ def read_records(tar_bytes: bytes) -> list[dict[str, Any]]:
 
 
 def verify(sp: ScenarioPlan, cp: ContainerPlan, records: list[dict[str, Any]]) -> list[str]:
-    """Problems with one container's records: every rank must have a passed record for every check."""
+    """Problems with one container's records: every rank must have a passed (or skipped) record for every check."""
     status = {(int(r["rank"]), str(r["check"])): str(r["status"]) for r in records}
     problems = []
     for rank in cp.ranks:
         for check in sp.scenario.checks:
             got = status.get((rank, check.name))
-            if got != PASSED:
+            if got not in (PASSED, "skipped"):  # a skip with its reason is a verdict too
                 problems.append(f"{cp.name}: rank {rank} check {check.name}: {got or 'no record'}")
     return problems
 
@@ -161,21 +133,9 @@ def verify(sp: ScenarioPlan, cp: ContainerPlan, records: list[dict[str, Any]]) -
 # -- A) distval -------------------------------------------------------------------------------------
 
 
-def distval_executable(explicit: str | None) -> str:
-    """The distval console script next to this interpreter (no pyenv shim in between), else the one on PATH."""
-    if explicit:
-        return explicit
-    beside = Path(sys.executable).parent / "distval"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("distval")
-    if found is None:
-        raise BenchError("no distval executable: install the project (pip install -e .) or pass --distval")
-    return found
-
-
 def run_distval(distval: str, config: Path, run_id: str) -> DistvalSample:
-    argv = [distval, "run", str(config), "--quiet", "--run-id", run_id]
+    # One scenario at a time, as the by-hand launch does: the comparison is per launch, not --jobs.
+    argv = [distval, "run", str(config), "--quiet", "--jobs", "1", "--run-id", run_id]
     started = time.perf_counter()
     proc = subprocess.Popen(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert proc.stdout is not None

@@ -63,7 +63,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import statistics
 import subprocess
 import sys
@@ -75,6 +74,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from common import DOCKER_CALL_TIMEOUT_S, BenchError, distval_executable, docker, label_args  # noqa: E402, I001
 
 from harness.cli import default_jobs
 from harness.config import Config, load_config
@@ -99,29 +100,12 @@ DEFAULT_REPEAT = 2
 DEFAULT_WAIT_S = 300.0
 EXTRA_JOBS = 3
 DEFAULT_JOBS_TARGET = 0.6  # wall(default --jobs) / wall(--jobs 1)
-DOCKER_CALL_TIMEOUT_S = 120.0
 MATRIX_TIMEOUT_S = 3600.0
 POLL_S = 5.0
 PASSED = "passed"
 
 
-class BenchError(RuntimeError):
-    """A benchmark step failed: the numbers would be meaningless, so the benchmark stops."""
-
-
 # -- docker CLI -------------------------------------------------------------------------------------
-
-
-def docker(*args: str, stdin_data: bytes | None = None, timeout: float = DOCKER_CALL_TIMEOUT_S) -> bytes:
-    """Run one docker CLI command; its stdout, or BenchError with its stderr."""
-    try:
-        proc = subprocess.run(["docker", *args], input=stdin_data, capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise BenchError(f"docker {' '.join(args)}: no answer within {timeout:g} s") from None
-    if proc.returncode != 0:
-        message = proc.stderr.decode("utf-8", "replace").strip()
-        raise BenchError(f"docker {' '.join(args)} exited {proc.returncode}: {message}")
-    return proc.stdout
 
 
 def managed(kind: str, *, running_only: bool = False) -> list[tuple[str, str, str]]:
@@ -148,17 +132,6 @@ def sweep_prefix(prefix: str) -> tuple[int, int]:
     if networks:
         docker("network", "rm", *networks)
     return len(containers), len(networks)
-
-
-def label_args(labels: Sequence[tuple[str, str]], run_id: str) -> list[str]:
-    merged = dict(labels)
-    # The plan already carries both; make sure regardless, so that nothing can leak unlabelled.
-    merged[LABEL_MANAGED] = "true"
-    merged[LABEL_RUN] = run_id
-    args: list[str] = []
-    for key, value in merged.items():
-        args += ["--label", f"{key}={value}"]
-    return args
 
 
 # -- other distval runs on this Engine --------------------------------------------------------------
@@ -345,19 +318,6 @@ class MatrixRun:
 
 
 # -- A) distval -------------------------------------------------------------------------------------
-
-
-def distval_executable(explicit: str | None) -> str:
-    """The distval console script next to this interpreter (no pyenv shim in between), else the one on PATH."""
-    if explicit:
-        return explicit
-    beside = Path(sys.executable).parent / "distval"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("distval")
-    if found is None:
-        raise BenchError("no distval executable: install the project (pip install -e .) or pass --distval")
-    return found
 
 
 def run_subprocess(argv: list[str], timeout_s: float) -> tuple[float, int, str]:

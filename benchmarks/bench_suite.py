@@ -40,17 +40,16 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import os
-import shutil
 import statistics
 import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from common import BenchError, distval_executable, docker, label_args  # noqa: E402, I001
 
 from harness.config import Config, load_config
 from harness.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
@@ -66,7 +65,6 @@ DEFAULT_IMAGES = (
 )
 DEFAULT_REPEAT = 3
 RATIO_TARGETS = {"distval-fixtures/torch:2.6-debian": 2.0}
-DOCKER_CALL_TIMEOUT_S = 120.0
 DISTVAL_RUN_ID = "bench-suite-{i}"
 FLOOR_RUN_ID = "bench-floor-{i}"
 
@@ -91,10 +89,6 @@ if world != int(os.environ["WORLD_SIZE"]):
 dist.destroy_process_group()
 print("init_only: rank %d of %d: process group formed and destroyed" % (rank, world), flush=True)
 '''
-
-
-class BenchError(RuntimeError):
-    """A benchmark step failed: the numbers would be meaningless, so the benchmark stops."""
 
 
 @dataclass
@@ -133,18 +127,6 @@ class ImageResult:
 # -- docker CLI -------------------------------------------------------------------------------------
 
 
-def docker(*args: str, stdin_data: bytes | None = None, timeout: float = DOCKER_CALL_TIMEOUT_S) -> bytes:
-    """Run one docker CLI command; its stdout, or BenchError with its stderr."""
-    try:
-        proc = subprocess.run(["docker", *args], input=stdin_data, capture_output=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        raise BenchError(f"docker {' '.join(args)}: no answer within {timeout:g} s") from None
-    if proc.returncode != 0:
-        message = proc.stderr.decode("utf-8", "replace").strip()
-        raise BenchError(f"docker {' '.join(args)} exited {proc.returncode}: {message}")
-    return proc.stdout
-
-
 def sweep(run_id: str) -> int:
     """Remove every container and network labelled with this (benchmark-owned) run id; how many there were."""
     selector = f"label={LABEL_RUN}={run_id}"
@@ -159,17 +141,6 @@ def sweep(run_id: str) -> int:
         docker("network", "rm", *networks)
         removed += len(networks)
     return removed
-
-
-def label_args(labels: Sequence[tuple[str, str]], run_id: str) -> list[str]:
-    merged = dict(labels)
-    # The plan already carries both; make sure regardless, so that nothing can leak unlabelled.
-    merged[LABEL_MANAGED] = "true"
-    merged[LABEL_RUN] = run_id
-    args: list[str] = []
-    for key, value in merged.items():
-        args += ["--label", f"{key}={value}"]
-    return args
 
 
 def floor_argv(cp: ContainerPlan) -> list[str]:
@@ -238,21 +209,9 @@ def check_image(image: str) -> str:
 # -- A) distval -------------------------------------------------------------------------------------
 
 
-def distval_executable(explicit: str | None) -> str:
-    """The distval console script next to this interpreter (no pyenv shim in between), else the one on PATH."""
-    if explicit:
-        return explicit
-    beside = Path(sys.executable).parent / "distval"
-    if beside.is_file() and os.access(beside, os.X_OK):
-        return str(beside)
-    found = shutil.which("distval")
-    if found is None:
-        raise BenchError("no distval executable: install the project (pip install -e .) or pass --distval")
-    return found
-
-
 def run_distval(distval: str, config: Path, image: str, run_id: str, timeout_s: float) -> DistvalSample:
-    argv = [distval, "run", str(config), "--image", image, "--quiet", "--run-id", run_id]
+    # One scenario at a time, as the floor runs: the comparison is the suite's cost, not --jobs.
+    argv = [distval, "run", str(config), "--image", image, "--quiet", "--jobs", "1", "--run-id", run_id]
     started = time.perf_counter()
     try:
         proc = subprocess.run(argv, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout_s)
