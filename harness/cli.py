@@ -18,7 +18,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any
 
 from harness import __version__
 from harness.config import load_config
@@ -27,7 +26,7 @@ from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, Interrupte
 from harness.fixtures import FIXTURES, build_fixtures, is_current, recipe_hash
 from harness.junit import write_junit
 from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run, render_plan
-from harness.report import ProgressDisplay, append_step_summary, render_summary, with_phases, write_json, write_markdown
+from harness.report import ProgressDisplay, append_step_summary, render_summary, write_json, write_markdown
 from harness.results import RunSummary, ScenarioResult, summarize_scenario
 from harness.runtime import run_scenario, signals_deferred
 
@@ -139,22 +138,13 @@ def _run_scenarios(engine: Engine, plans: tuple[ScenarioPlan, ...], display: Pro
     Ctrl-C or SIGTERM (raised in this thread) the workers are told to stop, kill their containers and
     clean up before this re-raises.
     """
-    lock = threading.Lock()
     stop = threading.Event()
-
-    def locked(function: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any) -> Any:
-            with lock:
-                return function(*args)
-
-        return call
-
-    log = locked(display.log)
+    events = display  # safe to call from the worker threads
 
     def run_one(index: int, scenario_plan: ScenarioPlan) -> ScenarioResult:
-        locked(display.scenario_started)(scenario_plan, index, len(plans))
-        result = summarize_scenario(run_scenario(with_phases(engine, display), scenario_plan, log, stop))
-        locked(display.scenario_finished)(result)
+        events.scenario_started(scenario_plan, index, len(plans))
+        result = summarize_scenario(run_scenario(engine, scenario_plan, events, stop))
+        events.scenario_finished(result)
         return result
 
     if jobs <= 1 or len(plans) <= 1:

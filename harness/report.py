@@ -3,8 +3,7 @@
 - ``ProgressDisplay``: progress on stderr. On a terminal one status line, rewritten in place (carriage
   return), says which scenario runs, its ranks and containers, its phase and for how long; each finished
   scenario leaves one permanent line. Elsewhere (CI logs, files) every event is a plain timestamped line.
-- ``with_phases``: wraps the Engine handed to the runtime so that its calls tell the display the phase
-  (the runtime reports only a few lines itself).
+- ``ProgressDisplay`` implements ``events.RunEvents``: the runtime tells it the phases explicitly.
 - ``render_summary``: the table printed at the end, with the command that reproduces each failure.
 - ``json_report`` / ``write_json``: everything the JUnit file holds, machine-readable (schema in README.md).
 - ``render_markdown`` / ``write_markdown`` / ``append_step_summary``: a Markdown summary, for
@@ -22,7 +21,7 @@ import shutil
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, TextIO, TypeVar, cast
+from typing import Any, TextIO, TypeVar
 
 from harness import __version__
 from harness.plan import ScenarioPlan
@@ -123,7 +122,16 @@ class ProgressDisplay:
         else:
             self._line(f"{plan.suite_name}: starting on {plan.image} (scenario {index} of {total}; {layout(plan)})")
 
-    def phase(self, name: str) -> None:
+    def note(self, plan: ScenarioPlan | None, line: str) -> None:
+        self.log(f"{plan.suite_name}: {line}" if plan is not None else line)
+
+    def container_exited(self, plan: ScenarioPlan, container: str, exit_code: int | None) -> None:
+        pass  # the scenario's result line says how each container ended
+
+    def waiting(self, plan: ScenarioPlan) -> None:
+        self.tick()
+
+    def phase(self, plan: ScenarioPlan, name: str) -> None:
         if name == self.phase_name:
             return
         self.phase_name = name
@@ -213,47 +221,6 @@ def _isatty(stream: TextIO) -> bool:
         return bool(stream.isatty())
     except (AttributeError, ValueError):  # closed or not a real stream
         return False
-
-
-# Engine method -> the phase it starts (runtime.py: inspect the image, create the network and the
-# containers, copy the suite in, start, poll the state until exit or deadline, kill at the deadline,
-# collect logs and results, remove).
-ENGINE_PHASES = {
-    "image": SETTING_UP,
-    "create_network": SETTING_UP,
-    "create_container": SETTING_UP,
-    "put_archive": SETTING_UP,
-    "start": RUNNING,
-    "kill": "killing what still runs at the deadline",
-    "logs": "collecting logs and results",
-    "read_files": "collecting logs and results",
-    "remove_labelled": "removing containers and network",
-}
-
-
-class _PhaseEngine:
-    def __init__(self, engine: object, display: ProgressDisplay) -> None:
-        self._engine = engine
-        self._display = display
-
-    def __getattr__(self, name: str) -> Any:
-        attribute = getattr(self._engine, name)
-        if not callable(attribute):
-            return attribute
-        display = self._display
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if name in ENGINE_PHASES:
-                display.phase(ENGINE_PHASES[name])
-            display.tick()
-            return attribute(*args, **kwargs)
-
-        return call
-
-
-def with_phases(engine: E, display: ProgressDisplay) -> E:
-    """``engine``, reporting to ``display`` the phase each call starts (runtime.py reports few lines itself)."""
-    return cast(E, _PhaseEngine(engine, display))
 
 
 # --- the summary on stdout ------------------------------------------------------------------------

@@ -13,18 +13,18 @@ import signal
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import suite
 from harness.engine import Engine, EngineError
+from harness.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
 from harness.plan import CONTAINER_ROOT, LABEL_SCENARIO, MASTER_ADDR_FIELD, NODE0_IP, RESULTS_DIR, ContainerPlan, ScenarioPlan
 from harness.results import ContainerOutcome, ScenarioOutcome
 
 POLL_INTERVAL_S = 0.2
-Progress = Callable[[str], None]
 
 
 def suite_dir() -> Path:
@@ -92,7 +92,7 @@ def _resolve(text: str, node0_ip: str | None) -> str:
     return text.replace(NODE0_IP, node0_ip)
 
 
-def run_scenario(engine: Engine, plan: ScenarioPlan, progress: Progress, stop: threading.Event | None = None) -> ScenarioOutcome:
+def run_scenario(engine: Engine, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None) -> ScenarioOutcome:
     started = time.monotonic()
     stop = stop or threading.Event()
     image = engine.image(plan.image)
@@ -134,7 +134,7 @@ def run_scenario(engine: Engine, plan: ScenarioPlan, progress: Progress, stop: t
                     deadline = time.monotonic() + plan.scenario.timeout_s
                     engine.start(container)
                     node0_ip = engine.address(container, plan.network.name, ipv6=plan.network.ipv6)
-                    progress(f"{plan.suite_name}: node 0 is at {node0_ip}")
+                    events.note(plan, f"node 0 is at {node0_ip}")
             # The deadline starts when the first container starts, after setup.
             deadline = deadline or time.monotonic() + plan.scenario.timeout_s
             # Node 0 last (unless the others need its address): every rendezvous form must cope with
@@ -142,8 +142,10 @@ def run_scenario(engine: Engine, plan: ScenarioPlan, progress: Progress, stop: t
             for container in reversed(containers[1 if plan.needs_node0_ip else 0 :]):
                 _check_stop(stop)
                 engine.start(container)
-            progress(f"{plan.suite_name}: started {len(containers)} container(s)")
-            killed = _wait(engine, containers, deadline, progress, plan, stop)
+            events.phase(plan, RUNNING)
+            events.note(plan, f"started {len(containers)} container(s)")
+            killed = _wait(engine, containers, deadline, events, plan, stop)
+            events.phase(plan, COLLECTING)
             outcomes = tuple(
                 _collect(engine, cp, container, container.name in killed)
                 for cp, container in zip(plan.containers, containers, strict=True)
@@ -158,6 +160,7 @@ def run_scenario(engine: Engine, plan: ScenarioPlan, progress: Progress, stop: t
             return ScenarioOutcome(plan, image_id, time.monotonic() - started, partial, setup_error=message)
         return ScenarioOutcome(plan, image_id, time.monotonic() - started, outcomes)
     finally:
+        events.phase(plan, REMOVING)
         with signals_deferred():
             engine.remove_labelled(f"{LABEL_SCENARIO}={plan.scenario.name}")
 
@@ -168,13 +171,15 @@ def _check_stop(stop: threading.Event) -> None:
 
 
 def _wait(
-    engine: Engine, containers: list[Any], deadline: float, progress: Progress, plan: ScenarioPlan, stop: threading.Event
+    engine: Engine, containers: list[Any], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event
 ) -> set[str]:
     running = {c.name: c for c in containers}
     while running:
         for name, container in list(running.items()):
-            if engine.state(container).status not in ("created", "running", "restarting"):
+            state = engine.state(container)
+            if state.status not in ("created", "running", "restarting"):
                 del running[name]
+                events.container_exited(plan, name, state.exit_code)
         if not running:
             break
         if stop.is_set():
@@ -182,12 +187,12 @@ def _wait(
                 engine.kill(container)
             return set(running)
         if time.monotonic() >= deadline:
-            progress(
-                f"{plan.suite_name}: deadline of {plan.scenario.timeout_s:g} s reached; killing {', '.join(sorted(running))}"
-            )
+            events.phase(plan, KILLING)
+            events.note(plan, f"deadline of {plan.scenario.timeout_s:g} s reached; killing {', '.join(sorted(running))}")
             for container in running.values():
                 engine.kill(container)
             return set(running)
+        events.waiting(plan)
         time.sleep(POLL_INTERVAL_S)
     return set()
 

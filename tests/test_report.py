@@ -9,7 +9,6 @@ import os
 import re
 import sys
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,25 +16,15 @@ import pytest
 from lxml import etree
 
 import harness.cli
-from harness import __version__
 from harness.cli import main
 from harness.config import parse_config
 from harness.engine import EngineError, ImageInfo
-from harness.junit import render_junit
+from harness.events import RunEvents
 from harness.plan import ScenarioPlan, plan_scenario
 from harness.report import (
-    ENGINE_PHASES,
     ProgressDisplay,
-    append_step_summary,
-    json_report,
     layout,
-    render_json,
-    render_markdown,
     render_summary,
-    reproduce_command,
-    with_phases,
-    write_json,
-    write_markdown,
 )
 from harness.results import (
     ERROR,
@@ -163,10 +152,10 @@ def test_plain_lines_when_not_a_terminal() -> None:
     display.log("image example/torch:test: present")
     display.scenario_started(across, 2, 2)
     clock.now += 1.5
-    display.phase("creating the network")
-    display.phase("creating the network")  # no change: no line
+    display.phase(across, "creating the network")
+    display.phase(across, "creating the network")  # no change: no line
     display.log(f"{across.suite_name}: started 3 container(s)")
-    display.phase("running")
+    display.phase(across, "running")
     clock.now += 10
     display.tick()  # before the heartbeat: nothing
     clock.now += 25
@@ -197,7 +186,7 @@ def test_silent_without_a_stream() -> None:
     display = ProgressDisplay(None)
     display.log("x")
     display.scenario_started(inside, 1, 1)
-    display.phase("running")
+    display.phase(inside, "running")
     display.tick()
     display.scenario_finished(passing(inside))
     display.close()
@@ -214,12 +203,12 @@ def test_terminal_one_status_line_and_permanent_result_lines() -> None:
     assert display.tty
     display.scenario_started(inside, 1, 2)
     assert screen(stream.getvalue()) == [f"[1/2] {inside.suite_name} | 2 ranks in 1 container | setting up | 0 s"]
-    display.phase("creating the network")
+    display.phase(across, "creating the network")
     display.log(f"{inside.suite_name}: started 1 container(s)")  # into the status line, not a permanent line
     assert screen(stream.getvalue()) == [
         f"[1/2] {inside.suite_name} | 2 ranks in 1 container | creating the network: started 1 container(s) | 0 s"
     ]
-    display.phase("running")
+    display.phase(inside, "running")
     clock.now += 7.2
     display.tick()
     assert screen(stream.getvalue()) == [f"[1/2] {inside.suite_name} | 2 ranks in 1 container | running | 7 s"]
@@ -228,7 +217,7 @@ def test_terminal_one_status_line_and_permanent_result_lines() -> None:
     assert len(stream.getvalue()) == writes
     display.scenario_finished(passing(inside))
     display.scenario_started(across, 2, 2)
-    display.phase("running")
+    display.phase(across, "running")
     clock.now += 3
     display.tick()
     shown = screen(stream.getvalue())
@@ -251,7 +240,7 @@ def test_terminal_status_line_fits_the_width() -> None:
     stream = Terminal()
     display = ProgressDisplay(stream, clock=Clock(), columns=40)
     display.scenario_started(across, 1, 1)
-    display.phase("collecting logs and results")
+    display.phase(across, "collecting logs and results")
     for chunk in stream.getvalue().split("\r"):
         assert len(chunk) <= 39, chunk  # never wraps (a wrapped line breaks \r)
     assert screen(stream.getvalue())[-1] == f"[1/1] {across.suite_name} | 3 ranks in 3 c"[:39]
@@ -279,303 +268,6 @@ def test_isatty_decides_and_term_dumb_is_not_a_terminal(monkeypatch: pytest.Monk
     assert ProgressDisplay(stream).tty
     monkeypatch.setenv("TERM", "dumb")
     assert not ProgressDisplay(stream).tty
-
-
-# --- phases from the Engine's calls ---------------------------------------------------------------
-
-
-class RecordingEngine:
-    run_id = "rid"
-
-    def __init__(self) -> None:
-        self.calls: list[str] = []
-
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name not in ENGINE_PHASES and name not in ("state", "version"):
-            raise AttributeError(name)
-
-        def method(*args: Any, **kwargs: Any) -> Any:
-            self.calls.append(name)
-            return f"{name} result"
-
-        return method
-
-
-def test_with_phases_reports_the_phase_of_each_engine_call() -> None:
-    inside, _ = plans()
-    display = ProgressDisplay(io.StringIO(), clock=Clock())
-    engine = RecordingEngine()
-    tracked = with_phases(engine, display)
-    assert tracked.run_id == "rid"  # attributes pass through
-    display.scenario_started(inside, 1, 1)
-    seen = []
-    for call in ("image", "create_network", "create_container", "put_archive", "start", "state", "kill", "state", "logs"):
-        assert getattr(tracked, call)("arg") == f"{call} result"
-        seen.append(display.phase_name)
-    assert seen == [
-        "setting up",
-        "setting up",
-        "setting up",
-        "setting up",
-        "running",
-        "running",
-        "killing what still runs at the deadline",
-        "killing what still runs at the deadline",  # polling after the kill does not change the phase
-        "collecting logs and results",
-    ]
-    tracked.read_files("c", "/distval/results")
-    tracked.state("c")  # _collect polls the state too
-    assert display.phase_name == "collecting logs and results"
-    tracked.remove_labelled("x")
-    assert display.phase_name == "removing containers and network"
-    assert engine.calls[:3] == ["image", "create_network", "create_container"]
-
-
-# --- the summary on stdout ------------------------------------------------------------------------
-
-
-def test_summary_table_rows_messages_and_reproduce_commands() -> None:
-    text = render_summary(summary())
-    lines = text.splitlines()
-    assert lines[0].split() == ["scenario", "testcase", "status", "message"]
-    assert set(lines[1].replace(" ", "")) == {"-"}
-    rows = [line.split(None, 3) for line in lines[2:8]]
-    assert [row[:3] for row in rows] == [
-        ["inside", "env", "passed"],
-        ["inside", "all_reduce", "passed"],
-        ["inside", "exit_status", "passed"],
-        ["across", "env", "skipped"],
-        ["across", "all_reduce", "FAILED"],
-        ["across", "exit_status", "ERROR"],
-    ]
-    assert rows[0][3] == "torch 2.6.0, Python 3.13.5"
-    # The key message: first line only, cut to 100 characters.
-    assert rows[4][3] == LONG_MESSAGE[:97] + "..."
-    assert "second line" not in text
-    # Columns line up: every message starts in the same column.
-    assert len({line.index(message) for line, message in zip(lines[2:5], ["torch", "ok", "ok"], strict=True)}) == 1
-    reproduce = "distval run 'configs/my suite.yaml' --image example/torch:test --filter across"
-    assert lines[8:12] == ["", "To reproduce:", "  across: all_reduce (failed), exit_status (error)", f"    {reproduce}"]
-    assert lines[-1] == f"distval run {RUN_ID}: 3 of 6 check results passed; exit code 1"
-    assert "inside:" not in text  # nothing to reproduce for a passing scenario
-
-
-def test_reproduce_command_selects_exactly_that_scenario() -> None:
-    inside, _ = plans()
-    result = passing(inside)
-    assert reproduce_command(summary(), result) == (
-        "distval run 'configs/my suite.yaml' --image example/torch:test --filter inside"
-    )
-    assert (
-        reproduce_command(RunSummary(RUN_ID, (result,)), result)
-        == "distval run CONFIG --image example/torch:test --filter inside"
-    )
-
-
-def test_summary_of_a_run_that_stopped_early() -> None:
-    text = render_summary(
-        RunSummary(RUN_ID, (), ("environment", "cannot reach the Docker Engine at unix:///x.sock: refused\ndetails"), 3)
-    )
-    assert text.splitlines() == [
-        "ERROR   environment: cannot reach the Docker Engine at unix:///x.sock: refused",
-        "",
-        f"distval run {RUN_ID}: 0 of 0 check results passed; exit code 3",
-    ]
-
-
-def test_summary_all_passed_has_no_reproduce_section() -> None:
-    inside, across = plans()
-    text = render_summary(RunSummary(RUN_ID, (passing(inside), passing(across)), config_path="c.yaml"))
-    assert "To reproduce" not in text and "ERROR" not in text and "FAILED" not in text
-    assert text.endswith(f"distval run {RUN_ID}: 6 of 6 check results passed; exit code 0\n")
-
-
-# --- JSON -----------------------------------------------------------------------------------------
-
-
-def test_json_report_top_level() -> None:
-    report = json_report(summary())
-    assert list(report) == [
-        "schema_version",
-        "run_id",
-        "distval_version",
-        "exit_code",
-        "early_error",
-        "engine_version",
-        "host",
-        "config",
-        "scenarios",
-    ]
-    assert report["schema_version"] == 1
-    assert (report["run_id"], report["distval_version"], report["exit_code"]) == (RUN_ID, __version__, 1)
-    assert (report["early_error"], report["engine_version"], report["host"]) == (None, "27.5.1", "ci-host")
-    assert report["config"] == CONFIG_PATH
-    assert [s["name"] for s in report["scenarios"]] == ["inside", "across"]
-
-
-def test_json_report_scenarios_and_cases() -> None:
-    inside, across = plans()
-    report = json_report(summary())
-    first, second = report["scenarios"]
-    assert first == {
-        "name": "inside",
-        "suite_name": "inside (in-container, 2 ranks)",
-        "topology": "in-container",
-        "world_size": 2,
-        "backend": "gloo",
-        "image": IMAGE,
-        "image_id": "sha256:feed",
-        "status": PASSED,
-        "duration_s": 4.25,
-        "properties": {
-            "image": IMAGE,
-            "image_id": "sha256:feed",
-            "cuda_version": "none",
-            "scenario_hash": "0123abcd4567",
-            "run_id": RUN_ID,
-            "distval_version": __version__,
-            "docker_engine_version": "27.5.1",
-            "host": "ci-host",
-        },
-        "reproduce": None,
-        "cases": [
-            {
-                "name": "env",
-                "status": PASSED,
-                "message": "torch 2.6.0, Python 3.13.5",
-                "duration_s": 0.5,
-                "output": "env output",
-                "skipped_ranks": [],
-            },
-            {
-                "name": "all_reduce",
-                "status": PASSED,
-                "message": "ok",
-                "duration_s": 0.5,
-                "output": "all_reduce output",
-                "skipped_ranks": [],
-            },
-            {
-                "name": "exit_status",
-                "status": PASSED,
-                "message": "ok",
-                "duration_s": 0.5,
-                "output": "exit_status output",
-                "skipped_ranks": [],
-            },
-        ],
-        "logs": "logs of inside",
-    }
-    assert (second["status"], second["world_size"], second["topology"]) == (ERROR, 3, "cross-container")
-    assert second["reproduce"] == reproduce_command(summary(), failing(across))
-    assert [(c["name"], c["status"]) for c in second["cases"]] == [
-        ("env", SKIPPED),
-        ("all_reduce", FAILED),
-        ("exit_status", ERROR),
-    ]
-    assert second["cases"][1]["message"] == LONG_MESSAGE + "\nsecond line"  # whole, unlike the table
-    assert inside.suite_name == first["suite_name"]
-
-
-def test_json_holds_what_the_junit_holds() -> None:
-    data = summary(early_error=("interrupted", "interrupted by SIGTERM"), early_exit_code=143)
-    report = json.loads(render_json(data))
-    root = ET.fromstring(render_junit(data))
-    suites = [s for s in root.findall("testsuite") if s.get("name") != "distval run"]
-    assert [s.get("name") for s in suites] == [s["suite_name"] for s in report["scenarios"]]
-    for suite, scenario_json in zip(suites, report["scenarios"], strict=True):
-        junit_properties = {p.get("name"): p.get("value") for p in suite.findall("properties/property")}
-        assert junit_properties == scenario_json["properties"]
-        assert [c.get("name") for c in suite.findall("testcase")] == [c["name"] for c in scenario_json["cases"]]
-        for case, case_json in zip(suite.findall("testcase"), scenario_json["cases"], strict=True):
-            outcomes = [o for o in case if o.tag in ("failure", "error", "skipped")]
-            assert [o.tag for o in outcomes] == {FAILED: ["failure"], ERROR: ["error"], SKIPPED: ["skipped"]}.get(
-                case_json["status"], []
-            )
-            for outcome in outcomes:
-                # (an XML parser reads a newline in an attribute as a space; the JSON keeps the message as it was)
-                assert outcome.get("message") == case_json["message"][:2000].replace("\n", " ")
-            assert float(case.get("time") or 0) == case_json["duration_s"]
-        out = suite.find("system-out")
-        assert out is not None and out.text == scenario_json["logs"]
-    assert report["early_error"] == {"kind": "interrupted", "message": "interrupted by SIGTERM"}
-    assert report["exit_code"] == 143
-
-
-def test_json_unknowns_are_null() -> None:
-    inside, _ = plans()
-    result = ScenarioResult(inside, (), (("image_id", "unknown"),), "", 0.0)
-    report = json_report(RunSummary(RUN_ID, (result,), host="h"))
-    assert report["engine_version"] is None and report["config"] is None
-    (scenario_json,) = report["scenarios"]
-    assert scenario_json["image_id"] is None
-    assert scenario_json["properties"]["image_id"] == "unknown"  # the JUnit's value, as it is
-    assert scenario_json["status"] == ERROR and scenario_json["reproduce"] is not None
-
-
-def test_write_json_creates_parents_and_leaves_no_temporary(tmp_path: Path) -> None:
-    target = tmp_path / "deep" / "report.json"
-    write_json(summary(), target)
-    assert sorted(p.name for p in target.parent.iterdir()) == ["report.json"]
-    assert json.loads(target.read_text(encoding="utf-8")) == json_report(summary())
-
-
-# --- Markdown -------------------------------------------------------------------------------------
-
-
-def test_markdown_verdict_table_and_failures() -> None:
-    text = render_markdown(summary())
-    lines = text.splitlines()
-    assert lines[0] == "## ❌ distval: failed"
-    assert "3 of 6 check results passed in 2 scenario(s); exit code 1." in lines[2]
-    assert "Docker Engine 27.5.1" in lines[2] and "`ci-host`" in lines[2]
-    header = lines.index("| scenario | topology | ranks | image | status | passed | failed | errors | skipped | time |")
-    assert lines[header + 2] == "| inside | in-container | 2 | example/torch:test | ✅ passed | 3 | 0 | 0 | 0 | 4.2 s |"
-    assert lines[header + 3] == "| across | cross-container | 3 | example/torch:test | ❌ error | 0 | 1 | 1 | 1 | 12.0 s |"
-    failures = text[text.index("### Failures") :]
-    assert "#### across / all\\_reduce: failed" in failures
-    assert "#### across / exit\\_status: error" in failures
-    assert "#### inside" not in failures and "env" not in failures
-    assert LONG_MESSAGE in failures
-    reproduce = "```\ndistval run 'configs/my suite.yaml' --image example/torch:test --filter across\n```"
-    assert failures.count(reproduce) == 2  # once per failing testcase
-
-
-def test_markdown_all_passed() -> None:
-    inside, _ = plans()
-    text = render_markdown(RunSummary(RUN_ID, (passing(inside),), host="h"))
-    assert text.startswith("## ✅ distval: passed\n")
-    assert "### Failures" not in text and "stopped early" not in text
-
-
-def test_markdown_early_error_and_escaping() -> None:
-    inside, _ = plans()
-    weird = scenario(inside, [("all_reduce", FAILED, "got ``` and | pipes <b>")])
-    text = render_markdown(RunSummary(RUN_ID, (weird,), ("interrupted", "interrupted by SIGINT"), 130, host="h"))
-    assert text.startswith("## ❌ distval: stopped early (interrupted)\n")
-    assert "### The run stopped early: interrupted\n\n```\ninterrupted by SIGINT\n```" in text
-    # A message with a fence inside gets a longer fence.
-    assert "````\ngot ``` and | pipes <b>\n````" in text
-
-
-def test_step_summary_is_appended(tmp_path: Path) -> None:
-    target = tmp_path / "step_summary.md"
-    target.write_text("EARLIER STEP\n", encoding="utf-8")
-    environ = {"GITHUB_STEP_SUMMARY": str(target)}
-    assert append_step_summary(summary(), environ) == str(target)
-    assert append_step_summary(summary(), environ) == str(target)
-    text = target.read_text(encoding="utf-8")
-    assert text.startswith("EARLIER STEP\n## ❌ distval: failed")
-    assert text.count("## ❌ distval: failed") == 2
-    assert append_step_summary(summary(), {}) is None
-
-
-def test_write_markdown(tmp_path: Path) -> None:
-    target = tmp_path / "out" / "summary.md"
-    target.parent.mkdir()
-    target.write_text("OLD", encoding="utf-8")
-    write_markdown(summary(), target)
-    assert target.read_text(encoding="utf-8") == render_markdown(summary())
 
 
 # --- distval run, against a fake Engine and a fake runtime -----------------------------------------
@@ -621,12 +313,14 @@ class FakeEngine:
         return 0, 0
 
 
-def fake_run_scenario(engine: Any, plan: ScenarioPlan, progress: Callable[[str], None], stop: object = None) -> ScenarioOutcome:
+def fake_run_scenario(engine: Any, plan: ScenarioPlan, events: RunEvents, stop: object = None) -> ScenarioOutcome:
     """What runtime.run_scenario returns: all_reduce fails on rank 1 in 'across', everything else passes."""
     image = engine.image(plan.image)
     engine.create_network(plan.network.name)
     engine.start(None)
-    progress(f"{plan.suite_name}: started {len(plan.containers)} container(s)")
+    events.phase(plan, "running")
+    events.note(plan, f"started {len(plan.containers)} container(s)")
+    events.phase(plan, "collecting logs and results")
     engine.state(None)
     engine.logs(None)
     containers = []
@@ -638,6 +332,7 @@ def fake_run_scenario(engine: Any, plan: ScenarioPlan, progress: Callable[[str],
             text += record("all_reduce", rank, FAILED if bad else PASSED, "expected 3.0, got 2.0" if bad else "ok")
             files[f"rank-{rank}.jsonl"] = text.encode()
         containers.append(ContainerOutcome(cp.name, cp.node_rank, cp.ranks, 0, False, "out", "err", files))
+    events.phase(plan, "removing containers and networks")
     engine.remove_labelled(f"distval.scenario={plan.scenario.name}")
     return ScenarioOutcome(plan, image.id, 2.5, tuple(containers))
 
@@ -703,7 +398,7 @@ def test_run_progress_plain_lines(fake_docker: Path, tmp_path: Path, capsys: pyt
         "inside (in-container, 2 ranks): running",
         "inside (in-container, 2 ranks): started 1 container(s)",
         "inside (in-container, 2 ranks): collecting logs and results",
-        "inside (in-container, 2 ranks): removing containers and network",
+        "inside (in-container, 2 ranks): removing containers and networks",
         "inside (in-container, 2 ranks): passed in 2.5 s (3 passed)",
     ]
     assert lines[-1] == "across (cross-container, 2x1, 2 ranks, static): failed in 2.5 s (2 passed; failed: all_reduce)"
