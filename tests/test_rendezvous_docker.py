@@ -17,6 +17,7 @@ import pytest
 
 from harness.config import parse_config
 from harness.engine import Engine
+from harness.events import NO_EVENTS
 from harness.plan import plan_run
 from harness.results import ERROR, FAILED, summarize_scenario
 from harness.runtime import run_scenario
@@ -113,7 +114,7 @@ def test_unresolvable_master_address_fails_within_the_deadline_naming_it(fixture
     plan = dataclasses.replace(plan, containers=(plan.containers[0], dataclasses.replace(node1, env=broken_env)))
     engine = Engine(run_id)
     started = time.monotonic()
-    result = summarize_scenario(run_scenario(engine, plan, lambda line: None))
+    result = summarize_scenario(run_scenario(engine, plan, NO_EVENTS))
     assert time.monotonic() - started < 60 + 30
     cases = {c.name: c for c in result.cases}
     assert cases["env"].status == "passed"
