@@ -8,6 +8,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import fnmatch
+import json
 import os
 import re
 import secrets
@@ -22,10 +23,11 @@ from types import FrameType
 from harness import __version__
 from harness.config import load_config
 from harness.engine import Engine, EngineError, ImageMissing
-from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, Interrupted
+from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, FilterMismatch, Interrupted
 from harness.fixtures import FIXTURES, build_fixtures, is_current, recipe_hash
 from harness.junit import write_junit
-from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run, render_plan
+from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
+from harness.plan_render import plan_as_data, render_plan
 from harness.report import ProgressDisplay, append_step_summary, render_summary, write_json, write_markdown
 from harness.results import RunSummary, ScenarioResult, summarize_scenario
 from harness.runtime import run_scenario, signals_deferred
@@ -37,13 +39,6 @@ class _Interrupt(Interrupted):
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by {signal.Signals(signum).name}; the run's containers and networks were removed")
         self.exit_code = 128 + signum
-
-
-class FilterMismatch(DistvalError):
-    """A --filter pattern that matches no scenario of the config: bad input."""
-
-    exit_code = EXIT_BAD_INPUT
-    kind = "filter"
 
 
 def _raise_interrupt(signum: int, _frame: FrameType | None) -> None:
@@ -220,7 +215,11 @@ def command_plan(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
-    sys.stdout.write(render_plan(plan_run(config, args.run_id or "<run-id>", args.image)))
+    plan = plan_run(config, args.run_id or "<run-id>", args.image)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(plan_as_data(plan), indent=2, sort_keys=True) + "\n")
+    else:
+        sys.stdout.write(render_plan(plan))
     return 0
 
 
@@ -293,6 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("config")
     plan.add_argument("--image")
     plan.add_argument("--run-id", type=_run_id)
+    plan.add_argument(
+        "--format", choices=("text", "json"), default="text", help="text for people (default) or the plan object as JSON"
+    )
     plan.set_defaults(handler=command_plan)
 
     fixtures = commands.add_parser("fixtures", help="build or list the fixture images (no registry needed)")

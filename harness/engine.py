@@ -12,9 +12,9 @@ import hashlib
 import io
 import os
 import tarfile
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import docker
@@ -22,33 +22,19 @@ import docker.errors
 import docker.types
 import requests
 
-from harness.errors import EnvironmentUnusable
-from harness.plan import LABEL_MANAGED, LABEL_RUN, ContainerOptions
+from harness.docker_spec import ContainerPlan, NetworkPlan
+from harness.engine_protocol import ContainerState, GpuSupport, ImageInfo
+from harness.errors import EngineError, ImageMissing
+from harness.labels import LABEL_MANAGED, LABEL_RUN
 
 T = TypeVar("T")
 API_TIMEOUT_S = 120
 
 
-class EngineError(EnvironmentUnusable):
-    """A Docker Engine call failed. Inside a scenario it becomes that scenario's error result."""
-
-
-class ImageMissing(EngineError):
-    pass
-
-
-@dataclass(frozen=True)
-class ImageInfo:
-    id: str
-    tags: tuple[str, ...]
-    labels: Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class ContainerState:
-    status: str
-    exit_code: int | None
-    oom_killed: bool
+__all__ = ["ContainerState", "Engine", "EngineError", "GpuSupport", "ImageInfo", "ImageMissing"]
+# The answer of an Engine with no GPU runtime to a device request (moby's daemon/devices.go).
+NO_GPU_DRIVER = "could not select device driver"
+GPU_PROBE_TIMEOUT_S = 60
 
 
 def _where() -> str:
@@ -56,6 +42,8 @@ def _where() -> str:
 
 
 class Engine:
+    """The real Engine; implements harness.engine_protocol.EngineAPI."""
+
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         try:
@@ -63,6 +51,8 @@ class Engine:
             self.client.ping()
         except (docker.errors.DockerException, requests.RequestException) as exc:
             raise EngineError(f"cannot reach the Docker Engine at {_where()}: {exc}") from None
+        self._gpu_lock = threading.Lock()
+        self._gpu_support: dict[str, GpuSupport] = {}
 
     def _call(self, what: str, function: Callable[[], T]) -> T:
         try:
@@ -143,19 +133,13 @@ class Engine:
         return self._call(f"build {tag}", run)
 
     # -- networks and containers ------------------------------------------------------------------
-    def create_network(self, name: str, internal: bool, labels: Mapping[str, str], ipv6: bool = False) -> None:
-        kwargs: dict[str, Any] = {}
-        if ipv6:
-            # A unique-local /64 derived from the (run-unique) name: parallel runs never share one.
-            digest = hashlib.sha256(name.encode()).hexdigest()
-            subnet = f"fd{digest[:2]}:{digest[2:6]}:{digest[6:10]}:{digest[10:14]}::/64"
-            kwargs = {"enable_ipv6": True, "ipam": docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=subnet)])}
-        self._call(
-            f"create network {name}",
-            lambda: self.client.networks.create(
-                name, driver="bridge", internal=internal, labels=self._labels(labels), check_duplicate=True, **kwargs
-            ),
-        )
+    def create_network(self, network: NetworkPlan) -> None:
+        kwargs = network.create_kwargs()
+        kwargs["labels"] = self._labels(kwargs["labels"])
+        if "ipam" in kwargs:
+            pool = kwargs["ipam"]["Config"][0]
+            kwargs["ipam"] = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=pool["Subnet"])])
+        self._call(f"create network {network.name}", lambda: self.client.networks.create(**kwargs))
 
     def network_subnets(self, name: str) -> list[str]:
         network = self._call(f"inspect network {name}", lambda: self.client.networks.get(name))
@@ -176,45 +160,11 @@ class Engine:
             time.sleep(0.1)
         raise EngineError(f"{container.name} has no {'IPv6' if ipv6 else 'IPv4'} address on {network}")
 
-    def create_container(
-        self,
-        name: str,
-        image: str,
-        argv: tuple[str, ...],
-        hostname: str,
-        env: Mapping[str, str],
-        labels: Mapping[str, str],
-        working_dir: str,
-        network: str,
-        options: ContainerOptions | None = None,
-    ) -> Any:
-        options = options or ContainerOptions()
-        limits: dict[str, Any] = {}
-        if options.cpus is not None:
-            limits["nano_cpus"] = int(options.cpus * 1e9)
-        if options.memory is not None:
-            limits["mem_limit"] = options.memory
-        if options.shm_size is not None:
-            limits["shm_size"] = options.shm_size
-        if options.user is not None:
-            limits["user"] = options.user
-        # create + start, never containers.run(): run() pulls a missing image.
-        return self._call(
-            f"create container {name}",
-            lambda: self.client.containers.create(
-                image,
-                entrypoint=[argv[0]],
-                command=list(argv[1:]),
-                name=name,
-                hostname=hostname,
-                environment=dict(env),
-                labels=self._labels(labels),
-                working_dir=working_dir,
-                network=network,
-                detach=True,
-                **limits,
-            ),
-        )
+    def create_container(self, container: ContainerPlan) -> Any:
+        """Create exactly what the plan says (its resolved ``create_kwargs``), plus the run's labels."""
+        kwargs = container.create_kwargs()
+        kwargs["labels"] = self._labels(kwargs["labels"])
+        return self._call(f"create container {container.name}", lambda: self.client.containers.create(**kwargs))
 
     def put_archive(self, container: Any, path: str, data: bytes) -> None:
         ok = self._call(f"copy files into {container.name}", lambda: container.put_archive(path, data))
@@ -260,6 +210,48 @@ class Engine:
                     if handle is not None:
                         files[os.path.basename(member.name)] = handle.read()
         return files
+
+    # -- GPUs ---------------------------------------------------------------------------------------
+    def gpu_support(self, image: str) -> GpuSupport:
+        """How many GPUs this Engine can give a container of ``image``, measured once per image and run:
+        a short probe container asks for all GPUs (count -1) and counts the NVIDIA devices it sees. An
+        Engine without a GPU runtime refuses the request ("could not select device driver ...")."""
+        with self._gpu_lock:
+            if image not in self._gpu_support:
+                self._gpu_support[image] = self._probe_gpus(image)
+            return self._gpu_support[image]
+
+    def _probe_gpus(self, image: str) -> GpuSupport:
+        count_devices = "import glob; print(len(glob.glob('/dev/nvidia[0-9]*')))"
+        name = f"distval-{self.run_id}-gpu-probe-{hashlib.sha256(image.encode()).hexdigest()[:8]}"
+        try:
+            container = self.client.containers.create(
+                image,
+                entrypoint=["python3", "-c", count_devices],
+                name=name,
+                labels=self._labels({}),
+                network_mode="none",
+                device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])],
+                detach=True,
+            )
+            try:
+                container.start()
+                container.wait(timeout=GPU_PROBE_TIMEOUT_S)
+                output = container.logs(stdout=True, stderr=False).decode("utf-8", "replace").strip()
+            finally:
+                container.remove(force=True, v=True)
+        except docker.errors.APIError as exc:
+            text = str(exc.explanation or exc)
+            if NO_GPU_DRIVER in text:
+                return GpuSupport(0, f"this Docker Engine cannot give GPUs to containers ({text})")
+            raise EngineError(f"probe the Engine's GPUs with {image}: {text}") from None
+        except (docker.errors.DockerException, requests.RequestException) as exc:
+            raise EngineError(f"probe the Engine's GPUs with {image}: {exc}") from None
+        if not output.isdigit():
+            return GpuSupport(0, f"the GPU probe in {image} printed {output[:200]!r}, not a device count")
+        count = int(output)
+        reason = "" if count else "the Engine accepted the GPU request but the container saw no /dev/nvidia* device"
+        return GpuSupport(count, reason)
 
     # -- cleanup ----------------------------------------------------------------------------------
     def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:

@@ -1,4 +1,16 @@
-"""distval's errors, each with the exit code the CLI returns for it (documented in README.md)."""
+"""distval's errors: one tree, each class with the exit code the CLI returns for it (README.md, "Exit codes").
+
+DistvalError                 1
+├── BadInput                 2  the config, the command line
+│   ├── ConfigError
+│   └── FilterMismatch
+├── EnvironmentUnusable      3  what distval needs and does not have
+│   └── EngineError             a Docker Engine call failed
+│       └── ImageMissing
+├── Interrupted         128+N  Ctrl-C, SIGTERM
+│   └── RunStopped              a worker told to stop creates nothing more
+└── PlanError                1  a plan that cannot be executed as written (a bug, never the user's input)
+"""
 
 from __future__ import annotations
 
@@ -14,15 +26,25 @@ class DistvalError(Exception):
     kind = "error"
 
 
-class ConfigError(DistvalError):
+class BadInput(DistvalError):
+    exit_code = EXIT_BAD_INPUT
+    kind = "input"
+
+
+class ConfigError(BadInput):
     """Bad input: every problem found, each one line naming file, line, key path and what was expected."""
 
-    exit_code = EXIT_BAD_INPUT
     kind = "config"
 
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = problems
+
+
+class FilterMismatch(BadInput):
+    """A --filter pattern that matches no scenario of the config."""
+
+    kind = "filter"
 
 
 class EnvironmentUnusable(DistvalError):
@@ -32,8 +54,29 @@ class EnvironmentUnusable(DistvalError):
     kind = "environment"
 
 
+class EngineError(EnvironmentUnusable):
+    """A Docker Engine call failed. Inside a scenario it becomes that scenario's error result."""
+
+
+class ImageMissing(EngineError):
+    pass
+
+
 class Interrupted(DistvalError):
     """Ctrl-C or SIGTERM; raised from the signal handler so that every cleanup path runs."""
 
     exit_code = EXIT_INTERRUPTED
     kind = "interrupted"
+
+
+class RunStopped(Interrupted):
+    """The run is stopping (Ctrl-C or SIGTERM seen by another thread): create nothing more."""
+
+    def __init__(self) -> None:
+        super().__init__("the run was interrupted")
+
+
+class PlanError(DistvalError):
+    """A plan that cannot be executed as written, e.g. a placeholder used before it is known."""
+
+    kind = "plan"

@@ -1,83 +1,134 @@
-"""Scenario -> a Docker-free launch plan: every network, container, command line and file, as data.
+"""Scenario -> a Docker-free launch plan that is exactly what runs.
 
-``distval plan`` prints it (a dry run); runtime.py executes it and nothing else decides what to create.
-Later topologies (fault injection, per-rank GPUs, host mode) add plan fields, not Docker calls.
+A ``ScenarioPlan`` holds every network and container with its full creation arguments and files, and
+the ordered steps that create, start and observe them. What only the Engine can know (node 0's address,
+the network's subnets) is a named placeholder (harness/placeholders.py). ``distval plan`` prints this
+object, placeholders included; harness/runtime.py resolves each step with the facts it observed and
+executes it verbatim, deciding nothing itself (the model is TorchX's docker scheduler, whose dry run
+returns the docker-py arguments and whose schedule() only loops over them).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass
 
 from harness.config import Config, Scenario
+from harness.docker_spec import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan, Ulimit
+from harness.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
+from harness.placeholders import placeholder
+
+__all__ = [  # the names other modules take from here; the data types live in docker_spec/labels
+    "LABEL_MANAGED",
+    "LABEL_NODE",
+    "LABEL_RUN",
+    "LABEL_SCENARIO",
+    "ContainerOptions",
+    "ContainerPlan",
+    "FileCopy",
+    "NetworkPlan",
+    "Ulimit",
+]
 
 DEFAULT_IMAGE = "distval-fixtures/torch:2.6-debian"
 CONTAINER_ROOT = "/distval"
 SPEC_PATH = f"{CONTAINER_ROOT}/spec.json"
 RESULTS_DIR = f"{CONTAINER_ROOT}/results"
 MASTER_PORT = 29500
-LABEL_MANAGED = "distval.managed"
-LABEL_RUN = "distval.run"
-LABEL_SCENARIO = "distval.scenario"
-LABEL_NODE = "distval.node"
-
-
-# Where the harness puts node 0's IP address once the Engine has given it one (master_addr: ip).
-NODE0_IP = "{node0_ip}"
-# In the suite spec: each container's own address for node 0 (ContainerPlan.master_addr).
-MASTER_ADDR_FIELD = "{master_addr}"
 C10D_PORT = 29400
+NODE0_IP = placeholder("node0_ip")
+NODE0_HOST = placeholder("node0_host")
+SUBNETS = placeholder("subnets")
+NCCL_BACKENDS = ("nccl", "nccl-legacy")
+# NCCL in containers: Docker's 64 MB /dev/shm breaks NCCL's shared-memory transport (nccl#342), and
+# NVIDIA's container guide asks for unlimited locked memory and a 64 MiB stack.
+NCCL_SHM_SIZE = "1g"
+NCCL_ULIMITS = (Ulimit("memlock", -1, -1), Ulimit("stack", 67108864, 67108864))
+NCCL_ENV = (
+    ("NCCL_DEBUG", "INFO"),  # its INIT lines name the transport between each pair (results: nccl_transport)
+    ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),  # a timed-out collective raises instead of hanging
+    ("NCCL_ASYNC_ERROR_HANDLING", "1"),  # the same before torch 2.2 renamed it
+)
+
+
+# -- the steps, in the order the runtime executes them ----------------------------------------------
+@dataclass(frozen=True)
+class CreateNetwork:
+    network: str
 
 
 @dataclass(frozen=True)
-class NetworkPlan:
-    name: str
-    internal: bool
-    labels: tuple[tuple[str, str], ...]
-    ipv6: bool = False
+class LearnSubnets:
+    """Read the network's subnets from the Engine: the fact ``subnets``."""
+
+    network: str
 
 
 @dataclass(frozen=True)
-class ContainerOptions:
-    """Resource and identity options, passed to the Engine as they are (None: the Engine's default)."""
+class CreateContainer:
+    """Create the container (resolved), connect its further networks, copy its files in."""
 
-    cpus: float | None = None
-    memory: str | None = None
-    shm_size: str | None = None
-    user: str | None = None
+    container: str
 
 
 @dataclass(frozen=True)
-class ContainerPlan:
-    name: str
-    hostname: str
-    node_rank: int
-    ranks: tuple[int, ...]
-    argv: tuple[str, ...]
-    env: tuple[tuple[str, str], ...]
-    labels: tuple[tuple[str, str], ...]
-    working_dir: str
-    networks: tuple[str, ...] = ()
-    options: ContainerOptions = ContainerOptions()
-    master_addr: str = ""  # how this container reaches node 0 (NODE0_IP: filled in at run time)
+class StartContainer:
+    """Start it; the first start also starts the scenario's deadline."""
+
+    container: str
+
+
+@dataclass(frozen=True)
+class LearnAddress:
+    """Read the started container's address on the network: the facts ``node0_ip`` and ``node0_host``."""
+
+    container: str
+    network: str
+    ipv6: bool
+
+
+Step = CreateNetwork | LearnSubnets | CreateContainer | StartContainer | LearnAddress
 
 
 @dataclass(frozen=True)
 class ScenarioPlan:
     scenario: Scenario
+    run_id: str
+    slug: str  # unique within the run: the names of its resources derive from it
     image: str
     networks: tuple[NetworkPlan, ...]
     containers: tuple[ContainerPlan, ...]
-    suite_spec_json: str
-    # master_addr: ip -- node 0 starts first, and NODE0_IP in the others' command, environment and
-    # spec becomes its address on the scenario's network.
-    needs_node0_ip: bool = False
+    steps: tuple[Step, ...]
 
     @property
     def network(self) -> NetworkPlan:
         """The scenario's own network: the one the ranks rendezvous on."""
         return self.networks[0]
+
+    @property
+    def deadline_s(self) -> float:
+        return self.scenario.timeout_s
+
+    @property
+    def needs_node0_ip(self) -> bool:
+        return any(isinstance(step, LearnAddress) for step in self.steps)
+
+    @property
+    def suite_spec_json(self) -> str:
+        """Node 0's suite spec (every node's differs at most in placeholders)."""
+        return next(f.text for f in self.containers[0].files if f.path == SPEC_PATH and f.text is not None)
+
+    @property
+    def gpus_needed(self) -> int:
+        return sum(len(c.options.gpu_device_ids) for c in self.containers)
+
+    def container(self, name: str) -> ContainerPlan:
+        return next(c for c in self.containers if c.name == name)
+
+    def network_named(self, name: str) -> NetworkPlan:
+        return next(n for n in self.networks if n.name == name)
 
     @property
     def suite_name(self) -> str:
@@ -86,7 +137,8 @@ class ScenarioPlan:
             f"{s.world_size} ranks" if s.topology == "in-container" else f"{s.nodes}x{s.nproc_per_node}, {s.world_size} ranks"
         )
         form = "" if s.topology == "in-container" else f", {s.rendezvous}" + (" via IP" if s.master_addr == "ip" else "")
-        return f"{s.name} ({s.topology}, {layout}{form})"
+        backend = "" if s.backend == "gloo" else f", {s.backend}"
+        return f"{s.name} ({s.topology}, {layout}{form}{backend})"
 
 
 @dataclass(frozen=True)
@@ -105,7 +157,13 @@ def _pairs(mapping: object) -> tuple[tuple[str, str], ...]:
     return tuple((str(k), str(v)) for k, v in items)  # type: ignore[union-attr]
 
 
-def _command(scenario: Scenario, node_rank: int, master: str, rdzv_id: str) -> tuple[str, ...]:
+def ipv6_subnet(network_name: str) -> str:
+    """A unique-local /64 derived from the (run-unique) network name: parallel runs never share one."""
+    digest = hashlib.sha256(network_name.encode()).hexdigest()
+    return f"fd{digest[:2]}:{digest[2:6]}:{digest[6:10]}:{digest[10:14]}::/64"
+
+
+def _command(scenario: Scenario, node_rank: int, master: str, master_host: str, rdzv_id: str) -> tuple[str, ...]:
     """The container's command line for the scenario's topology and rendezvous form."""
     if scenario.rendezvous in ("env", "tcp"):
         # No launcher: one process per container, rank and world size from the harness.
@@ -121,7 +179,7 @@ def _command(scenario: Scenario, node_rank: int, master: str, rdzv_id: str) -> t
             f"--nnodes={scenario.nodes}",
             f"--nproc_per_node={scenario.nproc_per_node}",
             "--rdzv_backend=c10d",
-            f"--rdzv_endpoint={master}:{C10D_PORT}",
+            f"--rdzv_endpoint={master_host}:{C10D_PORT}",
             f"--rdzv_id={rdzv_id}",
         ]
     else:
@@ -137,26 +195,71 @@ def _command(scenario: Scenario, node_rank: int, master: str, rdzv_id: str) -> t
     return tuple(argv)
 
 
+def _spec(scenario: Scenario, master_host: str) -> str:
+    """The suite spec one container reads (suite/main.py)."""
+    cross = scenario.topology == "cross-container"
+    spec = {
+        "scenario": scenario.name,
+        "backend": scenario.backend,
+        "device": _device(scenario),
+        "collective_timeout_s": scenario.collective_timeout_s,
+        "check_timeout_s": scenario.check_timeout_s,
+        "world_size": scenario.world_size,
+        "nproc_per_node": scenario.nproc_per_node if cross else scenario.world_size,
+        "launcher": "none" if scenario.rendezvous in ("env", "tcp") else "torchrun",
+        "init_method": {"env": "env://", "tcp": f"tcp://{master_host}:{MASTER_PORT}"}.get(scenario.rendezvous),
+        "dynamic_node_ranks": cross and scenario.rendezvous == "c10d",
+        "results_dir": RESULTS_DIR,
+        "subnets": SUBNETS,
+        "checks": [{"name": c.name, "args": dict(c.args)} for c in scenario.checks],
+    }
+    return json.dumps(spec, sort_keys=True)
+
+
+def _device(scenario: Scenario) -> str:
+    return str(getattr(scenario, "device", None) or ("cuda" if scenario.backend in NCCL_BACKENDS else "cpu"))
+
+
+def _gpus_per_node(scenario: Scenario) -> int:
+    """GPUs each node's container gets: the scenario's word, else one per process for NCCL (it refuses two
+    ranks on one GPU), one shared by the node's processes for gloo on CUDA tensors, none on the CPU."""
+    stated = getattr(scenario, "gpus_per_node", None)
+    if stated:
+        return int(stated)
+    if scenario.backend in NCCL_BACKENDS:
+        return scenario.nproc_per_node
+    return 1 if _device(scenario) == "cuda" else 0
+
+
 def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, slug: str | None = None) -> ScenarioPlan:
+    slug = slug or _slug(scenario.name)
     image = image_override or scenario.image or DEFAULT_IMAGE
-    base = f"distval-{run_id}-{slug or _slug(scenario.name)}"
+    base = f"distval-{run_id}-{slug}"
     common_labels = ((LABEL_MANAGED, "true"), (LABEL_RUN, run_id), (LABEL_SCENARIO, scenario.name))
     cross = scenario.topology == "cross-container"
     node_count = scenario.nodes if cross else 1
     by_ip = cross and scenario.master_addr == "ip"
+    nccl = scenario.backend in NCCL_BACKENDS
     # Internal unless the scenario allows egress: the image under test reaches nothing outside. One
     # network per scenario, even in-container, so that the hostname resolves (torchrun's workers dial
     # the agent's store by it). Extra networks make the containers multi-homed, as on real clusters.
-    networks = (NetworkPlan(name=base, internal=not scenario.egress, labels=common_labels, ipv6=scenario.ipv6),) + tuple(
+    networks = (
+        NetworkPlan(
+            name=base,
+            internal=not scenario.egress,
+            labels=common_labels,
+            ipv6_subnet=ipv6_subnet(base) if scenario.ipv6 else None,
+        ),
+    ) + tuple(
         NetworkPlan(name=f"{base}-x{i}", internal=True, labels=common_labels) for i in range(1, scenario.extra_networks + 1)
     )
     working_dir = scenario.working_dir or CONTAINER_ROOT
-    options = ContainerOptions(cpus=scenario.cpus, memory=scenario.memory, shm_size=scenario.shm_size, user=scenario.user)
+    gpus = _gpus_per_node(scenario)
     containers = []
     for node_rank in range(node_count):
         name = f"{base}-n{node_rank}"
         # Node 0 names itself; with master_addr: ip the others get its address once it has one.
-        master = NODE0_IP if by_ip and node_rank > 0 else f"{base}-n0"
+        master, master_host = (NODE0_IP, NODE0_HOST) if by_ip and node_rank > 0 else (f"{base}-n0", f"{base}-n0")
         first = node_rank * scenario.nproc_per_node if cross else 0
         ranks = tuple(range(first, first + (scenario.nproc_per_node if cross else scenario.world_size)))
         env = list(_pairs(scenario.env))
@@ -167,6 +270,8 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, s
             ("DISTVAL_SCENARIO", scenario.name),
             ("DISTVAL_NODE_RANK", str(node_rank)),
         ]
+        if nccl:
+            env += [pair for pair in NCCL_ENV if pair[0] not in dict(scenario.env)]
         if working_dir != CONTAINER_ROOT:
             # `-m suite.main` finds the suite through the working directory; elsewhere, through this.
             env.append(("PYTHONPATH", CONTAINER_ROOT))
@@ -174,41 +279,59 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, s
             env += [("RANK", str(node_rank)), ("WORLD_SIZE", str(scenario.world_size))]
         if scenario.rendezvous == "env":
             env += [("MASTER_ADDR", master), ("MASTER_PORT", str(MASTER_PORT))]
+        options = ContainerOptions(
+            cpus=scenario.cpus,
+            memory=scenario.memory,
+            shm_size=scenario.shm_size or (NCCL_SHM_SIZE if nccl else None),
+            user=scenario.user,
+            ulimits=NCCL_ULIMITS if nccl else (),
+            gpu_device_ids=tuple(str(i) for i in range(node_rank * gpus, (node_rank + 1) * gpus)),
+        )
+        files = (
+            FileCopy(CONTAINER_ROOT, 0o755),
+            FileCopy(f"{CONTAINER_ROOT}/suite", 0o755, suite=True),
+            # World-writable: images often run as a non-root user that must still write its records.
+            FileCopy(RESULTS_DIR, 0o777),
+            FileCopy(SPEC_PATH, 0o644, text=_spec(scenario, master_host)),
+        )
         containers.append(
             ContainerPlan(
                 name=name,
                 hostname=name,
                 node_rank=node_rank,
                 ranks=ranks,
-                argv=_command(scenario, node_rank, master, f"{run_id}-{slug or _slug(scenario.name)}"),
+                argv=_command(scenario, node_rank, master, master_host, f"{run_id}-{slug}"),
                 env=tuple(env),
                 labels=common_labels + ((LABEL_NODE, str(node_rank)),),
                 working_dir=working_dir,
+                image=image,
                 networks=tuple(n.name for n in networks),
                 options=options,
-                master_addr=master,
+                files=files,
+                results_dir=RESULTS_DIR,
             )
         )
-    spec = {
-        "scenario": scenario.name,
-        "backend": scenario.backend,
-        "collective_timeout_s": scenario.collective_timeout_s,
-        "check_timeout_s": scenario.check_timeout_s,
-        "world_size": scenario.world_size,
-        "nproc_per_node": scenario.nproc_per_node if cross else scenario.world_size,
-        "launcher": "none" if scenario.rendezvous in ("env", "tcp") else "torchrun",
-        "init_method": {"env": "env://", "tcp": f"tcp://{MASTER_ADDR_FIELD}:{MASTER_PORT}"}.get(scenario.rendezvous),
-        "dynamic_node_ranks": cross and scenario.rendezvous == "c10d",
-        "results_dir": RESULTS_DIR,
-        "checks": [{"name": c.name, "args": dict(c.args)} for c in scenario.checks],
-    }
+    steps: list[Step] = [CreateNetwork(n.name) for n in networks]
+    steps.append(LearnSubnets(networks[0].name))
+    if by_ip:
+        # The others address node 0 by the IP the Engine gave it, so it is created and started first.
+        n0 = containers[0].name
+        steps += [CreateContainer(n0), StartContainer(n0), LearnAddress(n0, networks[0].name, ipv6=scenario.ipv6)]
+        steps += [CreateContainer(c.name) for c in containers[1:]]
+        steps += [StartContainer(c.name) for c in reversed(containers[1:])]
+    else:
+        # Node 0 last: every rendezvous form must cope with ranks that arrive before the one they
+        # rendezvous at is listening.
+        steps += [CreateContainer(c.name) for c in containers]
+        steps += [StartContainer(c.name) for c in reversed(containers)]
     return ScenarioPlan(
         scenario=scenario,
+        run_id=run_id,
+        slug=slug,
         image=image,
         networks=networks,
         containers=tuple(containers),
-        suite_spec_json=json.dumps(spec, indent=2, sort_keys=True),
-        needs_node0_ip=by_ip,
+        steps=tuple(steps),
     )
 
 
@@ -217,8 +340,11 @@ def plan_run(config: Config, run_id: str, image_override: str | None = None) -> 
     # that container, host and network names stay unique within the run.
     slugs: list[str] = []
     for index, scenario in enumerate(config.scenarios):
-        slug = _slug(scenario.name)
-        slugs.append(slug if slug not in slugs else f"{slug[:26]}-{index}")
+        slug, suffix = _slug(scenario.name), index
+        candidate = slug
+        while candidate in slugs:  # against every earlier slug, generated ones included: unique by construction
+            candidate, suffix = f"{slug[:24]}-{suffix}", suffix + len(config.scenarios)
+        slugs.append(candidate)
     return RunPlan(
         run_id=run_id,
         config_path=config.path,
@@ -228,32 +354,3 @@ def plan_run(config: Config, run_id: str, image_override: str | None = None) -> 
 
 def images_of(plan: RunPlan) -> list[str]:
     return sorted({s.image for s in plan.scenarios})
-
-
-def render_plan(plan: RunPlan) -> str:
-    """The plan as text for people; golden-tested, so keep it deterministic."""
-    lines = [f"run {plan.run_id} from {plan.config_path}: {len(plan.scenarios)} scenario(s)"]
-    for sp in plan.scenarios:
-        s = sp.scenario
-        lines.append("")
-        lines.append(f"scenario {sp.suite_name}")
-        lines.append(f"  image: {sp.image}")
-        lines.append(f"  backend: {s.backend}; deadline: {s.timeout_s:g} s; collective timeout: {s.collective_timeout_s:g} s")
-        lines.append(f"  checks: {', '.join(c.name + (' (required)' if c.required else '') for c in s.checks)}")
-        for network in sp.networks:
-            ipv6 = ", ipv6" if network.ipv6 else ""
-            lines.append(f"  network: {network.name} (internal={str(network.internal).lower()}{ipv6})")
-        if sp.needs_node0_ip:
-            lines.append(f"  node 0 starts first; {NODE0_IP} becomes its IP address on {sp.network.name}")
-        for c in sp.containers:
-            lines.append(f"  container {c.name} (node {c.node_rank}, ranks {', '.join(map(str, c.ranks))})")
-            lines.append(f"    hostname: {c.hostname}")
-            lines.append(f"    command: {' '.join(c.argv)}")
-            lines.append(f"    env: {' '.join(f'{k}={v}' for k, v in c.env)}")
-            options = ", ".join(f"{k}={v}" for k, v in vars(c.options).items() if v is not None)
-            if options or c.working_dir != CONTAINER_ROOT:
-                lines.append(f"    options: {options or '-'}; working dir {c.working_dir}")
-            lines.append(f"    labels: {' '.join(f'{k}={v}' for k, v in c.labels)}")
-            lines.append(f"    copy in: suite/ -> {CONTAINER_ROOT}/suite, spec -> {SPEC_PATH}")
-            lines.append(f"    results out: {RESULTS_DIR}/rank-<rank>.jsonl")
-    return "\n".join(lines) + "\n"

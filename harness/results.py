@@ -7,6 +7,7 @@ rank and why (killed at the deadline, launcher exit code, last error line). Zero
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 
 from harness import __version__
 from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
-from harness.plan import LABEL_RUN, ScenarioPlan
+from harness.plan import ScenarioPlan, plan_scenario
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 EXIT_STATUS_CASE = "exit_status"
@@ -42,7 +43,8 @@ class ScenarioOutcome:
     duration_s: float
     containers: tuple[ContainerOutcome, ...]
     setup_error: str | None = None
-    setup_skipped: bool = False  # the Engine cannot provide what the scenario needs (IPv6): a skip, not an error
+    setup_skipped: bool = False  # the Engine cannot provide what the scenario needs (IPv6, GPUs): a skip, not an error
+    skip_kind: str | None = None  # what it lacks: "ipv6", "gpu"
 
 
 @dataclass(frozen=True)
@@ -68,7 +70,10 @@ class ScenarioResult:
         statuses = {c.status for c in self.cases}
         if not self.cases or ERROR in statuses:
             return ERROR
-        return FAILED if FAILED in statuses else PASSED
+        if FAILED in statuses:
+            return FAILED
+        # A scenario in which nothing ran is never a pass: skipped, with its reasons in its cases.
+        return SKIPPED if statuses == {SKIPPED} else PASSED
 
 
 @dataclass(frozen=True)
@@ -85,9 +90,14 @@ class RunSummary:
     def exit_code(self) -> int:
         if self.early_exit_code is not None:
             return self.early_exit_code
-        if not self.scenarios:
+        if not self.scenarios or self.nothing_validated:
             return EXIT_CHECKS_FAILED
-        return EXIT_PASSED if all(s.status == PASSED for s in self.scenarios) else EXIT_CHECKS_FAILED
+        return EXIT_PASSED if all(s.status in (PASSED, SKIPPED) for s in self.scenarios) else EXIT_CHECKS_FAILED
+
+    @property
+    def nothing_validated(self) -> bool:
+        """True when no check ran anywhere (every scenario skipped): such a run must not exit 0."""
+        return bool(self.scenarios) and all(s.status == SKIPPED for s in self.scenarios)
 
 
 def run_properties(summary: RunSummary) -> dict[str, str]:
@@ -107,22 +117,19 @@ def suite_properties(summary: RunSummary, scenario: ScenarioResult) -> dict[str,
 
 
 def scenario_hash(plan: ScenarioPlan) -> str:
-    """What ran, as 12 hex digits: sha256 over the suite spec, the image reference and every container's argv.
-
-    The run id (in cross-container ``--master_addr`` names) is masked, so the same scenario on the same
-    image hashes the same in every run and a changed check argument, image or launcher line does not.
-    """
-    run_id = dict(plan.network.labels).get(LABEL_RUN)
-    prefix = f"distval-{run_id}-" if run_id else None
-
-    def masked(arg: str) -> str:
-        return arg.replace(prefix, "distval-<run-id>-") if prefix else arg
-
+    """What ran, as 12 hex digits: sha256 over the plan's image, containers (creation arguments and files)
+    and steps, planned again under a fixed run id. No run id reaches the hash in any form (names,
+    c10d's --rdzv_id, labels), so the same scenario on the same image hashes the same in every run, and a
+    changed check argument, image, option or launcher line does not."""
+    canonical = plan_scenario(plan.scenario, "run-id", plan.image, plan.slug)
     payload = json.dumps(
         {
-            "suite_spec_json": plan.suite_spec_json,
-            "image": plan.image,
-            "argv": [[masked(a) for a in c.argv] for c in plan.containers],
+            "image": canonical.image,
+            "containers": [
+                {"create": c.create_kwargs(), "files": [dataclasses.asdict(f) for f in c.files]} for c in canonical.containers
+            ],
+            "networks": [n.create_kwargs() for n in canonical.networks],
+            "steps": [[type(step).__name__, dataclasses.asdict(step)] for step in canonical.steps],
         },
         sort_keys=True,
     )
@@ -192,7 +199,7 @@ def _exit_case(outcomes: tuple[ContainerOutcome, ...], deadline_s: float, durati
     )
 
 
-def summarize_scenario(outcome: ScenarioOutcome) -> ScenarioResult:
+def summarize_scenario(outcome: ScenarioOutcome, require_gpu: bool = False) -> ScenarioResult:
     plan = outcome.plan
     scenario = plan.scenario
     properties = _properties(outcome)
@@ -201,8 +208,17 @@ def summarize_scenario(outcome: ScenarioOutcome) -> ScenarioResult:
         f"\n===== {o.name} stderr =====\n{o.stderr}"
         for o in outcome.containers
     )
+    if outcome.setup_skipped and outcome.setup_error is not None:
+        # Every check the scenario lists appears, skipped with the measured reason: never missing, never passed.
+        # --require-gpu makes a GPU shortfall a failure, for pipelines that run on GPU machines.
+        if outcome.skip_kind == "gpu" and require_gpu:
+            status, message = FAILED, f"expected GPUs (--require-gpu): {outcome.setup_error}"
+        else:
+            status, message = SKIPPED, outcome.setup_error
+        skipped = tuple(CaseResult(n, status, message, 0.0) for n in ["process_group", *(c.name for c in scenario.checks)])
+        return ScenarioResult(plan, skipped, properties, logs, outcome.duration_s)
     if outcome.setup_error is not None:
-        case = CaseResult("setup", SKIPPED if outcome.setup_skipped else ERROR, outcome.setup_error, outcome.duration_s)
+        case = CaseResult("setup", ERROR, outcome.setup_error, outcome.duration_s)
         return ScenarioResult(plan, (case,), properties, logs, outcome.duration_s)
 
     # Records are grouped by testcase (``case``); a check may report several (collectives.broadcast, ...).

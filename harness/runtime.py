@@ -1,14 +1,15 @@
-"""Executes a ScenarioPlan against the Engine: network, containers, copy in, start, deadline, copy out.
+"""Executes a ScenarioPlan against the Engine: each step, resolved with what the Engine has told so far,
+verbatim. The runtime decides nothing the plan does not show; it only observes facts (subnets, node 0's
+address), waits, enforces the deadline and collects what happened.
 
 The deadline is the harness's own monotonic clock (docker-py's wait(timeout=) is only an HTTP read
 timeout, docker-py#2964): a container still running at the deadline is killed and reported. Whatever
-happens, the scenario's containers and network are removed before this returns or raises.
+happens, the scenario's containers and networks are removed before this returns or raises.
 """
 
 from __future__ import annotations
 
 import io
-import json
 import signal
 import tarfile
 import threading
@@ -19,9 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import suite
-from harness.engine import Engine, EngineError
+from harness.docker_spec import ContainerPlan, FileCopy
+from harness.engine_protocol import EngineAPI
+from harness.errors import EngineError, RunStopped
 from harness.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
-from harness.plan import CONTAINER_ROOT, LABEL_SCENARIO, MASTER_ADDR_FIELD, NODE0_IP, RESULTS_DIR, ContainerPlan, ScenarioPlan
+from harness.labels import LABEL_SCENARIO
+from harness.placeholders import facts_for_address, resolve
+from harness.plan import CreateContainer, CreateNetwork, LearnAddress, LearnSubnets, ScenarioPlan, StartContainer
 from harness.results import ContainerOutcome, ScenarioOutcome
 
 POLL_INTERVAL_S = 0.2
@@ -31,31 +36,26 @@ def suite_dir() -> Path:
     return Path(suite.__file__).resolve().parent
 
 
-def suite_archive(spec_json: str) -> bytes:
-    """A tar rooted at / holding distval/suite/*.py, distval/spec.json and a writable distval/results/."""
+def files_archive(files: tuple[FileCopy, ...]) -> bytes:
+    """One tar rooted at / holding a container's FileCopy entries (the suite's *.py for a suite entry)."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
 
-        def add_dir(name: str, mode: int) -> None:
-            info = tarfile.TarInfo(name)
-            info.type = tarfile.DIRTYPE
+        def add(name: str, mode: int, data: bytes | None) -> None:
+            info = tarfile.TarInfo(name.strip("/"))
             info.mode = mode
-            archive.addfile(info)
+            if data is None:
+                info.type = tarfile.DIRTYPE
+                archive.addfile(info)
+            else:
+                info.size = len(data)
+                archive.addfile(info, io.BytesIO(data))
 
-        def add_file(name: str, data: bytes) -> None:
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            info.mode = 0o644
-            archive.addfile(info, io.BytesIO(data))
-
-        root = CONTAINER_ROOT.strip("/")
-        add_dir(root, 0o755)
-        add_dir(f"{root}/suite", 0o755)
-        # World-writable: images often run as a non-root user that must still write its records.
-        add_dir(RESULTS_DIR.strip("/"), 0o777)
-        for path in sorted(suite_dir().glob("*.py")):
-            add_file(f"{root}/suite/{path.name}", path.read_bytes())
-        add_file(f"{root}/spec.json", spec_json.encode())
+        for copy in files:
+            add(copy.path, copy.mode, None if copy.text is None else copy.text.encode())
+            if copy.suite:
+                for path in sorted(suite_dir().glob("*.py")):
+                    add(f"{copy.path}/{path.name}", 0o644, path.read_bytes())
     return buffer.getvalue()
 
 
@@ -70,94 +70,81 @@ def signals_deferred() -> Iterator[None]:
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
-class Stopped(Exception):
-    """The run is stopping (Ctrl-C, SIGTERM in another thread's run): create nothing more."""
+def gpu_shortfall(engine: EngineAPI, plan: ScenarioPlan) -> str | None:
+    """Why the Engine cannot give this scenario its GPUs (None: it can, or it needs none)."""
+    needed = plan.gpus_needed
+    if not needed:
+        return None
+    support = engine.gpu_support(plan.image)
+    if support.count >= needed:
+        return None
+    why = support.reason or f"the Engine gives containers {support.count}"
+    return f"the scenario needs {needed} GPU(s), one per NCCL rank; {why}"
 
 
-def _container_spec(plan: ScenarioPlan, cp: ContainerPlan, subnets: list[str], node0_ip: str | None) -> str:
-    """The suite spec this container reads: its own way to reach node 0, and the scenario's subnets."""
-    spec = json.loads(plan.suite_spec_json)
-    if spec.get("init_method"):
-        spec["init_method"] = spec["init_method"].replace(MASTER_ADDR_FIELD, _resolve(cp.master_addr, node0_ip))
-    spec["subnets"] = subnets
-    return json.dumps(spec, indent=2, sort_keys=True)
-
-
-def _resolve(text: str, node0_ip: str | None) -> str:
-    if NODE0_IP not in text:
-        return text
-    if node0_ip is None:
-        raise EngineError("node 0's IP address is not known yet")
-    # An IPv6 address in a URL or host:port needs brackets; in MASTER_ADDR it does not.
-    return text.replace(NODE0_IP, node0_ip)
-
-
-def run_scenario(engine: Engine, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None) -> ScenarioOutcome:
+def run_scenario(
+    engine: EngineAPI, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None
+) -> ScenarioOutcome:
     started = time.monotonic()
     stop = stop or threading.Event()
     image = engine.image(plan.image)
     image_id = image.id if image else None
-    containers: list[Any] = []
+    created: dict[str, Any] = {}  # container name -> the Engine's handle, in creation order
+
+    def skipped(reason: str, kind: str) -> ScenarioOutcome:
+        return ScenarioOutcome(
+            plan, image_id, time.monotonic() - started, (), setup_error=reason, setup_skipped=True, skip_kind=kind
+        )
+
     try:
         try:
-            for network in plan.networks:
-                _check_stop(stop)
-                try:
-                    engine.create_network(network.name, network.internal, dict(network.labels), ipv6=network.ipv6)
-                except EngineError as exc:
-                    if not network.ipv6:
-                        raise
-                    reason = f"the Docker Engine cannot create an IPv6 network here: {exc}"
-                    return ScenarioOutcome(plan, image_id, time.monotonic() - started, (), setup_error=reason, setup_skipped=True)
-            subnets = engine.network_subnets(plan.network.name)
-            node0_ip: str | None = None
+            shortfall = gpu_shortfall(engine, plan)
+            if shortfall is not None:
+                return skipped(shortfall, "gpu")
+            facts: dict[str, str] = {}
             deadline: float | None = None
-            for cp in plan.containers:
-                _check_stop(stop)
-                container = engine.create_container(
-                    name=cp.name,
-                    image=plan.image,
-                    argv=tuple(_resolve(a, node0_ip) for a in cp.argv),
-                    hostname=cp.hostname,
-                    env={k: _resolve(v, node0_ip) for k, v in cp.env},
-                    labels=dict(cp.labels),
-                    working_dir=cp.working_dir,
-                    network=plan.network.name,
-                    options=cp.options,
-                )
-                containers.append(container)
-                for extra in cp.networks[1:]:
-                    engine.connect(extra, container)
-                engine.put_archive(container, "/", suite_archive(_container_spec(plan, cp, subnets, node0_ip)))
-                if plan.needs_node0_ip and cp.node_rank == 0:
-                    # The others address node 0 by the IP the Engine gave it, so it starts first.
-                    deadline = time.monotonic() + plan.scenario.timeout_s
-                    engine.start(container)
-                    node0_ip = engine.address(container, plan.network.name, ipv6=plan.network.ipv6)
-                    events.note(plan, f"node 0 is at {node0_ip}")
-            # The deadline starts when the first container starts, after setup.
-            deadline = deadline or time.monotonic() + plan.scenario.timeout_s
-            # Node 0 last (unless the others need its address): every rendezvous form must cope with
-            # ranks that arrive before the one they rendezvous at is listening.
-            for container in reversed(containers[1 if plan.needs_node0_ip else 0 :]):
-                _check_stop(stop)
-                engine.start(container)
+            for step in plan.steps:
+                if stop.is_set():
+                    raise RunStopped()
+                if isinstance(step, CreateNetwork):
+                    network = resolve(plan.network_named(step.network), facts)
+                    try:
+                        engine.create_network(network)
+                    except EngineError as exc:
+                        if not network.ipv6:
+                            raise
+                        return skipped(f"the Docker Engine cannot create an IPv6 network here: {exc}", "ipv6")
+                elif isinstance(step, LearnSubnets):
+                    facts["subnets"] = ",".join(engine.network_subnets(step.network))
+                elif isinstance(step, CreateContainer):
+                    container = resolve(plan.container(step.container), facts)
+                    handle = engine.create_container(container)
+                    created[container.name] = handle
+                    for extra in container.networks[1:]:
+                        engine.connect(extra, handle)
+                    engine.put_archive(handle, "/", files_archive(container.files))
+                elif isinstance(step, StartContainer):
+                    # The deadline starts with the first container, after setup.
+                    deadline = deadline or time.monotonic() + plan.deadline_s
+                    engine.start(created[step.container])
+                elif isinstance(step, LearnAddress):
+                    address = engine.address(created[step.container], step.network, ipv6=step.ipv6)
+                    facts.update(facts_for_address(address))
+                    events.note(plan, f"node 0 is at {address}")
+            assert deadline is not None, "a plan starts at least one container"
             events.phase(plan, RUNNING)
-            events.note(plan, f"started {len(containers)} container(s)")
-            killed = _wait(engine, containers, deadline, events, plan, stop)
+            events.note(plan, f"started {len(created)} container(s)")
+            handles = list(created.values())
+            killed = _wait(engine, handles, deadline, events, plan, stop)
             events.phase(plan, COLLECTING)
-            outcomes = tuple(
-                _collect(engine, cp, container, container.name in killed)
-                for cp, container in zip(plan.containers, containers, strict=True)
-            )
-        except (EngineError, Stopped) as exc:
+            outcomes = tuple(_collect(engine, plan.container(name), handle, name in killed) for name, handle in created.items())
+        except (EngineError, RunStopped) as exc:
             partial = tuple(
-                ContainerOutcome(cp.name, cp.node_rank, cp.ranks, None, False, *_safe_logs(engine, c))
-                # Only the containers created before the failure: the lists may differ in length.
-                for cp, c in zip(plan.containers, containers, strict=False)
+                ContainerOutcome(name, cp.node_rank, cp.ranks, None, False, *_safe_logs(engine, handle))
+                for name, handle in created.items()
+                for cp in (plan.container(name),)
             )
-            message = "the run was interrupted" if isinstance(exc, Stopped) else str(exc)
-            return ScenarioOutcome(plan, image_id, time.monotonic() - started, partial, setup_error=message)
+            return ScenarioOutcome(plan, image_id, time.monotonic() - started, partial, setup_error=str(exc))
         return ScenarioOutcome(plan, image_id, time.monotonic() - started, outcomes)
     finally:
         events.phase(plan, REMOVING)
@@ -165,13 +152,8 @@ def run_scenario(engine: Engine, plan: ScenarioPlan, events: RunEvents, stop: th
             engine.remove_labelled(f"{LABEL_SCENARIO}={plan.scenario.name}")
 
 
-def _check_stop(stop: threading.Event) -> None:
-    if stop.is_set():
-        raise Stopped()
-
-
 def _wait(
-    engine: Engine, containers: list[Any], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event
+    engine: EngineAPI, containers: list[Any], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event
 ) -> set[str]:
     running = {c.name: c for c in containers}
     while running:
@@ -188,7 +170,7 @@ def _wait(
             return set(running)
         if time.monotonic() >= deadline:
             events.phase(plan, KILLING)
-            events.note(plan, f"deadline of {plan.scenario.timeout_s:g} s reached; killing {', '.join(sorted(running))}")
+            events.note(plan, f"deadline of {plan.deadline_s:g} s reached; killing {', '.join(sorted(running))}")
             for container in running.values():
                 engine.kill(container)
             return set(running)
@@ -197,14 +179,14 @@ def _wait(
     return set()
 
 
-def _safe_logs(engine: Engine, container: Any) -> tuple[str, str]:
+def _safe_logs(engine: EngineAPI, container: Any) -> tuple[str, str]:
     try:
         return engine.logs(container)
     except EngineError as exc:
         return "", f"(logs unavailable: {exc})"
 
 
-def _collect(engine: Engine, cp: Any, container: Any, killed: bool) -> ContainerOutcome:
+def _collect(engine: EngineAPI, cp: ContainerPlan, container: Any, killed: bool) -> ContainerOutcome:
     # A killed container needs a moment to reach 'exited' before its exit code is final.
     state = engine.state(container)
     for _ in range(50):
@@ -216,13 +198,13 @@ def _collect(engine: Engine, cp: Any, container: Any, killed: bool) -> Container
     problem = None
     files: dict[str, bytes] = {}
     try:
-        files = engine.read_files(container, RESULTS_DIR)
+        files = engine.read_files(container, cp.results_dir)
     except EngineError as exc:
-        problem = f"results could not be copied out of {container.name}: {exc}"
+        problem = f"results could not be copied out of {cp.name}: {exc}"
     if state.oom_killed:
-        problem = f"container {container.name} was killed by the kernel's OOM killer"
+        problem = f"container {cp.name} was killed by the kernel's OOM killer"
     return ContainerOutcome(
-        name=container.name,
+        name=cp.name,
         node_rank=cp.node_rank,
         ranks=cp.ranks,
         exit_code=state.exit_code,

@@ -106,7 +106,7 @@ class Context:
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.launcher: str = spec.get("launcher", "torchrun")
-        self.gloo_interface = select_gloo_interface(spec.get("subnets") or [])
+        self.gloo_interface = select_gloo_interface(_subnets(spec.get("subnets")))
         self.current_check = ""
         self.current_case = ""
         self.reported: List[str] = []
@@ -198,6 +198,13 @@ class Context:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
         self._init_kwargs = {}
+
+
+def _subnets(value: Any) -> List[str]:
+    """The spec's subnets: a comma-separated string from the harness (a list from older harnesses)."""
+    if isinstance(value, str):
+        return [part for part in value.split(",") if part]
+    return list(value or [])
 
 
 def select_gloo_interface(subnets: List[str]) -> Optional[str]:

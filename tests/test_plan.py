@@ -34,8 +34,8 @@ from harness.plan import (
     images_of,
     plan_run,
     plan_scenario,
-    render_plan,
 )
+from harness.plan_render import render_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden" / "default_plan.txt"
@@ -102,7 +102,8 @@ def test_golden_covers_both_topologies() -> None:
     assert golden.startswith(f"run {RUN_ID} from configs/default.yaml: 2 scenario(s)\n")
     assert "scenario in-container-2ranks (in-container, 2 ranks)\n" in golden
     assert "scenario cross-container-2ranks (cross-container, 2x1, 2 ranks, static)\n" in golden
-    assert golden.count("\n  container ") == 3  # one in-container, two cross-container
+    assert golden.count(". create container ") == 3  # one in-container, two cross-container
+    assert golden.count(". start ") == 3
 
 
 def test_render_is_deterministic(default_plan: RunPlan) -> None:
@@ -121,7 +122,8 @@ def test_cli_plan_image_override(monkeypatch: pytest.MonkeyPatch, capsys: pytest
     monkeypatch.chdir(ROOT)
     assert harness.cli.main(["plan", "configs/default.yaml", "--run-id", RUN_ID, "--image", "mine/torch:x"]) == 0
     out = capsys.readouterr().out
-    assert out.count("  image: mine/torch:x\n") == 2
+    assert out.count("\n  image: mine/torch:x\n") == 2  # each scenario's header
+    assert out.count("\n       image: mine/torch:x\n") == 3  # each container's creation arguments
     assert DEFAULT_IMAGE not in out
 
 
@@ -295,7 +297,7 @@ def test_cli_rejects_or_sanitizes_bad_run_id(
         assert "--run-id" in captured.err
         assert "Traceback" not in captured.err
         return
-    hostnames = re.findall(r"^    hostname: (.*)$", captured.out, flags=re.MULTILINE)
+    hostnames = re.findall(r"^       hostname: (.*)$", captured.out, flags=re.MULTILINE)
     assert hostnames
     for hostname in hostnames:
         assert len(hostname) <= 63 and HOSTNAME.match(hostname), hostname
@@ -320,6 +322,8 @@ def test_suite_spec_json() -> None:
     )
     spec = json.loads(plan.suite_spec_json)
     assert spec == {
+        "device": "cpu",
+        "subnets": "{subnets}",
         "launcher": "torchrun",
         "init_method": None,
         "dynamic_node_ranks": False,

@@ -6,9 +6,10 @@ import json
 
 from harness.cli import default_jobs
 from harness.config import parse_config
-from harness.plan import MASTER_ADDR_FIELD, NODE0_IP, ScenarioPlan, plan_run
+from harness.docker_spec import ContainerPlan
+from harness.placeholders import facts_for_address, resolve
+from harness.plan import NODE0_HOST, NODE0_IP, SPEC_PATH, SUBNETS, ScenarioPlan, plan_run
 from harness.results import SKIPPED, ScenarioOutcome, summarize_scenario
-from harness.runtime import _container_spec
 
 RUN_ID = "0123abcd"
 
@@ -16,6 +17,10 @@ RUN_ID = "0123abcd"
 def plan_of(body: str) -> ScenarioPlan:
     (plan,) = plan_run(parse_config("scenarios:\n  - " + body + "\n", "x.yaml"), RUN_ID).scenarios
     return plan
+
+
+def spec_of(container: ContainerPlan) -> str:
+    return next(f.text for f in container.files if f.path == SPEC_PATH and f.text is not None)
 
 
 def env_of(plan: ScenarioPlan, node: int) -> dict[str, str]:
@@ -54,21 +59,27 @@ def test_env_and_tcp_run_without_a_launcher() -> None:
     assert (spec["launcher"], spec["init_method"]) == ("none", "env://")
     tcp_plan = plan_of("{name: t, topology: cross-container, nodes: 2, rendezvous: tcp, checks: [env]}")
     assert "MASTER_ADDR" not in env_of(tcp_plan, 1) and env_of(tcp_plan, 1)["RANK"] == "1"
-    assert json.loads(tcp_plan.suite_spec_json)["init_method"] == f"tcp://{MASTER_ADDR_FIELD}:29500"
-    # Each container's spec names its own way to node 0.
-    spec1 = json.loads(_container_spec(tcp_plan, tcp_plan.containers[1], ["172.30.0.0/16"], None))
-    assert spec1["init_method"] == f"tcp://distval-{RUN_ID}-t-n0:29500" and spec1["subnets"] == ["172.30.0.0/16"]
+    # Each container's spec names its own way to node 0; the subnets are a placeholder until the network exists.
+    spec1 = json.loads(spec_of(resolve(tcp_plan.containers[1], {"subnets": "172.30.0.0/16"})))
+    assert spec1["init_method"] == f"tcp://distval-{RUN_ID}-t-n0:29500" and spec1["subnets"] == "172.30.0.0/16"
+    assert json.loads(tcp_plan.suite_spec_json)["subnets"] == SUBNETS
 
 
 def test_master_by_ip_starts_node_0_first_and_fills_in_its_address() -> None:
     plan = plan_of("{name: i, topology: cross-container, nodes: 3, rendezvous: tcp, master_addr: ip, checks: [env]}")
     assert plan.needs_node0_ip
-    assert plan.containers[0].master_addr == f"distval-{RUN_ID}-i-n0"  # node 0 names itself
-    assert [c.master_addr for c in plan.containers[1:]] == [NODE0_IP, NODE0_IP]
-    spec2 = json.loads(_container_spec(plan, plan.containers[2], [], "172.30.0.2"))
-    assert spec2["init_method"] == "tcp://172.30.0.2:29500"
+    assert json.loads(spec_of(plan.containers[0]))["init_method"] == f"tcp://distval-{RUN_ID}-i-n0:29500"  # node 0 names itself
+    assert [json.loads(spec_of(c))["init_method"] for c in plan.containers[1:]] == [f"tcp://{NODE0_HOST}:29500"] * 2
+    facts = {"subnets": "", **facts_for_address("172.30.0.2")}
+    assert json.loads(spec_of(resolve(plan.containers[2], facts)))["init_method"] == "tcp://172.30.0.2:29500"
+    # An IPv6 address is bracketed where a host:port is built, and bare where only the host is.
+    facts6 = {"subnets": "", **facts_for_address("fd12::2")}
+    assert json.loads(spec_of(resolve(plan.containers[2], facts6)))["init_method"] == "tcp://[fd12::2]:29500"
     static = plan_of("{name: j, topology: cross-container, nodes: 2, master_addr: ip, checks: [env]}")
     assert f"--master_addr={NODE0_IP}" in static.containers[1].argv
+    assert "--master_addr=fd12::2" in resolve(static.containers[1], facts6).argv
+    c10d = plan_of("{name: k, topology: cross-container, nodes: 2, rendezvous: c10d, master_addr: ip, checks: [env]}")
+    assert "--rdzv_endpoint=[fd12::2]:29400" in resolve(c10d.containers[1], facts6).argv
 
 
 def test_networks_and_container_options() -> None:
@@ -92,7 +103,11 @@ def test_networks_and_container_options() -> None:
 def test_an_ipv6_network_the_engine_refuses_is_a_skip() -> None:
     plan = plan_of("{name: v, topology: cross-container, nodes: 2, ipv6: true, checks: [env]}")
     result = summarize_scenario(ScenarioOutcome(plan, None, 0.1, (), setup_error="no IPv6 here", setup_skipped=True))
-    assert [(c.name, c.status, c.message) for c in result.cases] == [("setup", SKIPPED, "no IPv6 here")]
+    assert [(c.name, c.status, c.message) for c in result.cases] == [
+        ("process_group", SKIPPED, "no IPv6 here"),
+        ("env", SKIPPED, "no IPv6 here"),
+    ]
+    assert result.status == SKIPPED  # nothing ran: never a pass
 
 
 def test_default_jobs_is_bounded_by_cores_and_memory() -> None:

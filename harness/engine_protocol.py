@@ -1,0 +1,70 @@
+"""What the runtime needs from a Docker Engine, as a Protocol: harness/engine.py implements it against the
+real Engine, and the tests' fakes implement the same one, so that mypy keeps the fakes from drifting.
+
+Containers are opaque handles: the runtime passes back what ``create_container`` returned and reads
+only ``.name``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from harness.docker_spec import ContainerPlan, NetworkPlan
+
+
+@dataclass(frozen=True)
+class ImageInfo:
+    id: str
+    tags: tuple[str, ...]
+    labels: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class ContainerState:
+    status: str
+    exit_code: int | None
+    oom_killed: bool
+
+
+@dataclass(frozen=True)
+class GpuSupport:
+    """What the Engine can give containers: GPUs by device id, or the measured reason it cannot."""
+
+    count: int
+    reason: str  # why count is 0 (or how it was learned)
+
+
+class EngineAPI(Protocol):
+    run_id: str
+
+    def version(self) -> str: ...
+
+    def image(self, reference: str) -> ImageInfo | None: ...
+
+    def create_network(self, network: NetworkPlan) -> None: ...
+
+    def network_subnets(self, name: str) -> list[str]: ...
+
+    def create_container(self, container: ContainerPlan) -> Any: ...
+
+    def connect(self, network: str, container: Any) -> None: ...
+
+    def put_archive(self, container: Any, path: str, data: bytes) -> None: ...
+
+    def start(self, container: Any) -> None: ...
+
+    def address(self, container: Any, network: str, ipv6: bool = False) -> str: ...
+
+    def state(self, container: Any) -> ContainerState: ...
+
+    def kill(self, container: Any) -> None: ...
+
+    def logs(self, container: Any) -> tuple[str, str]: ...
+
+    def read_files(self, container: Any, path: str) -> dict[str, bytes]: ...
+
+    def gpu_support(self, image: str) -> GpuSupport: ...
+
+    def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]: ...

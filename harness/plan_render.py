@@ -1,0 +1,125 @@
+"""The plan for people (``distval plan``) and for programs (``distval plan --format json``).
+
+Both show the one ScenarioPlan the runtime executes: its steps in order, each container's exact
+docker-py creation arguments and files, and the placeholders the runtime fills in, with what fills them.
+The text form is golden-tested, so keep it deterministic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+from harness.placeholders import PLACEHOLDERS, placeholders_in
+from harness.plan import (
+    CreateContainer,
+    CreateNetwork,
+    LearnSubnets,
+    RunPlan,
+    ScenarioPlan,
+    StartContainer,
+    Step,
+)
+
+
+def describe_step(plan: ScenarioPlan, step: Step) -> str:
+    if isinstance(step, CreateNetwork):
+        network = plan.network_named(step.network)
+        ipv6 = f", ipv6 {network.ipv6_subnet}" if network.ipv6_subnet else ""
+        return f"create network {network.name} (internal={str(network.internal).lower()}{ipv6})"
+    if isinstance(step, LearnSubnets):
+        return f"learn {{subnets}}: the subnets of {step.network}"
+    if isinstance(step, CreateContainer):
+        c = plan.container(step.container)
+        return f"create container {c.name} (node {c.node_rank}, ranks {', '.join(map(str, c.ranks))})"
+    if isinstance(step, StartContainer):
+        return f"start {step.container}"
+    return f"learn {{node0_ip}}: the {'IPv6' if step.ipv6 else 'IPv4'} address of {step.container} on {step.network}"
+
+
+def render_plan(plan: RunPlan) -> str:
+    lines = [f"run {plan.run_id} from {plan.config_path}: {len(plan.scenarios)} scenario(s)"]
+    for sp in plan.scenarios:
+        s = sp.scenario
+        lines.append("")
+        lines.append(f"scenario {sp.suite_name}")
+        lines.append(f"  image: {sp.image}")
+        lines.append(f"  backend: {s.backend}; deadline: {s.timeout_s:g} s; collective timeout: {s.collective_timeout_s:g} s")
+        lines.append(f"  checks: {', '.join(c.name + (' (required)' if c.required else '') for c in s.checks)}")
+        if sp.gpus_needed:
+            lines.append(f"  GPUs: {sp.gpus_needed} (skipped with the reason where the Engine cannot give them)")
+        used = sorted(placeholders_in([c for c in sp.containers]))
+        for name in used:
+            lines.append(f"  placeholder {{{name}}}: {PLACEHOLDERS[name]}")
+        lines.append("  steps:")
+        for number, step in enumerate(sp.steps, start=1):
+            lines.append(f"    {number}. {describe_step(sp, step)}")
+            if isinstance(step, CreateContainer):
+                lines += _container_lines(sp, step.container)
+    return "\n".join(lines) + "\n"
+
+
+# The order a reader wants: what runs, then where, then the rest alphabetically.
+_FIRST_KEYS = ("image", "entrypoint", "command", "hostname", "network", "working_dir", "environment", "labels")
+
+
+def _container_lines(sp: ScenarioPlan, name: str) -> list[str]:
+    c = sp.container(name)
+    kwargs = c.create_kwargs()
+    lines = []
+    for key in [k for k in _FIRST_KEYS if k in kwargs] + sorted(k for k in kwargs if k not in _FIRST_KEYS):
+        value = kwargs[key]
+        if key in ("name", "detach"):
+            continue  # the step names it; always detached
+        if key in ("environment", "labels"):
+            text = " ".join(f"{k}={v}" for k, v in value.items())
+        elif key in ("entrypoint", "command"):
+            text = " ".join(value)
+        elif isinstance(value, str):
+            text = value
+        else:
+            text = json.dumps(value, sort_keys=True)
+        lines.append(f"       {key}: {text}")
+    for network in c.networks[1:]:
+        lines.append(f"       then connect to: {network}")
+    for copy in c.files:
+        if copy.suite:
+            lines.append(f"       copy in: suite/*.py -> {copy.path}/")
+        elif copy.text is None:
+            lines.append(f"       copy in: directory {copy.path} (mode {copy.mode:o})")
+        else:
+            lines.append(f"       copy in: {copy.path} (mode {copy.mode:o}): {copy.text}")
+    lines.append(f"       results out: {c.results_dir}/rank-<rank>.jsonl")
+    return lines
+
+
+def plan_as_data(plan: RunPlan) -> dict[str, Any]:
+    """The plan as JSON-able data: what ``--format json`` prints."""
+    return {
+        "run_id": plan.run_id,
+        "config": plan.config_path,
+        "placeholders": dict(PLACEHOLDERS),
+        "scenarios": [
+            {
+                "name": sp.scenario.name,
+                "suite_name": sp.suite_name,
+                "image": sp.image,
+                "deadline_s": sp.deadline_s,
+                "networks": [n.create_kwargs() for n in sp.networks],
+                "containers": [
+                    {
+                        "node_rank": c.node_rank,
+                        "ranks": list(c.ranks),
+                        "create": c.create_kwargs(),
+                        "connect": list(c.networks[1:]),
+                        "files": [dataclasses.asdict(f) for f in c.files],
+                        "results_dir": c.results_dir,
+                    }
+                    for c in sp.containers
+                ],
+                "steps": [{"step": type(step).__name__, **dataclasses.asdict(step)} for step in sp.steps],
+            }
+            for sp in plan.scenarios
+        ],
+    }
