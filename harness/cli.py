@@ -126,7 +126,9 @@ def default_jobs() -> int:
     return max(1, min(cores, memory_gib // 4, 8))
 
 
-def _run_scenarios(engine: Engine, plans: tuple[ScenarioPlan, ...], display: ProgressDisplay, jobs: int) -> list[ScenarioResult]:
+def _run_scenarios(
+    engine: Engine, plans: tuple[ScenarioPlan, ...], display: ProgressDisplay, jobs: int, require_gpu: bool = False
+) -> list[ScenarioResult]:
     """Run the scenarios, up to ``jobs`` at once, and return their results in plan order.
 
     The workers share the Engine client (docker-py's connection pool serves concurrent requests). On
@@ -138,7 +140,7 @@ def _run_scenarios(engine: Engine, plans: tuple[ScenarioPlan, ...], display: Pro
 
     def run_one(index: int, scenario_plan: ScenarioPlan) -> ScenarioResult:
         events.scenario_started(scenario_plan, index, len(plans))
-        result = summarize_scenario(run_scenario(engine, scenario_plan, events, stop))
+        result = summarize_scenario(run_scenario(engine, scenario_plan, events, stop), require_gpu=require_gpu)
         events.scenario_finished(result)
         return result
 
@@ -180,7 +182,7 @@ def command_run(args: argparse.Namespace) -> int:
         engine = Engine(run_id)
         engine_version = _engine_version(engine)
         _ensure_images(engine, images_of(plan), display.log)
-        results.extend(_run_scenarios(engine, plan.scenarios, display, args.jobs or default_jobs()))
+        results.extend(_run_scenarios(engine, plan.scenarios, display, args.jobs or default_jobs(), args.require_gpu))
         summary = summarize()
     except KeyboardInterrupt:
         display.close()
@@ -205,6 +207,8 @@ def command_run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     _write_reports(summary, args)
     sys.stdout.write(render_summary(summary))
+    if summary.nothing_validated:
+        print("distval: nothing was validated: every scenario was skipped (see the reasons above)", file=sys.stderr)
     return summary.exit_code
 
 
@@ -286,6 +290,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--run-id", type=_run_id, help="label value for this run's containers and networks (default: random)")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    run.add_argument(
+        "--require-gpu",
+        action="store_true",
+        help="a scenario that needs GPUs the Engine cannot give fails instead of being skipped (for GPU pipelines)",
+    )
     run.set_defaults(handler=command_run)
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")
