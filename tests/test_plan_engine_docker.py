@@ -1,0 +1,117 @@
+"""`distval plan` prints what `distval run` executes: for every rendezvous form, each container the Engine
+created holds exactly the plan's resolved creation arguments, and the steps ran in the plan's order.
+Marked ``docker``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import pytest
+
+from harness.config import load_config
+from harness.docker_spec import ContainerPlan, NetworkPlan
+from harness.engine import Engine
+from harness.events import NO_EVENTS
+from harness.plan import CreateContainer, CreateNetwork, ScenarioPlan, StartContainer, plan_run
+from harness.results import PASSED, summarize_scenario
+from harness.runtime import run_scenario
+from tests.conftest import leftovers
+
+pytestmark = pytest.mark.docker
+
+# One scenario per form and layout of configs/rendezvous.yaml: static, c10d, env, tcp, by IP, in-container,
+# several processes per node, multi-homed.
+FORMS = (
+    "standalone",
+    "torchrun.static.n2.p1",
+    "torchrun.c10d.n2.p2",
+    "direct.env.n2",
+    "direct.tcp.n3",
+    "by-ip.static",
+    "by-ip.c10d",
+    "by-ip.env",
+    "by-ip.tcp",
+    "multi-homed.static",
+)
+
+
+class RecordingEngine(Engine):
+    """The real Engine, recording what it reports about each container right after creating it, and each call."""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.created: dict[str, tuple[ContainerPlan, dict[str, Any]]] = {}
+        self.calls: list[tuple[str, str]] = []
+
+    def create_network(self, network: NetworkPlan) -> None:
+        self.calls.append(("network", network.name))
+        super().create_network(network)
+
+    def create_container(self, container: ContainerPlan) -> Any:
+        handle = super().create_container(container)
+        handle.reload()
+        self.created[container.name] = (container, handle.attrs)
+        self.calls.append(("create", container.name))
+        return handle
+
+    def start(self, container: Any) -> None:
+        self.calls.append(("start", container.name))
+        super().start(container)
+
+
+def expected_calls(plan: ScenarioPlan) -> list[tuple[str, str]]:
+    kinds = {CreateNetwork: "network", CreateContainer: "create", StartContainer: "start"}
+    calls = []
+    for step in plan.steps:
+        kind = kinds.get(type(step))
+        if kind is not None:
+            calls.append((kind, getattr(step, "network", None) or step.container))
+    return calls
+
+
+def assert_engine_holds(container: ContainerPlan, attrs: dict[str, Any]) -> None:
+    kwargs = container.create_kwargs()
+    config, host = attrs["Config"], attrs["HostConfig"]
+    assert attrs["Name"] == "/" + container.name
+    assert config["Image"] == kwargs["image"]
+    assert config["Entrypoint"] == kwargs["entrypoint"]
+    assert config["Cmd"] == kwargs["command"]
+    assert config["Hostname"] == kwargs["hostname"]
+    assert config["WorkingDir"] == kwargs["working_dir"]
+    # Every label of the plan; any other comes from the image (fixtures carry their recipe labels).
+    assert {k: config["Labels"].get(k) for k in kwargs["labels"]} == kwargs["labels"]
+    # The image's own environment (PATH, LANG) stays; every variable of the plan is there with its value.
+    env = dict(line.split("=", 1) for line in config["Env"])
+    assert {k: env.get(k) for k in kwargs["environment"]} == kwargs["environment"]
+    assert host["NetworkMode"] == kwargs["network"]
+    assert (host.get("NanoCpus") or None) == kwargs.get("nano_cpus")
+    assert (host.get("DeviceRequests") or None) == (kwargs.get("device_requests") or None)
+    assert [u["Name"] for u in host.get("Ulimits") or []] == [u["Name"] for u in kwargs.get("ulimits", [])]
+    # No placeholder reaches the Engine.
+    assert "{" not in " ".join(config["Cmd"] + config["Env"])
+
+
+@pytest.mark.parametrize("name", FORMS)
+def test_the_engine_creates_exactly_the_resolved_plan(fixture_images: list[str], docker_client: object, name: str) -> None:
+    run_id = "p" + secrets.token_hex(4)
+    plan = next(p for p in plan_run(load_config("configs/rendezvous.yaml"), run_id).scenarios if p.scenario.name == name)
+    engine = RecordingEngine(run_id)
+    try:
+        result = summarize_scenario(run_scenario(engine, plan, NO_EVENTS))
+    finally:
+        engine.remove_labelled()
+    assert result.status == PASSED, [(c.name, c.status, c.message) for c in result.cases]
+    assert engine.calls == expected_calls(plan)
+    assert sorted(engine.created) == sorted(c.name for c in plan.containers)
+    for created, attrs in engine.created.values():
+        # What was created is the plan's container with its placeholders filled in, and nothing else.
+        planned = plan.container(created.name)
+        assert created.argv[: len(planned.argv)] and len(created.argv) == len(planned.argv)
+        for planned_arg, created_arg in zip(planned.argv, created.argv, strict=True):
+            assert planned_arg == created_arg or "{" in planned_arg
+        assert_engine_holds(created, attrs)
+        networks = set(attrs["NetworkSettings"]["Networks"])
+        assert networks == {created.networks[0]}  # the others are connected after creation, as the plan shows
+    assert leftovers(docker_client, run_id) == []
