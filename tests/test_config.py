@@ -7,7 +7,6 @@ problem in a file must be reported, not just the first.
 from __future__ import annotations
 
 import re
-import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -26,9 +25,9 @@ from harness.config import (
     parse_config,
 )
 from harness.errors import EXIT_BAD_INPUT, ConfigError
+from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
-FILE = "scen.yaml"
 TOP_KEYS = (
     "version, backend, image, timeout_s, collective_timeout_s, check_timeout_s, python, rendezvous, master_addr, "
     "egress, ipv6, cpus, memory, shm_size, env, user, working_dir, scenarios"
@@ -39,29 +38,6 @@ SCENARIO_KEYS = (
     "working_dir, checks, matrix, exclude"
 )
 CHECK_NAMES = "a check name (env, identity, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, reconfigure)"
-
-
-def yaml_text(text: str) -> str:
-    return textwrap.dedent(text).lstrip("\n")
-
-
-def line_of(text: str, marker: str) -> int:
-    """1-based number of the only line containing ``marker`` (so the expected line is exact, not guessed)."""
-    hits = [number for number, line in enumerate(text.splitlines(), start=1) if marker in line]
-    assert len(hits) == 1, f"marker {marker!r} must occur on exactly one line, found {hits}"
-    return hits[0]
-
-
-def problems_of(text: str, path: str = FILE) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        parse_config(text, path)
-    problems = caught.value.problems
-    assert problems, "a ConfigError must carry at least one problem"
-    for problem in problems:
-        assert "\n" not in problem, f"a problem must be one line: {problem!r}"
-        assert problem.startswith(f"{path}"), problem
-    assert str(caught.value) == "\n".join(problems)
-    return problems
 
 
 def the_problem(problems: list[str], line: int | None, key_path: str, *fragments: str) -> str:

@@ -18,7 +18,7 @@ from harness.config import (
     parse_config,
 )
 from harness.errors import ConfigError
-from tests.test_config import FILE, line_of, problems_of, yaml_text
+from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 
 def scenarios_of(text: str) -> list[Scenario]:
