@@ -29,13 +29,13 @@ from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
 TOP_KEYS = (
-    "version, backend, image, timeout_s, collective_timeout_s, check_timeout_s, python, rendezvous, master_addr, "
-    "egress, ipv6, cpus, memory, shm_size, env, user, working_dir, scenarios"
+    "version, backend, device, gpus_per_node, image, timeout_s, collective_timeout_s, check_timeout_s, python, "
+    "rendezvous, master_addr, egress, ipv6, cpus, memory, shm_size, env, user, working_dir, scenarios"
 )
 SCENARIO_KEYS = (
-    "name, topology, world_size, nodes, nproc_per_node, rendezvous, master_addr, backend, image, timeout_s, "
-    "collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, env, user, "
-    "working_dir, checks, matrix, exclude"
+    "name, topology, world_size, nodes, nproc_per_node, rendezvous, master_addr, backend, device, gpus_per_node, image, "
+    "timeout_s, collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, "
+    "env, user, working_dir, checks, matrix, exclude"
 )
 CHECK_NAMES = "a check name (env, identity, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, reconfigure)"
 
@@ -349,7 +349,7 @@ def test_wrong_type_or_value(old: str, new: str, key_path: str, expected: str, g
         ("check_timeout_s: 0", "check_timeout_s", "expected a number of seconds > 0", "got '0'"),
         ("check_timeout_s: -2.5", "check_timeout_s", "expected a number of seconds > 0", "got '-2.5'"),
         ("check_timeout_s: true", "check_timeout_s", "expected a number of seconds > 0", "got 'true'"),
-        ("backend: tcp", "backend", "expected one of gloo, nccl, mpi", "got 'tcp'"),
+        ("backend: tcp", "backend", "expected one of gloo, nccl, nccl-legacy, mpi", "got 'tcp'"),
         ("image: {name: x}", "image", "expected an image reference (name:tag or id)", "got a mapping"),
         ("python: ' '", "python", "expected the image's Python interpreter", "got ' '"),
     ],
@@ -378,12 +378,18 @@ def test_wrong_top_level_default(line_text: str, key_path: str, expected: str, g
             "expected one of in-container, cross-container",
             "got 'In-Container'",
         ),
-        ("name: typed", "name: typed\n    backend: tcp", "scenarios[0].backend", "expected one of gloo, nccl, mpi", "got 'tcp'"),
+        (
+            "name: typed",
+            "name: typed\n    backend: tcp",
+            "scenarios[0].backend",
+            "expected one of gloo, nccl, nccl-legacy, mpi",
+            "got 'tcp'",
+        ),
         (
             "name: typed",
             "name: typed\n    backend: [gloo]",
             "scenarios[0].backend",
-            "expected one of gloo, nccl, mpi",
+            "expected one of gloo, nccl, nccl-legacy, mpi",
             "got a list",
         ),
     ],
@@ -779,7 +785,7 @@ def test_all_problems_are_collected_one_line_each() -> None:
     )
     expected = [
         (line_of(text, "version: 2"), "version", "expected 1"),
-        (line_of(text, "backend: tcp"), "backend", "expected one of gloo, nccl, mpi"),
+        (line_of(text, "backend: tcp"), "backend", "expected one of gloo, nccl, nccl-legacy, mpi"),
         (line_of(text, "color: blue"), "color", "unknown key; expected one of"),
         (line_of(text, "sideways"), "scenarios[0].topology", "expected one of in-container, cross-container"),
         (line_of(text, '"two"'), "scenarios[0].world_size", "expected an integer >= 1"),
@@ -1069,7 +1075,7 @@ def test_cli_run_with_bad_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert code == EXIT_BAD_INPUT == 2
     assert "Traceback" not in captured.err + captured.out
     assert captured.err.splitlines() == [
-        f"{bad}:1: backend: expected one of gloo, nccl, mpi; got 'tcp'",
+        f"{bad}:1: backend: expected one of gloo, nccl, nccl-legacy, mpi; got 'tcp'",
         f"{bad}:3: scenarios[0].topology: expected one of in-container, cross-container; got 'sideways'",
         f"{bad}:4: scenarios[0].world_size: expected an integer >= 1; got 'two'",
         f"{bad}:5: scenarios[0].checks[1]: expected {CHECK_NAMES}; got 'nope'",

@@ -15,11 +15,12 @@ import yaml
 
 from harness.config import values
 from harness.config.check_list import read_checks
+from harness.config.devices import DEVICES, NCCL_BACKENDS
 from harness.config.layout import MASTER_ADDRS, RENDEZVOUS, TOPOLOGIES
 from harness.config.values import Reader
 from harness.config.yaml_nodes import Problems, typed
 
-BACKENDS = ("gloo", "nccl", "mpi")
+BACKENDS = ("gloo", *NCCL_BACKENDS, "mpi")
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0
 DEFAULT_CHECK_TIMEOUT_S = 120.0
@@ -31,6 +32,7 @@ NAME_EXPECTED = f"a name of letters, digits, '.', '_' or '-' (at most {NAME_MAX}
 # How a key's value becomes a Scenario field:
 VALUE = "value"  # the scenario's, else the top level's, else the key's default
 LAYOUT = "layout"  # by the layout rules (layout.py), from several keys together
+DEVICE = "device"  # by the device rules (devices.py), from the backend and the layout
 ENTRY = "entry"  # by the loader: the entry's name, its checks, its matrix and exclude
 
 
@@ -91,7 +93,7 @@ KEYS: tuple[Key, ...] = (
         read=values.integer(1),
         schema={"type": "integer", "minimum": 1},
         kind=LAYOUT,
-        axis=6,
+        axis=7,
     ),
     Key(
         name="nodes",
@@ -99,7 +101,7 @@ KEYS: tuple[Key, ...] = (
         read=values.integer(1),
         schema={"type": "integer", "minimum": 1},
         kind=LAYOUT,
-        axis=7,
+        axis=8,
     ),
     Key(
         name="nproc_per_node",
@@ -107,7 +109,7 @@ KEYS: tuple[Key, ...] = (
         read=values.integer(1),
         schema={"type": "integer", "minimum": 1},
         kind=LAYOUT,
-        axis=8,
+        axis=9,
     ),
     Key(
         name="rendezvous",
@@ -116,7 +118,7 @@ KEYS: tuple[Key, ...] = (
         schema=_enum(RENDEZVOUS),
         default="static",
         kind=LAYOUT,
-        top=7,
+        top=9,
         axis=3,
     ),
     Key(
@@ -126,7 +128,7 @@ KEYS: tuple[Key, ...] = (
         schema=_enum(MASTER_ADDRS),
         default="name",
         kind=LAYOUT,
-        top=8,
+        top=10,
         axis=4,
     ),
     Key(
@@ -139,11 +141,28 @@ KEYS: tuple[Key, ...] = (
         axis=5,
     ),
     Key(
+        name="device",
+        doc="where the ranks' tensors live: cpu or cuda; default cuda for nccl and nccl-legacy, cpu otherwise",
+        read=values.choice(DEVICES),
+        schema=_enum(DEVICES),
+        kind=DEVICE,
+        top=2,
+        axis=6,
+    ),
+    Key(
+        name="gpus_per_node",
+        doc="GPUs given to each node's container; default nproc_per_node for nccl, 1 on cuda otherwise, 0 on cpu",
+        read=values.integer(0),
+        schema={"type": "integer", "minimum": 0},
+        kind=DEVICE,
+        top=3,
+    ),
+    Key(
         name="image",
         doc="the image under test (--image overrides it); none: the default fixture",
         read=values.string("an image reference (name:tag or id)"),
         schema=_NON_BLANK,
-        top=2,
+        top=4,
         axis=1,
     ),
     Key(
@@ -152,7 +171,7 @@ KEYS: tuple[Key, ...] = (
         read=values.seconds,
         schema=_SECONDS,
         default=DEFAULT_TIMEOUT_S,
-        top=3,
+        top=5,
     ),
     Key(
         name="collective_timeout_s",
@@ -160,7 +179,7 @@ KEYS: tuple[Key, ...] = (
         read=values.seconds,
         schema=_SECONDS,
         default=DEFAULT_COLLECTIVE_TIMEOUT_S,
-        top=4,
+        top=6,
     ),
     Key(
         name="check_timeout_s",
@@ -168,7 +187,7 @@ KEYS: tuple[Key, ...] = (
         read=values.seconds,
         schema=_SECONDS,
         default=DEFAULT_CHECK_TIMEOUT_S,
-        top=5,
+        top=7,
     ),
     Key(
         name="python",
@@ -176,7 +195,7 @@ KEYS: tuple[Key, ...] = (
         read=values.string("the image's Python interpreter"),
         schema=_NON_BLANK,
         default=DEFAULT_PYTHON,
-        top=6,
+        top=8,
     ),
     Key(
         name="egress",
@@ -184,7 +203,7 @@ KEYS: tuple[Key, ...] = (
         read=values.boolean,
         schema={"type": "boolean"},
         default=False,
-        top=9,
+        top=11,
     ),
     Key(
         name="extra_networks",
@@ -199,17 +218,17 @@ KEYS: tuple[Key, ...] = (
         read=values.boolean,
         schema={"type": "boolean"},
         default=False,
-        top=10,
+        top=12,
     ),
     Key(
         name="cpus",
         doc="CPUs per container (none: no limit)",
         read=values.number("CPUs"),
         schema={"type": "number", "exclusiveMinimum": 0},
-        top=11,
+        top=13,
     ),
-    Key(name="memory", doc="memory per container, a Docker size like 512m or 2g", read=values.size, schema=_SIZE, top=12),
-    Key(name="shm_size", doc="/dev/shm per container, a Docker size like 512m or 2g", read=values.size, schema=_SIZE, top=13),
+    Key(name="memory", doc="memory per container, a Docker size like 512m or 2g", read=values.size, schema=_SIZE, top=14),
+    Key(name="shm_size", doc="/dev/shm per container, a Docker size like 512m or 2g", read=values.size, schema=_SIZE, top=15),
     Key(
         name="env",
         doc="extra environment variables (merged over the top level's)",
@@ -223,21 +242,21 @@ KEYS: tuple[Key, ...] = (
             "additionalProperties": {"type": ["string", "number", "boolean"]},
         },
         default=MappingProxyType({}),
-        top=14,
+        top=16,
     ),
     Key(
         name="user",
         doc="the user the ranks run as: name, uid, name:group or uid:gid",
         read=values.user,
         schema={"anyOf": [{"type": "string", "pattern": values.USER_PATTERN.pattern}, {"type": "integer", "minimum": 0}]},
-        top=15,
+        top=17,
     ),
     Key(
         name="working_dir",
         doc="the ranks' working directory, an absolute path in the container",
         read=values.working_dir,
         schema={"type": "string", "pattern": r"^/[^\u0000\r\n]*$"},
-        top=16,
+        top=18,
     ),
     Key(
         name="checks",

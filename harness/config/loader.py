@@ -12,7 +12,8 @@ from typing import Any
 
 import yaml
 
-from harness.config.keys import BY_NAME, DEFAULT_KEYS, MATRIX_AXES, SCENARIO_KEYS, VALUE_KEYS
+from harness.config.devices import resolve_devices
+from harness.config.keys import BY_NAME, DEFAULT_KEYS, KEYS, MATRIX_AXES, SCENARIO_KEYS, VALUE_KEYS
 from harness.config.matrix import expand, read_axes, read_excludes
 from harness.config.model import Config, Scenario
 from harness.config.resolve import resolve
@@ -134,6 +135,10 @@ def parse_config(text: str, path: str) -> Config:
                 lambda v: v == CONFIG_VERSION and not isinstance(v, bool),
             )
         defaults = _values(top, DEFAULT_KEYS, "", problems)
+        # Rules between the top level's own keys (nccl with device cpu) are its problems, once.
+        _, issues = resolve_devices(defaults, {key.name: key.default for key in KEYS}, None)
+        for found in issues:
+            problems.add(top.get(found.key, root), found.key, found.message)
         if "scenarios" in top:
             scenarios = _scenarios(top["scenarios"], defaults, problems)
     if problems.lines:

@@ -46,6 +46,10 @@ class Scenario:
     env: tuple[tuple[str, str], ...] = ()  # extra environment, sorted by name
     user: str | None = None  # "1000:1000", "nobody"
     working_dir: str | None = None  # an absolute path in the container; None: the harness's own
+    # Where the ranks' tensors live and the GPUs each node's container gets. These defaults are for code
+    # that builds a Scenario itself; the YAML derives them from the backend (devices.py).
+    device: str = "cpu"  # one of DEVICES
+    gpus_per_node: int = 0
     expanded_from: str | None = None  # the matrix entry's name; None for a plain scenario
     axes: tuple[tuple[str, str], ...] = ()  # the matrix combination: (axis, value as str), in axis order
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from harness.config.devices import resolve_devices
 from harness.config.keys import KEYS, VALUE
 from harness.config.layout import Issue, resolve_layout
 
@@ -16,7 +17,11 @@ def resolve(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[dic
     layout, issues = resolve_layout(values, defaults)
     if layout is None:
         return None, issues
-    fields = dict(layout)
+    # The device rules read the layout (one GPU per rank for NCCL): checked once it is valid.
+    devices, issues = resolve_devices(values, defaults, layout["nproc_per_node"])
+    if issues:
+        return None, issues
+    fields = {**layout, **devices}
     for key in KEYS:
         if key.kind != VALUE:
             continue
