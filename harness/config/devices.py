@@ -14,8 +14,8 @@ from harness.config.layout import Issue
 # torch 2.15 maps nccl to the torchcomms-based nccl2 and keeps the old one as nccl-legacy.
 NCCL_BACKENDS = ("nccl", "nccl-legacy")
 DEVICES = ("cpu", "cuda")
-# The keys these rules read: each rule's issue involves some of them (matrix axes among them make a
-# combination invalid rather than the entry).
+# The keys nproc_per_node follows from: an issue about it involves them all, so that a matrix axis
+# among them makes a combination invalid rather than the whole entry.
 _LAYOUT = frozenset(("topology", "world_size", "nodes", "nproc_per_node"))
 
 

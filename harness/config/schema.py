@@ -100,10 +100,8 @@ def _definition(key: Key) -> dict[str, Any]:
     else:
         assert key.schema is not None, f"key {key.name} declares no JSON Schema"
         schema = key.schema
-    default = {"default": json.loads(json.dumps(dict(key.default)))} if isinstance(key.default, Mapping) else {}
-    if key.default is not None and not default:
-        default = {"default": key.default}
-    return {"description": key.doc, **schema, **default}
+    default = dict(key.default) if isinstance(key.default, Mapping) else key.default
+    return {"description": key.doc, **schema, **({} if default is None else {"default": default})}
 
 
 def _when(present: Mapping[str, Any], then: Mapping[str, Any]) -> dict[str, Any]:
