@@ -10,6 +10,7 @@ defaults), matrix (axes, excludes, expansion), model (Config, Scenario, CheckSpe
 The names below are what the rest of distval and its tests import from ``harness.config``.
 """
 
+from harness.config.devices import DEVICES, NCCL_BACKENDS
 from harness.config.keys import (
     BACKENDS,
     DEFAULT_CHECK_TIMEOUT_S,
@@ -38,11 +39,13 @@ __all__ = [
     "DEFAULT_COLLECTIVE_TIMEOUT_S",
     "DEFAULT_PYTHON",
     "DEFAULT_TIMEOUT_S",
+    "DEVICES",
     "ENV_NAME_PATTERN",
     "MASTER_ADDRS",
     "MATRIX_AXES",
     "NAME_MAX",
     "NAME_PATTERN",
+    "NCCL_BACKENDS",
     "NO_LAUNCHER_RENDEZVOUS",
     "RENDEZVOUS",
     "RESERVED_ENV",
