@@ -22,6 +22,7 @@ from types import FrameType
 
 from harness import __version__
 from harness.config import load_config
+from harness.config.schema import SHIPPED, render_schema
 from harness.engine import Engine, EngineError, ImageMissing
 from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, FilterMismatch, Interrupted
 from harness.fixtures import FIXTURES, build_fixtures, is_current, recipe_hash
@@ -227,6 +228,11 @@ def command_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_schema(_args: argparse.Namespace) -> int:
+    sys.stdout.write(render_schema())
+    return 0
+
+
 def command_fixtures(args: argparse.Namespace) -> int:
     if args.action == "list":
         for tag, fixture in FIXTURES.items():
@@ -305,6 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--format", choices=("text", "json"), default="text", help="text for people (default) or the plan object as JSON"
     )
     plan.set_defaults(handler=command_plan)
+
+    schema = commands.add_parser("schema", help=f"print the JSON Schema of scenario files (shipped as {SHIPPED})")
+    schema.set_defaults(handler=command_schema)
 
     fixtures = commands.add_parser("fixtures", help="build or list the fixture images (no registry needed)")
     fixtures.add_argument("action", choices=("build", "list"))

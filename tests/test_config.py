@@ -7,7 +7,6 @@ problem in a file must be reported, not just the first.
 from __future__ import annotations
 
 import re
-import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -26,42 +25,19 @@ from harness.config import (
     parse_config,
 )
 from harness.errors import EXIT_BAD_INPUT, ConfigError
+from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
-FILE = "scen.yaml"
 TOP_KEYS = (
-    "version, backend, image, timeout_s, collective_timeout_s, check_timeout_s, python, rendezvous, master_addr, "
-    "egress, ipv6, cpus, memory, shm_size, env, user, working_dir, scenarios"
+    "version, backend, device, gpus_per_node, image, timeout_s, collective_timeout_s, check_timeout_s, python, "
+    "rendezvous, master_addr, egress, ipv6, cpus, memory, shm_size, env, user, working_dir, scenarios"
 )
 SCENARIO_KEYS = (
-    "name, topology, world_size, nodes, nproc_per_node, rendezvous, master_addr, backend, image, timeout_s, "
-    "collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, env, user, "
-    "working_dir, checks, matrix, exclude"
+    "name, topology, world_size, nodes, nproc_per_node, rendezvous, master_addr, backend, device, gpus_per_node, image, "
+    "timeout_s, collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, "
+    "env, user, working_dir, checks, matrix, exclude"
 )
 CHECK_NAMES = "a check name (env, identity, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, reconfigure)"
-
-
-def yaml_text(text: str) -> str:
-    return textwrap.dedent(text).lstrip("\n")
-
-
-def line_of(text: str, marker: str) -> int:
-    """1-based number of the only line containing ``marker`` (so the expected line is exact, not guessed)."""
-    hits = [number for number, line in enumerate(text.splitlines(), start=1) if marker in line]
-    assert len(hits) == 1, f"marker {marker!r} must occur on exactly one line, found {hits}"
-    return hits[0]
-
-
-def problems_of(text: str, path: str = FILE) -> list[str]:
-    with pytest.raises(ConfigError) as caught:
-        parse_config(text, path)
-    problems = caught.value.problems
-    assert problems, "a ConfigError must carry at least one problem"
-    for problem in problems:
-        assert "\n" not in problem, f"a problem must be one line: {problem!r}"
-        assert problem.startswith(f"{path}"), problem
-    assert str(caught.value) == "\n".join(problems)
-    return problems
 
 
 def the_problem(problems: list[str], line: int | None, key_path: str, *fragments: str) -> str:
@@ -373,7 +349,7 @@ def test_wrong_type_or_value(old: str, new: str, key_path: str, expected: str, g
         ("check_timeout_s: 0", "check_timeout_s", "expected a number of seconds > 0", "got '0'"),
         ("check_timeout_s: -2.5", "check_timeout_s", "expected a number of seconds > 0", "got '-2.5'"),
         ("check_timeout_s: true", "check_timeout_s", "expected a number of seconds > 0", "got 'true'"),
-        ("backend: tcp", "backend", "expected one of gloo, nccl, mpi", "got 'tcp'"),
+        ("backend: tcp", "backend", "expected one of gloo, nccl, nccl-legacy, mpi", "got 'tcp'"),
         ("image: {name: x}", "image", "expected an image reference (name:tag or id)", "got a mapping"),
         ("python: ' '", "python", "expected the image's Python interpreter", "got ' '"),
     ],
@@ -402,12 +378,18 @@ def test_wrong_top_level_default(line_text: str, key_path: str, expected: str, g
             "expected one of in-container, cross-container",
             "got 'In-Container'",
         ),
-        ("name: typed", "name: typed\n    backend: tcp", "scenarios[0].backend", "expected one of gloo, nccl, mpi", "got 'tcp'"),
+        (
+            "name: typed",
+            "name: typed\n    backend: tcp",
+            "scenarios[0].backend",
+            "expected one of gloo, nccl, nccl-legacy, mpi",
+            "got 'tcp'",
+        ),
         (
             "name: typed",
             "name: typed\n    backend: [gloo]",
             "scenarios[0].backend",
-            "expected one of gloo, nccl, mpi",
+            "expected one of gloo, nccl, nccl-legacy, mpi",
             "got a list",
         ),
     ],
@@ -803,7 +785,7 @@ def test_all_problems_are_collected_one_line_each() -> None:
     )
     expected = [
         (line_of(text, "version: 2"), "version", "expected 1"),
-        (line_of(text, "backend: tcp"), "backend", "expected one of gloo, nccl, mpi"),
+        (line_of(text, "backend: tcp"), "backend", "expected one of gloo, nccl, nccl-legacy, mpi"),
         (line_of(text, "color: blue"), "color", "unknown key; expected one of"),
         (line_of(text, "sideways"), "scenarios[0].topology", "expected one of in-container, cross-container"),
         (line_of(text, '"two"'), "scenarios[0].world_size", "expected an integer >= 1"),
@@ -1093,7 +1075,7 @@ def test_cli_run_with_bad_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert code == EXIT_BAD_INPUT == 2
     assert "Traceback" not in captured.err + captured.out
     assert captured.err.splitlines() == [
-        f"{bad}:1: backend: expected one of gloo, nccl, mpi; got 'tcp'",
+        f"{bad}:1: backend: expected one of gloo, nccl, nccl-legacy, mpi; got 'tcp'",
         f"{bad}:3: scenarios[0].topology: expected one of in-container, cross-container; got 'sideways'",
         f"{bad}:4: scenarios[0].world_size: expected an integer >= 1; got 'two'",
         f"{bad}:5: scenarios[0].checks[1]: expected {CHECK_NAMES}; got 'nope'",

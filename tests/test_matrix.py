@@ -18,7 +18,7 @@ from harness.config import (
     parse_config,
 )
 from harness.errors import ConfigError
-from tests.test_config import FILE, line_of, problems_of, yaml_text
+from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 
 def scenarios_of(text: str) -> list[Scenario]:
@@ -652,13 +652,14 @@ def test_every_axis_is_accepted_and_rendered() -> None:
               rendezvous: [tcp]
               master_addr: [ip]
               backend: [gloo]
+              device: [cpu]
               world_size: [2]
               nodes: [2]
               nproc_per_node: [1]
         """
     )
     s = one(text)
-    assert s.name == "all.torch-1.cross.tcp.ip.gloo.w2.n2.p1"
+    assert s.name == "all.torch-1.cross.tcp.ip.gloo.cpu.w2.n2.p1"
     assert [axis for axis, _ in s.axes] == list(MATRIX_AXES)
     assert (s.image, s.rendezvous, s.master_addr, s.backend, *layout(s)) == ("a/torch:1", "tcp", "ip", "gloo", 2, 1, 2)
 

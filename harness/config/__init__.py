@@ -1,0 +1,62 @@
+"""YAML scenario files -> frozen dataclasses, strictly.
+
+The package's modules, one concern each: yaml_nodes (strict node reading, problem collection),
+values (readers of single values), check_list (the checks: list against the catalog), keys (the one
+declaration of every key), layout (nodes x nproc_per_node and the rendezvous rules), devices (device
+and gpus_per_node from the backend and the layout), resolve (a scenario's fields from its keys and the
+defaults), matrix (axes, excludes, expansion), model (Config, Scenario, CheckSpec), loader
+(parse_config, load_config) and schema (the JSON Schema of scenario files).
+
+The names below are what the rest of distval and its tests import from ``harness.config``.
+"""
+
+from harness.config.devices import DEVICES, NCCL_BACKENDS
+from harness.config.keys import (
+    BACKENDS,
+    DEFAULT_CHECK_TIMEOUT_S,
+    DEFAULT_COLLECTIVE_TIMEOUT_S,
+    DEFAULT_PYTHON,
+    DEFAULT_TIMEOUT_S,
+    MATRIX_AXES,
+    NAME_MAX,
+    NAME_PATTERN,
+)
+from harness.config.layout import MASTER_ADDRS, NO_LAUNCHER_RENDEZVOUS, RENDEZVOUS, TOPOLOGIES
+from harness.config.loader import load_config, parse_config
+from harness.config.model import CheckSpec, Config, Scenario
+from harness.config.values import (
+    ENV_NAME_PATTERN,
+    RESERVED_ENV,
+    RESERVED_ENV_PREFIX,
+    SIZE_PATTERN,
+    USER_PATTERN,
+    VERSION_PATTERN,
+)
+
+__all__ = [
+    "BACKENDS",
+    "DEFAULT_CHECK_TIMEOUT_S",
+    "DEFAULT_COLLECTIVE_TIMEOUT_S",
+    "DEFAULT_PYTHON",
+    "DEFAULT_TIMEOUT_S",
+    "DEVICES",
+    "ENV_NAME_PATTERN",
+    "MASTER_ADDRS",
+    "MATRIX_AXES",
+    "NAME_MAX",
+    "NAME_PATTERN",
+    "NCCL_BACKENDS",
+    "NO_LAUNCHER_RENDEZVOUS",
+    "RENDEZVOUS",
+    "RESERVED_ENV",
+    "RESERVED_ENV_PREFIX",
+    "SIZE_PATTERN",
+    "TOPOLOGIES",
+    "USER_PATTERN",
+    "VERSION_PATTERN",
+    "CheckSpec",
+    "Config",
+    "Scenario",
+    "load_config",
+    "parse_config",
+]

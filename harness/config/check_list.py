@@ -1,0 +1,79 @@
+"""A scenario's ``checks:`` list, read strictly against the catalog of checks and their arguments."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from harness.checks import CATALOG, ArgSpec
+from harness.config import values
+from harness.config.model import CheckSpec
+from harness.config.yaml_nodes import Problems, describe, mapping, typed
+
+
+def _argument(spec: ArgSpec, node: yaml.Node, key_path: str, problems: Problems) -> Any:
+    if spec.kind == "int":
+        return values.integer(spec.minimum)(node, key_path, problems)
+    if spec.kind == "seconds":
+        return values.seconds(node, key_path, problems)
+    if spec.kind == "choice":
+        return values.choice(spec.choices)(node, key_path, problems)
+    if spec.kind == "version":
+        return values.version(node, key_path, problems)
+    if not isinstance(node, yaml.SequenceNode):
+        problems.add(node, key_path, f"expected a list of {', '.join(spec.choices)}; got {describe(node)}")
+        return None
+    read = values.choice(spec.choices)
+    names = [read(item, f"{key_path}[{index}]", problems) for index, item in enumerate(node.value)]
+    return None if None in names else tuple(names)
+
+
+def _check(node: yaml.Node, key_path: str, problems: Problems) -> CheckSpec | None:
+    known = ", ".join(CATALOG)
+    if isinstance(node, yaml.ScalarNode):
+        name = typed(node, key_path, problems, f"a check name ({known})", lambda v: v in CATALOG)
+        return None if name is None else CheckSpec(name=name)
+    fields = mapping(node, key_path, ("name", "args", "required"), ("name",), problems)
+    if fields is None or "name" not in fields:
+        return None
+    name = typed(fields["name"], f"{key_path}.name", problems, f"a check name ({known})", lambda v: v in CATALOG)
+    if name is None:
+        return None
+    required = False
+    if "required" in fields:
+        required = bool(values.boolean(fields["required"], f"{key_path}.required", problems))
+    info = CATALOG[name]
+    args: dict[str, Any] = {}
+    if "args" in fields:
+        arg_path = f"{key_path}.args"
+        arg_nodes = mapping(fields["args"], arg_path, tuple(info.args), (), problems)
+        for arg_name, arg_node in (arg_nodes or {}).items():
+            value = _argument(info.args[arg_name], arg_node, f"{arg_path}.{arg_name}", problems)
+            if value is not None:
+                args[arg_name] = value
+    return CheckSpec(name=name, args=MappingProxyType(args), required=required)
+
+
+def read_checks(node: yaml.Node, key_path: str, problems: Problems) -> tuple[CheckSpec, ...] | None:
+    """The checks in the order listed; None (after a problem) if the list is not a non-empty list."""
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        problems.add(node, key_path, f"expected a non-empty list of checks; got {describe(node)}")
+        return None
+    checks: list[CheckSpec] = []
+    first_index: dict[str, int] = {}
+    for index, check_node in enumerate(node.value):
+        spec = _check(check_node, f"{key_path}[{index}]", problems)
+        if spec is None:
+            continue
+        # Results are keyed by check name: a second entry would overwrite the first's verdict.
+        if spec.name in first_index:
+            problems.add(
+                check_node,
+                f"{key_path}[{index}]",
+                f"expected each check once per scenario; {spec.name!r} is also checks[{first_index[spec.name]}]",
+            )
+        first_index.setdefault(spec.name, index)
+        checks.append(spec)
+    return tuple(checks)

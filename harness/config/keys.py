@@ -1,0 +1,279 @@
+"""The one declaration of every scenario key: how it is read, its default, its JSON Schema, where it may
+appear (in a scenario always; under the top level as a default for every scenario; as a matrix axis),
+and a one-line description. Every list of keys elsewhere is derived from KEYS.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from harness.config import values
+from harness.config.check_list import read_checks
+from harness.config.devices import DEVICES, NCCL_BACKENDS
+from harness.config.layout import MASTER_ADDRS, RENDEZVOUS, TOPOLOGIES
+from harness.config.values import Reader
+from harness.config.yaml_nodes import Problems, typed
+
+BACKENDS = ("gloo", *NCCL_BACKENDS, "mpi")
+DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_COLLECTIVE_TIMEOUT_S = 60.0
+DEFAULT_CHECK_TIMEOUT_S = 120.0
+DEFAULT_PYTHON = "python3"
+NAME_MAX = 80
+NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{NAME_MAX - 1}}}$")
+NAME_EXPECTED = f"a name of letters, digits, '.', '_' or '-' (at most {NAME_MAX} characters)"
+
+# How a key's value becomes a Scenario field:
+VALUE = "value"  # the scenario's, else the top level's, else the key's default
+LAYOUT = "layout"  # by the layout rules (layout.py), from several keys together
+DEVICE = "device"  # by the device rules (devices.py), from the backend and the layout
+ENTRY = "entry"  # by the loader: the entry's name, its checks, its matrix and exclude
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    doc: str
+    # None: matrix and exclude, which need the rest of the entry and are read by matrix.py.
+    read: Reader | None
+    # The JSON Schema of the value; None where schema.py builds it (checks, matrix, exclude).
+    schema: Mapping[str, Any] | None
+    default: Any = None
+    kind: str = VALUE
+    # The key's place among the top level's keys (it is then a default for every scenario) and among the
+    # matrix axes (it is then an axis); None: not there. Messages and the README list them in this order.
+    top: int | None = None
+    axis: int | None = None
+
+
+def _name(node: yaml.Node, key_path: str, problems: Problems) -> str | None:
+    value: str | None = typed(
+        node, key_path, problems, NAME_EXPECTED, lambda v: isinstance(v, str) and NAME_PATTERN.fullmatch(v) is not None
+    )
+    return value
+
+
+_NON_BLANK = {"type": "string", "pattern": r"\S"}
+_SECONDS = {"type": "number", "exclusiveMinimum": 0}
+# A Docker size > 0; numbers stand for bytes. The pattern is the loader's SIZE_PATTERN without case
+# folding (JSON Schema patterns have no flags) and with the "> 0" rule in it.
+_SIZE = {"anyOf": [{"type": "string", "pattern": "^[0-9]*[1-9][0-9]*[bkmgBKMG]?$"}, {"type": "integer", "minimum": 1}]}
+
+
+def _enum(choices: tuple[str, ...]) -> Mapping[str, Any]:
+    return {"type": "string", "enum": list(choices)}
+
+
+# In the order scenarios list their keys (and messages quote them).
+KEYS: tuple[Key, ...] = (
+    Key(
+        name="name",
+        doc="the scenario's name, or the matrix's (its scenarios are <name>.<value>...); JUnit suite name",
+        read=_name,
+        schema={"type": "string", "pattern": NAME_PATTERN.pattern},
+        kind=ENTRY,
+    ),
+    Key(
+        name="topology",
+        doc="in-container: every rank in one container; cross-container: one container per node",
+        read=values.choice(TOPOLOGIES),
+        schema=_enum(TOPOLOGIES),
+        kind=LAYOUT,
+        axis=2,
+    ),
+    Key(
+        name="world_size",
+        doc="the number of ranks: nodes x nproc_per_node",
+        read=values.integer(1),
+        schema={"type": "integer", "minimum": 1},
+        kind=LAYOUT,
+        axis=7,
+    ),
+    Key(
+        name="nodes",
+        doc="containers (cross-container) or 1 (in-container)",
+        read=values.integer(1),
+        schema={"type": "integer", "minimum": 1},
+        kind=LAYOUT,
+        axis=8,
+    ),
+    Key(
+        name="nproc_per_node",
+        doc="ranks (processes) in each container",
+        read=values.integer(1),
+        schema={"type": "integer", "minimum": 1},
+        kind=LAYOUT,
+        axis=9,
+    ),
+    Key(
+        name="rendezvous",
+        doc="how the nodes meet: static or c10d (the launcher), env or tcp (no launcher)",
+        read=values.choice(RENDEZVOUS),
+        schema=_enum(RENDEZVOUS),
+        default="static",
+        kind=LAYOUT,
+        top=9,
+        axis=3,
+    ),
+    Key(
+        name="master_addr",
+        doc="how the other nodes address node 0: its DNS name or its IP address",
+        read=values.choice(MASTER_ADDRS),
+        schema=_enum(MASTER_ADDRS),
+        default="name",
+        kind=LAYOUT,
+        top=10,
+        axis=4,
+    ),
+    Key(
+        name="backend",
+        doc="the process group's backend",
+        read=values.choice(BACKENDS),
+        schema=_enum(BACKENDS),
+        default="gloo",
+        top=1,
+        axis=5,
+    ),
+    Key(
+        name="device",
+        doc="where the ranks' tensors live: cpu or cuda; default cuda for nccl and nccl-legacy, cpu otherwise",
+        read=values.choice(DEVICES),
+        schema=_enum(DEVICES),
+        kind=DEVICE,
+        top=2,
+        axis=6,
+    ),
+    Key(
+        name="gpus_per_node",
+        doc="GPUs given to each node's container; default nproc_per_node for nccl, 1 on cuda otherwise, 0 on cpu",
+        read=values.integer(0),
+        schema={"type": "integer", "minimum": 0},
+        kind=DEVICE,
+        top=3,
+    ),
+    Key(
+        name="image",
+        doc="the image under test (--image overrides it); none: the default fixture",
+        read=values.string("an image reference (name:tag or id)"),
+        schema=_NON_BLANK,
+        top=4,
+        axis=1,
+    ),
+    Key(
+        name="timeout_s",
+        doc="the harness's deadline per scenario, from the first container start",
+        read=values.seconds,
+        schema=_SECONDS,
+        default=DEFAULT_TIMEOUT_S,
+        top=5,
+    ),
+    Key(
+        name="collective_timeout_s",
+        doc="the process group's timeout (init_process_group(timeout=...))",
+        read=values.seconds,
+        schema=_SECONDS,
+        default=DEFAULT_COLLECTIVE_TIMEOUT_S,
+        top=6,
+    ),
+    Key(
+        name="check_timeout_s",
+        doc="a check running longer is stopped and reported where it hung",
+        read=values.seconds,
+        schema=_SECONDS,
+        default=DEFAULT_CHECK_TIMEOUT_S,
+        top=7,
+    ),
+    Key(
+        name="python",
+        doc="the image's Python interpreter",
+        read=values.string("the image's Python interpreter"),
+        schema=_NON_BLANK,
+        default=DEFAULT_PYTHON,
+        top=8,
+    ),
+    Key(
+        name="egress",
+        doc="true: the scenario's network reaches outside; false: it is internal",
+        read=values.boolean,
+        schema={"type": "boolean"},
+        default=False,
+        top=11,
+    ),
+    Key(
+        name="extra_networks",
+        doc="more networks, created per scenario, that every container is attached to",
+        read=values.integer(0),
+        schema={"type": "integer", "minimum": 0},
+        default=0,
+    ),
+    Key(
+        name="ipv6",
+        doc="an IPv6-enabled scenario network",
+        read=values.boolean,
+        schema={"type": "boolean"},
+        default=False,
+        top=12,
+    ),
+    Key(
+        name="cpus",
+        doc="CPUs per container (none: no limit)",
+        read=values.number("CPUs"),
+        schema={"type": "number", "exclusiveMinimum": 0},
+        top=13,
+    ),
+    Key(name="memory", doc="memory per container, a Docker size like 512m or 2g", read=values.size, schema=_SIZE, top=14),
+    Key(name="shm_size", doc="/dev/shm per container, a Docker size like 512m or 2g", read=values.size, schema=_SIZE, top=15),
+    Key(
+        name="env",
+        doc="extra environment variables (merged over the top level's)",
+        read=values.env,
+        schema={
+            "type": "object",
+            "propertyNames": {
+                "pattern": values.ENV_NAME_PATTERN.pattern,
+                "not": {"anyOf": [{"enum": list(values.RESERVED_ENV)}, {"pattern": f"^{values.RESERVED_ENV_PREFIX}"}]},
+            },
+            "additionalProperties": {"type": ["string", "number", "boolean"]},
+        },
+        default=MappingProxyType({}),
+        top=16,
+    ),
+    Key(
+        name="user",
+        doc="the user the ranks run as: name, uid, name:group or uid:gid",
+        read=values.user,
+        schema={"anyOf": [{"type": "string", "pattern": values.USER_PATTERN.pattern}, {"type": "integer", "minimum": 0}]},
+        top=17,
+    ),
+    Key(
+        name="working_dir",
+        doc="the ranks' working directory, an absolute path in the container",
+        read=values.working_dir,
+        schema={"type": "string", "pattern": r"^/[^\u0000\r\n]*$"},
+        top=18,
+    ),
+    Key(
+        name="checks",
+        doc="the checks to run, in order: names, or {name, args, required}",
+        read=read_checks,
+        schema=None,
+        kind=ENTRY,
+    ),
+    Key(name="matrix", doc="axes -> lists of values: one scenario per combination", read=None, schema=None, kind=ENTRY),
+    Key(
+        name="exclude", doc="combinations the matrix leaves out: a list of {axis: value, ...}", read=None, schema=None, kind=ENTRY
+    ),
+)
+
+BY_NAME: Mapping[str, Key] = MappingProxyType({key.name: key for key in KEYS})
+SCENARIO_KEYS = tuple(key.name for key in KEYS)
+DEFAULT_KEYS = tuple(key.name for key in sorted((k for k in KEYS if k.top is not None), key=lambda k: k.top or 0))
+MATRIX_AXES = tuple(key.name for key in sorted((k for k in KEYS if k.axis is not None), key=lambda k: k.axis or 0))
+# The keys that hold one value each, read by their Key.read (the rest are the entry's own).
+VALUE_KEYS = tuple(key.name for key in KEYS if key.kind != ENTRY)

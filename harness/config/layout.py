@@ -1,0 +1,151 @@
+"""Layout rules: nodes x nproc_per_node = world_size, and what each topology allows of the rendezvous.
+
+One function completes a layout from what was given (the YAML loader and Scenario built in code both use
+it); the loader adds what a file must say on top of that, and reports each broken rule as an Issue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+TOPOLOGIES = ("in-container", "cross-container")
+# static: --nnodes --node_rank --master_addr --master_port; c10d: --rdzv_backend=c10d, no node rank;
+# env and tcp: no launcher, one process per container (init_method env:// or tcp://).
+RENDEZVOUS = ("static", "c10d", "env", "tcp")
+NO_LAUNCHER_RENDEZVOUS = ("env", "tcp")
+# How the other nodes address node 0: its DNS name, or its IP address learned at run time.
+MASTER_ADDRS = ("name", "ip")
+
+
+@dataclass(frozen=True)
+class Issue:
+    """A rule between keys broken: reported at ``key``; ``involved`` says which keys (or axes) caused it."""
+
+    key: str
+    message: str
+    involved: frozenset[str]
+
+
+def _issue(key: str, message: str, *involved: str) -> Issue:
+    return Issue(key, message, frozenset(("topology", key, *involved)))
+
+
+def complete_layout(
+    topology: str, world_size: int | None, nodes: int | None, nproc: int | None
+) -> tuple[int, int] | Issue | None:
+    """(nodes, nproc_per_node) from what was given (None: not given), or the rule broken; None: too little given.
+
+    Neither factor given: in-container is 1 x world_size, cross-container world_size x 1. One factor
+    given: the other is world_size divided by it.
+    """
+    if nodes is not None and nproc is not None:
+        if world_size is not None and world_size != nodes * nproc:
+            return _issue(
+                "world_size",
+                f"expected world_size = nodes x nproc_per_node = {nodes * nproc}; got {world_size}",
+                "nodes",
+                "nproc_per_node",
+            )
+        return nodes, nproc
+    if world_size is None:
+        return None
+    if nodes is None and nproc is None:
+        return (1, world_size) if topology == "in-container" else (world_size, 1)
+    if nodes is None:
+        assert nproc is not None
+        if nproc < 1 or world_size % nproc:
+            return _issue(
+                "world_size",
+                f"expected world_size = nodes x nproc_per_node, a multiple of nproc_per_node = {nproc}; got {world_size}",
+                "nproc_per_node",
+            )
+        return world_size // nproc, nproc
+    if nodes < 1 or world_size % nodes:
+        return _issue(
+            "world_size",
+            f"expected world_size = nodes x nproc_per_node, a multiple of nodes = {nodes}; got {world_size}",
+            "nodes",
+        )
+    return nodes, world_size // nodes
+
+
+def resolve_layout(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[Issue]]:
+    """The layout keys (keys.py: kind LAYOUT) of a scenario from its keys and the defaults (every key's), or the rules broken."""
+    issues: list[Issue] = []
+    topology: str = values["topology"]
+    world_size: int | None = values.get("world_size")
+    nodes: int | None = values.get("nodes")
+    nproc: int | None = values.get("nproc_per_node")
+    if topology == "in-container":
+        if nodes is not None and nodes != 1:
+            issues.append(
+                _issue("nodes", f"expected 1 for in-container (one container; cross-container runs one per node); got {nodes}")
+            )
+        elif world_size is None and nproc is None:
+            issues.append(
+                _issue(
+                    "nodes", "expected world_size or nproc_per_node with it (in-container: the processes in its one container)"
+                )
+            )
+        nodes = 1
+    else:
+        if nodes is not None and nproc is None:
+            nproc = 1  # a file that names the nodes and not the processes runs one process per node
+        if nodes is None and world_size is None:
+            issues.append(
+                _issue(
+                    "nproc_per_node", "expected nodes or world_size with it (cross-container: one container per node)", "nodes"
+                )
+            )
+    done = complete_layout(topology, world_size, nodes, nproc)
+    if isinstance(done, Issue):
+        issues.append(done)
+    elif done is not None:
+        nodes, nproc = done
+
+    if topology == "in-container":
+        if values.get("rendezvous", "static") != "static":
+            issues.append(
+                _issue(
+                    "rendezvous",
+                    f"expected static for in-container (it runs the launcher with --standalone); got {values['rendezvous']!r}",
+                )
+            )
+        if values.get("master_addr") == "ip":
+            issues.append(_issue("master_addr", "expected name for in-container (no other node addresses node 0); got 'ip'"))
+        # The top level's rendezvous and master_addr apply to cross-container scenarios only.
+        rendezvous, master_addr = "static", "name"
+    else:
+        rendezvous = values.get("rendezvous", defaults["rendezvous"])
+        master_addr = values.get("master_addr", defaults["master_addr"])
+        if rendezvous in NO_LAUNCHER_RENDEZVOUS and nproc is not None and nproc != 1:
+            if "rendezvous" in values:
+                issues.append(
+                    _issue(
+                        "rendezvous",
+                        f"expected static or c10d with nproc_per_node = {nproc} (env and tcp run one process per "
+                        f"container, no launcher); got {rendezvous!r}",
+                        "nproc_per_node",
+                    )
+                )
+            else:
+                issues.append(
+                    _issue(
+                        "nproc_per_node",
+                        f"expected 1 with rendezvous {rendezvous} (one process per container, no launcher); got {nproc}",
+                        "rendezvous",
+                    )
+                )
+    if issues or not isinstance(done, tuple):
+        return None, issues
+    nodes, nproc = done
+    return {
+        "topology": topology,
+        "world_size": nodes * nproc,
+        "nodes": nodes,
+        "nproc_per_node": nproc,
+        "rendezvous": rendezvous,
+        "master_addr": master_addr,
+    }, []

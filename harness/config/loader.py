@@ -1,0 +1,157 @@
+"""A scenario file -> Config: the file's top level and its scenario entries, every problem collected.
+
+Unknown keys, wrong types, unknown checks and bad values are all collected (not just the first) and
+reported one per line as ``FILE:LINE: KEY.PATH: expected ..., got ...``, in file order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.config.devices import resolve_devices
+from harness.config.keys import BY_NAME, DEFAULT_KEYS, KEYS, MATRIX_AXES, SCENARIO_KEYS, VALUE_KEYS
+from harness.config.matrix import expand, read_axes, read_excludes
+from harness.config.model import Config, Scenario
+from harness.config.resolve import resolve
+from harness.config.yaml_nodes import Problems, describe, mapping, typed
+from harness.errors import ConfigError
+
+# The file's own keys around the defaults: version first, the scenarios last.
+TOP_KEYS = ("version", *DEFAULT_KEYS, "scenarios")
+CONFIG_VERSION = 1
+# Keys a scenario must give (or its matrix, as an axis): each with the keys that satisfy it.
+_REQUIRED = (
+    ("topology", ("topology",)),
+    ("world_size", ("world_size", "nodes", "nproc_per_node")),
+    ("checks", ("checks",)),
+)
+
+
+def _values(fields: Mapping[str, yaml.Node], keys: tuple[str, ...], key_path: str, problems: Problems) -> dict[str, Any]:
+    """The valid values of ``keys`` present in ``fields``; a problem for each invalid one."""
+    prefix = f"{key_path}." if key_path else ""
+    parsed = {}
+    for key, node in fields.items():
+        read = BY_NAME[key].read if key in keys else None
+        if read is not None:
+            parsed[key] = read(node, f"{prefix}{key}", problems)
+    return {key: value for key, value in parsed.items() if value is not None}
+
+
+def _entry(node: yaml.Node, key_path: str, defaults: dict[str, Any], problems: Problems) -> list[Scenario]:
+    """A scenario entry: one scenario, or a matrix of them."""
+    fields = mapping(node, key_path, SCENARIO_KEYS, (), problems)
+    if fields is None:
+        return []
+    before = len(problems.lines)
+    matrix_node = fields.get("matrix")
+    # The axes as written, to know which required keys the matrix provides (None: the matrix is unreadable).
+    written_axes: set[str] | None = set()
+    if isinstance(matrix_node, yaml.MappingNode):
+        written_axes = {k.value for k, _ in matrix_node.value if isinstance(k, yaml.ScalarNode) and k.value in MATRIX_AXES}
+    elif matrix_node is not None:
+        written_axes = None
+    present = set(fields) | (written_axes or set())
+    for key, alternatives in _REQUIRED:
+        if (key == "checks" or written_axes is not None) and not present.intersection(alternatives):
+            problems.add(node, f"{key_path}.{key}", "required key is missing")
+    if matrix_node is not None and "name" not in fields:
+        problems.add(node, f"{key_path}.name", "required key is missing (a matrix's scenarios are named <name>.<value>...)")
+    # In this order, so that problems on one line (a flow mapping) come out as they always have.
+    name: str | None = _values(fields, ("name",), key_path, problems).get("name")
+    values = _values(fields, VALUE_KEYS, key_path, problems)
+    checks = _values(fields, ("checks",), key_path, problems).get("checks", ())
+    axes = read_axes(matrix_node, key_path, fields, problems) if matrix_node is not None else None
+    excludes: list[dict[str, Any]] = []
+    if "exclude" in fields:
+        if matrix_node is None:
+            problems.add(
+                fields["exclude"], f"{key_path}.exclude", "expected exclude only with a matrix (it removes combinations)"
+            )
+        elif axes is not None:
+            excludes = read_excludes(fields["exclude"], key_path, axes, problems)
+    if len(problems.lines) > before:
+        return []
+    if axes is not None:
+        assert name is not None
+        return expand(node, key_path, fields, name, values, checks, axes, excludes, defaults, problems)
+    kwargs, issues = resolve(values, defaults)
+    for found in issues:
+        problems.add(fields.get(found.key, node), f"{key_path}.{found.key}", found.message)
+    if kwargs is None:
+        return []
+    return [Scenario(name=name or f"{kwargs['topology']}-{kwargs['world_size']}ranks", checks=checks, **kwargs)]
+
+
+def _scenarios(node: yaml.Node, defaults: dict[str, Any], problems: Problems) -> list[Scenario]:
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        problems.add(node, "scenarios", f"expected a non-empty list of scenarios; got {describe(node)}")
+        return []
+    scenarios: list[Scenario] = []
+    # Scenario names and matrix names share one namespace: `distval plan` groups by the latter.
+    seen: dict[str, int] = {}
+    for index, entry_node in enumerate(node.value):
+        entry = _entry(entry_node, f"scenarios[{index}]", defaults, problems)
+        names = [s.name for s in entry]
+        if entry and entry[0].expanded_from is not None:
+            names.insert(0, entry[0].expanded_from)
+        for name in names:
+            if name in seen:
+                problems.add(
+                    entry_node,
+                    f"scenarios[{index}].name",
+                    f"expected a unique scenario name; {name!r} is also scenarios[{seen[name]}]",
+                )
+            seen.setdefault(name, index)
+        scenarios.extend(entry)
+    return scenarios
+
+
+def parse_config(text: str, path: str) -> Config:
+    """Parse a config's text; ``path`` is only used in messages. Raises ConfigError with every problem."""
+    problems = Problems(path)
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark is not None else ""
+        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError([f"{path}{line}: not valid YAML: {reason}"]) from None
+    if root is None:
+        raise ConfigError([f"{path}: the file is empty; expected a mapping with a 'scenarios' list"])
+    top = mapping(root, "", TOP_KEYS, ("scenarios",), problems)
+    scenarios: list[Scenario] = []
+    if top is not None:
+        if "version" in top:
+            typed(
+                top["version"],
+                "version",
+                problems,
+                f"{CONFIG_VERSION} (the only config version)",
+                lambda v: v == CONFIG_VERSION and not isinstance(v, bool),
+            )
+        defaults = _values(top, DEFAULT_KEYS, "", problems)
+        # Rules between the top level's own keys (nccl with device cpu) are its problems, once.
+        _, issues = resolve_devices(defaults, {key.name: key.default for key in KEYS}, None)
+        for found in issues:
+            problems.add(top.get(found.key, root), found.key, found.message)
+        if "scenarios" in top:
+            scenarios = _scenarios(top["scenarios"], defaults, problems)
+    if problems.lines:
+        raise ConfigError(problems.in_file_order())
+    return Config(path=path, scenarios=tuple(scenarios))
+
+
+def load_config(path: str | Path) -> Config:
+    name = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([f"{name}: no such file; expected a YAML scenario file"]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([f"{name}: cannot read the file: {exc}"]) from None
+    return parse_config(text, name)
