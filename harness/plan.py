@@ -15,7 +15,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from harness.config import Config, Scenario
+from harness.config import NCCL_BACKENDS, Config, Scenario
 from harness.docker_spec import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan, Ulimit
 from harness.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
 from harness.placeholders import placeholder
@@ -41,7 +41,6 @@ C10D_PORT = 29400
 NODE0_IP = placeholder("node0_ip")
 NODE0_HOST = placeholder("node0_host")
 SUBNETS = placeholder("subnets")
-NCCL_BACKENDS = ("nccl", "nccl-legacy")
 # NCCL in containers: Docker's 64 MB /dev/shm breaks NCCL's shared-memory transport (nccl#342), and
 # NVIDIA's container guide asks for unlimited locked memory and a 64 MiB stack.
 NCCL_SHM_SIZE = "1g"
@@ -201,7 +200,7 @@ def _spec(scenario: Scenario, master_host: str) -> str:
     spec = {
         "scenario": scenario.name,
         "backend": scenario.backend,
-        "device": _device(scenario),
+        "device": scenario.device,
         "collective_timeout_s": scenario.collective_timeout_s,
         "check_timeout_s": scenario.check_timeout_s,
         "world_size": scenario.world_size,
@@ -214,21 +213,6 @@ def _spec(scenario: Scenario, master_host: str) -> str:
         "checks": [{"name": c.name, "args": dict(c.args)} for c in scenario.checks],
     }
     return json.dumps(spec, sort_keys=True)
-
-
-def _device(scenario: Scenario) -> str:
-    return str(getattr(scenario, "device", None) or ("cuda" if scenario.backend in NCCL_BACKENDS else "cpu"))
-
-
-def _gpus_per_node(scenario: Scenario) -> int:
-    """GPUs each node's container gets: the scenario's word, else one per process for NCCL (it refuses two
-    ranks on one GPU), one shared by the node's processes for gloo on CUDA tensors, none on the CPU."""
-    stated = getattr(scenario, "gpus_per_node", None)
-    if stated:
-        return int(stated)
-    if scenario.backend in NCCL_BACKENDS:
-        return scenario.nproc_per_node
-    return 1 if _device(scenario) == "cuda" else 0
 
 
 def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, slug: str | None = None) -> ScenarioPlan:
@@ -254,7 +238,9 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, s
         NetworkPlan(name=f"{base}-x{i}", internal=True, labels=common_labels) for i in range(1, scenario.extra_networks + 1)
     )
     working_dir = scenario.working_dir or CONTAINER_ROOT
-    gpus = _gpus_per_node(scenario)
+    # GPUs per node come from the config (harness/config/devices.py: one per process for NCCL, one shared
+    # by the node's processes for gloo on CUDA tensors, none on the CPU).
+    gpus = scenario.gpus_per_node
     containers = []
     for node_rank in range(node_count):
         name = f"{base}-n{node_rank}"
