@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,13 @@ from harness.results import (
 )
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-jenkins.xsd"
+GOLDEN = Path(__file__).resolve().parent / "golden" / "reports" / "junit.xml"
+VERSION_MARK = "@DISTVAL_VERSION@"  # the golden holds this instead of harness.__version__
+# Masked in the golden: the time of rendering, and the scenario hashes (test_properties checks those).
+MASKS = (
+    (re.compile(r'timestamp="[0-9T:-]+"'), 'timestamp="T"'),
+    (re.compile(r'"scenario_hash" value="[0-9a-f]{12}"'), '"scenario_hash" value="H"'),
+)
 RUN_ID = "5eed5eed"
 ENGINE_VERSION = "27.5.1"
 HOST = "ci-runner-7"
@@ -345,6 +353,20 @@ def test_cases_of_a_check_and_a_required_skip(schema: etree.XMLSchema) -> None:
         "expected required check collectives to run; it was skipped: not supported by this image: numpy"
     )
     assert suite.find("testcase[@name='collectives.broadcast']/failure") is None
+
+
+def test_report_matches_golden(report: str) -> None:
+    """The whole document, byte for byte (what MASKS names masked); regenerate after an intended change with
+    DISTVAL_UPDATE_GOLDEN=1 and review the diff of tests/golden/reports/junit.xml."""
+    text = report
+    for pattern, replacement in MASKS:
+        text, count = pattern.subn(replacement, text)
+        assert count >= 2, pattern
+    if os.environ.get("DISTVAL_UPDATE_GOLDEN") == "1":
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(text.replace(__version__, VERSION_MARK), encoding="utf-8")
+    assert GOLDEN.exists(), f"{GOLDEN} is missing: run with DISTVAL_UPDATE_GOLDEN=1 to create it"
+    assert text == GOLDEN.read_text(encoding="utf-8").replace(VERSION_MARK, __version__)
 
 
 # --- the schema -----------------------------------------------------------------------------------

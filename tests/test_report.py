@@ -16,6 +16,7 @@ import pytest
 from lxml import etree
 
 import harness.cli
+from harness import __version__
 from harness.cli import main
 from harness.config import parse_config
 from harness.engine import EngineError, ImageInfo
@@ -24,6 +25,8 @@ from harness.plan import ScenarioPlan, plan_scenario
 from harness.report import (
     ProgressDisplay,
     layout,
+    render_json,
+    render_markdown,
     render_summary,
 )
 from harness.results import (
@@ -40,6 +43,8 @@ from harness.results import (
 )
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-jenkins.xsd"
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "reports"
+VERSION_MARK = "@DISTVAL_VERSION@"  # the goldens hold this instead of harness.__version__
 RUN_ID = "abc123"
 IMAGE = "example/torch:test"
 CONFIG_PATH = "configs/my suite.yaml"  # a space: the reproduce command must quote it
@@ -520,3 +525,37 @@ def test_summary_scenario_without_results_gets_a_reproduce_command() -> None:
     text = render_summary(RunSummary(RUN_ID, (ScenarioResult(inside, (), (), "", 0.0),), config_path="c.yaml"))
     assert "  inside: no results\n    distval run c.yaml --image example/torch:test --filter inside\n" in text
     assert text.endswith(f"distval run {RUN_ID}: 0 of 0 check results passed; exit code 1\n")
+
+
+# --- the renderers, byte for byte -----------------------------------------------------------------
+
+
+def early_summary() -> RunSummary:
+    """A run that stopped after its first scenario: the early error shows in every format."""
+    inside, _ = plans()
+    return RunSummary(
+        RUN_ID,
+        (failing(inside),),
+        ("interrupted", "interrupted by SIGTERM; the run's containers and networks were removed\nsecond line"),
+        143,
+        None,
+        "ci-host",
+        CONFIG_PATH,
+    )
+
+
+RENDERERS = {"json": render_json, "md": render_markdown, "txt": render_summary}
+
+
+@pytest.mark.parametrize("which", ["failed", "early"])
+@pytest.mark.parametrize("extension", sorted(RENDERERS))
+def test_renderer_matches_golden(which: str, extension: str) -> None:
+    """Each format is a golden file (tests/golden/reports/); regenerate after an intended change with
+    DISTVAL_UPDATE_GOLDEN=1 and review the diff."""
+    text = RENDERERS[extension](summary() if which == "failed" else early_summary())
+    golden = GOLDEN_DIR / f"{which}.{extension}"
+    if os.environ.get("DISTVAL_UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text.replace(__version__, VERSION_MARK), encoding="utf-8")
+    assert golden.exists(), f"{golden} is missing: run with DISTVAL_UPDATE_GOLDEN=1 to create it"
+    assert text == golden.read_text(encoding="utf-8").replace(VERSION_MARK, __version__)
