@@ -1,4 +1,4 @@
-"""harness.junit: a RunSummary -> JUnit XML that Jenkins' xunit schema accepts, and that says what happened."""
+"""harness.reports.junit: a RunSummary -> JUnit XML that Jenkins' xunit schema accepts, and that says what happened."""
 
 from __future__ import annotations
 
@@ -13,11 +13,11 @@ import junit_xml
 import pytest
 from lxml import etree
 
-import harness.junit
+import harness.reports.junit
 from harness import __version__
 from harness.config import parse_config
-from harness.junit import SYSTEM_OUT_CHARS, render_junit, write_junit
 from harness.plan import ScenarioPlan, plan_scenario
+from harness.reports.junit import SYSTEM_OUT_CHARS, render_junit, write_junit
 from harness.results import (
     ERROR,
     FAILED,
@@ -468,7 +468,7 @@ def test_write_junit_replaces_atomically(tmp_path: Path, summary: RunSummary, mo
         assert destination_path.read_text(encoding="utf-8") == "OLD REPORT"
         real_replace(source, destination)
 
-    monkeypatch.setattr(os, "replace", spy)  # harness.junit calls os.replace
+    monkeypatch.setattr(os, "replace", spy)  # harness.reports.files calls os.replace
     write_junit(summary, str(target))
     assert len(renames) == 1 and renames[0][1] == target
     assert ET.parse(target).getroot().tag == "testsuites"
@@ -484,7 +484,7 @@ def test_write_junit_keeps_the_old_file_when_rendering_fails(
     def broken(_summary: RunSummary) -> str:
         raise RuntimeError("render failed")
 
-    monkeypatch.setattr(harness.junit, "render_junit", broken)
+    monkeypatch.setattr(harness.reports.junit, "render_junit", broken)
     with pytest.raises(RuntimeError):
         write_junit(summary, target)
     assert target.read_text(encoding="utf-8") == "OLD REPORT"

@@ -1,5 +1,6 @@
-"""harness.report and the reporting side of ``distval run``, without Docker: summaries are built by hand
-(like tests/test_results.py) and ``distval run`` runs against a fake Engine and a fake runtime."""
+"""harness.reports (every format, the atomic file writer), live progress (harness.report) and the reporting
+side of ``distval run``, without Docker: summaries are built by hand (like tests/test_results.py) and
+``distval run`` runs against a fake Engine and a fake runtime. The JUnit format has tests/test_junit.py."""
 
 from __future__ import annotations
 
@@ -22,13 +23,12 @@ from harness.config import parse_config
 from harness.engine import EngineError, ImageInfo
 from harness.events import RunEvents
 from harness.plan import ScenarioPlan, plan_scenario
-from harness.report import (
-    ProgressDisplay,
-    layout,
-    render_json,
-    render_markdown,
-    render_summary,
-)
+from harness.report import ProgressDisplay, layout
+from harness.reports.files import write_atomically
+from harness.reports.json_report import render_json, write_json
+from harness.reports.junit import write_junit
+from harness.reports.markdown import render_markdown, write_markdown
+from harness.reports.summary import render_summary
 from harness.results import (
     ERROR,
     FAILED,
@@ -559,3 +559,70 @@ def test_renderer_matches_golden(which: str, extension: str) -> None:
         golden.write_text(text.replace(__version__, VERSION_MARK), encoding="utf-8")
     assert golden.exists(), f"{golden} is missing: run with DISTVAL_UPDATE_GOLDEN=1 to create it"
     assert text == golden.read_text(encoding="utf-8").replace(VERSION_MARK, __version__)
+
+
+# --- the one atomic file writer -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("write", [write_json, write_markdown, write_junit], ids=lambda w: w.__name__)
+def test_every_format_writes_through_the_atomic_writer(write: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "out" / "report"
+    renames: list[tuple[str, str]] = []
+    real_replace = os.replace
+
+    def spy(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> None:
+        renames.append((Path(source).name, str(destination)))
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", spy)
+    write(summary(), target)
+    ((temporary, destination),) = renames
+    assert destination == str(target)
+    assert re.fullmatch(r"\.report\.[0-9a-f]{8}\.tmp", temporary)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["report"]
+
+
+def test_write_atomically_syncs_the_file_before_the_rename_and_the_directory_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "report.json"
+    calls: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        calls.append("fsync " + ("directory" if os.path.isdir(f"/proc/self/fd/{fd}") else "file"))
+        real_fsync(fd)
+
+    def replace(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> None:
+        assert Path(source).read_text(encoding="utf-8") == "ünïcode\n"  # complete before the rename
+        calls.append("rename")
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    write_atomically(target, "ünïcode\n")
+    assert calls == ["fsync file", "rename", "fsync directory"]
+    assert target.read_bytes() == "ünïcode\n".encode()
+
+
+def test_write_atomically_keeps_the_old_file_when_the_rename_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "report.md"
+    target.write_text("OLD", encoding="utf-8")
+
+    def refuse(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(PermissionError):
+        write_atomically(target, "NEW")
+    assert target.read_text(encoding="utf-8") == "OLD"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]  # the temporary is gone
+
+
+def test_write_atomically_gives_the_mode_a_plain_write_would(tmp_path: Path) -> None:
+    previous = os.umask(0o027)
+    try:
+        write_atomically(tmp_path / "report.xml", "x")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "report.xml").stat().st_mode & 0o777 == 0o640
