@@ -23,9 +23,10 @@ from harness import __version__
 from harness.config import load_config
 from harness.engine import Engine, EngineError, ImageMissing
 from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, Interrupted
+from harness.events import RunEvents
 from harness.fixtures import FIXTURES, build_fixtures, is_current, recipe_hash
 from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run, render_plan
-from harness.report import ProgressDisplay
+from harness.progress import ProgressDisplay
 from harness.reports.json_report import write_json
 from harness.reports.junit import write_junit
 from harness.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
@@ -142,7 +143,7 @@ def _run_scenarios(engine: Engine, plans: tuple[ScenarioPlan, ...], display: Pro
     clean up before this re-raises.
     """
     stop = threading.Event()
-    events = display  # safe to call from the worker threads
+    events: RunEvents = display  # locked inside: safe to call from the worker threads
 
     def run_one(index: int, scenario_plan: ScenarioPlan) -> ScenarioResult:
         events.scenario_started(scenario_plan, index, len(plans))
