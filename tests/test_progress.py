@@ -377,14 +377,17 @@ class PseudoTerminal:
     """A pty of ``columns`` x ``rows``: the display writes to its slave end; a reader thread drains the
     master end (a full pty buffer would block the writers) and pyte plays what it read."""
 
+    MARK = b"\x1b[0m"  # resets colours (none are used): invisible, and never written by the display
+
     def __init__(self, columns: int, rows: int) -> None:
         self.master, slave = pty.openpty()
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         self.stream = open(slave, "w", encoding="utf-8", closefd=True)
         self.screen = pyte.Screen(columns, rows)
         self._bytes = pyte.ByteStream(self.screen)
-        self._received: list[bytes] = []
-        self._last_read = time.monotonic()
+        self._received = bytearray()
+        self._played = 0
+        self._marks = 0
         self._lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -398,19 +401,23 @@ class PseudoTerminal:
             if not data:
                 return
             with self._lock:
-                self._received.append(data)
-                self._last_read = time.monotonic()
+                self._received += data
 
-    def settle(self, quiet_s: float = 0.3) -> list[str]:
-        """Wait until nothing more arrives for ``quiet_s``; the screen's rows down to the last non-blank one."""
+    def settle(self, timeout_s: float = 10.0) -> list[str]:
+        """Once everything written so far has come through (a mark written after it has), the screen's
+        rows down to the last non-blank one. Call it while nobody else writes."""
+        self._marks += 1
+        self.stream.write(self.MARK.decode())
+        self.stream.flush()
+        deadline = time.monotonic() + timeout_s
         while True:
-            time.sleep(quiet_s / 3)
             with self._lock:
-                if time.monotonic() - self._last_read >= quiet_s:
-                    for data in self._received:
-                        self._bytes.feed(data)
-                    self._received.clear()
+                if self._received.count(self.MARK) >= self._marks:
+                    self._bytes.feed(bytes(self._received[self._played :]))
+                    self._played = len(self._received)
                     break
+            assert time.monotonic() < deadline, "the pty did not pass on what was written"
+            time.sleep(0.01)
         rows = [line.rstrip() for line in self.screen.display]
         while rows and not rows[-1]:
             rows.pop()
