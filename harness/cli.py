@@ -25,11 +25,15 @@ from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
 from harness.engine import Engine, EngineError, ImageMissing
 from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, FilterMismatch, Interrupted
+from harness.events import RunEvents
 from harness.fixtures import FIXTURES, build_fixtures, is_current, recipe_hash
-from harness.junit import write_junit
 from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
 from harness.plan_render import plan_as_data, render_plan
-from harness.report import ProgressDisplay, append_step_summary, render_summary, write_json, write_markdown
+from harness.progress import ProgressDisplay
+from harness.reports.json_report import write_json
+from harness.reports.junit import write_junit
+from harness.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
+from harness.reports.summary import render_summary
 from harness.results import RunSummary, ScenarioResult, summarize_scenario
 from harness.runtime import run_scenario, signals_deferred
 
@@ -97,7 +101,7 @@ def _write_reports(summary: RunSummary, args: argparse.Namespace) -> None:
         ("JUnit XML", args.junit, lambda: write_junit(summary, args.junit)),
         ("JSON report", args.json, lambda: write_json(summary, args.json)),
         ("Markdown summary", args.markdown, lambda: write_markdown(summary, args.markdown)),
-        ("step summary", os.environ.get("GITHUB_STEP_SUMMARY"), lambda: append_step_summary(summary)),
+        ("step summary", os.environ.get(STEP_SUMMARY_ENV), lambda: append_step_summary(summary)),
     ]
     for what, path, write in writers:
         if not path:
@@ -137,7 +141,7 @@ def _run_scenarios(
     clean up before this re-raises.
     """
     stop = threading.Event()
-    events = display  # safe to call from the worker threads
+    events: RunEvents = display  # locked inside: safe to call from the worker threads
 
     def run_one(index: int, scenario_plan: ScenarioPlan) -> ScenarioResult:
         events.scenario_started(scenario_plan, index, len(plans))

@@ -1,9 +1,10 @@
-"""harness.junit: a RunSummary -> JUnit XML that Jenkins' xunit schema accepts, and that says what happened."""
+"""harness.reports.junit: a RunSummary -> JUnit XML that Jenkins' xunit schema accepts, and that says what happened."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -12,11 +13,11 @@ import junit_xml
 import pytest
 from lxml import etree
 
-import harness.junit
+import harness.reports.junit
 from harness import __version__
 from harness.config import parse_config
-from harness.junit import SYSTEM_OUT_CHARS, render_junit, write_junit
 from harness.plan import ScenarioPlan, plan_scenario
+from harness.reports.junit import SYSTEM_OUT_CHARS, render_junit, write_junit
 from harness.results import (
     ERROR,
     FAILED,
@@ -31,6 +32,13 @@ from harness.results import (
 )
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-jenkins.xsd"
+GOLDEN = Path(__file__).resolve().parent / "golden" / "reports" / "junit.xml"
+VERSION_MARK = "@DISTVAL_VERSION@"  # the golden holds this instead of harness.__version__
+# Masked in the golden: the time of rendering, and the scenario hashes (test_properties checks those).
+MASKS = (
+    (re.compile(r'timestamp="[0-9T:-]+"'), 'timestamp="T"'),
+    (re.compile(r'"scenario_hash" value="[0-9a-f]{12}"'), '"scenario_hash" value="H"'),
+)
 RUN_ID = "5eed5eed"
 ENGINE_VERSION = "27.5.1"
 HOST = "ci-runner-7"
@@ -347,6 +355,20 @@ def test_cases_of_a_check_and_a_required_skip(schema: etree.XMLSchema) -> None:
     assert suite.find("testcase[@name='collectives.broadcast']/failure") is None
 
 
+def test_report_matches_golden(report: str) -> None:
+    """The whole document, byte for byte (what MASKS names masked); regenerate after an intended change with
+    DISTVAL_UPDATE_GOLDEN=1 and review the diff of tests/golden/reports/junit.xml."""
+    text = report
+    for pattern, replacement in MASKS:
+        text, count = pattern.subn(replacement, text)
+        assert count >= 2, pattern
+    if os.environ.get("DISTVAL_UPDATE_GOLDEN") == "1":
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(text.replace(__version__, VERSION_MARK), encoding="utf-8")
+    assert GOLDEN.exists(), f"{GOLDEN} is missing: run with DISTVAL_UPDATE_GOLDEN=1 to create it"
+    assert text == GOLDEN.read_text(encoding="utf-8").replace(VERSION_MARK, __version__)
+
+
 # --- the schema -----------------------------------------------------------------------------------
 
 
@@ -446,7 +468,7 @@ def test_write_junit_replaces_atomically(tmp_path: Path, summary: RunSummary, mo
         assert destination_path.read_text(encoding="utf-8") == "OLD REPORT"
         real_replace(source, destination)
 
-    monkeypatch.setattr(os, "replace", spy)  # harness.junit calls os.replace
+    monkeypatch.setattr(os, "replace", spy)  # harness.reports.files calls os.replace
     write_junit(summary, str(target))
     assert len(renames) == 1 and renames[0][1] == target
     assert ET.parse(target).getroot().tag == "testsuites"
@@ -462,7 +484,7 @@ def test_write_junit_keeps_the_old_file_when_rendering_fails(
     def broken(_summary: RunSummary) -> str:
         raise RuntimeError("render failed")
 
-    monkeypatch.setattr(harness.junit, "render_junit", broken)
+    monkeypatch.setattr(harness.reports.junit, "render_junit", broken)
     with pytest.raises(RuntimeError):
         write_junit(summary, target)
     assert target.read_text(encoding="utf-8") == "OLD REPORT"

@@ -1,13 +1,14 @@
-"""harness.report and the reporting side of ``distval run``, without Docker: summaries are built by hand
-(like tests/test_results.py) and ``distval run`` runs against a fake Engine and a fake runtime."""
+"""harness.reports (every format, the atomic file writer) and the reporting side of ``distval run``, without
+Docker: summaries are built by hand (like tests/test_results.py) and ``distval run`` runs against a fake
+Engine and a fake runtime. The JUnit format has its own tests/test_junit.py, live progress tests/test_progress.py."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import re
 import sys
+import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -16,16 +17,17 @@ import pytest
 from lxml import etree
 
 import harness.cli
+from harness import __version__
 from harness.cli import main
 from harness.config import parse_config
 from harness.engine import EngineError, ImageInfo
 from harness.events import RunEvents
 from harness.plan import ScenarioPlan, plan_scenario
-from harness.report import (
-    ProgressDisplay,
-    layout,
-    render_summary,
-)
+from harness.reports.files import write_atomically
+from harness.reports.json_report import render_json, write_json
+from harness.reports.junit import write_junit
+from harness.reports.markdown import render_markdown, write_markdown
+from harness.reports.summary import render_summary
 from harness.results import (
     ERROR,
     FAILED,
@@ -38,8 +40,11 @@ from harness.results import (
     ScenarioResult,
     scenario_hash,
 )
+from tests.terminal import screen
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-jenkins.xsd"
+GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "reports"
+VERSION_MARK = "@DISTVAL_VERSION@"  # the goldens hold this instead of harness.__version__
 RUN_ID = "abc123"
 IMAGE = "example/torch:test"
 CONFIG_PATH = "configs/my suite.yaml"  # a space: the reproduce command must quote it
@@ -99,175 +104,7 @@ def summary(**kwargs: Any) -> RunSummary:
     return RunSummary(RUN_ID, (passing(inside), failing(across)), **defaults)
 
 
-# --- progress: not a terminal ---------------------------------------------------------------------
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
-def screen(output: str) -> list[str]:
-    """What a terminal shows after ``output``: the finished lines, then the line the cursor is on."""
-    lines: list[str] = []
-    current: list[str] = []
-    cursor = 0
-    for char in output:
-        if char == "\r":
-            cursor = 0
-        elif char == "\n":
-            lines.append("".join(current).rstrip())
-            current, cursor = [], 0
-        else:
-            if cursor < len(current):
-                current[cursor] = char
-            else:
-                current.append(char)
-            cursor += 1
-    return lines + ["".join(current).rstrip()]
-
-
 TIMESTAMP = re.compile(r"^\[\s*\d+\.\ds\] ")
-
-
-def test_layout_names_ranks_and_containers() -> None:
-    inside, across = plans()
-    assert layout(inside) == "2 ranks in 1 container"
-    assert layout(across) == "3 ranks in 3 containers, one each"
-
-
-def test_plain_lines_when_not_a_terminal() -> None:
-    inside, across = plans()
-    clock, stream = Clock(), io.StringIO()
-    display = ProgressDisplay(stream, clock=clock, heartbeat_s=30)
-    assert not display.tty
-    display.log("image example/torch:test: present")
-    display.scenario_started(across, 2, 2)
-    clock.now += 1.5
-    display.phase(across, "creating the network")
-    display.phase(across, "creating the network")  # no change: no line
-    display.log(f"{across.suite_name}: started 3 container(s)")
-    display.phase(across, "running")
-    clock.now += 10
-    display.tick()  # before the heartbeat: nothing
-    clock.now += 25
-    display.tick()  # 35 s after the last line: a heartbeat with the phase
-    display.scenario_finished(failing(across))
-    display.close()
-    output = stream.getvalue()
-    assert "\r" not in output
-    lines = output.splitlines()
-    assert all(TIMESTAMP.match(line) for line in lines), lines
-    texts = [TIMESTAMP.sub("", line) for line in lines]
-    assert texts == [
-        "image example/torch:test: present",
-        f"across (cross-container, 3x1, 3 ranks, static): starting on {IMAGE} "
-        "(scenario 2 of 2; 3 ranks in 3 containers, one each)",
-        "across (cross-container, 3x1, 3 ranks, static): creating the network",
-        "across (cross-container, 3x1, 3 ranks, static): started 3 container(s)",
-        "across (cross-container, 3x1, 3 ranks, static): running",
-        "across (cross-container, 3x1, 3 ranks, static): running, 36 s since it started",
-        "across (cross-container, 3x1, 3 ranks, static): error in 12.0 s (1 skipped; failed: all_reduce; error: exit_status)",
-    ]
-    assert lines[-1].startswith("[  36.5s] ")  # the run's elapsed time
-    assert inside.suite_name not in output
-
-
-def test_silent_without_a_stream() -> None:
-    inside, _ = plans()
-    display = ProgressDisplay(None)
-    display.log("x")
-    display.scenario_started(inside, 1, 1)
-    display.phase(inside, "running")
-    display.tick()
-    display.scenario_finished(passing(inside))
-    display.close()
-    assert display.stream is None and not display.tty
-
-
-# --- progress: a terminal -------------------------------------------------------------------------
-
-
-def test_terminal_one_status_line_and_permanent_result_lines() -> None:
-    inside, across = plans()
-    clock, stream = Clock(), Terminal()
-    display = ProgressDisplay(stream, clock=clock, columns=200)
-    assert display.tty
-    display.scenario_started(inside, 1, 2)
-    assert screen(stream.getvalue()) == [f"[1/2] {inside.suite_name} | 2 ranks in 1 container | setting up | 0 s"]
-    display.phase(across, "creating the network")
-    display.log(f"{inside.suite_name}: started 1 container(s)")  # into the status line, not a permanent line
-    assert screen(stream.getvalue()) == [
-        f"[1/2] {inside.suite_name} | 2 ranks in 1 container | creating the network: started 1 container(s) | 0 s"
-    ]
-    display.phase(inside, "running")
-    clock.now += 7.2
-    display.tick()
-    assert screen(stream.getvalue()) == [f"[1/2] {inside.suite_name} | 2 ranks in 1 container | running | 7 s"]
-    writes = len(stream.getvalue())
-    display.tick()  # nothing changed on screen: nothing written
-    assert len(stream.getvalue()) == writes
-    display.scenario_finished(passing(inside))
-    display.scenario_started(across, 2, 2)
-    display.phase(across, "running")
-    clock.now += 3
-    display.tick()
-    shown = screen(stream.getvalue())
-    assert len(shown) == 2
-    assert TIMESTAMP.sub("", shown[0]) == f"{inside.suite_name}: passed in 4.2 s (3 passed)"
-    assert shown[1] == f"[2/2] {across.suite_name} | 3 ranks in 3 containers, one each | running | 3 s"
-    display.scenario_finished(failing(across))
-    display.close()
-    shown = screen(stream.getvalue())
-    assert [TIMESTAMP.sub("", line) for line in shown] == [
-        f"{inside.suite_name}: passed in 4.2 s (3 passed)",
-        f"{across.suite_name}: error in 12.0 s (1 skipped; failed: all_reduce; error: exit_status)",
-        "",  # the status line is gone
-    ]
-    assert "\r" in stream.getvalue()
-
-
-def test_terminal_status_line_fits_the_width() -> None:
-    _, across = plans()
-    stream = Terminal()
-    display = ProgressDisplay(stream, clock=Clock(), columns=40)
-    display.scenario_started(across, 1, 1)
-    display.phase(across, "collecting logs and results")
-    for chunk in stream.getvalue().split("\r"):
-        assert len(chunk) <= 39, chunk  # never wraps (a wrapped line breaks \r)
-    assert screen(stream.getvalue())[-1] == f"[1/1] {across.suite_name} | 3 ranks in 3 c"[:39]
-
-
-def test_terminal_build_output_updates_the_status_line_and_messages_stay() -> None:
-    stream = Terminal()
-    display = ProgressDisplay(stream, clock=Clock(), columns=120)
-    display.log("fixture distval-fixtures/torch:2.6-debian: building (recipe 1234)")
-    display.log("  mmdebstrap: I: downloading packages...")
-    display.log("  mmdebstrap: I: extracting archives...")
-    shown = screen(stream.getvalue())
-    assert TIMESTAMP.sub("", shown[0]) == "fixture distval-fixtures/torch:2.6-debian: building (recipe 1234)"
-    assert TIMESTAMP.sub("", shown[1]) == "mmdebstrap: I: extracting archives..."
-    assert len(shown) == 2
-    display.close()
-    assert screen(stream.getvalue())[-1] == ""
-
-
-def test_isatty_decides_and_term_dumb_is_not_a_terminal(monkeypatch: pytest.MonkeyPatch) -> None:
-    stream = io.StringIO()
-    assert not ProgressDisplay(stream).tty
-    monkeypatch.setattr(stream, "isatty", lambda: True)
-    monkeypatch.setenv("TERM", "xterm-256color")
-    assert ProgressDisplay(stream).tty
-    monkeypatch.setenv("TERM", "dumb")
-    assert not ProgressDisplay(stream).tty
 
 
 # --- distval run, against a fake Engine and a fake runtime -----------------------------------------
@@ -388,7 +225,7 @@ def test_run_writes_every_report(
 
 
 def test_run_progress_plain_lines(fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run(fake_docker, tmp_path)
+    run(fake_docker, tmp_path, "--jobs", "1")
     err = capsys.readouterr().err
     assert "\r" not in err
     lines = [TIMESTAMP.sub("", line) for line in err.splitlines()]
@@ -410,7 +247,7 @@ def test_run_progress_on_a_terminal(
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     monkeypatch.setenv("TERM", "xterm")
     monkeypatch.setenv("COLUMNS", "200")  # the captured stream has no terminal size of its own
-    run(fake_docker, tmp_path)
+    run(fake_docker, tmp_path, "--jobs", "1")
     err = capsys.readouterr().err
     assert "\r[1/2] inside (in-container, 2 ranks) | 2 ranks in 1 container | " in err
     assert "\r[2/2] across (cross-container, 2x1, 2 ranks, static) | 2 ranks in 2 containers, one each | running" in err
@@ -419,6 +256,66 @@ def test_run_progress_on_a_terminal(
         "inside (in-container, 2 ranks): passed in 2.5 s (3 passed)",
         "across (cross-container, 2x1, 2 ranks, static): failed in 2.5 s (2 passed; failed: all_reduce)",
         "",
+    ]
+
+
+@pytest.fixture
+def both_at_once(fake_docker: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The fake runtime, but each scenario waits in its running phase until the other is running too."""
+    together = threading.Barrier(2, timeout=10)
+
+    def run_scenario(engine: Any, plan: ScenarioPlan, events: RunEvents, stop: object = None) -> ScenarioOutcome:
+        events.phase(plan, "running")
+        together.wait()
+        return fake_run_scenario(engine, plan, events, stop)
+
+    monkeypatch.setattr(harness.cli, "run_scenario", run_scenario)
+    return fake_docker
+
+
+def test_run_progress_plain_lines_of_two_jobs(both_at_once: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(both_at_once, tmp_path, "--jobs", "2") == 1
+    lines = [TIMESTAMP.sub("", line) for line in capsys.readouterr().err.splitlines()]
+    inside, across = "inside (in-container, 2 ranks): ", "across (cross-container, 2x1, 2 ranks, static): "
+    assert [line for line in lines if not line.startswith((inside, across))] == []
+    assert [line.removeprefix(inside) for line in lines if line.startswith(inside)] == [
+        f"starting on {IMAGE} (scenario 1 of 2; 2 ranks in 1 container)",
+        "running",
+        "started 1 container(s)",
+        "collecting logs and results",
+        "removing containers and networks",
+        "passed in 2.5 s (3 passed)",
+    ]
+    assert [line.removeprefix(across) for line in lines if line.startswith(across)] == [
+        f"starting on {IMAGE} (scenario 2 of 2; 2 ranks in 2 containers, one each)",
+        "running",
+        "started 2 container(s)",
+        "collecting logs and results",
+        "removing containers and networks",
+        "failed in 2.5 s (2 passed; failed: all_reduce)",
+    ]
+    # Both ran at once: each started before the other finished.
+    assert lines.index(across + "running") < lines.index(inside + "passed in 2.5 s (3 passed)")
+    assert lines.index(inside + "running") < lines.index(across + "failed in 2.5 s (2 passed; failed: all_reduce)")
+
+
+def test_run_progress_of_two_jobs_on_a_terminal(
+    both_at_once: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    monkeypatch.setenv("TERM", "xterm")
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.setenv("LINES", "24")
+    run(both_at_once, tmp_path, "--jobs", "2")
+    err = capsys.readouterr().err
+    # While both ran, both status lines were on screen: the block was rewritten from its first line.
+    assert "\r\x1b[1A[1/2] inside (in-container, 2 ranks) | 2 ranks in 1 container | running" in err
+    assert "\n[2/2] across (cross-container, 2x1, 2 ranks, static) | 2 ranks in 2 containers, one each | running" in err
+    shown = [TIMESTAMP.sub("", line) for line in screen(err)]
+    assert shown[-1] == ""  # the status lines are gone
+    assert sorted(shown[:-1]) == [  # the result lines, in the order the scenarios finished
+        "across (cross-container, 2x1, 2 ranks, static): failed in 2.5 s (2 passed; failed: all_reduce)",
+        "inside (in-container, 2 ranks): passed in 2.5 s (3 passed)",
     ]
 
 
@@ -501,22 +398,109 @@ def test_reports_when_the_engine_is_unreachable(tmp_path: Path, monkeypatch: pyt
     assert step_summary.read_text(encoding="utf-8") == markdown + "\n"
 
 
-def test_terminal_without_a_size_falls_back_to_columns(monkeypatch: pytest.MonkeyPatch) -> None:
-    class SizelessTerminal(Terminal):
-        def fileno(self) -> int:
-            return 2
-
-    monkeypatch.setattr(os, "get_terminal_size", lambda fd: os.terminal_size((0, 0)))
-    monkeypatch.setenv("COLUMNS", "30")
-    _, across = plans()
-    stream = SizelessTerminal()
-    display = ProgressDisplay(stream, clock=Clock())
-    display.scenario_started(across, 1, 1)
-    assert screen(stream.getvalue())[-1] == f"[1/1] {across.suite_name}"[:29]
-
-
 def test_summary_scenario_without_results_gets_a_reproduce_command() -> None:
     inside, _ = plans()
     text = render_summary(RunSummary(RUN_ID, (ScenarioResult(inside, (), (), "", 0.0),), config_path="c.yaml"))
     assert "  inside: no results\n    distval run c.yaml --image example/torch:test --filter inside\n" in text
     assert text.endswith(f"distval run {RUN_ID}: 0 of 0 check results passed; exit code 1\n")
+
+
+# --- the renderers, byte for byte -----------------------------------------------------------------
+
+
+def early_summary() -> RunSummary:
+    """A run that stopped after its first scenario: the early error shows in every format."""
+    inside, _ = plans()
+    return RunSummary(
+        RUN_ID,
+        (failing(inside),),
+        ("interrupted", "interrupted by SIGTERM; the run's containers and networks were removed\nsecond line"),
+        143,
+        None,
+        "ci-host",
+        CONFIG_PATH,
+    )
+
+
+RENDERERS = {"json": render_json, "md": render_markdown, "txt": render_summary}
+
+
+@pytest.mark.parametrize("which", ["failed", "early"])
+@pytest.mark.parametrize("extension", sorted(RENDERERS))
+def test_renderer_matches_golden(which: str, extension: str) -> None:
+    """Each format is a golden file (tests/golden/reports/); regenerate after an intended change with
+    DISTVAL_UPDATE_GOLDEN=1 and review the diff."""
+    text = RENDERERS[extension](summary() if which == "failed" else early_summary())
+    golden = GOLDEN_DIR / f"{which}.{extension}"
+    if os.environ.get("DISTVAL_UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text.replace(__version__, VERSION_MARK), encoding="utf-8")
+    assert golden.exists(), f"{golden} is missing: run with DISTVAL_UPDATE_GOLDEN=1 to create it"
+    assert text == golden.read_text(encoding="utf-8").replace(VERSION_MARK, __version__)
+
+
+# --- the one atomic file writer -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("write", [write_json, write_markdown, write_junit], ids=lambda w: w.__name__)
+def test_every_format_writes_through_the_atomic_writer(write: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "out" / "report"
+    renames: list[tuple[str, str]] = []
+    real_replace = os.replace
+
+    def spy(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> None:
+        renames.append((Path(source).name, str(destination)))
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", spy)
+    write(summary(), target)
+    ((temporary, destination),) = renames
+    assert destination == str(target)
+    assert re.fullmatch(r"\.report\.[0-9a-f]{8}\.tmp", temporary)
+    assert sorted(p.name for p in target.parent.iterdir()) == ["report"]
+
+
+def test_write_atomically_syncs_the_file_before_the_rename_and_the_directory_after(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "report.json"
+    calls: list[str] = []
+    real_fsync, real_replace = os.fsync, os.replace
+
+    def fsync(fd: int) -> None:
+        calls.append("fsync " + ("directory" if os.path.isdir(f"/proc/self/fd/{fd}") else "file"))
+        real_fsync(fd)
+
+    def replace(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> None:
+        assert Path(source).read_text(encoding="utf-8") == "ünïcode\n"  # complete before the rename
+        calls.append("rename")
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", replace)
+    write_atomically(target, "ünïcode\n")
+    assert calls == ["fsync file", "rename", "fsync directory"]
+    assert target.read_bytes() == "ünïcode\n".encode()
+
+
+def test_write_atomically_keeps_the_old_file_when_the_rename_fails(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    target = tmp_path / "report.md"
+    target.write_text("OLD", encoding="utf-8")
+
+    def refuse(source: str | os.PathLike[str], destination: str | os.PathLike[str]) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(os, "replace", refuse)
+    with pytest.raises(PermissionError):
+        write_atomically(target, "NEW")
+    assert target.read_text(encoding="utf-8") == "OLD"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md"]  # the temporary is gone
+
+
+def test_write_atomically_gives_the_mode_a_plain_write_would(tmp_path: Path) -> None:
+    previous = os.umask(0o027)
+    try:
+        write_atomically(tmp_path / "report.xml", "x")
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "report.xml").stat().st_mode & 0o777 == 0o640

@@ -7,13 +7,13 @@ and its (classname, name) de-duplication stay stable. Rank logs go to the testsu
 
 from __future__ import annotations
 
-import os
 import xml.etree.ElementTree as ET
 from datetime import datetime, timezone
 from pathlib import Path
 
 from junit_xml import TestCase, TestSuite, to_xml_report_string
 
+from harness.reports.files import write_atomically
 from harness.results import ERROR, FAILED, SKIPPED, RunSummary, ScenarioResult, run_properties, suite_properties
 
 MESSAGE_CHARS = 2000
@@ -84,8 +84,4 @@ def _strict(text: str) -> str:
 
 
 def write_junit(summary: RunSummary, path: str | Path) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(target.name + ".tmp")
-    temporary.write_text(render_junit(summary), encoding="utf-8")
-    os.replace(temporary, target)
+    write_atomically(path, render_junit(summary))

@@ -1,0 +1,8 @@
+"""The reports written at the end of a run, every one rendered from the one ``results.RunSummary``.
+
+One module per format: ``junit`` (JUnit XML), ``json_report`` (the JSON report), ``markdown`` (Markdown,
+also appended to ``$GITHUB_STEP_SUMMARY``), ``summary`` (the table on stdout). ``facts`` holds what
+several formats state alike (the command that reproduces a scenario, the pass count); ``files`` is the
+one atomic file writer every format writes through. Live progress while the run goes on is
+``harness.progress``, not here.
+"""

@@ -1,0 +1,28 @@
+"""What several reports state alike, derived from the ``RunSummary``: the command that reproduces a
+scenario, how many check results passed, a scenario's failing testcases."""
+
+from __future__ import annotations
+
+import glob
+import shlex
+
+from harness.results import ERROR, FAILED, PASSED, CaseResult, RunSummary, ScenarioResult
+
+
+def reproduce_command(summary: RunSummary, scenario: ScenarioResult) -> str:
+    """The one command that runs this scenario again, on the same image."""
+    config = summary.config_path or "CONFIG"
+    return shlex.join(
+        ["distval", "run", config, "--image", scenario.plan.image, "--filter", glob.escape(scenario.plan.scenario.name)]
+    )
+
+
+def passed_counts(summary: RunSummary) -> tuple[int, int]:
+    """(passed check results, all check results) over every scenario."""
+    passed = sum(1 for s in summary.scenarios for c in s.cases if c.status == PASSED)
+    return passed, sum(len(s.cases) for s in summary.scenarios)
+
+
+def failing_cases(scenario: ScenarioResult) -> list[CaseResult]:
+    """The scenario's failed or errored testcases, in order."""
+    return [c for c in scenario.cases if c.status in (FAILED, ERROR)]

@@ -1,0 +1,75 @@
+"""RunSummary -> the JSON report: everything the JUnit file holds, as data (schema_version 1, README.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from harness import __version__
+from harness.reports.facts import reproduce_command
+from harness.reports.files import write_atomically
+from harness.results import PASSED, RunSummary, suite_properties
+
+SCHEMA_VERSION = 1
+
+
+def _known(value: str | None) -> str | None:
+    return None if value in (None, "", "unknown") else value
+
+
+def json_report(summary: RunSummary) -> dict[str, Any]:
+    """Everything the JUnit file holds, as data (schema_version 1, described in README.md)."""
+    scenarios = []
+    for scenario in summary.scenarios:
+        s = scenario.plan.scenario
+        properties = suite_properties(summary, scenario)
+        scenarios.append(
+            {
+                "name": s.name,
+                "suite_name": scenario.plan.suite_name,
+                "topology": s.topology,
+                "world_size": s.world_size,
+                "backend": s.backend,
+                "image": scenario.plan.image,
+                "image_id": _known(properties.get("image_id")),
+                "status": scenario.status,
+                "duration_s": round(scenario.duration_s, 3),
+                "properties": properties,
+                "reproduce": reproduce_command(summary, scenario) if scenario.status != PASSED else None,
+                "cases": [
+                    {
+                        "name": c.name,
+                        "status": c.status,
+                        "message": c.message,
+                        "duration_s": round(c.duration_s, 3),
+                        "output": c.output,
+                        "skipped_ranks": list(c.skipped_ranks),
+                    }
+                    for c in scenario.cases
+                ],
+                "logs": scenario.logs,
+            }
+        )
+    early = None
+    if summary.early_error is not None:
+        early = {"kind": summary.early_error[0], "message": summary.early_error[1]}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": summary.run_id,
+        "distval_version": __version__,
+        "exit_code": summary.exit_code,
+        "early_error": early,
+        "engine_version": summary.engine_version,
+        "host": summary.host,
+        "config": summary.config_path,
+        "scenarios": scenarios,
+    }
+
+
+def render_json(summary: RunSummary) -> str:
+    return json.dumps(json_report(summary), indent=2, ensure_ascii=False) + "\n"
+
+
+def write_json(summary: RunSummary, path: str | Path) -> None:
+    write_atomically(path, render_json(summary))

@@ -1,0 +1,109 @@
+"""RunSummary -> a Markdown summary: written to a file, and appended to ``$GITHUB_STEP_SUMMARY`` on GitHub Actions.
+
+A heading with the verdict, a table of the scenarios, and per failing testcase its message and the
+command that reproduces it. The step summary is appended to (GitHub collects each step's appends), so
+it is the one report that does not go through ``files.write_atomically``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from pathlib import Path
+
+from harness import __version__
+from harness.reports.facts import failing_cases, passed_counts, reproduce_command
+from harness.reports.files import write_atomically
+from harness.results import ERROR, FAILED, PASSED, SKIPPED, RunSummary
+
+MARKDOWN_MESSAGE_CHARS = 2000
+MARKDOWN_MAX_FAILURES = 50
+STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
+VERDICT_ICONS = {PASSED: "✅", FAILED: "❌", ERROR: "❌", SKIPPED: "⏭️"}
+
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#!~])")
+
+
+def _cell(text: str) -> str:
+    """Text for a Markdown table cell: one line, Markdown and HTML characters escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+
+
+def _fenced(text: str) -> str:
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}\n{text}\n{fence}"
+
+
+def verdict(summary: RunSummary) -> str:
+    if summary.early_error is not None:
+        return f"stopped early ({summary.early_error[0]})"
+    return "passed" if summary.exit_code == 0 else "failed"
+
+
+def render_markdown(summary: RunSummary) -> str:
+    passed, total = passed_counts(summary)
+    icon = "✅" if summary.exit_code == 0 else "❌"
+    lines = [
+        f"## {icon} distval: {verdict(summary)}",
+        "",
+        f"{passed} of {total} check results passed in {len(summary.scenarios)} scenario(s); exit code {summary.exit_code}. "
+        f"Run `{summary.run_id}`, distval {__version__}, Docker Engine {summary.engine_version or 'unknown'}, "
+        f"host `{summary.host}`.",
+        "",
+    ]
+    if summary.scenarios:
+        lines += [
+            "| scenario | topology | ranks | image | status | passed | failed | errors | skipped | time |",
+            "|---|---|---:|---|---|---:|---:|---:|---:|---:|",
+        ]
+        for scenario in summary.scenarios:
+            s = scenario.plan.scenario
+            count = {status: sum(1 for c in scenario.cases if c.status == status) for status in (PASSED, FAILED, ERROR, SKIPPED)}
+            lines.append(
+                f"| {_cell(s.name)} | {s.topology} | {s.world_size} | {_cell(scenario.plan.image)} "
+                f"| {VERDICT_ICONS.get(scenario.status, '')} {scenario.status} | {count[PASSED]} | {count[FAILED]} "
+                f"| {count[ERROR]} | {count[SKIPPED]} | {scenario.duration_s:.1f} s |"
+            )
+        lines.append("")
+    if summary.early_error is not None:
+        kind, message = summary.early_error
+        lines += [f"### The run stopped early: {_cell(kind)}", "", _fenced(message[:MARKDOWN_MESSAGE_CHARS]), ""]
+    failures = [(s, c) for s in summary.scenarios for c in failing_cases(s)]
+    if failures:
+        lines += ["### Failures", ""]
+        for scenario, case in failures[:MARKDOWN_MAX_FAILURES]:
+            message = (
+                case.message if len(case.message) <= MARKDOWN_MESSAGE_CHARS else case.message[:MARKDOWN_MESSAGE_CHARS] + "..."
+            )
+            lines += [
+                f"#### {_cell(scenario.plan.scenario.name)} / {_cell(case.name)}: {case.status}",
+                "",
+                _fenced(message),
+                "",
+                "Reproduce:",
+                "",
+                _fenced(reproduce_command(summary, scenario)),
+                "",
+            ]
+        if len(failures) > MARKDOWN_MAX_FAILURES:
+            lines += [
+                f"... and {len(failures) - MARKDOWN_MAX_FAILURES} more failing testcases (see the JUnit or JSON report).",
+                "",
+            ]
+    return "\n".join(lines)
+
+
+def write_markdown(summary: RunSummary, path: str | Path) -> None:
+    write_atomically(path, render_markdown(summary))
+
+
+def append_step_summary(summary: RunSummary, environ: Mapping[str, str] = os.environ) -> str | None:
+    """Append the Markdown summary to the file $GITHUB_STEP_SUMMARY names, if set; returns that path."""
+    path = environ.get(STEP_SUMMARY_ENV)
+    if not path:
+        return None
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(render_markdown(summary) + "\n")
+    return path

@@ -1,0 +1,60 @@
+"""The summary printed on stdout at the end of a run: a table scenario x testcase with each status and
+the first line of its message, the command that reproduces each failing scenario, and the verdict line."""
+
+from __future__ import annotations
+
+from harness.reports.facts import failing_cases, passed_counts, reproduce_command
+from harness.results import ERROR, FAILED, PASSED, RunSummary
+
+TABLE_MESSAGE_CHARS = 100
+TABLE_NAME_CHARS = 40
+
+
+def first_line(message: str, limit: int) -> str:
+    text = message.strip().splitlines()[0] if message.strip() else ""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _status_word(status: str) -> str:
+    return status.upper() if status in (FAILED, ERROR) else status
+
+
+def render_summary(summary: RunSummary) -> str:
+    """A table scenario x testcase -> status and the key message; then how to reproduce each failure."""
+    rows: list[tuple[tuple[str, str, str], str]] = [
+        (
+            (first_line(s.plan.scenario.name, TABLE_NAME_CHARS), first_line(c.name, TABLE_NAME_CHARS), _status_word(c.status)),
+            first_line(c.message, TABLE_MESSAGE_CHARS),
+        )
+        for s in summary.scenarios
+        for c in s.cases
+    ]
+    lines: list[str] = []
+    if rows:
+        heading = ("scenario", "testcase", "status")
+        widths = [max(len(heading[i]), *(len(cells[i]) for cells, _ in rows)) for i in range(3)]
+
+        def row(cells: tuple[str, str, str], message: str) -> str:
+            return ("  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)) + "  " + message).rstrip()
+
+        lines.append(row(heading, "message"))
+        lines.append(row(("-" * widths[0], "-" * widths[1], "-" * widths[2]), "-" * 7))
+        lines += [row(cells, message) for cells, message in rows]
+    failing = [(s, failing_cases(s)) for s in summary.scenarios if s.status != PASSED]
+    if failing:
+        lines.append("")
+        lines.append("To reproduce:")
+        for scenario, cases in failing:
+            names = ", ".join(f"{c.name} ({c.status})" for c in cases) or "no results"
+            lines.append(f"  {scenario.plan.scenario.name}: {names}")
+            lines.append(f"    {reproduce_command(summary, scenario)}")
+    if summary.early_error is not None:
+        kind, message = summary.early_error
+        if lines:
+            lines.append("")
+        lines.append(f"ERROR   {kind}: {first_line(message, 300)}")
+    passed, total = passed_counts(summary)
+    if lines:
+        lines.append("")
+    lines.append(f"distval run {summary.run_id}: {passed} of {total} check results passed; exit code {summary.exit_code}")
+    return "\n".join(lines) + "\n"
