@@ -212,8 +212,6 @@ def command_run(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, previous)
     _write_reports(summary, args)
     sys.stdout.write(render_summary(summary))
-    if summary.nothing_validated:
-        print("distval: nothing was validated: every scenario was skipped (see the reasons above)", file=sys.stderr)
     return summary.exit_code
 
 

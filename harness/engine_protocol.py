@@ -1,8 +1,7 @@
 """What the runtime needs from a Docker Engine, as a Protocol: harness/engine.py implements it against the
 real Engine, and the tests' fakes implement the same one, so that mypy keeps the fakes from drifting.
 
-Containers are opaque handles: the runtime passes back what ``create_container`` returned and reads
-only ``.name``.
+Containers are opaque handles: the runtime only passes back what ``create_container`` returned.
 """
 
 from __future__ import annotations

@@ -134,8 +134,7 @@ def run_scenario(
             assert deadline is not None, "a plan starts at least one container"
             events.phase(plan, RUNNING)
             events.note(plan, f"started {len(created)} container(s)")
-            handles = list(created.values())
-            killed = _wait(engine, handles, deadline, events, plan, stop)
+            killed = _wait(engine, created, deadline, events, plan, stop)
             events.phase(plan, COLLECTING)
             outcomes = tuple(_collect(engine, plan.container(name), handle, name in killed) for name, handle in created.items())
         except (EngineError, RunStopped) as exc:
@@ -153,9 +152,9 @@ def run_scenario(
 
 
 def _wait(
-    engine: EngineAPI, containers: list[Any], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event
+    engine: EngineAPI, containers: dict[str, Any], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event
 ) -> set[str]:
-    running = {c.name: c for c in containers}
+    running = dict(containers)
     while running:
         for name, container in list(running.items()):
             state = engine.state(container)

@@ -39,6 +39,8 @@ def _fenced(text: str) -> str:
 def verdict(summary: RunSummary) -> str:
     if summary.early_error is not None:
         return f"stopped early ({summary.early_error[0]})"
+    if summary.nothing_validated:
+        return "nothing validated (every scenario skipped)"
     return "passed" if summary.exit_code == 0 else "failed"
 
 

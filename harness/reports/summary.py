@@ -4,7 +4,7 @@ the first line of its message, the command that reproduces each failing scenario
 from __future__ import annotations
 
 from harness.reports.facts import failing_cases, passed_counts, reproduce_command
-from harness.results import ERROR, FAILED, PASSED, RunSummary
+from harness.results import ERROR, FAILED, PASSED, SKIPPED, RunSummary
 
 TABLE_MESSAGE_CHARS = 100
 TABLE_NAME_CHARS = 40
@@ -40,7 +40,7 @@ def render_summary(summary: RunSummary) -> str:
         lines.append(row(heading, "message"))
         lines.append(row(("-" * widths[0], "-" * widths[1], "-" * widths[2]), "-" * 7))
         lines += [row(cells, message) for cells, message in rows]
-    failing = [(s, failing_cases(s)) for s in summary.scenarios if s.status != PASSED]
+    failing = [(s, failing_cases(s)) for s in summary.scenarios if s.status not in (PASSED, SKIPPED)]
     if failing:
         lines.append("")
         lines.append("To reproduce:")
@@ -56,5 +56,7 @@ def render_summary(summary: RunSummary) -> str:
     passed, total = passed_counts(summary)
     if lines:
         lines.append("")
+    if summary.nothing_validated:
+        lines.append("nothing was validated: every scenario was skipped, each check with its reason above")
     lines.append(f"distval run {summary.run_id}: {passed} of {total} check results passed; exit code {summary.exit_code}")
     return "\n".join(lines) + "\n"

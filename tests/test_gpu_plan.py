@@ -1,0 +1,157 @@
+"""The GPU half of the plan, without a GPU: device ids per rank container, NCCL's container settings, and the
+honest skip when the Engine cannot give GPUs (a fake Engine implementing the same Protocol as the real one).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+from harness.config import load_config, parse_config
+from harness.docker_spec import ContainerPlan, NetworkPlan
+from harness.engine_protocol import ContainerState, EngineAPI, GpuSupport, ImageInfo
+from harness.events import NO_EVENTS
+from harness.plan import NCCL_SHM_SIZE, ScenarioPlan, plan_run
+from harness.plan_render import render_plan
+from harness.results import FAILED, SKIPPED, RunSummary, summarize_scenario
+from harness.runtime import run_scenario
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "golden" / "nccl_plan.txt"
+RUN_ID = "0123abcd"
+
+
+def plans() -> dict[str, ScenarioPlan]:
+    return {p.scenario.name: p for p in plan_run(load_config(ROOT / "configs" / "nccl.yaml"), RUN_ID).scenarios}
+
+
+def test_nccl_plan_matches_golden() -> None:
+    text = render_plan(plan_run(load_config(ROOT / "configs" / "nccl.yaml"), RUN_ID)).replace(str(ROOT) + "/", "")
+    if os.environ.get("DISTVAL_UPDATE_GOLDEN") == "1":
+        GOLDEN.write_text(text, encoding="utf-8")
+    assert text == GOLDEN.read_text(encoding="utf-8"), "plan text changed: rerun with DISTVAL_UPDATE_GOLDEN=1 and review the diff"
+
+
+def test_each_rank_container_gets_its_own_gpus_by_id_never_by_count() -> None:
+    by_name = plans()
+    across = by_name["nccl.nccl.cross"]
+    requests = [c.create_kwargs()["device_requests"] for c in across.containers]
+    assert [r[0]["DeviceIDs"] for r in requests] == [["0"], ["1"]]
+    assert all(r[0]["Count"] == 0 and r[0]["Capabilities"] == [["gpu"]] for r in requests)
+    inside = by_name["nccl.nccl.in"]
+    assert inside.containers[0].create_kwargs()["device_requests"][0]["DeviceIDs"] == ["0", "1"]  # one per rank
+    assert by_name["gloo-cuda"].containers[0].options.gpu_device_ids == ("0",)  # two gloo ranks share one GPU
+    assert [p.gpus_needed for p in by_name.values()] == [2, 2, 2, 2, 1]
+
+
+def test_nccl_containers_get_shm_memlock_and_nccl_environment() -> None:
+    for plan in plans().values():
+        for container in plan.containers:
+            kwargs = container.create_kwargs()
+            env = kwargs["environment"]
+            if plan.scenario.backend.startswith("nccl"):
+                assert kwargs["shm_size"] == NCCL_SHM_SIZE  # Docker's 64 MB breaks NCCL's SHM transport (nccl#342)
+                assert {u["Name"]: (u["Soft"], u["Hard"]) for u in kwargs["ulimits"]}["memlock"] == (-1, -1)
+                assert env["NCCL_DEBUG"] == "INFO" and env["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+            else:
+                assert "shm_size" not in kwargs and "ulimits" not in kwargs and "NCCL_DEBUG" not in env
+
+
+def test_a_scenario_can_set_its_own_shm_and_nccl_variables() -> None:
+    config = parse_config(
+        "scenarios:\n  - {name: s, topology: in-container, world_size: 2, backend: nccl, shm_size: 8g,"
+        " env: {NCCL_DEBUG: WARN}, checks: [env]}\n",
+        "s.yaml",
+    )
+    (container,) = plan_run(config, RUN_ID).scenarios[0].containers
+    assert container.options.shm_size == "8g" and dict(container.env)["NCCL_DEBUG"] == "WARN"
+    assert [k for k, _ in container.env].count("NCCL_DEBUG") == 1
+
+
+class NoGpuEngine:
+    """A fake Engine with no GPU runtime: implements harness.engine_protocol.EngineAPI, records calls."""
+
+    run_id = RUN_ID
+
+    def __init__(self, gpus: GpuSupport) -> None:
+        self.gpus = gpus
+        self.calls: list[str] = []
+
+    def version(self) -> str:
+        return "fake"
+
+    def image(self, reference: str) -> ImageInfo | None:
+        return ImageInfo("sha256:" + "0" * 64, (reference,), {})
+
+    def create_network(self, network: NetworkPlan) -> None:
+        self.calls.append("create_network")
+
+    def network_subnets(self, name: str) -> list[str]:
+        return []
+
+    def create_container(self, container: ContainerPlan) -> Any:
+        self.calls.append("create_container")
+
+    def connect(self, network: str, container: Any) -> None:
+        pass
+
+    def put_archive(self, container: Any, path: str, data: bytes) -> None:
+        pass
+
+    def start(self, container: Any) -> None:
+        pass
+
+    def address(self, container: Any, network: str, ipv6: bool = False) -> str:
+        return "172.30.0.2"
+
+    def state(self, container: Any) -> ContainerState:
+        return ContainerState("exited", 0, False)
+
+    def kill(self, container: Any) -> None:
+        pass
+
+    def logs(self, container: Any) -> tuple[str, str]:
+        return "", ""
+
+    def read_files(self, container: Any, path: str) -> dict[str, bytes]:
+        return {}
+
+    def gpu_support(self, image: str) -> GpuSupport:
+        return self.gpus
+
+    def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
+        self.calls.append("remove_labelled")
+        return 0, 0
+
+
+REASON = 'this Docker Engine cannot give GPUs to containers (could not select device driver "" with capabilities: [[gpu]])'
+
+
+def test_without_gpus_every_check_is_skipped_with_the_reason_and_nothing_is_created() -> None:
+    engine = NoGpuEngine(GpuSupport(0, REASON))
+    typed: EngineAPI = engine  # the fake implements the Protocol the runtime depends on
+    plan = plans()["nccl.nccl.cross"]
+    result = summarize_scenario(run_scenario(typed, plan, NO_EVENTS, threading.Event()))
+    assert engine.calls == ["remove_labelled"]  # nothing created, and cleanup still ran
+    assert result.status == SKIPPED
+    assert [c.name for c in result.cases] == ["process_group", *(c.name for c in plan.scenario.checks)]
+    assert {c.status for c in result.cases} == {SKIPPED}
+    assert result.cases[0].message == f"the scenario needs 2 GPU(s), one per NCCL rank; {REASON}"
+    summary = RunSummary(RUN_ID, (result,))
+    assert summary.nothing_validated and summary.exit_code == 1  # a run that validated nothing never exits 0
+
+
+def test_too_few_gpus_is_a_skip_naming_both_numbers_and_require_gpu_makes_it_a_failure() -> None:
+    plan = plans()["nccl.nccl.in"]
+    outcome = run_scenario(NoGpuEngine(GpuSupport(1, "")), plan, NO_EVENTS)
+    assert outcome.setup_error == "the scenario needs 2 GPU(s), one per NCCL rank; the Engine gives containers 1"
+    failed = summarize_scenario(outcome, require_gpu=True)
+    assert failed.status == FAILED and failed.cases[0].message.startswith("expected GPUs (--require-gpu): the scenario needs 2")
+
+
+def test_enough_gpus_runs_the_steps() -> None:
+    engine = NoGpuEngine(GpuSupport(2, ""))
+    run_scenario(engine, plans()["nccl.nccl.cross"], NO_EVENTS)
+    assert engine.calls == ["create_network", "create_container", "create_container", "remove_labelled"]
