@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+import yaml
 
 import harness.cli
 from harness.checks import CATALOG, ArgSpec
@@ -24,6 +25,7 @@ from harness.config import (
     load_config,
     parse_config,
 )
+from harness.config.compose import LOADER
 from harness.errors import EXIT_BAD_INPUT, ConfigError
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
@@ -78,21 +80,37 @@ VALID = yaml_text(
 # --- not YAML, empty, not a mapping ----------------------------------------------------------------
 
 
+def _pyyaml_says(text: str) -> tuple[str | None, str]:
+    """PyYAML's own context and problem for ``text`` with the parser the loader uses (the C one where present)."""
+    with pytest.raises(yaml.YAMLError) as caught:
+        list(yaml.parse(text, Loader=LOADER))
+    return getattr(caught.value, "context", None), str(getattr(caught.value, "problem", ""))
+
+
 @pytest.mark.parametrize(
-    ("text", "line", "reason"),
+    ("text", "line", "key_path"),
     [
-        ("scenarios:\n  - name: x\n    topology: in-container: no\n", 3, "mapping values are not allowed here"),
-        ("scenarios:\n  - topology: [in-container\n    world_size: 2\n", 3, "expected ',' or ']'"),
-        ('scenarios:\n  - name: "unterminated\n', 3, "found unexpected end of stream"),
-        ("scenarios: []\n---\nscenarios: []\n", 2, "found another document"),
+        ("scenarios:\n  - name: x\n    topology: in-container: no\n", 3, "scenarios[0]"),
+        ("scenarios:\n  - topology: [in-container\n    world_size: 2\n", 3, "scenarios[0].topology[1]"),
+        ('scenarios:\n  - name: "unterminated\n', 3, "scenarios[0].name"),
+        ("scenarios:\n  - name: x\n   bad: 1\n", 3, "scenarios[1]"),
     ],
-    ids=["mapping-in-value", "unclosed-flow-list", "unclosed-quote", "two-documents"],
+    ids=["mapping-in-value", "unclosed-flow-list", "unclosed-quote", "bad-indent"],
 )
-def test_invalid_yaml_reports_the_line(text: str, line: int, reason: str) -> None:
-    problems = problems_of(text)
-    assert problems == [problems[0]]
-    assert problems[0].startswith(f"{FILE}:{line}: not valid YAML: ")
-    assert reason in problems[0]
+def test_invalid_yaml_reports_the_line_the_key_path_and_pyyaml_s_own_words(text: str, line: int, key_path: str) -> None:
+    """Was: the line only, and PyYAML's context ("while parsing a flow sequence") dropped."""
+    (problem,) = problems_of(text)
+    assert problem.startswith(f"{FILE}:{line}: {key_path}: not valid YAML: "), problem
+    context, reason = _pyyaml_says(text)
+    assert reason in problem
+    if context is not None:
+        assert f"not valid YAML: {context} (line " in problem
+
+
+def test_two_documents_are_not_valid() -> None:
+    assert problems_of("scenarios: []\n---\nscenarios: []\n") == [
+        f"{FILE}:2: not valid YAML: expected a single document in the stream; found another document"
+    ]
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "# only a comment\n"], ids=["empty", "blank", "comment"])
@@ -350,7 +368,7 @@ def test_wrong_type_or_value(old: str, new: str, key_path: str, expected: str, g
         ("check_timeout_s: -2.5", "check_timeout_s", "expected a number of seconds > 0", "got '-2.5'"),
         ("check_timeout_s: true", "check_timeout_s", "expected a number of seconds > 0", "got 'true'"),
         ("backend: tcp", "backend", "expected one of gloo, nccl, nccl-legacy, mpi", "got 'tcp'"),
-        ("image: {name: x}", "image", "expected an image reference (name:tag or id)", "got a mapping"),
+        ("image: {name: x}", "image", "expected an image reference like name:tag", "got a mapping"),
         ("python: ' '", "python", "expected the image's Python interpreter", "got ' '"),
     ],
 )
@@ -838,8 +856,7 @@ def test_load_config_not_utf8(tmp_path: Path) -> None:
     path.write_bytes(b"scenarios:\n  - name: caf\xe9\n")
     with pytest.raises(ConfigError) as caught:
         load_config(path)
-    assert len(caught.value.problems) == 1
-    assert caught.value.problems[0].startswith(f"{path}: cannot read the file: ")
+    assert caught.value.problems == [f"{path}:2: scenarios[0].name: not UTF-8: byte 0xe9 is not a UTF-8 character"]
 
 
 def test_load_config_names_the_file_in_problems(tmp_path: Path) -> None:

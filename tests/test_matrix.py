@@ -630,7 +630,7 @@ def test_axes_and_values_keep_the_written_order() -> None:
         ("registry.example:5000/team/torch:2.6", "torch-2.6"),
         ("torch:2.6", "torch-2.6"),
         ("local/torch", "torch"),
-        ("torch@sha256:abcd", "torch-sha256-abcd"),
+        ("torch@sha256:" + "ab" * 16, "torch-sha256-" + "ab" * 16),
         ("distval-fixtures/torch:2.6-debian", "torch-2.6-debian"),
     ],
 )

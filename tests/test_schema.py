@@ -59,6 +59,9 @@ def doc(*lines: str, top: tuple[str, ...] = (), topology: str = "cross-container
 MATRIX = ("name: m", "matrix: {rendezvous: [static, c10d], nodes: [2, 4]}")
 
 ACCEPTED = {
+    "extension-key-and-merge": "x-common: &common {topology: in-container, world_size: 2}\n"
+    + "scenarios:\n  - <<: *common\n    checks: [env]\n",
+    "image-with-registry-port-and-digest": doc("image: registry.example:5000/team/torch:2.6@sha256:" + "0" * 64),
     "minimal": doc(),
     "version": doc(top=("version: 1",)),
     "every-top-level-default": doc(
@@ -102,6 +105,17 @@ ACCEPTED = {
 }
 
 REJECTED = {
+    "timeout-infinite": doc("timeout_s: .inf"),
+    "timeout-over-a-week": doc("timeout_s: 604801"),
+    "world-size-over-the-bound": doc("world_size: 1025"),
+    "nodes-over-the-bound": doc("nodes: 257"),
+    "extra-networks-over-the-bound": doc("extra_networks: 17"),
+    "image-uppercase-name": doc("image: Torch:2.6"),
+    "image-empty-tag": doc("image: 'torch:'"),
+    "image-short-digest": doc("image: torch@sha256:abcd"),
+    "python-with-a-newline": doc('python: "python3\\nrm"'),
+    "env-value-with-a-newline": doc('env: {A: "a\\nb"}'),
+    "env-value-with-nul": doc('env: {A: "a\\0b"}'),
     "empty": "",
     "a-list": "- scenarios\n",
     "unknown-top-level-key": doc(top=("colour: red",)),
@@ -241,7 +255,22 @@ LOADER_ONLY = {
         "each check once: uniqueItems compares whole items, and 'env' and {name: env} differ",
     ),
     "world-size-2.0": (doc("world_size: 2.0"), "JSON Schema counts 2.0 as an integer; the loader wants YAML's int"),
-    "timeout-infinite": (doc("timeout_s: .inf"), "a finite number: JSON has no infinity, so JSON Schema has no rule for it"),
+    "layout-over-the-bound": (
+        doc("nodes: 64", "nproc_per_node: 32"),
+        "at most 1024 ranks: nodes x nproc_per_node is a product of two keys",
+    ),
+    "matrix-over-the-bound": (
+        doc("name: big", f"matrix: {{world_size: {list(range(1, 102))}, image: {[f'i{n}' for n in range(100)]}}}"),
+        "at most 10,000 combinations: a product of the axes' lengths",
+    ),
+    "exclude-removing-nothing": (
+        doc(
+            "name: m",
+            "matrix: {nodes: [2, 4], rendezvous: [static, c10d]}",
+            "exclude: [{nodes: 2}, {nodes: 2, rendezvous: c10d}]",
+        ),
+        "an exclude entry must remove a combination the entries before it did not",
+    ),
     "memory-in-hex": (
         doc("memory: 0x10"),
         "the loader reads the size as written (0x10 is no Docker size); YAML 1.1 makes it the integer 16",

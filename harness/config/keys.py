@@ -16,7 +16,7 @@ import yaml
 from harness.config import values
 from harness.config.check_list import read_checks
 from harness.config.devices import DEVICES, NCCL_BACKENDS
-from harness.config.layout import MASTER_ADDRS, RENDEZVOUS, TOPOLOGIES
+from harness.config.layout import MASTER_ADDRS, NODES_MAX, NPROC_PER_NODE_MAX, RENDEZVOUS, TOPOLOGIES, WORLD_SIZE_MAX
 from harness.config.values import Reader
 from harness.config.yaml_nodes import Problems, typed
 
@@ -27,6 +27,12 @@ DEFAULT_CHECK_TIMEOUT_S = 120.0
 DEFAULT_PYTHON = "python3"
 NAME_MAX = 80
 NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{NAME_MAX - 1}}}$")
+# distval's upper bounds (README "Strictness"), declared with their keys below; the layout's (world_size,
+# nodes, nproc_per_node) live in layout.py, which checks them on derived values too.
+GPUS_PER_NODE_MAX = NPROC_PER_NODE_MAX
+EXTRA_NETWORKS_MAX = 16
+# A matrix's combinations (before its exclude entries) and a file's scenarios: at most this many.
+SCENARIOS_MAX = 10_000
 NAME_EXPECTED = f"a name of letters, digits, '.', '_' or '-' (at most {NAME_MAX} characters)"
 
 # How a key's value becomes a Scenario field:
@@ -59,11 +65,14 @@ def _name(node: yaml.Node, key_path: str, problems: Problems) -> str | None:
     return value
 
 
-_NON_BLANK = {"type": "string", "pattern": r"\S"}
-_SECONDS = {"type": "number", "exclusiveMinimum": 0}
+_SECONDS = {"type": "number", "exclusiveMinimum": 0, "maximum": values.SECONDS_MAX}
 # A Docker size > 0; numbers stand for bytes. The pattern is the loader's SIZE_PATTERN without case
 # folding (JSON Schema patterns have no flags) and with the "> 0" rule in it.
 _SIZE = {"anyOf": [{"type": "string", "pattern": "^[0-9]*[1-9][0-9]*[bkmgBKMG]?$"}, {"type": "integer", "minimum": 1}]}
+
+
+def _integer(minimum: int, maximum: int) -> Mapping[str, Any]:
+    return {"type": "integer", "minimum": minimum, "maximum": maximum}
 
 
 def _enum(choices: tuple[str, ...]) -> Mapping[str, Any]:
@@ -90,24 +99,24 @@ KEYS: tuple[Key, ...] = (
     Key(
         name="world_size",
         doc="the number of ranks: nodes x nproc_per_node",
-        read=values.integer(1),
-        schema={"type": "integer", "minimum": 1},
+        read=values.integer(1, WORLD_SIZE_MAX, " (distval's bound on ranks per scenario)"),
+        schema=_integer(1, WORLD_SIZE_MAX),
         kind=LAYOUT,
         axis=7,
     ),
     Key(
         name="nodes",
         doc="containers (cross-container) or 1 (in-container)",
-        read=values.integer(1),
-        schema={"type": "integer", "minimum": 1},
+        read=values.integer(1, NODES_MAX, " (distval's bound on containers per scenario)"),
+        schema=_integer(1, NODES_MAX),
         kind=LAYOUT,
         axis=8,
     ),
     Key(
         name="nproc_per_node",
         doc="ranks (processes) in each container",
-        read=values.integer(1),
-        schema={"type": "integer", "minimum": 1},
+        read=values.integer(1, NPROC_PER_NODE_MAX, " (distval's bound on processes per container)"),
+        schema=_integer(1, NPROC_PER_NODE_MAX),
         kind=LAYOUT,
         axis=9,
     ),
@@ -152,16 +161,16 @@ KEYS: tuple[Key, ...] = (
     Key(
         name="gpus_per_node",
         doc="GPUs given to each node's container; default nproc_per_node for nccl, 1 on cuda otherwise, 0 on cpu",
-        read=values.integer(0),
-        schema={"type": "integer", "minimum": 0},
+        read=values.integer(0, GPUS_PER_NODE_MAX, " (distval's bound on GPUs per container)"),
+        schema=_integer(0, GPUS_PER_NODE_MAX),
         kind=DEVICE,
         top=3,
     ),
     Key(
         name="image",
         doc="the image under test (--image overrides it); none: the default fixture",
-        read=values.string("an image reference (name:tag or id)"),
-        schema=_NON_BLANK,
+        read=values.image,
+        schema={"type": "string", "pattern": values.IMAGE_PATTERN.pattern, "maxLength": values.IMAGE_MAX},
         top=4,
         axis=1,
     ),
@@ -193,7 +202,7 @@ KEYS: tuple[Key, ...] = (
         name="python",
         doc="the image's Python interpreter",
         read=values.string("the image's Python interpreter"),
-        schema=_NON_BLANK,
+        schema={"type": "string", "pattern": r"^[^\u0000-\u001f\u007f]*\S[^\u0000-\u001f\u007f]*$"},
         default=DEFAULT_PYTHON,
         top=8,
     ),
@@ -208,8 +217,8 @@ KEYS: tuple[Key, ...] = (
     Key(
         name="extra_networks",
         doc="more networks, created per scenario, that every container is attached to",
-        read=values.integer(0),
-        schema={"type": "integer", "minimum": 0},
+        read=values.integer(0, EXTRA_NETWORKS_MAX, " (distval's bound on networks per scenario)"),
+        schema=_integer(0, EXTRA_NETWORKS_MAX),
         default=0,
     ),
     Key(
@@ -223,8 +232,8 @@ KEYS: tuple[Key, ...] = (
     Key(
         name="cpus",
         doc="CPUs per container (none: no limit)",
-        read=values.number("CPUs"),
-        schema={"type": "number", "exclusiveMinimum": 0},
+        read=values.number("CPUs", values.CPUS_MAX),
+        schema={"type": "number", "exclusiveMinimum": 0, "maximum": values.CPUS_MAX},
         top=13,
     ),
     Key(name="memory", doc="memory per container, a Docker size like 512m or 2g", read=values.size, schema=_SIZE, top=14),
@@ -239,7 +248,9 @@ KEYS: tuple[Key, ...] = (
                 "pattern": values.ENV_NAME_PATTERN.pattern,
                 "not": {"anyOf": [{"enum": list(values.RESERVED_ENV)}, {"pattern": f"^{values.RESERVED_ENV_PREFIX}"}]},
             },
-            "additionalProperties": {"type": ["string", "number", "boolean"]},
+            "additionalProperties": {
+                "anyOf": [{"type": "string", "pattern": "^[^\u0000\r\n]*$"}, {"type": ["number", "boolean"]}]
+            },
         },
         default=MappingProxyType({}),
         top=16,

@@ -17,6 +17,11 @@ RENDEZVOUS = ("static", "c10d", "env", "tcp")
 NO_LAUNCHER_RENDEZVOUS = ("env", "tcp")
 # How the other nodes address node 0: its DNS name, or its IP address learned at run time.
 MASTER_ADDRS = ("name", "ip")
+# distval's upper bounds on a layout (README "Strictness"): checked on the keys (keys.py declares them
+# with these) and on the values that follow from the others (world_size 1000 cross-container is 1000 nodes).
+WORLD_SIZE_MAX = 1024
+NODES_MAX = 256
+NPROC_PER_NODE_MAX = 128
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,42 @@ def complete_layout(
             "nodes",
         )
     return nodes, world_size // nodes
+
+
+def _bound_issues(nodes: int, nproc: int) -> list[Issue]:
+    """The upper bounds broken by a completed layout (values given as keys were checked when read)."""
+    found: list[Issue] = []
+    if nodes * nproc > WORLD_SIZE_MAX:
+        found.append(
+            _issue(
+                "world_size",
+                f"expected at most {WORLD_SIZE_MAX} ranks (distval's bound on ranks per scenario); "
+                f"nodes x nproc_per_node = {nodes} x {nproc} = {nodes * nproc}",
+                "nodes",
+                "nproc_per_node",
+            )
+        )
+    elif nodes > NODES_MAX:
+        found.append(
+            _issue(
+                "nodes",
+                f"expected at most {NODES_MAX} nodes (distval's bound on containers per scenario); "
+                f"world_size {nodes * nproc} / nproc_per_node {nproc} = {nodes}",
+                "world_size",
+                "nproc_per_node",
+            )
+        )
+    elif nproc > NPROC_PER_NODE_MAX:
+        found.append(
+            _issue(
+                "nproc_per_node",
+                f"expected at most {NPROC_PER_NODE_MAX} processes per container (distval's bound); "
+                f"world_size {nodes * nproc} / nodes {nodes} = {nproc}",
+                "world_size",
+                "nodes",
+            )
+        )
+    return found
 
 
 def resolve_layout(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[Issue]]:
@@ -138,6 +179,8 @@ def resolve_layout(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> tu
                         "rendezvous",
                     )
                 )
+    if isinstance(done, tuple):
+        issues += _bound_issues(done[0], done[1])
     if issues or not isinstance(done, tuple):
         return None, issues
     nodes, nproc = done

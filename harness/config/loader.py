@@ -6,15 +6,18 @@ reported one per line as ``FILE:LINE: KEY.PATH: expected ..., got ...``, in file
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from harness.config.compose import compose
 from harness.config.devices import resolve_devices
-from harness.config.keys import BY_NAME, DEFAULT_KEYS, KEYS, MATRIX_AXES, SCENARIO_KEYS, VALUE_KEYS
-from harness.config.matrix import expand, read_axes, read_excludes
+from harness.config.keys import BY_NAME, DEFAULT_KEYS, KEYS, MATRIX_AXES, SCENARIO_KEYS, SCENARIOS_MAX, VALUE_KEYS
+from harness.config.matrix import Exclude, expand, read_axes, read_excludes
 from harness.config.model import Config, Scenario
 from harness.config.resolve import resolve
 from harness.config.yaml_nodes import Problems, describe, mapping, typed
@@ -66,7 +69,7 @@ def _entry(node: yaml.Node, key_path: str, defaults: dict[str, Any], problems: P
     values = _values(fields, VALUE_KEYS, key_path, problems)
     checks = _values(fields, ("checks",), key_path, problems).get("checks", ())
     axes = read_axes(matrix_node, key_path, fields, problems) if matrix_node is not None else None
-    excludes: list[dict[str, Any]] = []
+    excludes: list[Exclude] = []
     if "exclude" in fields:
         if matrix_node is None:
             problems.add(
@@ -95,6 +98,15 @@ def _scenarios(node: yaml.Node, defaults: dict[str, Any], problems: Problems) ->
     # Scenario names and matrix names share one namespace: `distval plan` groups by the latter.
     seen: dict[str, int] = {}
     for index, entry_node in enumerate(node.value):
+        if len(scenarios) > SCENARIOS_MAX:
+            # Each entry adds at most SCENARIOS_MAX (a bigger matrix is refused): the rest is not expanded.
+            problems.add(
+                entry_node,
+                f"scenarios[{index}]",
+                f"expected at most {SCENARIOS_MAX} scenarios in a file (distval's bound); the entries before this one "
+                f"already expand to {len(scenarios)}",
+            )
+            break
         entry = _entry(entry_node, f"scenarios[{index}]", defaults, problems)
         names = [s.name for s in entry]
         if entry and entry[0].expanded_from is not None:
@@ -114,16 +126,10 @@ def _scenarios(node: yaml.Node, defaults: dict[str, Any], problems: Problems) ->
 def parse_config(text: str, path: str) -> Config:
     """Parse a config's text; ``path`` is only used in messages. Raises ConfigError with every problem."""
     problems = Problems(path)
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        line = f":{mark.line + 1}" if mark is not None else ""
-        reason = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError([f"{path}{line}: not valid YAML: {reason}"]) from None
+    root = compose(text, problems)
     if root is None:
         raise ConfigError([f"{path}: the file is empty; expected a mapping with a 'scenarios' list"])
-    top = mapping(root, "", TOP_KEYS, ("scenarios",), problems)
+    top = mapping(root, "", TOP_KEYS, ("scenarios",), problems, extensions=True)
     scenarios: list[Scenario] = []
     if top is not None:
         if "version" in top:
@@ -146,12 +152,22 @@ def parse_config(text: str, path: str) -> Config:
     return Config(path=path, scenarios=tuple(scenarios))
 
 
+# A scenario file is a few KiB; this bounds what a wrong path (a log, /dev/zero) can make distval read.
+FILE_MAX_BYTES = 64 * 2**20
+
+
 def load_config(path: str | Path) -> Config:
     name = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as handle:
+            if stat.S_ISCHR(os.fstat(handle.fileno()).st_mode) or stat.S_ISBLK(os.fstat(handle.fileno()).st_mode):
+                raise ConfigError([f"{name}: expected a YAML scenario file; got a device"])
+            data = handle.read(FILE_MAX_BYTES + 1)
     except FileNotFoundError:
         raise ConfigError([f"{name}: no such file; expected a YAML scenario file"]) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError([f"{name}: cannot read the file: {exc}"]) from None
-    return parse_config(text, name)
+    except OSError as exc:
+        raise ConfigError([f"{name}: cannot read the file: {exc.strerror or exc}"]) from None
+    if len(data) > FILE_MAX_BYTES:
+        raise ConfigError([f"{name}: expected a YAML scenario file of at most {FILE_MAX_BYTES // 2**20} MiB; it is larger"])
+    # Bytes that are not UTF-8 become lone surrogates, which the YAML reader refuses with their line and key path.
+    return parse_config(data.decode("utf-8", "surrogateescape"), name)

@@ -20,6 +20,7 @@ from harness.config.keys import DEFAULT_KEYS, KEYS, MATRIX_AXES, Key
 from harness.config.layout import NO_LAUNCHER_RENDEZVOUS
 from harness.config.loader import CONFIG_VERSION
 from harness.config.values import VERSION_PATTERN
+from harness.config.yaml_nodes import EXTENSION_PREFIX
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
 # Where the shipped copy lives, relative to the repository (configs/ reference it by this name).
@@ -165,6 +166,8 @@ def json_schema() -> dict[str, Any]:
         "type": "object",
         "required": ["scenarios"],
         "additionalProperties": False,
+        # The user's own keys (x-defaults: &defaults {...}), where anchors for merge keys live.
+        "patternProperties": {f"^{EXTENSION_PREFIX}": {}},
         "properties": {
             "version": {"description": "the config version (the only one is 1)", "const": CONFIG_VERSION},
             **{name: _ref(name) for name in DEFAULT_KEYS},

@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from harness.config.yaml_nodes import Problems, describe, typed, written
+from harness.config.yaml_nodes import Problems, child_path, describe, scalar, shown, typed, written
 
 Reader = Callable[[yaml.Node, str, Problems], Any]
 
@@ -25,9 +25,28 @@ USER_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9
 # Variables the harness or the launcher set in the containers: a scenario's env must not shadow them.
 RESERVED_ENV = ("RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 RESERVED_ENV_PREFIX = "DISTVAL_"
+# Characters no value that reaches a command line, an environment or a label may hold.
+CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+# Docker's image reference grammar (github.com/distribution/reference, reference.go's comment):
+#   reference := name [ ":" tag ] [ "@" digest ];  name := [domain '/'] path-component ['/' path-component]*
+# where path components are lowercase, a domain is a host name or [IPv6] with an optional port, a tag
+# is [A-Za-z0-9_][A-Za-z0-9_.-]{0,127} and a digest is algorithm:hex (32 hex digits or more). An image id
+# (sha256:<hex>, or its short hex form) reads as a name with a tag, as the Engine accepts it.
+_PATH_COMPONENT = "[a-z0-9]+(?:(?:__|[._]|-+)[a-z0-9]+)*"
+_DOMAIN_COMPONENT = "(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])"
+_DOMAIN = rf"(?:{_DOMAIN_COMPONENT}(?:\.{_DOMAIN_COMPONENT})*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?"
+_TAG = "[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}"
+_DIGEST = "[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}"
+IMAGE_PATTERN = re.compile(rf"^(?:{_DOMAIN}/)?{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*(?::{_TAG})?(?:@{_DIGEST})?$")
+IMAGE_NAME_MAX = 255  # Docker's limit on the name (domain and path) of a reference
+IMAGE_MAX = 512  # the whole reference: name, tag (128) and a sha512 digest fit
+IMAGE_EXPECTED = "an image reference like name:tag, registry/name:tag, name@sha256:<digest> or an image id"
 
 
-def integer(minimum: int) -> Reader:
+def integer(minimum: int, maximum: int | None = None, bound: str = "") -> Reader:
+    """An integer >= ``minimum`` (and <= ``maximum``: distval's stated upper bound, ``bound`` says why)."""
+
     def read(node: yaml.Node, key_path: str, problems: Problems) -> int | None:
         value: int | None = typed(
             node,
@@ -36,13 +55,16 @@ def integer(minimum: int) -> Reader:
             f"an integer >= {minimum}",
             lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
         )
+        if value is not None and maximum is not None and value > maximum:
+            problems.add(node, key_path, f"expected an integer <= {maximum}{bound}; got {describe(node)}")
+            return None
         return value
 
     return read
 
 
-def number(what: str) -> Reader:
-    """A finite number > 0 of ``what`` (seconds, CPUs), as a float."""
+def number(what: str, maximum: float, bound: str = "") -> Reader:
+    """A finite number > 0 and <= ``maximum`` of ``what`` (seconds, CPUs), as a float."""
 
     def read(node: yaml.Node, key_path: str, problems: Problems) -> float | None:
         value = typed(
@@ -52,22 +74,55 @@ def number(what: str) -> Reader:
             f"a number of {what} > 0",
             lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0,
         )
+        if value is not None and value > maximum:
+            problems.add(node, key_path, f"expected a number of {what} <= {maximum:g}{bound}; got {describe(node)}")
+            return None
         return None if value is None else float(value)
 
     return read
 
 
-seconds = number("seconds")
+SECONDS_MAX = 7 * 86400  # a week: a bound on every timeout (torch turns seconds into a timedelta)
+CPUS_MAX = 1024
+seconds = number("seconds", SECONDS_MAX, " (a week)")
 
 
 def string(expected: str) -> Reader:
-    """A string with something other than blanks in it; ``expected`` says what it names."""
+    """A string with something other than blanks in it and no control characters; ``expected`` says what it names."""
 
     def read(node: yaml.Node, key_path: str, problems: Problems) -> str | None:
-        value: str | None = typed(node, key_path, problems, expected, lambda v: isinstance(v, str) and v.strip() != "")
+        value: str | None = typed(
+            node,
+            key_path,
+            problems,
+            f"{expected} (no control characters)",
+            lambda v: isinstance(v, str) and v.strip() != "" and CONTROL.search(v) is None,
+        )
         return value
 
     return read
+
+
+def image_problem(text: str) -> str | None:
+    """Why ``text`` is not an image reference by Docker's grammar; None when it is one."""
+    if len(text) > IMAGE_MAX or IMAGE_PATTERN.fullmatch(text) is None:
+        return f"expected {IMAGE_EXPECTED} (Docker's reference grammar: lowercase name, tag of letters, digits, '_', '.', '-')"
+    name = text.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    if len(name) > IMAGE_NAME_MAX:
+        return f"expected {IMAGE_EXPECTED}, its name (before ':tag') at most {IMAGE_NAME_MAX} characters"
+    return None
+
+
+def image(node: yaml.Node, key_path: str, problems: Problems) -> str | None:
+    """An image reference by Docker's grammar: a YAML string (an unquoted 2024-01-01 or 12345678 is not one)."""
+    text = written(node) if isinstance(node, yaml.ScalarNode) and isinstance(scalar(node), str) else None
+    why = image_problem(text) if text is not None else f"expected {IMAGE_EXPECTED}"
+    if text is None or why is not None:
+        problems.add(node, key_path, f"{why}; got {describe(node)}")
+        return None
+    return text
 
 
 def choice(choices: tuple[str, ...]) -> Reader:
@@ -100,7 +155,15 @@ def size(node: yaml.Node, key_path: str, problems: Problems) -> str | None:
             node, key_path, f"expected a Docker size > 0 like 512m or 2g (digits, then b, k, m or g); got {describe(node)}"
         )
         return None
+    unit = text[-1].lower() if text[-1].isalpha() else "b"
+    if int(text.rstrip("bkmgBKMG")) * _UNIT_BYTES[unit] > SIZE_MAX_BYTES:
+        problems.add(node, key_path, f"expected a Docker size <= {SIZE_MAX_BYTES // 2**30}g; got {describe(node)}")
+        return None
     return text.lower()
+
+
+_UNIT_BYTES = {"b": 1, "k": 2**10, "m": 2**20, "g": 2**30}
+SIZE_MAX_BYTES = 2**44  # 16 TiB: far above any container, far below the Engine's int64
 
 
 def user(node: yaml.Node, key_path: str, problems: Problems) -> str | None:
@@ -128,7 +191,7 @@ def env(node: yaml.Node, key_path: str, problems: Problems) -> dict[str, str] | 
     seen: set[str] = set()
     for key_node, value_node in node.value:
         key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-        child = f"{key_path}.{key}"
+        child = child_path(key_path, key)
         if key is None or ENV_NAME_PATTERN.fullmatch(key) is None:
             problems.add(
                 key_node,
@@ -146,7 +209,7 @@ def env(node: yaml.Node, key_path: str, problems: Problems) -> dict[str, str] | 
                 key_node,
                 child,
                 f"expected a variable the harness does not set ({', '.join(RESERVED_ENV)} and {RESERVED_ENV_PREFIX}* "
-                f"are its own); got {key!r}",
+                f"are its own); got {shown(key)}",
             )
             continue
         text = written(value_node)
@@ -155,6 +218,13 @@ def env(node: yaml.Node, key_path: str, problems: Problems) -> dict[str, str] | 
                 value_node,
                 child,
                 f"expected a value: a string, a number or true/false ('' for an empty one); got {describe(value_node)}",
+            )
+            continue
+        if "\x00" in text or "\n" in text or "\r" in text:
+            problems.add(
+                value_node,
+                child,
+                f"expected a value without NUL or line breaks (the Engine passes NAME=value strings); got {shown(text)}",
             )
             continue
         result[key] = text

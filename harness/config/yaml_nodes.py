@@ -7,10 +7,50 @@ unquoted ``1000:50`` as the integer 60050 and ``3.10`` as 3.1).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
 import yaml
+
+# Echoed values are cut to this many characters (a 10 MB value must not make a 10 MB message).
+SHOWN_MAX = 100
+EXTENSION_PREFIX = "x-"
+_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+
+
+def shown(text: str) -> str:
+    """``text`` quoted for a message, on one line, cut to SHOWN_MAX characters (saying how long it was)."""
+    if len(text) <= SHOWN_MAX:
+        return repr(text)
+    return f"{text[:SHOWN_MAX]!r}... ({len(text)} characters)"
+
+
+def _plain(key: str) -> bool:
+    """A key shown as is in a key path; any other (blanks, control characters, brackets, very long) is quoted."""
+    return 0 < len(key) <= SHOWN_MAX and key.isprintable() and not any(c.isspace() or c in "[]'\"" for c in key)
+
+
+def child_path(key_path: str, key: str | None) -> str:
+    """The key path of ``key`` in the mapping at ``key_path`` (None: a key that is not a scalar)."""
+    if key is None:
+        part = "[<a non-scalar key>]"
+    elif _plain(key):
+        part = key
+    else:
+        part = f"[{shown(key)}]"
+    if not key_path or part.startswith("["):
+        return f"{key_path}{part}"
+    return f"{key_path}.{part}"
+
+
+def index_path(key_path: str, index: int) -> str:
+    return f"{key_path}[{index}]"
+
+
+def line_of(text: str, position: int) -> int:
+    """The 1-based line of ``position`` in ``text``, counting line breaks as YAML does."""
+    return len(_LINE_BREAK.findall(text, 0, position)) + 1
 
 
 class Problems:
@@ -34,22 +74,31 @@ class Problems:
 
 
 def describe(node: yaml.Node) -> str:
-    """What a node is, for the ``got ...`` half of a message."""
+    """What a node is, for the ``got ...`` half of a message; a value YAML cannot read says why."""
     if isinstance(node, yaml.MappingNode):
         return "a mapping"
     if isinstance(node, yaml.SequenceNode):
         return "a list"
-    return repr(node.value) if node.value != "" else "nothing"
+    text = shown(node.value) if node.value != "" else "nothing"
+    if scalar(node) is INVALID:
+        tag = str(node.tag)
+        if tag.startswith(_YAML_TAG):
+            return f"{text} (not a valid YAML !!{tag[len(_YAML_TAG) :]})"
+        return f"{text} (tag {shown(tag)} is not one the YAML safe loader knows)"
+    return text
 
 
 INVALID = object()
+_YAML_TAG = "tag:yaml.org,2002:"
 
 
 def scalar(node: yaml.Node) -> Any:
-    """The Python value of a scalar node as the safe loader constructs it; INVALID for a tag it refuses."""
+    """The Python value of a scalar node as the safe loader constructs it; INVALID for a tag it refuses or a
+    value its tag does not allow (PyYAML's constructors raise ValueError, KeyError, ... on those, not YAMLError:
+    ``2024-02-30``, ``!!int abc``, ``!!bool maybe``)."""
     try:
         return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
-    except yaml.YAMLError:
+    except Exception:  # untrusted text: any constructor failure means "not a valid value of its tag"
         return INVALID
 
 
@@ -70,8 +119,13 @@ def mapping(
     allowed: tuple[str, ...],
     required: tuple[str, ...],
     problems: Problems,
+    extensions: bool = False,
 ) -> dict[str, yaml.Node] | None:
-    """A mapping's value nodes by key; unknown, duplicate and missing keys are problems. None: not a mapping."""
+    """A mapping's value nodes by key; unknown, duplicate and missing keys are problems. None: not a mapping.
+
+    ``extensions``: keys starting with ``x-`` are the user's own and are skipped (as in Compose files): the
+    place for anchors that merge keys (``<<: *defaults``) take from.
+    """
     if not isinstance(node, yaml.MappingNode):
         keys = f"with keys {', '.join(allowed)}" if allowed else "(empty: this takes no keys)"
         problems.add(node, key_path, f"expected a mapping {keys}; got {describe(node)}")
@@ -79,8 +133,10 @@ def mapping(
     result: dict[str, yaml.Node] = {}
     for key_node, value_node in node.value:
         key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
-        child = f"{key_path}.{key}" if key_path else str(key)
-        if key is None or key not in allowed:
+        child = child_path(key_path, key)
+        if extensions and key is not None and key.startswith(EXTENSION_PREFIX) and isinstance(scalar(key_node), str):
+            continue
+        if key is None or key not in allowed or not isinstance(scalar(key_node), str):
             expected = f"expected one of {', '.join(allowed)}" if allowed else "expected no keys here"
             problems.add(key_node, child, f"unknown key; {expected}")
         elif key in result:
@@ -89,7 +145,7 @@ def mapping(
             result[key] = value_node
     for key in required:
         if key not in result:
-            problems.add(node, f"{key_path}.{key}" if key_path else key, "required key is missing")
+            problems.add(node, child_path(key_path, key), "required key is missing")
     return result
 
 
