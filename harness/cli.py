@@ -19,12 +19,23 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import NoReturn
 
 from harness import __version__
 from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
+from harness.config.values import image_problem
+from harness.config.yaml_nodes import shown
 from harness.engine import Engine, EngineError, ImageMissing
-from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, FilterMismatch, Interrupted
+from harness.errors import (
+    EXIT_BAD_INPUT,
+    ConfigError,
+    DistvalError,
+    FilterMismatch,
+    InternalError,
+    Interrupted,
+    UsageError,
+)
 from harness.events import RunEvents
 from harness.fixtures import FIXTURES, build_fixtures, is_current, recipe_hash
 from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
@@ -69,6 +80,10 @@ def _ensure_images(engine: Engine, images: list[str], progress: Progress) -> Non
             raise ImageMissing(f"image {image} is not in the Docker Engine; distval never pulls: build, load or pull it first")
 
 
+# Patterns and scenario names listed in one message, at most (a matrix may have thousands).
+_LISTED_MAX = 10
+
+
 def select_scenarios(plan: RunPlan, patterns: Sequence[str] | None) -> RunPlan:
     """The plan with only the scenarios whose names match a pattern (fnmatch, case-sensitive); all without
     patterns. A pattern that matches nothing is bad input (a typo must not quietly run less)."""
@@ -77,10 +92,11 @@ def select_scenarios(plan: RunPlan, patterns: Sequence[str] | None) -> RunPlan:
     names = [s.scenario.name for s in plan.scenarios]
     unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in names)]
     if unmatched:
-        which = ", ".join(repr(p) for p in unmatched)
+        which = ", ".join(shown(p) for p in unmatched[:_LISTED_MAX])
+        listed = ", ".join(names[:_LISTED_MAX]) + (f", ... ({len(names)} in all)" if len(names) > _LISTED_MAX else "")
         raise FilterMismatch(
             f"--filter {which} match{'es' if len(unmatched) == 1 else ''} no scenario of {plan.config_path}; "
-            f"its scenarios: {', '.join(names) or '(none)'}"
+            f"its scenarios: {listed or '(none)'}"
         )
     chosen: tuple[ScenarioPlan, ...] = tuple(
         s for s in plan.scenarios if any(fnmatch.fnmatchcase(s.scenario.name, p) for p in patterns)
@@ -121,6 +137,16 @@ def _run_id(value: str) -> str:
         raise argparse.ArgumentTypeError(
             f"expected 1-16 lowercase letters, digits or '-' (starting with a letter or digit); got {value!r}"
         )
+    return value
+
+
+def _image(value: str) -> str:
+    """argparse type: --image is checked against Docker's reference grammar like the config's image."""
+    if not value:
+        raise argparse.ArgumentTypeError("expected an image reference; got nothing")
+    why = image_problem(value)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{why}; got {shown(value)}")
     return value
 
 
@@ -201,6 +227,11 @@ def command_run(args: argparse.Namespace) -> int:
         else:
             print(f"distval: {exc}", file=sys.stderr)
         summary = summarize((exc.kind, str(exc)), exc.exit_code)
+    except Exception as exc:  # a bug: still one line, still the reports the command line asked for
+        display.close()
+        internal = InternalError(exc)
+        print(f"distval: {internal}", file=sys.stderr)
+        summary = summarize((internal.kind, str(internal)), internal.exit_code)
     finally:
         display.close()
         if engine is not None:
@@ -263,8 +294,38 @@ def command_cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, raising UsageError instead of printing usage and exiting (subcommands inherit it)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self.prog, message)
+
+
+def _add_report_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--junit", metavar="PATH", help="write JUnit XML here (also when the run fails early)")
+    parser.add_argument("--json", metavar="PATH", help="write the JSON report here (also when the run fails early)")
+    parser.add_argument(
+        "--markdown", metavar="PATH", help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set)"
+    )
+
+
+def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
+    """The report paths of a ``distval run`` command line that the full parser refused; None: not a run, or none
+    readable. Parsed alone (the rest is ignored), so that a bad --jobs still gets its JUnit file."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    if command != "run":
+        return None
+    reports = _Parser(prog="distval run", add_help=False)
+    _add_report_options(reports)
+    try:
+        known, _ = reports.parse_known_args(argv[list(argv).index("run") + 1 :])
+    except UsageError:
+        return None
+    return known
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="distval",
         description="Validate that distributed training works in a PyTorch container image.",
         epilog="Exit codes: 0 all passed; 1 a check failed or errored; 2 bad input; 3 environment unusable "
@@ -276,13 +337,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the scenarios of a config against an image")
     run.add_argument("config", help="YAML scenario file, e.g. configs/default.yaml")
     run.add_argument(
-        "--image", help=f"image under test for every scenario (default: the config's, else {DEFAULT_IMAGE}, built if missing)"
+        "--image",
+        type=_image,
+        help=f"image under test for every scenario (default: the config's, else {DEFAULT_IMAGE}, built if missing)",
     )
-    run.add_argument("--junit", metavar="PATH", help="write JUnit XML here (also when the run fails early)")
-    run.add_argument("--json", metavar="PATH", help="write the JSON report here (also when the run fails early)")
-    run.add_argument(
-        "--markdown", metavar="PATH", help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set)"
-    )
+    _add_report_options(run)
     run.add_argument(
         "--filter",
         metavar="PATTERN",
@@ -307,7 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")
     plan.add_argument("config")
-    plan.add_argument("--image")
+    plan.add_argument("--image", type=_image)
     plan.add_argument("--run-id", type=_run_id)
     plan.add_argument(
         "--format", choices=("text", "json"), default="text", help="text for people (default) or the plan object as JSON"
@@ -330,8 +389,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return int(args.handler(args))
+    arguments = sys.argv[1:] if argv is None else list(argv)
+    try:
+        args = build_parser().parse_args(arguments)
+    except UsageError as exc:
+        print(exc, file=sys.stderr)
+        reports = _report_options(arguments)
+        if reports is not None:
+            summary = RunSummary(secrets.token_hex(4), (), (exc.kind, str(exc)), exc.exit_code, config_path=None)
+            _write_reports(summary, reports)
+        return exc.exit_code
+    try:
+        return int(args.handler(args))
+    except DistvalError as exc:
+        print(f"distval: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except Exception as exc:  # a bug outside a run (command_run reports its own): one line, not a traceback
+        internal = InternalError(exc)
+        print(f"distval: {internal}", file=sys.stderr)
+        return internal.exit_code
 
 
 if __name__ == "__main__":

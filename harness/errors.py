@@ -3,7 +3,8 @@
 DistvalError                 1
 ├── BadInput                 2  the config, the command line
 │   ├── ConfigError
-│   └── FilterMismatch
+│   ├── FilterMismatch
+│   └── UsageError              a bad command line (argparse's errors)
 ├── EnvironmentUnusable      3  what distval needs and does not have
 │   └── EngineError             a Docker Engine call failed
 │       └── ImageMissing
@@ -13,6 +14,9 @@ DistvalError                 1
 """
 
 from __future__ import annotations
+
+import traceback
+from pathlib import Path
 
 EXIT_PASSED = 0
 EXIT_CHECKS_FAILED = 1
@@ -45,6 +49,15 @@ class FilterMismatch(BadInput):
     """A --filter pattern that matches no scenario of the config."""
 
     kind = "filter"
+
+
+class UsageError(BadInput):
+    """A bad command line: argparse's message, said by the (sub)command that saw it."""
+
+    kind = "usage"
+
+    def __init__(self, prog: str, message: str) -> None:
+        super().__init__(f"{prog}: error: {message} (see {prog} --help)")
 
 
 class EnvironmentUnusable(DistvalError):
@@ -80,3 +93,16 @@ class PlanError(DistvalError):
     """A plan that cannot be executed as written, e.g. a placeholder used before it is known."""
 
     kind = "plan"
+
+
+class InternalError(DistvalError):
+    """An exception distval did not expect (a bug): one line naming it and where it was raised."""
+
+    kind = "internal"
+
+    def __init__(self, exc: BaseException) -> None:
+        frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ is not None else None
+        where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame is not None else ""
+        text = " ".join(str(exc).split())
+        text = text if len(text) <= 200 else text[:200] + "..."
+        super().__init__(f"internal error (a bug in distval; please report it): {type(exc).__name__}: {text}{where}")

@@ -1,0 +1,514 @@
+"""Bad input that crashed, hung or was accepted (issue 10, "Bad input: exit 2, one line, never a traceback").
+
+Each class: one problem line ``FILE:LINE: KEY.PATH: ...`` from the loader, and exit code 2 without a
+traceback from the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+import harness.cli
+import harness.config.compose
+from harness.config import parse_config
+from harness.config.compose import LOADER, MAX_DEPTH
+from harness.config.keys import EXTRA_NETWORKS_MAX, GPUS_PER_NODE_MAX, SCENARIOS_MAX
+from harness.config.layout import NODES_MAX, NPROC_PER_NODE_MAX, WORLD_SIZE_MAX
+from harness.config.values import IMAGE_NAME_MAX, SECONDS_MAX
+from harness.config.yaml_nodes import SHOWN_MAX
+from tests.config_helpers import FILE, line_of, problems_of, yaml_text
+
+ROOT = Path(__file__).resolve().parent.parent
+
+VALID = yaml_text(
+    """
+    scenarios:
+      - name: one
+        topology: cross-container
+        world_size: 2
+        checks: [env]
+    """
+)
+
+
+def one_problem(text: str, line: int, key_path: str, *fragments: str) -> str:
+    """The only problem of ``text``: at ``line``, at ``key_path``, holding every fragment."""
+    problems = problems_of(text)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(f"{FILE}:{line}: {key_path}: "), problems[0]
+    for fragment in fragments:
+        assert fragment in problems[0], (fragment, problems[0])
+    return problems[0]
+
+
+def cli_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | bytes, *extra: str) -> tuple[int, list[str]]:
+    path = tmp_path / "bad.yaml"
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(text, encoding="utf-8")
+    code = harness.cli.main(["plan", str(path), *extra])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err.splitlines()
+
+
+# --- values YAML cannot construct ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "key_path", "tag"),
+    [
+        ("timeout_s: 2024-02-30", "timeout_s", "!!timestamp"),
+        ("timeout_s: !!int abc", "timeout_s", "!!int"),
+        ('extra_networks: !!int ""', "scenarios[0].extra_networks", "!!int"),
+        ("egress: !!bool maybe", "egress", "!!bool"),
+        ("check_timeout_s: !!timestamp soon", "check_timeout_s", "!!timestamp"),
+        ("cpus: !!float many", "cpus", "!!float"),
+        ("env: {A: 2024-13-01}", "env.A", "!!timestamp"),
+        ("timeout_s: !!float 1.2.3", "timeout_s", "!!float"),
+    ],
+    ids=["untagged-date", "int-abc", "int-empty", "bool-maybe", "timestamp-soon", "float-many", "env-date", "float-dots"],
+)
+def test_values_yaml_cannot_construct_are_one_problem_with_the_key_path(line: str, key_path: str, tag: str) -> None:
+    """Was: ValueError, IndexError, KeyError or AttributeError out of PyYAML's constructors (a traceback, exit 1)."""
+    if key_path.startswith("scenarios[0]"):
+        text = VALID.replace("    checks: [env]\n", f"    {line}\n    checks: [env]\n")
+        number = 5
+    else:
+        text = f"{line}\n{VALID}"
+        number = 1
+    one_problem(text, number, key_path, f"(not a valid YAML {tag})")
+
+
+def test_a_bad_tag_via_the_cli_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = cli_plan(tmp_path, capsys, f"egress: !!bool maybe\n{VALID}")
+    assert code == 2
+    assert err == [f"{tmp_path / 'bad.yaml'}:1: egress: expected true or false; got 'maybe' (not a valid YAML !!bool)"]
+
+
+# --- nesting, aliases, merge keys -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("opening", ["[", "{a: "], ids=["lists", "mappings"])
+def test_nesting_500_deep_is_exit_2_not_recursion_error(opening: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    closing = "]" if opening == "[" else "}"
+    text = f"timeout_s: {opening * 500}1{closing * 500}\n{VALID}"
+    (problem,) = problems_of(text)
+    assert problem.startswith(f"{FILE}:1: timeout_s"), problem
+    assert problem.endswith(f"expected at most {MAX_DEPTH} levels of nesting; this is deeper")
+    code, err = cli_plan(tmp_path, capsys, text)
+    assert code == 2 and len(err) == 1
+
+
+def test_an_alias_inside_its_own_anchor_is_refused() -> None:
+    one_problem(f"x-loop: &loop [*loop]\n{VALID}", 1, "x-loop[0]", "alias *loop is inside the node it refers to (line 1)")
+
+
+def test_an_undefined_alias_names_its_key_path() -> None:
+    text = VALID.replace("checks: [env]", "checks: *checks")
+    one_problem(text, 5, "scenarios[0].checks", "alias *checks refers to no anchor defined before it")
+
+
+MERGED = yaml_text(
+    """
+    x-defaults: &defaults
+      topology: cross-container
+      world_size: 2
+      checks: [env]
+    x-gloo: &gloo {backend: gloo, world_size: 4}
+    scenarios:
+      - <<: *defaults
+        name: plain
+      - <<: *defaults
+        name: own-keys-win
+        world_size: 3
+      - <<: [*gloo, *defaults]
+        name: first-listed-wins
+    """
+)
+
+
+def test_merge_keys_work_as_in_yaml() -> None:
+    """Was: '<<' was an unknown key, and the merged keys were missing. As YAML's merge type says: "keys in
+    mapping nodes earlier in the sequence override keys specified in later mapping nodes" (PyYAML 6.0.4's own
+    loader gets that wrong when the key strings are not the same object: it would make the last one 2)."""
+    scenarios = {s.name: s for s in parse_config(MERGED, FILE).scenarios}
+    assert scenarios["plain"].world_size == 2 and scenarios["plain"].topology == "cross-container"
+    assert scenarios["own-keys-win"].world_size == 3
+    assert scenarios["first-listed-wins"].world_size == 4  # *gloo is listed first: its world_size wins
+    assert [check.name for check in scenarios["first-listed-wins"].checks] == ["env"]
+
+
+def test_a_merge_of_a_scalar_is_a_problem_at_its_line() -> None:
+    text = VALID.replace("  - name: one\n", "  - name: one\n    <<: 42\n")
+    one_problem(text, 3, "scenarios[0].<<", "expected a mapping or a list of mappings to merge (<<: *anchor); got '42'")
+
+
+def test_extension_keys_are_only_allowed_at_the_top() -> None:
+    text = VALID.replace("    checks: [env]\n", "    x-note: hello\n    checks: [env]\n")
+    one_problem(text, 5, "scenarios[0].x-note", "unknown key")
+
+
+# --- upper bounds ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "bound"),
+    [
+        ("world_size", WORLD_SIZE_MAX + 1, WORLD_SIZE_MAX),
+        ("world_size", 10**100, WORLD_SIZE_MAX),
+        ("nodes", NODES_MAX + 1, NODES_MAX),
+        ("nproc_per_node", NPROC_PER_NODE_MAX + 1, NPROC_PER_NODE_MAX),
+        ("gpus_per_node", GPUS_PER_NODE_MAX + 1, GPUS_PER_NODE_MAX),
+        ("extra_networks", EXTRA_NETWORKS_MAX + 1, EXTRA_NETWORKS_MAX),
+    ],
+    ids=["world_size", "world_size-googol", "nodes", "nproc_per_node", "gpus_per_node", "extra_networks"],
+)
+def test_sizes_have_upper_bounds(key: str, value: int, bound: int) -> None:
+    """Was: 10**100 ranks crashed the planner (OverflowError), 10**6 exhausted memory."""
+    layout = "world_size: 2" if key not in ("world_size", "nodes", "nproc_per_node") else ""
+    lines = "".join(f"    {line}\n" for line in (layout, f"{key}: {value}") if line)
+    text = f"scenarios:\n  - name: big\n    topology: cross-container\n{lines}    checks: [env]\n"
+    one_problem(text, line_of(text, f"{key}: "), f"scenarios[0].{key}", f"expected an integer <= {bound} (distval's bound")
+
+
+@pytest.mark.parametrize(
+    ("layout", "key", "fragment"),
+    [
+        ("nodes: 64, nproc_per_node: 32", "world_size", "nodes x nproc_per_node = 64 x 32 = 2048"),
+        ("world_size: 1000", "nodes", "expected at most 256 nodes"),
+    ],
+    ids=["product", "derived-nodes"],
+)
+def test_bounds_hold_for_derived_values(layout: str, key: str, fragment: str) -> None:
+    text = f"scenarios:\n  - {{name: big, topology: cross-container, {layout}, checks: [env]}}\n"
+    one_problem(text, 2, f"scenarios[0].{key}", fragment)
+
+
+def test_a_googol_of_ranks_via_the_cli_is_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = cli_plan(tmp_path, capsys, VALID.replace("world_size: 2", f"world_size: {10**100}"))
+    assert code == 2 and len(err) == 1 and "scenarios[0].world_size: expected an integer <= 1024" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        (f"timeout_s: {SECONDS_MAX + 1}", "expected a number of seconds <= 604800 (a week)"),
+        ("collective_timeout_s: 1.0e+300", "expected a number of seconds <= 604800"),
+        ("cpus: 1.0e+300", "expected a number of CPUs <= 1024"),
+        ("memory: 99999999999999999999g", "expected a Docker size <= 16384g"),
+    ],
+    ids=["timeout", "timeout-1e300", "cpus-1e300", "memory"],
+)
+def test_numbers_that_overflow_downstream_are_bounded(line: str, fragment: str) -> None:
+    """Was accepted: timedelta(seconds=1e300) overflows in every rank; int(1e300 * 1e9) nano CPUs in the planner."""
+    one_problem(f"{line}\n{VALID}", 1, line.split(":")[0], fragment)
+
+
+def _matrix(values: int, excludes: int = 0) -> str:
+    listed = ", ".join(f"i{k}" for k in range(values))
+    text = "scenarios:\n  - name: m\n    topology: in-container\n    world_size: 2\n    checks: [env]\n"
+    text += f"    matrix: {{image: [{listed}]}}\n"
+    if excludes:
+        text += "    exclude: [" + ", ".join(f"{{image: i{k}}}" for k in range(excludes)) + "]\n"
+    return text
+
+
+def test_a_matrix_over_the_bound_is_refused_quickly() -> None:
+    """Was: 20,000 values took 8 s here (quadratic duplicate search), and 100,000 never finished."""
+    started = time.perf_counter()
+    one_problem(
+        _matrix(2 * SCENARIOS_MAX),
+        6,
+        "scenarios[0].matrix",
+        f"expected at most {SCENARIOS_MAX} combinations (distval's bound on scenarios); got 20000 image = 20000",
+    )
+    assert time.perf_counter() - started < 3
+
+
+def test_a_matrix_at_the_bound_expands_in_linear_time() -> None:
+    """Was 46 s here for 10,000 values and 5,000 exclude entries (every combination against every entry)."""
+    started = time.perf_counter()
+    config = parse_config(_matrix(SCENARIOS_MAX, SCENARIOS_MAX // 2), FILE)
+    assert len(config.scenarios) == SCENARIOS_MAX // 2
+    assert time.perf_counter() - started < 5
+
+
+def test_a_file_over_the_scenario_bound_is_refused() -> None:
+    half = _matrix(SCENARIOS_MAX // 2 + 1).split("scenarios:\n", 1)[1]
+    text = "scenarios:\n" + half + half.replace("name: m", "name: n") + half.replace("name: m", "name: o")
+    problems = problems_of(text)
+    assert problems == [
+        f"{FILE}:12: scenarios[2]: expected at most {SCENARIOS_MAX} scenarios in a file (distval's bound); "
+        "the entries before this one already expand to 10002"
+    ]
+
+
+def test_an_exclude_entry_that_removes_nothing_is_an_error() -> None:
+    """Typo protection: an entry whose combinations the entries before it removed is dead text (was accepted)."""
+    text = yaml_text(
+        """
+        scenarios:
+          - name: m
+            topology: cross-container
+            matrix: {nodes: [2, 4], rendezvous: [static, c10d]}
+            exclude:
+              - {nodes: 2}
+              - {nodes: 2, rendezvous: c10d}
+            checks: [env]
+        """
+    )
+    one_problem(text, 7, "scenarios[0].exclude[1]", "expected an exclude entry that removes a combination")
+
+
+# --- image references -----------------------------------------------------------------------------------
+
+GOOD_IMAGES = [
+    "torch",
+    "torch:2.6",
+    "distval-fixtures/torch:2.6-debian",
+    "registry.example:5000/team/torch:2.6",
+    "localhost/torch__x.y-z:latest",
+    "[fd00::1]:5000/torch",
+    "torch@sha256:" + "0" * 64,
+    "sha256:" + "a" * 64,
+    "3f2a9c1e",
+    "Registry.Example/torch",
+]
+BAD_IMAGES = [
+    "Torch:2.6",
+    "torch:",
+    ":2.6",
+    "torch:2.6:extra",
+    "-torch",
+    "torch-",
+    "to rch",
+    "torch/",
+    "torch//x",
+    "torch@sha256:abcd",
+    "torch:" + "t" * 129,
+    "a" * (IMAGE_NAME_MAX + 1),
+    "torch\n",
+    "torch\x00",
+]
+
+
+@pytest.mark.parametrize("image", GOOD_IMAGES)
+def test_image_references_by_docker_s_grammar_are_accepted(image: str) -> None:
+    (scenario,) = parse_config(f"image: {image!r}\n{VALID}".replace("'", '"'), FILE).scenarios
+    assert scenario.image == image
+
+
+@pytest.mark.parametrize("image", BAD_IMAGES, ids=[repr(image)[:40] for image in BAD_IMAGES])
+def test_image_references_against_docker_s_grammar_are_exit_2(
+    image: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: accepted, and exit 3 from the Engine after networks were made."""
+    quoted = '"' + image.encode("unicode_escape").decode("ascii").replace('"', '\\"') + '"'
+    one_problem(f"image: {quoted}\n{VALID}", 1, "image", "expected an image reference like name:tag")
+    code, err = cli_plan(tmp_path, capsys, VALID, f"--image={image}")
+    assert code == 2
+    (line,) = err
+    assert line.startswith("distval plan: error: argument --image: expected an image reference like name:tag"), line
+
+
+def test_image_option_empty_is_an_error_not_the_default(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: --image '' silently validated the default image."""
+    code, err = cli_plan(tmp_path, capsys, VALID, "--image", "")
+    assert code == 2
+    assert err == ["distval plan: error: argument --image: expected an image reference; got nothing (see distval plan --help)"]
+
+
+# --- NUL and line breaks --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "key_path", "fragment"),
+    [
+        ('env: {A: "x\\0y"}', "env.A", "expected a value without NUL or line breaks"),
+        ('env: {A: "x\\ny"}', "env.A", "expected a value without NUL or line breaks"),
+        ('env: {A: "x\\ry"}', "env.A", "expected a value without NUL or line breaks"),
+        ('env: {"A\\0": x}', "env['A\\x00']", "expected an environment variable name"),
+        ('env: {"A\\n": x}', "env['A\\n']", "expected an environment variable name"),
+        ('python: "python3\\n"', "python", "(no control characters)"),
+        ('working_dir: "/w\\0"', "working_dir", "expected an absolute path"),
+        ('user: "me\\n"', "user", "expected a user"),
+    ],
+    ids=["env-nul", "env-newline", "env-cr", "env-name-nul", "env-name-newline", "python", "working_dir", "user"],
+)
+def test_nul_and_line_breaks_are_refused(line: str, key_path: str, fragment: str) -> None:
+    """Was accepted in env values and python (and went into the containers' environment and command line)."""
+    one_problem(f"{line}\n{VALID}", 1, key_path, fragment)
+
+
+@pytest.mark.parametrize("name", ['"a\\0b"', '"a\\nb"', '"a b"'])
+def test_names_that_become_container_names_and_labels_are_plain(name: str) -> None:
+    text = VALID.replace("name: one", f"name: {name}")
+    one_problem(text, 2, "scenarios[0].name", "expected a name of letters, digits")
+
+
+# --- messages -------------------------------------------------------------------------------------------
+
+
+def test_a_control_character_names_its_line_and_key_path() -> None:
+    """Was: 'special characters are not allowed' with no line and no key path."""
+    text = VALID.replace("world_size: 2", "world_size: 2\x01")
+    assert problems_of(text) == [
+        f"{FILE}:4: scenarios[0].world_size: not valid YAML: character '\\x01' (U+0001) is not allowed in YAML; "
+        "write it as an escape in a double-quoted string"
+    ]
+
+
+def test_bytes_that_are_not_utf8_name_their_line_and_key_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = cli_plan(tmp_path, capsys, VALID.replace("name: one", "name: caf\xe9").encode("latin-1"))
+    assert code == 2
+    assert err == [f"{tmp_path / 'bad.yaml'}:2: scenarios[0].name: not UTF-8: byte 0xe9 is not a UTF-8 character"]
+
+
+def test_a_10mb_value_is_echoed_cut() -> None:
+    """Was: the whole 10 MB value in the message."""
+    huge = "a" * 10_000_000
+    problem = one_problem(VALID.replace("name: one", f"name: {huge}"), 2, "scenarios[0].name", "(10000000 characters)")
+    assert len(problem) < 400
+    assert f"got {'a' * SHOWN_MAX!r}... (10000000 characters)" in problem
+
+
+def test_a_huge_or_odd_key_is_quoted_and_cut_in_the_key_path() -> None:
+    text = VALID.replace("  - name: one\n", f'  - name: one\n    "{"k" * 1000}\\nx": 1\n')
+    problem = one_problem(text, 3, f"scenarios[0][{'k' * SHOWN_MAX!r}... (1002 characters)]", "unknown key")
+    assert "\n" not in problem and len(problem) < 600
+
+
+def test_every_problem_has_the_same_line_with_either_parser(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The C parser (used where PyYAML has it) and the pure-Python one give the same lines and key paths."""
+    text = yaml_text(
+        """
+        backend: tcp
+        scenarios:
+          - name: "two words"
+            topology: sideways
+            world_size: !!int two
+            env: {A: "x\\ny"}
+            checks: [env, nope]
+        """
+    )
+    with_c = problems_of(text)
+    monkeypatch.setattr(harness.config.compose, "LOADER", yaml.SafeLoader)
+    assert problems_of(text) == with_c
+    assert [p.split(":")[1] for p in with_c] == ["1", "3", "4", "5", "6", "7"]
+
+
+def test_the_c_parser_is_used_where_pyyaml_has_it() -> None:
+    assert LOADER is (yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader)
+
+
+def test_a_device_as_config_is_refused_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was: /dev/zero was read until memory ran out."""
+    code = harness.cli.main(["plan", "/dev/zero"])
+    assert code == 2
+    assert capsys.readouterr().err.splitlines() == ["/dev/zero: expected a YAML scenario file; got a device"]
+
+
+# --- the command line: usage errors and internal errors still write the reports ------------------------
+
+
+def _reports(tmp_path: Path) -> tuple[list[str], dict[str, Path]]:
+    paths = {"junit": tmp_path / "out" / "r.xml", "json": tmp_path / "out" / "r.json", "markdown": tmp_path / "out" / "r.md"}
+    return [f"--{name}={path}" for name, path in paths.items()], paths
+
+
+def _early_error_in_every_report(paths: dict[str, Path], kind: str, exit_code: int, fragment: str) -> None:
+    case = ET.parse(paths["junit"]).getroot().find("testsuite/testcase")
+    assert case is not None and case.get("name") == kind
+    error = case.find("error")
+    assert error is not None and fragment in (error.get("message") or "")
+    report = json.loads(paths["json"].read_text(encoding="utf-8"))
+    assert report["exit_code"] == exit_code
+    assert report["early_error"]["kind"] == kind and fragment in report["early_error"]["message"]
+    assert fragment in paths["markdown"].read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--jobs", "0"], "distval run: error: argument --jobs: expected a whole number >= 1; got '0' (see distval run --help)"),
+        (["--no-such-option"], "distval: error: unrecognized arguments: --no-such-option (see distval --help)"),
+        (
+            ["--image", ""],
+            "distval run: error: argument --image: expected an image reference; got nothing (see distval run --help)",
+        ),
+        (["--run-id", "UPPER"], "distval run: error: argument --run-id: expected 1-16 lowercase letters"),
+    ],
+    ids=["jobs-0", "unknown-option", "image-empty", "run-id"],
+)
+def test_usage_errors_write_the_reports_asked_for(
+    arguments: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: argparse printed usage and exited 2 before any report was written (a CI job then shows no test results)."""
+    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
+    report_options, paths = _reports(tmp_path)
+    code = harness.cli.main(["run", str(ROOT / "configs" / "default.yaml"), *report_options, *arguments])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == 2
+    assert line.startswith(message)
+    _early_error_in_every_report(paths, "usage", 2, message.split(" (see ")[0])
+
+
+def test_a_usage_error_without_the_config_still_writes_the_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    report_options, paths = _reports(tmp_path)
+    assert harness.cli.main(["run", *report_options]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "distval run: error: the following arguments are required: config (see distval run --help)"
+    ]
+    _early_error_in_every_report(paths, "usage", 2, "the following arguments are required: config")
+
+
+def _no_engine(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the Docker Engine must not be touched")
+
+
+def _bug(*args: object, **kwargs: object) -> None:
+    raise ZeroDivisionError("a bug\nover two lines")
+
+
+def test_an_internal_error_in_run_is_one_line_and_the_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: a traceback, and no report at all."""
+    monkeypatch.setattr(harness.cli, "plan_run", _bug)
+    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
+    report_options, paths = _reports(tmp_path)
+    code = harness.cli.main(["run", str(ROOT / "configs" / "default.yaml"), "--quiet", *report_options])
+    (line,) = capsys.readouterr().err.splitlines()
+    assert code == 1
+    assert line.startswith(
+        "distval: internal error (a bug in distval; please report it): ZeroDivisionError: a bug over two lines at "
+    )
+    _early_error_in_every_report(paths, "internal", 1, "ZeroDivisionError: a bug over two lines")
+
+
+def test_an_internal_error_in_plan_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(harness.cli, "plan_run", _bug)
+    assert harness.cli.main(["plan", str(ROOT / "configs" / "default.yaml")]) == 1
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith("distval: internal error (a bug in distval; please report it): ZeroDivisionError: a bug")
+
+
+def test_a_filter_message_lists_a_few_names_and_cuts_the_pattern(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: every scenario name (thousands, for a matrix) and the whole pattern on one line."""
+    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
+    config = tmp_path / "m.yaml"
+    config.write_text(_matrix(500), encoding="utf-8")
+    assert harness.cli.main(["run", str(config), "--quiet", "--filter", "x" * 10_000]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert len(line) < 1000
+    assert line.endswith("its scenarios: m.i0, m.i1, m.i2, m.i3, m.i4, m.i5, m.i6, m.i7, m.i8, m.i9, ... (500 in all)")
