@@ -120,7 +120,9 @@ def test_unresolvable_master_address_fails_within_the_deadline_naming_it(fixture
     assert cases["env"].status == "passed"
     assert cases["process_group"].status == FAILED
     assert "rank 1:" in cases["process_group"].message and "no-such-node.invalid" in cases["process_group"].message
-    assert cases["all_reduce"].status in (ERROR, FAILED)
+    # No rank has a process group: each records all_reduce as an error (ProcessGroupUnavailable), or, killed at
+    # the deadline, records nothing, which is an error too.
+    assert cases["all_reduce"].status == ERROR
 
 
 def test_the_same_scenarios_twice_at_once_do_not_collide(

@@ -65,7 +65,9 @@ def test_default_config_passes_with_every_skip_explained(
         assert skipped == expected_skips, (topology, skipped)
         for name in skipped:
             reason = found[name][1]
-            assert "not supported by this image" in reason or "needs torch >= 2.14" in reason, (name, reason)
+            # reconfigure is gated on the torch version; the collectives' parts on what the image's gloo supports.
+            expected = "reconfigure needs torch >= 2.14" if name == "reconfigure" else "not supported by this image"
+            assert expected in reason, (name, reason)
         assert {status for status, _ in found.values()} <= {"passed", "skipped"}, found
         for name in ("env", "identity", "process_group", "launch", "all_reduce", "ddp_sync", "ddp_sampler", "store", "timeout"):
             assert found[name][0] == "passed", (topology, name, found[name])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -54,6 +55,10 @@ class Scenario:
     axes: tuple[tuple[str, str], ...] = ()  # the matrix combination: (axis, value as str), in axis order
 
     def __post_init__(self) -> None:
+        # Results are keyed by check name: a check listed twice would let one verdict overwrite the other.
+        for name, count in Counter(check.name for check in self.checks).items():
+            if count > 1:
+                raise ValueError(f"scenario {self.name!r}: expected each check once; {name!r} is listed {count} times")
         # Code may give one of nodes and nproc_per_node (0: not given); the other follows from world_size.
         done = complete_layout(self.topology, self.world_size, self.nodes or None, self.nproc_per_node or None)
         nodes, nproc = done if isinstance(done, tuple) else (self.nodes, self.nproc_per_node)
