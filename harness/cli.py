@@ -140,6 +140,19 @@ def _run_id(value: str) -> str:
     return value
 
 
+def _path(what: str) -> Callable[[str], str]:
+    """argparse type: a file path, not empty (it names no file) and without NUL (no path holds one)."""
+
+    def check(value: str) -> str:
+        if not value:
+            raise argparse.ArgumentTypeError(f"expected the path of {what}; got nothing")
+        if "\x00" in value:
+            raise argparse.ArgumentTypeError(f"expected the path of {what}; got {shown(value)} (a path holds no NUL)")
+        return value
+
+    return check
+
+
 def _image(value: str) -> str:
     """argparse type: --image is checked against Docker's reference grammar like the config's image."""
     if not value:
@@ -302,10 +315,20 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _add_report_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--junit", metavar="PATH", help="write JUnit XML here (also when the run fails early)")
-    parser.add_argument("--json", metavar="PATH", help="write the JSON report here (also when the run fails early)")
     parser.add_argument(
-        "--markdown", metavar="PATH", help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set)"
+        "--junit", metavar="PATH", type=_path("the JUnit XML file"), help="write JUnit XML here (also when the run fails early)"
+    )
+    parser.add_argument(
+        "--json",
+        metavar="PATH",
+        type=_path("the JSON report"),
+        help="write the JSON report here (also when the run fails early)",
+    )
+    parser.add_argument(
+        "--markdown",
+        metavar="PATH",
+        type=_path("the Markdown summary"),
+        help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set)",
     )
 
 
@@ -335,7 +358,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run the scenarios of a config against an image")
-    run.add_argument("config", help="YAML scenario file, e.g. configs/default.yaml")
+    run.add_argument("config", type=_path("a YAML scenario file"), help="YAML scenario file, e.g. configs/default.yaml")
     run.add_argument(
         "--image",
         type=_image,
@@ -365,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=command_run)
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")
-    plan.add_argument("config")
+    plan.add_argument("config", type=_path("a YAML scenario file"))
     plan.add_argument("--image", type=_image)
     plan.add_argument("--run-id", type=_run_id)
     plan.add_argument(

@@ -25,6 +25,16 @@ EXIT_ENVIRONMENT = 3
 EXIT_INTERRUPTED = 130
 
 
+# A message from elsewhere (argparse echoes the arguments as given), at most this long.
+MESSAGE_MAX = 500
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line of readable length: characters that are not printable written as escapes."""
+    text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text[: MESSAGE_MAX + 1])
+    return text if len(text) <= MESSAGE_MAX else f"{text[:MESSAGE_MAX]}..."
+
+
 class DistvalError(Exception):
     exit_code = EXIT_CHECKS_FAILED
     kind = "error"
@@ -57,7 +67,7 @@ class UsageError(BadInput):
     kind = "usage"
 
     def __init__(self, prog: str, message: str) -> None:
-        super().__init__(f"{prog}: error: {message} (see {prog} --help)")
+        super().__init__(f"{prog}: error: {one_line(message)} (see {prog} --help)")
 
 
 class EnvironmentUnusable(DistvalError):
@@ -103,6 +113,5 @@ class InternalError(DistvalError):
     def __init__(self, exc: BaseException) -> None:
         frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ is not None else None
         where = f" at {Path(frame.filename).name}:{frame.lineno}" if frame is not None else ""
-        text = " ".join(str(exc).split())
-        text = text if len(text) <= 200 else text[:200] + "..."
+        text = one_line(" ".join(str(exc).split()))
         super().__init__(f"internal error (a bug in distval; please report it): {type(exc).__name__}: {text}{where}")

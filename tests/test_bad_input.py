@@ -512,3 +512,36 @@ def test_a_filter_message_lists_a_few_names_and_cuts_the_pattern(
     (line,) = capsys.readouterr().err.splitlines()
     assert len(line) < 1000
     assert line.endswith("its scenarios: m.i0, m.i1, m.i2, m.i3, m.i4, m.i5, m.i6, m.i7, m.i8, m.i9, ... (500 in all)")
+
+
+# --- found by the fuzzing (tests/test_fuzz.py) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "line"),
+    [
+        (["plan", ""], "distval plan: error: argument config: expected the path of a YAML scenario file; got nothing"),
+        (["plan", "a\x00b"], "distval plan: error: argument config: expected the path of a YAML scenario file; got 'a\\x00b'"),
+        (["run", "c.yaml", "--junit", ""], "distval run: error: argument --junit: expected the path of the JUnit XML file; got"),
+        (
+            ["run", "c.yaml", "--json=a\x00"],
+            "distval run: error: argument --json: expected the path of the JSON report; got 'a\\x00'",
+        ),
+        (["plan", "c.yaml", "\r"], "distval: error: unrecognized arguments: \\r (see distval --help)"),
+    ],
+    ids=["empty-config", "nul-config", "empty-junit", "nul-json", "carriage-return"],
+)
+def test_odd_paths_and_arguments_are_one_line_usage_errors(
+    arguments: list[str], line: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Were: ': no such file' naming no file, 'embedded null byte' as a traceback, a JUnit file silently not
+    written, and argparse's message broken over two lines by a carriage return."""
+    assert harness.cli.main(arguments) == 2
+    (printed,) = capsys.readouterr().err.splitlines()
+    assert printed.startswith(line), printed
+
+
+def test_a_file_name_with_a_line_break_is_quoted_in_messages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "two\nlines.yaml"
+    assert harness.cli.main(["plan", str(missing)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"{str(missing)!r}: no such file; expected a YAML scenario file"]

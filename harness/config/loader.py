@@ -20,7 +20,7 @@ from harness.config.keys import BY_NAME, DEFAULT_KEYS, KEYS, MATRIX_AXES, SCENAR
 from harness.config.matrix import Exclude, expand, read_axes, read_excludes
 from harness.config.model import Config, Scenario
 from harness.config.resolve import resolve
-from harness.config.yaml_nodes import Problems, describe, mapping, typed
+from harness.config.yaml_nodes import Problems, describe, file_label, mapping, typed
 from harness.errors import ConfigError
 
 # The file's own keys around the defaults: version first, the scenarios last.
@@ -128,7 +128,7 @@ def parse_config(text: str, path: str) -> Config:
     problems = Problems(path)
     root = compose(text, problems)
     if root is None:
-        raise ConfigError([f"{path}: the file is empty; expected a mapping with a 'scenarios' list"])
+        raise ConfigError([f"{problems.path}: the file is empty; expected a mapping with a 'scenarios' list"])
     top = mapping(root, "", TOP_KEYS, ("scenarios",), problems, extensions=True)
     scenarios: list[Scenario] = []
     if top is not None:
@@ -157,7 +157,9 @@ FILE_MAX_BYTES = 64 * 2**20
 
 
 def load_config(path: str | Path) -> Config:
-    name = str(path)
+    name = file_label(str(path))
+    if "\x00" in str(path):
+        raise ConfigError([f"{name}: cannot read the file: a path holds no NUL"])
     try:
         with open(path, "rb") as handle:
             if stat.S_ISCHR(os.fstat(handle.fileno()).st_mode) or stat.S_ISBLK(os.fstat(handle.fileno()).st_mode):
@@ -170,4 +172,4 @@ def load_config(path: str | Path) -> Config:
     if len(data) > FILE_MAX_BYTES:
         raise ConfigError([f"{name}: expected a YAML scenario file of at most {FILE_MAX_BYTES // 2**20} MiB; it is larger"])
     # Bytes that are not UTF-8 become lone surrogates, which the YAML reader refuses with their line and key path.
-    return parse_config(data.decode("utf-8", "surrogateescape"), name)
+    return parse_config(data.decode("utf-8", "surrogateescape"), str(path))

@@ -26,6 +26,11 @@ def shown(text: str) -> str:
     return f"{text[:SHOWN_MAX]!r}... ({len(text)} characters)"
 
 
+def file_label(path: str) -> str:
+    """A file's name for the ``FILE:LINE:`` of a message: as given, quoted when it would break the line."""
+    return path if path.isprintable() and len(path) <= 4 * SHOWN_MAX else shown(path)
+
+
 def _plain(key: str) -> bool:
     """A key shown as is in a key path; any other (blanks, control characters, brackets, very long) is quoted."""
     return 0 < len(key) <= SHOWN_MAX and key.isprintable() and not any(c.isspace() or c in "[]'\"" for c in key)
@@ -57,7 +62,7 @@ class Problems:
     """Every problem found in one file, each one line: ``FILE:LINE: KEY.PATH: message``."""
 
     def __init__(self, path: str) -> None:
-        self.path = path
+        self.path = file_label(path)
         self.lines: list[str] = []
         self._numbers: list[int] = []
 
