@@ -17,11 +17,11 @@ import yaml
 import harness.cli
 import harness.config.compose
 from harness.config import parse_config
-from harness.config.compose import LOADER, MAX_DEPTH
+from harness.config.compose import EXPANDED_MAX, LOADER, MAX_DEPTH
 from harness.config.keys import EXTRA_NETWORKS_MAX, GPUS_PER_NODE_MAX, SCENARIOS_MAX
 from harness.config.layout import NODES_MAX, NPROC_PER_NODE_MAX, WORLD_SIZE_MAX
 from harness.config.values import IMAGE_NAME_MAX, SECONDS_MAX
-from harness.config.yaml_nodes import SHOWN_MAX
+from harness.config.yaml_nodes import PROBLEMS_SHOWN, SHOWN_MAX
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -560,3 +560,19 @@ def test_a_version_argument_of_many_blanks_is_refused_in_linear_time() -> None:
     started = time.perf_counter()
     one_problem(text, 4, "scenarios[0].checks[0].args.torch", "expected a version requirement like '>=2.6,<2.7'")
     assert time.perf_counter() - started < 2
+
+
+def test_aliases_cannot_multiply_a_small_file_into_a_huge_one() -> None:
+    """Was: 20 KB of aliases made a million problems (7 s, 150 MB of messages); nested aliases: unbounded."""
+    doubling = "".join(f"x-{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, 40))
+    text = f"x-0: &a0 [env, env]\n{doubling}{VALID}"
+    started = time.perf_counter()
+    one_problem(text, 18, "x-17", f"expected at most {EXPANDED_MAX} nodes once aliases are expanded")
+    assert time.perf_counter() - started < 1
+
+
+def test_past_100_problems_one_line_counts_the_rest() -> None:
+    text = VALID.replace("checks: [env]", "checks: [" + "x, " * 250 + "]")
+    problems = problems_of(text)
+    assert len(problems) == PROBLEMS_SHOWN + 1
+    assert problems[-1] == f"{FILE}: 150 more problems (the first {PROBLEMS_SHOWN} are shown)"

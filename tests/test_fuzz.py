@@ -58,7 +58,7 @@ LINE_MAX = 2000
 
 PROBLEM = re.compile(r"^(?P<file>[^\n]+?):(?P<line>\d+): (?P<rest>.+)$")
 FILE_LEVEL = re.compile(
-    r"^[^\n]+?: (the file is empty|no such file|cannot read the file|expected a YAML scenario file|expected at most)"
+    r"^[^\n]+?: (the file is empty|no such file|cannot read the file|expected a YAML scenario file|\d+ more problems)"
 )
 USAGE = re.compile(r"^distval( [a-z]+)?: error: .+ \(see distval( [a-z]+)? --help\)$")
 DISTVAL = re.compile(r"^distval: (?!internal error).+$")

@@ -29,6 +29,9 @@ LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 # A scenario file nests 7 levels deep at most (scenarios[0].checks[0].args.names[0]); 32 leaves room.
 MAX_DEPTH = 32
 MERGE_TAG = "tag:yaml.org,2002:merge"
+# Nodes in a document once its aliases are expanded: a 20 KB file of aliases to aliases once asked the
+# loader for a million checks (10,000 scenarios written out one by one are some 200,000 nodes).
+EXPANDED_MAX = 300_000
 # What YAML 1.1 allows in a stream (its c-printable set): every other character is an error.
 _FORBIDDEN = re.compile("[^\x09\x0a\x0d\x20-\x7e\x85\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _RESOLVER: Any = Resolver()  # PyYAML's resolver of implicit tags (untyped in types-PyYAML)
@@ -43,6 +46,7 @@ class _Open:
     path: str
     pairs: list[tuple[yaml.Node, yaml.Node]] = field(default_factory=list)
     key: yaml.Node | None = None
+    size: int = 1  # the nodes in it, each alias counted as the nodes it repeats
 
 
 def _cut(name: str | None) -> str:
@@ -62,6 +66,7 @@ class _Composer:
         self.anchors: dict[str, tuple[yaml.Node, int]] = {}
         self.open_ids: set[int] = set()
         self.root: yaml.Node | None = None
+        self.sizes: dict[int, int] = {}  # a finished collection's size, for the aliases to it
         self.documents = 0
 
     def path(self) -> str:
@@ -73,8 +78,8 @@ class _Composer:
             return index_path(top.path, len(top.node.value))
         return top.path if top.key is None else child_path(top.path, _key_text(top.key))
 
-    def fail(self, line: int | None, message: str) -> ConfigError:
-        where = self.path()
+    def fail(self, line: int | None, message: str, where: str | None = None) -> ConfigError:
+        where = self.path() if where is None else where
         number = f":{line}" if line is not None else ""
         return ConfigError([f"{self.problems.path}{number}: {where + ': ' if where else ''}{message}"])
 
@@ -93,14 +98,14 @@ class _Composer:
                 raise self.fail(line, f"alias *{_cut(event.anchor)} refers to no anchor defined before it")
             if id(known[0]) in self.open_ids:
                 raise self.fail(line, f"alias *{_cut(event.anchor)} is inside the node it refers to (line {known[1]}): a cycle")
-            self.add(known[0])
+            self.add(known[0], self.sizes.get(id(known[0]), 1))
         elif isinstance(event, yaml.ScalarEvent):
             tag = event.tag
             if tag is None or tag == "!":
                 tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
             node = yaml.ScalarNode(tag, event.value, start, end, style=event.style)
             self.anchor(event, node)
-            self.add(node)
+            self.add(node, 1)
         elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):
             if len(self.stack) >= MAX_DEPTH:
                 raise self.fail(line, f"expected at most {MAX_DEPTH} levels of nesting; this is deeper")
@@ -122,7 +127,15 @@ class _Composer:
             done.node.end_mark = end
             if isinstance(done.node, yaml.MappingNode):
                 done.node.value = self.merged(done)
-            self.add(done.node)
+            if done.size > EXPANDED_MAX:
+                raise self.fail(
+                    done.node.start_mark.line + 1,
+                    f"expected at most {EXPANDED_MAX} nodes once aliases are expanded (an alias repeats what it "
+                    f"refers to); this {'list' if isinstance(done.node, yaml.SequenceNode) else 'mapping'} has {done.size}",
+                    done.path,
+                )
+            self.sizes[id(done.node)] = done.size
+            self.add(done.node, done.size)
 
     def anchor(self, event: Any, node: yaml.Node) -> None:
         if event.anchor is None:
@@ -134,11 +147,12 @@ class _Composer:
             )
         self.anchors[event.anchor] = (node, line)
 
-    def add(self, node: yaml.Node) -> None:
+    def add(self, node: yaml.Node, size: int) -> None:
         if not self.stack:
             self.root = node
             return
         top = self.stack[-1]
+        top.size += size
         if isinstance(top.node, yaml.SequenceNode):
             top.node.value.append(node)
         elif top.key is None:

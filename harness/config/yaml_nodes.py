@@ -16,6 +16,8 @@ import yaml
 # Echoed values are cut to this many characters (a 10 MB value must not make a 10 MB message).
 SHOWN_MAX = 100
 EXTENSION_PREFIX = "x-"
+# Problems shown of one file, at most; then one line with the count of the rest.
+PROBLEMS_SHOWN = 100
 _LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 
 
@@ -73,9 +75,13 @@ class Problems:
         self._numbers.append(node.start_mark.line if node is not None else -1)
 
     def in_file_order(self) -> list[str]:
-        """The problems by line (stable: those on one line in the order found)."""
+        """The problems by line (stable: those on one line in the order found); past PROBLEMS_SHOWN, one line
+        that says how many more there are (aliases can make a small file hold a million problems)."""
         order = sorted(range(len(self.lines)), key=lambda i: self._numbers[i])
-        return [self.lines[i] for i in order]
+        shown_lines = [self.lines[i] for i in order[:PROBLEMS_SHOWN]]
+        if len(order) > PROBLEMS_SHOWN:
+            shown_lines.append(f"{self.path}: {len(order) - PROBLEMS_SHOWN} more problems (the first {PROBLEMS_SHOWN} are shown)")
+        return shown_lines
 
 
 def describe(node: yaml.Node) -> str:
