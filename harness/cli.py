@@ -201,9 +201,15 @@ def _run_scenarios(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+JOBS_MAX = 256
+
+
 def _positive(value: str) -> int:
-    if not value.isdigit() or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1; got {value!r}")
+    """argparse type of --jobs: ASCII digits (str.isdigit() takes '²', which int() refuses), 1 to JOBS_MAX."""
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1; got {shown(value)}")
+    if int(value) > JOBS_MAX:
+        raise argparse.ArgumentTypeError(f"expected a whole number <= {JOBS_MAX}; got {shown(value)}")
     return int(value)
 
 
@@ -375,8 +381,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--jobs",
         type=_positive,
         metavar="K",
-        help=f"run up to K scenarios at once (default: one per core, at most one per 4 GiB of memory, at most 8; "
-        f"here {default_jobs()})",
+        help=f"run up to K scenarios at once, K <= {JOBS_MAX} (default: one per core, at most one per 4 GiB of memory, "
+        f"at most 8; here {default_jobs()})",
     )
     run.add_argument("--run-id", type=_run_id, help="label value for this run's containers and networks (default: random)")
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")

@@ -528,8 +528,13 @@ def test_a_filter_message_lists_a_few_names_and_cuts_the_pattern(
             "distval run: error: argument --json: expected the path of the JSON report; got 'a\\x00'",
         ),
         (["plan", "c.yaml", "\r"], "distval: error: unrecognized arguments: \\r (see distval --help)"),
+        (
+            ["run", "c.yaml", "--jobs", "\u00b2"],
+            "distval run: error: argument --jobs: expected a whole number >= 1; got '\u00b2'",
+        ),
+        (["run", "c.yaml", "--jobs", "9" * 30], "distval run: error: argument --jobs: expected a whole number <= 256; got '999"),
     ],
-    ids=["empty-config", "nul-config", "empty-junit", "nul-json", "carriage-return"],
+    ids=["empty-config", "nul-config", "empty-junit", "nul-json", "carriage-return", "jobs-superscript", "jobs-huge"],
 )
 def test_odd_paths_and_arguments_are_one_line_usage_errors(
     arguments: list[str], line: str, capsys: pytest.CaptureFixture[str]

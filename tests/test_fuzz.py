@@ -258,8 +258,10 @@ _DIR = Path(_WORKDIR.name)
 (_DIR / "bad.yaml").write_text("scenarios:\n  - topology: sideways\n    world_size: 0\n    checks: [nope]\n", encoding="utf-8")
 (_DIR / "empty.yaml").write_text("", encoding="utf-8")
 (_DIR / "valid.yaml").write_text(VALID, encoding="utf-8")
+# Copies: a fuzzed --junit or --json names any of these paths, and must not overwrite the shipped config.
+(_DIR / "default.yaml").write_text((ROOT / "configs" / "default.yaml").read_text(encoding="utf-8"), encoding="utf-8")
 _CONFIGS = [
-    str(ROOT / "configs" / "default.yaml"),
+    str(_DIR / "default.yaml"),
     str(_DIR / "valid.yaml"),
     str(_DIR / "bad.yaml"),
     str(_DIR / "empty.yaml"),
