@@ -1,6 +1,7 @@
 """YAML scenario files -> frozen dataclasses, strictly.
 
-The package's modules, one concern each: yaml_nodes (strict node reading, problem collection),
+The package's modules, one concern each: compose (YAML text -> nodes without recursion: bounded depth and
+size, merge keys, the key path in every YAML error), yaml_nodes (strict node reading, problem collection),
 values (readers of single values), check_list (the checks: list against the catalog), keys (the one
 declaration of every key), layout (nodes x nproc_per_node and the rendezvous rules), devices (device
 and gpus_per_node from the backend and the layout), resolve (a scenario's fields from its keys and the
