@@ -20,7 +20,7 @@ import harness.cli
 from harness import __version__
 from harness.cli import main
 from harness.config import parse_config
-from harness.engine import EngineError, ImageInfo
+from harness.engine import EngineError
 from harness.events import RunEvents
 from harness.plan import ScenarioPlan, plan_scenario
 from harness.reports.files import write_atomically
@@ -40,6 +40,7 @@ from harness.results import (
     ScenarioResult,
     scenario_hash,
 )
+from tests.fake_engine import FakeEngine
 from tests.terminal import screen
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-jenkins.xsd"
@@ -117,43 +118,10 @@ def record(check: str, rank: int, status: str, message: str, **details: Any) -> 
     )
 
 
-class FakeEngine:
-    instances: list[FakeEngine] = []
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        self.version_calls = 0
-        self.removed = 0
-        FakeEngine.instances.append(self)
-
-    def version(self) -> str:
-        self.version_calls += 1
-        return "27.5.1"
-
-    def image(self, reference: str) -> ImageInfo:
-        return ImageInfo(id="sha256:" + "ab" * 32, tags=(reference,), labels={})
-
-    def create_network(self, *args: Any) -> None:
-        pass
-
-    def start(self, container: Any) -> None:
-        pass
-
-    def state(self, container: Any) -> str:
-        return "exited"
-
-    def logs(self, container: Any) -> tuple[str, str]:
-        return "out", "err"
-
-    def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
-        self.removed += 1
-        return 0, 0
-
-
 def fake_run_scenario(engine: Any, plan: ScenarioPlan, events: RunEvents, stop: object = None) -> ScenarioOutcome:
     """What runtime.run_scenario returns: all_reduce fails on rank 1 in 'across', everything else passes."""
     image = engine.image(plan.image)
-    engine.create_network(plan.network.name)
+    engine.create_network(plan.network)
     engine.start(None)
     events.phase(plan, "running")
     events.note(plan, f"started {len(plan.containers)} container(s)")
