@@ -10,7 +10,6 @@ from typing import Any, ClassVar
 from harness.docker_spec import ContainerPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, EngineAPI, GpuSupport, ImageInfo
 
-
 NO_GPUS = GpuSupport(0, "no GPUs in the fake Engine")
 
 
