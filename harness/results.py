@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from harness import __version__
 from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
+from harness.host_plan import canonical_host_plan
 from harness.plan import ScenarioPlan, plan_scenario
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
@@ -85,6 +86,7 @@ class RunSummary:
     engine_version: str | None = None  # Engine.version(), asked once per run; None when no Engine answered
     host: str = field(default_factory=socket.gethostname)
     config_path: str | None = None  # as given on the command line: the reproduce commands name it
+    mode: str = "docker"  # "host" for distval run --host (local processes, no Docker): a property of every testsuite
 
     @property
     def exit_code(self) -> int:
@@ -107,6 +109,7 @@ def run_properties(summary: RunSummary) -> dict[str, str]:
         "distval_version": __version__,
         "docker_engine_version": summary.engine_version or "unknown",
         "host": summary.host,
+        "mode": summary.mode,
     }
 
 
@@ -120,8 +123,12 @@ def scenario_hash(plan: ScenarioPlan) -> str:
     """What ran, as 12 hex digits: sha256 over the plan's image, containers (creation arguments and files)
     and steps, planned again under a fixed run id. No run id reaches the hash in any form (names,
     c10d's --rdzv_id, labels), so the same scenario on the same image hashes the same in every run, and a
-    changed check argument, image, option or launcher line does not."""
-    canonical = plan_scenario(plan.scenario, "run-id", plan.image, plan.slug)
+    changed check argument, image, option or launcher line does not. A host-mode plan is planned again
+    as a host plan (the same Python, a fixed root directory)."""
+    if plan.mode == "host":
+        canonical = canonical_host_plan(plan)
+    else:
+        canonical = plan_scenario(plan.scenario, "run-id", plan.image, plan.slug)
     payload = json.dumps(
         {
             "image": canonical.image,
