@@ -377,6 +377,7 @@ def _collect(node: _Node, killed: bool) -> ContainerOutcome:
         stderr=_read(node.directory / "stderr.log"),
         result_files=files,
         problem=problem,
+        kind="node",
     )
 
 

@@ -35,6 +35,7 @@ class ContainerOutcome:
     stderr: str
     result_files: dict[str, bytes] = field(default_factory=dict)
     problem: str | None = None
+    kind: str = "container"  # what ran, in messages: "container", or "node" (a local process group, host mode)
 
 
 @dataclass(frozen=True)
@@ -187,22 +188,23 @@ def _why_missing(outcome: ContainerOutcome, deadline_s: float) -> str:
     if outcome.problem:
         return outcome.problem
     if outcome.killed_at_deadline:
-        return f"container {outcome.name} was still running at the {deadline_s:g} s deadline and was killed"
-    reason = f"container {outcome.name} exited with code {outcome.exit_code}"
+        return f"{outcome.kind} {outcome.name} was still running at the {deadline_s:g} s deadline and was killed"
+    reason = f"{outcome.kind} {outcome.name} exited with code {outcome.exit_code}"
     error = first_error_line(outcome.stderr) or first_error_line(outcome.stdout)
     return f"{reason}: {error}" if error else reason
 
 
 def _exit_case(outcomes: tuple[ContainerOutcome, ...], deadline_s: float, duration_s: float) -> CaseResult:
     bad = [o for o in outcomes if o.killed_at_deadline or o.exit_code != 0 or o.problem]
+    kind = outcomes[0].kind if outcomes else "container"
     if not bad:
         return CaseResult(
-            EXIT_STATUS_CASE, PASSED, f"{len(outcomes)} container(s) exited 0 within the {deadline_s:g} s deadline", duration_s
+            EXIT_STATUS_CASE, PASSED, f"{len(outcomes)} {kind}(s) exited 0 within the {deadline_s:g} s deadline", duration_s
         )
     message = "; ".join(_why_missing(o, deadline_s) for o in bad)
     output = "\n\n".join(f"--- {o.name} (last lines) ---\n{tail(o.stdout + o.stderr)}" for o in bad)
     return CaseResult(
-        EXIT_STATUS_CASE, ERROR, f"expected every container to exit 0 within the deadline; {message}", duration_s, output
+        EXIT_STATUS_CASE, ERROR, f"expected every {kind} to exit 0 within the deadline; {message}", duration_s, output
     )
 
 

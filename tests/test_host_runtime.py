@@ -161,6 +161,7 @@ def test_nodes_run_in_their_directories_with_resolved_ports_and_their_results_ar
     result = summarize_scenario(outcome)
     assert result.status == PASSED, result.cases
     assert [c.name for c in result.cases] == ["env", "all_reduce", "exit_status"]
+    assert result.cases[-1].message == "2 node(s) exited 0 within the 300 s deadline"
     assert events.of("phase") == [RUNNING, COLLECTING, REMOVING]
     assert sorted(events.of("exited")) == sorted(f"{c.name}=0" for c in plan.containers)
     assert list(root.iterdir()) == []  # the nodes' directories are gone
@@ -191,7 +192,7 @@ def test_a_hanging_node_is_killed_at_the_deadline_with_every_process_it_started(
     result = summarize_scenario(outcome)
     assert result.status == ERROR
     case = next(c for c in result.cases if c.name == "all_reduce")
-    assert "was still running at the 2 s deadline and was killed" in case.message
+    assert f"node {plan.containers[0].name} was still running at the 2 s deadline and was killed" in case.message
     assert list((tmp_path / "root").iterdir()) == []
 
 
