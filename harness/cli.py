@@ -8,6 +8,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import fnmatch
+import functools
 import json
 import os
 import re
@@ -19,14 +20,23 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
+from typing import TYPE_CHECKING, Any
 
 from harness import __version__
 from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
-from harness.engine import Engine, EngineError, ImageMissing
-from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, FilterMismatch, Interrupted
+from harness.errors import (
+    EXIT_BAD_INPUT,
+    BadInput,
+    ConfigError,
+    DistvalError,
+    EngineError,
+    FilterMismatch,
+    ImageMissing,
+    Interrupted,
+)
 from harness.events import RunEvents
-from harness.fixtures import FIXTURES, build_fixtures, is_current, recipe_hash
+from harness.host_runtime import HostSession
 from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
 from harness.plan_render import plan_as_data, render_plan
 from harness.progress import ProgressDisplay
@@ -34,10 +44,29 @@ from harness.reports.json_report import write_json
 from harness.reports.junit import write_junit
 from harness.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
 from harness.reports.summary import render_summary
-from harness.results import RunSummary, ScenarioResult, summarize_scenario
+from harness.results import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
 from harness.runtime import run_scenario, signals_deferred
 
+if TYPE_CHECKING:
+    from harness.engine import Engine
+
 Progress = Callable[[str], None]
+Execute = Callable[[ScenarioPlan, RunEvents, threading.Event], ScenarioOutcome]
+
+
+def __getattr__(name: str) -> Any:
+    """``Engine`` is imported on first use, and docker-py with it: host mode (and ``plan``) never need it."""
+    if name == "Engine":
+        from harness.engine import Engine
+
+        globals()["Engine"] = Engine
+        return Engine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _engine(run_id: str) -> Engine:
+    engine: Engine = sys.modules[__name__].Engine(run_id)  # through __getattr__, or a test's stand-in
+    return engine
 
 
 class _Interrupt(Interrupted):
@@ -61,6 +90,8 @@ def _progress(quiet: bool) -> Progress:
 
 
 def _ensure_images(engine: Engine, images: list[str], progress: Progress) -> None:
+    from harness.fixtures import FIXTURES, build_fixtures, is_current
+
     for image in images:
         if image in FIXTURES and not is_current(engine, image):
             progress(f"image {image} is missing or stale: building it now (no registry is used)")
@@ -132,9 +163,9 @@ def default_jobs() -> int:
 
 
 def _run_scenarios(
-    engine: Engine, plans: tuple[ScenarioPlan, ...], display: ProgressDisplay, jobs: int, require_gpu: bool = False
+    execute: Execute, plans: tuple[ScenarioPlan, ...], display: ProgressDisplay, jobs: int, require_gpu: bool = False
 ) -> list[ScenarioResult]:
-    """Run the scenarios, up to ``jobs`` at once, and return their results in plan order.
+    """Run the scenarios with ``execute`` (a runtime), up to ``jobs`` at once; their results in plan order.
 
     The workers share the Engine client (docker-py's connection pool serves concurrent requests). On
     Ctrl-C or SIGTERM (raised in this thread) the workers are told to stop, kill their containers and
@@ -145,7 +176,7 @@ def _run_scenarios(
 
     def run_one(index: int, scenario_plan: ScenarioPlan) -> ScenarioResult:
         events.scenario_started(scenario_plan, index, len(plans))
-        result = summarize_scenario(run_scenario(engine, scenario_plan, events, stop), require_gpu=require_gpu)
+        result = summarize_scenario(execute(scenario_plan, events, stop), require_gpu=require_gpu)
         events.scenario_finished(result)
         return result
 
@@ -175,19 +206,34 @@ def command_run(args: argparse.Namespace) -> int:
     engine: Engine | None = None
     engine_version: str | None = None
     host = socket.gethostname()
+    session: HostSession | None = None
+    mode = "host" if args.host else "docker"
 
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
-        return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config)
+        return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config, mode)
 
     summary: RunSummary
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        config = load_config(args.config)
-        plan = select_scenarios(plan_run(config, run_id, args.image), args.filter)
-        engine = Engine(run_id)
-        engine_version = _engine_version(engine)
-        _ensure_images(engine, images_of(plan), display.log)
-        results.extend(_run_scenarios(engine, plan.scenarios, display, args.jobs or default_jobs(), args.require_gpu))
+        execute: Execute
+        if args.host:
+            # Local processes with the local torch (harness/host_runtime.py); Docker is never asked.
+            if args.image:
+                raise BadInput("--image names a container image, --host runs the local Python's torch: give one, not both")
+            config = load_config(args.config)
+            session = HostSession(run_id, args.python)
+            plan = select_scenarios(session.plan_run(config), args.filter)
+            execute = session.run_scenario
+        else:
+            if args.python:
+                raise BadInput("--python names the local Python of host mode: it needs --host")
+            config = load_config(args.config)
+            plan = select_scenarios(plan_run(config, run_id, args.image), args.filter)
+            engine = _engine(run_id)
+            engine_version = _engine_version(engine)
+            _ensure_images(engine, images_of(plan), display.log)
+            execute = functools.partial(run_scenario, engine)
+        results.extend(_run_scenarios(execute, plan.scenarios, display, args.jobs or default_jobs(), args.require_gpu))
         summary = summarize()
     except KeyboardInterrupt:
         display.close()
@@ -209,9 +255,13 @@ def command_run(args: argparse.Namespace) -> int:
                     engine.remove_labelled()
                 except EngineError as exc:
                     print(f"distval: cleanup failed: {exc}", file=sys.stderr)
+        if session is not None:
+            session.close()
         signal.signal(signal.SIGTERM, previous)
     _write_reports(summary, args)
     sys.stdout.write(render_summary(summary))
+    if args.host and summary.scenarios:
+        print("(host mode: local processes with the local torch, no Docker; every testsuite is marked [host])")
     return summary.exit_code
 
 
@@ -236,13 +286,15 @@ def command_schema(_args: argparse.Namespace) -> int:
 
 
 def command_fixtures(args: argparse.Namespace) -> int:
+    from harness.fixtures import FIXTURES, build_fixtures, recipe_hash
+
     if args.action == "list":
         for tag, fixture in FIXTURES.items():
             print(f"{tag}  recipe {recipe_hash(tag)}  {fixture.description}")
         return 0
     progress = _progress(False)
     try:
-        engine = Engine(secrets.token_hex(4))
+        engine = _engine(secrets.token_hex(4))
         tags = args.tags or list(FIXTURES)
         build_fixtures(engine, tags, progress, force=args.force)
     except DistvalError as exc:
@@ -254,7 +306,7 @@ def command_fixtures(args: argparse.Namespace) -> int:
 def command_cleanup(args: argparse.Namespace) -> int:
     """Remove what a run killed with SIGKILL left behind (everything labelled distval.managed=true)."""
     try:
-        engine = Engine("cleanup")
+        engine = _engine("cleanup")
         containers, networks = engine.remove_matching([f"distval.run={args.run_id}"] if args.run_id else [])
     except DistvalError as exc:
         print(f"distval: {exc}", file=sys.stderr)
@@ -302,6 +354,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--require-gpu",
         action="store_true",
         help="a scenario that needs GPUs the Engine cannot give fails instead of being skipped (for GPU pipelines)",
+    )
+    run.add_argument(
+        "--host",
+        action="store_true",
+        help="no Docker: run each node as local processes with the local Python's torch (see --python)",
+    )
+    run.add_argument(
+        "--python",
+        metavar="PATH",
+        help="with --host: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
     )
     run.set_defaults(handler=command_run)
 

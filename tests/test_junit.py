@@ -245,6 +245,7 @@ def test_properties(root: ET.Element) -> None:
         "distval_version": __version__,
         "docker_engine_version": ENGINE_VERSION,
         "host": HOST,
+        "mode": "docker",
     }
     across = properties(suite_named(root, "across (cross-container, 2x1, 2 ranks, static)"))
     assert (across["topology"], across["image_id"], across["torch_version"]) == ("cross-container", "sha256:across", "2.6.0")
@@ -287,6 +288,7 @@ def test_early_error_suite(root: ET.Element) -> None:
         "distval_version": __version__,
         "docker_engine_version": ENGINE_VERSION,
         "host": HOST,
+        "mode": "docker",
     }
 
 
