@@ -111,7 +111,7 @@ def gpu_shortfall(local: LocalTorch, plan: ScenarioPlan) -> tuple[str | None, bo
         return f"the scenario needs {needed} GPU(s); cannot tell how many the local torch sees: {how}", False
     if count >= needed:
         return None, True
-    return f"the scenario needs {needed} GPU(s), one per NCCL rank; the local torch sees {count} ({how})", True
+    return f"{plan.gpus_needed_text}; the local torch sees {count} ({how})", True
 
 
 def host_limitation(plan: ScenarioPlan) -> str | None:

@@ -126,6 +126,12 @@ class ScenarioPlan:
     def gpus_needed(self) -> int:
         return sum(len(c.options.gpu_device_ids) for c in self.containers)
 
+    @property
+    def gpus_needed_text(self) -> str:
+        """The GPUs this scenario needs, in words (the first half of every GPU skip reason)."""
+        why = "one per NCCL rank" if self.scenario.backend in NCCL_BACKENDS else "shared by each node's ranks"
+        return f"the scenario needs {self.gpus_needed} GPU(s), {why}"
+
     def container(self, name: str) -> ContainerPlan:
         return next(c for c in self.containers if c.name == name)
 

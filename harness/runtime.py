@@ -79,7 +79,7 @@ def gpu_shortfall(engine: EngineAPI, plan: ScenarioPlan) -> str | None:
     if support.count >= needed:
         return None
     why = support.reason or f"the Engine gives containers {support.count}"
-    return f"the scenario needs {needed} GPU(s), one per NCCL rank; {why}"
+    return f"{plan.gpus_needed_text}; {why}"
 
 
 def run_scenario(
