@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from harness.checks import CATALOG, ArgSpec
+from harness.catalog import CATALOG, ArgSpec
 from harness.errors import ConfigError
 
 TOPOLOGIES = ("in-container", "cross-container")

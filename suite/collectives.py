@@ -1,6 +1,7 @@
-"""``collectives``: every gloo collective against a known answer, one result per operation.
+"""The collective checks: ``all_reduce`` (one SUM, the quick signal) and ``collectives`` (every
+collective against a known answer, one result per operation).
 
-Each tensor operation runs on float32, float64, int64 and bfloat16 at a few elements, and on float32
+In ``collectives`` each tensor operation runs on float32, float64, int64 and bfloat16 at a few elements, and on float32
 at ``large_mib`` MiB (16 by default, past gloo's chunking). The inputs depend on the rank and on the
 element index (stale, shuffled or wrong-rank data shows), and every expected value is a small integer,
 exact in every dtype. A dtype or operation this image's gloo does not support is skipped with torch's
@@ -29,6 +30,27 @@ NUMPY_MISSING = re.compile(r"(?i)numpy is not available|no module named .?numpy"
 
 class Unsupported(Exception):
     pass
+
+
+@check("all_reduce")
+def check_all_reduce(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
+    ctx.process_group()
+    numel = int(args.get("numel", 1))
+    rank, world = dist.get_rank(), dist.get_world_size()
+    tensor = torch.full((numel,), float(rank + 1), dtype=torch.float32)
+    dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    expected = world * (world + 1) / 2.0
+    wrong = (tensor != expected).nonzero().flatten()
+    details = {"numel": numel, "world_size": world, "expected": expected}
+    if wrong.numel() > 0:
+        first = int(wrong[0])
+        details.update({"wrong_elements": int(wrong.numel())})
+        raise CheckFailed(
+            "all_reduce(SUM) of rank+1 over %d ranks: expected %s in every element, got %s at element %d "
+            "(%d of %d elements wrong)" % (world, expected, float(tensor[first]), first, int(wrong.numel()), numel),
+            details,
+        )
+    return "all_reduce(SUM) over %d ranks gave %s in all %d elements" % (world, expected, numel), details
 
 
 @functools.lru_cache(maxsize=8)
@@ -370,6 +392,3 @@ def _report_runs(ctx: Context, part: str, outcomes: List[Tuple[str, str]], repea
     skipped = [text for status, text in outcomes[:1] if status == SKIPPED]
     runs = len([o for o in outcomes if o[0] != SKIPPED])
     _report(ctx, part, runs, failures, errors, skipped, repeat, duration_s)
-
-
-__all__ = ["CheckFailed"]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import harness.cli
-from harness.checks import CATALOG, ArgSpec
+from harness.catalog import CATALOG, ArgSpec
 from harness.config import (
     DEFAULT_CHECK_TIMEOUT_S,
     DEFAULT_COLLECTIVE_TIMEOUT_S,
