@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import time
 import uuid
@@ -12,27 +13,57 @@ import torch
 import torch.distributed as dist
 
 from suite.core import CheckFailed, CheckOutcome, Context, Skip, check, require_torch, require_world, torch_version
+from suite.devices import is_nccl
 from suite.records import FAILED
 
-TIMEOUT_WORDS = re.compile(r"(?i)timed? ?out|timeout|deadline")
+TIMEOUT_WORDS = re.compile(r"(?i)timed? ?out|timing out|timeout|deadline")
+# Read by ProcessGroupNCCL when a group is created (the old spelling before torch 2.2): with it, a
+# timed-out collective raises in Work.wait() on the calling thread instead of being left to the NCCL
+# watchdog, which with TORCH_NCCL_ASYNC_ERROR_HANDLING=1 (set by the harness) aborts the process.
+NCCL_BLOCKING_WAIT = ("TORCH_NCCL_BLOCKING_WAIT", "NCCL_BLOCKING_WAIT")
+
+
+def _new_group_blocking(ranks: List[int], timeout: timedelta) -> Any:
+    """new_group(timeout=...) with blocking wait for this group only (the variables are restored)."""
+    saved = {name: os.environ.get(name) for name in NCCL_BLOCKING_WAIT}
+    os.environ.update({name: "1" for name in NCCL_BLOCKING_WAIT})
+    try:
+        return dist.new_group(ranks=ranks, timeout=timeout)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 @check("timeout")
 def check_timeout(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
-    """One rank arrives late on purpose; the others must fail at the deadline, not hang."""
+    """One rank arrives late on purpose; the others must fail at the deadline, not hang.
+
+    With NCCL a collective returns before it completes: the timeout surfaces in Work.wait() (blocking
+    wait, set for the check's group) or, if the NCCL watchdog wins, as the process being aborted (then
+    this rank writes no record and the harness reports the exit). The suite's watchdog stays the
+    backstop either way.
+    """
     deadline_s = float(args.get("deadline_s", 2.0))
     margin_s = float(args.get("margin_s", 2.0))
     ctx.process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
     require_world(2, world, "timeout")
     late_rank = world - 1
-    if hasattr(dist, "set_timeout") and torch_version() >= (2, 14):
+    device = ctx.device
+    nccl = is_nccl(ctx.backend)
+    if nccl:
+        path = "the timeout given when the group was created (new_group(timeout=...), NCCL blocking wait)"
+        group = _new_group_blocking(list(range(world)), timedelta(seconds=deadline_s))
+    elif hasattr(dist, "set_timeout") and torch_version() >= (2, 14):
         path = "set_timeout() on a live group"
         group = dist.new_group(ranks=list(range(world)))
     else:
         path = "the timeout given when the group was created (new_group(timeout=...))"
         group = dist.new_group(ranks=list(range(world)), timeout=timedelta(seconds=deadline_s))
-    baseline = torch.ones(4)
+    baseline = torch.ones(4, device=device)
     dist.all_reduce(baseline, group=group)
     if float(baseline[0]) != world:
         raise CheckFailed("baseline all_reduce before the late arrival: expected %d, got %s" % (world, float(baseline[0])))
@@ -67,7 +98,12 @@ def check_timeout(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     )
     started = time.monotonic()
     try:
-        dist.all_reduce(torch.ones(4), group=group)
+        if nccl:
+            work = dist.all_reduce(torch.ones(4, device=device), group=group, async_op=True)
+            work.wait()
+            torch.cuda.synchronize(device)
+        else:
+            dist.all_reduce(torch.ones(4, device=device), group=group)
     except RuntimeError as exc:
         elapsed = time.monotonic() - started
         store.set(done_key + str(rank), "%.3f" % elapsed)
@@ -118,7 +154,7 @@ def check_reconfigure(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
         group_uuid = int(store.get(key + "uuid").decode())
         uuids.append(group_uuid)
         c10d._reconfigure(uuid=group_uuid, handles=handles, timeout=timedelta(seconds=ctx.collective_timeout_s)).wait()
-        tensor = torch.full((8,), float(rank + 1))
+        tensor = torch.full((8,), float(rank + 1), device=ctx.device)
         dist.all_reduce(tensor)
         if not bool((tensor == expected).all()):
             raise CheckFailed(

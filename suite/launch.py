@@ -55,9 +55,14 @@ def check_launch(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
 
     ctx.process_group()
     world = dist.get_world_size()
-    mine = {"rank": values["RANK"], "local_rank": values.get("LOCAL_RANK", 0), "group_rank": values.get("GROUP_RANK", -1)}
+    mine: Dict[str, Any] = {
+        "rank": values["RANK"],
+        "local_rank": values.get("LOCAL_RANK", 0),
+        "group_rank": values.get("GROUP_RANK", -1),
+    }
     mine.update({"hostname": socket.gethostname(), "pid": os.getpid(), "node": os.environ.get("DISTVAL_NODE_RANK")})
     mine["gloo_interface"] = ctx.gloo_interface
+    mine["nccl_interface"] = ctx.socket_interfaces.get("NCCL_SOCKET_IFNAME")
     mine["master_addr"] = os.environ.get("MASTER_ADDR") or ctx.spec.get("init_method")
     gathered = ctx.exchange("launch", mine)
     ranks = [int(entry["rank"]) for entry in gathered]

@@ -12,7 +12,7 @@ import json
 import sys
 import time
 import traceback
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 from suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
 
@@ -20,7 +20,7 @@ from suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
 CHECK_MODULES = ("suite.image", "suite.launch", "suite.collectives", "suite.ddp", "suite.store", "suite.group")
 
 
-def _ordered(entries: List[Dict[str, Any]], run_last: tuple) -> List[Dict[str, Any]]:
+def _ordered(entries: List[Dict[str, Any]], run_last: Tuple[str, ...]) -> List[Dict[str, Any]]:
     return sorted(entries, key=lambda e: run_last.index(e["name"]) + 1 if e["name"] in run_last else 0)
 
 

@@ -123,6 +123,7 @@ def test_catalog_entries_are_consistent() -> None:
 CATALOG_KINDS: dict[str, dict[str, str]] = {
     "env": {},
     "identity": {"torch": "version", "python": "version", "build": "choice", "backends": "names"},
+    "cuda_build": {"build": "choice", "cuda": "version"},
     "launch": {},
     "all_reduce": {"numel": "int"},
     "collectives": {"repeat": "int", "large_mib": "int"},
@@ -190,6 +191,7 @@ def test_check_args_read_by_the_suite_are_in_the_catalog() -> None:
     # The reader finds what is there (so the subset check above is not vacuous).
     assert seen["identity"] == {"torch", "python", "build", "backends"}
     assert seen["timeout"] == {"deadline_s", "margin_s"}
+    assert seen["cuda_build"] == {"build", "cuda"}
 
 
 def test_args_reader_finds_every_form() -> None:

@@ -38,7 +38,10 @@ SCENARIO_KEYS = (
     "collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, env, user, "
     "working_dir, checks, matrix, exclude"
 )
-CHECK_NAMES = "a check name (env, identity, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, reconfigure)"
+CHECK_NAMES = (
+    "a check name (env, identity, cuda_build, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, "
+    "reconfigure)"
+)
 
 
 def yaml_text(text: str) -> str:
@@ -993,7 +996,8 @@ def test_default_yaml_loads() -> None:
         assert scenario.check_timeout_s == 120.0
         # The whole gloo suite, every check once, in both scenarios (the second reuses the first's list).
         assert [c.name for c in scenario.checks] == DEFAULT_CHECKS
-        assert sorted(DEFAULT_CHECKS) == sorted(CATALOG)
+        # cuda_build's verdict is about the image's build: a config states build/cuda for it.
+        assert sorted(DEFAULT_CHECKS) == sorted(set(CATALOG) - {"cuda_build"})
         args = {c.name: dict(c.args) for c in scenario.checks if c.args}
         assert args == {"identity": {"backends": ("gloo",)}, "timeout": {"deadline_s": 1.0, "margin_s": 1.0}}
         assert not any(c.required for c in scenario.checks)
