@@ -280,11 +280,32 @@ def backend_unknown_reason(backend: str) -> Optional[str]:
     """Why this torch cannot even name ``backend`` (nccl-legacy before torch 2.15), or None."""
     if not dist.is_available() or backend in ("gloo", "nccl", "mpi"):
         return None
+    known = getattr(dist.Backend, "backend_list", None)
+    if known is None:
+        try:
+            dist.Backend(backend)  # torch 1.x: ValueError "Invalid backend" for a name it does not know
+        except ValueError as exc:
+            return "torch %s does not know the backend name %r (%s)" % (torch.__version__, backend, exc)
+        return None
+    # torch 2.x accepts any name in Backend(); it knows those in backend_list and, from 2.15 on (measured),
+    # those its dist-info registers as torch.distributed.backends entry points (nccl-legacy, nccl2, ...).
+    names = set(known) | set(_backend_entry_points())
+    if backend.lower() in names:
+        return None
+    return "torch %s does not know the backend name %r (it knows: %s)" % (torch.__version__, backend, ", ".join(sorted(names)))
+
+
+def _backend_entry_points() -> List[str]:
+    from importlib import metadata
+
     try:
-        dist.Backend(backend)
-    except ValueError as exc:
-        return "torch %s does not know the backend name %r (%s)" % (torch.__version__, backend, exc)
-    return None
+        found: Any = metadata.entry_points()
+        group = "torch.distributed.backends"
+        # Python 3.9 returns a dict of groups; 3.10+ an EntryPoints object with select().
+        entries = found.select(group=group) if hasattr(found, "select") else found.get(group, [])
+        return [entry.name for entry in entries]
+    except Exception:  # noqa: BLE001 - unreadable metadata: only the built-in list counts
+        return []
 
 
 def _init_call(ctx: Context) -> str:
