@@ -29,7 +29,7 @@ from suite.devices import backend_family, device_kind, is_nccl, local_device_ind
 from suite.network import parse_subnets, select_socket_interfaces
 from suite.records import ERROR, FAILED, PASSED, RecordWriter
 from suite.requirements import marker_holds, normalize, parse_requirement, specifier_matches
-from suite.versions import version_matches, version_tuple
+from suite.versions import readable, version_matches, version_tuple
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_FREE = (
@@ -114,6 +114,26 @@ def test_version_matches(version: str, specifier: str, expected: bool) -> None:
 def test_version_matches_rejects_what_it_cannot_read(specifier: str) -> None:
     with pytest.raises(ValueError):
         version_matches("13.0", specifier)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (">=2.6,<2.7", True),
+        ("2.6", True),
+        ("13.*", True),
+        ("!=12.*", True),
+        (" >= 3.11 ", True),
+        ("latest", False),
+        (">=13.*", False),
+        ("13.x", False),
+        ("", False),
+        ("2.6,", False),
+        ("1..2", False),
+    ],
+)
+def test_readable(text: str, expected: bool) -> None:
+    assert readable(text) is expected
 
 
 def test_version_tuple() -> None:
