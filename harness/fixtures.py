@@ -185,6 +185,30 @@ FIXTURES: dict[str, Fixture] = {
             "torch 2.15 from PyPI with torch's dist-info deleted (a slimming defect: gloo becomes unknown)",
             (f"RUN rm -rf {_PYPI_SITE}/torch-*.dist-info",),
         ),
+        # cuda_build's broken images. A real second nvidia-nccl-cu13 wheel (216 MB) would fit the download
+        # budget, but a layer's build context holds only small files from fixture_files/ and its build
+        # reaches no network, so a different wheel would need new build mechanics. Instead the installed
+        # wheel's dist-info says another version: exactly what importlib.metadata and pip then report.
+        _layer(
+            "distval-fixtures/broken:cuda-nccl-mismatch",
+            TORCH_PYPI,
+            "torch 2.15 from PyPI whose nvidia-nccl-cu13 says it is 2.27.7 (torch requires 2.30.7; the library is 2.30.7)",
+            (
+                f"RUN set -e; cd {_PYPI_SITE}; old=$(ls -d nvidia_nccl_cu13-*.dist-info); "
+                'sed -i "s/^Version: .*/Version: 2.27.7/" "$old/METADATA"; mv "$old" nvidia_nccl_cu13-2.27.7.dist-info; '
+                "python3 -c \"import importlib.metadata as m; assert m.version('nvidia-nccl-cu13') == '2.27.7'\"",
+            ),
+        ),
+        _layer(
+            "distval-fixtures/broken:cpu-claims-cuda",
+            "distval-fixtures/torch:2.6-debian",
+            "Debian's CPU torch 2.6 whose torch/version.py claims cuda = '13.0' (a CUDA label on a CPU build, pytorch#125879)",
+            (
+                "RUN set -e; target=$(python3 -c 'import torch.version as v; print(v.__file__)'); "
+                """grep -q '^cuda: .* = None$' "$target"; sed -i "s/^cuda: .*/cuda: Optional[str] = '13.0'/" "$target"; """
+                "python3 -c \"import torch; assert torch.version.cuda == '13.0'\"",
+            ),
+        ),
     )
 }
 
