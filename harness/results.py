@@ -15,8 +15,11 @@ import socket
 from dataclasses import dataclass, field
 
 from harness import __version__
+from harness.config import NCCL_BACKENDS
 from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
 from harness.host_plan import canonical_host_plan
+from harness.nccl_transport import describe as describe_transports
+from harness.nccl_transport import transports_between
 from harness.plan import ScenarioPlan, plan_scenario
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
@@ -342,6 +345,10 @@ def _properties(outcome: ScenarioOutcome) -> tuple[tuple[str, str], ...]:
     # torch.version.cuda is None on a CPU build: "none"; no env record at all: "unknown", like the others.
     props["cuda_version"] = str(env.get("cuda_version") or "none") if env else "unknown"
     props["scenario_hash"] = scenario_hash(outcome.plan)
+    if scenario.backend in NCCL_BACKENDS and outcome.containers:
+        # Which transport NCCL chose between each pair of ranks (NCCL_DEBUG=INFO, set by the plan): separate
+        # containers fall back to sockets unless IPC and the host hash are shared (NVIDIA/nccl#945).
+        props["nccl_transports"] = describe_transports(transports_between(c.stdout + c.stderr for c in outcome.containers))
     return tuple(props.items())
 
 

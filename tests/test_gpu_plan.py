@@ -107,3 +107,20 @@ def test_enough_gpus_runs_the_steps() -> None:
         "start",
         "remove_labelled",
     ]
+
+
+def test_the_report_names_the_transport_nccl_chose_between_each_pair() -> None:
+    from harness.results import ContainerOutcome, ScenarioOutcome
+
+    plan = plans()["nccl.nccl.cross"]
+    logs = (
+        "host-n0:12:34 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0\n",
+        "host-n1:56:78 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [receive] via NET/Socket/0\n",
+    )
+    containers = tuple(
+        ContainerOutcome(c.name, c.node_rank, c.ranks, 0, False, log, "") for c, log in zip(plan.containers, logs, strict=True)
+    )
+    properties = dict(summarize_scenario(ScenarioOutcome(plan, None, 1.0, containers)).properties)
+    assert properties["nccl_transports"] == "0-1 NET/Socket"
+    gloo = plans()["gloo-cuda"]
+    assert "nccl_transports" not in dict(summarize_scenario(ScenarioOutcome(gloo, None, 1.0, ())).properties)
