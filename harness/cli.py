@@ -23,6 +23,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from harness import __version__
+from harness.cleanup import RunDecision, by_run, decide, parse_duration
 from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
 from harness.errors import (
@@ -37,6 +38,8 @@ from harness.errors import (
 )
 from harness.events import RunEvents
 from harness.host_runtime import HostSession
+from harness.labels import LABEL_RUN
+from harness.owner import current_owner
 from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
 from harness.plan_render import plan_as_data, render_plan
 from harness.progress import ProgressDisplay
@@ -199,6 +202,15 @@ def _positive(value: str) -> int:
     return int(value)
 
 
+def announce_run(run_id: str) -> str:
+    """The line a run starts with (stderr, not with --quiet): what to clean up by hand if distval is killed."""
+    owner = current_owner()
+    return (
+        f"run {run_id} (pid {owner.pid} on {owner.host}): if distval is killed, "
+        f"`distval cleanup --run-id {run_id}` removes its containers and networks"
+    )
+
+
 def command_run(args: argparse.Namespace) -> int:
     run_id = args.run_id or secrets.token_hex(4)
     display = ProgressDisplay(None if args.quiet else sys.stderr)
@@ -229,6 +241,7 @@ def command_run(args: argparse.Namespace) -> int:
                 raise BadInput("--python names the local Python of host mode: it needs --host")
             config = load_config(args.config)
             plan = select_scenarios(plan_run(config, run_id, args.image), args.filter)
+            display.log(announce_run(run_id))
             engine = _engine(run_id)
             engine_version = _engine_version(engine)
             _ensure_images(engine, images_of(plan), display.log)
@@ -303,15 +316,38 @@ def command_fixtures(args: argparse.Namespace) -> int:
     return 0
 
 
+def _older_than(value: str) -> float:
+    """argparse type: a duration such as 30m or 2h, in seconds."""
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def command_cleanup(args: argparse.Namespace) -> int:
-    """Remove what a run killed with SIGKILL left behind (everything labelled distval.managed=true)."""
+    """Remove what runs that are over left behind (a run killed with SIGKILL): never a run whose owner still runs,
+    unless named with --run-id or --all. One line per run, removed or kept and why, then the totals."""
     try:
         engine = _engine("cleanup")
-        containers, networks = engine.remove_matching([f"distval.run={args.run_id}"] if args.run_id else [])
+        if args.run_id or args.all:
+            reason = f"named with --run-id {args.run_id}" if args.run_id else "--all"
+            found = engine.list_managed([f"{LABEL_RUN}={args.run_id}"] if args.run_id else [])
+            decisions = [RunDecision(run_id, tuple(rs), True, reason) for run_id, rs in by_run(found).items()]
+        else:
+            decisions = decide(engine.list_managed(), args.older_than, time.time(), socket.gethostname())
+        removed_containers = removed_networks = 0
+        for decision in decisions:
+            if not decision.remove:
+                print(f"kept run {decision.run_id} ({decision.counts()}): {decision.reason}")
+                continue
+            containers, networks = engine.remove_resources(list(decision.resources))
+            removed_containers, removed_networks = removed_containers + containers, removed_networks + networks
+            print(f"removed run {decision.run_id} ({containers} container(s), {networks} network(s)): {decision.reason}")
     except DistvalError as exc:
         print(f"distval: {exc}", file=sys.stderr)
         return exc.exit_code
-    print(f"removed {containers} container(s) and {networks} network(s)")
+    kept = sum(1 for d in decisions if not d.remove)
+    print(f"removed {removed_containers} container(s) and {removed_networks} network(s); kept {kept} run(s)")
     return 0
 
 
@@ -385,8 +421,22 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("--force", action="store_true", help="rebuild even when up to date")
     fixtures.set_defaults(handler=command_fixtures)
 
-    cleanup = commands.add_parser("cleanup", help="remove containers and networks left by a killed run")
-    cleanup.add_argument("--run-id", type=_run_id)
+    cleanup = commands.add_parser(
+        "cleanup",
+        help="remove containers and networks left by runs that are over (a run killed with SIGKILL)",
+        description="Without options: remove the containers and networks of every run whose distval process is gone "
+        "(same host, and no process with that pid and start time). A run that still runs, or ran on another host, is kept.",
+    )
+    which = cleanup.add_mutually_exclusive_group()
+    which.add_argument("--run-id", type=_run_id, help="remove this run's containers and networks, even if it still runs")
+    which.add_argument("--all", action="store_true", help="remove every container and network distval created, running or not")
+    which.add_argument(
+        "--older-than",
+        type=_older_than,
+        metavar="DURATION",
+        help="also remove runs whose newest container or network is older than this (e.g. 30m, 2h), "
+        "whether their owner runs or not, on any host",
+    )
     cleanup.set_defaults(handler=command_cleanup)
     return parser
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import socket
 import sys
 import threading
 import xml.etree.ElementTree as ET
@@ -106,6 +107,10 @@ def summary(**kwargs: Any) -> RunSummary:
 
 
 TIMESTAMP = re.compile(r"^\[\s*\d+\.\ds\] ")
+ANNOUNCEMENT = (
+    f"run {RUN_ID} (pid {os.getpid()} on {socket.gethostname()}): if distval is killed, "
+    f"`distval cleanup --run-id {RUN_ID}` removes its containers and networks"
+)
 
 
 # --- distval run, against a fake Engine and a fake runtime -----------------------------------------
@@ -198,8 +203,9 @@ def test_run_progress_plain_lines(fake_docker: Path, tmp_path: Path, capsys: pyt
     assert "\r" not in err
     lines = [TIMESTAMP.sub("", line) for line in err.splitlines()]
     assert all(TIMESTAMP.match(line) for line in err.splitlines())
-    assert lines[0] == f"inside (in-container, 2 ranks): starting on {IMAGE} (scenario 1 of 2; 2 ranks in 1 container)"
-    assert lines[1:6] == [
+    assert lines[0] == ANNOUNCEMENT
+    assert lines[1] == f"inside (in-container, 2 ranks): starting on {IMAGE} (scenario 1 of 2; 2 ranks in 1 container)"
+    assert lines[2:7] == [
         "inside (in-container, 2 ranks): running",
         "inside (in-container, 2 ranks): started 1 container(s)",
         "inside (in-container, 2 ranks): collecting logs and results",
@@ -219,8 +225,9 @@ def test_run_progress_on_a_terminal(
     err = capsys.readouterr().err
     assert "\r[1/2] inside (in-container, 2 ranks) | 2 ranks in 1 container | " in err
     assert "\r[2/2] across (cross-container, 2x1, 2 ranks, static) | 2 ranks in 2 containers, one each | running" in err
-    # Permanent lines: the scenario results only; the status line is cleared at the end.
+    # Permanent lines: the run id, then the scenario results only; the status line is cleared at the end.
     assert [TIMESTAMP.sub("", line) for line in screen(err)] == [
+        ANNOUNCEMENT,
         "inside (in-container, 2 ranks): passed in 2.5 s (3 passed)",
         "across (cross-container, 2x1, 2 ranks, static): failed in 2.5 s (2 passed; failed: all_reduce)",
         "",
@@ -245,7 +252,7 @@ def test_run_progress_plain_lines_of_two_jobs(both_at_once: Path, tmp_path: Path
     assert run(both_at_once, tmp_path, "--jobs", "2") == 1
     lines = [TIMESTAMP.sub("", line) for line in capsys.readouterr().err.splitlines()]
     inside, across = "inside (in-container, 2 ranks): ", "across (cross-container, 2x1, 2 ranks, static): "
-    assert [line for line in lines if not line.startswith((inside, across))] == []
+    assert [line for line in lines if not line.startswith((inside, across))] == [ANNOUNCEMENT]
     assert [line.removeprefix(inside) for line in lines if line.startswith(inside)] == [
         f"starting on {IMAGE} (scenario 1 of 2; 2 ranks in 1 container)",
         "running",
@@ -281,7 +288,8 @@ def test_run_progress_of_two_jobs_on_a_terminal(
     assert "\n[2/2] across (cross-container, 2x1, 2 ranks, static) | 2 ranks in 2 containers, one each | running" in err
     shown = [TIMESTAMP.sub("", line) for line in screen(err)]
     assert shown[-1] == ""  # the status lines are gone
-    assert sorted(shown[:-1]) == [  # the result lines, in the order the scenarios finished
+    assert shown[0] == ANNOUNCEMENT
+    assert sorted(shown[1:-1]) == [  # the result lines, in the order the scenarios finished
         "across (cross-container, 2x1, 2 ranks, static): failed in 2.5 s (2 passed; failed: all_reduce)",
         "inside (in-container, 2 ranks): passed in 2.5 s (3 passed)",
     ]
