@@ -77,7 +77,7 @@ def _harness_context(tmp_path: Path) -> bytes:
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", "3.13",
          "--implementation", "cp",
-         "--platform", "any", *platforms, "-d", str(wheels), "docker>=7.1,<8", "PyYAML>=6", "junit-xml>=1.9", "setuptools>=64"],
+         "--platform", "any", *platforms, "-d", str(wheels), "docker>=7.1,<8", "PyYAML>=6", "setuptools>=64"],
         check=True,
         timeout=300,
     )  # fmt: skip

@@ -22,7 +22,7 @@ from tests.conftest import leftovers
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = str(ROOT / "configs" / "default.yaml")
-SCHEMA = ROOT / "tests" / "schemas" / "junit-jenkins.xsd"
+SCHEMA = ROOT / "tests" / "schemas" / "junit-10.xsd"
 
 
 def validate(path: Path) -> ET.Element:

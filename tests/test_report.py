@@ -44,7 +44,7 @@ from harness.results import (
 from tests.fake_engine import FakeEngine
 from tests.terminal import screen
 
-SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-jenkins.xsd"
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-10.xsd"
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "reports"
 VERSION_MARK = "@DISTVAL_VERSION@"  # the goldens hold this instead of harness.__version__
 RUN_ID = "abc123"
