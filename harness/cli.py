@@ -43,6 +43,7 @@ from harness.owner import current_owner
 from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
 from harness.plan_render import plan_as_data, render_plan
 from harness.progress import ProgressDisplay
+from harness.reports.files import refusal
 from harness.reports.json_report import write_json
 from harness.reports.junit import write_junit
 from harness.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
@@ -129,8 +130,24 @@ def _engine_version(engine: Engine) -> str | None:
         return None  # only a property of the reports: not a reason to stop the run
 
 
-def _write_reports(summary: RunSummary, args: argparse.Namespace) -> None:
-    """JUnit, JSON, Markdown and $GITHUB_STEP_SUMMARY; a report that cannot be written is one line on stderr."""
+REPORT_OPTIONS = (("--junit", "junit"), ("--json", "json"), ("--markdown", "markdown"))
+
+
+def _refused_reports(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """(option, path, why) for each report path that names something other than a regular file (a directory, a
+    device, a FIFO): asked before the run starts, so that nothing runs for a report that cannot be written."""
+    refused = []
+    for option, attribute in REPORT_OPTIONS:
+        path = getattr(args, attribute)
+        reason = refusal(path) if path else None
+        if reason is not None:
+            refused.append((option, path, reason))
+    return refused
+
+
+def _write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset[str] = frozenset()) -> None:
+    """JUnit, JSON, Markdown and $GITHUB_STEP_SUMMARY; a report that cannot be written is one line on stderr.
+    ``skip``: the paths refused before the run (already said)."""
     writers: list[tuple[str, str | None, Callable[[], object]]] = [
         ("JUnit XML", args.junit, lambda: write_junit(summary, args.junit)),
         ("JSON report", args.json, lambda: write_json(summary, args.json)),
@@ -138,7 +155,7 @@ def _write_reports(summary: RunSummary, args: argparse.Namespace) -> None:
         ("step summary", os.environ.get(STEP_SUMMARY_ENV), lambda: append_step_summary(summary)),
     ]
     for what, path, write in writers:
-        if not path:
+        if not path or path in skip:
             continue
         try:
             write()
@@ -225,8 +242,11 @@ def command_run(args: argparse.Namespace) -> int:
         return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config, mode)
 
     summary: RunSummary
+    refused = _refused_reports(args)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
+        if refused:
+            raise BadInput("; ".join(f"{option} {reason}" for option, _, reason in refused))
         execute: Execute
         if args.host:
             # Local processes with the local torch (harness/host_runtime.py); Docker is never asked.
@@ -271,7 +291,7 @@ def command_run(args: argparse.Namespace) -> int:
         if session is not None:
             session.close()
         signal.signal(signal.SIGTERM, previous)
-    _write_reports(summary, args)
+    _write_reports(summary, args, frozenset(path for _, path, _ in refused))
     sys.stdout.write(render_summary(summary))
     if args.host and summary.scenarios:
         print("(host mode: local processes with the local torch, no Docker; every testsuite is marked [host])")
