@@ -2,7 +2,7 @@
 
 A run's resources are removed only when the run is over: its owner (harness/owner.py) is dead (same
 host, and no process with that pid and start time), or its newest resource is older than
-``--older-than``. A run whose owner lives, runs on another host, or is not named (made by a distval
+``--older-than``. A run whose owner lives, runs on another host (or in another PID namespace), or is not named (made by a distval
 before the owner labels) is kept, with the reason and the option that removes it anyway.
 """
 
@@ -86,7 +86,8 @@ def decide(
         elif owner is None:
             remove, reason = False, "it names no owner (made by an older distval); --older-than or --run-id removes it"
         elif state is None:
-            remove, reason = False, f"its owner, {owner.describe()}, is on another host; --older-than or --run-id removes it"
+            where = "on another host" if owner.host != host else "in another PID namespace (a container)"
+            remove, reason = False, f"its owner, {owner.describe()}, runs {where}; --older-than or --run-id removes it"
         else:
             remove, reason = False, f"its owner, {owner.describe()}, is still running; --run-id {run_id} removes it anyway"
         if not remove and older_than_s is not None and age is not None:

@@ -13,4 +13,4 @@ LABEL_SCENARIO = "distval.scenario"  # the scenario's name
 LABEL_NODE = "distval.node"  # the node rank a container hosts
 LABEL_OWNER_HOST = "distval.owner.host"  # the host name of the distval process that created it
 LABEL_OWNER_PID = "distval.owner.pid"  # that process's pid
-LABEL_OWNER_STARTED = "distval.owner.started"  # that process's start time ("<boot id>:<ticks since boot>")
+LABEL_OWNER_STARTED = "distval.owner.started"  # its start time ("<boot id>:<pid namespace>:<ticks since boot>")

@@ -1,10 +1,13 @@
 """Which process owns a run's containers and networks, and whether that process still lives.
 
 Every resource carries its owner as three labels (harness.labels): the host name, the pid and the
-process's start time. The start time tells a reused pid from the owner: on Linux it is the boot id and
-the start time in clock ticks since that boot (``/proc/<pid>/stat`` field 22), which no clock
-adjustment changes and no reboot repeats. Where that cannot be read (not Linux), it is ``unknown``
-and only the pid is checked, so that a live owner is never taken for a dead one.
+process's start time. The start time tells a reused pid from the owner: on Linux it is
+``<boot id>:<pid namespace>:<ticks>``, the start time in clock ticks since boot (``/proc/<pid>/stat``
+field 22), which no clock adjustment changes, with the boot it belongs to and the PID namespace the pid
+is counted in. A process of another boot is gone; one of another PID namespace (distval in a container
+that shares the host's name, e.g. with host networking) cannot be checked from here, like one of another
+host. Where the start time cannot be read (not Linux), it is ``unknown`` and only the pid is checked, so
+that a live owner is never taken for a dead one.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ _BOOT_ID = "/proc/sys/kernel/random/boot_id"
 class Owner:
     host: str
     pid: int
-    started: str  # "<boot id>:<ticks since boot>", or UNKNOWN
+    started: str  # "<boot id>:<pid namespace>:<ticks since boot>", or UNKNOWN
 
     def labels(self) -> dict[str, str]:
         return {LABEL_OWNER_HOST: self.host, LABEL_OWNER_PID: str(self.pid), LABEL_OWNER_STARTED: self.started}
@@ -42,13 +45,24 @@ class Owner:
         return f"pid {self.pid} on {self.host}"
 
 
+def _here() -> tuple[str, str] | None:
+    """(boot id, PID namespace) of this process, or None where /proc cannot say."""
+    try:
+        with open(_BOOT_ID, encoding="ascii") as handle:
+            boot_id = handle.read().strip()
+        namespace = os.readlink("/proc/self/ns/pid")  # "pid:[4026531836]"
+    except OSError:
+        return None
+    return boot_id, namespace.removeprefix("pid:[").removesuffix("]")
+
+
 def start_time(pid: int) -> str | None:
-    """The process's start time token ("<boot id>:<ticks>"); None when no such process; UNKNOWN when unreadable."""
+    """The start time token of process ``pid`` of this PID namespace ("<boot id>:<pid namespace>:<ticks>");
+    None when there is no such process; UNKNOWN when it cannot be read."""
+    here = _here()
     try:
         with open(f"/proc/{pid}/stat", encoding="utf-8", errors="replace") as handle:
             stat = handle.read()
-        with open(_BOOT_ID, encoding="ascii") as handle:
-            boot_id = handle.read().strip()
     except FileNotFoundError:
         if os.path.isdir("/proc/self"):
             return None  # /proc works: the process is gone
@@ -57,9 +71,9 @@ def start_time(pid: int) -> str | None:
         return UNKNOWN if _pid_exists(pid) else None
     # "pid (comm) state ppid ...": comm may hold spaces and parentheses, so split after its last ')'.
     fields = stat[stat.rfind(")") + 2 :].split()
-    if len(fields) < 20 or not fields[19].isdigit():
+    if here is None or len(fields) < 20 or not fields[19].isdigit():
         return UNKNOWN
-    return f"{boot_id}:{fields[19]}"  # field 22 of the whole line
+    return f"{here[0]}:{here[1]}:{fields[19]}"  # field 22 of the whole line
 
 
 def _pid_exists(pid: int) -> bool:
@@ -80,13 +94,19 @@ def current_owner() -> Owner:
 
 
 def owner_alive(owner: Owner, host: str | None = None) -> bool | None:
-    """Whether ``owner`` still runs: None when it is on another host (this one cannot tell).
+    """Whether ``owner`` still runs: None when this process cannot tell (another host, another PID namespace).
 
-    Dead means: no process with that pid, or one that started at another time (a reused pid, or a
-    reboot since). A start time that cannot be compared counts as alive.
+    Dead means: it ran before the last reboot, or there is no process with that pid, or one that started
+    at another time (a reused pid). A start time that cannot be compared counts as alive.
     """
     if owner.host != (host if host is not None else socket.gethostname()):
         return None
+    here, theirs = _here(), owner.started.split(":")
+    if here is not None and len(theirs) == 3:
+        if theirs[0] != here[0]:
+            return False  # started before this boot
+        if theirs[1] != here[1]:
+            return None  # its pid counts in another PID namespace
     now = start_time(owner.pid)
     if now is None:
         return False

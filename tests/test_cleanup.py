@@ -55,6 +55,30 @@ def test_another_host_cannot_be_judged() -> None:
     assert owner_alive(Owner("elsewhere", me.pid, me.started), me.host) is None
 
 
+def test_another_pid_namespace_cannot_be_judged() -> None:
+    me = current_owner()
+    boot, _, ticks = me.started.split(":")
+    container = Owner(me.host, me.pid, f"{boot}:4000000001:{ticks}")  # the same host name, another PID namespace
+    assert owner_alive(container, me.host) is None
+    (decision,) = decide(resources("c", container), None, NOW, me.host)
+    assert (decision.remove, decision.reason) == (
+        False,
+        f"its owner, pid {me.pid} on {me.host}, runs in another PID namespace (a container); --older-than or --run-id removes it",
+    )
+
+
+def test_an_owner_of_an_earlier_boot_is_gone() -> None:
+    me = current_owner()
+    _, namespace, ticks = me.started.split(":")
+    assert owner_alive(Owner(me.host, me.pid, f"00000000-0000-0000-0000-000000000000:{namespace}:{ticks}"), me.host) is False
+
+
+def test_an_unreadable_start_time_counts_as_alive_while_the_pid_exists() -> None:
+    me = current_owner()
+    assert owner_alive(Owner(me.host, me.pid, UNKNOWN), me.host) is True
+    assert owner_alive(Owner(me.host, dead_owner().pid, UNKNOWN), me.host) is False
+
+
 def test_owner_labels_round_trip_and_garbage_names_no_owner() -> None:
     me = current_owner()
     assert Owner.from_labels(me.labels()) == me
@@ -95,7 +119,7 @@ def test_decide_removes_only_runs_that_are_over() -> None:
     assert [(d.run_id, d.remove, d.reason) for d in decisions] == [
         ("live", False, f"its owner, pid {me.pid} on {me.host}, is still running; --run-id live removes it anyway"),
         ("dead", True, f"its owner, pid {dead.pid} on {dead.host}, is gone"),
-        ("remote", False, "its owner, pid 1 on elsewhere, is on another host; --older-than or --run-id removes it"),
+        ("remote", False, "its owner, pid 1 on elsewhere, runs on another host; --older-than or --run-id removes it"),
         ("legacy", False, "it names no owner (made by an older distval); --older-than or --run-id removes it"),
     ]
     assert [len(d.resources) for d in decisions] == [2, 2, 2, 2]
