@@ -519,7 +519,14 @@ def test_float_sums_keep_three_decimals(schema: etree.XMLSchema) -> None:
 
 @pytest.mark.parametrize(
     ("duration", "expected"),
-    [(-1.0, "0.000"), (float("nan"), "0.000"), (float("inf"), "0.000"), (1e-9, "0.000"), (12_345_678.9994, "12345678.999")],
+    [
+        (-1.0, "0.000"),
+        (float("nan"), "0.000"),
+        (float("inf"), "0.000"),
+        (1.797693134862316e305, "0.000"),  # found by the fuzz test: seconds * 1000 overflowed to infinity
+        (1e-9, "0.000"),
+        (12_345_678.9994, "12345678.999"),
+    ],
 )
 def test_odd_durations(duration: float, expected: str, schema: etree.XMLSchema) -> None:
     inside, _ = scenarios()

@@ -22,7 +22,6 @@ What the consumers need (docs: field notes, "JUnit consumers"), built here with 
 
 from __future__ import annotations
 
-import math
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
@@ -50,9 +49,12 @@ def _content(value: str) -> str:
     return xml_text(value).replace("\r\n", "\n").replace("\r", "\n")
 
 
+MAX_SECONDS = 1e9  # about 32 years: a longer duration is a clock gone wrong
+
+
 def milliseconds(seconds: float) -> int:
-    """A duration in whole milliseconds; a negative, infinite or NaN duration (a clock gone wrong) is 0."""
-    return round(seconds * 1000) if math.isfinite(seconds) and seconds > 0 else 0
+    """A duration in whole milliseconds; a negative, NaN or absurd duration (a clock gone wrong) is 0."""
+    return round(seconds * 1000) if 0 < seconds <= MAX_SECONDS else 0
 
 
 def format_time(ms: int) -> str:
