@@ -1,8 +1,9 @@
 """Writing reports safely: only ever into a regular file, through symbolic links, never leaving a temporary
 file behind; and ``distval run`` refuses a report path that is not a regular file before anything runs.
 
-No test here ever points a writer at a real device directly: a device is reached only through a symbolic
-link (the worst a broken writer can do is replace the link), a FIFO stands for the other special files.
+No test here points a writer at a shared device: a test's device node is its own (a copy of the null
+device made with mknod in its temporary directory), or, where mknod is not allowed, a system character
+device reached through a symbolic link (the worst a broken writer can do is replace the link).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from harness.reports.json_report import write_json
 from harness.results import CaseResult, RunSummary
 from tests.test_report import FakeEngine, fake_docker, run, summary  # noqa: F401 - fake_docker is a fixture
 
-DEVICE = "/dev/null"
+SYSTEM_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
 
 
 def listing(directory: Path) -> list[str]:
@@ -31,16 +32,28 @@ def listing(directory: Path) -> list[str]:
 
 
 def special(tmp_path: Path, kind: str) -> Path:
-    """A FIFO, a directory, or a symbolic link to the null device."""
+    """A FIFO, a directory, a character device of the test's own, or a symbolic link to a character device."""
     path = tmp_path / f"report.{kind}"
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "directory":
         path.mkdir()
         (path / "inside").write_text("keep", encoding="utf-8")
+    elif kind == "device":
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # the null device's numbers
+        except PermissionError:
+            path.symlink_to(system_device())
     else:
-        path.symlink_to(DEVICE)
+        path.symlink_to(system_device())
     return path
+
+
+def system_device() -> str:
+    """A character device of the system (whichever is one right now: a careless writer elsewhere may have replaced one)."""
+    found = [d for d in SYSTEM_DEVICES if stat.S_ISCHR(os.stat(d).st_mode)]
+    assert found, f"none of {SYSTEM_DEVICES} is a character device on this machine"
+    return found[0]
 
 
 def kind_of(path: Path) -> str:
@@ -53,7 +66,12 @@ def kind_of(path: Path) -> str:
 
 @pytest.mark.parametrize(
     ("kind", "expected"),
-    [("fifo", "a named pipe (FIFO)"), ("directory", "a directory"), ("device-link", "a character device")],
+    [
+        ("fifo", "a named pipe (FIFO)"),
+        ("directory", "a directory"),
+        ("device", "a character device"),
+        ("device-link", "a character device"),
+    ],
 )
 def test_a_target_that_is_not_a_regular_file_is_refused_and_left_alone(tmp_path: Path, kind: str, expected: str) -> None:
     target = special(tmp_path, kind)
@@ -63,7 +81,6 @@ def test_a_target_that_is_not_a_regular_file_is_refused_and_left_alone(tmp_path:
     ):
         write_atomically(target, "report")
     assert (kind_of(target), target.is_symlink(), listing(tmp_path)) == before
-    assert stat.S_ISCHR(os.stat(DEVICE).st_mode)
     if kind == "directory":
         assert listing(target) == ["inside"]
 
@@ -151,7 +168,7 @@ def test_lone_surrogates_from_rank_output_are_written_as_escapes(tmp_path: Path)
 @pytest.mark.parametrize(
     ("option", "kind", "expected"),
     [
-        ("--markdown", "device-link", "a character device"),
+        ("--markdown", "device", "a character device"),
         ("--json", "directory", "a directory"),
         ("--junit", "fifo", "a named pipe (FIFO)"),
     ],
@@ -174,7 +191,7 @@ def test_run_refuses_a_report_path_that_is_not_a_regular_file_before_anything_ru
     assert FakeEngine.instances == []  # refused before the Engine was asked anything
     (line,) = capsys.readouterr().err.splitlines()
     assert line == f"distval: {option} {target} is {expected}, not a regular file: a report never replaces it"
-    assert listing(reports) == before and kind_of(target) == ("chr" if kind == "device-link" else kind)
+    assert listing(reports) == before and kind_of(target) == ("chr" if kind == "device" else kind)
     written = {"--junit": tmp_path / "r.xml", "--json": tmp_path / "r.json", "--markdown": tmp_path / "r.md"}
     del written[option]
     for path in written.values():  # the other reports still say why the run stopped
