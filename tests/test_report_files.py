@@ -8,6 +8,7 @@ device reached through a symbolic link (the worst a broken writer can do is repl
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -20,7 +21,7 @@ from typing import Any
 import pytest
 
 from harness.reports.files import NotARegularFile, refusal, write_atomically
-from harness.reports.json_report import write_json
+from harness.reports.json_report import render_json, write_json
 from harness.results import CaseResult, RunSummary
 from tests.test_report import FakeEngine, fake_docker, run, summary  # noqa: F401 - fake_docker is a fixture
 
@@ -207,3 +208,18 @@ def test_run_writes_junit_through_a_symbolic_link(fake_docker: Path, tmp_path: P
     assert run(fake_docker, tmp_path, "--quiet", "--junit", str(link)) == 1  # the checks' exit code: across fails
     assert link.is_symlink()
     assert ET.parse(real).getroot().tag == "testsuites"
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
+
+
+@pytest.mark.parametrize("duration", [float("nan"), float("inf"), -1.0, 1.797693134862316e305])
+def test_a_clock_gone_wrong_still_gives_valid_json(duration: float) -> None:
+    base = summary()
+    scenario = base.scenarios[0]
+    odd = tuple(dataclasses.replace(c, duration_s=duration) for c in scenario.cases)
+    report = RunSummary(base.run_id, (dataclasses.replace(scenario, cases=odd, duration_s=duration),))
+    data = json.loads(render_json(report), parse_constant=_not_json)
+    (written,) = data["scenarios"]
+    assert {written["duration_s"], *(c["duration_s"] for c in written["cases"])} == {0.0}

@@ -28,6 +28,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
+from harness.reports.facts import milliseconds
 from harness.reports.files import write_atomically
 from harness.results import ERROR, FAILED, SKIPPED, CaseResult, RunSummary, ScenarioResult, run_properties, suite_properties
 
@@ -47,14 +48,6 @@ def xml_text(value: object) -> str:
 def _content(value: str) -> str:
     """Element text: XML parsers turn a raw carriage return into a newline, so write it as one."""
     return xml_text(value).replace("\r\n", "\n").replace("\r", "\n")
-
-
-MAX_SECONDS = 1e9  # about 32 years: a longer duration is a clock gone wrong
-
-
-def milliseconds(seconds: float) -> int:
-    """A duration in whole milliseconds; a negative, NaN or absurd duration (a clock gone wrong) is 0."""
-    return round(seconds * 1000) if 0 < seconds <= MAX_SECONDS else 0
 
 
 def format_time(ms: int) -> str:
