@@ -83,7 +83,7 @@ def test_an_nccl_scenario_without_gpus_is_skipped_with_the_measured_reason(
     config.write_text("backend: nccl\nscenarios:\n  - {topology: cross-container, world_size: 2, checks: [env, all_reduce]}\n")
     code, found, _ = run(["--host", "--python", torch_python, str(config)], tmp_path / "results.xml")
     assert code == 1
-    assert "nothing was validated" in capfd.readouterr().err
+    assert "nothing was validated" in capfd.readouterr().out
     assert [name for _, name in found] == ["process_group", "env", "all_reduce"]
     for status, message in found.values():
         assert status == "skipped"

@@ -4,9 +4,9 @@
 #
 #   bash tools/gpu_check.sh            # results under $OUT (or ./gpu-results when OUT is unset)
 #
-# distval's only other run-time dependency in host mode is junit-xml (and six): carry them as wheels in
-# .whl/ (see the device tool's README: pip download --no-deps --only-binary=:all: --python-version 3.12
-# -d .whl junit-xml six). docker-py is not needed: host mode never imports it.
+# Host mode needs nothing beyond PyYAML (on that machine already) and the standard library: docker-py is
+# never imported. Should a dependency be missing there, carry it as a wheel in .whl/ (the device tool's
+# README: pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl NAME); this installs it.
 # It runs, in host mode with the machine's own torch: the CUDA build identity, NCCL with one rank per GPU,
 # gloo with two ranks on one GPU (configs/gpu-smoke.yaml), and configs/nccl.yaml when there are >= 2 GPUs.
 set -uo pipefail
