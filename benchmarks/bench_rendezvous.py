@@ -58,7 +58,6 @@ Run from the repository root, with the project installed (``pip install -e .``):
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import re
@@ -66,7 +65,6 @@ import secrets
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -75,24 +73,25 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import DOCKER_CALL_TIMEOUT_S, BenchError, distval_executable, docker, label_args  # noqa: E402, I001
+from common import (
+    PASSED,
+    REPO_ROOT,
+    BenchError,
+    Phases,
+    check_image,
+    create_args,
+    distval_executable,
+    docker,
+    label_args,
+    read_records,
+    verify,
+)
 
 from harness.cli import default_jobs
 from harness.config import Config, load_config
-from harness.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
-from harness.plan import (
-    LABEL_MANAGED,
-    LABEL_RUN,
-    MASTER_ADDR_FIELD,
-    NODE0_IP,
-    RESULTS_DIR,
-    ContainerPlan,
-    ScenarioPlan,
-    plan_run,
-)
+from harness.plan import LABEL_MANAGED, LABEL_RUN, MASTER_ADDR_FIELD, NODE0_IP, RESULTS_DIR, ScenarioPlan, plan_run
 from harness.runtime import suite_archive
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "rendezvous.yaml"
 LAYOUT_SCENARIOS = ("torchrun.static.n2.p1", "torchrun.static.n4.p1", "torchrun.static.n8.p1", "torchrun.static.n4.p2")
 EXPECTED_CHECKS = ("env", "launch", "all_reduce", "store")
@@ -102,7 +101,6 @@ EXTRA_JOBS = 3
 DEFAULT_JOBS_TARGET = 0.6  # wall(default --jobs) / wall(--jobs 1)
 MATRIX_TIMEOUT_S = 3600.0
 POLL_S = 5.0
-PASSED = "passed"
 
 
 # -- docker CLI -------------------------------------------------------------------------------------
@@ -341,18 +339,6 @@ def run_distval_layout(distval: str, config: Path, scenario: str, run_id: str, t
 # -- B) by hand -------------------------------------------------------------------------------------
 
 
-class Phases:
-    def __init__(self, into: dict[str, float]) -> None:
-        self.into = into
-
-    def timed(self, phase: str, *args: str, stdin_data: bytes | None = None, timeout: float = DOCKER_CALL_TIMEOUT_S) -> bytes:
-        started = time.perf_counter()
-        try:
-            return docker(*args, stdin_data=stdin_data, timeout=timeout)
-        finally:
-            self.into[phase] = self.into.get(phase, 0.0) + time.perf_counter() - started
-
-
 def hand_spec(sp: ScenarioPlan) -> str:
     """The plan's suite spec with the subnets the harness adds; static scenarios have nothing else to resolve."""
     spec = json.loads(sp.suite_spec_json)
@@ -378,51 +364,6 @@ def check_by_hand_possible(sp: ScenarioPlan) -> None:
         raise BenchError(f"scenario {sp.scenario.name} cannot be launched by hand here: " + "; ".join(problems))
 
 
-def create_args(sp: ScenarioPlan, cp: ContainerPlan, run_id: str) -> list[str]:
-    """``docker create`` arguments equal to what harness.engine.Engine.create_container asks of the Engine."""
-    args = ["create", "--name", cp.name, "--hostname", cp.hostname, "--workdir", cp.working_dir]
-    args += ["--network", sp.network.name]
-    for key, value in cp.env:
-        args += ["--env", f"{key}={value}"]
-    args += label_args(cp.labels, run_id)
-    args += ["--entrypoint", cp.argv[0], sp.image, *cp.argv[1:]]
-    return args
-
-
-def read_records(tar_bytes: bytes) -> tuple[set[str], list[dict[str, Any]]]:
-    """The result file names and every record in a ``docker cp ... -`` tar of the results directory."""
-    files: set[str] = set()
-    records: list[dict[str, Any]] = []
-    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as archive:
-        for member in archive.getmembers():
-            if not member.isfile() or not member.name.endswith(".jsonl"):
-                continue
-            files.add(os.path.basename(member.name))
-            handle = archive.extractfile(member)
-            if handle is None:
-                continue
-            for line in handle.read().decode("utf-8").splitlines():
-                if line.strip():
-                    records.append(json.loads(line))
-    return files, records
-
-
-def verify(sp: ScenarioPlan, cp: ContainerPlan, files: set[str], records: list[dict[str, Any]]) -> list[str]:
-    """Problems with one container's results: every rank wrote its file, and only passed records for every check."""
-    problems = []
-    for rank in cp.ranks:
-        if f"rank-{rank}.jsonl" not in files:
-            problems.append(f"{cp.name}: rank {rank} wrote no rank-{rank}.jsonl")
-            continue
-        for check in EXPECTED_CHECKS:
-            statuses = [str(r["status"]) for r in records if int(r["rank"]) == rank and r["check"] == check]
-            if not statuses:
-                problems.append(f"{cp.name}: rank {rank} check {check}: no record")
-            elif any(s != PASSED for s in statuses):
-                problems.append(f"{cp.name}: rank {rank} check {check}: {', '.join(statuses)}")
-    return problems
-
-
 def run_by_hand(sp: ScenarioPlan, run_id: str) -> dict[str, float]:
     """Launch the scenario's containers with the docker CLI; the seconds per phase. BenchError unless every rank passed."""
     phase_s: dict[str, float] = {}
@@ -446,8 +387,9 @@ def run_by_hand(sp: ScenarioPlan, run_id: str) -> dict[str, float]:
         exit_codes = phases.timed("start+wait", "wait", *names, timeout=sp.scenario.timeout_s + 60).decode().split()
         problems = [f"{name}: exit code {code}" for name, code in zip(names, exit_codes, strict=True) if code != "0"]
         for cp in sp.containers:
-            files, records = read_records(phases.timed("copy out", "cp", f"{cp.name}:{RESULTS_DIR}", "-"))
-            problems += verify(sp, cp, files, records)
+            files = read_records(phases.timed("copy out", "cp", f"{cp.name}:{RESULTS_DIR}", "-"))
+            # Only passed: env, launch, all_reduce and store have no version gate, so a skip means a broken image.
+            problems += verify(cp, files, EXPECTED_CHECKS, accepted=(PASSED,))
         if problems:
             logs = "\n".join(f"--- {name}\n" + docker("logs", "--tail", "30", name).decode("utf-8", "replace") for name in names)
             raise BenchError(f"by-hand {sp.scenario.name} ({run_id}) did not pass:\n" + "\n".join(problems) + "\n" + logs)
@@ -483,23 +425,6 @@ def run_matrix(run: MatrixRun, timeout_s: float) -> None:
 
 
 # -- main -------------------------------------------------------------------------------------------
-
-
-def check_image(image: str) -> str:
-    """The image's id; BenchError if it is missing, or a fixture whose recipe is stale (distval would rebuild it)."""
-    try:
-        found = docker("image", "inspect", "--format", "{{.Id}}", image).decode().strip()
-    except BenchError:
-        hint = f"distval fixtures build {image}" if image in FIXTURES else "build, load or pull it"
-        raise BenchError(f"image {image} is not in the Docker Engine (nothing is pulled): {hint}") from None
-    if image in FIXTURES:
-        label = docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{RECIPE_LABEL}"}}}}', image).decode().strip()
-        if label != recipe_hash(image):
-            raise BenchError(
-                f"fixture {image} is stale: `distval run` would rebuild it inside a timed run; "
-                f"run `distval fixtures build {image}`"
-            )
-    return found
 
 
 def slope(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:
