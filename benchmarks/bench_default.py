@@ -8,8 +8,9 @@ A) distval: wall time of ``distval run CONFIG --quiet --run-id bench-<i>`` as a 
    memory (ru_maxrss, KiB on Linux). Its exit code must be 0.
 B) by hand: for each scenario of the same plan (harness.config.load_config + harness.plan.plan_run with run id
    ``bench-hand-<i>``, so names, hostnames, command lines, env, labels and working dir are exactly distval's):
-   ``docker network create --internal``, ``docker create`` per container, ``docker cp -`` of the tar made by
-   harness.runtime.suite_archive, ``docker start``, ``docker wait``, ``docker cp <container>:/distval/results -``
+   ``docker network create --internal``, ``docker network inspect`` (the subnets distval puts in the spec),
+   ``docker create`` per container, ``docker cp -`` of the tar made by harness.runtime.files_archive from the
+   container's plan, ``docker start``, ``docker wait``, ``docker cp <container>:/distval/results -``
    (every rank must have written its rank-<rank>.jsonl with only passed or skipped records for every check,
    else the benchmark fails loudly), then ``docker rm -f`` and ``docker network rm``. Everything created carries
    ``distval.managed=true`` and ``distval.run=bench-hand-<i>`` and is removed in ``finally``; leftovers of this
@@ -43,18 +44,21 @@ from common import (
     BenchError,
     Phases,
     check_image,
+    container_archive,
     create_args,
     distval_executable,
     docker,
-    label_args,
+    network_create_args,
+    network_subnets,
     read_records,
+    resolved_containers,
+    start_order,
     sweep,
     verify,
 )
 
 from harness.config import load_config
-from harness.plan import RESULTS_DIR, RunPlan, ScenarioPlan, plan_run
-from harness.runtime import suite_archive
+from harness.plan import RunPlan, ScenarioPlan, plan_run
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 RATIO_TARGET = 1.10
@@ -106,29 +110,19 @@ def run_scenario_by_hand(sp: ScenarioPlan, run_id: str, phases: Phases) -> None:
     network_created = False
     created: list[str] = []
     try:
-        internal = ["--internal"] if sp.network.internal else []
-        phases.timed(
-            "network create",
-            "network",
-            "create",
-            "--driver",
-            "bridge",
-            *internal,
-            *label_args(sp.network.labels, run_id),
-            sp.network.name,
-        )
+        phases.timed("network create", *network_create_args(sp.network, run_id))
         network_created = True
-        archive = suite_archive(sp.suite_spec_json)
-        for cp in sp.containers:
+        containers = resolved_containers(sp, {"subnets": network_subnets(sp.network.name, phases)})
+        for cp in containers:
             phases.timed("create", *create_args(sp, cp, run_id))
             created.append(cp.name)
-            phases.timed("cp in", "cp", "-", f"{cp.name}:/", stdin_data=archive)
-        names = [cp.name for cp in sp.containers]
-        phases.timed("start", "start", *names)
+            phases.timed("cp in", "cp", "-", f"{cp.name}:/", stdin_data=container_archive(cp))
+        names = [cp.name for cp in containers]
+        phases.timed("start", "start", *start_order(sp))
         exit_codes = phases.timed("wait", "wait", *names, timeout=sp.scenario.timeout_s + 60).decode().split()
         problems = [f"{name}: exit code {code}" for name, code in zip(names, exit_codes, strict=True) if code != "0"]
-        for cp in sp.containers:
-            files = read_records(phases.timed("cp out", "cp", f"{cp.name}:{RESULTS_DIR}", "-"))
+        for cp in containers:
+            files = read_records(phases.timed("cp out", "cp", f"{cp.name}:{cp.results_dir}", "-"))
             problems += verify(cp, files, [check.name for check in sp.scenario.checks])
         if problems:
             logs = "\n".join(f"--- {name}\n" + docker("logs", "--tail", "40", name).decode("utf-8", "replace") for name in names)

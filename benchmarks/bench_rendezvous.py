@@ -12,11 +12,12 @@ What is measured, in one run:
    B) by hand: the same plan (harness.config.load_config + harness.plan.plan_run with this sample's run id, so
       network, container names, hostnames, env, labels, working dir and command lines are exactly distval's)
       launched with the docker CLI: ``docker network create --internal`` (the plan's network name and labels),
-      ``docker create`` per container, ``docker cp -`` of harness.runtime.suite_archive(spec) where spec is the
-      plan's suite_spec_json with ``"subnets": []`` added (these static scenarios address node 0 by name, so
-      there is no NODE0_IP or MASTER_ADDR_FIELD to resolve; the benchmark checks that), ``docker start`` of all,
-      ``docker wait`` of all (every exit code must be 0), ``docker cp <container>:/distval/results -`` (every rank
-      must have written records, all ``passed``, for env, launch, all_reduce and store), then ``docker rm -f``
+      ``docker network inspect`` (the subnets, the one placeholder these static scenarios hold: they address
+      node 0 by name, so there is no node 0 address to learn; the benchmark checks that), ``docker create`` per
+      container, ``docker cp -`` of the container's planned files (harness.runtime.files_archive), ``docker
+      start`` of all in distval's order, ``docker wait`` of all (every exit code must be 0), ``docker cp
+      <container>:/distval/results -`` (every rank must have written records, all ``passed``, for env, launch,
+      all_reduce and store), then ``docker rm -f``
       and ``docker network rm``.
 
    Printed: every repetition, the medians, the ratio median(distval) / median(by hand) per layout, the by-hand
@@ -79,18 +80,24 @@ from common import (
     BenchError,
     Phases,
     check_image,
+    container_archive,
     create_args,
     distval_executable,
     docker,
-    label_args,
+    network_create_args,
+    network_subnets,
     read_records,
+    resolved_containers,
+    start_order,
     verify,
 )
 
 from harness.cli import default_jobs
 from harness.config import Config, load_config
-from harness.plan import LABEL_MANAGED, LABEL_RUN, MASTER_ADDR_FIELD, NODE0_IP, RESULTS_DIR, ScenarioPlan, plan_run
-from harness.runtime import suite_archive
+from harness.docker_spec import ContainerOptions
+from harness.labels import LABEL_MANAGED, LABEL_RUN
+from harness.placeholders import placeholders_in
+from harness.plan import ScenarioPlan, plan_run
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "rendezvous.yaml"
 LAYOUT_SCENARIOS = ("torchrun.static.n2.p1", "torchrun.static.n4.p1", "torchrun.static.n8.p1", "torchrun.static.n4.p2")
@@ -339,13 +346,6 @@ def run_distval_layout(distval: str, config: Path, scenario: str, run_id: str, t
 # -- B) by hand -------------------------------------------------------------------------------------
 
 
-def hand_spec(sp: ScenarioPlan) -> str:
-    """The plan's suite spec with the subnets the harness adds; static scenarios have nothing else to resolve."""
-    spec = json.loads(sp.suite_spec_json)
-    spec["subnets"] = []
-    return json.dumps(spec, indent=2, sort_keys=True)
-
-
 def check_by_hand_possible(sp: ScenarioPlan) -> None:
     """BenchError if the scenario needs what the by-hand path does not do (node 0's IP, extra networks, options)."""
     problems = []
@@ -353,10 +353,10 @@ def check_by_hand_possible(sp: ScenarioPlan) -> None:
         problems.append("it addresses node 0 by IP (master_addr: ip)")
     if len(sp.networks) != 1:
         problems.append(f"it has {len(sp.networks)} networks")
-    texts = [sp.suite_spec_json] + [a for cp in sp.containers for a in cp.argv] + [v for cp in sp.containers for _k, v in cp.env]
-    if any(NODE0_IP in t or MASTER_ADDR_FIELD in t for t in texts):
-        problems.append(f"its command, env or spec holds {NODE0_IP} or {MASTER_ADDR_FIELD}")
-    if any(v is not None for cp in sp.containers for v in vars(cp.options).values()):
+    learned_elsewhere = placeholders_in(sp.containers) - {"subnets"}
+    if learned_elsewhere:
+        problems.append(f"its containers hold placeholders other than subnets: {', '.join(sorted(learned_elsewhere))}")
+    if any(cp.options != ContainerOptions() for cp in sp.containers):
         problems.append("it sets container options")
     if tuple(c.name for c in sp.scenario.checks) != EXPECTED_CHECKS:
         problems.append(f"its checks are {[c.name for c in sp.scenario.checks]}, not {list(EXPECTED_CHECKS)}")
@@ -373,21 +373,18 @@ def run_by_hand(sp: ScenarioPlan, run_id: str) -> dict[str, float]:
     created: list[str] = []
     names = [cp.name for cp in sp.containers]
     try:
-        internal = ["--internal"] if network.internal else []
-        phases.timed(
-            "setup", "network", "create", "--driver", "bridge", *internal, *label_args(network.labels, run_id), network.name
-        )
+        phases.timed("setup", *network_create_args(network, run_id))
         network_created = True
-        archive = suite_archive(hand_spec(sp))
-        for cp in sp.containers:
+        containers = resolved_containers(sp, {"subnets": network_subnets(network.name, phases, "setup")})
+        for cp in containers:
             phases.timed("setup", *create_args(sp, cp, run_id))
             created.append(cp.name)
-            phases.timed("setup", "cp", "-", f"{cp.name}:/", stdin_data=archive)
-        phases.timed("start+wait", "start", *names)
+            phases.timed("setup", "cp", "-", f"{cp.name}:/", stdin_data=container_archive(cp))
+        phases.timed("start+wait", "start", *start_order(sp))
         exit_codes = phases.timed("start+wait", "wait", *names, timeout=sp.scenario.timeout_s + 60).decode().split()
         problems = [f"{name}: exit code {code}" for name, code in zip(names, exit_codes, strict=True) if code != "0"]
-        for cp in sp.containers:
-            files = read_records(phases.timed("copy out", "cp", f"{cp.name}:{RESULTS_DIR}", "-"))
+        for cp in containers:
+            files = read_records(phases.timed("copy out", "cp", f"{cp.name}:{cp.results_dir}", "-"))
             # Only passed: env, launch, all_reduce and store have no version gate, so a skip means a broken image.
             problems += verify(cp, files, EXPECTED_CHECKS, accepted=(PASSED,))
         if problems:

@@ -13,9 +13,10 @@ B) the floor: the same plan (harness.config.load_config + harness.plan.plan_run 
    ``-m suite.main /distval/spec.json`` of each command line is replaced by ``/distval/init_only.py``, a
    script that only initializes the process group (gloo, env://), destroys it and exits. It is launched by
    hand with the docker CLI, one scenario after the other like distval does: ``docker network create
-   --internal``, ``docker create`` per container (only the plan's env is added, so the image's own env, such
-   as USE_LIBUV, is kept), ``docker cp -`` of a tar holding harness.runtime.suite_archive's files plus
-   init_only.py, ``docker start``, ``docker wait`` (every exit code must be 0), ``docker rm -f`` and
+   --internal``, ``docker network inspect`` (the subnets distval puts in the spec), ``docker create`` per
+   container (only the plan's env is added, so the image's own env, such as USE_LIBUV, is kept), ``docker
+   cp -`` of a tar holding the container's planned files (harness.runtime.files_archive) plus init_only.py,
+   ``docker start`` (in distval's order), ``docker wait`` (every exit code must be 0), ``docker rm -f`` and
    ``docker network rm``. Everything created carries ``distval.managed=true`` and
    ``distval.run=bench-floor-<i>`` and is removed in ``finally``; leftovers of this benchmark's run ids
    (``bench-suite-<i>``, ``bench-floor-<i>``) are swept before and after.
@@ -47,11 +48,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import REPO_ROOT, BenchError, check_image, create_args, distval_executable, docker, image_id, label_args, sweep
+from common import (
+    REPO_ROOT,
+    BenchError,
+    check_image,
+    container_archive,
+    create_args,
+    distval_executable,
+    docker,
+    image_id,
+    network_create_args,
+    network_subnets,
+    resolved_containers,
+    start_order,
+    sweep,
+)
 
 from harness.config import Config, load_config
 from harness.plan import CONTAINER_ROOT, SPEC_PATH, ContainerPlan, RunPlan, ScenarioPlan, plan_run
-from harness.runtime import suite_archive
 from harness.tarball import File, build_tar, read_entries
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
@@ -133,9 +147,9 @@ def floor_argv(cp: ContainerPlan) -> list[str]:
     return argv[: -len(SUITE_ENTRY)] + [INIT_ONLY_PATH]
 
 
-def floor_archive(spec_json: str) -> bytes:
-    """harness.runtime.suite_archive's tar (suite, spec, results dir) with init_only.py added."""
-    return build_tar([*read_entries(suite_archive(spec_json)), File(INIT_ONLY_PATH.strip("/"), INIT_ONLY_SCRIPT.encode())])
+def floor_archive(cp: ContainerPlan) -> bytes:
+    """The tar distval copies into this container (suite, spec, results dir) with init_only.py added."""
+    return build_tar([*read_entries(container_archive(cp)), File(INIT_ONLY_PATH.strip("/"), INIT_ONLY_SCRIPT.encode())])
 
 
 # -- A) distval -------------------------------------------------------------------------------------
@@ -162,16 +176,15 @@ def run_floor_scenario(sp: ScenarioPlan, run_id: str) -> None:
     network_created = False
     created: list[str] = []
     try:
-        internal = ["--internal"] if sp.network.internal else []
-        docker("network", "create", "--driver", "bridge", *internal, *label_args(sp.network.labels, run_id), sp.network.name)
+        docker(*network_create_args(sp.network, run_id))
         network_created = True
-        archive = floor_archive(sp.suite_spec_json)
-        for cp in sp.containers:
+        containers = resolved_containers(sp, {"subnets": network_subnets(sp.network.name)})
+        for cp in containers:
             docker(*create_args(sp, cp, run_id, floor_argv(cp)))
             created.append(cp.name)
-            docker("cp", "-", f"{cp.name}:/", stdin_data=archive)
-        names = [cp.name for cp in sp.containers]
-        docker("start", *names)
+            docker("cp", "-", f"{cp.name}:/", stdin_data=floor_archive(cp))
+        names = [cp.name for cp in containers]
+        docker("start", *start_order(sp))
         exit_codes = docker("wait", *names, timeout=sp.scenario.timeout_s + 60).decode().split()
         problems = [f"{name}: exit code {code}" for name, code in zip(names, exit_codes, strict=True) if code != "0"]
         if problems:

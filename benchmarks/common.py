@@ -17,8 +17,12 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from harness.docker_spec import ContainerOptions, ContainerPlan, NetworkPlan
 from harness.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
-from harness.plan import LABEL_MANAGED, LABEL_RUN, ContainerPlan, ScenarioPlan
+from harness.labels import LABEL_MANAGED, LABEL_RUN
+from harness.placeholders import placeholders_in, resolve
+from harness.plan import ScenarioPlan, StartContainer
+from harness.runtime import files_archive
 from harness.tarball import regular_files
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -97,20 +101,60 @@ def distval_executable(explicit: str | None) -> str:
     return found
 
 
+def network_create_args(network: NetworkPlan, run_id: str) -> list[str]:
+    """``docker network create`` arguments equal to the plan's network (NetworkPlan.create_kwargs)."""
+    args = ["network", "create", "--driver", "bridge", *(["--internal"] if network.internal else [])]
+    if network.ipv6_subnet is not None:
+        args += ["--ipv6", "--subnet", network.ipv6_subnet]
+    return args + [*label_args(network.labels, run_id), network.name]
+
+
 def create_args(sp: ScenarioPlan, cp: ContainerPlan, run_id: str, argv: Sequence[str] | None = None) -> list[str]:
-    """``docker create`` arguments equal to what harness.engine.Engine.create_container asks of the Engine,
-    running ``argv`` instead of the plan's command line where given (bench_suite's floor).
+    """``docker create`` arguments equal to what harness.engine.Engine.create_container asks of the Engine
+    (``cp`` resolved: see ``resolved_containers``), running ``argv`` instead of the plan's command line where
+    given (bench_suite's floor).
 
     Only the plan's env is passed: Docker merges it over the image's env, which is kept (USE_LIBUV etc.).
     """
+    if cp.options != ContainerOptions() or len(cp.networks) > 1:
+        # Resources, GPUs and extra networks have no by-hand equivalent here: refuse rather than time
+        # something other than what distval runs.
+        raise BenchError(f"{cp.name}: container options or extra networks are not launched by hand here")
     command = list(cp.argv if argv is None else argv)
     args = ["create", "--name", cp.name, "--hostname", cp.hostname, "--workdir", cp.working_dir]
-    args += ["--network", sp.network.name]
+    args += ["--network", cp.networks[0] if cp.networks else sp.network.name]
     for key, value in cp.env:
         args += ["--env", f"{key}={value}"]
     args += label_args(cp.labels, run_id)
-    args += ["--entrypoint", command[0], sp.image, *command[1:]]
+    args += ["--entrypoint", command[0], cp.image or sp.image, *command[1:]]
     return args
+
+
+def network_subnets(network: str, phases: Phases | None = None, phase: str = "network inspect") -> str:
+    """The fact ``subnets`` as distval learns it (its LearnSubnets step): the network's subnets, comma-separated.
+    Timed as ``phase`` when ``phases`` is given."""
+    args = ("network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}},{{end}}", network)
+    out = phases.timed(phase, *args) if phases is not None else docker(*args)
+    return out.decode().strip().strip(",")
+
+
+def resolved_containers(sp: ScenarioPlan, facts: dict[str, str]) -> list[ContainerPlan]:
+    """The scenario's containers with their placeholders filled in from ``facts``; BenchError if one needs a
+    fact the by-hand launch does not learn (node 0's address: master_addr: ip)."""
+    unknown = placeholders_in(sp.containers) - set(facts)
+    if unknown:
+        raise BenchError(f"scenario {sp.scenario.name} needs {', '.join(sorted(unknown))}: not launched by hand here")
+    return [resolve(cp, facts) for cp in sp.containers]
+
+
+def start_order(sp: ScenarioPlan) -> list[str]:
+    """The containers in the order distval starts them (node 0 last, so early ranks must wait for it)."""
+    return [step.container for step in sp.steps if isinstance(step, StartContainer)]
+
+
+def container_archive(cp: ContainerPlan) -> bytes:
+    """The tar distval copies into this (resolved) container: its plan's files, the suite included."""
+    return files_archive(cp.files)
 
 
 def read_records(tar_bytes: bytes) -> dict[str, list[dict[str, Any]]]:

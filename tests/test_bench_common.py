@@ -88,3 +88,26 @@ def test_create_args_is_the_plans_container_with_an_optional_other_command(cross
     floor = common.create_args(sp, cp, "bench-test", ["python3", "/distval/init_only.py"])
     assert floor[:entry] == args[:entry]
     assert floor[entry:] == ["--entrypoint", "python3", sp.image, "/distval/init_only.py"]
+
+
+def test_resolved_containers_fill_in_subnets_and_refuse_what_is_learned_from_a_running_node(
+    cross: tuple[ScenarioPlan, ContainerPlan],
+) -> None:
+    sp, _ = cross
+    containers = common.resolved_containers(sp, {"subnets": "172.30.0.0/16"})
+    assert [cp.name for cp in containers] == [cp.name for cp in sp.containers]
+    spec = next(f.text for f in containers[0].files if f.path.endswith("spec.json"))
+    assert json.loads(spec)["subnets"] == "172.30.0.0/16"
+    by_ip = next(
+        s for s in plan_run(load_config(ROOT / "configs" / "rendezvous.yaml"), "bench-test").scenarios if s.needs_node0_ip
+    )
+    with pytest.raises(common.BenchError, match="needs node0_ip"):
+        common.resolved_containers(by_ip, {"subnets": ""})
+
+
+def test_network_and_start_order_are_the_plans(cross: tuple[ScenarioPlan, ContainerPlan]) -> None:
+    sp, _ = cross
+    args = common.network_create_args(sp.network, "bench-test")
+    assert args[:5] == ["network", "create", "--driver", "bridge", "--internal"] and args[-1] == sp.network.name
+    # Node 0 last, as distval starts them.
+    assert common.start_order(sp) == [cp.name for cp in reversed(sp.containers)]
