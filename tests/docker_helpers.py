@@ -13,7 +13,7 @@ from pathlib import Path
 from harness.config import load_config
 from harness.errors import DistvalError
 from harness.fixtures import FIXTURES
-from harness.plan import plan_run
+from harness.plan import images_of, plan_run
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = str(ROOT / "configs" / "default.yaml")
@@ -58,7 +58,7 @@ def leftovers(client: object, run_id: str | None = None) -> list[str]:
 
 def config_images(path: str) -> list[str]:
     """The images a scenario file runs when no --image overrides them, as the plan has them."""
-    return sorted({scenario.image for scenario in plan_run(load_config(path), "images").scenarios})
+    return images_of(plan_run(load_config(path), "images"))
 
 
 # -- fixture images ---------------------------------------------------------------------------------
