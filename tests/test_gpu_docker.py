@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from harness.cli import main
 from harness.config import load_config
-from tests.conftest import leftovers
+from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,9 +36,13 @@ def run(docker_client: object, image: str, tmp_path: Path, *extra: str) -> tuple
 
 @pytest.mark.parametrize("image", GOOD)
 def test_every_nccl_scenario_is_skipped_with_the_engines_reason(
-    fixture_images: list[str], docker_client: object, image: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    fixture_image: Callable[[str], str],
+    docker_client: object,
+    image: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    code, report = run(docker_client, image, tmp_path)
+    code, report = run(docker_client, fixture_image(image), tmp_path)
     assert code == 1  # nothing was validated: never exit 0
     assert "nothing was validated" in capsys.readouterr().out
     scenarios = report["scenarios"]
@@ -51,8 +56,10 @@ def test_every_nccl_scenario_is_skipped_with_the_engines_reason(
             assert case["message"].startswith("the scenario needs ") and NO_DRIVER in case["message"], case["message"]
 
 
-def test_require_gpu_turns_the_skips_into_failures(fixture_images: list[str], docker_client: object, tmp_path: Path) -> None:
-    code, report = run(docker_client, GOOD[1], tmp_path, "--require-gpu", "--filter", "nccl.nccl.cross")
+def test_require_gpu_turns_the_skips_into_failures(
+    fixture_image: Callable[[str], str], docker_client: object, tmp_path: Path
+) -> None:
+    code, report = run(docker_client, fixture_image(GOOD[1]), tmp_path, "--require-gpu", "--filter", "nccl.nccl.cross")
     assert code == 1
     (scenario,) = report["scenarios"]
     assert scenario["status"] == "failed"
