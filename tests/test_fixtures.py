@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 import harness.fixtures.build as build
-from harness.engine import ImageInfo
+from harness.engine_protocol import ImageInfo
 from harness.errors import EnvironmentUnusable
-from harness.fixtures import FIXTURES, RECIPE_LABEL, LayerRecipe, build_fixtures, build_order, recipe_hash
+from harness.fixtures import FILES, FIXTURES, RECIPE_LABEL, ImageBuilder, LayerRecipe, build_fixtures, build_order, recipe_hash
 from harness.tarball import regular_files
 
 DEFAULT = "distval-fixtures/torch:2.6-debian"
@@ -20,8 +19,9 @@ STOCK = "distval-fixtures/torch:2.6-debian-stock"
 NOOP = "distval-fixtures/broken:allreduce-noop"
 
 
-class FakeEngine:
-    """The two Engine methods layer builds use: which images exist (with labels), and build()."""
+class FakeBuilder:
+    """Which images exist (with their recipe labels) and what was built; imports nothing (no root
+    filesystems in unit tests). Type-checked against harness.fixtures.ImageBuilder, the Engine's side."""
 
     def __init__(self, current: set[str]) -> None:
         self.images = {
@@ -32,9 +32,22 @@ class FakeEngine:
     def image(self, reference: str) -> ImageInfo | None:
         return self.images.get(reference)
 
-    def build(self, context: bytes, tag: str, labels: Mapping[str, str], log: Any, buildargs: Any = None) -> str:
+    def import_rootfs(self, tar_path: str, repository: str, tag: str, changes: list[str]) -> str:
+        raise AssertionError(f"unexpected root filesystem import of {repository}:{tag}")
+
+    def build(
+        self,
+        context: bytes,
+        tag: str,
+        labels: Mapping[str, str],
+        log: Callable[[str], None],
+        buildargs: Mapping[str, str] | None = None,
+    ) -> str:
         self.builds.append((tag, regular_files(context), dict(labels)))
         return f"sha256:{tag}"
+
+
+_CONFORMS: ImageBuilder = FakeBuilder(set())  # mypy: the fake has every method build_fixtures may call
 
 
 def test_every_layer_parent_is_a_fixture_and_every_layer_file_exists() -> None:
@@ -44,13 +57,13 @@ def test_every_layer_parent_is_a_fixture_and_every_layer_file_exists() -> None:
             assert fixture.recipe.parent in FIXTURES, tag
             assert fixture.recipe.dockerfile.startswith(f"FROM {fixture.recipe.parent}\n"), tag
             for name in fixture.recipe.files:
-                assert (build.FILES / name).is_file(), (tag, name)
+                assert (FILES / name).is_file(), (tag, name)
 
 
 def test_recipe_hashes_do_not_depend_on_where_the_files_are(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = {tag: recipe_hash(tag) for tag in FIXTURES}
     moved = tmp_path / "elsewhere"
-    shutil.copytree(build.FILES, moved)
+    shutil.copytree(FILES, moved)
     monkeypatch.setattr(build, "FILES", moved)
     assert {tag: recipe_hash(tag) for tag in FIXTURES} == before
 
@@ -58,7 +71,7 @@ def test_recipe_hashes_do_not_depend_on_where_the_files_are(tmp_path: Path, monk
 def test_a_changed_file_changes_its_layer_and_the_layers_above_it_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = {tag: recipe_hash(tag) for tag in FIXTURES}
     moved = tmp_path / "files"
-    shutil.copytree(build.FILES, moved)
+    shutil.copytree(FILES, moved)
     (moved / "libuv_fix.py").write_text((moved / "libuv_fix.py").read_text() + "# changed\n")
     monkeypatch.setattr(build, "FILES", moved)
     changed = {tag for tag in FIXTURES if recipe_hash(tag) != before[tag]}
@@ -79,27 +92,27 @@ def test_build_order_puts_parents_first_each_once() -> None:
 
 def test_unknown_fixture_is_refused_naming_it() -> None:
     with pytest.raises(EnvironmentUnusable, match="unknown fixture.*distval-fixtures/torch:9.9"):
-        build_fixtures(FakeEngine(set()), ["distval-fixtures/torch:9.9"], lambda line: None)  # type: ignore[arg-type]
+        build_fixtures(FakeBuilder(set()), ["distval-fixtures/torch:9.9"], lambda line: None)
 
 
 def test_current_images_are_not_built_again() -> None:
-    engine = FakeEngine({STOCK, DEFAULT, NOOP})
+    engine = FakeBuilder({STOCK, DEFAULT, NOOP})
     lines: list[str] = []
-    assert build_fixtures(engine, [NOOP], lines.append) == []  # type: ignore[arg-type]
+    assert build_fixtures(engine, [NOOP], lines.append) == []
     assert engine.builds == []
     assert lines == [f"fixture {tag}: up to date (recipe {recipe_hash(tag)})" for tag in (STOCK, DEFAULT, NOOP)]
 
 
 def test_a_stale_layer_is_rebuilt_with_everything_above_it_from_its_context() -> None:
-    engine = FakeEngine({STOCK, NOOP})  # the default image is missing: the broken layer FROM it must follow
-    assert build_fixtures(engine, [NOOP], lambda line: None) == [DEFAULT, NOOP]  # type: ignore[arg-type]
+    engine = FakeBuilder({STOCK, NOOP})  # the default image is missing: the broken layer FROM it must follow
+    assert build_fixtures(engine, [NOOP], lambda line: None) == [DEFAULT, NOOP]
     (default_tag, default_context, default_labels), (noop_tag, noop_context, _) = engine.builds
     assert (default_tag, noop_tag) == (DEFAULT, NOOP)
     recipe = FIXTURES[DEFAULT].recipe
     assert isinstance(recipe, LayerRecipe)
     assert default_context == {
         "Dockerfile": recipe.dockerfile.encode(),
-        "libuv_fix.py": (build.FILES / "libuv_fix.py").read_bytes(),
+        "libuv_fix.py": (FILES / "libuv_fix.py").read_bytes(),
     }
     assert default_labels == {RECIPE_LABEL: recipe_hash(DEFAULT), "distval.fixture": DEFAULT}
     assert set(noop_context) == {"Dockerfile", "allreduce_noop.py"}

@@ -7,9 +7,9 @@ import tarfile
 
 import pytest
 
-from harness.tarball import Directory, File, build_tar, read_entries, regular_files
+from harness.tarball import Directory, Entry, File, build_tar, read_entries, regular_files
 
-SUITE_LIKE = [
+SUITE_LIKE: list[Entry] = [
     Directory("distval", 0o755),
     Directory("distval/suite", 0o755),
     Directory("distval/results", 0o777),
