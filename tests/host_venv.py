@@ -25,17 +25,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+# The distval cache, which the fixture wheels live under (harness.fixtures imports no docker-py).
+from harness.fixtures import cache_dir
+
 REQUIREMENTS = ("torch==2.15.0", "numpy")  # numpy: torch's object collectives need it
 FORMAT = 1  # bump when the layout of what is built changes
 Progress = Callable[[str], None]
-
-
-def cache_dir() -> Path:
-    """The distval cache (the same rules as harness/fixtures.py, which the fixture wheels live under)."""
-    base = os.environ.get("DISTVAL_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "distval"
-    )
-    return Path(base)
 
 
 def _glibc_minor() -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -116,3 +118,9 @@ def test_a_stale_layer_is_rebuilt_with_everything_above_it_from_its_context() ->
     }
     assert default_labels == {RECIPE_LABEL: recipe_hash(DEFAULT), "distval.fixture": DEFAULT}
     assert set(noop_context) == {"Dockerfile", "allreduce_noop.py"}
+
+
+def test_importing_the_fixtures_imports_no_docker_py() -> None:
+    """Host mode's tests take cache_dir from here where docker-py may be missing; only building needs it."""
+    code = "import sys, harness.fixtures; sys.exit('docker' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
