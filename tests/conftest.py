@@ -10,11 +10,10 @@ Helpers the Docker test modules share live in tests/docker_helpers.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import NoReturn
 
 import pytest
 
-from tests.docker_helpers import FixtureImages, FixtureUnavailable
+from tests.docker_helpers import FixtureImages, FixtureUnavailable, unavailable
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -26,12 +25,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _unavailable(config: pytest.Config, reason: str) -> NoReturn:
-    if config.getoption("--require-docker"):
-        pytest.fail(f"--require-docker: {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def docker_client(pytestconfig: pytest.Config) -> Iterator[object]:
     try:
@@ -40,7 +33,7 @@ def docker_client(pytestconfig: pytest.Config) -> Iterator[object]:
         client = docker.from_env(timeout=60)
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any reason the Engine is unusable is a skip reason
-        _unavailable(pytestconfig, f"no reachable Docker Engine: {exc}")
+        unavailable(pytestconfig, f"no reachable Docker Engine: {exc}")
     yield client
     client.close()
 
@@ -60,6 +53,6 @@ def fixture_image(pytestconfig: pytest.Config, docker_client: object) -> Callabl
         try:
             return images(tag)
         except FixtureUnavailable as exc:
-            _unavailable(pytestconfig, str(exc))
+            unavailable(pytestconfig, str(exc))
 
     return require

@@ -1,4 +1,5 @@
-"""What the Docker test modules share: reading JUnit reports, finding leftovers, and providing fixture images.
+"""What the Docker (and host) test modules share: the good images' expected verdicts, reading JUnit
+reports, finding leftovers, providing fixture images, and skipping (or failing) what cannot run here.
 
 A plain module (not a test module, not conftest): test modules import from here, never from each other.
 """
@@ -9,6 +10,9 @@ import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
+from typing import NoReturn
+
+import pytest
 
 from harness.config import load_config
 from harness.errors import DistvalError
@@ -18,6 +22,28 @@ from harness.plan import images_of, plan_run
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = str(ROOT / "configs" / "default.yaml")
 SCHEMA = ROOT / "tests" / "schemas" / "junit-10.xsd"
+TOPOLOGIES = ("in-container", "cross-container")
+
+# The good torch images: the checks each one skips (and must skip) in the default config, and the
+# timeout path its torch takes. The host-mode tests hold torch 2.15 on the host to the same verdicts.
+GOOD = {
+    "distval-fixtures/torch:1.13-debian": (
+        {"collectives.all_gather_into_tensor", "collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
+        "new_group(timeout=...)",
+    ),
+    "distval-fixtures/torch:2.6-debian": (
+        {"collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
+        "new_group(timeout=...)",
+    ),
+    "distval-fixtures/torch:2.15-pypi": (set(), "set_timeout() on a live group"),
+}
+
+
+def unavailable(config: pytest.Config, reason: str) -> NoReturn:
+    """Skip the test for a reason of this machine; a failure with --require-docker (CI: everything must run)."""
+    if config.getoption("--require-docker"):
+        pytest.fail(f"--require-docker: {reason}", pytrace=False)
+    pytest.skip(reason)
 
 
 # -- JUnit reports ----------------------------------------------------------------------------------

@@ -21,10 +21,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from tests.conftest import _unavailable
+from tests.docker_helpers import DEFAULT_CONFIG, GOOD, TOPOLOGIES, cases, outcome, unavailable
 from tests.host_venv import torch_venv
-from tests.test_docker import DEFAULT_CONFIG, cases, outcome
-from tests.test_suite_docker import GOOD, TOPOLOGIES
 
 pytestmark = pytest.mark.host
 # The container run of the same config on the same torch (tests/test_suite_docker.py): its skips.
@@ -36,7 +34,7 @@ def torch_python(pytestconfig: pytest.Config) -> str:
     try:
         python = torch_venv(lambda line: print(line, flush=True))
     except (OSError, RuntimeError) as exc:
-        _unavailable(pytestconfig, f"cannot build the venv with torch from PyPI for host mode: {exc}")
+        unavailable(pytestconfig, f"cannot build the venv with torch from PyPI for host mode: {exc}")
     return str(python)
 
 

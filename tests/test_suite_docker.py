@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
-from tests.docker_helpers import DEFAULT_CONFIG, cases, leftovers, outcome, validate
+from tests.docker_helpers import DEFAULT_CONFIG, GOOD, TOPOLOGIES, cases, leftovers, outcome, validate
 
 pytestmark = pytest.mark.docker
-TOPOLOGIES = ("in-container", "cross-container")
 
 
 @pytest.fixture
@@ -38,18 +37,7 @@ def run(config: str, image: str, run_id: str, junit: Path) -> tuple[int, dict[st
     return code, by_topology
 
 
-# -- good images -------------------------------------------------------------------------------------
-GOOD = {
-    "distval-fixtures/torch:1.13-debian": (
-        {"collectives.all_gather_into_tensor", "collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
-        "new_group(timeout=...)",
-    ),
-    "distval-fixtures/torch:2.6-debian": (
-        {"collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
-        "new_group(timeout=...)",
-    ),
-    "distval-fixtures/torch:2.15-pypi": (set(), "set_timeout() on a live group"),
-}
+# -- good images (GOOD: in docker_helpers, the host tests compare with it too) ---------------------
 
 
 @pytest.mark.parametrize("image", sorted(GOOD))
