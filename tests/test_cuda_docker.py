@@ -9,15 +9,16 @@ with the measured reason on these GPU-less machines, never failed.
 
 from __future__ import annotations
 
-import io
 import json
 import secrets
-import tarfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from harness.tarball import Directory, File, build_tar, regular_files
 
 pytestmark = pytest.mark.docker
 
@@ -32,33 +33,13 @@ RUN_TIMEOUT_S = 180.0
 
 
 @pytest.fixture(scope="module")
-def images(pytestconfig: pytest.Config, docker_client: object) -> list[str]:
-    from harness.engine import Engine
-    from harness.errors import DistvalError
-    from harness.fixtures import build_fixtures
-
-    try:
-        build_fixtures(Engine("tests-cuda"), IMAGES, lambda line: print(line, flush=True))
-    except DistvalError as exc:
-        if pytestconfig.getoption("--require-docker"):
-            pytest.fail(f"--require-docker: the fixture images cannot be built here: {exc}", pytrace=False)
-        pytest.skip(f"the fixture images cannot be built here: {exc}")
-    return IMAGES
+def images(fixture_image: Callable[[str], str]) -> list[str]:
+    return [fixture_image(tag) for tag in IMAGES]
 
 
 def _archive(spec: dict[str, Any]) -> bytes:
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        files = [(f"distval/suite/{p.name}", p.read_bytes()) for p in sorted(SUITE_DIR.glob("*.py"))]
-        files.append(("distval/spec.json", json.dumps(spec).encode()))
-        for name, data in files:
-            info = tarfile.TarInfo(name)
-            info.size, info.mode = len(data), 0o644
-            archive.addfile(info, io.BytesIO(data))
-        results = tarfile.TarInfo("distval/results")
-        results.type, results.mode = tarfile.DIRTYPE, 0o777
-        archive.addfile(results)
-    return buffer.getvalue()
+    files = [File(f"distval/suite/{p.name}", p.read_bytes()) for p in sorted(SUITE_DIR.glob("*.py"))]
+    return build_tar([*files, File("distval/spec.json", json.dumps(spec).encode()), Directory("distval/results", 0o777)])
 
 
 def run_suite(
@@ -99,10 +80,7 @@ def run_suite(
         logs = container.logs().decode("utf-8", "replace")
         assert container.status == "exited", f"still running after {RUN_TIMEOUT_S} s:\n{logs[-3000:]}"
         stream, _ = container.get_archive("/distval/results/rank-0.jsonl")
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
-            member = archive.extractfile("rank-0.jsonl")
-            assert member is not None
-            lines = member.read().decode().splitlines()
+        lines = regular_files(b"".join(stream))["rank-0.jsonl"].decode().splitlines()
         return {record["case"]: record for record in map(json.loads, lines)}
     finally:
         container.remove(force=True, v=True)
