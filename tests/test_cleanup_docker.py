@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -21,7 +21,7 @@ from harness.cli import main
 from harness.docker_spec import ContainerPlan, NetworkPlan
 from harness.engine import Engine
 from harness.owner import UNKNOWN, Owner, current_owner, start_time
-from tests.conftest import leftovers
+from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker
 IMAGE = "distval-fixtures/harness-base:trixie"
@@ -29,7 +29,8 @@ TEST_LABEL = "distval.test"
 
 
 @pytest.fixture
-def token(docker_client: Any, fixture_images: list[str], monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+def token(docker_client: Any, fixture_image: Callable[[str], str], monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    fixture_image(IMAGE)  # the sleep containers' image
     value = secrets.token_hex(4)
 
     class ScopedEngine(Engine):
