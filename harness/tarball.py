@@ -70,7 +70,8 @@ def read_entries(tar_bytes: bytes) -> list[Entry]:
 
 def regular_files(tar_bytes: bytes) -> dict[str, bytes]:
     """Every regular file of an archive by base name (what ``get_archive`` of a flat directory holds);
-    directories, links and other entries are left out. A base name seen twice keeps its last file."""
+    directories, links and other entries are left out. A base name seen twice keeps its last file.
+    Bytes that are no readable archive raise tarfile.TarError: the caller knows whose bytes they were."""
     files: dict[str, bytes] = {}
     with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as archive:
         for member in archive.getmembers():

@@ -123,3 +123,17 @@ def test_regular_files_reads_what_the_engine_sends_even_compressed() -> None:
         info.size = 3
         archive.addfile(info, io.BytesIO(b"<a>"))
     assert regular_files(buffer.getvalue()) == {"results.xml": b"<a>"}
+
+
+@pytest.mark.parametrize("garbled", [b"not a tar archive at all", b"\x1f\x8b" + b"\x00" * 64])
+def test_bytes_that_are_no_archive_raise_tar_error_for_the_caller_to_name(garbled: bytes) -> None:
+    with pytest.raises(tarfile.TarError):
+        regular_files(garbled)
+    with pytest.raises(tarfile.TarError):
+        read_entries(garbled)
+
+
+def test_a_truncated_archive_raises_tar_error_rather_than_returning_part_of_a_file() -> None:
+    archive = build_tar([File("rank-0.jsonl", b"x" * 5000)])
+    with pytest.raises(tarfile.TarError):
+        regular_files(archive[:1500])
