@@ -32,6 +32,7 @@ from harness.engine_protocol import ContainerState, GpuSupport, ImageInfo, Resou
 from harness.errors import EngineError, ImageMissing
 from harness.labels import LABEL_MANAGED, LABEL_RUN
 from harness.owner import Owner, current_owner
+from harness.tarball import regular_files
 
 T = TypeVar("T")
 API_TIMEOUT_S = 120
@@ -211,17 +212,10 @@ class Engine:
             return b"".join(stream)
 
         data = self._call(f"copy {path} out of {container.name}", fetch)
-        files: dict[str, bytes] = {}
         try:
-            with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-                for member in archive.getmembers():
-                    if member.isfile():
-                        handle = archive.extractfile(member)
-                        if handle is not None:
-                            files[os.path.basename(member.name)] = handle.read()
+            return regular_files(data)
         except tarfile.TarError as exc:
             raise EngineError(f"copy {path} out of {container.name}: the Engine sent no readable archive ({exc})") from None
-        return files
 
     # -- GPUs ---------------------------------------------------------------------------------------
     def gpu_support(self, image: str) -> GpuSupport:

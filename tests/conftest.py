@@ -10,6 +10,7 @@ Helpers the Docker test modules share live in tests/docker_helpers.py.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +57,11 @@ def fixture_image(pytestconfig: pytest.Config, docker_client: object) -> Callabl
             unavailable(pytestconfig, str(exc))
 
     return require
+
+
+@pytest.fixture
+def fake_docker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """`distval run` against the fake Engine and a fake runtime (tests/report_helpers.py); the config to run."""
+    from tests.report_helpers import use_fake_docker
+
+    return use_fake_docker(monkeypatch, tmp_path)

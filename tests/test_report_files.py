@@ -23,7 +23,8 @@ import pytest
 from harness.reports.files import NotARegularFile, refusal, write_atomically
 from harness.reports.json_report import render_json, write_json
 from harness.results import CaseResult, RunSummary
-from tests.test_report import FakeEngine, fake_docker, run, summary  # noqa: F401 - fake_docker is a fixture
+from tests.fake_engine import FakeEngine
+from tests.report_helpers import run, summary
 
 SYSTEM_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
 
