@@ -8,18 +8,20 @@ A) distval: wall time of ``distval run CONFIG --quiet --run-id bench-<i>`` as a 
    memory (ru_maxrss, KiB on Linux). Its exit code must be 0.
 B) by hand: for each scenario of the same plan (harness.config.load_config + harness.plan.plan_run with run id
    ``bench-hand-<i>``, so names, hostnames, command lines, env, labels and working dir are exactly distval's):
-   ``docker network create --internal``, ``docker create`` per container, ``docker cp -`` of the tar made by
-   harness.runtime.suite_archive, ``docker start``, ``docker wait``, ``docker cp <container>:/distval/results -``
-   (every rank must have written a passed record for every check, else the benchmark fails loudly), then
-   ``docker rm -f`` and ``docker network rm``. Everything created carries ``distval.managed=true`` and
-   ``distval.run=bench-hand-<i>`` and is removed in ``finally``; leftovers of this benchmark's run ids are swept
-   before and after.
+   ``docker network create --internal``, ``docker network inspect`` (the subnets distval puts in the spec),
+   ``docker create`` per container, ``docker cp -`` of the tar made by harness.runtime.files_archive from the
+   container's plan, ``docker start``, ``docker wait``, ``docker cp <container>:/distval/results -``
+   (every rank must have written its rank-<rank>.jsonl with only passed or skipped records for every check,
+   else the benchmark fails loudly), then ``docker rm -f`` and ``docker network rm``. Everything created carries
+   ``distval.managed=true`` and ``distval.run=bench-hand-<i>`` and is removed in ``finally``; leftovers of this
+   benchmark's run ids are swept before and after.
 
 Printed: per repetition times, the median of each, the ratio median(distval) / median(hand) (target <= 1.10),
 distval's peak RSS in MiB (target < 150), the by-hand phases, and the harness's startup cost alone (median wall
 time of ``distval --version``, next to a bare ``python -c pass``).
 
-Run from the repository root, with the image of the config already in the Engine (nothing is pulled)::
+Run from the repository root, with the image of the config already in the Engine and, for a fixture, current
+(nothing is pulled; a stale fixture would be rebuilt inside the timed run)::
 
     python benchmarks/bench_default.py --repeat 5
     python benchmarks/bench_default.py --repeat 5 --json bench.json
@@ -28,29 +30,39 @@ Run from the repository root, with the image of the config already in the Engine
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from common import DOCKER_CALL_TIMEOUT_S, BenchError, distval_executable, docker, label_args  # noqa: E402, I001
+from common import (
+    REPO_ROOT,
+    BenchError,
+    Phases,
+    check_image,
+    container_archive,
+    create_args,
+    distval_executable,
+    docker,
+    network_create_args,
+    network_subnets,
+    read_records,
+    resolved_containers,
+    start_order,
+    sweep,
+    verify,
+)
 
 from harness.config import load_config
-from harness.plan import LABEL_MANAGED, LABEL_RUN, RESULTS_DIR, ContainerPlan, RunPlan, ScenarioPlan, plan_run
-from harness.runtime import suite_archive
+from harness.plan import RunPlan, ScenarioPlan, plan_run
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 RATIO_TARGET = 1.10
 RSS_TARGET_MIB = 150.0
-PASSED = "passed"
 
 
 @dataclass
@@ -69,65 +81,6 @@ class HandSample:
     wall_s: float
     scenario_s: dict[str, float] = field(default_factory=dict)
     phase_s: dict[str, float] = field(default_factory=dict)
-
-
-# -- docker CLI -------------------------------------------------------------------------------------
-
-
-def sweep(run_id: str) -> int:
-    """Remove every container and network labelled with this (benchmark-owned) run id; how many were left."""
-    selector = f"label={LABEL_RUN}={run_id}"
-    removed = 0
-    containers = docker("ps", "-aq", "--filter", f"label={LABEL_MANAGED}=true", "--filter", selector).decode().split()
-    if containers:
-        docker("rm", "-f", "-v", *containers)
-        removed += len(containers)
-    networks = docker("network", "ls", "-q", "--filter", f"label={LABEL_MANAGED}=true", "--filter", selector).decode().split()
-    if networks:
-        docker("network", "rm", *networks)
-        removed += len(networks)
-    return removed
-
-
-def create_args(sp: ScenarioPlan, cp: ContainerPlan, run_id: str) -> list[str]:
-    """``docker create`` arguments equal to what harness.engine.Engine.create_container asks of the Engine."""
-    args = ["create", "--name", cp.name, "--hostname", cp.hostname, "--workdir", cp.working_dir]
-    args += ["--network", sp.network.name]
-    for key, value in cp.env:
-        args += ["--env", f"{key}={value}"]
-    args += label_args(cp.labels, run_id)
-    args += ["--entrypoint", cp.argv[0], sp.image, *cp.argv[1:]]
-    return args
-
-
-# -- results ----------------------------------------------------------------------------------------
-
-
-def read_records(tar_bytes: bytes) -> list[dict[str, Any]]:
-    records: list[dict[str, Any]] = []
-    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as archive:
-        for member in archive.getmembers():
-            if not member.isfile() or not os.path.basename(member.name).endswith(".jsonl"):
-                continue
-            handle = archive.extractfile(member)
-            if handle is None:
-                continue
-            for line in handle.read().decode("utf-8").splitlines():
-                if line.strip():
-                    records.append(json.loads(line))
-    return records
-
-
-def verify(sp: ScenarioPlan, cp: ContainerPlan, records: list[dict[str, Any]]) -> list[str]:
-    """Problems with one container's records: every rank must have a passed (or skipped) record for every check."""
-    status = {(int(r["rank"]), str(r["check"])): str(r["status"]) for r in records}
-    problems = []
-    for rank in cp.ranks:
-        for check in sp.scenario.checks:
-            got = status.get((rank, check.name))
-            if got not in (PASSED, "skipped"):  # a skip with its reason is a verdict too
-                problems.append(f"{cp.name}: rank {rank} check {check.name}: {got or 'no record'}")
-    return problems
 
 
 # -- A) distval -------------------------------------------------------------------------------------
@@ -153,46 +106,24 @@ def run_distval(distval: str, config: Path, run_id: str) -> DistvalSample:
 # -- B) by hand -------------------------------------------------------------------------------------
 
 
-class Phases:
-    def __init__(self, into: dict[str, float]) -> None:
-        self.into = into
-
-    def timed(self, phase: str, *args: str, stdin_data: bytes | None = None, timeout: float = DOCKER_CALL_TIMEOUT_S) -> bytes:
-        started = time.perf_counter()
-        try:
-            return docker(*args, stdin_data=stdin_data, timeout=timeout)
-        finally:
-            self.into[phase] = self.into.get(phase, 0.0) + time.perf_counter() - started
-
-
 def run_scenario_by_hand(sp: ScenarioPlan, run_id: str, phases: Phases) -> None:
     network_created = False
     created: list[str] = []
     try:
-        internal = ["--internal"] if sp.network.internal else []
-        phases.timed(
-            "network create",
-            "network",
-            "create",
-            "--driver",
-            "bridge",
-            *internal,
-            *label_args(sp.network.labels, run_id),
-            sp.network.name,
-        )
+        phases.timed("network create", *network_create_args(sp.network, run_id))
         network_created = True
-        archive = suite_archive(sp.suite_spec_json)
-        for cp in sp.containers:
+        containers = resolved_containers(sp, {"subnets": network_subnets(sp.network.name, phases)})
+        for cp in containers:
             phases.timed("create", *create_args(sp, cp, run_id))
             created.append(cp.name)
-            phases.timed("cp in", "cp", "-", f"{cp.name}:/", stdin_data=archive)
-        names = [cp.name for cp in sp.containers]
-        phases.timed("start", "start", *names)
+            phases.timed("cp in", "cp", "-", f"{cp.name}:/", stdin_data=container_archive(cp))
+        names = [cp.name for cp in containers]
+        phases.timed("start", "start", *start_order(sp))
         exit_codes = phases.timed("wait", "wait", *names, timeout=sp.scenario.timeout_s + 60).decode().split()
         problems = [f"{name}: exit code {code}" for name, code in zip(names, exit_codes, strict=True) if code != "0"]
-        for cp in sp.containers:
-            records = read_records(phases.timed("cp out", "cp", f"{cp.name}:{RESULTS_DIR}", "-"))
-            problems += verify(sp, cp, records)
+        for cp in containers:
+            files = read_records(phases.timed("cp out", "cp", f"{cp.name}:{cp.results_dir}", "-"))
+            problems += verify(cp, files, [check.name for check in sp.scenario.checks])
         if problems:
             logs = "\n".join(f"--- {name}\n" + docker("logs", "--tail", "40", name).decode("utf-8", "replace") for name in names)
             raise BenchError(f"by-hand scenario {sp.scenario.name} did not pass:\n" + "\n".join(problems) + "\n" + logs)
@@ -255,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     plan0 = plan_run(config, "bench-hand-1")
     images = sorted({sp.image for sp in plan0.scenarios})
     for image in images:
-        docker("image", "inspect", "--format", "{{.Id}}", image)  # fails loudly if missing; never pulls
+        check_image(image)  # missing or stale: distval would fail or rebuild it inside the timed run
     print(f"distval: {distval}")
     print(f"config: {config_path} ({', '.join(sp.suite_name for sp in plan0.scenarios)})")
     print(f"image(s): {', '.join(images)}; docker server {docker('version', '--format', '{{.Server.Version}}').decode().strip()}")

@@ -12,11 +12,12 @@ What is measured, in one run:
    B) by hand: the same plan (harness.config.load_config + harness.plan.plan_run with this sample's run id, so
       network, container names, hostnames, env, labels, working dir and command lines are exactly distval's)
       launched with the docker CLI: ``docker network create --internal`` (the plan's network name and labels),
-      ``docker create`` per container, ``docker cp -`` of harness.runtime.suite_archive(spec) where spec is the
-      plan's suite_spec_json with ``"subnets": []`` added (these static scenarios address node 0 by name, so
-      there is no NODE0_IP or MASTER_ADDR_FIELD to resolve; the benchmark checks that), ``docker start`` of all,
-      ``docker wait`` of all (every exit code must be 0), ``docker cp <container>:/distval/results -`` (every rank
-      must have written records, all ``passed``, for env, launch, all_reduce and store), then ``docker rm -f``
+      ``docker network inspect`` (the subnets, the one placeholder these static scenarios hold: they address
+      node 0 by name, so there is no node 0 address to learn; the benchmark checks that), ``docker create`` per
+      container, ``docker cp -`` of the container's planned files (harness.runtime.files_archive), ``docker
+      start`` of all in distval's order, ``docker wait`` of all (every exit code must be 0), ``docker cp
+      <container>:/distval/results -`` (every rank must have written records, all ``passed``, for env, launch,
+      all_reduce and store), then ``docker rm -f``
       and ``docker network rm``.
 
    Printed: every repetition, the medians, the ratio median(distval) / median(by hand) per layout, the by-hand
@@ -58,7 +59,6 @@ Run from the repository root, with the project installed (``pip install -e .``):
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import re
@@ -66,7 +66,6 @@ import secrets
 import statistics
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -75,24 +74,31 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import DOCKER_CALL_TIMEOUT_S, BenchError, distval_executable, docker, label_args  # noqa: E402, I001
+from common import (
+    PASSED,
+    REPO_ROOT,
+    BenchError,
+    Phases,
+    check_image,
+    container_archive,
+    create_args,
+    distval_executable,
+    docker,
+    network_create_args,
+    network_subnets,
+    read_records,
+    resolved_containers,
+    start_order,
+    verify,
+)
 
 from harness.cli import default_jobs
 from harness.config import Config, load_config
-from harness.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
-from harness.plan import (
-    LABEL_MANAGED,
-    LABEL_RUN,
-    MASTER_ADDR_FIELD,
-    NODE0_IP,
-    RESULTS_DIR,
-    ContainerPlan,
-    ScenarioPlan,
-    plan_run,
-)
-from harness.runtime import suite_archive
+from harness.docker_spec import ContainerOptions
+from harness.labels import LABEL_MANAGED, LABEL_RUN
+from harness.placeholders import placeholders_in
+from harness.plan import ScenarioPlan, plan_run
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "rendezvous.yaml"
 LAYOUT_SCENARIOS = ("torchrun.static.n2.p1", "torchrun.static.n4.p1", "torchrun.static.n8.p1", "torchrun.static.n4.p2")
 EXPECTED_CHECKS = ("env", "launch", "all_reduce", "store")
@@ -102,7 +108,6 @@ EXTRA_JOBS = 3
 DEFAULT_JOBS_TARGET = 0.6  # wall(default --jobs) / wall(--jobs 1)
 MATRIX_TIMEOUT_S = 3600.0
 POLL_S = 5.0
-PASSED = "passed"
 
 
 # -- docker CLI -------------------------------------------------------------------------------------
@@ -341,25 +346,6 @@ def run_distval_layout(distval: str, config: Path, scenario: str, run_id: str, t
 # -- B) by hand -------------------------------------------------------------------------------------
 
 
-class Phases:
-    def __init__(self, into: dict[str, float]) -> None:
-        self.into = into
-
-    def timed(self, phase: str, *args: str, stdin_data: bytes | None = None, timeout: float = DOCKER_CALL_TIMEOUT_S) -> bytes:
-        started = time.perf_counter()
-        try:
-            return docker(*args, stdin_data=stdin_data, timeout=timeout)
-        finally:
-            self.into[phase] = self.into.get(phase, 0.0) + time.perf_counter() - started
-
-
-def hand_spec(sp: ScenarioPlan) -> str:
-    """The plan's suite spec with the subnets the harness adds; static scenarios have nothing else to resolve."""
-    spec = json.loads(sp.suite_spec_json)
-    spec["subnets"] = []
-    return json.dumps(spec, indent=2, sort_keys=True)
-
-
 def check_by_hand_possible(sp: ScenarioPlan) -> None:
     """BenchError if the scenario needs what the by-hand path does not do (node 0's IP, extra networks, options)."""
     problems = []
@@ -367,60 +353,15 @@ def check_by_hand_possible(sp: ScenarioPlan) -> None:
         problems.append("it addresses node 0 by IP (master_addr: ip)")
     if len(sp.networks) != 1:
         problems.append(f"it has {len(sp.networks)} networks")
-    texts = [sp.suite_spec_json] + [a for cp in sp.containers for a in cp.argv] + [v for cp in sp.containers for _k, v in cp.env]
-    if any(NODE0_IP in t or MASTER_ADDR_FIELD in t for t in texts):
-        problems.append(f"its command, env or spec holds {NODE0_IP} or {MASTER_ADDR_FIELD}")
-    if any(v is not None for cp in sp.containers for v in vars(cp.options).values()):
+    learned_elsewhere = placeholders_in(sp.containers) - {"subnets"}
+    if learned_elsewhere:
+        problems.append(f"its containers hold placeholders other than subnets: {', '.join(sorted(learned_elsewhere))}")
+    if any(cp.options != ContainerOptions() for cp in sp.containers):
         problems.append("it sets container options")
     if tuple(c.name for c in sp.scenario.checks) != EXPECTED_CHECKS:
         problems.append(f"its checks are {[c.name for c in sp.scenario.checks]}, not {list(EXPECTED_CHECKS)}")
     if problems:
         raise BenchError(f"scenario {sp.scenario.name} cannot be launched by hand here: " + "; ".join(problems))
-
-
-def create_args(sp: ScenarioPlan, cp: ContainerPlan, run_id: str) -> list[str]:
-    """``docker create`` arguments equal to what harness.engine.Engine.create_container asks of the Engine."""
-    args = ["create", "--name", cp.name, "--hostname", cp.hostname, "--workdir", cp.working_dir]
-    args += ["--network", sp.network.name]
-    for key, value in cp.env:
-        args += ["--env", f"{key}={value}"]
-    args += label_args(cp.labels, run_id)
-    args += ["--entrypoint", cp.argv[0], sp.image, *cp.argv[1:]]
-    return args
-
-
-def read_records(tar_bytes: bytes) -> tuple[set[str], list[dict[str, Any]]]:
-    """The result file names and every record in a ``docker cp ... -`` tar of the results directory."""
-    files: set[str] = set()
-    records: list[dict[str, Any]] = []
-    with tarfile.open(fileobj=io.BytesIO(tar_bytes)) as archive:
-        for member in archive.getmembers():
-            if not member.isfile() or not member.name.endswith(".jsonl"):
-                continue
-            files.add(os.path.basename(member.name))
-            handle = archive.extractfile(member)
-            if handle is None:
-                continue
-            for line in handle.read().decode("utf-8").splitlines():
-                if line.strip():
-                    records.append(json.loads(line))
-    return files, records
-
-
-def verify(sp: ScenarioPlan, cp: ContainerPlan, files: set[str], records: list[dict[str, Any]]) -> list[str]:
-    """Problems with one container's results: every rank wrote its file, and only passed records for every check."""
-    problems = []
-    for rank in cp.ranks:
-        if f"rank-{rank}.jsonl" not in files:
-            problems.append(f"{cp.name}: rank {rank} wrote no rank-{rank}.jsonl")
-            continue
-        for check in EXPECTED_CHECKS:
-            statuses = [str(r["status"]) for r in records if int(r["rank"]) == rank and r["check"] == check]
-            if not statuses:
-                problems.append(f"{cp.name}: rank {rank} check {check}: no record")
-            elif any(s != PASSED for s in statuses):
-                problems.append(f"{cp.name}: rank {rank} check {check}: {', '.join(statuses)}")
-    return problems
 
 
 def run_by_hand(sp: ScenarioPlan, run_id: str) -> dict[str, float]:
@@ -432,22 +373,20 @@ def run_by_hand(sp: ScenarioPlan, run_id: str) -> dict[str, float]:
     created: list[str] = []
     names = [cp.name for cp in sp.containers]
     try:
-        internal = ["--internal"] if network.internal else []
-        phases.timed(
-            "setup", "network", "create", "--driver", "bridge", *internal, *label_args(network.labels, run_id), network.name
-        )
+        phases.timed("setup", *network_create_args(network, run_id))
         network_created = True
-        archive = suite_archive(hand_spec(sp))
-        for cp in sp.containers:
+        containers = resolved_containers(sp, {"subnets": network_subnets(network.name, phases, "setup")})
+        for cp in containers:
             phases.timed("setup", *create_args(sp, cp, run_id))
             created.append(cp.name)
-            phases.timed("setup", "cp", "-", f"{cp.name}:/", stdin_data=archive)
-        phases.timed("start+wait", "start", *names)
+            phases.timed("setup", "cp", "-", f"{cp.name}:/", stdin_data=container_archive(cp))
+        phases.timed("start+wait", "start", *start_order(sp))
         exit_codes = phases.timed("start+wait", "wait", *names, timeout=sp.scenario.timeout_s + 60).decode().split()
         problems = [f"{name}: exit code {code}" for name, code in zip(names, exit_codes, strict=True) if code != "0"]
-        for cp in sp.containers:
-            files, records = read_records(phases.timed("copy out", "cp", f"{cp.name}:{RESULTS_DIR}", "-"))
-            problems += verify(sp, cp, files, records)
+        for cp in containers:
+            files = read_records(phases.timed("copy out", "cp", f"{cp.name}:{cp.results_dir}", "-"))
+            # Only passed: env, launch, all_reduce and store have no version gate, so a skip means a broken image.
+            problems += verify(cp, files, EXPECTED_CHECKS, accepted=(PASSED,))
         if problems:
             logs = "\n".join(f"--- {name}\n" + docker("logs", "--tail", "30", name).decode("utf-8", "replace") for name in names)
             raise BenchError(f"by-hand {sp.scenario.name} ({run_id}) did not pass:\n" + "\n".join(problems) + "\n" + logs)
@@ -483,23 +422,6 @@ def run_matrix(run: MatrixRun, timeout_s: float) -> None:
 
 
 # -- main -------------------------------------------------------------------------------------------
-
-
-def check_image(image: str) -> str:
-    """The image's id; BenchError if it is missing, or a fixture whose recipe is stale (distval would rebuild it)."""
-    try:
-        found = docker("image", "inspect", "--format", "{{.Id}}", image).decode().strip()
-    except BenchError:
-        hint = f"distval fixtures build {image}" if image in FIXTURES else "build, load or pull it"
-        raise BenchError(f"image {image} is not in the Docker Engine (nothing is pulled): {hint}") from None
-    if image in FIXTURES:
-        label = docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{RECIPE_LABEL}"}}}}', image).decode().strip()
-        if label != recipe_hash(image):
-            raise BenchError(
-                f"fixture {image} is stale: `distval run` would rebuild it inside a timed run; "
-                f"run `distval fixtures build {image}`"
-            )
-    return found
 
 
 def slope(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float]:

@@ -13,9 +13,10 @@ B) the floor: the same plan (harness.config.load_config + harness.plan.plan_run 
    ``-m suite.main /distval/spec.json`` of each command line is replaced by ``/distval/init_only.py``, a
    script that only initializes the process group (gloo, env://), destroys it and exits. It is launched by
    hand with the docker CLI, one scenario after the other like distval does: ``docker network create
-   --internal``, ``docker create`` per container (only the plan's env is added, so the image's own env, such
-   as USE_LIBUV, is kept), ``docker cp -`` of a tar holding harness.runtime.suite_archive's files plus
-   init_only.py, ``docker start``, ``docker wait`` (every exit code must be 0), ``docker rm -f`` and
+   --internal``, ``docker network inspect`` (the subnets distval puts in the spec), ``docker create`` per
+   container (only the plan's env is added, so the image's own env, such as USE_LIBUV, is kept), ``docker
+   cp -`` of a tar holding the container's planned files (harness.runtime.files_archive) plus init_only.py,
+   ``docker start`` (in distval's order), ``docker wait`` (every exit code must be 0), ``docker rm -f`` and
    ``docker network rm``. Everything created carries ``distval.managed=true`` and
    ``distval.run=bench-floor-<i>`` and is removed in ``finally``; leftovers of this benchmark's run ids
    (``bench-suite-<i>``, ``bench-floor-<i>``) are swept before and after.
@@ -25,7 +26,7 @@ starting the containers and forming the process group. Printed: per repetition t
 and the ratio median(distval) / median(floor) per image (target for distval-fixtures/torch:2.6-debian: <= 2.0).
 
 Before timing, every fixture image must be present and current (its recipe label equal to the recipe in
-harness/fixtures.py): otherwise ``distval run`` would rebuild it inside the timed run, so the benchmark stops
+harness.fixtures): otherwise ``distval run`` would rebuild it inside the timed run, so the benchmark stops
 and says which ``distval fixtures build`` to run. Nothing is ever pulled.
 
 Run from the repository root, with the project installed (``pip install -e .``)::
@@ -38,25 +39,35 @@ Run from the repository root, with the project installed (``pip install -e .``):
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import statistics
 import subprocess
 import sys
-import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import BenchError, distval_executable, docker, label_args  # noqa: E402, I001
+from common import (
+    REPO_ROOT,
+    BenchError,
+    check_image,
+    container_archive,
+    create_args,
+    distval_executable,
+    docker,
+    image_id,
+    network_create_args,
+    network_subnets,
+    resolved_containers,
+    start_order,
+    sweep,
+)
 
 from harness.config import Config, load_config
-from harness.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
-from harness.plan import CONTAINER_ROOT, LABEL_MANAGED, LABEL_RUN, SPEC_PATH, ContainerPlan, RunPlan, ScenarioPlan, plan_run
-from harness.runtime import suite_archive
+from harness.plan import CONTAINER_ROOT, SPEC_PATH, ContainerPlan, RunPlan, ScenarioPlan, plan_run
+from harness.tarball import File, build_tar, read_entries
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 DEFAULT_IMAGES = (
     "distval-fixtures/torch:1.13-debian",
@@ -124,23 +135,7 @@ class ImageResult:
         return {name: statistics.median(s.scenario_s[name] for s in self.floor) for name in names}
 
 
-# -- docker CLI -------------------------------------------------------------------------------------
-
-
-def sweep(run_id: str) -> int:
-    """Remove every container and network labelled with this (benchmark-owned) run id; how many there were."""
-    selector = f"label={LABEL_RUN}={run_id}"
-    managed = f"label={LABEL_MANAGED}=true"
-    removed = 0
-    containers = docker("ps", "-aq", "--filter", managed, "--filter", selector).decode().split()
-    if containers:
-        docker("rm", "-f", "-v", *containers)
-        removed += len(containers)
-    networks = docker("network", "ls", "-q", "--filter", managed, "--filter", selector).decode().split()
-    if networks:
-        docker("network", "rm", *networks)
-        removed += len(networks)
-    return removed
+# -- the floor's containers -------------------------------------------------------------------------
 
 
 def floor_argv(cp: ContainerPlan) -> list[str]:
@@ -152,58 +147,9 @@ def floor_argv(cp: ContainerPlan) -> list[str]:
     return argv[: -len(SUITE_ENTRY)] + [INIT_ONLY_PATH]
 
 
-def create_args(sp: ScenarioPlan, cp: ContainerPlan, run_id: str) -> list[str]:
-    """``docker create`` arguments equal to distval's container, but running the floor's command line.
-
-    Only the plan's env is passed: Docker merges it over the image's env, which is kept (USE_LIBUV etc.).
-    """
-    argv = floor_argv(cp)
-    args = ["create", "--name", cp.name, "--hostname", cp.hostname, "--workdir", cp.working_dir]
-    args += ["--network", sp.network.name]
-    for key, value in cp.env:
-        args += ["--env", f"{key}={value}"]
-    args += label_args(cp.labels, run_id)
-    args += ["--entrypoint", argv[0], sp.image, *argv[1:]]
-    return args
-
-
-def floor_archive(spec_json: str) -> bytes:
-    """harness.runtime.suite_archive's tar (suite, spec, results dir) with init_only.py added."""
-    buffer = io.BytesIO()
-    with (
-        tarfile.open(fileobj=io.BytesIO(suite_archive(spec_json))) as source,
-        tarfile.open(fileobj=buffer, mode="w") as target,
-    ):
-        for member in source.getmembers():
-            target.addfile(member, source.extractfile(member) if member.isfile() else None)
-        data = INIT_ONLY_SCRIPT.encode()
-        info = tarfile.TarInfo(INIT_ONLY_PATH.strip("/"))
-        info.size = len(data)
-        info.mode = 0o644
-        target.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
-def image_id(image: str) -> str:
-    return docker("image", "inspect", "--format", "{{.Id}}", image).decode().strip()
-
-
-def check_image(image: str) -> str:
-    """The image's id; BenchError if it is missing, or a fixture whose recipe is stale (distval would rebuild it)."""
-    try:
-        found = image_id(image)
-    except BenchError:
-        hint = f"distval fixtures build {image}" if image in FIXTURES else "build, load or pull it"
-        raise BenchError(f"image {image} is not in the Docker Engine (nothing is pulled): {hint}") from None
-    if image in FIXTURES:
-        label = docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{RECIPE_LABEL}"}}}}', image)
-        want = recipe_hash(image)
-        if label.decode().strip() != want:
-            raise BenchError(
-                f"fixture {image} is stale (recipe {label.decode().strip() or 'none'}, want {want}): `distval run` would "
-                f"rebuild it inside the timed run; run `distval fixtures build {image}` first"
-            )
-    return found
+def floor_archive(cp: ContainerPlan) -> bytes:
+    """The tar distval copies into this container (suite, spec, results dir) with init_only.py added."""
+    return build_tar([*read_entries(container_archive(cp)), File(INIT_ONLY_PATH.strip("/"), INIT_ONLY_SCRIPT.encode())])
 
 
 # -- A) distval -------------------------------------------------------------------------------------
@@ -230,16 +176,15 @@ def run_floor_scenario(sp: ScenarioPlan, run_id: str) -> None:
     network_created = False
     created: list[str] = []
     try:
-        internal = ["--internal"] if sp.network.internal else []
-        docker("network", "create", "--driver", "bridge", *internal, *label_args(sp.network.labels, run_id), sp.network.name)
+        docker(*network_create_args(sp.network, run_id))
         network_created = True
-        archive = floor_archive(sp.suite_spec_json)
-        for cp in sp.containers:
-            docker(*create_args(sp, cp, run_id))
+        containers = resolved_containers(sp, {"subnets": network_subnets(sp.network.name)})
+        for cp in containers:
+            docker(*create_args(sp, cp, run_id, floor_argv(cp)))
             created.append(cp.name)
-            docker("cp", "-", f"{cp.name}:/", stdin_data=archive)
-        names = [cp.name for cp in sp.containers]
-        docker("start", *names)
+            docker("cp", "-", f"{cp.name}:/", stdin_data=floor_archive(cp))
+        names = [cp.name for cp in containers]
+        docker("start", *start_order(sp))
         exit_codes = docker("wait", *names, timeout=sp.scenario.timeout_s + 60).decode().split()
         problems = [f"{name}: exit code {code}" for name, code in zip(names, exit_codes, strict=True) if code != "0"]
         if problems:

@@ -1,22 +1,34 @@
-"""What the benchmark scripts share: the docker CLI, labels, and finding the distval executable.
+"""What the benchmark scripts share: launching a plan's containers by hand with the docker CLI (the
+baseline distval is compared with), reading and verifying what the ranks wrote, checking the images,
+and finding the distval executable.
 
-The benchmarks launch containers by hand with the docker CLI (the baseline distval is compared with);
-imported as ``common`` because each script runs as ``python benchmarks/<script>.py``.
+Imported as ``common`` because each script runs as ``python benchmarks/<script>.py``.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
-from harness.plan import LABEL_MANAGED, LABEL_RUN
+from harness.docker_spec import ContainerOptions, ContainerPlan, NetworkPlan
+from harness.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
+from harness.labels import LABEL_MANAGED, LABEL_RUN
+from harness.placeholders import placeholders_in, resolve
+from harness.plan import ScenarioPlan, StartContainer
+from harness.runtime import files_archive
+from harness.tarball import regular_files
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCKER_CALL_TIMEOUT_S = 120.0
+PASSED = "passed"
+SKIPPED = "skipped"
 
 
 class BenchError(RuntimeError):
@@ -33,6 +45,36 @@ def docker(*args: str, stdin_data: bytes | None = None, timeout: float = DOCKER_
         message = proc.stderr.decode("utf-8", "replace").strip()
         raise BenchError(f"docker {' '.join(args)} exited {proc.returncode}: {message}")
     return proc.stdout
+
+
+class Phases:
+    """Adds the wall time of each docker call to its phase ("create", "cp in", ...) in ``into``."""
+
+    def __init__(self, into: dict[str, float]) -> None:
+        self.into = into
+
+    def timed(self, phase: str, *args: str, stdin_data: bytes | None = None, timeout: float = DOCKER_CALL_TIMEOUT_S) -> bytes:
+        started = time.perf_counter()
+        try:
+            return docker(*args, stdin_data=stdin_data, timeout=timeout)
+        finally:
+            self.into[phase] = self.into.get(phase, 0.0) + time.perf_counter() - started
+
+
+def sweep(run_id: str) -> int:
+    """Remove every container and network labelled with this (benchmark-owned) run id; how many there were."""
+    selector = f"label={LABEL_RUN}={run_id}"
+    managed = f"label={LABEL_MANAGED}=true"
+    removed = 0
+    containers = docker("ps", "-aq", "--filter", managed, "--filter", selector).decode().split()
+    if containers:
+        docker("rm", "-f", "-v", *containers)
+        removed += len(containers)
+    networks = docker("network", "ls", "-q", "--filter", managed, "--filter", selector).decode().split()
+    if networks:
+        docker("network", "rm", *networks)
+        removed += len(networks)
+    return removed
 
 
 def label_args(labels: Sequence[tuple[str, str]], run_id: str) -> list[str]:
@@ -56,4 +98,119 @@ def distval_executable(explicit: str | None) -> str:
     found = shutil.which("distval")
     if found is None:
         raise BenchError("no distval executable: install the project (pip install -e .) or pass --distval")
+    return found
+
+
+def network_create_args(network: NetworkPlan, run_id: str) -> list[str]:
+    """``docker network create`` arguments equal to the plan's network (NetworkPlan.create_kwargs)."""
+    args = ["network", "create", "--driver", "bridge", *(["--internal"] if network.internal else [])]
+    if network.ipv6_subnet is not None:
+        args += ["--ipv6", "--subnet", network.ipv6_subnet]
+    return args + [*label_args(network.labels, run_id), network.name]
+
+
+def create_args(sp: ScenarioPlan, cp: ContainerPlan, run_id: str, argv: Sequence[str] | None = None) -> list[str]:
+    """``docker create`` arguments equal to what harness.engine.Engine.create_container asks of the Engine
+    (``cp`` resolved: see ``resolved_containers``), running ``argv`` instead of the plan's command line where
+    given (bench_suite's floor).
+
+    Only the plan's env is passed: Docker merges it over the image's env, which is kept (USE_LIBUV etc.).
+    """
+    if cp.options != ContainerOptions() or len(cp.networks) > 1:
+        # Resources, GPUs and extra networks have no by-hand equivalent here: refuse rather than time
+        # something other than what distval runs.
+        raise BenchError(f"{cp.name}: container options or extra networks are not launched by hand here")
+    command = list(cp.argv if argv is None else argv)
+    args = ["create", "--name", cp.name, "--hostname", cp.hostname, "--workdir", cp.working_dir]
+    args += ["--network", cp.networks[0] if cp.networks else sp.network.name]
+    for key, value in cp.env:
+        args += ["--env", f"{key}={value}"]
+    args += label_args(cp.labels, run_id)
+    args += ["--entrypoint", command[0], cp.image or sp.image, *command[1:]]
+    return args
+
+
+def network_subnets(network: str, phases: Phases | None = None, phase: str = "network inspect") -> str:
+    """The fact ``subnets`` as distval learns it (its LearnSubnets step): the network's subnets, comma-separated.
+    Timed as ``phase`` when ``phases`` is given."""
+    args = ("network", "inspect", "--format", "{{range .IPAM.Config}}{{.Subnet}},{{end}}", network)
+    out = phases.timed(phase, *args) if phases is not None else docker(*args)
+    return out.decode().strip().strip(",")
+
+
+def resolved_containers(sp: ScenarioPlan, facts: dict[str, str]) -> list[ContainerPlan]:
+    """The scenario's containers with their placeholders filled in from ``facts``; BenchError if one needs a
+    fact the by-hand launch does not learn (node 0's address: master_addr: ip)."""
+    unknown = placeholders_in(sp.containers) - set(facts)
+    if unknown:
+        raise BenchError(f"scenario {sp.scenario.name} needs {', '.join(sorted(unknown))}: not launched by hand here")
+    return [resolve(cp, facts) for cp in sp.containers]
+
+
+def start_order(sp: ScenarioPlan) -> list[str]:
+    """The containers in the order distval starts them (node 0 last, so early ranks must wait for it)."""
+    return [step.container for step in sp.steps if isinstance(step, StartContainer)]
+
+
+def container_archive(cp: ContainerPlan) -> bytes:
+    """The tar distval copies into this (resolved) container: its plan's files, the suite included."""
+    return files_archive(cp.files)
+
+
+def read_records(tar_bytes: bytes) -> dict[str, list[dict[str, Any]]]:
+    """Every result file (``rank-<rank>.jsonl``) in a ``docker cp <container>:<results dir> -`` tar, by base
+    name, with its records in the order the rank wrote them."""
+    return {
+        name: [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+        for name, data in regular_files(tar_bytes).items()
+        if name.endswith(".jsonl")
+    }
+
+
+def verify(
+    cp: ContainerPlan,
+    files: dict[str, list[dict[str, Any]]],
+    checks: Sequence[str],
+    accepted: Collection[str] = (PASSED, SKIPPED),
+) -> list[str]:
+    """Problems with one container's results: each of its ranks wrote its file, with records for every check
+    and every record's status accepted (a skip with its reason is a verdict too, unless the caller says not).
+
+    Every record counts, not only the last: a check reporting several results (collectives) fails on any.
+    """
+    problems = []
+    for rank in cp.ranks:
+        records = files.get(f"rank-{rank}.jsonl")
+        if records is None:
+            problems.append(f"{cp.name}: rank {rank} wrote no rank-{rank}.jsonl")
+            continue
+        for check in checks:
+            statuses = [str(r["status"]) for r in records if int(r["rank"]) == rank and r["check"] == check]
+            if not statuses:
+                problems.append(f"{cp.name}: rank {rank} check {check}: no record")
+            elif any(status not in accepted for status in statuses):
+                problems.append(f"{cp.name}: rank {rank} check {check}: {', '.join(statuses)}")
+    return problems
+
+
+def image_id(image: str) -> str:
+    return docker("image", "inspect", "--format", "{{.Id}}", image).decode().strip()
+
+
+def check_image(image: str) -> str:
+    """The image's id; BenchError if it is missing, or a fixture whose recipe is stale (distval would rebuild
+    it inside a timed run). Nothing is pulled."""
+    try:
+        found = image_id(image)
+    except BenchError:
+        hint = f"distval fixtures build {image}" if image in FIXTURES else "build, load or pull it"
+        raise BenchError(f"image {image} is not in the Docker Engine (nothing is pulled): {hint}") from None
+    if image in FIXTURES:
+        label = docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{RECIPE_LABEL}"}}}}', image).decode().strip()
+        want = recipe_hash(image)
+        if label != want:
+            raise BenchError(
+                f"fixture {image} is stale (recipe {label or 'none'}, want {want}): `distval run` would rebuild it "
+                f"inside a timed run; run `distval fixtures build {image}` first"
+            )
     return found

@@ -8,6 +8,7 @@ import argparse
 import concurrent.futures
 import dataclasses
 import fnmatch
+import functools
 import json
 import os
 import re
@@ -19,36 +20,61 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from harness import __version__
+from harness.cleanup import RunDecision, by_run, decide, parse_duration
 from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
 from harness.config.values import image_problem
 from harness.config.yaml_nodes import shown
-from harness.engine import Engine, EngineError, ImageMissing
 from harness.errors import (
     EXIT_BAD_INPUT,
+    BadInput,
     ConfigError,
     DistvalError,
+    EngineError,
     FilterMismatch,
+    ImageMissing,
     InternalError,
     Interrupted,
     UsageError,
 )
 from harness.events import RunEvents
-from harness.fixtures import FIXTURES, build_fixtures, is_current, recipe_hash
+from harness.host_runtime import HostSession
+from harness.labels import LABEL_RUN
+from harness.owner import current_owner
 from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
 from harness.plan_render import plan_as_data, render_plan
 from harness.progress import ProgressDisplay
+from harness.reports.files import refusal
 from harness.reports.json_report import write_json
 from harness.reports.junit import write_junit
 from harness.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
 from harness.reports.summary import render_summary
-from harness.results import RunSummary, ScenarioResult, summarize_scenario
+from harness.results import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
 from harness.runtime import run_scenario, signals_deferred
 
+if TYPE_CHECKING:
+    from harness.engine import Engine
+
 Progress = Callable[[str], None]
+Execute = Callable[[ScenarioPlan, RunEvents, threading.Event], ScenarioOutcome]
+
+
+def __getattr__(name: str) -> Any:
+    """``Engine`` is imported on first use, and docker-py with it: host mode (and ``plan``) never need it."""
+    if name == "Engine":
+        from harness.engine import Engine
+
+        globals()["Engine"] = Engine
+        return Engine
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _engine(run_id: str) -> Engine:
+    engine: Engine = sys.modules[__name__].Engine(run_id)  # through __getattr__, or a test's stand-in
+    return engine
 
 
 class _Interrupt(Interrupted):
@@ -72,6 +98,8 @@ def _progress(quiet: bool) -> Progress:
 
 
 def _ensure_images(engine: Engine, images: list[str], progress: Progress) -> None:
+    from harness.fixtures import FIXTURES, build_fixtures, is_current
+
     for image in images:
         if image in FIXTURES and not is_current(engine, image):
             progress(f"image {image} is missing or stale: building it now (no registry is used)")
@@ -111,8 +139,24 @@ def _engine_version(engine: Engine) -> str | None:
         return None  # only a property of the reports: not a reason to stop the run
 
 
-def _write_reports(summary: RunSummary, args: argparse.Namespace) -> None:
-    """JUnit, JSON, Markdown and $GITHUB_STEP_SUMMARY; a report that cannot be written is one line on stderr."""
+REPORT_OPTIONS = (("--junit", "junit"), ("--json", "json"), ("--markdown", "markdown"))
+
+
+def _refused_reports(args: argparse.Namespace) -> list[tuple[str, str, str]]:
+    """(option, path, why) for each report path that names something other than a regular file (a directory, a
+    device, a FIFO): asked before the run starts, so that nothing runs for a report that cannot be written."""
+    refused = []
+    for option, attribute in REPORT_OPTIONS:
+        path = getattr(args, attribute)
+        reason = refusal(path) if path else None
+        if reason is not None:
+            refused.append((option, path, reason))
+    return refused
+
+
+def _write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset[str] = frozenset()) -> None:
+    """JUnit, JSON, Markdown and $GITHUB_STEP_SUMMARY; a report that cannot be written is one line on stderr.
+    ``skip``: the paths refused before the run (already said)."""
     writers: list[tuple[str, str | None, Callable[[], object]]] = [
         ("JUnit XML", args.junit, lambda: write_junit(summary, args.junit)),
         ("JSON report", args.json, lambda: write_json(summary, args.json)),
@@ -120,7 +164,7 @@ def _write_reports(summary: RunSummary, args: argparse.Namespace) -> None:
         ("step summary", os.environ.get(STEP_SUMMARY_ENV), lambda: append_step_summary(summary)),
     ]
     for what, path, write in writers:
-        if not path:
+        if not path or path in skip:
             continue
         try:
             write()
@@ -171,9 +215,9 @@ def default_jobs() -> int:
 
 
 def _run_scenarios(
-    engine: Engine, plans: tuple[ScenarioPlan, ...], display: ProgressDisplay, jobs: int, require_gpu: bool = False
+    execute: Execute, plans: tuple[ScenarioPlan, ...], display: ProgressDisplay, jobs: int, require_gpu: bool = False
 ) -> list[ScenarioResult]:
-    """Run the scenarios, up to ``jobs`` at once, and return their results in plan order.
+    """Run the scenarios with ``execute`` (a runtime), up to ``jobs`` at once; their results in plan order.
 
     The workers share the Engine client (docker-py's connection pool serves concurrent requests). On
     Ctrl-C or SIGTERM (raised in this thread) the workers are told to stop, kill their containers and
@@ -184,7 +228,7 @@ def _run_scenarios(
 
     def run_one(index: int, scenario_plan: ScenarioPlan) -> ScenarioResult:
         events.scenario_started(scenario_plan, index, len(plans))
-        result = summarize_scenario(run_scenario(engine, scenario_plan, events, stop), require_gpu=require_gpu)
+        result = summarize_scenario(execute(scenario_plan, events, stop), require_gpu=require_gpu)
         events.scenario_finished(result)
         return result
 
@@ -213,6 +257,15 @@ def _positive(value: str) -> int:
     return int(value)
 
 
+def announce_run(run_id: str) -> str:
+    """The line a run starts with (stderr, not with --quiet): what to clean up by hand if distval is killed."""
+    owner = current_owner()
+    return (
+        f"run {run_id} (pid {owner.pid} on {owner.host}): if distval is killed, "
+        f"`distval cleanup --run-id {run_id}` removes its containers and networks"
+    )
+
+
 def command_run(args: argparse.Namespace) -> int:
     run_id = args.run_id or secrets.token_hex(4)
     display = ProgressDisplay(None if args.quiet else sys.stderr)
@@ -220,19 +273,38 @@ def command_run(args: argparse.Namespace) -> int:
     engine: Engine | None = None
     engine_version: str | None = None
     host = socket.gethostname()
+    session: HostSession | None = None
+    mode = "host" if args.host else "docker"
 
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
-        return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config)
+        return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config, mode)
 
     summary: RunSummary
+    refused = _refused_reports(args)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        config = load_config(args.config)
-        plan = select_scenarios(plan_run(config, run_id, args.image), args.filter)
-        engine = Engine(run_id)
-        engine_version = _engine_version(engine)
-        _ensure_images(engine, images_of(plan), display.log)
-        results.extend(_run_scenarios(engine, plan.scenarios, display, args.jobs or default_jobs(), args.require_gpu))
+        if refused:
+            raise BadInput("; ".join(f"{option} {reason}" for option, _, reason in refused))
+        execute: Execute
+        if args.host:
+            # Local processes with the local torch (harness/host_runtime.py); Docker is never asked.
+            if args.image:
+                raise BadInput("--image names a container image, --host runs the local Python's torch: give one, not both")
+            config = load_config(args.config)
+            session = HostSession(run_id, args.python)
+            plan = select_scenarios(session.plan_run(config), args.filter)
+            execute = session.run_scenario
+        else:
+            if args.python:
+                raise BadInput("--python names the local Python of host mode: it needs --host")
+            config = load_config(args.config)
+            plan = select_scenarios(plan_run(config, run_id, args.image), args.filter)
+            display.log(announce_run(run_id))
+            engine = _engine(run_id)
+            engine_version = _engine_version(engine)
+            _ensure_images(engine, images_of(plan), display.log)
+            execute = functools.partial(run_scenario, engine)
+        results.extend(_run_scenarios(execute, plan.scenarios, display, args.jobs or default_jobs(), args.require_gpu))
         summary = summarize()
     except KeyboardInterrupt:
         display.close()
@@ -259,9 +331,13 @@ def command_run(args: argparse.Namespace) -> int:
                     engine.remove_labelled()
                 except EngineError as exc:
                     print(f"distval: cleanup failed: {exc}", file=sys.stderr)
+        if session is not None:
+            session.close()
         signal.signal(signal.SIGTERM, previous)
-    _write_reports(summary, args)
+    _write_reports(summary, args, frozenset(path for _, path, _ in refused))
     sys.stdout.write(render_summary(summary))
+    if args.host and summary.scenarios:
+        print("(host mode: local processes with the local torch, no Docker; every testsuite is marked [host])")
     return summary.exit_code
 
 
@@ -286,13 +362,15 @@ def command_schema(_args: argparse.Namespace) -> int:
 
 
 def command_fixtures(args: argparse.Namespace) -> int:
+    from harness.fixtures import FIXTURES, build_fixtures, recipe_hash
+
     if args.action == "list":
         for tag, fixture in FIXTURES.items():
             print(f"{tag}  recipe {recipe_hash(tag)}  {fixture.description}")
         return 0
     progress = _progress(False)
     try:
-        engine = Engine(secrets.token_hex(4))
+        engine = _engine(secrets.token_hex(4))
         tags = args.tags or list(FIXTURES)
         build_fixtures(engine, tags, progress, force=args.force)
     except DistvalError as exc:
@@ -301,15 +379,38 @@ def command_fixtures(args: argparse.Namespace) -> int:
     return 0
 
 
-def command_cleanup(args: argparse.Namespace) -> int:
-    """Remove what a run killed with SIGKILL left behind (everything labelled distval.managed=true)."""
+def _older_than(value: str) -> float:
+    """argparse type: a duration such as 30m or 2h, in seconds."""
     try:
-        engine = Engine("cleanup")
-        containers, networks = engine.remove_matching([f"distval.run={args.run_id}"] if args.run_id else [])
+        return parse_duration(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def command_cleanup(args: argparse.Namespace) -> int:
+    """Remove what runs that are over left behind (a run killed with SIGKILL): never a run whose owner still runs,
+    unless named with --run-id or --all. One line per run, removed or kept and why, then the totals."""
+    try:
+        engine = _engine("cleanup")
+        if args.run_id or args.all:
+            reason = f"named with --run-id {args.run_id}" if args.run_id else "--all"
+            found = engine.list_managed([f"{LABEL_RUN}={args.run_id}"] if args.run_id else [])
+            decisions = [RunDecision(run_id, tuple(rs), True, reason) for run_id, rs in by_run(found).items()]
+        else:
+            decisions = decide(engine.list_managed(), args.older_than, time.time(), socket.gethostname())
+        removed_containers = removed_networks = 0
+        for decision in decisions:
+            if not decision.remove:
+                print(f"kept run {decision.run_id} ({decision.counts()}): {decision.reason}")
+                continue
+            containers, networks = engine.remove_resources(list(decision.resources))
+            removed_containers, removed_networks = removed_containers + containers, removed_networks + networks
+            print(f"removed run {decision.run_id} ({containers} container(s), {networks} network(s)): {decision.reason}")
     except DistvalError as exc:
         print(f"distval: {exc}", file=sys.stderr)
         return exc.exit_code
-    print(f"removed {containers} container(s) and {networks} network(s)")
+    kept = sum(1 for d in decisions if not d.remove)
+    print(f"removed {removed_containers} container(s) and {removed_networks} network(s); kept {kept} run(s)")
     return 0
 
 
@@ -391,6 +492,16 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="a scenario that needs GPUs the Engine cannot give fails instead of being skipped (for GPU pipelines)",
     )
+    run.add_argument(
+        "--host",
+        action="store_true",
+        help="no Docker: run each node as local processes with the local Python's torch (see --python)",
+    )
+    run.add_argument(
+        "--python",
+        metavar="PATH",
+        help="with --host: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
+    )
     run.set_defaults(handler=command_run)
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")
@@ -411,8 +522,22 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("--force", action="store_true", help="rebuild even when up to date")
     fixtures.set_defaults(handler=command_fixtures)
 
-    cleanup = commands.add_parser("cleanup", help="remove containers and networks left by a killed run")
-    cleanup.add_argument("--run-id", type=_run_id)
+    cleanup = commands.add_parser(
+        "cleanup",
+        help="remove containers and networks left by runs that are over (a run killed with SIGKILL)",
+        description="Without options: remove the containers and networks of every run whose distval process is gone "
+        "(same host, and no process with that pid and start time). A run that still runs, or ran on another host, is kept.",
+    )
+    which = cleanup.add_mutually_exclusive_group()
+    which.add_argument("--run-id", type=_run_id, help="remove this run's containers and networks, even if it still runs")
+    which.add_argument("--all", action="store_true", help="remove every container and network distval created, running or not")
+    which.add_argument(
+        "--older-than",
+        type=_older_than,
+        metavar="DURATION",
+        help="also remove runs whose newest container or network is older than this (e.g. 30m, 2h), "
+        "whether their owner runs or not, on any host",
+    )
     cleanup.set_defaults(handler=command_cleanup)
     return parser
 

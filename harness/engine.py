@@ -1,7 +1,9 @@
 """The one module that talks to the Docker Engine (through docker-py, never the docker CLI).
 
-Every container and network it creates carries ``distval.managed=true`` and ``distval.run=<run id>``,
-whatever the caller passed, and every docker-py or transport error leaves here as an EngineError. Files
+Every container and network it creates carries ``distval.managed=true``, ``distval.run=<run id>`` and its
+owner (``distval.owner.host``, ``.pid``, ``.started``: harness/owner.py), whatever the caller passed, all
+added in ``_labels``; and every docker-py or transport error leaves here as an EngineError (``_call`` and
+``_mapped``), never as docker-py's or requests' own exception. Files
 go in with put_archive and come out with get_archive, never through bind mounts of host paths (those
 resolve on the daemon's host and break with a remote DOCKER_HOST).
 """
@@ -11,27 +13,35 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, TypeVar
 
 import docker
 import docker.errors
 import docker.types
 import requests
+import urllib3.exceptions
 
 from harness.docker_spec import ContainerPlan, NetworkPlan
-from harness.engine_protocol import ContainerState, GpuSupport, ImageInfo
+from harness.engine_protocol import ContainerState, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
 from harness.labels import LABEL_MANAGED, LABEL_RUN
+from harness.owner import Owner, current_owner
+from harness.tarball import regular_files
 
 T = TypeVar("T")
 API_TIMEOUT_S = 120
 
 
-__all__ = ["ContainerState", "Engine", "EngineError", "GpuSupport", "ImageInfo", "ImageMissing"]
+__all__ = ["ContainerState", "Engine", "EngineError", "GpuSupport", "ImageInfo", "ImageMissing", "Resource"]
+# What docker-py and its transport raise: its own errors, requests' (wrapping urllib3's), urllib3's when a
+# stream is read directly, and socket errors (OSError) from its unix-socket and SSH adapters.
+TRANSPORT_ERRORS = (docker.errors.DockerException, requests.RequestException, urllib3.exceptions.HTTPError, OSError)
 # The answer of an Engine with no GPU runtime to a device request (moby's daemon/devices.go).
 NO_GPU_DRIVER = "could not select device driver"
 GPU_PROBE_TIMEOUT_S = 60
@@ -44,28 +54,29 @@ def _where() -> str:
 class Engine:
     """The real Engine; implements harness.engine_protocol.EngineAPI."""
 
-    def __init__(self, run_id: str) -> None:
+    def __init__(self, run_id: str, client: Any = None, owner: Owner | None = None) -> None:
+        """``client``: a docker-py DockerClient (default: from the environment); ``owner``: the process the
+        resources are labelled with (default: this one)."""
         self.run_id = run_id
+        self.owner = owner or current_owner()
         try:
-            self.client = docker.from_env(timeout=API_TIMEOUT_S)
+            self.client = client if client is not None else docker.from_env(timeout=API_TIMEOUT_S)
             self.client.ping()
-        except (docker.errors.DockerException, requests.RequestException) as exc:
-            raise EngineError(f"cannot reach the Docker Engine at {_where()}: {exc}") from None
+        except TRANSPORT_ERRORS as exc:
+            raise EngineError(f"cannot reach the Docker Engine at {_where()}: {_text(exc)}") from None
         self._gpu_lock = threading.Lock()
         self._gpu_support: dict[str, GpuSupport] = {}
 
     def _call(self, what: str, function: Callable[[], T]) -> T:
         try:
             return function()
-        except docker.errors.ImageNotFound as exc:
-            raise ImageMissing(f"{what}: {exc.explanation or exc}") from None
-        except docker.errors.APIError as exc:
-            raise EngineError(f"{what}: {exc.explanation or exc}") from None
-        except (docker.errors.DockerException, requests.RequestException) as exc:
-            raise EngineError(f"{what}: {exc}") from None
+        except TRANSPORT_ERRORS as exc:
+            raise _mapped(what, exc) from None
 
     def _labels(self, labels: Mapping[str, str]) -> dict[str, str]:
+        """The one place labels are given: the caller's, then distval's own, which nothing overrides."""
         merged = dict(labels)
+        merged.update(self.owner.labels())
         merged[LABEL_MANAGED] = "true"
         merged[LABEL_RUN] = self.run_id
         return merged
@@ -80,8 +91,8 @@ class Engine:
             image = self.client.images.get(reference)
         except docker.errors.ImageNotFound:
             return None
-        except (docker.errors.DockerException, requests.RequestException) as exc:
-            raise EngineError(f"inspect image {reference}: {exc}") from None
+        except TRANSPORT_ERRORS as exc:
+            raise _mapped(f"inspect image {reference}", exc) from None
         return ImageInfo(id=image.id, tags=tuple(image.tags), labels=dict(image.labels or {}))
 
     def import_rootfs(self, tar_path: str, repository: str, tag: str, changes: list[str]) -> str:
@@ -183,11 +194,10 @@ class Engine:
     def kill(self, container: Any) -> None:
         try:
             container.kill()
-        except docker.errors.APIError as exc:
-            if exc.status_code != 409:  # 409: it exited on its own meanwhile
-                raise EngineError(f"kill {container.name}: {exc.explanation or exc}") from None
-        except (docker.errors.DockerException, requests.RequestException) as exc:
-            raise EngineError(f"kill {container.name}: {exc}") from None
+        except TRANSPORT_ERRORS as exc:
+            if isinstance(exc, docker.errors.APIError) and exc.status_code == 409:
+                return  # it exited on its own meanwhile
+            raise _mapped(f"kill {container.name}", exc) from None
 
     def logs(self, container: Any) -> tuple[str, str]:
         out = self._call(f"read logs of {container.name}", lambda: container.logs(stdout=True, stderr=False))
@@ -202,14 +212,10 @@ class Engine:
             return b"".join(stream)
 
         data = self._call(f"copy {path} out of {container.name}", fetch)
-        files: dict[str, bytes] = {}
-        with tarfile.open(fileobj=io.BytesIO(data)) as archive:
-            for member in archive.getmembers():
-                if member.isfile():
-                    handle = archive.extractfile(member)
-                    if handle is not None:
-                        files[os.path.basename(member.name)] = handle.read()
-        return files
+        try:
+            return regular_files(data)
+        except tarfile.TarError as exc:
+            raise EngineError(f"copy {path} out of {container.name}: the Engine sent no readable archive ({exc})") from None
 
     # -- GPUs ---------------------------------------------------------------------------------------
     def gpu_support(self, image: str) -> GpuSupport:
@@ -240,13 +246,11 @@ class Engine:
                 output = container.logs(stdout=True, stderr=False).decode("utf-8", "replace").strip()
             finally:
                 container.remove(force=True, v=True)
-        except docker.errors.APIError as exc:
-            text = str(exc.explanation or exc)
-            if NO_GPU_DRIVER in text:
+        except TRANSPORT_ERRORS as exc:
+            text = _text(exc)
+            if isinstance(exc, docker.errors.APIError) and NO_GPU_DRIVER in text:
                 return GpuSupport(0, f"this Docker Engine cannot give GPUs to containers ({text})")
-            raise EngineError(f"probe the Engine's GPUs with {image}: {text}") from None
-        except (docker.errors.DockerException, requests.RequestException) as exc:
-            raise EngineError(f"probe the Engine's GPUs with {image}: {exc}") from None
+            raise _mapped(f"probe the Engine's GPUs with {image}", exc) from None
         if not output.isdigit():
             return GpuSupport(0, f"the GPU probe in {image} printed {output[:200]!r}, not a device count")
         count = int(output)
@@ -260,22 +264,59 @@ class Engine:
 
     def remove_matching(self, labels: list[str]) -> tuple[int, int]:
         """Remove the containers (with their anonymous volumes) and networks carrying all these labels."""
-        filters = {"label": [f"{LABEL_MANAGED}=true", *labels]}
-        removed_containers = 0
-        for container in self._list(lambda: self.client.containers.list(all=True, filters=filters)):
-            try:
-                container.remove(force=True, v=True)
-                removed_containers += 1
-            except docker.errors.NotFound:
-                pass
-        removed_networks = 0
-        for network in self._list(lambda: self.client.networks.list(filters=filters)):
-            try:
-                network.remove()
-                removed_networks += 1
-            except docker.errors.NotFound:
-                pass
-        return removed_containers, removed_networks
+        return self.remove_resources(self.list_managed(labels))
 
-    def _list(self, function: Callable[[], list[Any]]) -> Iterator[Any]:
-        yield from self._call("list this run's containers and networks", function)
+    def list_managed(self, labels: list[str] | None = None) -> list[Resource]:
+        """Every container and network labelled distval.managed=true (and with all of ``labels``), containers first."""
+        filters = {"label": [f"{LABEL_MANAGED}=true", *(labels or [])]}
+        what = "list distval's containers and networks"
+        containers = self._call(what, lambda: self.client.containers.list(all=True, sparse=True, filters=filters))
+        networks = self._call(what, lambda: self.client.networks.list(filters=filters))
+        found = []
+        for kind, handle in [("container", c) for c in containers] + [("network", n) for n in networks]:
+            attrs = handle.attrs or {}
+            names = attrs.get("Names") or [attrs.get("Name") or handle.id]
+            name = str(names[0]).lstrip("/")
+            found.append(Resource(kind, str(handle.id), name, dict(attrs.get("Labels") or {}), _created(attrs.get("Created"))))
+        return found
+
+    def remove_resources(self, resources: list[Resource]) -> tuple[int, int]:
+        """Remove these containers (with their anonymous volumes), then these networks; one already gone is
+        not counted. Returns (containers removed, networks removed)."""
+        removed = {"container": 0, "network": 0}
+        for resource in sorted(resources, key=lambda r: r.kind != "container"):
+            try:
+                if resource.kind == "container":
+                    self.client.api.remove_container(resource.id, v=True, force=True)
+                else:
+                    self.client.api.remove_network(resource.id)
+            except docker.errors.NotFound:
+                continue  # already gone (another cleanup, or the Engine's own)
+            except TRANSPORT_ERRORS as exc:
+                raise _mapped(f"remove {resource.kind} {resource.name}", exc) from None
+            removed[resource.kind] += 1
+        return removed["container"], removed["network"]
+
+
+def _text(exc: BaseException) -> str:
+    explanation = getattr(exc, "explanation", None)
+    return str(explanation or exc) or type(exc).__name__
+
+
+def _mapped(what: str, exc: BaseException) -> EngineError:
+    """distval's error for a docker-py or transport error: ImageMissing for a missing image, else EngineError."""
+    error = ImageMissing if isinstance(exc, docker.errors.ImageNotFound) else EngineError
+    return error(f"{what}: {_text(exc)}")
+
+
+def _created(value: object) -> float | None:
+    """The Engine's creation time: a Unix time (container lists) or RFC 3339 with nanoseconds (networks)."""
+    if isinstance(value, int | float):
+        return float(value)
+    if not isinstance(value, str) or not value:
+        return None
+    text = re.sub(r"(\.\d{6})\d+", r"\1", value.replace("Z", "+00:00"))
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return None

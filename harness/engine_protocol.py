@@ -67,3 +67,14 @@ class EngineAPI(Protocol):
     def gpu_support(self, image: str) -> GpuSupport: ...
 
     def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]: ...
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A container or network distval created, as ``distval cleanup`` sees it."""
+
+    kind: str  # "container" or "network"
+    id: str
+    name: str
+    labels: Mapping[str, str]
+    created: float | None  # seconds since the epoch, by the Engine's clock; None when it did not say

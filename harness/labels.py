@@ -1,6 +1,8 @@
 """The labels distval puts on every container and network it creates, shared by the planner and the Engine.
 
-``distval cleanup`` and the per-scenario cleanup find what to remove by these labels alone.
+``distval cleanup`` and the per-scenario cleanup find what to remove by these labels alone. The owner
+labels are added by the Engine when it creates a resource (``Engine._labels``), not by the planner: they
+name the process that runs (harness/owner.py), which a plan does not know.
 """
 
 from __future__ import annotations
@@ -9,3 +11,6 @@ LABEL_MANAGED = "distval.managed"  # always "true": everything distval created
 LABEL_RUN = "distval.run"  # the run id
 LABEL_SCENARIO = "distval.scenario"  # the scenario's name
 LABEL_NODE = "distval.node"  # the node rank a container hosts
+LABEL_OWNER_HOST = "distval.owner.host"  # the host name of the distval process that created it
+LABEL_OWNER_PID = "distval.owner.pid"  # that process's pid
+LABEL_OWNER_STARTED = "distval.owner.started"  # its start time ("<boot id>:<pid namespace>:<ticks since boot>")

@@ -100,6 +100,9 @@ class ScenarioPlan:
     networks: tuple[NetworkPlan, ...]
     containers: tuple[ContainerPlan, ...]
     steps: tuple[Step, ...]
+    # "docker": containers of ``image``; "host": local processes of the Python ``image`` names
+    # (harness/host_plan.py), shown as `` [host]`` in the suite name and as the ``mode`` property.
+    mode: str = "docker"
 
     @property
     def network(self) -> NetworkPlan:
@@ -117,11 +120,17 @@ class ScenarioPlan:
     @property
     def suite_spec_json(self) -> str:
         """Node 0's suite spec (every node's differs at most in placeholders)."""
-        return next(f.text for f in self.containers[0].files if f.path == SPEC_PATH and f.text is not None)
+        return next(f.text for f in self.containers[0].files if f.path.endswith("/spec.json") and f.text is not None)
 
     @property
     def gpus_needed(self) -> int:
         return sum(len(c.options.gpu_device_ids) for c in self.containers)
+
+    @property
+    def gpus_needed_text(self) -> str:
+        """The GPUs this scenario needs, in words (the first half of every GPU skip reason)."""
+        why = "one per NCCL rank" if self.scenario.backend in NCCL_BACKENDS else "shared by each node's ranks"
+        return f"the scenario needs {self.gpus_needed} GPU(s), {why}"
 
     def container(self, name: str) -> ContainerPlan:
         return next(c for c in self.containers if c.name == name)
@@ -137,7 +146,13 @@ class ScenarioPlan:
         )
         form = "" if s.topology == "in-container" else f", {s.rendezvous}" + (" via IP" if s.master_addr == "ip" else "")
         backend = "" if s.backend == "gloo" else f", {s.backend}"
-        return f"{s.name} ({s.topology}, {layout}{form}{backend})"
+        mark = " [host]" if self.mode == "host" else ""
+        return f"{s.name} ({s.topology}, {layout}{form}{backend}){mark}"
+
+    @property
+    def target_args(self) -> tuple[str, ...]:
+        """The command-line options that select what this plan ran on (the reproduce command's)."""
+        return ("--host", "--python", self.image) if self.mode == "host" else ("--image", self.image)
 
 
 @dataclass(frozen=True)
@@ -162,14 +177,26 @@ def ipv6_subnet(network_name: str) -> str:
     return f"fd{digest[:2]}:{digest[2:6]}:{digest[6:10]}:{digest[10:14]}::/64"
 
 
-def _command(scenario: Scenario, node_rank: int, master: str, master_host: str, rdzv_id: str) -> tuple[str, ...]:
-    """The container's command line for the scenario's topology and rendezvous form."""
+def _command(
+    scenario: Scenario,
+    python: str,
+    node_rank: int,
+    master: str,
+    master_host: str,
+    rdzv_id: str,
+    spec_path: str,
+    master_port: str,
+    c10d_port: str,
+    rdzv_conf: str | None = None,
+) -> tuple[str, ...]:
+    """A node's command line for the scenario's topology and rendezvous form. The ports are strings so
+    that they can be placeholders (host mode chooses free ones when the scenario starts)."""
     if scenario.rendezvous in ("env", "tcp"):
-        # No launcher: one process per container, rank and world size from the harness.
-        return (scenario.python, "-m", "suite.main", SPEC_PATH)
+        # No launcher: one process per node, rank and world size from the harness.
+        return (python, "-m", "suite.main", spec_path)
     # torch.distributed.run through the interpreter, not the torchrun script that some images lack.
     # Underscore spellings: torch 1.13's launcher knows only those; later ones accept both.
-    argv = [scenario.python, "-m", "torch.distributed.run"]
+    argv = [python, "-m", "torch.distributed.run"]
     if scenario.topology == "in-container":
         argv += ["--standalone", "--nnodes=1", f"--nproc_per_node={scenario.world_size}"]
     elif scenario.rendezvous == "c10d":
@@ -178,24 +205,26 @@ def _command(scenario: Scenario, node_rank: int, master: str, master_host: str, 
             f"--nnodes={scenario.nodes}",
             f"--nproc_per_node={scenario.nproc_per_node}",
             "--rdzv_backend=c10d",
-            f"--rdzv_endpoint={master_host}:{C10D_PORT}",
+            f"--rdzv_endpoint={master_host}:{c10d_port}",
             f"--rdzv_id={rdzv_id}",
         ]
+        if rdzv_conf is not None:
+            argv.append(f"--rdzv_conf={rdzv_conf}")
     else:
         argv += [
             f"--nnodes={scenario.nodes}",
             f"--nproc_per_node={scenario.nproc_per_node}",
             f"--node_rank={node_rank}",
             f"--master_addr={master}",
-            f"--master_port={MASTER_PORT}",
+            f"--master_port={master_port}",
         ]
     # No restarts: a failing rank must fail the scenario, not be retried into a pass.
-    argv += ["--max_restarts=0", "-m", "suite.main", SPEC_PATH]
+    argv += ["--max_restarts=0", "-m", "suite.main", spec_path]
     return tuple(argv)
 
 
-def _spec(scenario: Scenario, master_host: str) -> str:
-    """The suite spec one container reads (suite/main.py)."""
+def _spec(scenario: Scenario, master_host: str, master_port: str, results_dir: str, subnets: str) -> str:
+    """The suite spec one node reads (suite/main.py)."""
     cross = scenario.topology == "cross-container"
     spec = {
         "scenario": scenario.name,
@@ -206,13 +235,38 @@ def _spec(scenario: Scenario, master_host: str) -> str:
         "world_size": scenario.world_size,
         "nproc_per_node": scenario.nproc_per_node if cross else scenario.world_size,
         "launcher": "none" if scenario.rendezvous in ("env", "tcp") else "torchrun",
-        "init_method": {"env": "env://", "tcp": f"tcp://{master_host}:{MASTER_PORT}"}.get(scenario.rendezvous),
+        "init_method": {"env": "env://", "tcp": f"tcp://{master_host}:{master_port}"}.get(scenario.rendezvous),
         "dynamic_node_ranks": cross and scenario.rendezvous == "c10d",
-        "results_dir": RESULTS_DIR,
-        "subnets": SUBNETS,
+        "results_dir": results_dir,
+        "subnets": subnets,
         "checks": [{"name": c.name, "args": dict(c.args)} for c in scenario.checks],
     }
     return json.dumps(spec, sort_keys=True)
+
+
+def _env(
+    scenario: Scenario, run_id: str, node_rank: int, master: str, master_port: str, pythonpath: str | None
+) -> tuple[tuple[str, str], ...]:
+    """A node's environment: the scenario's, distval's, NCCL's defaults and the rendezvous variables of
+    the launcher-less forms. ``pythonpath`` is where the suite is, when the working directory is not."""
+    env = list(_pairs(scenario.env))
+    env += [
+        ("PYTHONUNBUFFERED", "1"),
+        ("PYTHONDONTWRITEBYTECODE", "1"),
+        ("DISTVAL_RUN_ID", run_id),
+        ("DISTVAL_SCENARIO", scenario.name),
+        ("DISTVAL_NODE_RANK", str(node_rank)),
+    ]
+    if scenario.backend in NCCL_BACKENDS:
+        env += [pair for pair in NCCL_ENV if pair[0] not in dict(scenario.env)]
+    if pythonpath is not None:
+        # `-m suite.main` finds the suite through the working directory; elsewhere, through this.
+        env.append(("PYTHONPATH", pythonpath))
+    if scenario.rendezvous in ("env", "tcp"):
+        env += [("RANK", str(node_rank)), ("WORLD_SIZE", str(scenario.world_size))]
+    if scenario.rendezvous == "env":
+        env += [("MASTER_ADDR", master), ("MASTER_PORT", master_port)]
+    return tuple(env)
 
 
 def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, slug: str | None = None) -> ScenarioPlan:
@@ -248,23 +302,14 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, s
         master, master_host = (NODE0_IP, NODE0_HOST) if by_ip and node_rank > 0 else (f"{base}-n0", f"{base}-n0")
         first = node_rank * scenario.nproc_per_node if cross else 0
         ranks = tuple(range(first, first + (scenario.nproc_per_node if cross else scenario.world_size)))
-        env = list(_pairs(scenario.env))
-        env += [
-            ("PYTHONUNBUFFERED", "1"),
-            ("PYTHONDONTWRITEBYTECODE", "1"),
-            ("DISTVAL_RUN_ID", run_id),
-            ("DISTVAL_SCENARIO", scenario.name),
-            ("DISTVAL_NODE_RANK", str(node_rank)),
-        ]
-        if nccl:
-            env += [pair for pair in NCCL_ENV if pair[0] not in dict(scenario.env)]
-        if working_dir != CONTAINER_ROOT:
-            # `-m suite.main` finds the suite through the working directory; elsewhere, through this.
-            env.append(("PYTHONPATH", CONTAINER_ROOT))
-        if scenario.rendezvous in ("env", "tcp"):
-            env += [("RANK", str(node_rank)), ("WORLD_SIZE", str(scenario.world_size))]
-        if scenario.rendezvous == "env":
-            env += [("MASTER_ADDR", master), ("MASTER_PORT", str(MASTER_PORT))]
+        env = _env(
+            scenario,
+            run_id,
+            node_rank,
+            master,
+            str(MASTER_PORT),
+            pythonpath=CONTAINER_ROOT if working_dir != CONTAINER_ROOT else None,
+        )
         options = ContainerOptions(
             cpus=scenario.cpus,
             memory=scenario.memory,
@@ -278,7 +323,7 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, s
             FileCopy(f"{CONTAINER_ROOT}/suite", 0o755, suite=True),
             # World-writable: images often run as a non-root user that must still write its records.
             FileCopy(RESULTS_DIR, 0o777),
-            FileCopy(SPEC_PATH, 0o644, text=_spec(scenario, master_host)),
+            FileCopy(SPEC_PATH, 0o644, text=_spec(scenario, master_host, str(MASTER_PORT), RESULTS_DIR, SUBNETS)),
         )
         containers.append(
             ContainerPlan(
@@ -286,7 +331,17 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, s
                 hostname=name,
                 node_rank=node_rank,
                 ranks=ranks,
-                argv=_command(scenario, node_rank, master, master_host, f"{run_id}-{slug}"),
+                argv=_command(
+                    scenario,
+                    scenario.python,
+                    node_rank,
+                    master,
+                    master_host,
+                    f"{run_id}-{slug}",
+                    SPEC_PATH,
+                    str(MASTER_PORT),
+                    str(C10D_PORT),
+                ),
                 env=tuple(env),
                 labels=common_labels + ((LABEL_NODE, str(node_rank)),),
                 working_dir=working_dir,
@@ -321,9 +376,10 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, s
     )
 
 
-def plan_run(config: Config, run_id: str, image_override: str | None = None) -> RunPlan:
-    # Names that differ only in case or punctuation ("a_b", "A.b") share a slug; number the later ones so
-    # that container, host and network names stay unique within the run.
+def run_slugs(config: Config) -> list[str]:
+    """Each scenario's slug, unique within the run. Names that differ only in case or punctuation
+    ("a_b", "A.b") share a slug; number the later ones so that container, host and network names stay
+    unique within the run."""
     slugs: list[str] = []
     for index, scenario in enumerate(config.scenarios):
         slug, suffix = _slug(scenario.name), index
@@ -331,6 +387,11 @@ def plan_run(config: Config, run_id: str, image_override: str | None = None) -> 
         while candidate in slugs:  # against every earlier slug, generated ones included: unique by construction
             candidate, suffix = f"{slug[:24]}-{suffix}", suffix + len(config.scenarios)
         slugs.append(candidate)
+    return slugs
+
+
+def plan_run(config: Config, run_id: str, image_override: str | None = None) -> RunPlan:
+    slugs = run_slugs(config)
     return RunPlan(
         run_id=run_id,
         config_path=config.path,

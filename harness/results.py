@@ -15,7 +15,11 @@ import socket
 from dataclasses import dataclass, field
 
 from harness import __version__
+from harness.config import NCCL_BACKENDS
 from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
+from harness.host_plan import canonical_host_plan
+from harness.nccl_transport import describe as describe_transports
+from harness.nccl_transport import transports_between
 from harness.plan import ScenarioPlan, plan_scenario
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
@@ -34,6 +38,7 @@ class ContainerOutcome:
     stderr: str
     result_files: dict[str, bytes] = field(default_factory=dict)
     problem: str | None = None
+    kind: str = "container"  # what ran, in messages: "container", or "node" (a local process group, host mode)
 
 
 @dataclass(frozen=True)
@@ -85,6 +90,7 @@ class RunSummary:
     engine_version: str | None = None  # Engine.version(), asked once per run; None when no Engine answered
     host: str = field(default_factory=socket.gethostname)
     config_path: str | None = None  # as given on the command line: the reproduce commands name it
+    mode: str = "docker"  # "host" for distval run --host (local processes, no Docker): a property of every testsuite
 
     @property
     def exit_code(self) -> int:
@@ -107,6 +113,7 @@ def run_properties(summary: RunSummary) -> dict[str, str]:
         "distval_version": __version__,
         "docker_engine_version": summary.engine_version or "unknown",
         "host": summary.host,
+        "mode": summary.mode,
     }
 
 
@@ -120,8 +127,12 @@ def scenario_hash(plan: ScenarioPlan) -> str:
     """What ran, as 12 hex digits: sha256 over the plan's image, containers (creation arguments and files)
     and steps, planned again under a fixed run id. No run id reaches the hash in any form (names,
     c10d's --rdzv_id, labels), so the same scenario on the same image hashes the same in every run, and a
-    changed check argument, image, option or launcher line does not."""
-    canonical = plan_scenario(plan.scenario, "run-id", plan.image, plan.slug)
+    changed check argument, image, option or launcher line does not. A host-mode plan is planned again
+    as a host plan (the same Python, a fixed root directory)."""
+    if plan.mode == "host":
+        canonical = canonical_host_plan(plan)
+    else:
+        canonical = plan_scenario(plan.scenario, "run-id", plan.image, plan.slug)
     payload = json.dumps(
         {
             "image": canonical.image,
@@ -180,22 +191,23 @@ def _why_missing(outcome: ContainerOutcome, deadline_s: float) -> str:
     if outcome.problem:
         return outcome.problem
     if outcome.killed_at_deadline:
-        return f"container {outcome.name} was still running at the {deadline_s:g} s deadline and was killed"
-    reason = f"container {outcome.name} exited with code {outcome.exit_code}"
+        return f"{outcome.kind} {outcome.name} was still running at the {deadline_s:g} s deadline and was killed"
+    reason = f"{outcome.kind} {outcome.name} exited with code {outcome.exit_code}"
     error = first_error_line(outcome.stderr) or first_error_line(outcome.stdout)
     return f"{reason}: {error}" if error else reason
 
 
 def _exit_case(outcomes: tuple[ContainerOutcome, ...], deadline_s: float, duration_s: float) -> CaseResult:
     bad = [o for o in outcomes if o.killed_at_deadline or o.exit_code != 0 or o.problem]
+    kind = outcomes[0].kind if outcomes else "container"
     if not bad:
         return CaseResult(
-            EXIT_STATUS_CASE, PASSED, f"{len(outcomes)} container(s) exited 0 within the {deadline_s:g} s deadline", duration_s
+            EXIT_STATUS_CASE, PASSED, f"{len(outcomes)} {kind}(s) exited 0 within the {deadline_s:g} s deadline", duration_s
         )
     message = "; ".join(_why_missing(o, deadline_s) for o in bad)
     output = "\n\n".join(f"--- {o.name} (last lines) ---\n{tail(o.stdout + o.stderr)}" for o in bad)
     return CaseResult(
-        EXIT_STATUS_CASE, ERROR, f"expected every container to exit 0 within the deadline; {message}", duration_s, output
+        EXIT_STATUS_CASE, ERROR, f"expected every {kind} to exit 0 within the deadline; {message}", duration_s, output
     )
 
 
@@ -333,6 +345,10 @@ def _properties(outcome: ScenarioOutcome) -> tuple[tuple[str, str], ...]:
     # torch.version.cuda is None on a CPU build: "none"; no env record at all: "unknown", like the others.
     props["cuda_version"] = str(env.get("cuda_version") or "none") if env else "unknown"
     props["scenario_hash"] = scenario_hash(outcome.plan)
+    if scenario.backend in NCCL_BACKENDS and outcome.containers:
+        # Which transport NCCL chose between each pair of ranks (NCCL_DEBUG=INFO, set by the plan): separate
+        # containers fall back to sockets unless IPC and the host hash are shared (NVIDIA/nccl#945).
+        props["nccl_transports"] = describe_transports(transports_between(c.stdout + c.stderr for c in outcome.containers))
     return tuple(props.items())
 
 

@@ -9,9 +9,7 @@ happens, the scenario's containers and networks are removed before this returns 
 
 from __future__ import annotations
 
-import io
 import signal
-import tarfile
 import threading
 import time
 from collections.abc import Iterator
@@ -28,6 +26,7 @@ from harness.labels import LABEL_SCENARIO
 from harness.placeholders import facts_for_address, resolve
 from harness.plan import CreateContainer, CreateNetwork, LearnAddress, LearnSubnets, ScenarioPlan, StartContainer
 from harness.results import ContainerOutcome, ScenarioOutcome
+from harness.tarball import Directory, Entry, File, build_tar
 
 POLL_INTERVAL_S = 0.2
 
@@ -38,25 +37,13 @@ def suite_dir() -> Path:
 
 def files_archive(files: tuple[FileCopy, ...]) -> bytes:
     """One tar rooted at / holding a container's FileCopy entries (the suite's *.py for a suite entry)."""
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-
-        def add(name: str, mode: int, data: bytes | None) -> None:
-            info = tarfile.TarInfo(name.strip("/"))
-            info.mode = mode
-            if data is None:
-                info.type = tarfile.DIRTYPE
-                archive.addfile(info)
-            else:
-                info.size = len(data)
-                archive.addfile(info, io.BytesIO(data))
-
-        for copy in files:
-            add(copy.path, copy.mode, None if copy.text is None else copy.text.encode())
-            if copy.suite:
-                for path in sorted(suite_dir().glob("*.py")):
-                    add(f"{copy.path}/{path.name}", 0o644, path.read_bytes())
-    return buffer.getvalue()
+    entries: list[Entry] = []
+    for copy in files:
+        path = copy.path.strip("/")
+        entries.append(Directory(path, copy.mode) if copy.text is None else File(path, copy.text.encode(), copy.mode))
+        if copy.suite:
+            entries += [File(f"{path}/{source.name}", source.read_bytes()) for source in sorted(suite_dir().glob("*.py"))]
+    return build_tar(entries)
 
 
 @contextmanager
@@ -79,7 +66,7 @@ def gpu_shortfall(engine: EngineAPI, plan: ScenarioPlan) -> str | None:
     if support.count >= needed:
         return None
     why = support.reason or f"the Engine gives containers {support.count}"
-    return f"the scenario needs {needed} GPU(s), one per NCCL rank; {why}"
+    return f"{plan.gpus_needed_text}; {why}"
 
 
 def run_scenario(

@@ -16,7 +16,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from suite.records import ERROR, FAILED, RecordWriter
+from suite.devices import device_kind, is_nccl, local_device_index, no_device_reason
+from suite.network import parse_subnets, select_socket_interfaces
+from suite.records import ERROR, FAILED, SKIPPED, RecordWriter
 
 CheckOutcome = Optional[Tuple[str, Dict[str, Any]]]
 
@@ -31,6 +33,12 @@ class CheckFailed(Exception):
 
 class Skip(Exception):
     """An unmet need (torch version, backend, world size): the result is skipped with this reason."""
+
+
+class GroupSkipped(Skip):
+    """The scenario's group cannot exist in this container for a measured reason (no CUDA device is
+    visible, the backend name is unknown to this torch): process_group and every check needing the
+    group are skipped with it, never failed."""
 
 
 class ProcessGroupUnavailable(Exception):
@@ -106,7 +114,13 @@ class Context:
         self.rank = int(os.environ["RANK"])
         self.world_size = int(os.environ["WORLD_SIZE"])
         self.launcher: str = spec.get("launcher", "torchrun")
-        self.gloo_interface = select_gloo_interface(_subnets(spec.get("subnets")))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        # "cpu" or "cuda": where every check's tensors live (the spec's device; NCCL implies cuda).
+        self.device_kind = device_kind(spec.get("device"), self.backend)
+        self.socket_interfaces = select_socket_interfaces(parse_subnets(spec.get("subnets")), os.environ)
+        self.gloo_interface = self.socket_interfaces.get("GLOO_SOCKET_IFNAME")
+        self._device: Optional[torch.device] = torch.device("cpu") if self.device_kind == "cpu" else None
+        self._skip_reason: Optional[str] = None
         self.current_check = ""
         self.current_case = ""
         self.reported: List[str] = []
@@ -150,8 +164,21 @@ class Context:
         return [json.loads(store.get(key + str(r))) for r in range(dist.get_world_size())]
 
     # -- the process group ------------------------------------------------------------------------
+    @property
+    def device(self) -> torch.device:
+        """The device of this rank's tensors: cpu, or cuda:(LOCAL_RANK % visible devices) once the group formed."""
+        if self._device is None:
+            raise RuntimeError("the CUDA device is chosen when the process group forms; call ctx.process_group() first")
+        return self._device
+
+    def device_ids(self) -> Optional[List[int]]:
+        """DistributedDataParallel's device_ids: the local device on CUDA, None on the CPU."""
+        return None if self._device is None or self._device.type == "cpu" else [int(self._device.index or 0)]
+
     def process_group(self, **init_kwargs: Any) -> None:
         """Create the default process group once; the first creation is reported as ``process_group``."""
+        if self._skip_reason is not None:
+            raise GroupSkipped(self._skip_reason)
         if self._init_error is not None:
             raise ProcessGroupUnavailable(self._init_error)
         if dist.is_available() and dist.is_initialized():
@@ -159,6 +186,25 @@ class Context:
                 return
             dist.destroy_process_group()
         started = time.monotonic()
+        unknown = backend_unknown_reason(self.backend)
+        if unknown is not None:
+            self._skip(unknown, started)
+        no_device = False
+        if self.device_kind == "cuda" and self._device is None:
+            count = int(torch.cuda.device_count()) if torch.version.cuda is not None else 0
+            if count > 0:
+                index = local_device_index(self.local_rank, count)
+                # Before the group exists, so NCCL builds its communicator on this rank's own device.
+                torch.cuda.set_device(index)
+                self._device = torch.device("cuda", index)
+            elif is_nccl(self.backend):
+                no_device = True  # try anyway: torch's own words are the measured reason
+            else:
+                self._skip(
+                    "device cuda: %s; torch.cuda.is_available() is %s"
+                    % (no_device_reason(count, torch.version.cuda), torch.cuda.is_available()),
+                    started,
+                )
         try:
             if not dist.is_available():
                 raise RuntimeError("torch.distributed is not available in this torch build")
@@ -168,6 +214,11 @@ class Context:
                 kwargs.update(init_method=self.spec["init_method"], rank=self.rank, world_size=self.world_size)
             dist.init_process_group(backend=self.backend, timeout=timedelta(seconds=self.collective_timeout_s), **kwargs)
         except Exception as exc:  # noqa: BLE001 - any init failure is reported, never raised past here
+            if no_device:
+                # torch 2.15: "nccl2 requires at least one CUDA device"; nccl-legacy: "ProcessGroupNCCL is
+                # only supported with GPUs, no GPUs found!"; a CPU build: "... doesn't have NCCL built in".
+                error = "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "")
+                self._skip(no_device_reason(0, torch.version.cuda, error), started)
             self._init_error = "init_process_group(backend=%r) failed: %s: %s%s" % (
                 self.backend,
                 type(exc).__name__,
@@ -182,6 +233,17 @@ class Context:
                 time.monotonic() - started,
             )
             raise ProcessGroupUnavailable(self._init_error) from exc
+        if no_device:
+            # The group formed (a communicator created lazily), but no tensor can live on a CUDA device here.
+            dist.destroy_process_group()
+            self._skip(
+                no_device_reason(
+                    0,
+                    torch.version.cuda,
+                    "init_process_group succeeded, but %s" % ("torch.cuda.is_available() is %s" % torch.cuda.is_available()),
+                ),
+                started,
+            )
         self._init_kwargs = dict(init_kwargs)
         if not self._reported_init:
             self._reported_init = True
@@ -189,9 +251,23 @@ class Context:
                 "process_group",
                 "process_group",
                 "passed",
-                "%s formed a group of %d ranks in %.2f s" % (_init_call(self), dist.get_world_size(), time.monotonic() - started),
+                "%s formed a group of %d ranks in %.2f s%s"
+                % (
+                    _init_call(self),
+                    dist.get_world_size(),
+                    time.monotonic() - started,
+                    "" if self.device_kind == "cpu" else " (tensors on %s)" % self.device,
+                ),
                 time.monotonic() - started,
             )
+
+    def _skip(self, reason: str, started: float) -> None:
+        """Record process_group as skipped with ``reason`` (once) and skip the calling check too."""
+        self._skip_reason = reason
+        if not self._reported_init:
+            self._reported_init = True
+            self.writer.write("process_group", "process_group", SKIPPED, reason, time.monotonic() - started)
+        raise GroupSkipped(reason)
 
     def release_process_group(self) -> None:
         """Destroy the default group (a check that needs its own group calls this first)."""
@@ -200,26 +276,36 @@ class Context:
         self._init_kwargs = {}
 
 
-def _subnets(value: Any) -> List[str]:
-    """The spec's subnets: a comma-separated string from the harness (a list from older harnesses)."""
-    if isinstance(value, str):
-        return [part for part in value.split(",") if part]
-    return list(value or [])
-
-
-def select_gloo_interface(subnets: List[str]) -> Optional[str]:
-    """Point gloo at the interface on the scenario's network (GLOO_SOCKET_IFNAME), unless the image or
-    the scenario already chose one. Returns the interface in use, if known."""
-    if os.environ.get("GLOO_SOCKET_IFNAME"):
-        return os.environ["GLOO_SOCKET_IFNAME"]
-    if not subnets:
+def backend_unknown_reason(backend: str) -> Optional[str]:
+    """Why this torch cannot even name ``backend`` (nccl-legacy before torch 2.15), or None."""
+    if not dist.is_available() or backend in ("gloo", "nccl", "mpi"):
         return None
-    from suite.network import interface_for
+    known = getattr(dist.Backend, "backend_list", None)
+    if known is None:
+        try:
+            dist.Backend(backend)  # torch 1.x: ValueError "Invalid backend" for a name it does not know
+        except ValueError as exc:
+            return "torch %s does not know the backend name %r (%s)" % (torch.__version__, backend, exc)
+        return None
+    # torch 2.x accepts any name in Backend(); it knows those in backend_list and, from 2.15 on (measured),
+    # those its dist-info registers as torch.distributed.backends entry points (nccl-legacy, nccl2, ...).
+    names = set(known) | set(_backend_entry_points())
+    if backend.lower() in names:
+        return None
+    return "torch %s does not know the backend name %r (it knows: %s)" % (torch.__version__, backend, ", ".join(sorted(names)))
 
-    name = interface_for(subnets)
-    if name is not None:
-        os.environ["GLOO_SOCKET_IFNAME"] = name
-    return name
+
+def _backend_entry_points() -> List[str]:
+    from importlib import metadata
+
+    try:
+        found: Any = metadata.entry_points()
+        group = "torch.distributed.backends"
+        # Python 3.9 returns a dict of groups; 3.10+ an EntryPoints object with select().
+        entries = found.select(group=group) if hasattr(found, "select") else found.get(group, [])
+        return [entry.name for entry in entries]
+    except Exception:  # noqa: BLE001 - unreadable metadata: only the built-in list counts
+        return []
 
 
 def _init_call(ctx: Context) -> str:

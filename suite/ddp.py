@@ -1,4 +1,8 @@
-"""DistributedDataParallel and DistributedSampler checks: ddp_sync and ddp_sampler."""
+"""DistributedDataParallel and DistributedSampler checks: ddp_sync and ddp_sampler.
+
+With ``device: cuda`` the model and data live on the rank's device and DDP gets ``device_ids=[it]``;
+parameters are compared on the CPU after the step (through the store, not a collective).
+"""
 
 from __future__ import annotations
 
@@ -26,8 +30,9 @@ def check_ddp_sync(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     rank, world = dist.get_rank(), dist.get_world_size()
     require_world(2, world, "ddp_sync")
     torch.manual_seed(1234 + rank)  # different initial weights too: DDP must broadcast rank 0's
-    model = DistributedDataParallel(nn.Linear(4, 3))
-    initial = torch.cat([p.detach().flatten().clone() for p in model.parameters()])
+    device = ctx.device
+    model = DistributedDataParallel(nn.Linear(4, 3).to(device), device_ids=ctx.device_ids())
+    initial = torch.cat([p.detach().flatten().clone() for p in model.parameters()]).cpu()
     initial_on_rank0 = _gather_flat(ctx, "ddp_sync.initial", initial)[0]
     if not torch.equal(initial, initial_on_rank0):
         raise CheckFailed(
@@ -35,11 +40,11 @@ def check_ddp_sync(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             % (rank, float((initial - initial_on_rank0).abs().max()))
         )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    inputs = torch.full((8, 4), float(rank + 1)) * torch.arange(1, 9, dtype=torch.float32).unsqueeze(1)
+    inputs = (torch.full((8, 4), float(rank + 1)) * torch.arange(1, 9, dtype=torch.float32).unsqueeze(1)).to(device)
     loss = model(inputs).pow(2).mean()
     loss.backward()
     optimizer.step()
-    after = torch.cat([p.detach().flatten() for p in model.parameters()])
+    after = torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
     everyone = _gather_flat(ctx, "ddp_sync.after", after)
     differing = [r for r in range(world) if not torch.equal(everyone[r], everyone[0])]
     if differing:
@@ -53,7 +58,7 @@ def check_ddp_sync(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     return "after one step the %d parameters are identical on all %d ranks and changed" % (after.numel(), world), {}
 
 
-class _Pairs(Dataset):  # type: ignore[type-arg]
+class _Pairs(Dataset):  # type: ignore[misc, type-arg, unused-ignore]  # generic with torch's stubs, Any without torch
     """Sample i is x=(i, i), y=2i."""
 
     def __init__(self, size: int) -> None:
@@ -85,8 +90,9 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     details: Dict[str, Any] = {}
 
     # 1. The reference run: disjoint shards covering the data, identical post-step weights.
-    torch.manual_seed(17)
-    model = DistributedDataParallel(nn.Linear(2, 1))
+    torch.manual_seed(17)  # on the CPU, then moved: the same initial weights on either device
+    device = ctx.device
+    model = DistributedDataParallel(nn.Linear(2, 1).to(device), device_ids=ctx.device_ids())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     dataset = _Pairs(4)
     loader = DataLoader(dataset, batch_size=2, sampler=DistributedSampler(dataset, shuffle=False))
@@ -94,7 +100,7 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     losses: List[float] = []
     for x, y, index in loader:
         optimizer.zero_grad()
-        loss = nn.functional.mse_loss(model(x), y)
+        loss = nn.functional.mse_loss(model(x.to(device)), y.to(device))
         loss.backward()
         optimizer.step()
         seen += [int(i) for i in index]
@@ -108,7 +114,7 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             "expected disjoint shards covering samples 0..3; got %s (overlapping: %s, missing: %s)"
             % (shards, overlap or "none", sorted(set(range(4)) - set(flat)) or "none")
         )
-    weights = torch.cat([p.detach().flatten() for p in model.parameters()])
+    weights = torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
     everyone = _gather_flat(ctx, "ddp_sampler.weights", weights)
     if any(not torch.equal(w, everyone[0]) for w in everyone):
         problems.append(

@@ -1,8 +1,9 @@
 """Which network interface carries the scenario's network, found from inside the container.
 
-A container on several networks must tell gloo which interface to use (GLOO_SOCKET_IFNAME, a concrete
-name: gloo does not take NCCL's exclusion syntax). The harness knows the scenario network's subnet; the
-interface holding an address in it is the answer, whatever Docker named it.
+A container on several networks must tell gloo and NCCL which interface to use (GLOO_SOCKET_IFNAME,
+NCCL_SOCKET_IFNAME; a concrete name: gloo does not take NCCL's ``^lo`` exclusion syntax, aws-do-eks#51).
+The harness knows the scenario network's subnets; the interface holding an address in one of them is
+the answer, whatever Docker named it. Standard library only: unit-tested on the host.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import fcntl
 import ipaddress
 import socket
 import struct
-from typing import Dict, List, Optional
+from typing import Any, Callable, Dict, List, MutableMapping, Optional
 
 SIOCGIFADDR = 0x8915
 
@@ -55,3 +56,41 @@ def interface_for(subnets: List[str]) -> Optional[str]:
         if any(ipaddress.ip_address(a) in n for a in addresses for n in networks if n.version == 6):
             return name
     return None
+
+
+# The variables naming the interface, one per library that opens its own sockets.
+SOCKET_IFNAME_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+
+
+def parse_subnets(value: Any) -> List[str]:
+    """The spec's ``subnets``: a list of CIDR strings, or one comma-separated string
+    (``"172.18.0.0/16,fd12::/64"``); absent or empty means none."""
+    if not value:
+        return []
+    items = value.split(",") if isinstance(value, str) else [str(item) for item in value]
+    return [item.strip() for item in items if item.strip()]
+
+
+def select_socket_interfaces(
+    subnets: List[str],
+    environ: MutableMapping[str, str],
+    find: Callable[[List[str]], Optional[str]] = interface_for,
+) -> Dict[str, str]:
+    """Set GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME in ``environ`` to the interface on the scenario's
+    network, each unless the image or the scenario already set it. Returns every variable's value in
+    use (set before or now); a variable with no value is absent."""
+    chosen: Dict[str, str] = {}
+    found: Optional[str] = None
+    looked = False
+    for variable in SOCKET_IFNAME_VARIABLES:
+        if environ.get(variable):
+            chosen[variable] = environ[variable]
+            continue
+        if not subnets:
+            continue
+        if not looked:
+            found, looked = find(subnets), True
+        if found is not None:
+            environ[variable] = found
+            chosen[variable] = found
+    return chosen

@@ -1,23 +1,20 @@
-"""Shared test setup: the ``docker`` marker, and --require-docker, which turns "no Engine" into failures.
+"""Shared test setup: the ``docker`` marker's fixtures, and --require-docker, which turns "no Engine" (or
+"fixture image cannot be built") into failures instead of skips.
 
-Docker tests run against the real Engine with the real fixture images; when those images are missing
-or stale they are built first (harness.fixtures, no registry), which takes a few minutes once.
+Docker tests run against the real Engine with the real fixture images. Each test asks for the images it
+uses with ``fixture_image(tag)``: a missing or stale image is built then (harness.fixtures, no registry;
+minutes the first time, once per session), so running one Docker test builds only what it needs.
+Helpers the Docker test modules share live in tests/docker_helpers.py.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 
-
-def _all_fixture_tags() -> list[str]:
-    from harness.fixtures import FIXTURES
-
-    return list(FIXTURES)
-
-
-FIXTURE_TAGS = _all_fixture_tags()
+from tests.docker_helpers import FixtureImages, FixtureUnavailable, unavailable
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -29,12 +26,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _unavailable(config: pytest.Config, reason: str) -> None:
-    if config.getoption("--require-docker"):
-        pytest.fail(f"--require-docker: {reason}", pytrace=False)
-    pytest.skip(reason)
-
-
 @pytest.fixture(scope="session")
 def docker_client(pytestconfig: pytest.Config) -> Iterator[object]:
     try:
@@ -43,27 +34,34 @@ def docker_client(pytestconfig: pytest.Config) -> Iterator[object]:
         client = docker.from_env(timeout=60)
         client.ping()
     except Exception as exc:  # noqa: BLE001 - any reason the Engine is unusable is a skip reason
-        _unavailable(pytestconfig, f"no reachable Docker Engine: {exc}")
+        unavailable(pytestconfig, f"no reachable Docker Engine: {exc}")
     yield client
     client.close()
 
 
 @pytest.fixture(scope="session")
-def fixture_images(pytestconfig: pytest.Config, docker_client: object) -> list[str]:
+def fixture_image(pytestconfig: pytest.Config, docker_client: object) -> Callable[[str], str]:
+    """``fixture_image(tag)`` returns the tag once that fixture image (and its parents) is in the Engine and
+    current, building it if needed, once per session; a test that cannot have its image is skipped (or
+    fails, with --require-docker) with the reason."""
     from harness.engine import Engine
-    from harness.errors import DistvalError
     from harness.fixtures import build_fixtures
 
-    try:
-        build_fixtures(Engine("tests-fixtures"), FIXTURE_TAGS, lambda line: print(line, flush=True))
-    except DistvalError as exc:
-        _unavailable(pytestconfig, f"the fixture images cannot be built here: {exc}")
-    return FIXTURE_TAGS
+    engine = Engine("tests-fixtures")
+    images = FixtureImages(lambda tags: build_fixtures(engine, tags, lambda line: print(line, flush=True)))
+
+    def require(tag: str) -> str:
+        try:
+            return images(tag)
+        except FixtureUnavailable as exc:
+            unavailable(pytestconfig, str(exc))
+
+    return require
 
 
-def leftovers(client: object, run_id: str | None = None) -> list[str]:
-    """Names of containers and networks labelled distval.managed=true (of one run, if given)."""
-    labels = ["distval.managed=true"] + ([f"distval.run={run_id}"] if run_id else [])
-    containers = client.containers.list(all=True, filters={"label": labels})  # type: ignore[attr-defined]
-    networks = client.networks.list(filters={"label": labels})  # type: ignore[attr-defined]
-    return [c.name for c in containers] + [n.name for n in networks]
+@pytest.fixture
+def fake_docker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """`distval run` against the fake Engine and a fake runtime (tests/report_helpers.py); the config to run."""
+    from tests.report_helpers import use_fake_docker
+
+    return use_fake_docker(monkeypatch, tmp_path)

@@ -1,7 +1,7 @@
 """The harness's check catalog and the in-image suite stay in step, and the suite stays portable.
 
 suite/ runs inside the image under test (Python >= 3.9, torch, nothing else), so it is read here with
-``ast`` only: importing suite.checks would need torch, which the host does not have.
+``ast`` only: importing the check modules would need torch, which the host does not have.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.checks import CATALOG
+from harness.catalog import CATALOG
 
 SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
 SUITE_FILES = sorted(SUITE_DIR.glob("*.py"))
@@ -63,13 +63,33 @@ def imported_top_levels(tree: ast.Module) -> set[str]:
 def test_suite_files_exist() -> None:
     assert {p.name for p in SUITE_FILES} >= {
         "__init__.py",
-        "checks.py",
         "collectives.py",
         "core.py",
+        "cudabuild.py",
         "ddp.py",
+        "devices.py",
+        "group.py",
+        "image.py",
+        "launch.py",
         "main.py",
+        "network.py",
         "records.py",
+        "requirements.py",
+        "store.py",
+        "versions.py",
     }
+    assert not (SUITE_DIR / "checks.py").exists(), "each suite module names its concern (issue 8)"
+
+
+def test_main_imports_every_module_that_registers_checks() -> None:
+    """suite.main imports CHECK_MODULES to register the checks: a module missing there is a check that never runs."""
+    main = _tree(SUITE_DIR / "main.py")
+    listed: list[str] = []
+    for node in ast.walk(main):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CHECK_MODULES" for t in node.targets):
+            listed = [ast.literal_eval(e) for e in node.value.elts]  # type: ignore[attr-defined]
+    registering = {f"suite.{p.stem}" for p in SUITE_FILES if registered_checks(p)}
+    assert set(listed) == registering
 
 
 def test_registered_checks_equal_the_catalog() -> None:
@@ -106,6 +126,7 @@ def test_catalog_entries_are_consistent() -> None:
 CATALOG_KINDS: dict[str, dict[str, str]] = {
     "env": {},
     "identity": {"torch": "version", "python": "version", "build": "choice", "backends": "names"},
+    "cuda_build": {"build": "choice", "cuda": "version"},
     "launch": {},
     "all_reduce": {"numel": "int"},
     "collectives": {"repeat": "int", "large_mib": "int"},
@@ -173,6 +194,7 @@ def test_check_args_read_by_the_suite_are_in_the_catalog() -> None:
     # The reader finds what is there (so the subset check above is not vacuous).
     assert seen["identity"] == {"torch", "python", "build", "backends"}
     assert seen["timeout"] == {"deadline_s", "margin_s"}
+    assert seen["cuda_build"] == {"build", "cuda"}
 
 
 def test_args_reader_finds_every_form() -> None:

@@ -11,16 +11,15 @@ import shutil
 import subprocess
 import sys
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import leftovers
-from tests.test_docker import cases, outcome, validate
+from harness.tarball import regular_files
+from tests.docker_helpers import ROOT, cases, leftovers, outcome, validate
 
 pytestmark = pytest.mark.docker
-ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = shutil.which("docker-compose")
 
 
@@ -51,8 +50,8 @@ def up(project: str, image: str) -> subprocess.CompletedProcess[str]:
     return compose(project, image, "up", "--abort-on-container-exit", "--exit-code-from", "rank0")
 
 
-def test_compose_up_passes_on_the_fixture_with_a_verdict_per_check(fixture_images: list[str], project: str) -> None:
-    result = up(project, "distval-fixtures/torch:2.6-debian")
+def test_compose_up_passes_on_the_fixture_with_a_verdict_per_check(fixture_image: Callable[[str], str], project: str) -> None:
+    result = up(project, fixture_image("distval-fixtures/torch:2.6-debian"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     for rank in (0, 1):
         for case in ("env", "launch", "all_reduce", "collectives.broadcast", "ddp_sync", "ddp_sampler", "store", "timeout"):
@@ -60,8 +59,8 @@ def test_compose_up_passes_on_the_fixture_with_a_verdict_per_check(fixture_image
         assert f"distval: rank {rank} reconfigure skipped reconfigure needs torch >= 2.14" in result.stdout
 
 
-def test_compose_up_fails_on_the_broken_all_reduce(fixture_images: list[str], project: str) -> None:
-    result = up(project, "distval-fixtures/broken:allreduce-noop")
+def test_compose_up_fails_on_the_broken_all_reduce(fixture_image: Callable[[str], str], project: str) -> None:
+    result = up(project, fixture_image("distval-fixtures/broken:allreduce-noop"))
     assert result.returncode == 1, result.stdout[-3000:]
     assert (
         "distval: rank 0 all_reduce failed all_reduce(SUM) of rank+1 over 2 ranks: expected 3.0 in every element, got 1.0"
@@ -77,7 +76,7 @@ def _harness_context(tmp_path: Path) -> bytes:
     subprocess.run(
         [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", "3.13",
          "--implementation", "cp",
-         "--platform", "any", *platforms, "-d", str(wheels), "docker>=7.1,<8", "PyYAML>=6", "junit-xml>=1.9", "setuptools>=64"],
+         "--platform", "any", *platforms, "-d", str(wheels), "docker>=7.1,<8", "PyYAML>=6", "setuptools>=64"],
         check=True,
         timeout=300,
     )  # fmt: skip
@@ -90,9 +89,11 @@ def _harness_context(tmp_path: Path) -> bytes:
 
 
 def test_harness_image_validates_the_fixture_through_the_socket(
-    fixture_images: list[str], docker_client: object, tmp_path: Path
+    fixture_image: Callable[[str], str], docker_client: object, tmp_path: Path
 ) -> None:
     from harness.engine import Engine
+
+    base, image = fixture_image("distval-fixtures/harness-base:trixie"), fixture_image("distval-fixtures/torch:2.6-debian")
 
     tag = "distval-test/harness:" + secrets.token_hex(3)
     engine = Engine("tests-harness-image")
@@ -101,13 +102,13 @@ def test_harness_image_validates_the_fixture_through_the_socket(
         tag,
         {},
         print,
-        buildargs={"BASE": "distval-fixtures/harness-base:trixie", "PIP_NO_INDEX": "1"},
+        buildargs={"BASE": base, "PIP_NO_INDEX": "1"},
     )
     run_id = "h" + secrets.token_hex(4)
     client = docker_client
     container = client.containers.create(  # type: ignore[attr-defined]
         tag,
-        command=["run", "configs/default.yaml", "--image", "distval-fixtures/torch:2.6-debian", "--junit", "/results/results.xml",
+        command=["run", "configs/default.yaml", "--image", image, "--junit", "/results/results.xml",
                  "--run-id", run_id],
         volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}},
         # Not the run's own id: the harness inside removes everything labelled with that at its end.
@@ -119,11 +120,8 @@ def test_harness_image_validates_the_fixture_through_the_socket(
         logs = container.logs().decode()
         assert status["StatusCode"] == 0, logs[-3000:]
         stream, _ = container.get_archive("/results/results.xml")
-        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as archive:
-            member = archive.extractfile("results.xml")
-            assert member is not None
-            junit = tmp_path / "results.xml"
-            junit.write_bytes(member.read())
+        junit = tmp_path / "results.xml"
+        junit.write_bytes(regular_files(b"".join(stream))["results.xml"])
     finally:
         container.remove(force=True)
         client.images.remove(tag, force=True)  # type: ignore[attr-defined]

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 import harness.cli
-from harness.checks import CATALOG, ArgSpec
+from harness.catalog import CATALOG, ArgSpec
 from harness.config import (
     DEFAULT_CHECK_TIMEOUT_S,
     DEFAULT_COLLECTIVE_TIMEOUT_S,
@@ -39,7 +39,10 @@ SCENARIO_KEYS = (
     "timeout_s, collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, "
     "env, user, working_dir, checks, matrix, exclude"
 )
-CHECK_NAMES = "a check name (env, identity, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, reconfigure)"
+CHECK_NAMES = (
+    "a check name (env, identity, cuda_build, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, "
+    "reconfigure)"
+)
 
 
 def the_problem(problems: list[str], line: int | None, key_path: str, *fragments: str) -> str:
@@ -432,7 +435,7 @@ scenarios:
       - env
 """
 ARG_LINE = 8
-VERSION_EXPECTED = "expected a version requirement like '>=2.6,<2.7' or '2.15.0'"
+VERSION_EXPECTED = "expected a version requirement like '>=2.6,<2.7', '2.15.0' or '13.*'"
 
 
 def arg_text(check: str, arg: str, value: str) -> str:
@@ -991,7 +994,8 @@ def test_default_yaml_loads() -> None:
         assert scenario.check_timeout_s == 120.0
         # The whole gloo suite, every check once, in both scenarios (the second reuses the first's list).
         assert [c.name for c in scenario.checks] == DEFAULT_CHECKS
-        assert sorted(DEFAULT_CHECKS) == sorted(CATALOG)
+        # cuda_build's verdict is about the image's build: a config states build/cuda for it.
+        assert sorted(DEFAULT_CHECKS) == sorted(set(CATALOG) - {"cuda_build"})
         args = {c.name: dict(c.args) for c in scenario.checks if c.args}
         assert args == {"identity": {"backends": ("gloo",)}, "timeout": {"deadline_s": 1.0, "margin_s": 1.0}}
         assert not any(c.required for c in scenario.checks)
@@ -1067,8 +1071,8 @@ def test_unquoted_version_that_is_no_version_is_rejected_where_it_is() -> None:
     """2_6 is the integer 26 to YAML 1.1, and no version requirement as written."""
     problems = problems_of(arg_text("identity", "torch", "2_6"))
     assert problems == [
-        f"{FILE}:{ARG_LINE}: scenarios[0].checks[0].args.torch: expected a version requirement like '>=2.6,<2.7' or "
-        "'2.15.0'; got '2_6'"
+        f"{FILE}:{ARG_LINE}: scenarios[0].checks[0].args.torch: expected a version requirement like '>=2.6,<2.7', "
+        "'2.15.0' or '13.*'; got '2_6'"
     ]
 
 
@@ -1141,4 +1145,16 @@ def test_cli_plan_with_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert captured.err.splitlines() == [
         f"{bad}:3: scenarios[0].world_size: expected an integer >= 1; got '0'",
         f"{bad}:4: scenarios[0].checks: expected a non-empty list of checks; got a list",
+    ]
+
+
+def test_cuda_version_patterns_load_and_a_pattern_with_an_order_is_refused() -> None:
+    body = "scenarios:\n  - {name: s, topology: in-container, world_size: 1, checks: [{name: cuda_build, args: {cuda: '%s'}}]}\n"
+    (scenario,) = parse_config(body % "13.*", "c.yaml").scenarios
+    assert dict(scenario.checks[0].args) == {"cuda": "13.*"}
+    with pytest.raises(ConfigError) as caught:
+        parse_config(body % ">=13.*", "c.yaml")
+    assert caught.value.problems == [
+        "c.yaml:2: scenarios[0].checks[0].args.cuda: expected a version requirement like '>=2.6,<2.7', '2.15.0' or '13.*'; "
+        "got '>=13.*'"
     ]

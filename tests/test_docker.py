@@ -11,41 +11,15 @@ import signal
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
-from tests.conftest import leftovers
+from tests.docker_helpers import DEFAULT_CONFIG, ROOT, cases, config_images, leftovers, outcome, validate
 
 pytestmark = pytest.mark.docker
-ROOT = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG = str(ROOT / "configs" / "default.yaml")
-SCHEMA = ROOT / "tests" / "schemas" / "junit-jenkins.xsd"
-
-
-def validate(path: Path) -> ET.Element:
-    from lxml import etree
-
-    schema = etree.XMLSchema(etree.parse(str(SCHEMA)))
-    document = etree.parse(str(path))
-    assert schema.validate(document), schema.error_log
-    return ET.parse(path).getroot()
-
-
-def cases(root: ET.Element) -> dict[tuple[str, str], ET.Element]:
-    return {
-        (suite.get("name", ""), case.get("name", "")): case for suite in root.iter("testsuite") for case in suite.iter("testcase")
-    }
-
-
-def outcome(case: ET.Element) -> tuple[str, str]:
-    for tag in ("failure", "error", "skipped"):
-        child = case.find(tag)
-        if child is not None:
-            return tag, child.get("message", "")
-    return "passed", ""
 
 
 def run(args: list[str], run_id: str) -> int:
@@ -63,7 +37,11 @@ def run_id(docker_client: object) -> object:
     assert leftovers(docker_client, value) == [], "the run left containers or networks behind"
 
 
-def test_default_config_passes_on_fixture_in_both_topologies(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+def test_default_config_passes_on_fixture_in_both_topologies(
+    fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
+) -> None:
+    for image in config_images(DEFAULT_CONFIG):
+        fixture_image(image)
     junit = tmp_path / "results.xml"
     assert run([DEFAULT_CONFIG, "--junit", str(junit)], run_id) == 0
     root = validate(junit)
@@ -84,10 +62,11 @@ def test_default_config_passes_on_fixture_in_both_topologies(fixture_images: lis
 
 
 def test_all_reduce_that_does_nothing_fails_all_reduce_and_only_that(
-    fixture_images: list[str], run_id: str, tmp_path: Path
+    fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
 ) -> None:
+    image = fixture_image("distval-fixtures/broken:allreduce-noop")
     junit = tmp_path / "results.xml"
-    assert run([DEFAULT_CONFIG, "--image", "distval-fixtures/broken:allreduce-noop", "--junit", str(junit)], run_id) == 1
+    assert run([DEFAULT_CONFIG, "--image", image, "--junit", str(junit)], run_id) == 1
     found = cases(validate(junit))
     for suite in (IN, CROSS):
         status, message = outcome(found[(suite, "all_reduce")])
@@ -114,7 +93,10 @@ def test_missing_image_exits_3_with_one_clear_line_and_an_error_testcase(
     assert status == "error" and "no-such-image" in message
 
 
-def test_rank_that_never_finishes_is_killed_at_the_deadline(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+def test_rank_that_never_finishes_is_killed_at_the_deadline(
+    fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
+) -> None:
+    image = fixture_image("distval-fixtures/broken:allreduce-hangs")
     config = tmp_path / "hang.yaml"
     config.write_text(
         "timeout_s: 12\nscenarios:\n"
@@ -123,7 +105,7 @@ def test_rank_that_never_finishes_is_killed_at_the_deadline(fixture_images: list
     )
     junit = tmp_path / "results.xml"
     started = time.monotonic()
-    assert run([str(config), "--image", "distval-fixtures/broken:allreduce-hangs", "--junit", str(junit)], run_id) == 1
+    assert run([str(config), "--image", image, "--junit", str(junit)], run_id) == 1
     # A bound, not a speed test: the run ends (two 12 s deadlines plus setup), it does not hang.
     assert time.monotonic() - started < 120
     found = cases(validate(junit))
@@ -136,10 +118,13 @@ def test_rank_that_never_finishes_is_killed_at_the_deadline(fixture_images: list
         assert status == "error" and "deadline" in message
 
 
-def test_debian_stock_torch_is_caught_with_its_root_cause(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+def test_debian_stock_torch_is_caught_with_its_root_cause(
+    fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
+) -> None:
     """Debian's python3-torch 2.6 is built without libuv and its torchrun cannot create its store."""
+    image = fixture_image("distval-fixtures/torch:2.6-debian-stock")
     junit = tmp_path / "results.xml"
-    assert run([DEFAULT_CONFIG, "--image", "distval-fixtures/torch:2.6-debian-stock", "--junit", str(junit)], run_id) == 1
+    assert run([DEFAULT_CONFIG, "--image", image, "--junit", str(junit)], run_id) == 1
     found = cases(validate(junit))
     for suite in (IN, CROSS):
         status, message = outcome(found[(suite, "env")])
@@ -150,8 +135,9 @@ def test_debian_stock_torch_is_caught_with_its_root_cause(fixture_images: list[s
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_mid_run_removes_everything_and_still_writes_junit(
-    fixture_images: list[str], docker_client: object, run_id: str, tmp_path: Path, signum: int
+    fixture_image: Callable[[str], str], docker_client: object, run_id: str, tmp_path: Path, signum: int
 ) -> None:
+    image = fixture_image("distval-fixtures/broken:allreduce-hangs")
     config = tmp_path / "hang.yaml"
     config.write_text("timeout_s: 300\nscenarios:\n  - {topology: cross-container, world_size: 2, checks: [env, all_reduce]}\n")
     junit = tmp_path / "results.xml"
@@ -163,7 +149,7 @@ def test_signal_mid_run_removes_everything_and_still_writes_junit(
             "run",
             str(config),
             "--image",
-            "distval-fixtures/broken:allreduce-hangs",
+            image,
             "--junit",
             str(junit),
             "--run-id",

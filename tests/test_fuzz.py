@@ -36,7 +36,7 @@ from harness.config import parse_config
 from harness.config.keys import MATRIX_AXES, SCENARIO_KEYS
 from harness.config.loader import TOP_KEYS
 from harness.engine import EngineError
-from harness.errors import ConfigError
+from harness.errors import ConfigError, EnvironmentUnusable
 from harness.plan import plan_run
 from harness.reports.markdown import STEP_SUMMARY_ENV
 
@@ -316,6 +316,10 @@ def _unreachable(*args: object, **kwargs: object) -> None:
     raise EngineError("cannot reach the Docker Engine (fuzzing: no Engine)")
 
 
+def _no_host(*args: object, **kwargs: object) -> None:
+    raise EnvironmentUnusable("no local Python with torch (fuzzing: host mode is not run)")
+
+
 @contextlib.contextmanager
 def _isolated() -> Iterator[io.StringIO]:
     """Output captured (stderr returned), the working directory a temporary one (reports named by random
@@ -330,6 +334,7 @@ def _isolated() -> Iterator[io.StringIO]:
             contextlib.redirect_stderr(err),
             mock.patch.dict(os.environ, environment, clear=True),
             mock.patch.object(harness.cli, "Engine", _unreachable),
+            mock.patch.object(harness.cli, "HostSession", _no_host),  # --ho abbreviates --host: no local torch
         ):
             yield err
     finally:
@@ -363,7 +368,7 @@ def test_cli_plan_arguments(tokens: list[str]) -> None:
 @FUZZ
 @given(st.lists(_TOKENS, max_size=8))
 def test_cli_run_arguments_without_an_engine(tokens: list[str]) -> None:
-    """Without an Engine a run ends in bad input (2) or an unusable environment (3), with its reports."""
+    """Without an Engine (or a local torch for --host) a run ends in bad input (2) or an unusable environment (3)."""
     check_cli(["run", "--quiet", *tokens], {2, 3})
 
 

@@ -7,16 +7,15 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any
 
 from harness.config import load_config, parse_config
-from harness.docker_spec import ContainerPlan, NetworkPlan
-from harness.engine_protocol import ContainerState, EngineAPI, GpuSupport, ImageInfo
+from harness.engine_protocol import EngineAPI, GpuSupport
 from harness.events import NO_EVENTS
 from harness.plan import NCCL_SHM_SIZE, ScenarioPlan, plan_run
 from harness.plan_render import render_plan
 from harness.results import FAILED, SKIPPED, RunSummary, summarize_scenario
 from harness.runtime import run_scenario
+from tests.fake_engine import FakeEngine
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden" / "nccl_plan.txt"
@@ -70,67 +69,11 @@ def test_a_scenario_can_set_its_own_shm_and_nccl_variables() -> None:
     assert [k for k, _ in container.env].count("NCCL_DEBUG") == 1
 
 
-class NoGpuEngine:
-    """A fake Engine with no GPU runtime: implements harness.engine_protocol.EngineAPI, records calls."""
-
-    run_id = RUN_ID
-
-    def __init__(self, gpus: GpuSupport) -> None:
-        self.gpus = gpus
-        self.calls: list[str] = []
-
-    def version(self) -> str:
-        return "fake"
-
-    def image(self, reference: str) -> ImageInfo | None:
-        return ImageInfo("sha256:" + "0" * 64, (reference,), {})
-
-    def create_network(self, network: NetworkPlan) -> None:
-        self.calls.append("create_network")
-
-    def network_subnets(self, name: str) -> list[str]:
-        return []
-
-    def create_container(self, container: ContainerPlan) -> Any:
-        self.calls.append("create_container")
-
-    def connect(self, network: str, container: Any) -> None:
-        pass
-
-    def put_archive(self, container: Any, path: str, data: bytes) -> None:
-        pass
-
-    def start(self, container: Any) -> None:
-        pass
-
-    def address(self, container: Any, network: str, ipv6: bool = False) -> str:
-        return "172.30.0.2"
-
-    def state(self, container: Any) -> ContainerState:
-        return ContainerState("exited", 0, False)
-
-    def kill(self, container: Any) -> None:
-        pass
-
-    def logs(self, container: Any) -> tuple[str, str]:
-        return "", ""
-
-    def read_files(self, container: Any, path: str) -> dict[str, bytes]:
-        return {}
-
-    def gpu_support(self, image: str) -> GpuSupport:
-        return self.gpus
-
-    def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
-        self.calls.append("remove_labelled")
-        return 0, 0
-
-
 REASON = 'this Docker Engine cannot give GPUs to containers (could not select device driver "" with capabilities: [[gpu]])'
 
 
 def test_without_gpus_every_check_is_skipped_with_the_reason_and_nothing_is_created() -> None:
-    engine = NoGpuEngine(GpuSupport(0, REASON))
+    engine = FakeEngine(RUN_ID, GpuSupport(0, REASON))
     typed: EngineAPI = engine  # the fake implements the Protocol the runtime depends on
     plan = plans()["nccl.nccl.cross"]
     result = summarize_scenario(run_scenario(typed, plan, NO_EVENTS, threading.Event()))
@@ -145,13 +88,39 @@ def test_without_gpus_every_check_is_skipped_with_the_reason_and_nothing_is_crea
 
 def test_too_few_gpus_is_a_skip_naming_both_numbers_and_require_gpu_makes_it_a_failure() -> None:
     plan = plans()["nccl.nccl.in"]
-    outcome = run_scenario(NoGpuEngine(GpuSupport(1, "")), plan, NO_EVENTS)
+    outcome = run_scenario(FakeEngine(RUN_ID, GpuSupport(1, "")), plan, NO_EVENTS)
     assert outcome.setup_error == "the scenario needs 2 GPU(s), one per NCCL rank; the Engine gives containers 1"
     failed = summarize_scenario(outcome, require_gpu=True)
     assert failed.status == FAILED and failed.cases[0].message.startswith("expected GPUs (--require-gpu): the scenario needs 2")
 
 
 def test_enough_gpus_runs_the_steps() -> None:
-    engine = NoGpuEngine(GpuSupport(2, ""))
+    engine = FakeEngine(RUN_ID, GpuSupport(2, ""))
     run_scenario(engine, plans()["nccl.nccl.cross"], NO_EVENTS)
-    assert engine.calls == ["create_network", "create_container", "create_container", "remove_labelled"]
+    assert engine.calls == [
+        "create_network",
+        "create_container",
+        "put_archive",
+        "create_container",
+        "put_archive",
+        "start",
+        "start",
+        "remove_labelled",
+    ]
+
+
+def test_the_report_names_the_transport_nccl_chose_between_each_pair() -> None:
+    from harness.results import ContainerOutcome, ScenarioOutcome
+
+    plan = plans()["nccl.nccl.cross"]
+    logs = (
+        "host-n0:12:34 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [send] via NET/Socket/0\n",
+        "host-n1:56:78 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] [receive] via NET/Socket/0\n",
+    )
+    containers = tuple(
+        ContainerOutcome(c.name, c.node_rank, c.ranks, 0, False, log, "") for c, log in zip(plan.containers, logs, strict=True)
+    )
+    properties = dict(summarize_scenario(ScenarioOutcome(plan, None, 1.0, containers)).properties)
+    assert properties["nccl_transports"] == "0-1 NET/Socket"
+    gloo = plans()["gloo-cuda"]
+    assert "nccl_transports" not in dict(summarize_scenario(ScenarioOutcome(gloo, None, 1.0, ())).properties)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -9,20 +10,23 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import junit_xml
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from junitparser import JUnitXml
 from lxml import etree
 
 import harness.reports.junit
 from harness import __version__
 from harness.config import parse_config
 from harness.plan import ScenarioPlan, plan_scenario
-from harness.reports.junit import SYSTEM_OUT_CHARS, render_junit, write_junit
+from harness.reports.junit import MESSAGE_CHARS, SYSTEM_OUT_CHARS, render_junit, write_junit, xml_text
 from harness.results import (
     ERROR,
     FAILED,
     PASSED,
     SKIPPED,
+    CaseResult,
     ContainerOutcome,
     RunSummary,
     ScenarioOutcome,
@@ -31,7 +35,7 @@ from harness.results import (
     summarize_scenario,
 )
 
-SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-jenkins.xsd"
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-10.xsd"
 GOLDEN = Path(__file__).resolve().parent / "golden" / "reports" / "junit.xml"
 VERSION_MARK = "@DISTVAL_VERSION@"  # the golden holds this instead of harness.__version__
 # Masked in the golden: the time of rendering, and the scenario hashes (test_properties checks those).
@@ -42,6 +46,7 @@ MASKS = (
 RUN_ID = "5eed5eed"
 ENGINE_VERSION = "27.5.1"
 HOST = "ci-runner-7"
+CONFIG_PATH = "configs/junit.yaml"
 FAIL_MESSAGE = (
     "all_reduce(SUM) of rank+1 over 2 ranks: expected 3.0 in every element, got 2.0 at element 0 (1 of 1 elements wrong)"
 )
@@ -130,6 +135,7 @@ def summary() -> RunSummary:
         early_exit_code=143,
         engine_version=ENGINE_VERSION,
         host=HOST,
+        config_path=CONFIG_PATH,
     )
 
 
@@ -190,7 +196,7 @@ def test_passed_case_has_no_outcome_element(root: ET.Element) -> None:
     env = suite_named(root, "inside (in-container, 2 ranks)").find("testcase[@name='env']")
     assert env is not None
     assert env.find("failure") is None and env.find("error") is None and env.find("skipped") is None
-    assert env.get("time") == "0.125000"
+    assert env.get("time") == "0.125"
     out = env.find("system-out")
     assert out is not None and "rank 1: passed: torch 2.6.0" in (out.text or "")
 
@@ -245,6 +251,7 @@ def test_properties(root: ET.Element) -> None:
         "distval_version": __version__,
         "docker_engine_version": ENGINE_VERSION,
         "host": HOST,
+        "mode": "docker",
     }
     across = properties(suite_named(root, "across (cross-container, 2x1, 2 ranks, static)"))
     assert (across["topology"], across["image_id"], across["torch_version"]) == ("cross-container", "sha256:across", "2.6.0")
@@ -287,6 +294,7 @@ def test_early_error_suite(root: ET.Element) -> None:
         "distval_version": __version__,
         "docker_engine_version": ENGINE_VERSION,
         "host": HOST,
+        "mode": "docker",
     }
 
 
@@ -405,8 +413,11 @@ def _mutated(report: str, mutate: Any) -> etree._Element:
         ("testsuite without errors", lambda d: d.find("testsuite").attrib.pop("errors")),
         ("testcase with a file attribute", lambda d: d.find("testsuite/testcase").set("file", "x.py")),
         ("testcase without name", lambda d: d.find("testsuite/testcase").attrib.pop("name")),
-        ("exponent time", lambda d: d.find("testsuite/testcase").set("time", "1e-05")),
+        ("exponent time", lambda d: d.find("testsuite").set("time", "1e-05")),
         ("negative time", lambda d: d.find("testsuite").set("time", "-1.0")),
+        ("a float sum with 17 decimals", lambda d: d.find("testsuite").set("time", "0.30000000000000004")),
+        ("4 decimals on testsuites", lambda d: d.set("time", "1.2345")),
+        ("skipped on testsuites", lambda d: d.set("skipped", "0")),
         ("property without value", lambda d: d.find("testsuite/properties/property").attrib.pop("value")),
         ("unknown child of testcase", lambda d: etree.SubElement(d.find("testsuite/testcase"), "rerunFailure")),
         ("failure with an unknown attribute", lambda d: d.find(".//failure").set("severity", "high")),
@@ -416,16 +427,6 @@ def _mutated(report: str, mutate: Any) -> etree._Element:
 def test_schema_rejects_what_jenkins_rejects(schema: etree.XMLSchema, report: str, description: str, mutate: Any) -> None:
     assert schema.validate(etree.fromstring(report.encode()))
     assert not schema.validate(_mutated(report, mutate)), description
-
-
-def test_schema_rejects_raw_junit_xml_output(schema: etree.XMLSchema) -> None:
-    # What junit-xml writes by itself carries disabled="0": the reason render_junit post-processes it.
-    case = junit_xml.TestCase("c", classname="k", elapsed_sec=1.0)
-    raw = junit_xml.to_xml_report_string([junit_xml.TestSuite("s", [case])], encoding="utf-8")
-    document = etree.fromstring(raw.encode())
-    assert document.get("disabled") == "0"
-    assert not schema.validate(document)
-    assert "disabled" in str(schema.error_log)
 
 
 def test_schema_accepts_separated_thousands_and_nested_suites(schema: etree.XMLSchema) -> None:
@@ -488,3 +489,173 @@ def test_write_junit_keeps_the_old_file_when_rendering_fails(
     with pytest.raises(RuntimeError):
         write_junit(summary, target)
     assert target.read_text(encoding="utf-8") == "OLD REPORT"
+
+
+# --- what every consumer needs (field notes, "JUnit consumers") ------------------------------------
+
+TIME = re.compile(r"[0-9]+\.[0-9]{3}")
+
+
+def test_time_on_every_element_with_three_decimals(root: ET.Element) -> None:
+    elements = [root, *root.iter("testsuite"), *root.iter("testcase")]
+    assert len(elements) == 1 + 3 + 7
+    assert [e.get("time") for e in elements if not TIME.fullmatch(e.get("time") or "")] == []
+    assert root.get("time") == "94.750"  # 4.25 + 90.5 + 0: the scenarios' wall-clock times
+
+
+def test_float_sums_keep_three_decimals(schema: etree.XMLSchema) -> None:
+    inside, across = scenarios()
+    tenth = [dataclasses.replace(c, duration_s=d) for c, d in zip(inside.cases, (0.1, 0.2, 0.30000000000000004), strict=True)]
+    results = (
+        dataclasses.replace(inside, cases=tuple(tenth), duration_s=0.1),
+        dataclasses.replace(across, duration_s=0.2),
+    )
+    report = render_junit(RunSummary(RUN_ID, results, host=HOST))
+    assert schema.validate(etree.fromstring(report.encode())), schema.error_log
+    root = ET.fromstring(report)
+    assert root.get("time") == "0.300"
+    assert [c.get("time") for c in root.iter("testcase")][:3] == ["0.100", "0.200", "0.300"]
+
+
+@pytest.mark.parametrize(
+    ("duration", "expected"),
+    [
+        (-1.0, "0.000"),
+        (float("nan"), "0.000"),
+        (float("inf"), "0.000"),
+        (1.797693134862316e305, "0.000"),  # found by the fuzz test: seconds * 1000 overflowed to infinity
+        (1e-9, "0.000"),
+        (12_345_678.9994, "12345678.999"),
+    ],
+)
+def test_odd_durations(duration: float, expected: str, schema: etree.XMLSchema) -> None:
+    inside, _ = scenarios()
+    cases = tuple(dataclasses.replace(c, duration_s=duration) for c in inside.cases)
+    report = render_junit(RunSummary(RUN_ID, (dataclasses.replace(inside, duration_s=duration, cases=cases),), host=HOST))
+    assert schema.validate(etree.fromstring(report.encode())), schema.error_log
+    root = ET.fromstring(report)
+    assert {e.get("time") for e in [root, *root.iter("testsuite"), *root.iter("testcase")]} == {expected}
+
+
+def test_reasons_are_element_text_as_well_as_message(root: ET.Element) -> None:
+    across = suite_named(root, "across (cross-container, 2x1, 2 ranks, static)")
+    outcomes = [case[0] for case in across.findall("testcase") if len(case)]
+    assert [o.tag for o in outcomes] == ["skipped", "error", "error"]
+    for outcome in outcomes:
+        message = outcome.get("message") or ""
+        assert message and (outcome.text or "").startswith(message), outcome.tag
+    skipped = outcomes[0]
+    assert skipped.text == "no CUDA\n\nrank 0: skipped: no CUDA\nrank 1: skipped: no CUDA"
+    failure = suite_named(root, "inside (in-container, 2 ranks)").find("testcase[@name='all_reduce']/failure")
+    assert failure is not None and (failure.text or "").startswith(f"rank 1: {FAIL_MESSAGE}\n\nrank 0: passed: ok\n")
+
+
+def test_file_names_the_config_on_every_testsuite(root: ET.Element, schema: etree.XMLSchema) -> None:
+    assert {s.get("file") for s in root.iter("testsuite")} == {CONFIG_PATH}
+    # junit-10.xsd has no file attribute on a testcase: a consumer must find it on the testsuite.
+    assert [c.get("file") for c in root.iter("testcase") if c.get("file") is not None] == []
+
+
+def test_a_matrix_name_with_dots_keeps_its_classname(schema: etree.XMLSchema) -> None:
+    inside, _ = scenarios()
+    dotted = dataclasses.replace(inside.plan, scenario=dataclasses.replace(inside.plan.scenario, name="ddp-torch2.6-py3.11"))
+    report = render_junit(RunSummary(RUN_ID, (dataclasses.replace(inside, plan=dotted),), config_path="configs/matrix.yaml"))
+    assert schema.validate(etree.fromstring(report.encode())), schema.error_log
+    (suite,) = ET.fromstring(report).iter("testsuite")
+    assert suite.get("file") == "configs/matrix.yaml"
+    assert {c.get("classname") for c in suite.iter("testcase")} == {"distval.ddp-torch2.6-py3.11"}
+
+
+def test_characters_xml_forbids_are_escaped_everywhere(schema: etree.XMLSchema) -> None:
+    inside, _ = scenarios()
+    noisy = "\x1b[31mred\x1b[0m \x00 \x7f \udc80 \ufffe end"
+    cases = tuple(dataclasses.replace(c, name=c.name + "\x01", message=noisy, output=noisy + "\r\nnext") for c in inside.cases)
+    result = dataclasses.replace(inside, cases=cases, logs=noisy, properties=(("torch_version", noisy),))
+    report = render_junit(RunSummary(RUN_ID, (result,), host="h\x02", config_path="c\udcff.yaml"))
+    assert schema.validate(etree.fromstring(report.encode())), schema.error_log
+    escaped = "\\x1b[31mred\\x1b[0m \\x00 \x7f \\udc80 \\ufffe end"
+    root = ET.fromstring(report)
+    failure = root.find(".//failure")
+    assert failure is not None and failure.get("message") == escaped
+    assert failure.text == f"{escaped}\n\n{escaped}\nnext"
+    assert [c.get("name") for c in root.iter("testcase")] == ["env\\x01", "all_reduce\\x01", "exit_status\\x01"]
+    (suite,) = root.iter("testsuite")
+    assert (suite.get("hostname"), suite.get("file")) == ("h\\x02", "c\\udcff.yaml")
+    assert suite.find("system-out") is not None and suite.find("system-out").text == escaped  # type: ignore[union-attr]
+    assert properties(suite)["torch_version"] == escaped
+
+
+def test_junitparser_reads_what_was_written(report: str) -> None:
+    document = JUnitXml.fromstring(report.encode())
+    suites = {suite.name: suite for suite in document}
+    assert list(suites) == [
+        "inside (in-container, 2 ranks)",
+        "across (cross-container, 2x1, 2 ranks, static)",
+        "distval run",
+    ]
+    across = suites["across (cross-container, 2x1, 2 ranks, static)"]
+    assert (across.tests, across.failures, across.errors, across.skipped, across.time) == (3, 0, 2, 1, 90.5)
+    results = {case.name: case.result for case in across}
+    assert [type(r).__name__ for r in results["env"]] == ["Skipped"]
+    assert results["env"][0].message == "no CUDA" and (results["env"][0].text or "").startswith("no CUDA")
+    assert [type(r).__name__ for r in results["all_reduce"]] == ["Error"]
+    assert {case.time for suite in document for case in suite} == {0.125, 4.25, 90.5, 0.0}
+    assert document.time == 94.75
+
+
+# --- fuzzing the renderer ---------------------------------------------------------------------------
+
+ANY_TEXT = st.one_of(
+    st.text(max_size=40),
+    st.lists(st.integers(0, 0x10FFFF), max_size=40).map(lambda points: "".join(map(chr, points))),  # surrogates too
+)
+DURATIONS = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.sampled_from([0.1, 0.2, 0.30000000000000004]))
+CASES = st.lists(
+    st.tuples(ANY_TEXT, st.sampled_from([PASSED, FAILED, ERROR, SKIPPED]), ANY_TEXT, DURATIONS, ANY_TEXT), max_size=6
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    name=ANY_TEXT,
+    cases=CASES,
+    duration=DURATIONS,
+    logs=ANY_TEXT,
+    host=ANY_TEXT,
+    config=st.one_of(st.none(), ANY_TEXT),
+    early=st.one_of(st.none(), st.tuples(ANY_TEXT, ANY_TEXT)),
+)
+def test_fuzz_every_report_validates_and_says_what_it_was_given(
+    schema: etree.XMLSchema,
+    name: str,
+    cases: list[tuple[str, str, str, float, str]],
+    duration: float,
+    logs: str,
+    host: str,
+    config: str | None,
+    early: tuple[str, str] | None,
+) -> None:
+    inside, _ = scenarios()
+    plan = dataclasses.replace(inside.plan, scenario=dataclasses.replace(inside.plan.scenario, name=name))
+    results = tuple(CaseResult(n, status, message, d, output) for n, status, message, d, output in cases)
+    scenario = ScenarioResult(plan, results, (("image", name),), logs, duration)
+    summary = RunSummary(RUN_ID, (scenario,), early, 2 if early else None, host=host, config_path=config)
+    report = render_junit(summary)
+    assert schema.validate(etree.fromstring(report.encode())), schema.error_log
+    root = ET.fromstring(report)
+    elements = [root, *root.iter("testsuite"), *root.iter("testcase")]
+    assert all(TIME.fullmatch(e.get("time") or "") for e in elements)
+    written = [c for c in root.iter("testcase")]
+    assert len(written) == len(results) + (1 if early else 0)
+    for case, element in zip(results, written, strict=False):
+        assert element.get("name") == xml_text(case.name)
+        outcome = [child for child in element if child.tag in ("failure", "error", "skipped")]
+        if case.status == PASSED:
+            assert outcome == []
+            continue
+        (reason,) = outcome
+        assert reason.tag == {FAILED: "failure", ERROR: "error", SKIPPED: "skipped"}[case.status]
+        assert reason.get("message") == xml_text(case.message[:MESSAGE_CHARS])
+        assert reason.text  # GitLab shows the text: never empty
+    parsed = JUnitXml.fromstring(report.encode())
+    assert sum(suite.tests for suite in parsed) == len(written)

@@ -6,6 +6,7 @@ Marked ``docker``.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -17,7 +18,7 @@ from harness.events import NO_EVENTS
 from harness.plan import CreateContainer, CreateNetwork, ScenarioPlan, StartContainer, plan_run
 from harness.results import PASSED, summarize_scenario
 from harness.runtime import run_scenario
-from tests.conftest import leftovers
+from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker
 
@@ -94,9 +95,12 @@ def assert_engine_holds(container: ContainerPlan, attrs: dict[str, Any]) -> None
 
 
 @pytest.mark.parametrize("name", FORMS)
-def test_the_engine_creates_exactly_the_resolved_plan(fixture_images: list[str], docker_client: object, name: str) -> None:
+def test_the_engine_creates_exactly_the_resolved_plan(
+    fixture_image: Callable[[str], str], docker_client: object, name: str
+) -> None:
     run_id = "p" + secrets.token_hex(4)
     plan = next(p for p in plan_run(load_config("configs/rendezvous.yaml"), run_id).scenarios if p.scenario.name == name)
+    fixture_image(plan.image)
     engine = RecordingEngine(run_id)
     try:
         result = summarize_scenario(run_scenario(engine, plan, NO_EVENTS))

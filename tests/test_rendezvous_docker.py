@@ -11,6 +11,7 @@ import secrets
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from harness.events import NO_EVENTS
 from harness.plan import plan_run
 from harness.results import ERROR, FAILED, summarize_scenario
 from harness.runtime import run_scenario
-from tests.conftest import leftovers
+from tests.docker_helpers import config_images, leftovers
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,7 +52,11 @@ def _layout(message: str) -> tuple[dict[int, str], dict[int, str], str]:
     return hosts, interfaces, match["addr"]
 
 
-def test_every_rendezvous_form_passes_with_the_planned_layout(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+def test_every_rendezvous_form_passes_with_the_planned_layout(
+    fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
+) -> None:
+    for image in config_images(MATRIX):
+        fixture_image(image)
     report_path = tmp_path / "report.json"
     code = subprocess.run(
         [sys.executable, "-m", "harness.cli", "run", MATRIX, "--json", str(report_path), "--run-id", run_id, "--quiet"],
@@ -102,13 +107,16 @@ def test_every_rendezvous_form_passes_with_the_planned_layout(fixture_images: li
                 assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+", host), address
 
 
-def test_unresolvable_master_address_fails_within_the_deadline_naming_it(fixture_images: list[str], run_id: str) -> None:
+def test_unresolvable_master_address_fails_within_the_deadline_naming_it(
+    fixture_image: Callable[[str], str], run_id: str
+) -> None:
     config = parse_config(
         "timeout_s: 60\ncollective_timeout_s: 15\n"
         "scenarios:\n  - {name: dns, topology: cross-container, nodes: 2, rendezvous: env, checks: [env, launch, all_reduce]}\n",
         "dns.yaml",
     )
     (plan,) = plan_run(config, run_id).scenarios
+    fixture_image(plan.image)
     node1 = plan.containers[1]
     broken_env = tuple((k, "no-such-node.invalid" if k == "MASTER_ADDR" else v) for k, v in node1.env)
     plan = dataclasses.replace(plan, containers=(plan.containers[0], dataclasses.replace(node1, env=broken_env)))
@@ -126,7 +134,7 @@ def test_unresolvable_master_address_fails_within_the_deadline_naming_it(fixture
 
 
 def test_the_same_scenarios_twice_at_once_do_not_collide(
-    fixture_images: list[str], docker_client: object, tmp_path: Path
+    fixture_image: Callable[[str], str], docker_client: object, tmp_path: Path
 ) -> None:
     config = tmp_path / "twice.yaml"
     config.write_text(
@@ -134,6 +142,8 @@ def test_the_same_scenarios_twice_at_once_do_not_collide(
         "  - {name: twin-static, topology: cross-container, nodes: 2, checks: [env, launch, all_reduce]}\n"
         "  - {name: twin-env, topology: cross-container, nodes: 2, rendezvous: env, checks: [env, launch, all_reduce]}\n"
     )
+    for image in config_images(str(config)):
+        fixture_image(image)
     run_ids = ["c" + secrets.token_hex(4) for _ in range(2)]
     processes = [
         subprocess.Popen(

@@ -20,7 +20,7 @@ import harness.cli
 from harness import __version__
 from harness.cli import main
 from harness.config import parse_config
-from harness.engine import EngineError, ImageInfo
+from harness.engine import EngineError
 from harness.events import RunEvents
 from harness.plan import ScenarioPlan, plan_scenario
 from harness.reports.files import write_atomically
@@ -29,168 +29,31 @@ from harness.reports.junit import write_junit
 from harness.reports.markdown import render_markdown, write_markdown
 from harness.reports.summary import render_summary
 from harness.results import (
-    ERROR,
     FAILED,
     PASSED,
-    SKIPPED,
-    CaseResult,
-    ContainerOutcome,
     RunSummary,
     ScenarioOutcome,
     ScenarioResult,
     scenario_hash,
 )
+from tests.fake_engine import FakeEngine
+from tests.report_helpers import (
+    ANNOUNCEMENT,
+    CONFIG,
+    CONFIG_PATH,
+    GOLDEN_DIR,
+    IMAGE,
+    RUN_ID,
+    SCHEMA_PATH,
+    TIMESTAMP,
+    VERSION_MARK,
+    failing,
+    fake_run_scenario,
+    plans,
+    run,
+    summary,
+)
 from tests.terminal import screen
-
-SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-jenkins.xsd"
-GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "reports"
-VERSION_MARK = "@DISTVAL_VERSION@"  # the goldens hold this instead of harness.__version__
-RUN_ID = "abc123"
-IMAGE = "example/torch:test"
-CONFIG_PATH = "configs/my suite.yaml"  # a space: the reproduce command must quote it
-CONFIG = """\
-timeout_s: 90
-scenarios:
-  - name: inside
-    topology: in-container
-    world_size: 2
-    checks: [env, all_reduce]
-  - name: across
-    topology: cross-container
-    world_size: 3
-    checks: [env, all_reduce]
-"""
-LONG_MESSAGE = "rank 1: all_reduce(SUM) of rank+1 over 3 ranks: expected 6.0 in every element, got 5.0 at element 0 " + "x" * 200
-
-
-def plans() -> tuple[ScenarioPlan, ScenarioPlan]:
-    inside, across = parse_config(CONFIG, "report.yaml").scenarios
-    return plan_scenario(inside, RUN_ID, IMAGE), plan_scenario(across, RUN_ID, IMAGE)
-
-
-def scenario(plan: ScenarioPlan, cases: list[tuple[str, str, str]], duration_s: float = 4.25) -> ScenarioResult:
-    properties = (("image", plan.image), ("image_id", "sha256:feed"), ("cuda_version", "none"), ("scenario_hash", "0123abcd4567"))
-    return ScenarioResult(
-        plan,
-        tuple(CaseResult(name, status, message, 0.5, output=f"{name} output") for name, status, message in cases),
-        properties,
-        f"logs of {plan.scenario.name}",
-        duration_s,
-    )
-
-
-def passing(plan: ScenarioPlan) -> ScenarioResult:
-    return scenario(
-        plan, [("env", PASSED, "torch 2.6.0, Python 3.13.5"), ("all_reduce", PASSED, "ok"), ("exit_status", PASSED, "ok")]
-    )
-
-
-def failing(plan: ScenarioPlan) -> ScenarioResult:
-    return scenario(
-        plan,
-        [
-            ("env", SKIPPED, "no CUDA"),
-            ("all_reduce", FAILED, LONG_MESSAGE + "\nsecond line"),
-            ("exit_status", ERROR, "expected every container to exit 0 within the deadline; container x exited with code 1"),
-        ],
-        duration_s=12.0,
-    )
-
-
-def summary(**kwargs: Any) -> RunSummary:
-    inside, across = plans()
-    defaults: dict[str, Any] = {"engine_version": "27.5.1", "host": "ci-host", "config_path": CONFIG_PATH}
-    defaults.update(kwargs)
-    return RunSummary(RUN_ID, (passing(inside), failing(across)), **defaults)
-
-
-TIMESTAMP = re.compile(r"^\[\s*\d+\.\ds\] ")
-
-
-# --- distval run, against a fake Engine and a fake runtime -----------------------------------------
-
-
-def record(check: str, rank: int, status: str, message: str, **details: Any) -> str:
-    return (
-        json.dumps({"check": check, "rank": rank, "status": status, "message": message, "duration_s": 0.25, "details": details})
-        + "\n"
-    )
-
-
-class FakeEngine:
-    instances: list[FakeEngine] = []
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-        self.version_calls = 0
-        self.removed = 0
-        FakeEngine.instances.append(self)
-
-    def version(self) -> str:
-        self.version_calls += 1
-        return "27.5.1"
-
-    def image(self, reference: str) -> ImageInfo:
-        return ImageInfo(id="sha256:" + "ab" * 32, tags=(reference,), labels={})
-
-    def create_network(self, *args: Any) -> None:
-        pass
-
-    def start(self, container: Any) -> None:
-        pass
-
-    def state(self, container: Any) -> str:
-        return "exited"
-
-    def logs(self, container: Any) -> tuple[str, str]:
-        return "out", "err"
-
-    def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
-        self.removed += 1
-        return 0, 0
-
-
-def fake_run_scenario(engine: Any, plan: ScenarioPlan, events: RunEvents, stop: object = None) -> ScenarioOutcome:
-    """What runtime.run_scenario returns: all_reduce fails on rank 1 in 'across', everything else passes."""
-    image = engine.image(plan.image)
-    engine.create_network(plan.network.name)
-    engine.start(None)
-    events.phase(plan, "running")
-    events.note(plan, f"started {len(plan.containers)} container(s)")
-    events.phase(plan, "collecting logs and results")
-    engine.state(None)
-    engine.logs(None)
-    containers = []
-    for cp in plan.containers:
-        files = {}
-        for rank in cp.ranks:
-            bad = plan.scenario.name == "across" and rank == 1
-            text = record("env", rank, PASSED, "torch 2.6.0", torch_version="2.6.0", python_version="3.13.5", cuda_version=None)
-            text += record("all_reduce", rank, FAILED if bad else PASSED, "expected 3.0, got 2.0" if bad else "ok")
-            files[f"rank-{rank}.jsonl"] = text.encode()
-        containers.append(ContainerOutcome(cp.name, cp.node_rank, cp.ranks, 0, False, "out", "err", files))
-    events.phase(plan, "removing containers and networks")
-    engine.remove_labelled(f"distval.scenario={plan.scenario.name}")
-    return ScenarioOutcome(plan, image.id, 2.5, tuple(containers))
-
-
-@pytest.fixture
-def fake_docker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    FakeEngine.instances = []
-    monkeypatch.setattr(harness.cli, "Engine", FakeEngine)
-    monkeypatch.setattr(harness.cli, "run_scenario", fake_run_scenario)
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
-    config = tmp_path / "suite.yaml"
-    config.write_text(CONFIG.replace("world_size: 3", "world_size: 2"), encoding="utf-8")
-    return config
-
-
-def run(config: Path, tmp_path: Path, *extra: str) -> int:
-    return main(
-        ["run", str(config), "--image", IMAGE, "--run-id", RUN_ID]
-        + ["--junit", str(tmp_path / "r.xml"), "--json", str(tmp_path / "r.json")]
-        + list(extra)
-    )
 
 
 def test_run_writes_every_report(
@@ -230,8 +93,9 @@ def test_run_progress_plain_lines(fake_docker: Path, tmp_path: Path, capsys: pyt
     assert "\r" not in err
     lines = [TIMESTAMP.sub("", line) for line in err.splitlines()]
     assert all(TIMESTAMP.match(line) for line in err.splitlines())
-    assert lines[0] == f"inside (in-container, 2 ranks): starting on {IMAGE} (scenario 1 of 2; 2 ranks in 1 container)"
-    assert lines[1:6] == [
+    assert lines[0] == ANNOUNCEMENT
+    assert lines[1] == f"inside (in-container, 2 ranks): starting on {IMAGE} (scenario 1 of 2; 2 ranks in 1 container)"
+    assert lines[2:7] == [
         "inside (in-container, 2 ranks): running",
         "inside (in-container, 2 ranks): started 1 container(s)",
         "inside (in-container, 2 ranks): collecting logs and results",
@@ -251,8 +115,9 @@ def test_run_progress_on_a_terminal(
     err = capsys.readouterr().err
     assert "\r[1/2] inside (in-container, 2 ranks) | 2 ranks in 1 container | " in err
     assert "\r[2/2] across (cross-container, 2x1, 2 ranks, static) | 2 ranks in 2 containers, one each | running" in err
-    # Permanent lines: the scenario results only; the status line is cleared at the end.
+    # Permanent lines: the run id, then the scenario results only; the status line is cleared at the end.
     assert [TIMESTAMP.sub("", line) for line in screen(err)] == [
+        ANNOUNCEMENT,
         "inside (in-container, 2 ranks): passed in 2.5 s (3 passed)",
         "across (cross-container, 2x1, 2 ranks, static): failed in 2.5 s (2 passed; failed: all_reduce)",
         "",
@@ -277,7 +142,7 @@ def test_run_progress_plain_lines_of_two_jobs(both_at_once: Path, tmp_path: Path
     assert run(both_at_once, tmp_path, "--jobs", "2") == 1
     lines = [TIMESTAMP.sub("", line) for line in capsys.readouterr().err.splitlines()]
     inside, across = "inside (in-container, 2 ranks): ", "across (cross-container, 2x1, 2 ranks, static): "
-    assert [line for line in lines if not line.startswith((inside, across))] == []
+    assert [line for line in lines if not line.startswith((inside, across))] == [ANNOUNCEMENT]
     assert [line.removeprefix(inside) for line in lines if line.startswith(inside)] == [
         f"starting on {IMAGE} (scenario 1 of 2; 2 ranks in 1 container)",
         "running",
@@ -313,7 +178,8 @@ def test_run_progress_of_two_jobs_on_a_terminal(
     assert "\n[2/2] across (cross-container, 2x1, 2 ranks, static) | 2 ranks in 2 containers, one each | running" in err
     shown = [TIMESTAMP.sub("", line) for line in screen(err)]
     assert shown[-1] == ""  # the status lines are gone
-    assert sorted(shown[:-1]) == [  # the result lines, in the order the scenarios finished
+    assert shown[0] == ANNOUNCEMENT
+    assert sorted(shown[1:-1]) == [  # the result lines, in the order the scenarios finished
         "across (cross-container, 2x1, 2 ranks, static): failed in 2.5 s (2 passed; failed: all_reduce)",
         "inside (in-container, 2 ranks): passed in 2.5 s (3 passed)",
     ]

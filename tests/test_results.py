@@ -786,6 +786,7 @@ def test_run_and_suite_properties() -> None:
     result = ScenarioResult(result.plan, result.cases, (("image", "x/y:z"), ("run_id", "stale")), "", 0.0)
     summary = RunSummary(RUN_ID, (result,), engine_version="27.5.1", host="ci-host")
     expected_run = {"run_id": RUN_ID, "distval_version": __version__, "docker_engine_version": "27.5.1", "host": "ci-host"}
+    expected_run["mode"] = "docker"
     assert run_properties(summary) == expected_run
     assert suite_properties(summary, result) == {"image": "x/y:z", **expected_run}  # the run's values win
     assert run_properties(RunSummary(RUN_ID, (), host="h"))["docker_engine_version"] == "unknown"

@@ -7,17 +7,16 @@ from __future__ import annotations
 
 import secrets
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from harness.cli import main
-from tests.conftest import leftovers
-from tests.test_docker import DEFAULT_CONFIG, cases, outcome, validate
+from tests.docker_helpers import DEFAULT_CONFIG, GOOD, TOPOLOGIES, cases, leftovers, outcome, validate
 
 pytestmark = pytest.mark.docker
-TOPOLOGIES = ("in-container", "cross-container")
 
 
 @pytest.fixture
@@ -38,24 +37,14 @@ def run(config: str, image: str, run_id: str, junit: Path) -> tuple[int, dict[st
     return code, by_topology
 
 
-# -- good images -------------------------------------------------------------------------------------
-GOOD = {
-    "distval-fixtures/torch:1.13-debian": (
-        {"collectives.all_gather_into_tensor", "collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
-        "new_group(timeout=...)",
-    ),
-    "distval-fixtures/torch:2.6-debian": (
-        {"collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
-        "new_group(timeout=...)",
-    ),
-    "distval-fixtures/torch:2.15-pypi": (set(), "set_timeout() on a live group"),
-}
+# -- good images (GOOD: in docker_helpers, the host tests compare with it too) ---------------------
 
 
 @pytest.mark.parametrize("image", sorted(GOOD))
 def test_default_config_passes_with_every_skip_explained(
-    fixture_images: list[str], image: str, run_id: str, tmp_path: Path
+    fixture_image: Callable[[str], str], image: str, run_id: str, tmp_path: Path
 ) -> None:
+    fixture_image(image)
     expected_skips, timeout_path = GOOD[image]
     code, results = run(DEFAULT_CONFIG, image, run_id, tmp_path / "results.xml")
     assert code == 0, results
@@ -74,9 +63,11 @@ def test_default_config_passes_with_every_skip_explained(
         assert sum(1 for name in found if name.startswith("collectives.")) == 18
 
 
-def test_junit_says_which_timeout_path_ran(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+def test_junit_says_which_timeout_path_ran(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
     config = tmp_path / "timeout.yaml"
     config.write_text("scenarios:\n  - {topology: cross-container, world_size: 2, checks: [timeout]}\n")
+    for image in GOOD:
+        fixture_image(image)  # all of them before the first run: a missing one skips the test at once
     for image, (_, path) in GOOD.items():
         junit = tmp_path / f"{image.split(':')[1]}.xml"
         code = main(["run", str(config), "--image", image, "--junit", str(junit), "--run-id", run_id, "--quiet"])
@@ -210,7 +201,10 @@ BROKEN = [
 
 
 @pytest.mark.parametrize("broken", BROKEN, ids=[b.image.split(":")[1] for b in BROKEN])
-def test_broken_image_is_caught_by_its_check(fixture_images: list[str], broken: Broken, run_id: str, tmp_path: Path) -> None:
+def test_broken_image_is_caught_by_its_check(
+    fixture_image: Callable[[str], str], broken: Broken, run_id: str, tmp_path: Path
+) -> None:
+    fixture_image(broken.image)
     config = tmp_path / "broken.yaml"
     config.write_text(
         "timeout_s: 150\ncheck_timeout_s: 60\n" + broken.settings + "scenarios:\n"
@@ -230,27 +224,29 @@ def test_broken_image_is_caught_by_its_check(fixture_images: list[str], broken: 
             assert found[name][0] == "passed", (topology, name, found[name])
 
 
-def test_identity_catches_the_wrong_torch_in_a_tag(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+def test_identity_catches_the_wrong_torch_in_a_tag(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
+    old, new = fixture_image("distval-fixtures/torch:1.13-debian"), fixture_image("distval-fixtures/torch:2.6-debian")
     config = tmp_path / "identity.yaml"
     config.write_text(
         "scenarios:\n  - topology: in-container\n    world_size: 2\n"
         "    checks: [env, {name: identity, args: {torch: '>=2.6,<2.7', build: cpu, backends: [gloo]}}]\n"
     )
-    code, results = run(str(config), "distval-fixtures/torch:1.13-debian", run_id, tmp_path / "results.xml")
+    code, results = run(str(config), old, run_id, tmp_path / "results.xml")
     assert code == 1
     status, message = results["in-container"]["identity"]
     assert status == "failure" and "expected torch >=2.6,<2.7; image has 1.13" in message
     assert results["in-container"]["env"][0] == "passed"
-    code, results = run(str(config), "distval-fixtures/torch:2.6-debian", run_id, tmp_path / "results2.xml")
+    code, results = run(str(config), new, run_id, tmp_path / "results2.xml")
     assert code == 0 and results["in-container"]["identity"][0] == "passed"
 
 
-def test_required_check_turns_a_skip_into_a_failure(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+def test_required_check_turns_a_skip_into_a_failure(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
+    image = fixture_image("distval-fixtures/torch:2.6-debian")
     config = tmp_path / "required.yaml"
     config.write_text(
         "scenarios:\n  - {topology: in-container, world_size: 2, checks: [env, {name: reconfigure, required: true}]}\n"
     )
-    code, results = run(str(config), "distval-fixtures/torch:2.6-debian", run_id, tmp_path / "results.xml")
+    code, results = run(str(config), image, run_id, tmp_path / "results.xml")
     assert code == 1
     status, message = results["in-container"]["reconfigure"]
     assert status == "failure"
@@ -259,9 +255,10 @@ def test_required_check_turns_a_skip_into_a_failure(fixture_images: list[str], r
     )
 
 
-def test_debian_bookworm_stock_torchrun_is_caught(fixture_images: list[str], run_id: str, tmp_path: Path) -> None:
+def test_debian_bookworm_stock_torchrun_is_caught(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
     """Debian's torch 1.13 on Python 3.11: torchrun's Std.from_str('0') is None, the launcher dies."""
-    code, results = run(DEFAULT_CONFIG, "distval-fixtures/torch:1.13-debian-stock", run_id, tmp_path / "results.xml")
+    image = fixture_image("distval-fixtures/torch:1.13-debian-stock")
+    code, results = run(DEFAULT_CONFIG, image, run_id, tmp_path / "results.xml")
     assert code == 1
     for found in results.values():
         status, message = found["env"]

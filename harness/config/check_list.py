@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from harness.checks import CATALOG, ArgSpec
+from harness.catalog import CATALOG, ArgSpec
 from harness.config import values
 from harness.config.model import CheckSpec
 from harness.config.yaml_nodes import Problems, describe, mapping, typed

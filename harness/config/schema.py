@@ -14,7 +14,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from harness.checks import CATALOG, ArgSpec
+from harness.catalog import CATALOG, ArgSpec
 from harness.config.devices import NCCL_BACKENDS
 from harness.config.keys import DEFAULT_KEYS, KEYS, MATRIX_AXES, Key
 from harness.config.layout import NO_LAUNCHER_RENDEZVOUS

@@ -15,12 +15,16 @@ from typing import Any
 import yaml
 
 from harness.config.yaml_nodes import Problems, child_path, describe, scalar, shown, typed, written
+from suite.versions import readable
 
 Reader = Callable[[yaml.Node, str, Problems], Any]
 
+# The shape of a requirement, for the JSON Schema; suite.versions.readable is the exact rule (a ``.*``
+# prefix pattern takes only == or !=), shared with the suite that evaluates it inside the image.
 # No two blank runs meet (an optional operator brings its own): "1," and 16,000 blanks took 6 s with them.
 VERSION_PATTERN = re.compile(
-    r"^\s*(?:(?:==|!=|>=|<=|>|<)\s*)?[0-9]+(?:\.[0-9]+)*\s*(?:,\s*(?:(?:==|!=|>=|<=|>|<)\s*)?[0-9]+(?:\.[0-9]+)*\s*)*$"
+    r"^\s*(?:(?:==|!=|>=|<=|>|<)\s*)?[0-9]+(?:\.[0-9]+)*(?:\.\*)?\s*"
+    r"(?:,\s*(?:(?:==|!=|>=|<=|>|<)\s*)?[0-9]+(?:\.[0-9]+)*(?:\.\*)?\s*)*$"
 )
 SIZE_PATTERN = re.compile(r"^[0-9]+[bkmg]?$", re.IGNORECASE)
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -144,8 +148,10 @@ def boolean(node: yaml.Node, key_path: str, problems: Problems) -> bool | None:
 def version(node: yaml.Node, key_path: str, problems: Problems) -> str | None:
     """A version requirement, as written: YAML would read an unquoted 3.10 as the float 3.1."""
     text = node.value if isinstance(node, yaml.ScalarNode) else None
-    if not isinstance(text, str) or VERSION_PATTERN.match(text) is None:
-        problems.add(node, key_path, f"expected a version requirement like '>=2.6,<2.7' or '2.15.0'; got {describe(node)}")
+    if not isinstance(text, str) or VERSION_PATTERN.match(text) is None or not readable(text):
+        problems.add(
+            node, key_path, f"expected a version requirement like '>=2.6,<2.7', '2.15.0' or '13.*'; got {describe(node)}"
+        )
         return None
     return text.strip()
 

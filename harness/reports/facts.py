@@ -1,5 +1,5 @@
 """What several reports state alike, derived from the ``RunSummary``: the command that reproduces a
-scenario, how many check results passed, a scenario's failing testcases."""
+scenario, how many check results passed, a scenario's failing testcases, a duration to the millisecond."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ def reproduce_command(summary: RunSummary, scenario: ScenarioResult) -> str:
     """The one command that runs this scenario again, on the same image."""
     config = summary.config_path or "CONFIG"
     return shlex.join(
-        ["distval", "run", config, "--image", scenario.plan.image, "--filter", glob.escape(scenario.plan.scenario.name)]
+        ["distval", "run", config, *scenario.plan.target_args, "--filter", glob.escape(scenario.plan.scenario.name)]
     )
 
 
@@ -26,3 +26,11 @@ def passed_counts(summary: RunSummary) -> tuple[int, int]:
 def failing_cases(scenario: ScenarioResult) -> list[CaseResult]:
     """The scenario's failed or errored testcases, in order."""
     return [c for c in scenario.cases if c.status in (FAILED, ERROR)]
+
+
+MAX_SECONDS = 1e9  # about 32 years: a longer duration is a clock gone wrong
+
+
+def milliseconds(seconds: float) -> int:
+    """A duration in whole milliseconds; a negative, NaN, infinite or absurd one (a clock gone wrong) is 0."""
+    return round(seconds * 1000) if 0 < seconds <= MAX_SECONDS else 0

@@ -1,34 +1,81 @@
-"""The one way a report reaches the disk: whole or not at all.
+"""The one way a report reaches the disk: whole or not at all, and only ever into a regular file.
 
-``write_atomically`` writes the text to a new temporary file beside the target (same directory, so
-same filesystem), flushes it to the disk (fsync) and renames it over the target: a reader, or a run
-killed halfway, sees the old file or the new one, never a part. Parent directories are created.
+``write_atomically`` follows symbolic links to their final target (the link stays a link), refuses a
+target that is not a regular file (a directory, a device, a FIFO, a socket: ``NotARegularFile``), writes
+the text to a new temporary file beside the target (same directory, so same filesystem), flushes it to
+the disk (fsync) and renames it over the target: a reader, or a run killed halfway, sees the old file or
+the new one, never a part. An existing target keeps its permission bits; parent directories are created.
+On any failure the temporary file is removed and the old file stays as it was.
+
+``refusal`` is the same check, for the command line to make before a run starts.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
+import stat
 from pathlib import Path
 
 # A temporary name no other writer uses (several runs may write reports into one directory).
 _TEMPORARY_ATTEMPTS = 16
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISFIFO, "a named pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+)
 
 
-def write_atomically(path: str | Path, text: str) -> None:
-    """Replace ``path`` with ``text`` (UTF-8) atomically; on any error the old file stays and no temporary is left."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    data = text.encode("utf-8")
-    temporary, fd = _create_temporary(target)
+class NotARegularFile(OSError):
+    """The report's path names something other than a regular file, which a report must never replace."""
+
+
+def refusal(path: str | os.PathLike[str]) -> str | None:
+    """Why ``path`` cannot take a report, in words; None when it is a regular file, does not exist yet, or is a
+    symbolic link to one of those. Problems only the write itself can find (permissions) are left to it."""
     try:
+        mode = os.stat(path).st_mode  # through symbolic links
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"{os.fspath(path)} is a loop of symbolic links, not a regular file"
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    kind = next((word for test, word in _KINDS if test(mode)), "not a file")
+    return f"{os.fspath(path)} is {kind}, not a regular file: a report never replaces it"
+
+
+def write_atomically(path: str | os.PathLike[str], text: str) -> None:
+    """Replace the regular file at ``path`` (or its symbolic link's target) with ``text`` (UTF-8) atomically.
+
+    Characters UTF-8 cannot encode (lone surrogates from rank output) are written as ``\\udcXX`` escapes.
+    """
+    reason = refusal(path)
+    if reason is not None:
+        raise NotARegularFile(reason)
+    target = Path(os.path.realpath(path))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = text.encode("utf-8", "backslashreplace")
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
+    except FileNotFoundError:
+        mode = None
+    temporary: Path | None = None
+    try:
+        temporary, fd = _create_temporary(target)
         with os.fdopen(fd, "wb") as handle:
+            if mode is not None:
+                os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, target)
     except BaseException:
-        temporary.unlink(missing_ok=True)
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)
         raise
     _fsync_directory(target.parent)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.reports.facts import reproduce_command
+from harness.reports.facts import milliseconds, reproduce_command
 from harness.reports.files import write_atomically
 from harness.results import PASSED, RunSummary, suite_properties
 
@@ -34,7 +34,7 @@ def json_report(summary: RunSummary) -> dict[str, Any]:
                 "image": scenario.plan.image,
                 "image_id": _known(properties.get("image_id")),
                 "status": scenario.status,
-                "duration_s": round(scenario.duration_s, 3),
+                "duration_s": milliseconds(scenario.duration_s) / 1000,
                 "properties": properties,
                 "reproduce": reproduce_command(summary, scenario) if scenario.status != PASSED else None,
                 "cases": [
@@ -42,7 +42,7 @@ def json_report(summary: RunSummary) -> dict[str, Any]:
                         "name": c.name,
                         "status": c.status,
                         "message": c.message,
-                        "duration_s": round(c.duration_s, 3),
+                        "duration_s": milliseconds(c.duration_s) / 1000,
                         "output": c.output,
                         "skipped_ranks": list(c.skipped_ranks),
                     }
@@ -68,7 +68,8 @@ def json_report(summary: RunSummary) -> dict[str, Any]:
 
 
 def render_json(summary: RunSummary) -> str:
-    return json.dumps(json_report(summary), indent=2, ensure_ascii=False) + "\n"
+    # allow_nan=False: NaN and Infinity are not JSON, and no duration here is either.
+    return json.dumps(json_report(summary), indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def write_json(summary: RunSummary, path: str | Path) -> None:

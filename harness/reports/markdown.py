@@ -106,6 +106,6 @@ def append_step_summary(summary: RunSummary, environ: Mapping[str, str] = os.env
     path = environ.get(STEP_SUMMARY_ENV)
     if not path:
         return None
-    with open(path, "a", encoding="utf-8") as handle:
+    with open(path, "a", encoding="utf-8", errors="backslashreplace") as handle:
         handle.write(render_markdown(summary) + "\n")
     return path

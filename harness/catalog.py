@@ -44,6 +44,13 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 backends=ArgSpec("names", "backends that must be available", choices=("gloo", "nccl", "mpi")),
             ),
             _info(
+                "cuda_build",
+                "the CUDA build is real and consistent: torch.version.cuda, compiled CUDA, cuDNN compiled vs loaded, "
+                "NCCL vs its wheel, torch's nvidia-* requirements installed (CUDA parts skipped on a CPU build)",
+                build=ArgSpec("choice", "cpu or cuda build of torch", choices=("cpu", "cuda")),
+                cuda=ArgSpec("version", "CUDA version requirement, e.g. '13.*' or '>=12.8'"),
+            ),
+            _info(
                 "launch", "the launcher's RANK/LOCAL_RANK/WORLD_SIZE/LOCAL_WORLD_SIZE/GROUP_RANK are consistent; every rank once"
             ),
             _info(
@@ -53,7 +60,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
             ),
             _info(
                 "collectives",
-                "every gloo collective on float32/float64/int64/bfloat16, small and large, against known answers",
+                "every collective on float32/float64/int64/bfloat16 (NCCL: float16, AVG), small and large, against known answers",
                 repeat=ArgSpec("int", "run every collective this many times and report k of N failures", minimum=1),
                 large_mib=ArgSpec("int", "size of the large float32 tensors in MiB (default 16)", minimum=1),
             ),

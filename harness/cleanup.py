@@ -1,0 +1,96 @@
+"""``distval cleanup``: which runs' containers and networks to remove, and why.
+
+A run's resources are removed only when the run is over: its owner (harness/owner.py) is dead (same
+host, and no process with that pid and start time), or its newest resource is older than
+``--older-than``. A run whose owner lives, runs on another host (or in another PID namespace), or is not named (made by a distval
+before the owner labels) is kept, with the reason and the option that removes it anyway.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from harness.engine_protocol import Resource
+from harness.labels import LABEL_RUN
+from harness.owner import Owner, owner_alive
+
+NO_RUN_ID = "(no run id)"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+
+
+@dataclass(frozen=True)
+class RunDecision:
+    run_id: str
+    resources: tuple[Resource, ...]
+    remove: bool
+    reason: str
+
+    def counts(self) -> str:
+        containers = sum(1 for r in self.resources if r.kind == "container")
+        return f"{containers} container(s), {len(self.resources) - containers} network(s)"
+
+
+def parse_duration(text: str) -> float:
+    """``30m``, ``2h``, ``1h30m``, ``90s``, ``1d`` -> seconds; ValueError for anything else."""
+    value = text.strip()
+    if not value or _DURATION.sub("", value) != "":
+        raise ValueError(f"expected a duration such as 30m, 2h, 1h30m, 90s or 1d; got {text!r}")
+    return sum(float(number) * _UNITS[unit] for number, unit in _DURATION.findall(value))
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            return f"{seconds // size}{unit}{_rest(seconds % size)}"
+    return f"{seconds}s"
+
+
+def _rest(seconds: int) -> str:
+    return "" if seconds == 0 else format_duration(seconds)
+
+
+def by_run(resources: Iterable[Resource]) -> dict[str, list[Resource]]:
+    runs: dict[str, list[Resource]] = {}
+    for resource in resources:
+        runs.setdefault(resource.labels.get(LABEL_RUN) or NO_RUN_ID, []).append(resource)
+    return runs
+
+
+def decide(
+    resources: Iterable[Resource],
+    older_than_s: float | None,
+    now: float,
+    host: str,
+    alive: Callable[[Owner, str], bool | None] = owner_alive,
+) -> list[RunDecision]:
+    """One decision per run, in the order the runs were listed."""
+    decisions = []
+    for run_id, found in by_run(resources).items():
+        owner = next((o for o in (Owner.from_labels(r.labels) for r in found) if o is not None), None)
+        created = [r.created for r in found if r.created is not None]
+        age = now - max(created) if created else None
+        old = older_than_s is not None and age is not None and age >= older_than_s
+        state = alive(owner, host) if owner is not None else None
+        if owner is not None and state is False:
+            remove, reason = True, f"its owner, {owner.describe()}, is gone"
+        elif old:
+            assert older_than_s is not None and age is not None
+            remove, reason = (
+                True,
+                f"its newest resource is {format_duration(age)} old (--older-than {format_duration(older_than_s)})",
+            )
+        elif owner is None:
+            remove, reason = False, "it names no owner (made by an older distval); --older-than or --run-id removes it"
+        elif state is None:
+            where = "on another host" if owner.host != host else "in another PID namespace (a container)"
+            remove, reason = False, f"its owner, {owner.describe()}, runs {where}; --older-than or --run-id removes it"
+        else:
+            remove, reason = False, f"its owner, {owner.describe()}, is still running; --run-id {run_id} removes it anyway"
+        if not remove and older_than_s is not None and age is not None:
+            reason += f" (its newest resource is {format_duration(age)} old)"
+        decisions.append(RunDecision(run_id, tuple(found), remove, reason))
+    return decisions

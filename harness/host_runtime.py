@@ -1,0 +1,417 @@
+"""Executes a host-mode ScenarioPlan (harness/host_plan.py) as local processes: no Docker.
+
+The same contract as harness/runtime.py: each step resolved with the facts known so far and executed
+as written; the harness's own monotonic deadline; the same RunEvents; the same ScenarioOutcome (a
+node's directory name stands for the container name). Facts here: ``{subnets}`` is the loopback
+network, and ``{master_port}``/``{c10d_port}`` are ports found free on this host (bound to port 0)
+when the scenario starts, so that two runs at once do not collide.
+
+Nothing is left behind. Each node starts in its own session with a marker in its environment
+(``DISTVAL_HOST_PROCESS``, unique per node and run); torchrun starts its workers in sessions of their
+own (torch/distributed/elastic/multiprocessing/subprocess_handler: ``start_new_session=True``), so a
+process group or session is not enough to find them once their launcher is gone, but the environment
+is inherited. At the deadline, on stop, Ctrl-C or SIGTERM, and after every scenario, every process
+carrying the node's marker gets SIGKILL (the idea of Jenkins' ProcessTreeKiller, which finds a
+build's processes by an environment variable). Then the node directories are removed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from harness.config import Config
+from harness.docker_spec import ContainerPlan
+from harness.errors import EnvironmentUnusable, PlanError, RunStopped
+from harness.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
+from harness.host_plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
+from harness.placeholders import resolve
+from harness.plan import CreateContainer, RunPlan, ScenarioPlan, StartContainer, run_slugs
+from harness.results import ContainerOutcome, ScenarioOutcome
+from harness.runtime import signals_deferred, suite_dir
+
+POLL_INTERVAL_S = 0.2
+PROBE_TIMEOUT_S = 120.0
+KILL_SETTLE_S = 10.0
+MARKER = "DISTVAL_HOST_PROCESS"
+# What a launcher sets for its workers: inherited from a shell that is itself a rank (a Slurm step, a
+# torchrun worker), they would mislead the nodes. The launcher-less forms get theirs from the plan.
+LAUNCHER_VARIABLES = frozenset(
+    {
+        "RANK",
+        "LOCAL_RANK",
+        "WORLD_SIZE",
+        "LOCAL_WORLD_SIZE",
+        "GROUP_RANK",
+        "GROUP_WORLD_SIZE",
+        "ROLE_RANK",
+        "ROLE_WORLD_SIZE",
+        "ROLE_NAME",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+    }
+)
+
+
+class LocalTorch:
+    """The local Python that runs the scenarios, and the GPUs its torch sees (measured once per run,
+    the first time a scenario needs GPUs; thread-safe)."""
+
+    def __init__(self, python: str) -> None:
+        self.python = python
+        self._lock = threading.Lock()
+        self._gpus: tuple[int | None, str] | None = None
+
+    def gpu_count(self) -> tuple[int | None, str]:
+        """(count, how it was measured) or (None, why it could not be)."""
+        with self._lock:
+            if self._gpus is None:
+                self._gpus = self._probe()
+            return self._gpus
+
+    def _probe(self) -> tuple[int | None, str]:
+        code = "import torch; print(torch.cuda.device_count())"
+        how = f"{self.python} -c '{code}'"
+        try:
+            done = subprocess.run(
+                [self.python, "-c", code],
+                env=_inherited_environment(),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=PROBE_TIMEOUT_S,
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return None, f"{how} failed: {exc}"
+        lines = done.stdout.strip().splitlines()
+        if done.returncode != 0 or not lines or not lines[-1].isdigit():
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            return None, f"{how} exited {done.returncode}: {last}"
+        return int(lines[-1]), how
+
+
+def gpu_shortfall(local: LocalTorch, plan: ScenarioPlan) -> tuple[str | None, bool]:
+    """(why this host cannot give the scenario its GPUs, whether that is a skip); (None, _) when it can."""
+    needed = plan.gpus_needed
+    if not needed:
+        return None, True
+    count, how = local.gpu_count()
+    if count is None:
+        # Not a skip: torch could not even be asked, so nothing was measured.
+        return f"the scenario needs {needed} GPU(s); cannot tell how many the local torch sees: {how}", False
+    if count >= needed:
+        return None, True
+    return f"{plan.gpus_needed_text}; the local torch sees {count} ({how})", True
+
+
+def host_limitation(plan: ScenarioPlan) -> str | None:
+    """What a scenario asks for that local processes on one host's loopback cannot give (a skip)."""
+    scenario = plan.scenario
+    if scenario.ipv6:
+        return "host mode runs every node on this host's IPv4 loopback: it cannot test an IPv6 network"
+    if scenario.extra_networks:
+        return "host mode runs every node on this host's loopback: it cannot make the nodes multi-homed (extra_networks)"
+    return None
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct TCP ports free on the loopback now (the kernel's choice for port 0)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sockets.append(probe)
+            probe.bind((LOOPBACK, 0))
+        return [probe.getsockname()[1] for probe in sockets]
+    finally:
+        for probe in sockets:
+            probe.close()
+
+
+def _inherited_environment() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES and not k.startswith("TORCHELASTIC_")}
+
+
+def process_environment(plan_env: tuple[tuple[str, str], ...], marker: str) -> dict[str, str]:
+    """This host's environment (less any launcher's variables), then the plan's; PYTHONPATH keeps the
+    host's entries after the node's directory (the local torch may need them, e.g. on module systems)."""
+    env = _inherited_environment()
+    for key, value in plan_env:
+        if key == "PYTHONPATH" and os.environ.get("PYTHONPATH"):
+            value = value + os.pathsep + os.environ["PYTHONPATH"]
+        env[key] = value
+    env[MARKER] = marker
+    return env
+
+
+def write_files(cp: ContainerPlan) -> None:
+    """The node's FileCopy entries, written to disk (what the Docker runtime puts in a tar)."""
+    for copy in cp.files:
+        path = Path(copy.path)
+        if copy.text is None:
+            path.mkdir(parents=True, exist_ok=True)
+            path.chmod(copy.mode)
+            if copy.suite:
+                for source in sorted(suite_dir().glob("*.py")):
+                    shutil.copyfile(source, path / source.name)
+        else:
+            path.write_text(copy.text, encoding="utf-8")
+            path.chmod(copy.mode)
+
+
+def marked_processes(marker: str) -> list[int]:
+    """Live (non-zombie) processes whose environment carries ``MARKER=marker``."""
+    needle = f"{MARKER}={marker}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as handle:
+                if needle not in handle.read().split(b"\0"):
+                    continue
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                state = handle.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if state not in (b"Z", b"X"):
+            found.append(int(entry))
+    return found
+
+
+def kill_marked(marker: str, leader: subprocess.Popen[bytes] | None = None) -> None:
+    """SIGKILL every process carrying the marker until none is left (each kill may race a fork)."""
+    if leader is not None and leader.poll() is None:
+        _kill_group(leader.pid)
+    settle_until = time.monotonic() + KILL_SETTLE_S
+    while True:
+        alive = marked_processes(marker)
+        if not alive or time.monotonic() > settle_until:
+            break
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
+    if leader is not None:
+        try:
+            leader.wait(timeout=KILL_SETTLE_S)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+@dataclass
+class _Node:
+    plan: ContainerPlan
+    marker: str
+    process: subprocess.Popen[bytes] | None = None
+    stdout: IO[bytes] | None = None
+    stderr: IO[bytes] | None = None
+    exit_code: int | None = None
+
+    @property
+    def directory(self) -> Path:
+        return Path(self.plan.working_dir)
+
+    def poll(self) -> int | None:
+        if self.exit_code is None and self.process is not None:
+            code = self.process.poll()
+            if code is not None:
+                # Like Docker: a process killed by signal N exits 128+N.
+                self.exit_code = 128 - code if code < 0 else code
+        return self.exit_code
+
+
+def run_host_scenario(
+    local: LocalTorch, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None
+) -> ScenarioOutcome:
+    started = time.monotonic()
+    stop = stop or threading.Event()
+    nodes: dict[str, _Node] = {}  # in creation order
+    token = secrets.token_hex(6)
+
+    def skipped(reason: str, kind: str) -> ScenarioOutcome:
+        return ScenarioOutcome(plan, None, time.monotonic() - started, (), setup_error=reason, setup_skipped=True, skip_kind=kind)
+
+    try:
+        try:
+            limitation = host_limitation(plan)
+            if limitation is not None:
+                return skipped(limitation, "host")
+            shortfall, is_skip = gpu_shortfall(local, plan)
+            if shortfall is not None:
+                if is_skip:
+                    return skipped(shortfall, "gpu")
+                return ScenarioOutcome(plan, None, time.monotonic() - started, (), setup_error=shortfall)
+            master_port, c10d_port = free_ports(2)
+            facts = {"subnets": LOOPBACK_SUBNETS, "master_port": str(master_port), "c10d_port": str(c10d_port)}
+            deadline: float | None = None
+            for step in plan.steps:
+                if stop.is_set():
+                    raise RunStopped()
+                if isinstance(step, CreateContainer):
+                    cp = resolve(plan.container(step.container), facts)
+                    nodes[cp.name] = node = _Node(cp, f"{plan.run_id}-{plan.slug}-n{cp.node_rank}-{token}")
+                    write_files(cp)
+                elif isinstance(step, StartContainer):
+                    # The deadline starts with the first process, after setup.
+                    deadline = deadline or time.monotonic() + plan.deadline_s
+                    _start(nodes[step.container])
+                else:
+                    raise PlanError(f"host mode cannot execute {type(step).__name__} (a plan for Docker?)")
+            assert deadline is not None, "a plan starts at least one node"
+            events.phase(plan, RUNNING)
+            events.note(plan, f"started {len(nodes)} local node(s) with {plan.image}, ports {master_port}/{c10d_port}")
+            killed = _wait(list(nodes.values()), deadline, events, plan, stop)
+            events.phase(plan, COLLECTING)
+            outcomes = tuple(_collect(node, node.plan.name in killed) for node in nodes.values())
+        except (OSError, RunStopped, PlanError, EnvironmentUnusable) as exc:
+            for node in nodes.values():
+                kill_marked(node.marker, node.process)
+            partial = tuple(_collect(node, False) for node in nodes.values())
+            return ScenarioOutcome(plan, None, time.monotonic() - started, partial, setup_error=str(exc))
+        return ScenarioOutcome(plan, None, time.monotonic() - started, outcomes)
+    finally:
+        events.phase(plan, REMOVING)
+        with signals_deferred():
+            for node in nodes.values():
+                kill_marked(node.marker, node.process)
+                _close(node)
+                shutil.rmtree(node.directory, ignore_errors=True)
+
+
+def _start(node: _Node) -> None:
+    directory = node.directory
+    node.stdout = open(directory / "stdout.log", "wb")  # noqa: SIM115 - closed in _close
+    node.stderr = open(directory / "stderr.log", "wb")  # noqa: SIM115 - closed in _close
+    node.process = subprocess.Popen(
+        list(node.plan.argv),
+        cwd=directory,
+        env=process_environment(node.plan.env, node.marker),
+        stdin=subprocess.DEVNULL,
+        stdout=node.stdout,
+        stderr=node.stderr,
+        # Its own session: a Ctrl-C at the terminal reaches distval only, which then kills the node.
+        start_new_session=True,
+    )
+
+
+def _close(node: _Node) -> None:
+    for stream in (node.stdout, node.stderr):
+        if stream is not None:
+            stream.close()
+
+
+def _wait(nodes: list[_Node], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event) -> set[str]:
+    running = {node.plan.name: node for node in nodes}
+    while running:
+        for name, node in list(running.items()):
+            code = node.poll()
+            if code is not None:
+                del running[name]
+                events.container_exited(plan, name, code)
+        if not running:
+            break
+        if stop.is_set():
+            for node in running.values():
+                kill_marked(node.marker, node.process)
+            return set(running)
+        if time.monotonic() >= deadline:
+            events.phase(plan, KILLING)
+            events.note(plan, f"deadline of {plan.deadline_s:g} s reached; killing {', '.join(sorted(running))}")
+            for node in running.values():
+                kill_marked(node.marker, node.process)
+            return set(running)
+        events.waiting(plan)
+        time.sleep(POLL_INTERVAL_S)
+    return set()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_bytes().decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def _collect(node: _Node, killed: bool) -> ContainerOutcome:
+    cp = node.plan
+    # Whatever a node left running (a worker whose launcher exited) dies with it, as in a container.
+    kill_marked(node.marker, node.process)
+    for stream in (node.stdout, node.stderr):
+        if stream is not None:
+            stream.flush()
+    files: dict[str, bytes] = {}
+    problem = None
+    try:
+        for path in sorted(Path(cp.results_dir).iterdir()):
+            if path.is_file():
+                files[path.name] = path.read_bytes()
+    except OSError as exc:
+        problem = f"results could not be read from {cp.results_dir}: {exc}"
+    return ContainerOutcome(
+        name=cp.name,
+        node_rank=cp.node_rank,
+        ranks=cp.ranks,
+        exit_code=node.poll(),
+        killed_at_deadline=killed,
+        stdout=_read(node.directory / "stdout.log"),
+        stderr=_read(node.directory / "stderr.log"),
+        result_files=files,
+        problem=problem,
+        kind="node",
+    )
+
+
+def find_python(name: str, what: str) -> str:
+    """An interpreter as an absolute path (not resolved: a venv's python is a symlink that must stay one)."""
+    found = shutil.which(name)
+    if found is None:
+        raise EnvironmentUnusable(f"{what} {name!r} is not an executable file or on PATH")
+    return os.path.abspath(found)
+
+
+class HostSession:
+    """One ``distval run --host``: the Pythons it runs (``--python``, else each scenario's ``python`` on
+    PATH), a temporary root for the nodes' directories, removed by ``close``."""
+
+    def __init__(self, run_id: str, python: str | None) -> None:
+        self.run_id = run_id
+        self.python = find_python(python, "--python") if python else None
+        self._torches: dict[str, LocalTorch] = {}
+        self._lock = threading.Lock()
+        self.root = tempfile.mkdtemp(prefix=f"distval-{run_id}-")
+
+    def plan_run(self, config: Config) -> RunPlan:
+        devices = visible_devices_from_env()
+        scenarios = []
+        for scenario, slug in zip(config.scenarios, run_slugs(config), strict=True):
+            python = self.python or find_python(scenario.python, f"scenario {scenario.name}'s python (give --python PATH):")
+            scenarios.append(plan_host_scenario(scenario, self.run_id, python, self.root, slug, devices))
+        return RunPlan(run_id=self.run_id, config_path=config.path, scenarios=tuple(scenarios))
+
+    def run_scenario(self, plan: ScenarioPlan, events: RunEvents, stop: threading.Event) -> ScenarioOutcome:
+        with self._lock:
+            local = self._torches.setdefault(plan.image, LocalTorch(plan.image))
+        return run_host_scenario(local, plan, events, stop)
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)

@@ -1,0 +1,195 @@
+"""Checks of the image itself, before any process group: env, identity, cuda_build.
+
+cuda_build gathers facts here with torch; suite.cudabuild (torch-free) decides.
+"""
+
+from __future__ import annotations
+
+import platform
+import socket
+from typing import Any, Callable, Dict, List, Optional
+
+import torch
+import torch.distributed as dist
+
+from suite.core import CheckFailed, CheckOutcome, Context, Skip, backend_unknown_reason, check
+from suite.cudabuild import CUDA_PREFIXES, assess, cuda_requirements, cuda_version_text, cudnn_version_text, find_package, summary
+from suite.devices import backend_family
+from suite.requirements import marker_environment, normalize
+from suite.versions import version_matches
+
+
+def _backend_availability() -> Dict[str, bool]:
+    if not dist.is_available():
+        return {"gloo": False, "nccl": False, "mpi": False}
+    return {
+        "gloo": bool(dist.is_gloo_available()),
+        "nccl": bool(dist.is_nccl_available()),
+        "mpi": bool(dist.is_mpi_available()),
+    }
+
+
+def _image_facts() -> Dict[str, Any]:
+    backends = _backend_availability()
+    return {
+        "torch_version": torch.__version__,
+        "python_version": platform.python_version(),
+        "distributed_available": bool(dist.is_available()),
+        "gloo_available": backends["gloo"],
+        "nccl_available": backends["nccl"],
+        "mpi_available": backends["mpi"],
+        "cuda_version": torch.version.cuda,
+        "cuda_device_count": int(torch.cuda.device_count()),
+        "hostname": socket.gethostname(),
+    }
+
+
+@check("env")
+def check_env(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
+    details = _image_facts()
+    if not details["distributed_available"]:
+        raise CheckFailed("expected torch.distributed to be available; torch.distributed.is_available() is False", details)
+    available = [name for name in ("gloo", "nccl", "mpi") if details["%s_available" % name]]
+    family = backend_family(ctx.backend)
+    unknown = backend_unknown_reason(ctx.backend)
+    if unknown is not None:
+        raise Skip(unknown)
+    if family in ("gloo", "nccl", "mpi") and not details["%s_available" % family]:
+        if family == "nccl" and details["cuda_version"] is None:
+            # A CPU build has no NCCL by design: the scenario cannot run here, the image is not broken.
+            raise Skip(
+                "backend %r needs a CUDA build of torch; this is a CPU build (torch.version.cuda is None, "
+                "torch.distributed.is_nccl_available() is False)" % ctx.backend
+            )
+        raise CheckFailed(
+            "expected backend %r to be available; torch.distributed.is_%s_available() is False (available backends: %s)"
+            % (ctx.backend, family, ", ".join(available) or "none"),
+            details,
+        )
+    summary = "torch %s, Python %s, backends %s, %d CUDA device(s)" % (
+        details["torch_version"],
+        details["python_version"],
+        ", ".join(available) or "none",
+        details["cuda_device_count"],
+    )
+    return summary, details
+
+
+@check("identity")
+def check_identity(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
+    facts = _image_facts()
+    problems: List[str] = []
+    stated: List[str] = []
+    if "torch" in args:
+        stated.append("torch %s" % args["torch"])
+        if not version_matches(facts["torch_version"], args["torch"]):
+            problems.append("expected torch %s; image has %s" % (args["torch"], facts["torch_version"]))
+    if "python" in args:
+        stated.append("Python %s" % args["python"])
+        if not version_matches(facts["python_version"], args["python"]):
+            problems.append("expected Python %s; image has %s" % (args["python"], facts["python_version"]))
+    if "build" in args:
+        have = "cuda" if facts["cuda_version"] else "cpu"
+        stated.append("a %s build" % args["build"])
+        if have != args["build"]:
+            problems.append(
+                "expected a %s build of torch; image has a %s build (torch.version.cuda=%s)"
+                % (args["build"], have, facts["cuda_version"])
+            )
+    for backend in args.get("backends", []):
+        stated.append("backend %s" % backend)
+        if not facts.get("%s_available" % backend):
+            problems.append(
+                "expected backend %s to be available; torch.distributed.is_%s_available() is False" % (backend, backend)
+            )
+    if not stated:
+        raise Skip("the scenario states nothing about the image (args: torch, python, build, backends)")
+    if problems:
+        raise CheckFailed("; ".join(problems), facts)
+    return "image is as stated: %s" % ", ".join(stated), facts
+
+
+# -- cuda_build --------------------------------------------------------------------------------------
+def _installed_versions() -> Dict[str, str]:
+    """Installed distributions (normalized name -> version) of the CUDA libraries and meta-packages."""
+    from importlib import metadata
+
+    found: Dict[str, str] = {}
+    for distribution in metadata.distributions():
+        name = normalize(distribution.metadata["Name"] or "")
+        if name.startswith(CUDA_PREFIXES):
+            found[name] = distribution.version
+    return found
+
+
+def _call(facts: Dict[str, Any], key: str, function: Callable[[], Any]) -> Any:
+    """``function()``, or None with ``<key>_error`` holding what it raised (measured, not assumed)."""
+    try:
+        return function()
+    except Exception as exc:  # noqa: BLE001 - a failing probe is a fact to report
+        facts[key + "_error"] = "%s: %s" % (
+            type(exc).__name__,
+            str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "",
+        )
+        return None
+
+
+def cuda_facts() -> Dict[str, Any]:
+    """What the image says about its CUDA build; every probe that needs no GPU."""
+    from importlib import metadata
+
+    facts: Dict[str, Any] = {"torch_version": torch.__version__, "cuda_version": torch.version.cuda}
+    facts["cuda_is_built"] = _call(facts, "cuda_is_built", lambda: bool(torch.backends.cuda.is_built()))
+    if hasattr(torch._C, "_cuda_getCompiledVersion"):  # CUDA builds only
+        code = _call(facts, "compiled_cuda", torch._C._cuda_getCompiledVersion)
+        facts["compiled_cuda"] = cuda_version_text(int(code)) if code else None
+    else:
+        facts["compiled_cuda"] = None
+        facts["compiled_cuda_error"] = "torch._C has no _cuda_getCompiledVersion (a CPU build's C library)"
+    if torch.version.cuda is not None and facts["cuda_is_built"]:
+        cudnn = getattr(torch._C, "_cudnn", None)
+        compiled = _call(facts, "cudnn_compiled", cudnn.getCompileVersion) if cudnn is not None else None
+        facts["cudnn_compiled"] = ".".join(str(n) for n in compiled) if compiled else None
+        # version() loads the library and raises when it is incompatible with the compiled one.
+        loaded = _call(facts, "cudnn", torch.backends.cudnn.version)
+        facts["cudnn_loaded"] = cudnn_version_text(int(loaded)) if loaded else None
+        nccl = _call(facts, "nccl", torch.cuda.nccl.version)
+        facts["nccl_runtime"] = ".".join(str(n) for n in nccl[:3]) if nccl else None
+        packages = _call(facts, "packages", _installed_versions) or {}
+        facts["packages"] = packages
+        facts["nccl_package"] = find_package(packages, "nvidia-nccl-")
+        facts["cudnn_package"] = find_package(packages, "nvidia-cudnn-")
+        try:
+            facts["requirements"] = cuda_requirements(metadata.requires("torch"), _requires_of, _version_of, marker_environment())
+        except Exception as exc:  # noqa: BLE001 - missing or unreadable metadata is reported, not raised
+            facts["requirements_error"] = "cannot read torch's requirements: %s: %s" % (type(exc).__name__, exc)
+    return facts
+
+
+def _requires_of(name: str) -> Optional[List[str]]:
+    from importlib import metadata
+
+    try:
+        return metadata.requires(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _version_of(name: str) -> Optional[str]:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+@check("cuda_build")
+def check_cuda_build(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
+    facts = cuda_facts()
+    verdict = assess(facts, {"build": args.get("build"), "cuda": args.get("cuda")})
+    details = dict(facts)
+    details["requirements"] = [r._asdict() for r in facts.get("requirements") or []]
+    if verdict.problems:
+        raise CheckFailed("; ".join(verdict.problems), details)
+    return "torch %s: %s" % (facts["torch_version"], summary(verdict)), details

@@ -1,0 +1,121 @@
+"""What the Docker (and host) test modules share: the good images' expected verdicts, reading JUnit
+reports, finding leftovers, providing fixture images, and skipping (or failing) what cannot run here.
+
+A plain module (not a test module, not conftest): test modules import from here, never from each other.
+"""
+
+from __future__ import annotations
+
+import threading
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn
+
+import pytest
+
+from harness.config import load_config
+from harness.errors import DistvalError
+from harness.fixtures import FIXTURES
+from harness.plan import images_of, plan_run
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = str(ROOT / "configs" / "default.yaml")
+SCHEMA = ROOT / "tests" / "schemas" / "junit-10.xsd"
+TOPOLOGIES = ("in-container", "cross-container")
+
+# The good torch images: the checks each one skips (and must skip) in the default config, and the
+# timeout path its torch takes. The host-mode tests hold torch 2.15 on the host to the same verdicts.
+GOOD = {
+    "distval-fixtures/torch:1.13-debian": (
+        {"collectives.all_gather_into_tensor", "collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
+        "new_group(timeout=...)",
+    ),
+    "distval-fixtures/torch:2.6-debian": (
+        {"collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
+        "new_group(timeout=...)",
+    ),
+    "distval-fixtures/torch:2.15-pypi": (set(), "set_timeout() on a live group"),
+}
+
+
+def unavailable(config: pytest.Config, reason: str) -> NoReturn:
+    """Skip the test for a reason of this machine; a failure with --require-docker (CI: everything must run)."""
+    if config.getoption("--require-docker"):
+        pytest.fail(f"--require-docker: {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+# -- JUnit reports ----------------------------------------------------------------------------------
+def validate(path: Path) -> ET.Element:
+    """The report's root, after checking it against the Jenkins JUnit schema that CI tools read."""
+    from lxml import etree
+
+    schema = etree.XMLSchema(etree.parse(str(SCHEMA)))
+    document = etree.parse(str(path))
+    assert schema.validate(document), schema.error_log
+    return ET.parse(path).getroot()
+
+
+def cases(root: ET.Element) -> dict[tuple[str, str], ET.Element]:
+    """Every testcase by (suite name, case name)."""
+    return {
+        (suite.get("name", ""), case.get("name", "")): case for suite in root.iter("testsuite") for case in suite.iter("testcase")
+    }
+
+
+def outcome(case: ET.Element) -> tuple[str, str]:
+    """("failure" | "error" | "skipped", message), or ("passed", "")."""
+    for tag in ("failure", "error", "skipped"):
+        child = case.find(tag)
+        if child is not None:
+            return tag, child.get("message", "")
+    return "passed", ""
+
+
+# -- the Engine -------------------------------------------------------------------------------------
+def leftovers(client: object, run_id: str | None = None) -> list[str]:
+    """Names of containers and networks labelled distval.managed=true (of one run, if given)."""
+    labels = ["distval.managed=true"] + ([f"distval.run={run_id}"] if run_id else [])
+    containers = client.containers.list(all=True, filters={"label": labels})  # type: ignore[attr-defined]
+    networks = client.networks.list(filters={"label": labels})  # type: ignore[attr-defined]
+    return [c.name for c in containers] + [n.name for n in networks]
+
+
+def config_images(path: str) -> list[str]:
+    """The images a scenario file runs when no --image overrides them, as the plan has them."""
+    return images_of(plan_run(load_config(path), "images"))
+
+
+# -- fixture images ---------------------------------------------------------------------------------
+class FixtureUnavailable(Exception):
+    """A fixture image cannot be built here (no mmdebstrap, no network for the first download, ...)."""
+
+
+class FixtureImages:
+    """Builds each requested fixture image (with its parents) when missing or stale, once per session.
+
+    ``build`` is ``harness.fixtures.build_fixtures`` bound to an Engine. Requests are serialised: two
+    builds at once would only compete for the same CPUs and download the same files. A tag that failed
+    to build fails again at once, with the first reason, instead of retrying for every test.
+    """
+
+    def __init__(self, build: Callable[[list[str]], object]) -> None:
+        self._build = build
+        self._lock = threading.Lock()
+        self._problems: dict[str, str | None] = {}  # tag -> None once current, else why it cannot be built
+
+    def __call__(self, tag: str) -> str:
+        if tag not in FIXTURES:
+            raise ValueError(f"{tag} is not a fixture image (harness.fixtures.FIXTURES)")
+        with self._lock:
+            if tag not in self._problems:
+                try:
+                    self._build([tag])
+                    self._problems[tag] = None
+                except DistvalError as exc:
+                    self._problems[tag] = f"fixture image {tag} cannot be built here: {exc}"
+            problem = self._problems[tag]
+        if problem is not None:
+            raise FixtureUnavailable(problem)
+        return tag

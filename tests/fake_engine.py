@@ -1,0 +1,80 @@
+"""One fake Docker Engine for unit tests, implementing harness.engine_protocol.EngineAPI — the Protocol the
+runtime depends on and the real harness.engine.Engine implements. `.ci/run` type-checks this module with
+mypy, so the fake cannot drift from the real Engine (the assignment at the bottom is what mypy checks).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from harness.docker_spec import ContainerPlan, NetworkPlan
+from harness.engine_protocol import ContainerState, EngineAPI, GpuSupport, ImageInfo
+
+NO_GPUS = GpuSupport(0, "no GPUs in the fake Engine")
+
+
+class FakeEngine:
+    """Records the calls it gets; creates nothing. ``instances`` lists every one made (the CLI makes its own)."""
+
+    instances: ClassVar[list[FakeEngine]] = []
+
+    def __init__(self, run_id: str, gpus: GpuSupport = NO_GPUS) -> None:
+        self.run_id = run_id
+        self.gpus = gpus
+        self.calls: list[str] = []
+        self.version_calls = 0
+        self.removed = 0
+        FakeEngine.instances.append(self)
+
+    def version(self) -> str:
+        self.version_calls += 1
+        return "27.5.1"
+
+    def image(self, reference: str) -> ImageInfo | None:
+        return ImageInfo(id="sha256:" + "ab" * 32, tags=(reference,), labels={})
+
+    def create_network(self, network: NetworkPlan) -> None:
+        self.calls.append("create_network")
+
+    def network_subnets(self, name: str) -> list[str]:
+        return ["172.30.0.0/16"]
+
+    def create_container(self, container: ContainerPlan) -> Any:
+        self.calls.append("create_container")
+        return container.name
+
+    def connect(self, network: str, container: Any) -> None:
+        self.calls.append("connect")
+
+    def put_archive(self, container: Any, path: str, data: bytes) -> None:
+        self.calls.append("put_archive")
+
+    def start(self, container: Any) -> None:
+        self.calls.append("start")
+
+    def address(self, container: Any, network: str, ipv6: bool = False) -> str:
+        return "fd12::2" if ipv6 else "172.30.0.2"
+
+    def state(self, container: Any) -> ContainerState:
+        return ContainerState("exited", 0, False)
+
+    def kill(self, container: Any) -> None:
+        self.calls.append("kill")
+
+    def logs(self, container: Any) -> tuple[str, str]:
+        return "out", "err"
+
+    def read_files(self, container: Any, path: str) -> dict[str, bytes]:
+        return {}
+
+    def gpu_support(self, image: str) -> GpuSupport:
+        return self.gpus
+
+    def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
+        self.calls.append("remove_labelled")
+        self.removed += 1
+        return 0, 0
+
+
+_CONFORMS: EngineAPI = FakeEngine("mypy")  # mypy: the fake implements every method of the Protocol
+FakeEngine.instances.clear()

@@ -1,0 +1,226 @@
+"""Writing reports safely: only ever into a regular file, through symbolic links, never leaving a temporary
+file behind; and ``distval run`` refuses a report path that is not a regular file before anything runs.
+
+No test here points a writer at a shared device: a test's device node is its own (a copy of the null
+device made with mknod in its temporary directory), or, where mknod is not allowed, a system character
+device reached through a symbolic link (the worst a broken writer can do is replace the link).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+import stat
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.reports.files import NotARegularFile, refusal, write_atomically
+from harness.reports.json_report import render_json, write_json
+from harness.results import CaseResult, RunSummary
+from tests.fake_engine import FakeEngine
+from tests.report_helpers import run, summary
+
+SYSTEM_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
+
+
+def listing(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+def special(tmp_path: Path, kind: str) -> Path:
+    """A FIFO, a directory, a character device of the test's own, or a symbolic link to a character device."""
+    path = tmp_path / f"report.{kind}"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+        (path / "inside").write_text("keep", encoding="utf-8")
+    elif kind == "device":
+        try:
+            os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # the null device's numbers
+        except PermissionError:
+            path.symlink_to(system_device())
+    else:
+        path.symlink_to(system_device())
+    return path
+
+
+def system_device() -> str:
+    """A character device of the system (whichever is one right now: a careless writer elsewhere may have replaced one)."""
+    found = [d for d in SYSTEM_DEVICES if stat.S_ISCHR(os.stat(d).st_mode)]
+    assert found, f"none of {SYSTEM_DEVICES} is a character device on this machine"
+    return found[0]
+
+
+def kind_of(path: Path) -> str:
+    mode = os.stat(path).st_mode
+    return "fifo" if stat.S_ISFIFO(mode) else "directory" if stat.S_ISDIR(mode) else "chr" if stat.S_ISCHR(mode) else "file"
+
+
+# --- the writer ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("fifo", "a named pipe (FIFO)"),
+        ("directory", "a directory"),
+        ("device", "a character device"),
+        ("device-link", "a character device"),
+    ],
+)
+def test_a_target_that_is_not_a_regular_file_is_refused_and_left_alone(tmp_path: Path, kind: str, expected: str) -> None:
+    target = special(tmp_path, kind)
+    before = (kind_of(target), target.is_symlink(), listing(tmp_path))
+    with pytest.raises(
+        NotARegularFile, match=re.escape(f"{target} is {expected}, not a regular file: a report never replaces it")
+    ):
+        write_atomically(target, "report")
+    assert (kind_of(target), target.is_symlink(), listing(tmp_path)) == before
+    if kind == "directory":
+        assert listing(target) == ["inside"]
+
+
+def test_a_symbolic_link_is_written_through_and_stays_a_link(tmp_path: Path) -> None:
+    real = tmp_path / "store" / "results.xml"
+    real.parent.mkdir()
+    real.write_text("OLD", encoding="utf-8")
+    link = tmp_path / "results.xml"
+    link.symlink_to(real)
+    chain = tmp_path / "latest.xml"
+    chain.symlink_to(link)
+    write_atomically(chain, "NEW")
+    assert chain.is_symlink() and link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text(encoding="utf-8") == "NEW"
+    assert (listing(tmp_path), listing(real.parent)) == (["latest.xml", "results.xml", "store"], ["results.xml"])
+
+
+def test_a_dangling_link_gets_its_target_created(tmp_path: Path) -> None:
+    link = tmp_path / "report.json"
+    link.symlink_to(tmp_path / "out" / "real.json")
+    write_atomically(link, "{}")
+    assert link.is_symlink() and (tmp_path / "out" / "real.json").read_text(encoding="utf-8") == "{}"
+
+
+def test_a_loop_of_links_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    assert refusal(tmp_path / "a") == f"{tmp_path / 'a'} is a loop of symbolic links, not a regular file"
+    with pytest.raises(NotARegularFile):
+        write_atomically(tmp_path / "a", "x")
+
+
+def test_an_existing_file_keeps_its_permissions(tmp_path: Path) -> None:
+    target = tmp_path / "report.md"
+    target.write_text("OLD", encoding="utf-8")
+    target.chmod(0o600)
+    write_atomically(target, "NEW")
+    assert (target.stat().st_mode & 0o777, target.read_text(encoding="utf-8")) == (0o600, "NEW")
+
+
+def _fail(*args: Any, **kwargs: Any) -> Any:
+    raise OSError(28, "No space left on device")
+
+
+@pytest.mark.parametrize("step", ["fdopen", "fchmod", "fsync", "replace"])
+def test_no_temporary_file_is_left_on_any_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    target = tmp_path / "report.json"
+    target.write_text("OLD", encoding="utf-8")
+    monkeypatch.setattr(os, step, _fail)
+    with pytest.raises(OSError, match="No space left"):
+        write_atomically(target, "NEW")
+    assert listing(tmp_path) == ["report.json"] and target.read_text(encoding="utf-8") == "OLD"
+
+
+def test_no_temporary_file_is_left_when_the_target_turns_into_a_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target = tmp_path / "report.json"
+    real_replace: Callable[..., None] = os.replace
+
+    def race(source: str, destination: str) -> None:
+        target.mkdir()  # made a directory between the check and the rename
+        real_replace(source, destination)
+
+    monkeypatch.setattr(os, "replace", race)
+    with pytest.raises(IsADirectoryError):
+        write_atomically(target, "NEW")
+    assert listing(tmp_path) == ["report.json"] and target.is_dir()
+
+
+def test_lone_surrogates_from_rank_output_are_written_as_escapes(tmp_path: Path) -> None:
+    base = summary()
+    scenario = base.scenarios[0]
+    odd = CaseResult("env", "failed", "bad byte \udc80 from a rank", 0.5)
+    report = RunSummary(base.run_id, (type(scenario)(scenario.plan, (odd,), scenario.properties, "log \udcff", 1.0),))
+    write_json(report, tmp_path / "r.json")
+    written = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert written["scenarios"][0]["cases"][0]["message"] == "bad byte \udc80 from a rank"
+
+
+# --- distval run ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("option", "kind", "expected"),
+    [
+        ("--markdown", "device", "a character device"),
+        ("--json", "directory", "a directory"),
+        ("--junit", "fifo", "a named pipe (FIFO)"),
+    ],
+)
+def test_run_refuses_a_report_path_that_is_not_a_regular_file_before_anything_runs(
+    fake_docker: Path,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    option: str,
+    kind: str,
+    expected: str,
+) -> None:
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    target = special(reports, kind)
+    before = listing(reports)
+    # run() passes --junit r.xml and --json r.json; the option under test comes later and wins.
+    code = run(fake_docker, tmp_path, "--quiet", "--markdown", str(tmp_path / "r.md"), option, str(target))
+    assert code == 2
+    assert FakeEngine.instances == []  # refused before the Engine was asked anything
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == f"distval: {option} {target} is {expected}, not a regular file: a report never replaces it"
+    assert listing(reports) == before and kind_of(target) == ("chr" if kind == "device" else kind)
+    written = {"--junit": tmp_path / "r.xml", "--json": tmp_path / "r.json", "--markdown": tmp_path / "r.md"}
+    del written[option]
+    for path in written.values():  # the other reports still say why the run stopped
+        assert "not a regular file" in path.read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+
+
+def test_run_writes_junit_through_a_symbolic_link(fake_docker: Path, tmp_path: Path) -> None:  # noqa: F811
+    real = tmp_path / "archive" / "build-7.xml"
+    real.parent.mkdir()
+    link = tmp_path / "latest.xml"
+    link.symlink_to(real)
+    assert run(fake_docker, tmp_path, "--quiet", "--junit", str(link)) == 1  # the checks' exit code: across fails
+    assert link.is_symlink()
+    assert ET.parse(real).getroot().tag == "testsuites"
+
+
+def _not_json(constant: str) -> None:
+    raise ValueError(f"{constant} is not JSON")
+
+
+@pytest.mark.parametrize("duration", [float("nan"), float("inf"), -1.0, 1.797693134862316e305])
+def test_a_clock_gone_wrong_still_gives_valid_json(duration: float) -> None:
+    base = summary()
+    scenario = base.scenarios[0]
+    odd = tuple(dataclasses.replace(c, duration_s=duration) for c in scenario.cases)
+    report = RunSummary(base.run_id, (dataclasses.replace(scenario, cases=odd, duration_s=duration),))
+    data = json.loads(render_json(report), parse_constant=_not_json)
+    (written,) = data["scenarios"]
+    assert {written["duration_s"], *(c["duration_s"] for c in written["cases"])} == {0.0}
