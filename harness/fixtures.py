@@ -168,6 +168,7 @@ FIXTURES: dict[str, Fixture] = {
         _broken("gloo_unavailable", "torch is built without gloo"),
         _broken("timeout_ignored", "process-group timeouts are ignored (new_group timeout, set_timeout)"),
         _broken("store_add_wrong", "the key-value store's add() counts one too many"),
+        _broken("slow_collectives", "torch.distributed.all_reduce, all_gather and broadcast are right but 5 ms late"),
         _broken(
             "reconfigure_unsupported",
             "a gloo group created with enable_reconfigure=True says it cannot be reconfigured",
