@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import shlex
 
+from harness.bandwidth import TopologyRow, topology_rows
 from harness.results import ERROR, FAILED, PASSED, CaseResult, RunSummary, ScenarioResult
 
 
@@ -26,3 +27,10 @@ def passed_counts(summary: RunSummary) -> tuple[int, int]:
 def failing_cases(scenario: ScenarioResult) -> list[CaseResult]:
     """The scenario's failed or errored testcases, in order."""
     return [c for c in scenario.cases if c.status in (FAILED, ERROR)]
+
+
+def topology_rows_of(summary: RunSummary) -> list[TopologyRow]:
+    """busbw in one container next to across containers, for each world size that has both."""
+    return topology_rows(
+        (s.plan.scenario.name, s.plan.scenario.topology, s.plan.scenario.world_size, s.figures) for s in summary.scenarios
+    )
