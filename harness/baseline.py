@@ -315,8 +315,8 @@ def rows(comparison: ScenarioComparison) -> list[Row]:
             Row(
                 "bandwidth",
                 name,
-                f"{old_bw[key][1]:.3f} GB/s" if key in old_bw else "-",
-                f"{new_bw[key][1]:.3f} GB/s" if key in new_bw else "-",
+                f"{old_bw[key][1]:.4g} GB/s" if key in old_bw else "-",
+                f"{new_bw[key][1]:.4g} GB/s" if key in new_bw else "-",
                 _ratio(delta),
                 change,
             )

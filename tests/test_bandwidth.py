@@ -342,10 +342,10 @@ def test_compare_table_and_markdown_show_both_sides_and_what_changed() -> None:
     assert comparison.regressed
     text = render_comparison_text(comparison)
     assert "image                 example/torch:good  example/torch:slow" in text
-    assert re.search(r"all_reduce 4KiB\s+0\.500 GB/s\s+0\.050 GB/s\s+0\.10x\s+busbw dropped past tolerance", text), text
+    assert re.search(r"all_reduce 4KiB\s+0\.5 GB/s\s+0\.05 GB/s\s+0\.10x\s+busbw dropped past tolerance", text), text
     assert "bandwidth iterations  5                   5" in text
     markdown = render_comparison_markdown(comparison)
-    assert "| all\\_reduce 4KiB | 0.500 GB/s | 0.050 GB/s | 0.10x | **busbw dropped past tolerance** |" in markdown
+    assert "| all\\_reduce 4KiB | 0.5 GB/s | 0.05 GB/s | 0.10x | **busbw dropped past tolerance** |" in markdown
     assert "Lines in drawing order: 1. old: example/torch:good; 2. new: example/torch:slow." in markdown
     same = compare_reports(good, copy.deepcopy(good), Tolerances())
     assert not same.regressed and "no figure regressed" in render_comparison_text(same)
