@@ -360,7 +360,7 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
         type=_fraction,
         default=DEFAULT_BUSBW_TOLERANCE,
         metavar="F",
-        help=f"a busbw lower by more than this fraction regresses (default {DEFAULT_BUSBW_TOLERANCE:.0%})",
+        help=f"a busbw lower by more than this fraction (0.2 or 20%%) regresses (default {DEFAULT_BUSBW_TOLERANCE * 100:.0f}%%)",
     )
     parser.add_argument(
         "--duration-tolerance",
@@ -368,7 +368,7 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_DURATION_TOLERANCE,
         metavar="F",
         help=f"a duration longer by more than this fraction (and by more than {DEFAULT_DURATION_SLACK_S:g} s) regresses "
-        f"(default {DEFAULT_DURATION_TOLERANCE:.0%})",
+        f"(default {DEFAULT_DURATION_TOLERANCE * 100:.0f}%%)",
     )
 
 

@@ -374,3 +374,12 @@ def test_a_case_keeps_the_lowest_ranks_details() -> None:
     case = run_summary(GOOD).scenarios[0].cases[1]
     assert isinstance(case, CaseResult) and case.name == "bandwidth.all_reduce"
     assert case.details["world_size"] == 2
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_help_of_the_commands_with_tolerances_renders(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse formats help with %: a literal percent sign in a help text must be doubled."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert "(default 20%)" in capsys.readouterr().out
