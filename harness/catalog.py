@@ -13,7 +13,7 @@ from types import MappingProxyType
 
 @dataclass(frozen=True)
 class ArgSpec:
-    kind: str  # "int", "seconds", "version", "choice", "names"
+    kind: str  # "int", "seconds", "version", "choice", "names", "sizes" (message sizes), "busbw" (GB/s thresholds)
     description: str
     minimum: int = 0
     choices: tuple[str, ...] = ()
@@ -74,6 +74,20 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "one rank arrives late; the others fail at the deadline with the backend's timeout error",
                 deadline_s=ArgSpec("seconds", "the collective timeout to set (default 2)"),
                 margin_s=ArgSpec("seconds", "how late after the deadline the error may come (default 2)"),
+            ),
+            _info(
+                "bandwidth",
+                "collective bandwidth per operation and message size (time, algbw, busbw as nccl-tests defines them), "
+                "every result checked against a known answer",
+                sizes=ArgSpec("sizes", "message sizes, e.g. [4KiB, 1MiB, 64MiB] (default 4KiB..64MiB, powers of 4)"),
+                iterations=ArgSpec("int", "timed iterations per operation and size; the median counts (default 5)", minimum=1),
+                warmup=ArgSpec("int", "untimed iterations before them (default 1)", minimum=0),
+                ops=ArgSpec(
+                    "names",
+                    "operations to measure (default all)",
+                    choices=("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all"),
+                ),
+                min_busbw_gbps=ArgSpec("busbw", "fail below this busbw in GB/s: one number, or size -> GB/s"),
             ),
             _info("reconfigure", "torch >= 2.14: a gloo group reconfigured twice keeps giving correct collectives"),
         )

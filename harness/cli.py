@@ -334,6 +334,7 @@ def command_run(args: argparse.Namespace) -> int:
         if session is not None:
             session.close()
         signal.signal(signal.SIGTERM, previous)
+    summary = _with_baseline(summary, args)
     _write_reports(summary, args, frozenset(path for _, path, _ in refused))
     sys.stdout.write(render_summary(summary))
     if args.host and summary.scenarios:
@@ -454,6 +455,109 @@ def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
     return known
 
 
+# --- last-known-good: distval run --baseline, distval compare (harness/baseline.py) -----------------------
+
+
+def _fraction(value: str) -> float:
+    """argparse type: a tolerance as a fraction (0.2) or a percentage (20%)."""
+    text = value.strip()
+    try:
+        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number < 100:
+        raise argparse.ArgumentTypeError(f"expected a fraction like 0.2 or a percentage like 20%; got {value!r}")
+    return number
+
+
+def _report_file(path: str) -> tuple[str, dict[str, Any]]:
+    """argparse type: a readable distval JSON report, read before anything runs (else exit code 2)."""
+    from harness.baseline import BadReport, read_report
+
+    try:
+        return path, read_report(path)
+    except BadReport as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--baseline",
+        type=_report_file,
+        metavar="GOOD.json",
+        help="compare every check's duration and bandwidth figure with this previous JSON report (same scenarios, "
+        "matched by scenario hash); a figure past the tolerance fails the scenario's 'baseline' testcase",
+    )
+    _tolerance_arguments(parser)
+
+
+def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
+    from harness.baseline import DEFAULT_BUSBW_TOLERANCE, DEFAULT_DURATION_SLACK_S, DEFAULT_DURATION_TOLERANCE
+
+    parser.add_argument(
+        "--busbw-tolerance",
+        type=_fraction,
+        default=DEFAULT_BUSBW_TOLERANCE,
+        metavar="F",
+        help=f"a busbw lower by more than this fraction (0.2 or 20%%) regresses (default {DEFAULT_BUSBW_TOLERANCE * 100:.0f}%%)",
+    )
+    parser.add_argument(
+        "--duration-tolerance",
+        type=_fraction,
+        default=DEFAULT_DURATION_TOLERANCE,
+        metavar="F",
+        help=f"a duration longer by more than this fraction (and by more than {DEFAULT_DURATION_SLACK_S:g} s) regresses "
+        f"(default {DEFAULT_DURATION_TOLERANCE * 100:.0f}%%)",
+    )
+
+
+def _tolerances(args: argparse.Namespace) -> Any:
+    from harness.baseline import Tolerances
+
+    return Tolerances(busbw=args.busbw_tolerance, duration=args.duration_tolerance)
+
+
+def _with_baseline(summary: RunSummary, args: argparse.Namespace) -> RunSummary:
+    """The summary with a 'baseline' testcase per scenario when --baseline was given (and scenarios ran)."""
+    if not getattr(args, "baseline", None) or not summary.scenarios:
+        return summary
+    from harness.baseline import apply_baseline
+
+    path, baseline = args.baseline
+    return apply_baseline(summary, baseline, _tolerances(args), path)
+
+
+def command_compare(args: argparse.Namespace) -> int:
+    """Exit 0 when no figure regressed past the tolerance, 1 when one did, 2 when a file is not a JSON report."""
+    from harness.baseline import BadReport, compare_reports, read_report
+    from harness.reports.comparison_markdown import write_comparison_markdown
+    from harness.reports.comparison_text import render_comparison_text
+
+    try:
+        comparison = compare_reports(read_report(args.old), read_report(args.new), _tolerances(args), args.old, args.new)
+    except BadReport as exc:
+        print(f"distval: {exc}", file=sys.stderr)
+        return exc.exit_code
+    sys.stdout.write(render_comparison_text(comparison))
+    if args.markdown:
+        try:
+            write_comparison_markdown(comparison, args.markdown)
+        except OSError as exc:
+            print(f"distval: cannot write the Markdown comparison to {args.markdown}: {exc}", file=sys.stderr)
+    return 1 if comparison.regressed else 0
+
+
+def add_compare_command(commands: Any) -> None:
+    compare = commands.add_parser(
+        "compare", help="compare two JSON reports side by side (verdicts, durations, bandwidth) and say what changed"
+    )
+    compare.add_argument("old", metavar="OLD.json", help="the earlier (last-known-good) JSON report")
+    compare.add_argument("new", metavar="NEW.json", help="the later JSON report")
+    compare.add_argument("--markdown", metavar="PATH", help="write the comparison as Markdown here too")
+    _tolerance_arguments(compare)
+    compare.set_defaults(handler=command_compare)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="distval",
@@ -502,7 +606,9 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="with --host: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
     )
+    add_baseline_arguments(run)
     run.set_defaults(handler=command_run)
+    add_compare_command(commands)
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")
     plan.add_argument("config", type=_path("a YAML scenario file"))

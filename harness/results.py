@@ -12,9 +12,11 @@ import hashlib
 import json
 import re
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from harness import __version__
+from harness.bandwidth import Figure, figure_properties, figures_of
 from harness.config import NCCL_BACKENDS
 from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
 from harness.host_plan import canonical_host_plan
@@ -60,6 +62,7 @@ class CaseResult:
     duration_s: float
     output: str = ""
     skipped_ranks: tuple[int, ...] = ()  # passed, but skipped on these ranks
+    details: Mapping[str, object] = field(default_factory=dict)  # the lowest reporting rank's details (bandwidth figures)
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,11 @@ class ScenarioResult:
     properties: tuple[tuple[str, str], ...]
     logs: str
     duration_s: float
+
+    @property
+    def figures(self) -> tuple[Figure, ...]:
+        """The bandwidth check's figures (operation x message size), empty when it did not run."""
+        return figures_of((c.name, c.details) for c in self.cases)
 
     @property
     def status(self) -> str:
@@ -123,16 +131,21 @@ def suite_properties(summary: RunSummary, scenario: ScenarioResult) -> dict[str,
     return properties
 
 
-def scenario_hash(plan: ScenarioPlan) -> str:
+ANY_IMAGE = "IMAGE"  # what scenario_hash(any_image=True) plans with instead of the image
+
+
+def scenario_hash(plan: ScenarioPlan, any_image: bool = False) -> str:
     """What ran, as 12 hex digits: sha256 over the plan's image, containers (creation arguments and files)
     and steps, planned again under a fixed run id. No run id reaches the hash in any form (names,
     c10d's --rdzv_id, labels), so the same scenario on the same image hashes the same in every run, and a
     changed check argument, image, option or launcher line does not. A host-mode plan is planned again
-    as a host plan (the same Python, a fixed root directory)."""
+    as a host plan (the same Python, a fixed root directory). ``any_image``: the same with the image
+    replaced by a fixed name, so that the same scenario on another image hashes the same (a
+    last-known-good comparison matches a candidate image's scenarios with the good image's by it)."""
     if plan.mode == "host":
         canonical = canonical_host_plan(plan)
     else:
-        canonical = plan_scenario(plan.scenario, "run-id", plan.image, plan.slug)
+        canonical = plan_scenario(plan.scenario, "run-id", ANY_IMAGE if any_image else plan.image, plan.slug)
     payload = json.dumps(
         {
             "image": canonical.image,
@@ -279,6 +292,8 @@ def summarize_scenario(outcome: ScenarioOutcome, require_gpu: bool = False) -> S
     cases.append(_exit_case(outcome.containers, scenario.timeout_s, outcome.duration_s))
     if unreadable:
         cases.append(CaseResult("results", ERROR, "; ".join(unreadable), 0.0))
+    # The bandwidth figures as properties too (bandwidth.all_reduce.1MiB.busbw_gbps): JUnit consumers read those.
+    properties += tuple(figure_properties(figures_of((c.name, c.details) for c in cases)).items())
     return ScenarioResult(plan, tuple(cases), properties, logs, outcome.duration_s)
 
 
@@ -309,6 +324,8 @@ def _check_case(
         for container in sorted({owner[r].name: owner[r] for r in missing if r in owner}.values(), key=lambda o: o.name):
             lines.append(f"--- {container.name} (last lines) ---\n{tail(container.stdout + container.stderr)}")
     output = "\n".join(lines)
+    first = present[min(present)].get("details") if present else None
+    details: Mapping[str, object] = first if isinstance(first, dict) else {}
 
     unknown = sorted(
         rank for status, ranks in by_status.items() if status not in (PASSED, FAILED, ERROR, SKIPPED) for rank in ranks
@@ -316,18 +333,18 @@ def _check_case(
     for rank in unknown:
         parts.append(f"rank {rank}: unrecognized result status {present[rank].get('status')!r}")
     if by_status.get(FAILED):
-        return CaseResult(name, FAILED, "; ".join(parts), duration_s, output)
+        return CaseResult(name, FAILED, "; ".join(parts), duration_s, output, details=details)
     if unknown or by_status.get(ERROR) or missing:
-        return CaseResult(name, ERROR, "; ".join(parts), duration_s, output)
+        return CaseResult(name, ERROR, "; ".join(parts), duration_s, output, details=details)
     skipped = by_status.get(SKIPPED, [])
     if skipped and len(skipped) == world_size:
-        return CaseResult(name, SKIPPED, str(present[0].get("message")), duration_s, output)
+        return CaseResult(name, SKIPPED, str(present[0].get("message")), duration_s, output, details=details)
     passed = by_status.get(PASSED, [])
     message = str(present[passed[0]].get("message"))
     if skipped:
         reason = present[skipped[0]].get("message")
         message += f" (rank(s) {', '.join(map(str, passed))}; skipped on rank(s) {', '.join(map(str, skipped))}: {reason})"
-    return CaseResult(name, PASSED, message, duration_s, output, skipped_ranks=tuple(skipped))
+    return CaseResult(name, PASSED, message, duration_s, output, skipped_ranks=tuple(skipped), details=details)
 
 
 def _properties(outcome: ScenarioOutcome) -> tuple[tuple[str, str], ...]:
@@ -345,6 +362,7 @@ def _properties(outcome: ScenarioOutcome) -> tuple[tuple[str, str], ...]:
     # torch.version.cuda is None on a CPU build: "none"; no env record at all: "unknown", like the others.
     props["cuda_version"] = str(env.get("cuda_version") or "none") if env else "unknown"
     props["scenario_hash"] = scenario_hash(outcome.plan)
+    props["scenario_hash_any_image"] = scenario_hash(outcome.plan, any_image=True)
     if scenario.backend in NCCL_BACKENDS and outcome.containers:
         # Which transport NCCL chose between each pair of ranks (NCCL_DEBUG=INFO, set by the plan): separate
         # containers fall back to sockets unless IPC and the host hash are shared (NVIDIA/nccl#945).

@@ -17,7 +17,7 @@ from typing import Any, Dict, List, Tuple
 from suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
 
 # The modules holding the checks, one concern each.
-CHECK_MODULES = ("suite.image", "suite.launch", "suite.collectives", "suite.ddp", "suite.store", "suite.group")
+CHECK_MODULES = ("suite.image", "suite.launch", "suite.collectives", "suite.ddp", "suite.store", "suite.group", "suite.bandwidth")
 
 
 def _ordered(entries: List[Dict[str, Any]], run_last: Tuple[str, ...]) -> List[Dict[str, Any]]:

@@ -100,7 +100,7 @@ def test_registered_checks_equal_the_catalog() -> None:
 
 
 # The kinds harness.config knows how to validate (and tests/test_config.py tests one by one).
-ARG_KINDS = ("int", "seconds", "version", "choice", "names")
+ARG_KINDS = ("int", "seconds", "version", "choice", "names", "sizes", "busbw")
 
 
 def test_catalog_entries_are_consistent() -> None:
@@ -134,6 +134,7 @@ CATALOG_KINDS: dict[str, dict[str, str]] = {
     "ddp_sampler": {},
     "store": {},
     "timeout": {"deadline_s": "seconds", "margin_s": "seconds"},
+    "bandwidth": {"sizes": "sizes", "iterations": "int", "warmup": "int", "ops": "names", "min_busbw_gbps": "busbw"},
     "reconfigure": {},
 }
 

@@ -41,7 +41,7 @@ SCENARIO_KEYS = (
 )
 CHECK_NAMES = (
     "a check name (env, identity, cuda_build, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, "
-    "reconfigure)"
+    "bandwidth, reconfigure)"
 )
 
 
@@ -590,6 +590,10 @@ def _sample_values(spec: ArgSpec) -> tuple[str, object, str, str]:
         return spec.choices[-1], spec.choices[-1], "nope", ""
     if spec.kind == "names":
         return f"[{', '.join(spec.choices)}]", tuple(spec.choices), f"[{spec.choices[0]}, nope]", "[1]"
+    if spec.kind == "sizes":
+        return "[1MiB, 4096, 4 KiB]", (4096, 1048576), "[4KiB, 3MB]", "[1]"
+    if spec.kind == "busbw":
+        return "{4KiB: 0.5, 1048576: 2}", {"4096": 0.5, "1048576": 2.0}, "{4KiB: 0}", ".4KiB"
     pytest.fail(f"no config test for argument kind {spec.kind!r}")
 
 
@@ -994,8 +998,9 @@ def test_default_yaml_loads() -> None:
         assert scenario.check_timeout_s == 120.0
         # The whole gloo suite, every check once, in both scenarios (the second reuses the first's list).
         assert [c.name for c in scenario.checks] == DEFAULT_CHECKS
-        # cuda_build's verdict is about the image's build: a config states build/cuda for it.
-        assert sorted(DEFAULT_CHECKS) == sorted(set(CATALOG) - {"cuda_build"})
+        # cuda_build's verdict is about the image's build: a config states build/cuda for it. bandwidth
+        # measures speed (seconds per scenario): configs/bandwidth.yaml runs it.
+        assert sorted(DEFAULT_CHECKS) == sorted(set(CATALOG) - {"cuda_build", "bandwidth"})
         args = {c.name: dict(c.args) for c in scenario.checks if c.args}
         assert args == {"identity": {"backends": ("gloo",)}, "timeout": {"deadline_s": 1.0, "margin_s": 1.0}}
         assert not any(c.required for c in scenario.checks)

@@ -42,6 +42,7 @@ VERSION_MARK = "@DISTVAL_VERSION@"  # the golden holds this instead of harness._
 MASKS = (
     (re.compile(r'timestamp="[0-9T:-]+"'), 'timestamp="T"'),
     (re.compile(r'"scenario_hash" value="[0-9a-f]{12}"'), '"scenario_hash" value="H"'),
+    (re.compile(r'"scenario_hash_any_image" value="[0-9a-f]{12}"'), '"scenario_hash_any_image" value="H"'),
 )
 RUN_ID = "5eed5eed"
 ENGINE_VERSION = "27.5.1"
@@ -247,6 +248,7 @@ def test_properties(root: ET.Element) -> None:
         "python_version": "3.11.2",
         "cuda_version": "none",  # the env check reported cuda_version null: a CPU build
         "scenario_hash": scenario_hash(inside.plan),
+        "scenario_hash_any_image": scenario_hash(inside.plan, any_image=True),
         "run_id": RUN_ID,
         "distval_version": __version__,
         "docker_engine_version": ENGINE_VERSION,

@@ -139,6 +139,7 @@ def test_all_passed_cross_container_and_properties() -> None:
         "python_version": "3.11.2",
         "cuda_version": "none",  # env_record reports no cuda_version: a CPU build
         "scenario_hash": scenario_hash(across),
+        "scenario_hash_any_image": scenario_hash(across, any_image=True),
     }
 
 
@@ -152,6 +153,14 @@ def test_properties_without_env_details() -> None:
     assert properties["python_version"] == "unknown"
     assert properties["cuda_version"] == "unknown"  # no env record at all: not known, unlike a CPU build
     assert properties["scenario_hash"] == scenario_hash(across)
+
+
+def test_scenario_hash_any_image_is_the_same_on_another_image() -> None:
+    """A last-known-good comparison matches a candidate image's scenario with the good image's by it."""
+    _, across = plans()
+    other = plan_scenario(across.scenario, "run2", "my/torch:candidate", across.slug)
+    assert scenario_hash(other) != scenario_hash(across)
+    assert scenario_hash(other, any_image=True) == scenario_hash(across, any_image=True)
 
 
 @pytest.mark.parametrize(("reported", "expected"), [("12.8", "12.8"), (None, "none")], ids=["cuda-build", "cpu-build"])

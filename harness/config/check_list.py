@@ -8,7 +8,7 @@ from typing import Any
 import yaml
 
 from harness.catalog import CATALOG, ArgSpec
-from harness.config import values
+from harness.config import byte_sizes, values
 from harness.config.model import CheckSpec
 from harness.config.yaml_nodes import Problems, describe, mapping, typed
 
@@ -22,6 +22,8 @@ def _argument(spec: ArgSpec, node: yaml.Node, key_path: str, problems: Problems)
         return values.choice(spec.choices)(node, key_path, problems)
     if spec.kind == "version":
         return values.version(node, key_path, problems)
+    if spec.kind in ("sizes", "busbw"):
+        return (byte_sizes.byte_sizes if spec.kind == "sizes" else byte_sizes.busbw_threshold)(node, key_path, problems)
     if not isinstance(node, yaml.SequenceNode):
         problems.add(node, key_path, f"expected a list of {', '.join(spec.choices)}; got {describe(node)}")
         return None

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from harness.catalog import CATALOG, ArgSpec
+from harness.config.byte_sizes import BUSBW_SCHEMA, SIZES_SCHEMA
 from harness.config.devices import NCCL_BACKENDS
 from harness.config.keys import DEFAULT_KEYS, KEYS, MATRIX_AXES, Key
 from harness.config.layout import NO_LAUNCHER_RENDEZVOUS
@@ -41,6 +42,8 @@ def _argument(spec: ArgSpec) -> dict[str, Any]:
     elif spec.kind == "version":
         # An unquoted 2.15 is a number to YAML; the loader reads its text.
         schema = {"anyOf": [{"type": "string", "pattern": VERSION_PATTERN.pattern}, {"type": "number", "minimum": 0}]}
+    elif spec.kind in ("sizes", "busbw"):
+        schema = dict(SIZES_SCHEMA if spec.kind == "sizes" else BUSBW_SCHEMA)
     elif spec.kind == "names":
         schema = {"type": "array", "items": {"type": "string", "enum": list(spec.choices)}}
     else:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import shlex
 
+from harness.bandwidth import TopologyRow, topology_rows
 from harness.results import ERROR, FAILED, PASSED, CaseResult, RunSummary, ScenarioResult
 
 
@@ -34,3 +35,10 @@ MAX_SECONDS = 1e9  # about 32 years: a longer duration is a clock gone wrong
 def milliseconds(seconds: float) -> int:
     """A duration in whole milliseconds; a negative, NaN, infinite or absurd one (a clock gone wrong) is 0."""
     return round(seconds * 1000) if 0 < seconds <= MAX_SECONDS else 0
+
+
+def topology_rows_of(summary: RunSummary) -> list[TopologyRow]:
+    """busbw in one container next to across containers, for each world size that has both."""
+    return topology_rows(
+        (s.plan.scenario.name, s.plan.scenario.topology, s.plan.scenario.world_size, s.figures) for s in summary.scenarios
+    )

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from harness import __version__
-from harness.reports.facts import milliseconds, reproduce_command
+from harness.reports.facts import milliseconds, reproduce_command, topology_rows_of
 from harness.reports.files import write_atomically
 from harness.results import PASSED, RunSummary, suite_properties
 
@@ -45,9 +46,11 @@ def json_report(summary: RunSummary) -> dict[str, Any]:
                         "duration_s": milliseconds(c.duration_s) / 1000,
                         "output": c.output,
                         "skipped_ranks": list(c.skipped_ranks),
+                        "details": dict(c.details),  # the lowest reporting rank's (bandwidth: its figures)
                     }
                     for c in scenario.cases
                 ],
+                "bandwidth": [dataclasses.asdict(f) for f in scenario.figures],
                 "logs": scenario.logs,
             }
         )
@@ -64,6 +67,8 @@ def json_report(summary: RunSummary) -> dict[str, Any]:
         "host": summary.host,
         "config": summary.config_path,
         "scenarios": scenarios,
+        # busbw in one container next to across containers, per world size, operation and size.
+        "bandwidth_topologies": [{**dataclasses.asdict(row), "ratio": round(row.ratio, 4)} for row in topology_rows_of(summary)],
     }
 
 

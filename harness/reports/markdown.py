@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness import __version__
-from harness.reports.facts import failing_cases, passed_counts, reproduce_command
+from harness.reports.facts import failing_cases, passed_counts, reproduce_command, topology_rows_of
 from harness.reports.files import write_atomically
+from harness.reports.mermaid import Series, chart_section
 from harness.results import ERROR, FAILED, PASSED, SKIPPED, RunSummary
 
 MARKDOWN_MESSAGE_CHARS = 2000
@@ -69,6 +70,7 @@ def render_markdown(summary: RunSummary) -> str:
                 f"| {count[ERROR]} | {count[SKIPPED]} | {scenario.duration_s:.1f} s |"
             )
         lines.append("")
+    lines += bandwidth_section(summary)
     if summary.early_error is not None:
         kind, message = summary.early_error
         lines += [f"### The run stopped early: {_cell(kind)}", "", _fenced(message[:MARKDOWN_MESSAGE_CHARS]), ""]
@@ -95,6 +97,55 @@ def render_markdown(summary: RunSummary) -> str:
                 "",
             ]
     return "\n".join(lines)
+
+
+def figure_table(series: list[Series]) -> list[str]:
+    """busbw (GB/s) per series and operation (rows) and message size (columns)."""
+    sizes = sorted({f.size for s in series for f in s.figures})
+    labels = {f.size: f.label for s in series for f in s.figures}
+    lines = [
+        "| scenario | operation | " + " | ".join(labels[size] for size in sizes) + " |",
+        "|---|---|" + "---:|" * len(sizes),
+    ]
+    for s in series:
+        for operation in dict.fromkeys(f.operation for f in s.figures):
+            busbw = {f.size: f.busbw_gbps for f in s.figures if f.operation == operation}
+            cells = [f"{busbw[size]:.3f}" if size in busbw else "" for size in sizes]
+            lines.append(f"| {_cell(s.name)} | {operation} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def bandwidth_section(summary: RunSummary) -> list[str]:
+    """busbw per scenario, in-container next to cross-container, and a chart per operation; [] without figures."""
+    series = [Series(s.plan.scenario.name, s.figures) for s in summary.scenarios if s.figures]
+    if not series:
+        return []
+    iterations = sorted({f.iterations for s in series for f in s.figures})
+    lines = [
+        "### Bandwidth",
+        "",
+        f"busbw in GB/s (nccl-tests' definition), the slowest rank's median of {'/'.join(map(str, iterations))} timed "
+        "iterations per operation and message size.",
+        "",
+        *figure_table(series),
+        "",
+    ]
+    rows = topology_rows_of(summary)
+    if rows:
+        lines += [
+            "#### In one container and across containers",
+            "",
+            "| ranks | operation | size | in-container busbw | cross-container busbw | cross / in |",
+            "|---:|---|---:|---:|---:|---:|",
+        ]
+        lines += [
+            f"| {r.world_size} | {r.operation} | {r.label} | {r.in_container_busbw_gbps:.3f} "
+            f"| {r.cross_container_busbw_gbps:.3f} | {r.ratio:.2f} |"
+            for r in rows
+        ]
+        lines.append("")
+    operations = list(dict.fromkeys(f.operation for s in series for f in s.figures))
+    return lines + chart_section(operations, series)
 
 
 def write_markdown(summary: RunSummary, path: str | Path) -> None:

@@ -1,0 +1,135 @@
+"""The bandwidth check's figures as data: read from its testcases' details (suite/bandwidth.py writes them),
+named as JUnit properties, and put side by side across topologies of the same world size.
+
+A figure is one operation at one message size: the slowest rank's median time of ``iterations`` timed
+calls, algbw = bytes / time and busbw = algbw x nccl-tests' factor (2(n-1)/n for all_reduce, (n-1)/n
+for all_gather, reduce_scatter and all_to_all, 1 for broadcast).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+CHECK = "bandwidth"
+PREFIX = f"{CHECK}."
+
+
+@dataclass(frozen=True)
+class Figure:
+    operation: str
+    size: int  # the requested message size in bytes
+    label: str  # "4KiB", "64MiB"
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    iterations: int  # timed iterations per rank, of which the median counts
+    world_size: int
+
+
+def figures_from_details(operation: str, details: Mapping[str, object]) -> tuple[Figure, ...]:
+    """The figures of one ``bandwidth.<operation>`` testcase's details; () when it has none (skipped, crashed)."""
+    raw = details.get("figures")
+    if not isinstance(raw, list):
+        return ()
+    iterations = _int(details.get("iterations"))
+    world = _int(details.get("world_size"))
+    figures = []
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        try:
+            figures.append(
+                Figure(
+                    operation=operation,
+                    size=int(item["size"]),
+                    label=str(item["label"]),
+                    time_us=float(item["time_us"]),
+                    algbw_gbps=float(item["algbw_gbps"]),
+                    busbw_gbps=float(item["busbw_gbps"]),
+                    iterations=iterations,
+                    world_size=world,
+                )
+            )
+        except (KeyError, TypeError, ValueError):
+            continue
+    return tuple(figures)
+
+
+def figures_of(cases: Iterable[tuple[str, Mapping[str, object]]]) -> tuple[Figure, ...]:
+    """Every figure of a scenario, from its testcases as (name, details), in report order."""
+    found: list[Figure] = []
+    for name, details in cases:
+        if name.startswith(PREFIX):
+            found += figures_from_details(name[len(PREFIX) :], details)
+    return tuple(found)
+
+
+def property_name(figure: Figure, quantity: str) -> str:
+    """``bandwidth.all_reduce.1MiB.busbw_gbps``."""
+    return f"{PREFIX}{figure.operation}.{figure.label}.{quantity}"
+
+
+def figure_properties(figures: Iterable[Figure]) -> dict[str, str]:
+    """JUnit properties: time, algbw and busbw of every figure, and the iterations the medians are of."""
+    properties: dict[str, str] = {}
+    for figure in figures:
+        properties[property_name(figure, "time_us")] = f"{figure.time_us:.1f}"
+        properties[property_name(figure, "algbw_gbps")] = f"{figure.algbw_gbps:.4f}"
+        properties[property_name(figure, "busbw_gbps")] = f"{figure.busbw_gbps:.4f}"
+        properties[f"{PREFIX}iterations"] = str(figure.iterations)
+    return properties
+
+
+@dataclass(frozen=True)
+class TopologyRow:
+    """One operation at one size, busbw in one container next to across containers, at one world size."""
+
+    world_size: int
+    operation: str
+    size: int
+    label: str
+    in_container: str  # scenario names
+    cross_container: str
+    in_container_busbw_gbps: float
+    cross_container_busbw_gbps: float
+
+    @property
+    def ratio(self) -> float:
+        """cross / in: below 1 when crossing containers costs bandwidth."""
+        return self.cross_container_busbw_gbps / self.in_container_busbw_gbps if self.in_container_busbw_gbps else 0.0
+
+
+def topology_rows(scenarios: Iterable[tuple[str, str, int, tuple[Figure, ...]]]) -> list[TopologyRow]:
+    """From (name, topology, world size, figures) of each scenario: for every world size that has both an
+    in-container and a cross-container scenario with figures, the first of each, side by side per figure."""
+    first: dict[tuple[str, int], tuple[str, tuple[Figure, ...]]] = {}
+    for name, topology, world, figures in scenarios:
+        if figures:
+            first.setdefault((topology, world), (name, figures))
+    rows: list[TopologyRow] = []
+    for (topology, world), (in_name, in_figures) in first.items():
+        if topology != "in-container" or ("cross-container", world) not in first:
+            continue
+        cross_name, cross_figures = first[("cross-container", world)]
+        cross = {(f.operation, f.size): f for f in cross_figures}
+        for figure in in_figures:
+            other = cross.get((figure.operation, figure.size))
+            if other is not None:
+                rows.append(
+                    TopologyRow(
+                        world,
+                        figure.operation,
+                        figure.size,
+                        figure.label,
+                        in_name,
+                        cross_name,
+                        figure.busbw_gbps,
+                        other.busbw_gbps,
+                    )
+                )
+    return rows
+
+
+def _int(value: object) -> int:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0

@@ -1,0 +1,339 @@
+"""Last-known-good: a run's figures against a previous JSON report's, as data.
+
+Scenarios are matched by ``scenario_hash`` (the same scenario on the same image), else by
+``scenario_hash_any_image`` (the same scenario on another image: the usual case, a candidate image
+against the last good one), else by name for ``distval compare`` only. Compared, per matched scenario:
+
+- every bandwidth figure's busbw (operation x message size, the slowest rank's median of the stated
+  iterations): a regression when new < old x (1 - busbw tolerance);
+- every check's duration (its testcases; not ``process_group`` and ``exit_status``, which are not checks
+  but the group forming and the containers' whole life: startup noise that swings by seconds on a
+  shared machine, measured 0.1 s vs 2.8 s for process_group; nor ``baseline`` itself): a regression
+  when new > old x (1 + duration tolerance) and also longer by more than ``duration_slack_s``
+  (sub-second checks jitter by more than 50 %).
+
+``distval run --baseline`` adds one testcase ``baseline`` per scenario (failed, naming each regressed
+figure with both numbers and the ratio); ``distval compare`` renders the same comparison as a table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.errors import BadInput
+from harness.results import EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, RunSummary
+
+BASELINE_CASE = "baseline"
+DEFAULT_BUSBW_TOLERANCE = 0.20
+DEFAULT_DURATION_TOLERANCE = 0.50
+DEFAULT_DURATION_SLACK_S = 1.0
+NOT_COMPARED = ("process_group", EXIT_STATUS_CASE, BASELINE_CASE)
+
+
+class BadReport(BadInput):
+    """A --baseline or compare file that is not a distval JSON report."""
+
+    kind = "baseline"
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    busbw: float = DEFAULT_BUSBW_TOLERANCE  # a drop of more than this fraction regresses
+    duration: float = DEFAULT_DURATION_TOLERANCE  # a growth of more than this fraction ...
+    duration_slack_s: float = DEFAULT_DURATION_SLACK_S  # ... and by more than this many seconds regresses
+
+
+@dataclass(frozen=True)
+class Delta:
+    kind: str  # "busbw" or "duration"
+    name: str  # "all_reduce 1MiB" or a testcase name
+    old: float
+    new: float
+    regressed: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.new / self.old if self.old else float("inf") if self.new else 1.0
+
+    @property
+    def unit(self) -> str:
+        return "GB/s" if self.kind == "busbw" else "s"
+
+    def describe(self, tolerances: Tolerances) -> str:
+        if self.kind == "busbw":
+            limit = f"tolerance -{tolerances.busbw:.0%}"
+            return f"busbw {self.name}: {self.old:.4g} -> {self.new:.4g} GB/s ({self.ratio:.2f}x, {limit})"
+        limit = f"tolerance +{tolerances.duration:.0%} and +{tolerances.duration_slack_s:g} s"
+        return f"duration {self.name}: {self.old:.2f} -> {self.new:.2f} s ({self.ratio:.2f}x, {limit})"
+
+
+@dataclass(frozen=True)
+class ScenarioComparison:
+    name: str
+    matched_by: str | None  # "scenario_hash", "scenario_hash_any_image", "name"; None: not in the other report
+    old: Mapping[str, Any] | None  # the scenarios' entries of the JSON reports
+    new: Mapping[str, Any] | None
+    deltas: tuple[Delta, ...] = ()
+
+    @property
+    def regressions(self) -> tuple[Delta, ...]:
+        return tuple(d for d in self.deltas if d.regressed)
+
+    def iterations(self, side: Mapping[str, Any] | None) -> str:
+        found = sorted({str(f.get("iterations")) for f in (side or {}).get("bandwidth", []) if isinstance(f, dict)})
+        return "/".join(found) or "-"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    old_path: str
+    new_path: str
+    old: Mapping[str, Any]
+    new: Mapping[str, Any]
+    tolerances: Tolerances
+    scenarios: tuple[ScenarioComparison, ...]
+
+    @property
+    def regressed(self) -> bool:
+        return any(s.regressions for s in self.scenarios)
+
+
+def read_report(path: str | Path) -> dict[str, Any]:
+    """A distval JSON report (schema_version 1) from a file; BadReport (exit code 2) otherwise."""
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BadReport(f"cannot read the JSON report {path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:
+        raise BadReport(f"{path} is not JSON: {exc}") from exc
+    if not isinstance(data, dict) or data.get("schema_version") != 1 or not isinstance(data.get("scenarios"), list):
+        raise BadReport(f"{path} is not a distval JSON report (expected schema_version 1 and a list of scenarios)")
+    return data
+
+
+def _property(scenario: Mapping[str, Any], name: str) -> str | None:
+    properties = scenario.get("properties")
+    value = properties.get(name) if isinstance(properties, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def match(
+    old: Sequence[Mapping[str, Any]], scenario: Mapping[str, Any], by_name: bool
+) -> tuple[Mapping[str, Any] | None, str | None]:
+    """The old report's scenario that ``scenario`` is compared with, and what matched them."""
+    keys = ("scenario_hash", "scenario_hash_any_image")
+    for key in keys:
+        value = _property(scenario, key)
+        for candidate in old:
+            if value is not None and _property(candidate, key) == value:
+                return candidate, key
+    if by_name:
+        for candidate in old:
+            if candidate.get("name") == scenario.get("name"):
+                return candidate, "name"
+    return None, None
+
+
+def _busbw(scenario: Mapping[str, Any]) -> dict[tuple[str, int], tuple[str, float]]:
+    found: dict[tuple[str, int], tuple[str, float]] = {}
+    for figure in scenario.get("bandwidth") or []:
+        try:
+            found[(str(figure["operation"]), int(figure["size"]))] = (str(figure["label"]), float(figure["busbw_gbps"]))
+        except (KeyError, TypeError, ValueError):
+            continue
+    return found
+
+
+def _durations(scenario: Mapping[str, Any]) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for case in scenario.get("cases") or []:
+        if isinstance(case, dict) and case.get("name") not in NOT_COMPARED and case.get("status") != SKIPPED:
+            try:
+                found[str(case["name"])] = float(case["duration_s"])
+            except (KeyError, TypeError, ValueError):
+                continue
+    return found
+
+
+def deltas(old: Mapping[str, Any], new: Mapping[str, Any], tolerances: Tolerances) -> tuple[Delta, ...]:
+    """Every busbw figure and testcase duration both scenarios have, each judged against the tolerances."""
+    result: list[Delta] = []
+    old_bw, new_bw = _busbw(old), _busbw(new)
+    for key in sorted(set(old_bw) & set(new_bw), key=lambda k: list(new_bw).index(k)):
+        label, before = old_bw[key]
+        after = new_bw[key][1]
+        result.append(Delta("busbw", f"{key[0]} {label}", before, after, after < before * (1 - tolerances.busbw)))
+    old_d, new_d = _durations(old), _durations(new)
+    for name in [n for n in new_d if n in old_d]:
+        before, after = old_d[name], new_d[name]
+        slow = after > before * (1 + tolerances.duration) and after - before > tolerances.duration_slack_s
+        result.append(Delta("duration", name, before, after, slow))
+    return tuple(result)
+
+
+def compare_reports(
+    old: Mapping[str, Any], new: Mapping[str, Any], tolerances: Tolerances, old_path: str = "OLD", new_path: str = "NEW"
+) -> Comparison:
+    """Every scenario of ``new`` against its match in ``old`` (by hash, else by name), then ``old``'s unmatched ones."""
+    old_scenarios = [s for s in old.get("scenarios", []) if isinstance(s, dict)]
+    rows: list[ScenarioComparison] = []
+    used: list[int] = []
+    for scenario in (s for s in new.get("scenarios", []) if isinstance(s, dict)):
+        previous, matched_by = match([s for s in old_scenarios if id(s) not in used], scenario, by_name=True)
+        if previous is None:
+            rows.append(ScenarioComparison(str(scenario.get("name")), None, None, scenario))
+            continue
+        used.append(id(previous))
+        rows.append(
+            ScenarioComparison(str(scenario.get("name")), matched_by, previous, scenario, deltas(previous, scenario, tolerances))
+        )
+    rows += [ScenarioComparison(str(s.get("name")), None, s, None) for s in old_scenarios if id(s) not in used]
+    return Comparison(old_path, new_path, old, new, tolerances, tuple(rows))
+
+
+def baseline_case(scenario: Mapping[str, Any], baseline: Mapping[str, Any], tolerances: Tolerances, path: str) -> CaseResult:
+    """The ``baseline`` testcase of one scenario (its JSON report entry) against the baseline report."""
+    previous, matched_by = match([s for s in baseline.get("scenarios", []) if isinstance(s, dict)], scenario, by_name=False)
+    run = f"{path} (run {baseline.get('run_id', '?')})"
+    if previous is None:
+        return CaseResult(
+            BASELINE_CASE,
+            SKIPPED,
+            f"no scenario of {run} has this scenario's scenario_hash {_property(scenario, 'scenario_hash')} "
+            f"or scenario_hash_any_image {_property(scenario, 'scenario_hash_any_image')}: nothing to compare with",
+            0.0,
+        )
+    found = deltas(previous, scenario, tolerances)
+    how = f"matched by {matched_by}" + (f", baseline image {previous.get('image')}" if matched_by != "scenario_hash" else "")
+    busbw = [d for d in found if d.kind == "busbw"]
+    iterations = "/".join(sorted({str(f.get("iterations")) for f in scenario.get("bandwidth") or []})) or "-"
+    details = {"baseline": path, "matched_by": matched_by, "deltas": [_as_data(d) for d in found]}
+    regressed = [d for d in found if d.regressed]
+    if regressed:
+        return CaseResult(
+            BASELINE_CASE,
+            FAILED,
+            f"expected no figure to regress past the tolerance against {run} ({how}); "
+            f"{len(regressed)} of {len(found)} did: "
+            + "; ".join(d.describe(tolerances) for d in regressed)
+            + (f" (busbw: medians of {iterations} iterations)" if busbw else ""),
+            0.0,
+            details=details,
+        )
+    worst_bw = min((d.ratio for d in busbw), default=None)
+    worst_duration = max((d.ratio for d in found if d.kind == "duration"), default=None)
+    return CaseResult(
+        BASELINE_CASE,
+        PASSED,
+        f"{len(found)} figure(s) within tolerance of {run} ({how}): {len(busbw)} busbw"
+        + (f" (lowest ratio {worst_bw:.2f}x, medians of {iterations} iterations)" if worst_bw is not None else "")
+        + f", {len(found) - len(busbw)} durations"
+        + (f" (highest ratio {worst_duration:.2f}x)" if worst_duration is not None else ""),
+        0.0,
+        details=details,
+    )
+
+
+def apply_baseline(summary: RunSummary, baseline: Mapping[str, Any], tolerances: Tolerances, path: str) -> RunSummary:
+    """The summary with a ``baseline`` testcase added to every scenario."""
+    from harness.reports.json_report import json_report
+
+    entries = json_report(summary)["scenarios"]
+    scenarios = tuple(
+        dataclasses.replace(result, cases=(*result.cases, baseline_case(entry, baseline, tolerances, path)))
+        for result, entry in zip(summary.scenarios, entries, strict=True)
+    )
+    return dataclasses.replace(summary, scenarios=scenarios)
+
+
+def _as_data(delta: Delta) -> dict[str, Any]:
+    return {**dataclasses.asdict(delta), "ratio": round(delta.ratio, 4) if math.isfinite(delta.ratio) else None}
+
+
+@dataclass(frozen=True)
+class Row:
+    """One line of the side-by-side table: a testcase (status and duration) or a busbw figure."""
+
+    section: str  # "check" or "bandwidth"
+    name: str
+    old: str
+    new: str
+    ratio: str
+    change: str  # "" when nothing changed that matters
+
+
+def _case_cells(scenario: Mapping[str, Any] | None) -> dict[str, tuple[str, float]]:
+    cells: dict[str, tuple[str, float]] = {}
+    for case in (scenario or {}).get("cases") or []:
+        if isinstance(case, dict) and "name" in case:
+            cells[str(case["name"])] = (str(case.get("status")), float(case.get("duration_s") or 0.0))
+    return cells
+
+
+def _ratio(delta: Delta | None) -> str:
+    return "" if delta is None or not math.isfinite(delta.ratio) else f"{delta.ratio:.2f}x"
+
+
+def rows(comparison: ScenarioComparison) -> list[Row]:
+    """The testcases (verdict and duration) and the busbw figures of both sides, with what changed."""
+    by_name = {(d.kind, d.name): d for d in comparison.deltas}
+    old_cases, new_cases = _case_cells(comparison.old), _case_cells(comparison.new)
+    found: list[Row] = []
+    for name in [*new_cases, *(n for n in old_cases if n not in new_cases)]:
+        before, after = old_cases.get(name), new_cases.get(name)
+        delta = by_name.get(("duration", name))
+        change = ""
+        if before is None or after is None:
+            change = "new" if before is None else "gone"
+        elif before[0] != after[0]:
+            change = f"{before[0]} -> {after[0]}"
+        if delta is not None and delta.regressed:
+            change = ", ".join(filter(None, [change, "slower past tolerance"]))
+        found.append(
+            Row(
+                "check",
+                name,
+                f"{before[0]} {before[1]:.2f} s" if before else "-",
+                f"{after[0]} {after[1]:.2f} s" if after else "-",
+                _ratio(delta),
+                change,
+            )
+        )
+    old_bw, new_bw = _busbw(comparison.old or {}), _busbw(comparison.new or {})
+    for key in [*new_bw, *(k for k in old_bw if k not in new_bw)]:
+        label = (new_bw.get(key) or old_bw[key])[0]
+        name = f"{key[0]} {label}"
+        delta = by_name.get(("busbw", name))
+        change = "new" if key not in old_bw else "gone" if key not in new_bw else ""
+        if delta is not None and delta.regressed:
+            change = "busbw dropped past tolerance"
+        found.append(
+            Row(
+                "bandwidth",
+                name,
+                f"{old_bw[key][1]:.4g} GB/s" if key in old_bw else "-",
+                f"{new_bw[key][1]:.4g} GB/s" if key in new_bw else "-",
+                _ratio(delta),
+                change,
+            )
+        )
+    return found
+
+
+def facts(side: Mapping[str, Any] | None) -> dict[str, str]:
+    """Image, torch and verdict of one side of a scenario comparison."""
+    if side is None:
+        return {"image": "-", "torch": "-", "status": "-", "duration": "-"}
+    properties = side.get("properties") if isinstance(side.get("properties"), dict) else {}
+    return {
+        "image": str(side.get("image")),
+        "torch": str((properties or {}).get("torch_version", "unknown")),
+        "status": str(side.get("status")),
+        "duration": f"{float(side.get('duration_s') or 0.0):.1f} s",
+    }

@@ -1,0 +1,92 @@
+"""Arguments of the ``bandwidth`` check: message sizes ("4KiB", "64MiB" or bytes) and the busbw thresholds
+(one number of GB/s, or size -> GB/s), read strictly and given to the suite as plain numbers."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import yaml
+
+from harness.config.yaml_nodes import Problems, describe, scalar, written
+
+UNITS = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
+BYTE_SIZE_PATTERN = re.compile(r"^\s*([0-9]+)\s*(B|KiB|MiB|GiB)?\s*$", re.IGNORECASE)
+# The largest message the sweep accepts: 1 GiB per rank is already past what a CI machine should move.
+MAX_BYTES = 1024**3
+SIZE_EXPECTED = "a message size > 0 and <= 1GiB: bytes, or a number with B, KiB, MiB or GiB (e.g. 4KiB, 64MiB)"
+
+
+def byte_size_value(text: str) -> int | None:
+    """'4KiB' -> 4096, '1048576' -> 1048576; None when it is not a size in range."""
+    match = BYTE_SIZE_PATTERN.match(text)
+    if match is None:
+        return None
+    value = int(match.group(1)) * UNITS[(match.group(2) or "").lower()]
+    return value if 0 < value <= MAX_BYTES else None
+
+
+def byte_size(node: yaml.Node, key_path: str, problems: Problems) -> int | None:
+    text = written(node)
+    value = None if text is None else byte_size_value(text)
+    if value is None:
+        problems.add(node, key_path, f"expected {SIZE_EXPECTED}; got {describe(node)}")
+    return value
+
+
+def byte_sizes(node: yaml.Node, key_path: str, problems: Problems) -> tuple[int, ...] | None:
+    """A non-empty list of sizes, each once, in bytes, smallest first."""
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        problems.add(node, key_path, f"expected a non-empty list of message sizes (e.g. [4KiB, 1MiB]); got {describe(node)}")
+        return None
+    sizes = [byte_size(item, f"{key_path}[{index}]", problems) for index, item in enumerate(node.value)]
+    if None in sizes:
+        return None
+    return tuple(sorted({s for s in sizes if s is not None}))
+
+
+def _gbps(node: yaml.Node, key_path: str, problems: Problems) -> float | None:
+    value = scalar(node) if isinstance(node, yaml.ScalarNode) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+        problems.add(node, key_path, f"expected a bandwidth in GB/s > 0; got {describe(node)}")
+        return None
+    return float(value)
+
+
+def busbw_threshold(node: yaml.Node, key_path: str, problems: Problems) -> float | dict[str, float] | None:
+    """One number of GB/s for every size, or a mapping size -> GB/s (keys as bytes, for the suite's JSON spec)."""
+    if not isinstance(node, yaml.MappingNode):
+        return _gbps(node, key_path, problems)
+    thresholds: dict[str, float] = {}
+    ok = bool(node.value)
+    if not ok:
+        problems.add(node, key_path, "expected a number of GB/s or a mapping size -> GB/s; got an empty mapping")
+    for key_node, value_node in node.value:
+        size = byte_size(key_node, f"{key_path}.{key_node.value}", problems)
+        gbps = _gbps(value_node, f"{key_path}.{key_node.value}", problems)
+        if size is None or gbps is None:
+            ok = False
+            continue
+        thresholds[str(size)] = gbps
+    return thresholds if ok else None
+
+
+_SIZE_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "integer", "minimum": 1, "maximum": MAX_BYTES},
+        {"type": "string", "pattern": r"^\s*[0-9]+\s*([Bb]|[KkMmGg][Ii][Bb])?\s*$"},
+    ]
+}
+SIZES_SCHEMA: dict[str, Any] = {"type": "array", "minItems": 1, "items": _SIZE_SCHEMA}
+BUSBW_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {"type": "number", "exclusiveMinimum": 0},
+        {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"pattern": _SIZE_SCHEMA["anyOf"][1]["pattern"]},
+            "additionalProperties": {"type": "number", "exclusiveMinimum": 0},
+        },
+    ]
+}

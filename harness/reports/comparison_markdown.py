@@ -1,0 +1,79 @@
+"""A ``baseline.Comparison`` -> Markdown (``distval compare --markdown``): the side-by-side tables and a
+busbw chart per operation with one line per run (image)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.bandwidth import Figure, figures_from_details
+from harness.baseline import Comparison, facts, rows
+from harness.reports.files import write_atomically
+from harness.reports.markdown import _cell
+from harness.reports.mermaid import Series, chart_section
+
+
+def _series(label: str, scenario: Mapping[str, Any] | None) -> Series | None:
+    figures: list[Figure] = []
+    for case in (scenario or {}).get("cases") or []:
+        if not isinstance(case, dict):
+            continue
+        name = str(case.get("name", ""))
+        if name.startswith("bandwidth.") and isinstance(case.get("details"), dict):
+            figures += figures_from_details(name.split(".", 1)[1], case["details"])
+    return Series(label, tuple(figures)) if figures else None
+
+
+def render_comparison_markdown(comparison: Comparison) -> str:
+    t = comparison.tolerances
+    verdict = "❌ regressed" if comparison.regressed else "✅ no regression"
+    lines = [
+        f"## distval compare: {verdict}",
+        "",
+        f"Old `{_cell(comparison.old_path)}` (run `{comparison.old.get('run_id')}`), new `{_cell(comparison.new_path)}` "
+        f"(run `{comparison.new.get('run_id')}`). Tolerance: busbw -{t.busbw:.0%}; durations +{t.duration:.0%} and "
+        f"+{t.duration_slack_s:g} s (process_group and exit_status not compared). "
+        "busbw is the slowest rank's median of the stated iterations.",
+        "",
+    ]
+    for scenario in comparison.scenarios:
+        old, new = facts(scenario.old), facts(scenario.new)
+        matched = f"matched by {scenario.matched_by}" if scenario.matched_by else "only in one report"
+        lines += [
+            f"### {_cell(scenario.name)} ({matched})",
+            "",
+            "| | old | new |",
+            "|---|---|---|",
+            *(f"| {key} | {_cell(old[key])} | {_cell(new[key])} |" for key in ("image", "torch", "status", "duration")),
+            f"| bandwidth iterations | {scenario.iterations(scenario.old)} | {scenario.iterations(scenario.new)} |",
+            "",
+        ]
+        body = rows(scenario)
+        if body:
+            lines += ["| testcase / figure | old | new | new/old | changed |", "|---|---:|---:|---:|---|"]
+            lines += [
+                f"| {_cell(r.name)} | {r.old} | {r.new} | {r.ratio} | {'**' + _cell(r.change) + '**' if r.change else ''} |"
+                for r in body
+            ]
+            lines.append("")
+        series = [
+            s
+            for s in (
+                _series(f"old: {old['image']}", scenario.old),
+                _series(f"new: {new['image']}", scenario.new),
+            )
+            if s is not None
+        ]
+        operations = list(dict.fromkeys(f.operation for s in series for f in s.figures))
+        lines += chart_section(operations, series)
+    regressions = [(s.name, d) for s in comparison.scenarios for d in s.regressions]
+    if regressions:
+        lines += ["### Regressions", ""]
+        lines += [f"- {_cell(name)}: {_cell(delta.describe(t))}" for name, delta in regressions]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_comparison_markdown(comparison: Comparison, path: str | Path) -> None:
+    write_atomically(path, render_comparison_markdown(comparison))

@@ -1,0 +1,73 @@
+"""Mermaid ``xychart-beta`` blocks: busbw against message size, one line per series, for the Markdown
+reports (GitHub and GitLab render them without any plugin).
+
+xychart-beta draws no legend, so every chart is followed by a list naming its lines in drawing order.
+Only the sizes every series measured are categories (a line needs a number for each).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from harness.bandwidth import Figure
+
+
+@dataclass(frozen=True)
+class Series:
+    name: str  # a scenario, or "image: scenario" when comparing
+    figures: tuple[Figure, ...]  # one operation's figures
+
+
+def _quoted(text: str) -> str:
+    """A Mermaid string: double quotes cannot be escaped inside it, so they become single quotes."""
+    return '"' + " ".join(text.replace('"', "'").split()) + '"'
+
+
+def _number(value: float) -> str:
+    return f"{value:.4g}" if value < 1e4 else f"{value:.0f}"
+
+
+def _axis_max(peak: float) -> float:
+    """A round upper bound above ``peak``: 1, 2 or 5 times a power of ten."""
+    if peak <= 0:
+        return 1.0
+    power = 10.0 ** math.floor(math.log10(peak))
+    return float(next(step * power for step in (1, 2, 5, 10) if step * power >= peak))
+
+
+def busbw_chart(operation: str, series: Sequence[Series]) -> str | None:
+    """The xychart-beta source for ``operation`` (no fence), or None when no size is common to every series."""
+    if not series:
+        return None
+    common = set.intersection(*({f.size for f in s.figures if f.operation == operation} for s in series))
+    sizes = sorted(common)
+    if not sizes:
+        return None
+    labels = {f.size: f.label for s in series for f in s.figures}
+    values = [
+        [next(f.busbw_gbps for f in s.figures if f.operation == operation and f.size == size) for size in sizes] for s in series
+    ]
+    top = _axis_max(max(max(v) for v in values))
+    lines = [
+        "xychart-beta",
+        f"    title {_quoted(f'{operation} busbw (GB/s) by message size')}",
+        f"    x-axis {_quoted('message size')} [{', '.join(_quoted(labels[size]) for size in sizes)}]",
+        f"    y-axis {_quoted('busbw (GB/s)')} 0 --> {_number(top)}",
+    ]
+    lines += [f"    line [{', '.join(_number(v) for v in row)}]" for row in values]
+    return "\n".join(lines)
+
+
+def chart_section(operations: Sequence[str], series: Sequence[Series]) -> list[str]:
+    """Markdown lines: per operation a fenced ``mermaid`` chart and the names of its lines, in order."""
+    lines: list[str] = []
+    for operation in operations:
+        chart = busbw_chart(operation, series)
+        if chart is None:
+            continue
+        lines += ["```mermaid", chart, "```", ""]
+        lines.append("Lines in drawing order: " + "; ".join(f"{i}. {s.name}" for i, s in enumerate(series, start=1)) + ".")
+        lines.append("")
+    return lines

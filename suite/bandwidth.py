@@ -1,0 +1,332 @@
+"""The ``bandwidth`` check: how fast the collectives are, per operation and message size, with every
+result still checked against a known answer.
+
+For each operation (all_reduce, all_gather, broadcast, reduce_scatter, all_to_all) and each size of
+the sweep (default 4 KiB ... 64 MiB, powers of 4), ``warmup`` untimed calls, then ``iterations`` timed
+calls, each started right after a barrier and stopped when the operation returned (after a CUDA
+synchronize on CUDA). The figure of a size is the median time of one rank's iterations; the ranks agree
+through the rendezvous store on the slowest rank's median, since a collective is as slow as its slowest
+rank. Sizes and bandwidths follow nccl-tests (PERFORMANCE.md):
+
+- size: the bytes of the whole buffer of one rank, as nccl-tests counts them: all_reduce and broadcast
+  the tensor; all_gather the gathered output (each rank contributes size/n); reduce_scatter the input
+  (each rank receives size/n); all_to_all what each rank sends;
+- algbw = size / time;
+- busbw = algbw x 2(n-1)/n for all_reduce, (n-1)/n for all_gather, reduce_scatter and all_to_all, 1
+  for broadcast.
+
+Every call's result is compared with its known answer (values that change with the iteration, so a
+stale buffer shows): wrong data fails the operation's testcase. An operation the image's backend does
+not have is skipped with torch's own words. ``min_busbw_gbps`` (one number, or size -> number) fails an
+operation whose busbw at a size is below it, with the numbers in the message.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+import torch.distributed as dist
+
+from suite.core import Context, check
+from suite.records import ERROR, FAILED, PASSED, SKIPPED
+
+KIB = 1024
+DEFAULT_SIZES = tuple(4 * KIB * 4**i for i in range(8))  # 4 KiB, 16 KiB, ..., 64 MiB
+# Measured on 2 CPU cores with gloo (README "Bandwidth and last-known-good"): the default sweep takes a
+# few seconds per scenario with these.
+DEFAULT_ITERATIONS = 5
+DEFAULT_WARMUP = 1
+OPERATIONS = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all")
+UNSUPPORTED = re.compile(r"(?i)not supported|unsupported|no support|not implemented|does not support")
+ELEMENT_BYTES = 4  # float32
+
+
+def size_label(size: int) -> str:
+    """4096 -> '4KiB', 1048576 -> '1MiB', 1000 -> '1000B': names that fit a JUnit property."""
+    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if size >= factor and size % factor == 0:
+            return "%d%s" % (size // factor, unit)
+    return "%dB" % size
+
+
+def bus_factor(operation: str, world: int) -> float:
+    """nccl-tests' busbw / algbw for this operation on ``world`` ranks."""
+    if operation == "all_reduce":
+        return 2.0 * (world - 1) / world
+    if operation == "broadcast":
+        return 1.0
+    return (world - 1) / world
+
+
+# One operation at one size, its buffers allocated once: (rank, world, numel of one rank's part, device)
+# -> (fill the inputs for iteration i, the call to time, the check of its result for iteration i: None when right).
+Prepared = Tuple[Callable[[int], None], Callable[[], Any], Callable[[int], Optional[str]]]
+Preparer = Callable[[int, int, int, torch.device], Prepared]
+
+
+def _first_wrong(label: str, tensor: torch.Tensor, value: float) -> Optional[str]:
+    if bool(torch.all(tensor == value)):
+        return None
+    wrong = (tensor != value).nonzero().flatten()
+    first = int(wrong[0])
+    return "%s: element %d: expected %s, got %s (%d of %d elements wrong)" % (
+        label,
+        first,
+        value,
+        tensor[first].item(),
+        int(wrong.numel()),
+        tensor.numel(),
+    )
+
+
+def _all_reduce(rank: int, world: int, part: int, device: torch.device) -> Prepared:
+    # Each rank gives rank+1+i: the sum is world*(world+1)/2 + world*i in every element.
+    tensor = torch.empty((part * world,), dtype=torch.float32, device=device)
+
+    def verify(i: int) -> Optional[str]:
+        return _first_wrong("all_reduce(SUM) iteration %d" % i, tensor, world * (world + 1) / 2.0 + world * i)
+
+    def fill(i: int) -> None:
+        tensor.fill_(float(rank + 1 + i))
+
+    return (fill, lambda: dist.all_reduce(tensor), verify)
+
+
+def _broadcast(rank: int, world: int, part: int, device: torch.device) -> Prepared:
+    root = world - 1  # not rank 0, so an implementation that ignores the root shows
+    tensor = torch.empty((part * world,), dtype=torch.float32, device=device)
+
+    def verify(i: int) -> Optional[str]:
+        return _first_wrong("broadcast from rank %d iteration %d" % (root, i), tensor, float(100 + i))
+
+    def fill(i: int) -> None:
+        tensor.fill_(float(100 + i) if rank == root else -1.0)
+
+    return (fill, lambda: dist.broadcast(tensor, src=root), verify)
+
+
+def _all_gather(rank: int, world: int, part: int, device: torch.device) -> Prepared:
+    source = torch.empty((part,), dtype=torch.float32, device=device)
+    outputs = [torch.empty((part,), dtype=torch.float32, device=device) for _ in range(world)]
+
+    def fill(i: int) -> None:
+        source.fill_(float(rank + 1 + i))
+        for tensor in outputs:
+            tensor.fill_(-1.0)
+
+    def verify(i: int) -> Optional[str]:
+        for r, tensor in enumerate(outputs):
+            problem = _first_wrong("all_gather slot of rank %d iteration %d" % (r, i), tensor, float(r + 1 + i))
+            if problem:
+                return problem
+        return None
+
+    return (fill, lambda: dist.all_gather(outputs, source), verify)
+
+
+def _reduce_scatter(rank: int, world: int, part: int, device: torch.device) -> Prepared:
+    # Part j of every rank's input is rank+1+j+i: rank r receives world*(world+1)/2 + world*(r+i).
+    inputs = [torch.empty((part,), dtype=torch.float32, device=device) for _ in range(world)]
+    output = torch.empty((part,), dtype=torch.float32, device=device)
+
+    def fill(i: int) -> None:
+        for j, tensor in enumerate(inputs):
+            tensor.fill_(float(rank + 1 + j + i))
+        output.fill_(-1.0)
+
+    def verify(i: int) -> Optional[str]:
+        expected = world * (world + 1) / 2.0 + world * (rank + i)
+        return _first_wrong("reduce_scatter(SUM) iteration %d" % i, output, expected)
+
+    return (fill, lambda: dist.reduce_scatter(output, inputs), verify)
+
+
+def _all_to_all(rank: int, world: int, part: int, device: torch.device) -> Prepared:
+    # all_to_all_single: part j of rank r's input goes to rank j, so part s of rank r's output is s*world+r+1+i.
+    source = torch.empty((part * world,), dtype=torch.float32, device=device)
+    output = torch.empty((part * world,), dtype=torch.float32, device=device)
+
+    def fill(i: int) -> None:
+        for j in range(world):
+            source[j * part : (j + 1) * part].fill_(float(rank * world + j + 1 + i))
+        output.fill_(-1.0)
+
+    def verify(i: int) -> Optional[str]:
+        for s in range(world):
+            label = "all_to_all part from rank %d iteration %d" % (s, i)
+            problem = _first_wrong(label, output[s * part : (s + 1) * part], float(s * world + rank + 1 + i))
+            if problem:
+                return problem
+        return None
+
+    return (fill, lambda: dist.all_to_all_single(output, source), verify)
+
+
+PREPARERS: Dict[str, Preparer] = {
+    "all_reduce": _all_reduce,
+    "all_gather": _all_gather,
+    "broadcast": _broadcast,
+    "reduce_scatter": _reduce_scatter,
+    "all_to_all": _all_to_all,
+}
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _measure(
+    ctx: Context, operation: str, size: int, warmup: int, iterations: int
+) -> Tuple[List[float], Optional[str], Optional[str]]:
+    """(this rank's timed seconds, the first wrong answer, why the operation cannot run here)."""
+    rank, world, device = dist.get_rank(), dist.get_world_size(), ctx.device
+    part = max(1, size // (ELEMENT_BYTES * world))
+    times: List[float] = []
+    problem: Optional[str] = None
+    fill, run, verify = PREPARERS[operation](rank, world, part, device)
+    for it in range(warmup + iterations):
+        fill(it)
+        _synchronize(device)
+        dist.barrier()
+        started = time.perf_counter()
+        try:
+            run()
+        except RuntimeError as exc:
+            if it == 0 and UNSUPPORTED.search(str(exc)):
+                return [], None, "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[0][:300])
+            raise
+        _synchronize(device)
+        elapsed = time.perf_counter() - started
+        if it >= warmup:
+            times.append(elapsed)
+        if problem is None:
+            problem = verify(it)
+    return times, problem, None
+
+
+def _sizes(args: Dict[str, Any]) -> List[int]:
+    return sorted({int(s) for s in args.get("sizes") or DEFAULT_SIZES})
+
+
+def _thresholds(args: Dict[str, Any], sizes: List[int]) -> Dict[int, float]:
+    """min_busbw_gbps as size -> GB/s: one number applies to every size."""
+    given = args.get("min_busbw_gbps")
+    if given is None:
+        return {}
+    if isinstance(given, dict):
+        thresholds = {int(size): float(value) for size, value in given.items()}
+        unmeasured = sorted(set(thresholds) - set(sizes))
+        if unmeasured:
+            raise ValueError(
+                "min_busbw_gbps names %s, which the sweep does not measure (sizes: %s)"
+                % (", ".join(map(size_label, unmeasured)), ", ".join(map(size_label, sizes)))
+            )
+        return thresholds
+    return {size: float(given) for size in sizes}
+
+
+@check("bandwidth")
+def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
+    ctx.process_group()
+    sizes = _sizes(args)
+    iterations = int(args.get("iterations", DEFAULT_ITERATIONS))
+    warmup = int(args.get("warmup", DEFAULT_WARMUP))
+    operations = list(args.get("ops") or OPERATIONS)
+    thresholds = _thresholds(args, sizes)
+    world = dist.get_world_size()
+    for operation in operations:
+        ctx.step(operation)
+        started = time.monotonic()
+        medians: List[float] = []
+        problem: Optional[str] = None
+        unsupported: Optional[str] = None
+        for size in sizes:
+            ctx.step(operation, size_label(size))
+            times, wrong, unsupported = _measure(ctx, operation, size, warmup, iterations)
+            if unsupported is not None:
+                break
+            medians.append(statistics.median(times))
+            problem = problem or (wrong and "%s: %s" % (size_label(size), wrong))
+        # The ranks agree through the store (not another collective) on the slowest median and on what was wrong.
+        everyone = ctx.exchange("bandwidth/%s" % operation, {"medians": medians, "problem": problem, "skip": unsupported})
+        duration_s = time.monotonic() - started
+        skips = [e["skip"] for e in everyone if e["skip"]]
+        if skips:
+            ctx.report(operation, SKIPPED, "not supported by this image: %s" % skips[0], duration_s)
+            continue
+        slowest = [max(e["medians"][i] for e in everyone) for i in range(len(sizes))]
+        figures = _figures(operation, sizes, slowest, world)
+        details: Dict[str, Any] = {
+            "operation": operation,
+            "world_size": world,
+            "iterations": iterations,
+            "warmup": warmup,
+            "statistic": "median of %d timed iterations per rank; the slowest rank's median" % iterations,
+            "device": str(ctx.device),
+            "figures": figures,
+        }
+        wrong_ranks = ["rank %d: %s" % (r, e["problem"]) for r, e in enumerate(everyone) if e["problem"]]
+        if wrong_ranks:
+            ctx.report(
+                operation,
+                FAILED,
+                "%s gave wrong data while measuring its bandwidth: %s" % (operation, "; ".join(wrong_ranks)),
+                duration_s,
+                details,
+            )
+            continue
+        slow = [f for f in figures if f["size"] in thresholds and f["busbw_gbps"] < thresholds[f["size"]]]
+        if slow:
+            ctx.report(
+                operation,
+                FAILED,
+                "expected %s busbw >= min_busbw_gbps; %s"
+                % (
+                    operation,
+                    "; ".join(
+                        "at %s: %.3f GB/s < %g GB/s (time %.1f us, algbw %.3f GB/s)"
+                        % (f["label"], f["busbw_gbps"], thresholds[f["size"]], f["time_us"], f["algbw_gbps"])
+                        for f in slow
+                    ),
+                )
+                + " (median of %d iterations, slowest of %d ranks)" % (iterations, world),
+                duration_s,
+                details,
+            )
+            continue
+        peak = max(figures, key=lambda f: f["busbw_gbps"])
+        ctx.report(
+            operation,
+            PASSED,
+            "%s over %d ranks, %s..%s: busbw up to %.3f GB/s (at %s), every result right (median of %d iterations)"
+            % (operation, world, figures[0]["label"], figures[-1]["label"], peak["busbw_gbps"], peak["label"], iterations),
+            duration_s,
+            details,
+        )
+    if not ctx.reported:
+        ctx.report("ops", ERROR, "no operation measured (ops is empty)")
+
+
+def _figures(operation: str, sizes: List[int], seconds: List[float], world: int) -> List[Dict[str, Any]]:
+    factor = bus_factor(operation, world)
+    figures = []
+    for index, size in enumerate(sizes):
+        elapsed = seconds[index]
+        measured = max(1, size // (ELEMENT_BYTES * world)) * ELEMENT_BYTES * world  # whole elements per rank
+        algbw = measured / elapsed / 1e9 if elapsed > 0 else 0.0
+        figures.append(
+            {
+                "size": size,
+                "label": size_label(size),
+                "bytes": measured,
+                "time_us": round(elapsed * 1e6, 3),
+                "algbw_gbps": round(algbw, 6),
+                "busbw_gbps": round(algbw * factor, 6),
+            }
+        )
+    return figures

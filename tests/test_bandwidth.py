@@ -1,0 +1,383 @@
+"""The bandwidth check's harness side without Docker: its arguments, its figures in the reports (JUnit
+properties, JSON, Markdown with a Mermaid chart), the last-known-good comparison and ``distval compare``.
+
+The chart is verified twice: with Mermaid's own parser (Mermaid 11.11, bundled in the PyPI package
+mermaid-parser-py, run with ``node``; the test is skipped with the reason when either is missing: npm is
+not reachable here, and mermaid-parser-py's Python side needs pythonmonkey, so CI installs only its
+bundle with ``pip install --no-deps``), and always with a strict check of the xychart-beta grammar
+distval emits (title, x-axis with quoted categories, y-axis with a label and a range, ``line`` series
+with as many numbers as categories, inside the range).
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.bandwidth import figure_properties, figures_from_details, topology_rows
+from harness.baseline import (
+    BASELINE_CASE,
+    Tolerances,
+    apply_baseline,
+    baseline_case,
+    compare_reports,
+    deltas,
+)
+from harness.cli import main
+from harness.config import parse_config
+from harness.config.byte_sizes import byte_size_value
+from harness.plan import ScenarioPlan, plan_scenario
+from harness.reports.comparison_markdown import render_comparison_markdown
+from harness.reports.comparison_text import render_comparison_text
+from harness.reports.json_report import json_report
+from harness.reports.markdown import render_markdown
+from harness.reports.mermaid import Series, busbw_chart
+from harness.results import FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, RunSummary, ScenarioOutcome, ScenarioResult
+from harness.results import summarize_scenario as summarize
+
+CONFIG = """\
+scenarios:
+  - name: inside
+    topology: in-container
+    world_size: 2
+    checks: [env, {name: bandwidth, args: {sizes: [4KiB, 1MiB]}}]
+  - name: across
+    topology: cross-container
+    world_size: 2
+    checks: [env, {name: bandwidth, args: {sizes: [4KiB, 1MiB]}}]
+"""
+SIZES = ((4096, "4KiB"), (1048576, "1MiB"))
+
+
+def plans(image: str = "example/torch:good") -> tuple[ScenarioPlan, ScenarioPlan]:
+    inside, across = parse_config(CONFIG, "bw.yaml").scenarios
+    return plan_scenario(inside, "run1", image), plan_scenario(across, "run1", image)
+
+
+def details(operation: str, busbw: tuple[float, float], iterations: int = 5) -> dict[str, Any]:
+    factor = 1.0 if operation == "broadcast" else 2 * (2 - 1) / 2 if operation == "all_reduce" else 0.5
+    figures = []
+    for (size, label), value in zip(SIZES, busbw, strict=True):
+        algbw = value / factor
+        figures.append(
+            {
+                "size": size,
+                "label": label,
+                "bytes": size,
+                "time_us": round(size / algbw / 1e3, 3),
+                "algbw_gbps": algbw,
+                "busbw_gbps": value,
+            }
+        )
+    return {"operation": operation, "world_size": 2, "iterations": iterations, "warmup": 1, "figures": figures}
+
+
+def records(operation_busbw: dict[str, tuple[float, float]], skip: tuple[str, ...] = ()) -> bytes:
+    lines = []
+    for rank in (0, 1):
+        lines.append({"check": "env", "case": "env", "rank": rank, "status": PASSED, "message": "ok", "duration_s": 0.01})
+        for operation, busbw in operation_busbw.items():
+            lines.append(
+                {
+                    "check": "bandwidth",
+                    "case": f"bandwidth.{operation}",
+                    "rank": rank,
+                    "status": PASSED,
+                    "message": f"{operation} ok",
+                    "duration_s": 0.8,
+                    "details": details(operation, busbw),
+                }
+            )
+        for operation in skip:
+            lines.append(
+                {
+                    "check": "bandwidth",
+                    "case": f"bandwidth.{operation}",
+                    "rank": rank,
+                    "status": SKIPPED,
+                    "message": "not supported by this image: RuntimeError: ProcessGroupGloo does not support reduce_scatter",
+                    "duration_s": 0.0,
+                }
+            )
+    return "".join(json.dumps(line) + "\n" for line in lines).encode()
+
+
+def scenario_result(plan: ScenarioPlan, operation_busbw: dict[str, tuple[float, float]]) -> ScenarioResult:
+    data = records(operation_busbw, skip=("reduce_scatter",))
+    files = {"rank-0.jsonl": data}  # both ranks' records in one file: what matters here is what the harness reads
+    nodes = (0,) if plan.scenario.topology == "in-container" else (0, 1)
+    containers = tuple(
+        ContainerOutcome(f"c{n}", n, (0, 1) if len(nodes) == 1 else (n,), 0, False, "", "", files if n == 0 else {})
+        for n in nodes
+    )
+    return summarize(ScenarioOutcome(plan, "sha256:feed", 10.0, containers))
+
+
+GOOD = {"all_reduce": (0.5, 2.0), "broadcast": (0.4, 1.6)}
+SLOW = {"all_reduce": (0.05, 1.2), "broadcast": (0.04, 1.5)}
+
+
+def run_summary(busbw: dict[str, tuple[float, float]], image: str = "example/torch:good", run_id: str = "run1") -> RunSummary:
+    inside, across = plans(image)
+    return RunSummary(run_id, (scenario_result(inside, busbw), scenario_result(across, busbw)), config_path="bw.yaml")
+
+
+# --- arguments -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("4KiB", 4096), ("64MiB", 64 * 2**20), ("1 GiB", 2**30), ("4096", 4096), ("10B", 10), ("2GiB", None), ("0", None)]
+    + [("4KB", None), ("4k", None), ("-1", None), ("1.5MiB", None)],
+)
+def test_byte_sizes_are_binary_units_up_to_one_gib(text: str, value: int | None) -> None:
+    assert byte_size_value(text) == value
+
+
+def test_sizes_and_thresholds_reach_the_suite_as_bytes() -> None:
+    text = "scenarios:\n  - {topology: in-container, world_size: 2, checks: [{name: bandwidth, args: %s}]}\n"
+    (scenario,) = parse_config(text % "{sizes: [64MiB, 4KiB, 4096], min_busbw_gbps: {64MiB: 1.5}}", "x.yaml").scenarios
+    assert dict(scenario.checks[0].args) == {"sizes": (4096, 64 * 2**20), "min_busbw_gbps": {str(64 * 2**20): 1.5}}
+    (scenario,) = parse_config(text % "{min_busbw_gbps: 0.25}", "x.yaml").scenarios
+    assert dict(scenario.checks[0].args) == {"min_busbw_gbps": 0.25}
+
+
+# --- figures in the reports ------------------------------------------------------------------------------
+
+
+def test_figures_become_properties_and_json() -> None:
+    summary = run_summary(GOOD)
+    inside = summary.scenarios[0]
+    properties = dict(inside.properties)
+    assert properties["bandwidth.all_reduce.1MiB.busbw_gbps"] == "2.0000"
+    assert properties["bandwidth.all_reduce.1MiB.algbw_gbps"] == "2.0000"  # 2(n-1)/n = 1 for 2 ranks
+    assert properties["bandwidth.broadcast.4KiB.busbw_gbps"] == "0.4000"
+    assert properties["bandwidth.iterations"] == "5"
+    report = json_report(summary)
+    entry = report["scenarios"][0]
+    assert [(f["operation"], f["label"], f["busbw_gbps"]) for f in entry["bandwidth"]] == [
+        ("all_reduce", "4KiB", 0.5),
+        ("all_reduce", "1MiB", 2.0),
+        ("broadcast", "4KiB", 0.4),
+        ("broadcast", "1MiB", 1.6),
+    ]
+    cases = {c["name"]: c for c in entry["cases"]}
+    assert cases["bandwidth.all_reduce"]["details"]["iterations"] == 5
+    assert cases["bandwidth.reduce_scatter"]["status"] == SKIPPED
+    # In-container next to cross-container at the same world size: one line of the JSON report.
+    row = report["bandwidth_topologies"][1]
+    assert row == {
+        "world_size": 2,
+        "operation": "all_reduce",
+        "size": 1048576,
+        "label": "1MiB",
+        "in_container": "inside",
+        "cross_container": "across",
+        "in_container_busbw_gbps": 2.0,
+        "cross_container_busbw_gbps": 2.0,
+        "ratio": 1.0,
+    }
+
+
+def test_topology_rows_need_both_topologies_at_one_world_size() -> None:
+    figures = figures_from_details("all_reduce", details("all_reduce", (1.0, 2.0)))
+    assert topology_rows([("a", "in-container", 2, figures), ("b", "cross-container", 4, figures)]) == []
+    assert len(topology_rows([("a", "in-container", 2, figures), ("b", "cross-container", 2, figures)])) == 2
+    assert figure_properties(()) == {}
+
+
+def test_markdown_has_the_bandwidth_section_and_a_chart_per_operation() -> None:
+    text = render_markdown(run_summary(GOOD))
+    assert "### Bandwidth" in text
+    assert "| 2 | all_reduce | 1MiB | 2.000 | 2.000 | 1.00 |" in text
+    blocks = mermaid_blocks(text)
+    assert len(blocks) == 2  # all_reduce, broadcast
+    for block in blocks:
+        assert_xychart(block, series=2, categories=["4KiB", "1MiB"])
+    assert "Lines in drawing order: 1. inside; 2. across." in text
+
+
+# --- the chart: Mermaid's parser where it can run, and always the strict grammar --------------------------
+
+
+def mermaid_blocks(markdown: str) -> list[str]:
+    return re.findall(r"```mermaid\n(.*?)\n```", markdown, flags=re.S)
+
+
+QUOTED = r'"[^"\n]*"'
+NUMBER = r"-?[0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?"
+
+
+def assert_xychart(block: str, series: int, categories: list[str]) -> None:
+    """The xychart-beta subset distval emits, strictly: one statement per line, in this order."""
+    lines = block.split("\n")
+    assert lines[0] == "xychart-beta", lines
+    assert re.fullmatch(rf"    title {QUOTED}", lines[1]), lines[1]
+    x_axis = re.fullmatch(rf"    x-axis {QUOTED} \[((?:{QUOTED}, )*{QUOTED})\]", lines[2])
+    assert x_axis, lines[2]
+    assert re.findall(QUOTED, x_axis.group(1)) == [f'"{c}"' for c in categories]
+    y_axis = re.fullmatch(rf"    y-axis {QUOTED} ({NUMBER}) --> ({NUMBER})", lines[3])
+    assert y_axis, lines[3]
+    low, high = float(y_axis.group(1)), float(y_axis.group(2))
+    assert low < high
+    assert len(lines) == 4 + series, lines
+    for line in lines[4:]:
+        values = re.fullmatch(rf"    line \[((?:{NUMBER}, )*{NUMBER})\]", line)
+        assert values, line
+        numbers = [float(v) for v in values.group(1).split(", ")]
+        assert len(numbers) == len(categories), line
+        assert all(low <= n <= high for n in numbers), (line, high)
+
+
+def mermaid_bundle() -> Path | None:
+    spec = importlib.util.find_spec("mermaid_parser")
+    for location in (spec.submodule_search_locations or []) if spec else []:
+        bundle = Path(location) / "js" / "parser.bundle.js"
+        if bundle.exists():
+            return bundle
+    return None
+
+
+PARSE_SCRIPT = """
+const parse = require(process.argv[1]);
+let text = "";
+process.stdin.on("data", (chunk) => { text += chunk; });
+process.stdin.on("end", () => {
+  parse(text).then((result) => { console.log(JSON.parse(result).graph_type); })
+    .catch((error) => { console.log("ERROR " + String(error)); process.exit(1); });
+});
+"""
+
+
+def mermaid_parse(block: str) -> subprocess.CompletedProcess[str]:
+    node, bundle = shutil.which("node"), mermaid_bundle()
+    if node is None or bundle is None:
+        pytest.skip(
+            "Mermaid's parser is not here: "
+            + ("node is not installed" if node is None else "pip install --no-deps mermaid-parser-py (it bundles Mermaid 11)")
+        )
+    return subprocess.run(
+        [node, "-e", PARSE_SCRIPT, str(bundle)], input=block, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_mermaid_parses_the_charts_of_a_run_and_of_a_comparison() -> None:
+    run_chart = mermaid_blocks(render_markdown(run_summary(GOOD)))[0]
+    good, slow = json_report(run_summary(GOOD)), json_report(run_summary(SLOW, "example/torch:slow", "run2"))
+    compare_chart = mermaid_blocks(render_comparison_markdown(compare_reports(good, slow, Tolerances())))[0]
+    for block in (run_chart, compare_chart):
+        parsed = mermaid_parse(block)
+        assert parsed.returncode == 0 and parsed.stdout.strip() == "xychart", parsed.stdout + parsed.stderr
+    # The parser is strict enough to notice a broken block (a line without its closing bracket).
+    broken = mermaid_parse(run_chart.replace("]", "", 2))
+    assert broken.returncode != 0 and "Parse error" in broken.stdout, broken.stdout
+
+
+def test_chart_quotes_names_and_needs_a_common_size() -> None:
+    figures = figures_from_details("all_reduce", details("all_reduce", (0.5, 2.0)))
+    chart = busbw_chart("all_reduce", [Series('my "quoted" run', figures)])
+    assert chart is not None
+    assert_xychart(chart, series=1, categories=["4KiB", "1MiB"])
+    assert '"' not in chart.split("\n")[1][len('    title "') : -1]
+    assert busbw_chart("broadcast", [Series("a", figures)]) is None
+    assert busbw_chart("all_reduce", []) is None
+
+
+# --- last-known-good ---------------------------------------------------------------------------------------
+
+
+def test_the_same_figures_do_not_regress_and_a_slow_image_does() -> None:
+    good = json_report(run_summary(GOOD))
+    again = apply_baseline(run_summary(GOOD, run_id="run2"), good, Tolerances(), "GOOD.json")
+    case = again.scenarios[0].cases[-1]
+    assert (case.name, case.status) == (BASELINE_CASE, PASSED), case.message
+    assert "matched by scenario_hash" in case.message and "medians of 5 iterations" in case.message
+    assert again.exit_code == 0
+
+    slow = apply_baseline(run_summary(SLOW, "example/torch:slow", "run2"), good, Tolerances(), "GOOD.json")
+    case = slow.scenarios[0].cases[-1]
+    assert case.status == FAILED
+    # Another image: matched by the hash of the same scenario on any image.
+    assert "matched by scenario_hash_any_image, baseline image example/torch:good" in case.message
+    assert "busbw all_reduce 4KiB: 0.5 -> 0.05 GB/s (0.10x, tolerance -20%)" in case.message
+    assert "busbw all_reduce 1MiB: 2 -> 1.2 GB/s (0.60x, tolerance -20%)" in case.message
+    assert "broadcast 1MiB" not in case.message  # 1.6 -> 1.5 is within 20 %
+    assert slow.exit_code == 1
+    assert [d["name"] for d in case.details["deltas"] if d["regressed"]] == [
+        "all_reduce 4KiB",
+        "all_reduce 1MiB",
+        "broadcast 4KiB",
+    ]
+
+
+def test_durations_regress_past_the_fraction_and_the_slack() -> None:
+    old = {"cases": [{"name": "a", "status": PASSED, "duration_s": 0.2}, {"name": "b", "status": PASSED, "duration_s": 4.0}]}
+    new = {"cases": [{"name": "a", "status": PASSED, "duration_s": 0.9}, {"name": "b", "status": PASSED, "duration_s": 6.5}]}
+    found = {d.name: d for d in deltas(old, new, Tolerances())}
+    assert not found["a"].regressed  # 4.5x, but only 0.7 s longer
+    assert found["b"].regressed  # 1.6x and 2.5 s longer
+    assert not deltas(old, new, Tolerances(duration=1.0))[1].regressed
+    for name in ("exit_status", "process_group"):  # not checks: startup noise
+        before = {"cases": [{"name": name, "status": PASSED, "duration_s": 0.1}]}
+        assert deltas(before, {"cases": [{"name": name, "status": PASSED, "duration_s": 99.0}]}, Tolerances()) == ()
+
+
+def test_a_scenario_missing_from_the_baseline_is_skipped_with_its_hashes() -> None:
+    entry = json_report(run_summary(GOOD))["scenarios"][0]
+    case = baseline_case(entry, {"run_id": "old", "scenarios": []}, Tolerances(), "GOOD.json")
+    assert case.status == SKIPPED and "GOOD.json (run old)" in case.message and "scenario_hash" in case.message
+
+
+def test_compare_table_and_markdown_show_both_sides_and_what_changed() -> None:
+    good = json_report(run_summary(GOOD))
+    slow = json_report(run_summary(SLOW, "example/torch:slow", "run2"))
+    comparison = compare_reports(good, slow, Tolerances(), "good.json", "slow.json")
+    assert comparison.regressed
+    text = render_comparison_text(comparison)
+    assert "image                 example/torch:good  example/torch:slow" in text
+    assert re.search(r"all_reduce 4KiB\s+0\.5 GB/s\s+0\.05 GB/s\s+0\.10x\s+busbw dropped past tolerance", text), text
+    assert "bandwidth iterations  5                   5" in text
+    markdown = render_comparison_markdown(comparison)
+    assert "| all\\_reduce 4KiB | 0.5 GB/s | 0.05 GB/s | 0.10x | **busbw dropped past tolerance** |" in markdown
+    assert "Lines in drawing order: 1. old: example/torch:good; 2. new: example/torch:slow." in markdown
+    same = compare_reports(good, copy.deepcopy(good), Tolerances())
+    assert not same.regressed and "no figure regressed" in render_comparison_text(same)
+
+
+def test_cli_compare_and_run_baseline_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good, slow = tmp_path / "good.json", tmp_path / "slow.json"
+    good.write_text(json.dumps(json_report(run_summary(GOOD))))
+    slow.write_text(json.dumps(json_report(run_summary(SLOW, "example/torch:slow", "run2"))))
+    assert main(["compare", str(good), str(good)]) == 0
+    assert main(["compare", str(good), str(slow), "--markdown", str(tmp_path / "cmp.md")]) == 1
+    assert "busbw dropped past tolerance" in (tmp_path / "cmp.md").read_text()
+    assert main(["compare", str(good), str(slow), "--busbw-tolerance", "95%"]) == 0
+    (tmp_path / "junk.json").write_text("[1]")
+    assert main(["compare", str(good), str(tmp_path / "junk.json")]) == 2
+    capsys.readouterr()
+    assert main(["run", "bw.yaml", "--baseline", str(tmp_path / "missing.json")]) == 2  # usage errors return 2
+    assert "cannot read the JSON report" in capsys.readouterr().err
+    assert main(["compare", str(good), str(slow), "--duration-tolerance", "lots"]) == 2
+
+
+def test_a_case_keeps_the_lowest_ranks_details() -> None:
+    case = run_summary(GOOD).scenarios[0].cases[1]
+    assert isinstance(case, CaseResult) and case.name == "bandwidth.all_reduce"
+    assert case.details["world_size"] == 2
+
+
+@pytest.mark.parametrize("command", ["run", "compare"])
+def test_help_of_the_commands_with_tolerances_renders(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse formats help with %: a literal percent sign in a help text must be doubled."""
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert "(default 20%)" in capsys.readouterr().out
