@@ -215,7 +215,12 @@ def default_jobs() -> int:
 
 
 def _run_scenarios(
-    execute: Execute, plans: tuple[ScenarioPlan, ...], display: ProgressDisplay, jobs: int, require_gpu: bool = False
+    execute: Execute,
+    plans: tuple[ScenarioPlan, ...],
+    display: ProgressDisplay,
+    jobs: int,
+    require_gpu: bool = False,
+    fail_on_skip: bool = False,
 ) -> list[ScenarioResult]:
     """Run the scenarios with ``execute`` (a runtime), up to ``jobs`` at once; their results in plan order.
 
@@ -228,7 +233,7 @@ def _run_scenarios(
 
     def run_one(index: int, scenario_plan: ScenarioPlan) -> ScenarioResult:
         events.scenario_started(scenario_plan, index, len(plans))
-        result = summarize_scenario(execute(scenario_plan, events, stop), require_gpu=require_gpu)
+        result = summarize_scenario(execute(scenario_plan, events, stop), require_gpu=require_gpu, fail_on_skip=fail_on_skip)
         events.scenario_finished(result)
         return result
 
@@ -304,7 +309,9 @@ def command_run(args: argparse.Namespace) -> int:
             engine_version = _engine_version(engine)
             _ensure_images(engine, images_of(plan), display.log)
             execute = functools.partial(run_scenario, engine)
-        results.extend(_run_scenarios(execute, plan.scenarios, display, args.jobs or default_jobs(), args.require_gpu))
+        results.extend(
+            _run_scenarios(execute, plan.scenarios, display, args.jobs or default_jobs(), args.require_gpu, args.fail_on_skip)
+        )
         summary = summarize()
     except KeyboardInterrupt:
         display.close()
@@ -595,6 +602,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--require-gpu",
         action="store_true",
         help="a scenario that needs GPUs the Engine cannot give fails instead of being skipped (for GPU pipelines)",
+    )
+    run.add_argument(
+        "--fail-on-skip",
+        action="store_true",
+        help="any skipped check (or a check skipped on some ranks) fails, with its reason: for pipelines that must not "
+        "drift into skipping",
     )
     run.add_argument(
         "--host",

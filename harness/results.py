@@ -224,7 +224,27 @@ def _exit_case(outcomes: tuple[ContainerOutcome, ...], deadline_s: float, durati
     )
 
 
-def summarize_scenario(outcome: ScenarioOutcome, require_gpu: bool = False) -> ScenarioResult:
+def summarize_scenario(outcome: ScenarioOutcome, require_gpu: bool = False, fail_on_skip: bool = False) -> ScenarioResult:
+    """The scenario's testcases. ``require_gpu``: a GPU shortfall fails instead of skipping; ``fail_on_skip``:
+    every skip (of a whole check, or on some ranks) fails, for pipelines that must not drift into skipping."""
+    result = _summarize(outcome, require_gpu)
+    if not fail_on_skip:
+        return result
+    return dataclasses.replace(result, cases=tuple(_no_skip(case) for case in result.cases))
+
+
+def _no_skip(case: CaseResult) -> CaseResult:
+    if case.status == SKIPPED:
+        return dataclasses.replace(case, status=FAILED, message=f"expected no skip (--fail-on-skip); skipped: {case.message}")
+    if case.skipped_ranks:
+        ranks = ", ".join(map(str, case.skipped_ranks))
+        return dataclasses.replace(
+            case, status=FAILED, message=f"expected no skip (--fail-on-skip); skipped on rank(s) {ranks}: {case.message}"
+        )
+    return case
+
+
+def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     plan = outcome.plan
     scenario = plan.scenario
     properties = _properties(outcome)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import json
 import socket
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness import __version__
-from harness.config import CheckSpec, parse_config
+from harness.config import CheckSpec, load_config, parse_config
 from harness.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_PASSED, ConfigError
-from harness.plan import ScenarioPlan, plan_scenario
+from harness.plan import ScenarioPlan, plan_run, plan_scenario
 from harness.results import (
     ERROR,
     EXIT_STATUS_CASE,
@@ -813,3 +814,41 @@ def test_tail_keeps_the_last_lines() -> None:
     text = "\n".join(f"line {i}" for i in range(100)) + "\n"
     assert tail(text, 3) == "line 97\nline 98\nline 99"
     assert tail("") == ""
+
+
+# --- --fail-on-skip, names, hashes over the rendezvous matrix ------------------------------------------
+
+
+def test_fail_on_skip_fails_every_skip_with_its_reason_and_leaves_the_rest() -> None:
+    inside, _ = plans()
+    files = {
+        "rank-0.jsonl": jsonl(env_record(0), record("all_reduce", 0, SKIPPED, "needs torch >= 2.14")),
+        "rank-1.jsonl": jsonl(env_record(1, SKIPPED, "not here"), record("all_reduce", 1, SKIPPED, "needs torch >= 2.14")),
+    }
+    outcome = ScenarioOutcome(inside, None, 1.0, (container(inside, 0, files),))
+    assert summarize_scenario(outcome).status == PASSED  # without the option: a pass with skips, each with its reason
+    cases = cases_of(summarize_scenario(outcome, fail_on_skip=True))
+    assert (cases["all_reduce"].status, cases["all_reduce"].message) == (
+        FAILED,
+        "expected no skip (--fail-on-skip); skipped: needs torch >= 2.14",
+    )
+    assert cases["env"].status == FAILED  # passed on rank 0, skipped on rank 1
+    assert cases["env"].message.startswith("expected no skip (--fail-on-skip); skipped on rank(s) 1: ")
+    assert cases[EXIT_STATUS_CASE].status == PASSED
+
+
+def test_scenario_names_that_share_a_slug_never_share_a_resource_name() -> None:
+    body = "".join(
+        f"  - {{name: {n}, topology: cross-container, world_size: 2, checks: [env]}}\n" for n in ("zzz-2", "zzz", "ZZZ", "zzz_2")
+    )
+    plan = plan_run(parse_config("scenarios:\n" + body, "names.yaml"), RUN_ID)
+    names = [c.name for s in plan.scenarios for c in s.containers] + [n.name for s in plan.scenarios for n in s.networks]
+    assert len(names) == len(set(names)), names
+
+
+def test_scenario_hash_is_stable_for_every_form_and_layout_of_the_rendezvous_matrix() -> None:
+    config = load_config(Path(__file__).resolve().parent.parent / "configs" / "rendezvous.yaml")
+    first = [scenario_hash(p) for p in plan_run(config, "run1").scenarios]
+    again = [scenario_hash(p) for p in plan_run(config, "run2").scenarios]
+    assert first == again
+    assert len(set(first)) == len(first)  # and every scenario hashes differently
