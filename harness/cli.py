@@ -11,7 +11,6 @@ import fnmatch
 import functools
 import json
 import os
-import re
 import secrets
 import signal
 import socket
@@ -20,13 +19,12 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
-from harness import __version__
-from harness.cleanup import RunDecision, by_run, decide, parse_duration
+from harness import __version__, cli_values
+from harness.cleanup import RunDecision, by_run, decide
 from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
-from harness.config.values import image_problem
 from harness.config.yaml_nodes import shown
 from harness.errors import (
     EXIT_BAD_INPUT,
@@ -172,41 +170,6 @@ def _write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozense
             print(f"distval: cannot write the {what} to {path}: {exc}", file=sys.stderr)
 
 
-RUN_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
-
-
-def _run_id(value: str) -> str:
-    """argparse type: the run id goes into container names and hostnames, so keep it short and plain."""
-    if not RUN_ID_PATTERN.match(value):
-        raise argparse.ArgumentTypeError(
-            f"expected 1-16 lowercase letters, digits or '-' (starting with a letter or digit); got {value!r}"
-        )
-    return value
-
-
-def _path(what: str) -> Callable[[str], str]:
-    """argparse type: a file path, not empty (it names no file) and without NUL (no path holds one)."""
-
-    def check(value: str) -> str:
-        if not value:
-            raise argparse.ArgumentTypeError(f"expected the path of {what}; got nothing")
-        if "\x00" in value:
-            raise argparse.ArgumentTypeError(f"expected the path of {what}; got {shown(value)} (a path holds no NUL)")
-        return value
-
-    return check
-
-
-def _image(value: str) -> str:
-    """argparse type: --image is checked against Docker's reference grammar like the config's image."""
-    if not value:
-        raise argparse.ArgumentTypeError("expected an image reference; got nothing")
-    why = image_problem(value)
-    if why is not None:
-        raise argparse.ArgumentTypeError(f"{why}; got {shown(value)}")
-    return value
-
-
 def default_jobs() -> int:
     """Scenarios at once by default: one per core, at most one per 4 GiB of memory, at most 8."""
     cores = os.cpu_count() or 1
@@ -248,18 +211,6 @@ def _run_scenarios(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-
-
-JOBS_MAX = 256
-
-
-def _positive(value: str) -> int:
-    """argparse type of --jobs: ASCII digits (str.isdigit() takes '²', which int() refuses), 1 to JOBS_MAX."""
-    if not (value.isascii() and value.isdigit()) or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1; got {shown(value)}")
-    if int(value) > JOBS_MAX:
-        raise argparse.ArgumentTypeError(f"expected a whole number <= {JOBS_MAX}; got {shown(value)}")
-    return int(value)
 
 
 def announce_run(run_id: str) -> str:
@@ -387,14 +338,6 @@ def command_fixtures(args: argparse.Namespace) -> int:
     return 0
 
 
-def _older_than(value: str) -> float:
-    """argparse type: a duration such as 30m or 2h, in seconds."""
-    try:
-        return parse_duration(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
-
-
 def command_cleanup(args: argparse.Namespace) -> int:
     """Remove what runs that are over left behind (a run killed with SIGKILL): never a run whose owner still runs,
     unless named with --run-id or --all. One line per run, removed or kept and why, then the totals."""
@@ -422,27 +365,23 @@ def command_cleanup(args: argparse.Namespace) -> int:
     return 0
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse's parser, raising UsageError instead of printing usage and exiting (subcommands inherit it)."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(self.prog, message)
-
-
 def _add_report_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--junit", metavar="PATH", type=_path("the JUnit XML file"), help="write JUnit XML here (also when the run fails early)"
+        "--junit",
+        metavar="PATH",
+        type=cli_values.file_path("the JUnit XML file"),
+        help="write JUnit XML here (also when the run fails early)",
     )
     parser.add_argument(
         "--json",
         metavar="PATH",
-        type=_path("the JSON report"),
+        type=cli_values.file_path("the JSON report"),
         help="write the JSON report here (also when the run fails early)",
     )
     parser.add_argument(
         "--markdown",
         metavar="PATH",
-        type=_path("the Markdown summary"),
+        type=cli_values.file_path("the Markdown summary"),
         help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set)",
     )
 
@@ -453,7 +392,7 @@ def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
     command = next((arg for arg in argv if not arg.startswith("-")), None)
     if command != "run":
         return None
-    reports = _Parser(prog="distval run", add_help=False)
+    reports = cli_values.UsageParser(prog="distval run", add_help=False)
     _add_report_options(reports)
     try:
         known, _ = reports.parse_known_args(argv[list(argv).index("run") + 1 :])
@@ -465,32 +404,10 @@ def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
 # --- last-known-good: distval run --baseline, distval compare (harness/baseline.py) -----------------------
 
 
-def _fraction(value: str) -> float:
-    """argparse type: a tolerance as a fraction (0.2) or a percentage (20%)."""
-    text = value.strip()
-    try:
-        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        number = -1.0
-    if not 0 <= number < 100:
-        raise argparse.ArgumentTypeError(f"expected a fraction like 0.2 or a percentage like 20%; got {value!r}")
-    return number
-
-
-def _report_file(path: str) -> tuple[str, dict[str, Any]]:
-    """argparse type: a readable distval JSON report, read before anything runs (else exit code 2)."""
-    from harness.baseline import BadReport, read_report
-
-    try:
-        return path, read_report(path)
-    except BadReport as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from exc
-
-
 def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--baseline",
-        type=_report_file,
+        type=cli_values.report_file,
         metavar="GOOD.json",
         help="compare every check's duration and bandwidth figure with this previous JSON report (same scenarios, "
         "matched by scenario hash); a figure past the tolerance fails the scenario's 'baseline' testcase",
@@ -503,14 +420,14 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--busbw-tolerance",
-        type=_fraction,
+        type=cli_values.fraction,
         default=DEFAULT_BUSBW_TOLERANCE,
         metavar="F",
         help=f"a busbw lower by more than this fraction (0.2 or 20%%) regresses (default {DEFAULT_BUSBW_TOLERANCE * 100:.0f}%%)",
     )
     parser.add_argument(
         "--duration-tolerance",
-        type=_fraction,
+        type=cli_values.fraction,
         default=DEFAULT_DURATION_TOLERANCE,
         metavar="F",
         help=f"a duration longer by more than this fraction (and by more than {DEFAULT_DURATION_SLACK_S:g} s) regresses "
@@ -566,7 +483,7 @@ def add_compare_command(commands: Any) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(
+    parser = cli_values.UsageParser(
         prog="distval",
         description="Validate that distributed training works in a PyTorch container image.",
         epilog="Exit codes: 0 all passed; 1 a check failed or errored; 2 bad input; 3 environment unusable "
@@ -576,10 +493,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     run = commands.add_parser("run", help="run the scenarios of a config against an image")
-    run.add_argument("config", type=_path("a YAML scenario file"), help="YAML scenario file, e.g. configs/default.yaml")
+    run.add_argument(
+        "config", type=cli_values.file_path("a YAML scenario file"), help="YAML scenario file, e.g. configs/default.yaml"
+    )
     run.add_argument(
         "--image",
-        type=_image,
+        type=cli_values.image_reference,
         help=f"image under test for every scenario (default: the config's, else {DEFAULT_IMAGE}, built if missing)",
     )
     _add_report_options(run)
@@ -591,12 +510,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument(
         "--jobs",
-        type=_positive,
+        type=cli_values.jobs_count,
         metavar="K",
-        help=f"run up to K scenarios at once, K <= {JOBS_MAX} (default: one per core, at most one per 4 GiB of memory, "
-        f"at most 8; here {default_jobs()})",
+        help=f"run up to K scenarios at once, K <= {cli_values.JOBS_MAX} (default: one per core, at most one per 4 GiB "
+        f"of memory, at most 8; here {default_jobs()})",
     )
-    run.add_argument("--run-id", type=_run_id, help="label value for this run's containers and networks (default: random)")
+    run.add_argument(
+        "--run-id", type=cli_values.run_id, help="label value for this run's containers and networks (default: random)"
+    )
     run.add_argument("--quiet", action="store_true", help="no progress on stderr")
     run.add_argument(
         "--require-gpu",
@@ -624,9 +545,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_command(commands)
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")
-    plan.add_argument("config", type=_path("a YAML scenario file"))
-    plan.add_argument("--image", type=_image)
-    plan.add_argument("--run-id", type=_run_id)
+    plan.add_argument("config", type=cli_values.file_path("a YAML scenario file"))
+    plan.add_argument("--image", type=cli_values.image_reference)
+    plan.add_argument("--run-id", type=cli_values.run_id)
     plan.add_argument(
         "--format", choices=("text", "json"), default="text", help="text for people (default) or the plan object as JSON"
     )
@@ -648,11 +569,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(same host, and no process with that pid and start time). A run that still runs, or ran on another host, is kept.",
     )
     which = cleanup.add_mutually_exclusive_group()
-    which.add_argument("--run-id", type=_run_id, help="remove this run's containers and networks, even if it still runs")
+    which.add_argument(
+        "--run-id", type=cli_values.run_id, help="remove this run's containers and networks, even if it still runs"
+    )
     which.add_argument("--all", action="store_true", help="remove every container and network distval created, running or not")
     which.add_argument(
         "--older-than",
-        type=_older_than,
+        type=cli_values.duration,
         metavar="DURATION",
         help="also remove runs whose newest container or network is older than this (e.g. 30m, 2h), "
         "whether their owner runs or not, on any host",

@@ -1,0 +1,98 @@
+"""The argparse value types of every ``distval`` option and the parser that turns a usage error into one line
+(UsageError, exit code 2) instead of printing usage and exiting."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from harness.cleanup import parse_duration
+from harness.config.values import image_problem
+from harness.config.yaml_nodes import shown
+from harness.errors import UsageError
+
+
+class UsageParser(argparse.ArgumentParser):
+    """argparse's parser, raising UsageError instead of printing usage and exiting (subcommands inherit it)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(self.prog, message)
+
+
+RUN_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
+
+
+def run_id(value: str) -> str:
+    """argparse type: the run id goes into container names and hostnames, so keep it short and plain."""
+    if not RUN_ID_PATTERN.match(value):
+        raise argparse.ArgumentTypeError(
+            f"expected 1-16 lowercase letters, digits or '-' (starting with a letter or digit); got {value!r}"
+        )
+    return value
+
+
+def file_path(what: str) -> Callable[[str], str]:
+    """argparse type: a file path, not empty (it names no file) and without NUL (no path holds one)."""
+
+    def check(value: str) -> str:
+        if not value:
+            raise argparse.ArgumentTypeError(f"expected the path of {what}; got nothing")
+        if "\x00" in value:
+            raise argparse.ArgumentTypeError(f"expected the path of {what}; got {shown(value)} (a path holds no NUL)")
+        return value
+
+    return check
+
+
+def image_reference(value: str) -> str:
+    """argparse type: --image is checked against Docker's reference grammar like the config's image."""
+    if not value:
+        raise argparse.ArgumentTypeError("expected an image reference; got nothing")
+    why = image_problem(value)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{why}; got {shown(value)}")
+    return value
+
+
+JOBS_MAX = 256
+
+
+def jobs_count(value: str) -> int:
+    """argparse type of --jobs: ASCII digits (str.isdigit() takes '²', which int() refuses), 1 to JOBS_MAX."""
+    if not (value.isascii() and value.isdigit()) or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1; got {shown(value)}")
+    if int(value) > JOBS_MAX:
+        raise argparse.ArgumentTypeError(f"expected a whole number <= {JOBS_MAX}; got {shown(value)}")
+    return int(value)
+
+
+def duration(value: str) -> float:
+    """argparse type: a duration such as 30m or 2h, in seconds."""
+    try:
+        return parse_duration(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def fraction(value: str) -> float:
+    """argparse type: a tolerance as a fraction (0.2) or a percentage (20%)."""
+    text = value.strip()
+    try:
+        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number < 100:
+        raise argparse.ArgumentTypeError(f"expected a fraction like 0.2 or a percentage like 20%; got {value!r}")
+    return number
+
+
+def report_file(path: str) -> tuple[str, dict[str, Any]]:
+    """argparse type: a readable distval JSON report, read before anything runs (else exit code 2)."""
+    from harness.baseline import BadReport, read_report
+
+    try:
+        return path, read_report(path)
+    except BadReport as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
