@@ -1,64 +1,37 @@
-"""The ``distval`` command. Exit codes (README.md): 0 all passed, 1 a check failed or errored,
-2 bad input, 3 environment unusable (Docker unreachable, image missing), 128+N interrupted by signal N.
+"""The ``distval`` command line: the parser of every command, ``main`` (usage errors, exit codes, a bug as one
+line) and the small commands (plan, schema, fixtures, cleanup). ``distval run`` is run_command.py, ``distval
+compare`` and ``--baseline`` baseline_command.py, the option value types cli_values.py.
+
+Exit codes (README.md): 0 all passed, 1 a check failed or errored, 2 bad input, 3 environment unusable (Docker
+unreachable, image missing), 128+N interrupted by signal N.
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
-import dataclasses
-import fnmatch
 import functools
 import json
-import os
 import secrets
-import signal
 import socket
 import sys
-import threading
 import time
-from collections.abc import Callable, Sequence
-from types import FrameType
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness import __version__, cli_values
-from harness.baseline_command import add_baseline_arguments, add_compare_command, with_baseline
+from harness.baseline_command import add_baseline_arguments, add_compare_command
 from harness.cleanup import RunDecision, by_run, decide
 from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
-from harness.config.yaml_nodes import shown
-from harness.errors import (
-    EXIT_BAD_INPUT,
-    BadInput,
-    ConfigError,
-    DistvalError,
-    EngineError,
-    FilterMismatch,
-    ImageMissing,
-    InternalError,
-    Interrupted,
-    UsageError,
-)
-from harness.events import RunEvents
-from harness.host_runtime import HostSession
+from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError
 from harness.labels import LABEL_RUN
-from harness.owner import current_owner
-from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
+from harness.plan import DEFAULT_IMAGE, plan_run
 from harness.plan_render import plan_as_data, render_plan
-from harness.progress import ProgressDisplay
-from harness.reports.files import refusal
-from harness.reports.json_report import write_json
-from harness.reports.junit import write_junit
-from harness.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
-from harness.reports.summary import render_summary
-from harness.results import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
-from harness.runtime import run_scenario, signals_deferred
+from harness.results import RunSummary
+from harness.run_command import Progress, command_run, default_jobs, write_reports
 
 if TYPE_CHECKING:
     from harness.engine import Engine
-
-Progress = Callable[[str], None]
-Execute = Callable[[ScenarioPlan, RunEvents, threading.Event], ScenarioOutcome]
 
 
 def __getattr__(name: str) -> Any:
@@ -72,18 +45,9 @@ def __getattr__(name: str) -> Any:
 
 
 def _engine(run_id: str) -> Engine:
+    """The Engine of every command that uses Docker (``distval run`` gets it as ``engine_for``)."""
     engine: Engine = sys.modules[__name__].Engine(run_id)  # through __getattr__, or a test's stand-in
     return engine
-
-
-class _Interrupt(Interrupted):
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by {signal.Signals(signum).name}; the run's containers and networks were removed")
-        self.exit_code = 128 + signum
-
-
-def _raise_interrupt(signum: int, _frame: FrameType | None) -> None:
-    raise _Interrupt(signum)
 
 
 def _progress(quiet: bool) -> Progress:
@@ -94,211 +58,6 @@ def _progress(quiet: bool) -> Progress:
             print(f"[{time.monotonic() - started:6.1f}s] {line}", file=sys.stderr, flush=True)
 
     return emit
-
-
-def _ensure_images(engine: Engine, images: list[str], progress: Progress) -> None:
-    from harness.fixtures import FIXTURES, build_fixtures, is_current
-
-    for image in images:
-        if image in FIXTURES and not is_current(engine, image):
-            progress(f"image {image} is missing or stale: building it now (no registry is used)")
-            build_fixtures(engine, [image], progress)
-        elif engine.image(image) is None:
-            raise ImageMissing(f"image {image} is not in the Docker Engine; distval never pulls: build, load or pull it first")
-
-
-# Patterns and scenario names listed in one message, at most (a matrix may have thousands).
-_LISTED_MAX = 10
-
-
-def select_scenarios(plan: RunPlan, patterns: Sequence[str] | None) -> RunPlan:
-    """The plan with only the scenarios whose names match a pattern (fnmatch, case-sensitive); all without
-    patterns. A pattern that matches nothing is bad input (a typo must not quietly run less)."""
-    if not patterns:
-        return plan
-    names = [s.scenario.name for s in plan.scenarios]
-    unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in names)]
-    if unmatched:
-        which = ", ".join(shown(p) for p in unmatched[:_LISTED_MAX])
-        listed = ", ".join(names[:_LISTED_MAX]) + (f", ... ({len(names)} in all)" if len(names) > _LISTED_MAX else "")
-        raise FilterMismatch(
-            f"--filter {which} match{'es' if len(unmatched) == 1 else ''} no scenario of {plan.config_path}; "
-            f"its scenarios: {listed or '(none)'}"
-        )
-    chosen: tuple[ScenarioPlan, ...] = tuple(
-        s for s in plan.scenarios if any(fnmatch.fnmatchcase(s.scenario.name, p) for p in patterns)
-    )
-    return dataclasses.replace(plan, scenarios=chosen)
-
-
-def _engine_version(engine: Engine) -> str | None:
-    try:
-        return engine.version()
-    except EngineError:
-        return None  # only a property of the reports: not a reason to stop the run
-
-
-REPORT_OPTIONS = (("--junit", "junit"), ("--json", "json"), ("--markdown", "markdown"))
-
-
-def _refused_reports(args: argparse.Namespace) -> list[tuple[str, str, str]]:
-    """(option, path, why) for each report path that names something other than a regular file (a directory, a
-    device, a FIFO): asked before the run starts, so that nothing runs for a report that cannot be written."""
-    refused = []
-    for option, attribute in REPORT_OPTIONS:
-        path = getattr(args, attribute)
-        reason = refusal(path) if path else None
-        if reason is not None:
-            refused.append((option, path, reason))
-    return refused
-
-
-def _write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset[str] = frozenset()) -> None:
-    """JUnit, JSON, Markdown and $GITHUB_STEP_SUMMARY; a report that cannot be written is one line on stderr.
-    ``skip``: the paths refused before the run (already said)."""
-    writers: list[tuple[str, str | None, Callable[[], object]]] = [
-        ("JUnit XML", args.junit, lambda: write_junit(summary, args.junit)),
-        ("JSON report", args.json, lambda: write_json(summary, args.json)),
-        ("Markdown summary", args.markdown, lambda: write_markdown(summary, args.markdown)),
-        ("step summary", os.environ.get(STEP_SUMMARY_ENV), lambda: append_step_summary(summary)),
-    ]
-    for what, path, write in writers:
-        if not path or path in skip:
-            continue
-        try:
-            write()
-        except OSError as exc:
-            print(f"distval: cannot write the {what} to {path}: {exc}", file=sys.stderr)
-
-
-def default_jobs() -> int:
-    """Scenarios at once by default: one per core, at most one per 4 GiB of memory, at most 8."""
-    cores = os.cpu_count() or 1
-    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**30
-    return max(1, min(cores, memory_gib // 4, 8))
-
-
-def _run_scenarios(
-    execute: Execute,
-    plans: tuple[ScenarioPlan, ...],
-    display: ProgressDisplay,
-    jobs: int,
-    require_gpu: bool = False,
-    fail_on_skip: bool = False,
-) -> list[ScenarioResult]:
-    """Run the scenarios with ``execute`` (a runtime), up to ``jobs`` at once; their results in plan order.
-
-    The workers share the Engine client (docker-py's connection pool serves concurrent requests). On
-    Ctrl-C or SIGTERM (raised in this thread) the workers are told to stop, kill their containers and
-    clean up before this re-raises.
-    """
-    stop = threading.Event()
-    events: RunEvents = display  # locked inside: safe to call from the worker threads
-
-    def run_one(index: int, scenario_plan: ScenarioPlan) -> ScenarioResult:
-        events.scenario_started(scenario_plan, index, len(plans))
-        result = summarize_scenario(execute(scenario_plan, events, stop), require_gpu=require_gpu, fail_on_skip=fail_on_skip)
-        events.scenario_finished(result)
-        return result
-
-    if jobs <= 1 or len(plans) <= 1:
-        return [run_one(index, p) for index, p in enumerate(plans, start=1)]
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=jobs, thread_name_prefix="distval-scenario")
-    futures = [pool.submit(run_one, index, p) for index, p in enumerate(plans, start=1)]
-    try:
-        return [future.result() for future in futures]
-    except BaseException:
-        stop.set()  # the workers kill their containers and clean up; shutdown below waits for them
-        raise
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
-def announce_run(run_id: str) -> str:
-    """The line a run starts with (stderr, not with --quiet): what to clean up by hand if distval is killed."""
-    owner = current_owner()
-    return (
-        f"run {run_id} (pid {owner.pid} on {owner.host}): if distval is killed, "
-        f"`distval cleanup --run-id {run_id}` removes its containers and networks"
-    )
-
-
-def command_run(args: argparse.Namespace) -> int:
-    run_id = args.run_id or secrets.token_hex(4)
-    display = ProgressDisplay(None if args.quiet else sys.stderr)
-    results: list[ScenarioResult] = []
-    engine: Engine | None = None
-    engine_version: str | None = None
-    host = socket.gethostname()
-    session: HostSession | None = None
-    mode = "host" if args.host else "docker"
-
-    def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
-        return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config, mode)
-
-    summary: RunSummary
-    refused = _refused_reports(args)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
-    try:
-        if refused:
-            raise BadInput("; ".join(f"{option} {reason}" for option, _, reason in refused))
-        execute: Execute
-        if args.host:
-            # Local processes with the local torch (harness/host_runtime.py); Docker is never asked.
-            if args.image:
-                raise BadInput("--image names a container image, --host runs the local Python's torch: give one, not both")
-            config = load_config(args.config)
-            session = HostSession(run_id, args.python)
-            plan = select_scenarios(session.plan_run(config), args.filter)
-            execute = session.run_scenario
-        else:
-            if args.python:
-                raise BadInput("--python names the local Python of host mode: it needs --host")
-            config = load_config(args.config)
-            plan = select_scenarios(plan_run(config, run_id, args.image), args.filter)
-            display.log(announce_run(run_id))
-            engine = _engine(run_id)
-            engine_version = _engine_version(engine)
-            _ensure_images(engine, images_of(plan), display.log)
-            execute = functools.partial(run_scenario, engine)
-        results.extend(
-            _run_scenarios(execute, plan.scenarios, display, args.jobs or default_jobs(), args.require_gpu, args.fail_on_skip)
-        )
-        summary = summarize()
-    except KeyboardInterrupt:
-        display.close()
-        interrupt = _Interrupt(signal.SIGINT)
-        summary = summarize((interrupt.kind, str(interrupt)), interrupt.exit_code)
-    except DistvalError as exc:
-        display.close()
-        if isinstance(exc, ConfigError):
-            for problem in exc.problems:
-                print(problem, file=sys.stderr)
-        else:
-            print(f"distval: {exc}", file=sys.stderr)
-        summary = summarize((exc.kind, str(exc)), exc.exit_code)
-    except Exception as exc:  # a bug: still one line, still the reports the command line asked for
-        display.close()
-        internal = InternalError(exc)
-        print(f"distval: {internal}", file=sys.stderr)
-        summary = summarize((internal.kind, str(internal)), internal.exit_code)
-    finally:
-        display.close()
-        if engine is not None:
-            with signals_deferred():
-                try:
-                    engine.remove_labelled()
-                except EngineError as exc:
-                    print(f"distval: cleanup failed: {exc}", file=sys.stderr)
-        if session is not None:
-            session.close()
-        signal.signal(signal.SIGTERM, previous)
-    summary = with_baseline(summary, args)
-    _write_reports(summary, args, frozenset(path for _, path, _ in refused))
-    sys.stdout.write(render_summary(summary))
-    if args.host and summary.scenarios:
-        print("(host mode: local processes with the local torch, no Docker; every testsuite is marked [host])")
-    return summary.exit_code
 
 
 def command_plan(args: argparse.Namespace) -> int:
@@ -461,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --host: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
     )
     add_baseline_arguments(run)
-    run.set_defaults(handler=command_run)
+    run.set_defaults(handler=functools.partial(command_run, engine_for=_engine))
     add_compare_command(commands)
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")
@@ -513,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
         reports = _report_options(arguments)
         if reports is not None:
             summary = RunSummary(secrets.token_hex(4), (), (exc.kind, str(exc)), exc.exit_code, config_path=None)
-            _write_reports(summary, reports)
+            write_reports(summary, reports)
         return exc.exit_code
     try:
         return int(args.handler(args))

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import harness.cli
+import harness.run_command
 from harness.cli import main
 from harness.config import parse_config
 from harness.events import RunEvents
@@ -137,7 +138,7 @@ def use_fake_docker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """`distval run` against FakeEngine and fake_run_scenario; returns the config to run (conftest's fake_docker)."""
     FakeEngine.instances = []
     monkeypatch.setattr(harness.cli, "Engine", FakeEngine)
-    monkeypatch.setattr(harness.cli, "run_scenario", fake_run_scenario)
+    monkeypatch.setattr(harness.run_command, "run_scenario", fake_run_scenario)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     config = tmp_path / "suite.yaml"
     config.write_text(CONFIG.replace("world_size: 3", "world_size: 2"), encoding="utf-8")

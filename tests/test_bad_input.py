@@ -16,6 +16,7 @@ import yaml
 
 import harness.cli
 import harness.config.compose
+import harness.run_command
 from harness.config import parse_config
 from harness.config.compose import EXPANDED_MAX, LOADER, MAX_DEPTH
 from harness.config.keys import EXTRA_NETWORKS_MAX, GPUS_PER_NODE_MAX, SCENARIOS_MAX
@@ -482,7 +483,7 @@ def test_an_internal_error_in_run_is_one_line_and_the_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Was: a traceback, and no report at all."""
-    monkeypatch.setattr(harness.cli, "plan_run", _bug)
+    monkeypatch.setattr(harness.run_command, "plan_run", _bug)
     monkeypatch.setattr(harness.cli, "Engine", _no_engine)
     report_options, paths = _reports(tmp_path)
     code = harness.cli.main(["run", str(ROOT / "configs" / "default.yaml"), "--quiet", *report_options])

@@ -32,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import harness.cli
+import harness.run_command
 from harness.config import parse_config
 from harness.config.keys import MATRIX_AXES, SCENARIO_KEYS
 from harness.config.loader import TOP_KEYS
@@ -334,7 +335,7 @@ def _isolated() -> Iterator[io.StringIO]:
             contextlib.redirect_stderr(err),
             mock.patch.dict(os.environ, environment, clear=True),
             mock.patch.object(harness.cli, "Engine", _unreachable),
-            mock.patch.object(harness.cli, "HostSession", _no_host),  # --ho abbreviates --host: no local torch
+            mock.patch.object(harness.run_command, "HostSession", _no_host),  # --ho abbreviates --host: no local torch
         ):
             yield err
     finally:

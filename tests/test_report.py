@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from lxml import etree
 
-import harness.cli
+import harness.run_command
 from harness import __version__
 from harness.cli import main
 from harness.config import parse_config
@@ -134,7 +134,7 @@ def both_at_once(fake_docker: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         together.wait()
         return fake_run_scenario(engine, plan, events, stop)
 
-    monkeypatch.setattr(harness.cli, "run_scenario", run_scenario)
+    monkeypatch.setattr(harness.run_command, "run_scenario", run_scenario)
     return fake_docker
 
 
