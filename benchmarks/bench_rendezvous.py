@@ -92,12 +92,12 @@ from common import (
     verify,
 )
 
-from harness.cli import default_jobs
 from harness.config import Config, load_config
 from harness.docker_spec import ContainerOptions
 from harness.labels import LABEL_MANAGED, LABEL_RUN
 from harness.placeholders import placeholders_in
 from harness.plan import ScenarioPlan, plan_run
+from harness.run_command import default_jobs
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "rendezvous.yaml"
 LAYOUT_SCENARIOS = ("torchrun.static.n2.p1", "torchrun.static.n4.p1", "torchrun.static.n8.p1", "torchrun.static.n4.p2")
@@ -551,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     default_j = default_jobs()  # the same function distval asks
     if help_jobs is not None and help_jobs != default_j:
         raise BenchError(
-            f"`distval run --help` says the default --jobs is {help_jobs}, harness.cli.default_jobs() says {default_j}"
+            f"`distval run --help` says the default --jobs is {help_jobs}, harness.run_command.default_jobs() says {default_j}"
         )
 
     plan0 = plan_run(config, f"{prefix}-plan")

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from harness.cli import default_jobs
 from harness.config import parse_config
 from harness.docker_spec import ContainerPlan
 from harness.placeholders import facts_for_address, resolve
 from harness.plan import NODE0_HOST, NODE0_IP, SPEC_PATH, SUBNETS, ScenarioPlan, plan_run
 from harness.results import SKIPPED, ScenarioOutcome, summarize_scenario
+from harness.run_command import default_jobs
 
 RUN_ID = "0123abcd"
 
