@@ -167,7 +167,7 @@ class Context:
         store = self.store()
         key = self._key("exchange", self._exchanges, label)
         self._exchanges += 1
-        store.set("%s/%d" % (key, self.rank), json.dumps(value))
+        _publish(store, "%s/%d" % (key, self.rank), json.dumps(value))
         values = []
         for r in range(self.world_size):
             if not self._await_key(store, "%s/%d" % (key, r), r, label):
@@ -181,17 +181,14 @@ class Context:
 
     def _await_key(self, store: Any, key: str, rank: int, what: str) -> bool:
         """Wait until ``key`` exists (True) or ``rank`` has published this check's outcome (False)."""
-        if not hasattr(store, "check"):
-            store.get(key)  # a store without check(): a plain blocking get, bounded by the store's timeout
-            return True
         outcome = self._key("outcome", rank)
         deadline = time.monotonic() + self.collective_timeout_s
         pause = 0.002
         while True:
-            if store.check([key]):
+            if _exists(store, key):
                 return True
-            if rank != self.rank and store.check([outcome]):
-                return bool(store.check([key]))
+            if rank != self.rank and _exists(store, outcome):
+                return _exists(store, key)
             if time.monotonic() > deadline:
                 raise RuntimeError(
                     "rank %d did not share %r within %g s (collective_timeout_s) through the store"
@@ -212,12 +209,12 @@ class Context:
     # -- agreement between ranks --------------------------------------------------------------------
     def peer_outcomes(self) -> Dict[int, Dict[str, str]]:
         """The outcomes of the running check that other ranks have published so far (no waiting)."""
-        if self._store is None or not hasattr(self._store, "check"):
+        if self._store is None:
             return {}
         found = {}
         for r in range(self.world_size):
             key = self._key("outcome", r)
-            if r != self.rank and self._store.check([key]):
+            if r != self.rank and _exists(self._store, key):
                 found[r] = json.loads(self._store.get(key))
         return found
 
@@ -226,7 +223,7 @@ class Context:
         this one: see suite.main)."""
         if self._store is None:
             return
-        self._store.set(self._key("outcome", self.rank), json.dumps({"status": status, "message": message[:500]}))
+        _publish(self._store, self._key("outcome", self.rank), json.dumps({"status": status, "message": message[:500]}))
 
     def await_outcomes(self, limit_s: float) -> Optional[Dict[int, Dict[str, str]]]:
         """Every rank's outcome of the running check, or None when some rank has not published one
@@ -236,7 +233,7 @@ class Context:
         keys = [self._key("outcome", r) for r in range(self.world_size)]
         deadline = time.monotonic() + max(limit_s, 0.0)
         pause = 0.002
-        while not all(self._store.check([key]) for key in keys):
+        while not all(_exists(self._store, key) for key in keys):
             if time.monotonic() > deadline:
                 return None
             time.sleep(pause)
@@ -390,6 +387,18 @@ class Context:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
         self._init_kwargs = {}
+
+
+def _publish(store: Any, key: str, value: str) -> None:
+    """Set ``key``, then count it as set: torch 1.13's PrefixStore has no check(), but every store's
+    add(key, 0) answers at once whether the count is there, so a rank can poll without blocking."""
+    store.set(key, value)
+    store.add(key + "/set", 1)
+
+
+def _exists(store: Any, key: str) -> bool:
+    """Whether ``key`` was set with _publish, without waiting for it."""
+    return int(store.add(key + "/set", 0)) > 0
 
 
 def backend_unknown_reason(backend: str) -> Optional[str]:
