@@ -224,6 +224,13 @@ class Context:
         if self._store is None:
             return
         _publish(self._store, self._key("outcome", self.rank), json.dumps({"status": status, "message": message[:500]}))
+        if status in (FAILED, ERROR):
+            self._store.add(self._key("left"), 1)
+
+    def someone_left(self) -> bool:
+        """Whether a rank has already left the running check failed or errored: one cheap store call, so
+        that ranks still inside a check can ask it often."""
+        return self._store is not None and int(self._store.add(self._key("left"), 0)) > 0
 
     def await_outcomes(self, limit_s: float) -> Optional[Dict[int, Dict[str, str]]]:
         """Every rank's outcome of the running check, or None when some rank has not published one
@@ -249,8 +256,9 @@ class Context:
             self.reset_cause = cause
 
     def _drop_group(self) -> None:
-        # The failed check's frames (a DDP model holding the group) may sit in reference cycles: collect
-        # them first, so that destroying the group really closes its connections.
+        # What the failed check left in reference cycles (a DDP model holding the group) goes first, so
+        # that the old group is not kept alive beside the fresh one. (It does not unblock a peer stuck in
+        # the old group's collective: measured on 2.6, gloo keeps the connections; see suite.main.)
         gc.collect()
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()

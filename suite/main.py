@@ -95,13 +95,13 @@ def _run_in_thread(ctx: Any, function: Callable[..., Any], entry: Dict[str, Any]
     thread.start()
     left_at: Optional[float] = None
     while True:
-        thread.join(0.05)
+        thread.join(0.1)
         if not thread.is_alive():
             if result:
                 return result[0]
             return ERROR, "the check's thread ended without a result", {}
         if left_at is None:
-            if any(o["status"] in (FAILED, ERROR) for o in ctx.peer_outcomes().values()):
+            if ctx.someone_left():
                 left_at = time.monotonic()
         elif time.monotonic() - left_at > CUT_OFF_GRACE_S:
             ctx.abandoned_threads.append(thread)
