@@ -24,6 +24,7 @@ import torch.distributed as dist
 from suite.core import CheckFailed, CheckOutcome, Context, check
 from suite.devices import is_nccl
 from suite.records import ERROR, FAILED, PASSED, SKIPPED
+from suite.tally import summarize_runs
 
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bfloat16)
 SMALL_NUMEL = 5
@@ -394,32 +395,8 @@ def _report(
     ctx: Context, part: str, runs: int, failures: List[str], errors: List[str], skipped: List[str], repeat: int, duration_s: float
 ) -> None:
     details = {"runs": runs, "failures": failures[:20], "errors": errors[:20], "skipped": skipped}
-    skip_note = "; skipped: %s" % _skipped_summary(skipped) if skipped else ""
-    if failures:
-        ctx.report(
-            part,
-            FAILED,
-            "%d of %d runs wrong; first: %s%s" % (len(failures), runs + len(errors), failures[0], skip_note),
-            duration_s,
-            details,
-        )
-    elif errors:
-        ctx.report(
-            part, ERROR, "%d of %d runs raised; first: %s%s" % (len(errors), runs, errors[0], skip_note), duration_s, details
-        )
-    elif runs == 0:
-        ctx.report(part, SKIPPED, "not supported by this image: %s" % _skipped_summary(skipped), duration_s, details)
-    else:
-        ctx.report(part, PASSED, "%d runs correct (repeat %d)%s" % (runs, repeat, skip_note), duration_s, details)
-
-
-def _skipped_summary(skipped: List[str]) -> str:
-    """'float32, small, 5 elements (reason)' entries, grouped by reason: one line per distinct reason."""
-    by_reason: Dict[str, List[str]] = {}
-    for entry in skipped:
-        variant, _, reason = entry.partition(" (")
-        by_reason.setdefault(reason.rstrip(")") or entry, []).append(variant.split(",")[0])
-    return "; ".join("%s [%s]" % (reason, ", ".join(dict.fromkeys(variants))) for reason, variants in by_reason.items())
+    status, message = summarize_runs(runs, failures, errors, skipped, repeat)
+    ctx.report(part, status, message, duration_s, details)
 
 
 def _report_runs(ctx: Context, part: str, outcomes: List[Tuple[str, str]], repeat: int, duration_s: float) -> None:

@@ -7,6 +7,8 @@ raises CheckFailed for a wrong answer, Skip for an unmet need; anything else is 
 
 from __future__ import annotations
 
+import gc
+import json
 import os
 import threading
 import time
@@ -18,7 +20,8 @@ import torch.distributed as dist
 
 from suite.devices import device_kind, is_nccl, local_device_index, no_device_reason
 from suite.network import parse_subnets, select_socket_interfaces
-from suite.records import ERROR, FAILED, SKIPPED, RecordWriter
+from suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
+from suite.watchdog import Watchdog
 
 CheckOutcome = Optional[Tuple[str, Dict[str, Any]]]
 
@@ -45,6 +48,16 @@ class ProcessGroupUnavailable(Exception):
     """init_process_group failed earlier; every later check that needs the group reports this."""
 
 
+class PeerLeft(Exception):
+    """Another rank ended the running check (failed or errored) before sharing what this rank waits for."""
+
+
+class Abandoned(BaseException):
+    """Raised in a check's thread after the rank gave up on it (another rank had left the check while this
+    one was stuck in a collective): that thread must not report or communicate any more. A
+    BaseException, so that no check's ``except Exception`` keeps it going."""
+
+
 def torch_version() -> Tuple[int, int]:
     parts = torch.__version__.split("+")[0].split(".")
     return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
@@ -58,46 +71,6 @@ def require_torch(major: int, minor: int, what: str) -> None:
 def require_world(minimum: int, world: int, what: str) -> None:
     if world < minimum:
         raise Skip("%s needs at least %d ranks; the scenario has %d" % (what, minimum, world))
-
-
-class Watchdog:
-    """Ends a rank whose check runs past its limit, after recording what it was stuck in.
-
-    A collective that never returns ignores every timeout inside torch; only a separate thread can
-    still write a result. The rank then exits, so the launcher stops and the harness reports the rest.
-    """
-
-    EXIT_CODE = 70
-
-    def __init__(self, writer: RecordWriter) -> None:
-        self.writer = writer
-        self._lock = threading.Lock()
-        self._armed: Optional[Tuple[str, str, float, float, str, str]] = None
-        thread = threading.Thread(target=self._watch, name="distval-watchdog", daemon=True)
-        thread.start()
-
-    def arm(self, check: str, case: str, limit_s: float, status: str = ERROR, message: str = "") -> None:
-        with self._lock:
-            self._armed = (check, case, time.monotonic(), limit_s, status, message)
-
-    def disarm(self) -> None:
-        with self._lock:
-            self._armed = None
-
-    def _watch(self) -> None:
-        while True:
-            time.sleep(0.2)
-            with self._lock:
-                armed = self._armed
-            if armed is None:
-                continue
-            check, case, started, limit_s, status, message = armed
-            elapsed = time.monotonic() - started
-            if elapsed < limit_s:
-                continue
-            text = message or "did not finish within %g s (check_timeout_s); a collective or the process group hung" % limit_s
-            self.writer.write(check, case, status, text, elapsed, {"watchdog": True})
-            os._exit(self.EXIT_CODE)
 
 
 class Context:
@@ -123,7 +96,16 @@ class Context:
         self._skip_reason: Optional[str] = None
         self.current_check = ""
         self.current_case = ""
+        self.check_sequence = 0
         self.reported: List[str] = []
+        self.worst_reported = PASSED
+        # The rendezvous store of the first group, and how often the group was formed again after a
+        # check that did not pass (0: the first group); reset_cause names the last such check.
+        self._store: Optional[Any] = None
+        self._generation = 0
+        self.reset_cause = ""
+        # The threads of checks this rank gave up on while they were blocked in a collective.
+        self.abandoned_threads: List[threading.Thread] = []
         self._init_error: Optional[str] = None
         self._init_kwargs: Dict[str, Any] = {}
         self._reported_init = False
@@ -134,34 +116,153 @@ class Context:
         self, part: str, status: str, message: str, duration_s: float = 0.0, details: Optional[Dict[str, Any]] = None
     ) -> None:
         """A separate result of the current check, testcase ``<check>.<part>``."""
+        self.still_running()
         case = "%s.%s" % (self.current_check, part)
         self.writer.write(self.current_check, case, status, message, duration_s, details)
         self.reported.append(case)
+        if status in (FAILED, ERROR) and self.worst_reported != ERROR:
+            self.worst_reported = status
 
     def step(self, part: str, variant: str = "") -> None:
-        """Name what the check does now, so that a watchdog record says where it hung."""
+        """Name what the check does now, so that a watchdog record says where it was. The check's
+        time limit keeps running: check_timeout_s bounds the whole check, not each step."""
+        self.still_running()
         self.current_case = "%s.%s" % (self.current_check, part) if part else self.current_check
-        message = "did not finish within %g s (check_timeout_s)%s; a collective or the process group hung" % (
-            self.check_timeout_s,
-            " in %s" % variant if variant else "",
-        )
-        self.watchdog.arm(self.current_check, self.current_case, self.check_timeout_s, ERROR, message)
+        self.watchdog.step(self.current_case, variant)
+
+    def still_running(self) -> None:
+        """Raise Abandoned in the thread of a check this rank has given up on (see suite.main)."""
+        if threading.current_thread() in self.abandoned_threads:
+            raise Abandoned()
+
+    def adopt_thread(self) -> None:
+        """A check runs in a thread of its own: give it this rank's CUDA device (the current device is
+        per thread)."""
+        if self._device is not None and self._device.type == "cuda":
+            torch.cuda.set_device(self._device)
+
+    def begin_check(self, sequence: int, name: str) -> None:
+        """The check at position ``sequence`` of the run starts: its clock, its store keys."""
+        self.check_sequence = sequence
+        self.current_check = self.current_case = name
+        self.reported = []
+        self.worst_reported = PASSED
+        self._exchanges = 0
+        self.watchdog.start(name, self.check_timeout_s)
+
+    def _key(self, kind: str, *parts: Any) -> str:
+        # The position of the check, not a running count: a rank that left a check early has made
+        # fewer exchanges than the others, and the next check's keys must still match across ranks.
+        return "distval/%s/%s/%d/%s" % (kind, self.spec["scenario"], self.check_sequence, "/".join(map(str, parts)))
 
     def exchange(self, label: str, value: Any) -> List[Any]:
         """Every rank's ``value`` (JSON-able), in rank order, through the rendezvous store.
 
         Checks verify their collectives with this, not with another collective: a broken all_gather
-        must fail the all_gather check, not every check that happens to compare results with it.
+        must fail the all_gather check, not every check that happens to compare results with it. A rank
+        that left the check before sharing its value (its outcome is in the store) is reported at
+        once as PeerLeft, instead of after the store's timeout.
         """
-        import json
-
-        from torch.distributed import distributed_c10d
-
-        store = distributed_c10d._get_default_store()
-        key = "distval/exchange/%s/%d/%s/" % (self.spec["scenario"], self._exchanges, label)
+        self.still_running()
+        store = self.store()
+        key = self._key("exchange", self._exchanges, label)
         self._exchanges += 1
-        store.set(key + str(dist.get_rank()), json.dumps(value))
-        return [json.loads(store.get(key + str(r))) for r in range(dist.get_world_size())]
+        _publish(store, "%s/%d" % (key, self.rank), json.dumps(value))
+        values = []
+        for r in range(self.world_size):
+            if not self._await_key(store, "%s/%d" % (key, r), r, label):
+                outcome = json.loads(store.get(self._key("outcome", r)))
+                raise PeerLeft(
+                    "rank %d left %s with %s before sharing %r: %s"
+                    % (r, self.current_check, outcome["status"], label, outcome["message"])
+                )
+            values.append(json.loads(store.get("%s/%d" % (key, r))))
+        return values
+
+    def _await_key(self, store: Any, key: str, rank: int, what: str) -> bool:
+        """Wait until ``key`` exists (True) or ``rank`` has published this check's outcome (False)."""
+        outcome = self._key("outcome", rank)
+        deadline = time.monotonic() + self.collective_timeout_s
+        pause = 0.002
+        while True:
+            if _exists(store, key):
+                return True
+            if rank != self.rank and _exists(store, outcome):
+                return _exists(store, key)
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    "rank %d did not share %r within %g s (collective_timeout_s) through the store"
+                    % (rank, what, self.collective_timeout_s)
+                )
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+
+    def store_known(self) -> bool:
+        return self._store is not None
+
+    def store(self) -> Any:
+        """The rendezvous store, kept from the first process group: it outlives every later group."""
+        if self._store is None:
+            raise ProcessGroupUnavailable("the rendezvous store is not known: no process group has formed yet")
+        return self._store
+
+    # -- agreement between ranks --------------------------------------------------------------------
+    def peer_outcomes(self) -> Dict[int, Dict[str, str]]:
+        """The outcomes of the running check that other ranks have published so far (no waiting)."""
+        if self._store is None:
+            return {}
+        found = {}
+        for r in range(self.world_size):
+            key = self._key("outcome", r)
+            if r != self.rank and _exists(self._store, key):
+                found[r] = json.loads(self._store.get(key))
+        return found
+
+    def publish_outcome(self, status: str, message: str) -> None:
+        """Tell the other ranks how this check ended here (a rank still inside it stops waiting for
+        this one: see suite.main)."""
+        if self._store is None:
+            return
+        _publish(self._store, self._key("outcome", self.rank), json.dumps({"status": status, "message": message[:500]}))
+        if status in (FAILED, ERROR):
+            self._store.add(self._key("left"), 1)
+
+    def someone_left(self) -> bool:
+        """Whether a rank has already left the running check failed or errored: one cheap store call, so
+        that ranks still inside a check can ask it often."""
+        return self._store is not None and int(self._store.add(self._key("left"), 0)) > 0
+
+    def await_outcomes(self, limit_s: float) -> Optional[Dict[int, Dict[str, str]]]:
+        """Every rank's outcome of the running check, or None when some rank has not published one
+        within ``limit_s`` (it is stuck; the watchdog ends it)."""
+        if self._store is None:
+            return None
+        keys = [self._key("outcome", r) for r in range(self.world_size)]
+        deadline = time.monotonic() + max(limit_s, 0.0)
+        pause = 0.002
+        while not all(_exists(self._store, key) for key in keys):
+            if time.monotonic() > deadline:
+                return None
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        return {r: json.loads(self._store.get(key)) for r, key in enumerate(keys)}
+
+    def reset_group(self, cause: str) -> None:
+        """``cause`` (a check) did not pass on every rank, so its collectives may have left the ranks out
+        of step: the next check that needs the group gets a fresh one, formed through the store."""
+        self._drop_group()
+        if self._store is not None:
+            self._generation += 1
+            self.reset_cause = cause
+
+    def _drop_group(self) -> None:
+        # What the failed check left in reference cycles (a DDP model holding the group) goes first, so
+        # that the old group is not kept alive beside the fresh one. (It does not unblock a peer stuck in
+        # the old group's collective: measured on 2.6, gloo keeps the connections; see suite.main.)
+        gc.collect()
+        if dist.is_available() and dist.is_initialized():
+            dist.destroy_process_group()
+        self._init_kwargs = {}
 
     # -- the process group ------------------------------------------------------------------------
     @property
@@ -177,6 +278,7 @@ class Context:
 
     def process_group(self, **init_kwargs: Any) -> None:
         """Create the default process group once; the first creation is reported as ``process_group``."""
+        self.still_running()
         if self._skip_reason is not None:
             raise GroupSkipped(self._skip_reason)
         if self._init_error is not None:
@@ -209,7 +311,12 @@ class Context:
             if not dist.is_available():
                 raise RuntimeError("torch.distributed is not available in this torch build")
             kwargs = dict(init_kwargs)
-            if self.spec.get("init_method"):
+            if self._generation > 0 and self._store is not None:
+                # A fresh group after a check that did not pass on every rank: its own key prefix in the
+                # same rendezvous store, so that nothing the previous group left there is read again.
+                prefixed = dist.PrefixStore("distval/group/%d/" % self._generation, self._store)
+                kwargs.update(store=prefixed, rank=self.rank, world_size=self.world_size)
+            elif self.spec.get("init_method"):
                 # Launcher-less forms: env:// or tcp://HOST:PORT with the rank and world size the harness set.
                 kwargs.update(init_method=self.spec["init_method"], rank=self.rank, world_size=self.world_size)
             dist.init_process_group(backend=self.backend, timeout=timedelta(seconds=self.collective_timeout_s), **kwargs)
@@ -225,6 +332,16 @@ class Context:
                 exc,
                 _init_hint(str(exc)),
             )
+            if self._generation > 0:
+                # The first group formed and was reported; this is the fresh one after a failed check.
+                self._init_error = (
+                    "not run: %s did not pass on every rank, and a fresh process group could not form after it: %s"
+                    % (
+                        self.reset_cause,
+                        self._init_error,
+                    )
+                )
+                raise ProcessGroupUnavailable(self._init_error) from exc
             self.writer.write(
                 "process_group",
                 "process_group",
@@ -245,6 +362,10 @@ class Context:
                 started,
             )
         self._init_kwargs = dict(init_kwargs)
+        if self._store is None:
+            from torch.distributed import distributed_c10d
+
+            self._store = distributed_c10d._get_default_store()
         if not self._reported_init:
             self._reported_init = True
             self.writer.write(
@@ -274,6 +395,18 @@ class Context:
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()
         self._init_kwargs = {}
+
+
+def _publish(store: Any, key: str, value: str) -> None:
+    """Set ``key``, then count it as set: torch 1.13's PrefixStore has no check(), but every store's
+    add(key, 0) answers at once whether the count is there, so a rank can poll without blocking."""
+    store.set(key, value)
+    store.add(key + "/set", 1)
+
+
+def _exists(store: Any, key: str) -> bool:
+    """Whether ``key`` was set with _publish, without waiting for it."""
+    return int(store.add(key + "/set", 0)) > 0
 
 
 def backend_unknown_reason(backend: str) -> Optional[str]:

@@ -33,11 +33,15 @@ def check_ddp_sync(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     device = ctx.device
     model = DistributedDataParallel(nn.Linear(4, 3).to(device), device_ids=ctx.device_ids())
     initial = torch.cat([p.detach().flatten().clone() for p in model.parameters()]).cpu()
-    initial_on_rank0 = _gather_flat(ctx, "ddp_sync.initial", initial)[0]
-    if not torch.equal(initial, initial_on_rank0):
+    # Every rank decides on every rank's parameters, not just its own: a rank that alone found a
+    # difference would leave the check while the others enter the step's all_reduce and wait for it.
+    initial_everyone = _gather_flat(ctx, "ddp_sync.initial", initial)
+    unsynced = [r for r in range(world) if not torch.equal(initial_everyone[r], initial_everyone[0])]
+    if unsynced:
         raise CheckFailed(
-            "expected DDP to start every rank from rank 0's parameters; rank %d's differ by %.3g"
-            % (rank, float((initial - initial_on_rank0).abs().max()))
+            "expected DDP to start every rank from rank 0's parameters (its initial broadcast); rank(s) %s "
+            "differ from rank 0 by up to %.3g"
+            % (unsynced, max(float((initial_everyone[r] - initial_everyone[0]).abs().max()) for r in unsynced))
         )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     inputs = (torch.full((8, 4), float(rank + 1)) * torch.arange(1, 9, dtype=torch.float32).unsqueeze(1)).to(device)

@@ -87,9 +87,7 @@ def check_timeout(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
         details["stayed_away_s"] = round(time.monotonic() - started, 3)
         return "stayed away on purpose for %.1f s (timeout via %s)" % (details["stayed_away_s"], path), details
     # The watchdog turns "still blocked well past the deadline" into this check's failure.
-    ctx.watchdog.arm(
-        ctx.current_check,
-        ctx.current_check,
+    ctx.watchdog.expect_within(
         deadline_s + margin_s + 5.0,
         FAILED,
         "expected all_reduce to fail with a timeout error %.1f s after rank %d stayed away (at most %.1f s); "

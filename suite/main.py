@@ -10,9 +10,10 @@ from __future__ import annotations
 import importlib
 import json
 import sys
+import threading
 import time
 import traceback
-from typing import Any, Dict, List, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
 
@@ -30,47 +31,142 @@ def run(spec: Dict[str, Any]) -> int:
     writer = RecordWriter(spec["results_dir"], int(os.environ["RANK"]))
     import torch.distributed as dist
 
-    from suite.core import CHECKS, RUN_LAST, CheckFailed, Context, ProcessGroupUnavailable, Skip, Watchdog
+    from suite.core import CHECKS, RUN_LAST, Context
+    from suite.watchdog import Watchdog
 
     for module in CHECK_MODULES:
         importlib.import_module(module)  # each registers its checks in core.CHECKS on import
-    ctx = Context(spec, writer, Watchdog(writer))
-    for entry in _ordered(spec["checks"], RUN_LAST):
+    ctx = Context(spec, writer, Watchdog(writer.write))
+    for sequence, entry in enumerate(_ordered(spec["checks"], RUN_LAST)):
         name = entry["name"]
-        ctx.current_check = name
-        ctx.reported = []
-        ctx.step("")
+        ctx.begin_check(sequence, name)
         started = time.monotonic()
         function = CHECKS.get(name)
         if function is None:
             writer.write(name, name, ERROR, "this suite has no check named %r" % name, 0.0)
             continue
-        try:
-            outcome = function(ctx, entry.get("args", {}))
-        except CheckFailed as failed:
-            writer.write(name, name, FAILED, str(failed), time.monotonic() - started, failed.details)
-        except Skip as skip:
-            writer.write(name, name, SKIPPED, str(skip), time.monotonic() - started)
-        except ProcessGroupUnavailable as unavailable:
-            writer.write(name, name, ERROR, str(unavailable), time.monotonic() - started)
-        except Exception as exc:  # noqa: BLE001 - a check's crash is its result, not the run's
-            details = {"traceback": traceback.format_exc()}
-            writer.write(name, name, ERROR, "%s: %s" % (type(exc).__name__, exc), time.monotonic() - started, details)
-        else:
-            if outcome is not None:
-                message, details = outcome
-                writer.write(name, name, PASSED, message, time.monotonic() - started, details)
-            elif not ctx.reported:
-                writer.write(name, name, ERROR, "the check reported no result", time.monotonic() - started)
-    ctx.current_check = "shutdown"
-    ctx.step("")
+        status, message, details = _run_in_thread(ctx, function, entry)
+        if status is not None:
+            if status in (FAILED, ERROR):
+                message += _after_peers(ctx.peer_outcomes())
+            if ctx.reset_cause:
+                details = dict(details, process_group="a fresh group, formed after %s did not pass" % ctx.reset_cause)
+            writer.write(name, name, status, message, time.monotonic() - started, details)
+        _agree(ctx, name, status or ctx.worst_reported, message)
+    ctx.begin_check(-1, "shutdown")
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
     ctx.watchdog.disarm()
     # Under the harness the records are the verdict; standalone (docker compose) the exit code is.
-    if spec.get("exit_code_from_results"):
-        return 1 if writer.worst in (FAILED, ERROR) else 0
-    return 0
+    code = 1 if spec.get("exit_code_from_results") and writer.worst in (FAILED, ERROR) else 0
+    if any(thread.is_alive() for thread in ctx.abandoned_threads):
+        # A thread still blocked inside an old group's collective would make the interpreter's shutdown
+        # wait for it or crash under it; every record is written (and fsynced) already.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+# How long a rank still inside a check waits for it to end on its own after another rank has left
+# that check failed or errored. A rank blocked in a collective that the other will never join is cut
+# off then, instead of after collective_timeout_s; a rank merely slower than the other finishes in time.
+CUT_OFF_GRACE_S = 5.0
+
+
+def _run_in_thread(ctx: Any, function: Callable[..., Any], entry: Dict[str, Any]) -> Tuple[Optional[str], str, Dict[str, Any]]:
+    """Run the check in a thread of its own while this (main) thread watches the store: when another
+    rank has left the check with a failure or an error and this rank's check does not end within
+    CUT_OFF_GRACE_S, it is blocked in a collective that rank will never join. Nothing can interrupt
+    that collective, so the rank gives up on the thread (it stays blocked until the group's timeout,
+    then ends without reporting) and goes on to the next check, which gets a fresh process group."""
+    result: List[Tuple[Optional[str], str, Dict[str, Any]]] = []
+
+    def target() -> None:
+        from suite.core import Abandoned
+
+        try:
+            ctx.adopt_thread()
+            result.append(_run_one(ctx, function, entry))
+        except Abandoned:
+            pass
+
+    thread = threading.Thread(target=target, name="distval-check-%s" % entry["name"], daemon=True)
+    thread.start()
+    left_at: Optional[float] = None
+    while True:
+        thread.join(0.1)
+        if not thread.is_alive():
+            if result:
+                return result[0]
+            return ERROR, "the check's thread ended without a result", {}
+        if left_at is None:
+            if ctx.someone_left():
+                left_at = time.monotonic()
+        elif time.monotonic() - left_at > CUT_OFF_GRACE_S:
+            ctx.abandoned_threads.append(thread)
+            return (
+                ERROR,
+                "cut off in %s: this rank was still inside the check %.0f s after another rank had left it, "
+                "blocked (a collective that rank will never join)" % (ctx.current_case, CUT_OFF_GRACE_S),
+                {},
+            )
+
+
+def _run_one(ctx: Any, function: Callable[..., Any], entry: Dict[str, Any]) -> Tuple[Optional[str], str, Dict[str, Any]]:
+    """The check's own result (status, message, details), or status None when it reported its parts."""
+    from suite.core import CheckFailed, ProcessGroupUnavailable, Skip
+
+    try:
+        outcome = function(ctx, entry.get("args", {}))
+    except CheckFailed as failed:
+        return FAILED, str(failed), dict(failed.details)
+    except Skip as skip:
+        return SKIPPED, str(skip), {}
+    except ProcessGroupUnavailable as unavailable:
+        return ERROR, str(unavailable), {}
+    except Exception as exc:  # noqa: BLE001 - a check's crash is its result, not the run's
+        return ERROR, "%s: %s" % (type(exc).__name__, exc), {"traceback": traceback.format_exc()}
+    if outcome is not None:
+        message, details = outcome
+        return PASSED, message, details
+    if not ctx.reported:
+        return ERROR, "the check reported no result", {}
+    return None, "", {}
+
+
+def _after_peers(peers: Dict[int, Dict[str, str]]) -> str:
+    """A note for a rank whose check ended badly after another rank had already left it: the first
+    cause is there, this rank's error (often a closed connection) is its consequence."""
+    left = sorted((rank, outcome) for rank, outcome in peers.items() if outcome["status"] in (FAILED, ERROR))
+    if not left:
+        return ""
+    return " (after rank %s had left the check: %s)" % (
+        ", ".join(str(rank) for rank, _ in left),
+        "; ".join("rank %d %s: %s" % (rank, outcome["status"], outcome["message"][:200]) for rank, outcome in left),
+    )
+
+
+def _agree(ctx: Any, name: str, status: str, message: str) -> None:
+    """Ranks agree on how the check ended, through the rendezvous store (not a collective, which a rank
+    still inside the check would mistake for one of its own) before any rank enters the next check's
+    collectives. When it did not pass on every rank, its collectives may have left the ranks out of
+    step: the next check gets a fresh process group instead of inheriting the mess."""
+    ctx.step("", "waiting for the other ranks to finish %s" % name)
+    ctx.publish_outcome(status, message)
+    remaining = ctx.watchdog.remaining_s()
+    outcomes = ctx.await_outcomes((remaining if remaining is not None else ctx.check_timeout_s) - 1.0)
+    if outcomes is None:
+        if ctx.store_known():
+            print("distval: rank %d: not every rank finished %s; the next check gets a fresh process group" % (ctx.rank, name))
+            ctx.reset_group(name)
+        return
+    bad = sorted(rank for rank, outcome in outcomes.items() if outcome["status"] in (FAILED, ERROR))
+    if bad:
+        print(
+            "distval: rank %d: %s did not pass on rank(s) %s; the next check gets a fresh process group" % (ctx.rank, name, bad)
+        )
+        ctx.reset_group(name)
 
 
 def main(argv: List[str]) -> int:

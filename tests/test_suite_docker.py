@@ -263,3 +263,84 @@ def test_debian_bookworm_stock_torchrun_is_caught(fixture_image: Callable[[str],
     for found in results.values():
         status, message = found["env"]
         assert status == "error" and "AttributeError: 'NoneType' object has no attribute 'get'" in message
+
+
+# -- one check's failure does not cascade -------------------------------------------------------------
+@dataclass(frozen=True)
+class OneRank:
+    image: str
+    case: str  # the one testcase that must not pass
+    status: str
+    fragments: tuple[str, ...]
+
+
+ONE_RANK = [
+    # Rank 1 alone sees different initial parameters; before, rank 0 went on into DDP's all_reduce and
+    # waited out the 60 s group timeout, and ddp_sampler and store then errored too.
+    OneRank(
+        "distval-fixtures/broken:ddp-no-broadcast-rank1",
+        "ddp_sync",
+        "failure",
+        ("expected DDP to start every rank from rank 0's parameters", "rank(s) [1] differ from rank 0", "rank 0:"),
+    ),
+    # Rank 1 leaves ddp_sampler with an exception while rank 0 waits for it in DDP's gradient all_reduce.
+    OneRank(
+        "distval-fixtures/broken:sampler-raises-rank1",
+        "ddp_sampler",
+        "error",
+        ("rank 1: IndexError: distval-broken: DistributedSampler has no shard for rank 1", "after rank 1 had left the check"),
+    ),
+]
+ONE_RANK_CHECKS = "[env, launch, all_reduce, ddp_sync, ddp_sampler, store, {name: collectives, args: {large_mib: 1}}]"
+
+
+@pytest.mark.parametrize("defect", ONE_RANK, ids=[d.image.split(":")[1] for d in ONE_RANK])
+def test_a_defect_on_one_rank_is_one_red_testcase_and_costs_no_timeout(
+    fixture_image: Callable[[str], str], defect: OneRank, run_id: str, tmp_path: Path
+) -> None:
+    """The ranks agree on each check's outcome through the store, and the checks after a failed one get
+    a fresh process group: the defect shows once, where it is, long before collective_timeout_s."""
+    config = tmp_path / "one-rank.yaml"
+    config.write_text(
+        "timeout_s: 300\ncollective_timeout_s: 90\ncheck_timeout_s: 150\nscenarios:\n"
+        f"  - {{topology: in-container, world_size: 2, checks: {ONE_RANK_CHECKS}}}\n"
+        f"  - {{topology: cross-container, world_size: 2, checks: {ONE_RANK_CHECKS}}}\n"
+    )
+    fixture_image(defect.image)
+    junit = tmp_path / "results.xml"
+    code, results = run(str(config), defect.image, run_id, junit)
+    assert code == 1
+    assert set(results) == set(TOPOLOGIES)
+    for topology, found in results.items():
+        red = {name: status for name, (status, _) in found.items() if status not in ("passed", "skipped")}
+        assert red == {defect.case: defect.status}, (topology, red, found)
+        message = found[defect.case][1]
+        for fragment in defect.fragments:
+            assert fragment in message, (topology, fragment, message)
+        for name in ("env", "launch", "process_group", "all_reduce", "store", "collectives.all_reduce.sum", "exit_status"):
+            assert found[name][0] == "passed", (topology, name, found[name])
+    # A cascade waits out the 90 s process-group timeout in at least one testcase; here none comes near it
+    # (the defective check included; measured 5-11 s with a load average of 10 on 2 cores).
+    for suite in ET.parse(junit).getroot().iter("testsuite"):
+        for case in suite.iter("testcase"):
+            if case.get("name") != "exit_status":
+                assert float(case.get("time") or 0) < 60, (suite.get("name"), case.get("name"), case.get("time"))
+
+
+# -- counts over repeated runs ---------------------------------------------------------------------------
+def test_repeated_runs_are_counted_once_each(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
+    """all_reduce.sum with repeat 4 is 20 runs (4 small dtypes and one large tensor, 4 times). On the
+    flaky image calls 2, 6, 10, 14, 18 are wrong and 4, 8, 12, 16, 20 raise: 5 of 20 each, not 5 of 25."""
+    config = tmp_path / "flaky.yaml"
+    config.write_text(
+        "scenarios:\n"
+        "  - {topology: in-container, world_size: 2, checks: [{name: collectives, args: {repeat: 4, large_mib: 1}}]}\n"
+    )
+    fixture_image("distval-fixtures/broken:allreduce-flaky")
+    code, results = run(str(config), "distval-fixtures/broken:allreduce-flaky", run_id, tmp_path / "results.xml")
+    assert code == 1
+    status, message = results["in-container"]["collectives.all_reduce.sum"]
+    assert status == "failure"
+    assert message.startswith("rank 0: 5 of 20 runs wrong; first: run 1, float64, small, 5 elements: all_reduce(SUM): "), message
+    assert "; 5 of 20 runs raised; first: run 1, bfloat16, small, 5 elements: RuntimeError: distval-broken" in message
+    assert results["in-container"]["collectives.broadcast"][0] == "passed"

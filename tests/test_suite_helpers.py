@@ -29,7 +29,9 @@ from suite.devices import backend_family, device_kind, is_nccl, local_device_ind
 from suite.network import parse_subnets, select_socket_interfaces
 from suite.records import ERROR, FAILED, PASSED, RecordWriter
 from suite.requirements import marker_holds, normalize, parse_requirement, specifier_matches
+from suite.tally import summarize_runs
 from suite.versions import readable, version_matches, version_tuple
+from suite.watchdog import Watchdog
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_FREE = (
@@ -40,6 +42,8 @@ TORCH_FREE = (
     "suite.devices",
     "suite.network",
     "suite.records",
+    "suite.tally",
+    "suite.watchdog",
 )
 
 
@@ -487,3 +491,115 @@ def test_record_writer_writes_one_json_line_per_result(tmp_path: Path, capsys: p
     writer.write("env", "env", FAILED, "later failure", 0.0)
     assert writer.worst == ERROR  # an error stays the worst
     assert "distval: rank 3 timeout failed expected a timeout; it completed" in capsys.readouterr().out
+
+
+# -- the watchdog: check_timeout_s bounds a whole check ----------------------------------------------
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _watchdog(clock: FakeClock) -> tuple[Watchdog, list[tuple[Any, ...]]]:
+    written: list[tuple[Any, ...]] = []
+    dog = Watchdog(lambda *record: written.append(record), clock=clock, exit_process=lambda code: None, thread=False)
+    return dog, written
+
+
+def test_watchdog_limit_spans_every_step_of_a_check() -> None:
+    """Many short steps do not restart the clock: 3 steps of 4 s pass a 10 s limit, in the last step."""
+    clock = FakeClock()
+    dog, _ = _watchdog(clock)
+    dog.start("collectives", 10.0)
+    for part in ("broadcast", "reduce", "gather"):
+        dog.step(f"collectives.{part}", "float32, small, 5 elements")
+        assert dog.due() is None
+        clock.now += 4.0
+    fired = dog.due()
+    assert fired is not None
+    assert (fired.check, fired.case, fired.status) == ("collectives", "collectives.gather", ERROR)
+    assert fired.elapsed_s == pytest.approx(12.0)
+    assert "did not finish within 10 s (check_timeout_s, for the whole check)" in fired.message
+    assert "in collectives.gather (float32, small, 5 elements)" in fired.message
+
+
+def test_watchdog_restarts_for_the_next_check_and_stops_when_disarmed() -> None:
+    clock = FakeClock()
+    dog, _ = _watchdog(clock)
+    dog.start("all_reduce", 10.0)
+    clock.now += 9.0
+    dog.start("store", 10.0)  # a new check has its own 10 s
+    clock.now += 9.0
+    assert dog.due() is None and dog.remaining_s() == pytest.approx(1.0)
+    clock.now += 1.0
+    fired = dog.due()
+    assert fired is not None and fired.case == "store" and "still running its first step" in fired.message
+    dog.disarm()
+    assert dog.due() is None and dog.remaining_s() is None
+
+
+def test_watchdog_deadline_of_the_check_itself_applies_when_earlier() -> None:
+    clock = FakeClock()
+    dog, _ = _watchdog(clock)
+    dog.start("timeout", 100.0)
+    clock.now += 10.0
+    dog.expect_within(5.0, FAILED, "expected a timeout error")
+    clock.now += 4.9
+    assert dog.due() is None
+    clock.now += 0.2
+    fired = dog.due()
+    assert fired is not None and (fired.status, fired.message) == (FAILED, "expected a timeout error")
+    # A check's own deadline later than check_timeout_s does not extend the check.
+    dog.start("timeout", 10.0)
+    dog.expect_within(60.0, FAILED, "expected a timeout error")
+    clock.now += 10.5
+    fired = dog.due()
+    assert fired is not None and fired.status == ERROR and "check_timeout_s" in fired.message
+
+
+def test_watchdog_thread_records_and_ends_the_rank() -> None:
+    """The real thread: a check stepping every 20 ms is still stopped at its 150 ms limit."""
+    import threading
+    import time
+
+    written: list[tuple[Any, ...]] = []
+    exited = threading.Event()
+    codes: list[int] = []
+
+    def exit_process(code: int) -> None:
+        codes.append(code)
+        exited.set()
+
+    dog = Watchdog(lambda *record: written.append(record), exit_process=exit_process, poll_s=0.01)
+    dog.start("ddp_sync", 0.15)
+    started = time.monotonic()
+    step = 0
+    while not exited.is_set() and time.monotonic() - started < 5.0:
+        step += 1
+        dog.step(f"ddp_sync.step{step}")
+        time.sleep(0.02)
+    assert exited.is_set() and codes == [Watchdog.EXIT_CODE]
+    assert time.monotonic() - started < 1.0
+    (record,) = written
+    check, case, status, message, elapsed, details = record
+    assert check == "ddp_sync" and case.startswith("ddp_sync.step") and status == ERROR
+    assert 0.15 <= elapsed < 1.0 and details == {"watchdog": True}
+
+
+# -- counting repeated runs ---------------------------------------------------------------------------
+def test_runs_are_counted_once_whether_wrong_or_raised() -> None:
+    failures = ["run 1, float64, small, 5 elements: wrong", "run 3, float64, small, 5 elements: wrong"]
+    errors = ["run 2, float32, small, 5 elements: RuntimeError: boom"]
+    status, message = summarize_runs(4, failures, errors, [], repeat=4)
+    assert status == FAILED
+    assert message == (
+        "2 of 4 runs wrong; first: run 1, float64, small, 5 elements: wrong; "
+        "1 of 4 runs raised; first: run 2, float32, small, 5 elements: RuntimeError: boom"
+    )
+    status, message = summarize_runs(4, [], errors, [], repeat=4)
+    assert (status, message) == (ERROR, "1 of 4 runs raised; first: run 2, float32, small, 5 elements: RuntimeError: boom")
+    assert summarize_runs(4, [], [], [], repeat=4) == (PASSED, "4 runs correct (repeat 4)")
+    status, message = summarize_runs(0, [], [], ["bfloat16, small, 5 elements (RuntimeError: unsupported)"], repeat=1)
+    assert (status, message) == ("skipped", "not supported by this image: RuntimeError: unsupported [bfloat16]")
