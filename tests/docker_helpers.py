@@ -77,9 +77,12 @@ def outcome(case: ET.Element) -> tuple[str, str]:
 def leftovers(client: object, run_id: str | None = None) -> list[str]:
     """Names of containers and networks labelled distval.managed=true (of one run, if given)."""
     labels = ["distval.managed=true"] + ([f"distval.run={run_id}"] if run_id else [])
-    containers = client.containers.list(all=True, filters={"label": labels})  # type: ignore[attr-defined]
-    networks = client.networks.list(filters={"label": labels})  # type: ignore[attr-defined]
-    return [c.name for c in containers] + [n.name for n in networks]
+    # The low-level list calls: docker-py's high-level containers.list() inspects each container after
+    # listing it and raises NotFound for one removed in between (a run cleaning up while a test polls).
+    api = client.api  # type: ignore[attr-defined]
+    containers = api.containers(all=True, filters={"label": labels})
+    networks = api.networks(filters={"label": labels})
+    return [str(c["Names"][0]).lstrip("/") for c in containers] + [str(n["Name"]) for n in networks]
 
 
 def config_images(path: str) -> list[str]:

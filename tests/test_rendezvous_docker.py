@@ -157,7 +157,7 @@ def test_the_same_scenarios_twice_at_once_do_not_collide(
         for rid in run_ids
     ]
     outputs = [p.communicate(timeout=600)[0] for p in processes]
-    assert [p.returncode for p in processes] == [0, 0], outputs
+    assert [p.returncode for p in processes] == [0, 0], "\n\n".join(outputs)
     for rid in run_ids:
         assert leftovers(docker_client, rid) == []
 
