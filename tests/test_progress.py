@@ -21,22 +21,9 @@ from harness.events import COLLECTING, REMOVING, RUNNING, RunEvents
 from harness.plan import ScenarioPlan, plan_scenario
 from harness.progress import ProgressDisplay, layout
 from harness.results import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ScenarioResult
+from tests.report_helpers import CONFIG, IMAGE, RUN_ID
 from tests.terminal import Clock, Terminal, screen
 
-RUN_ID = "abc123"
-IMAGE = "example/torch:test"
-CONFIG = """\
-timeout_s: 90
-scenarios:
-  - name: inside
-    topology: in-container
-    world_size: 2
-    checks: [env, all_reduce]
-  - name: across
-    topology: cross-container
-    world_size: 3
-    checks: [env, all_reduce]
-"""
 INSIDE = "inside (in-container, 2 ranks)"
 ACROSS = "across (cross-container, 3x1, 3 ranks, static)"
 TIMESTAMP = re.compile(r"^\[\s*\d+\.\ds\] ")
