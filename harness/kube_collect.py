@@ -120,7 +120,10 @@ def read_log(label: str, text: str) -> list[_Source]:
             continue
         earlier = source.pieces.setdefault(key, {}).get(part)
         if earlier is not None and earlier[1] != match.group(5):
-            source.garbled.append(f"{where}: rank {rank}'s record {serial} part {part} differs from the one at {earlier[0]}")
+            source.garbled.append(
+                f"{where}: rank {rank}'s record {serial} part {part} differs from the one at line {earlier[0]} "
+                "(two pods' logs in one file without kubectl logs --prefix?)"
+            )
             continue
         source.pieces[key][part] = (number, match.group(5))
     if not sources:

@@ -59,11 +59,9 @@ def command_collect(args: argparse.Namespace) -> int:
     from harness.run_command import write_reports
 
     if args.logs and (args.namespace or args.job):
-        raise UsageError("distval collect kubernetes", "give log files or --namespace and --job, not both")
+        raise BadInput("collect kubernetes: expected log files or --job (with --namespace), not both")
     if not args.logs and not args.job:
-        raise UsageError(
-            "distval collect kubernetes", "expected log files, or --job NAME (and --namespace) to read them through the API"
-        )
+        raise BadInput("collect kubernetes: expected log files, or --job NAME (and --namespace) to read them through the API")
     if args.logs:
         summary = summarize_sources(read_files(args.logs), fail_on_skip=args.fail_on_skip)
     else:

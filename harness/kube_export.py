@@ -352,7 +352,8 @@ class _Dumper(_SafeDumper):  # type: ignore[misc]
 
 
 def _text(dumper: Any, value: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+    node: yaml.ScalarNode = dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+    return node
 
 
 _Dumper.add_representer(str, _text)

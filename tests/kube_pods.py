@@ -60,7 +60,9 @@ def pods_plan(manifests: str) -> ScenarioPlan:
             files.append(FileCopy(mount["mountPath"], 0o644, text=data[mount["subPath"]]))
         else:
             files.append(FileCopy(mount["mountPath"], 0o755))
-            files += [FileCopy(f"{mount['mountPath']}/{i['path']}", 0o644, text=data[i["key"]]) for i in volume["configMap"]["items"]]
+            files += [
+                FileCopy(f"{mount['mountPath']}/{i['path']}", 0o644, text=data[i["key"]]) for i in volume["configMap"]["items"]
+            ]
     limits = container.get("resources", {}).get("limits", {})
     cpu = limits.get("cpu")
     labels = ((LABEL_MANAGED, "true"), (LABEL_RUN, base.run_id), (LABEL_SCENARIO, base.scenario.name))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
-import kubernetes_validate
+import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
@@ -65,7 +65,11 @@ def _strict(schema: Any) -> Any:
     schema leaves them to pruning otherwise)."""
     if isinstance(schema, dict):
         schema = {k: _strict(v) for k, v in schema.items()}
-        if "properties" in schema and "additionalProperties" not in schema and not schema.get("x-kubernetes-preserve-unknown-fields"):
+        if (
+            "properties" in schema
+            and "additionalProperties" not in schema
+            and not schema.get("x-kubernetes-preserve-unknown-fields")
+        ):
             schema["additionalProperties"] = False
         return schema
     if isinstance(schema, list):
@@ -73,7 +77,7 @@ def _strict(schema: Any) -> Any:
     return schema
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def core_validator(kind: str, api_version: str, version: str) -> jsonschema.Draft202012Validator:
     """kubernetes-validate's strict schema of a kind, built once (its validate() reads and parses the schema
     files, megabytes, on every call); the same files and the same validator class as kubernetes_validate.validate."""
@@ -177,14 +181,18 @@ def test_golden_manifests_of_one_scenario(layout: str) -> None:
         config_map = next(r for r in scenario.resources if r["kind"] == "ConfigMap")
         assert config_map["data"][f"suite.{path.name}"] == body
     shown = [
-        {**r, "data": {k: (v if k == "spec.json" else f"<suite/{k[6:]}>") for k, v in r["data"].items()}} if r["kind"] == "ConfigMap" else r
+        {**r, "data": {k: (v if k == "spec.json" else f"<suite/{k[6:]}>") for k, v in r["data"].items()}}
+        if r["kind"] == "ConfigMap"
+        else r
         for r in scenario.resources
     ]
     golden_text = render(ExportedScenario(scenario.plan, scenario.name, tuple(shown)))
     golden = GOLDEN / f"kube_{layout}.yaml"
     if os.environ.get("DISTVAL_UPDATE_GOLDEN") == "1":
         golden.write_text(golden_text, encoding="utf-8")
-    assert golden_text == golden.read_text(encoding="utf-8"), "manifests changed: rerun with DISTVAL_UPDATE_GOLDEN=1, review the diff"
+    assert golden_text == golden.read_text(encoding="utf-8"), (
+        "manifests changed: rerun with DISTVAL_UPDATE_GOLDEN=1, review the diff"
+    )
     assert text.count("\n---\n") + 1 == len(scenario.resources)
 
 
@@ -227,7 +235,9 @@ def test_the_pods_run_the_plan(config: str, layout: str) -> None:
         config_map = next(r for r in scenario.resources if r["kind"] == "ConfigMap")
         spec = json.loads(config_map["data"]["spec.json"])
         planned = json.loads(plan.suite_spec_json.replace(first.hostname, master))
-        assert spec.pop("stdout_records") == origin_data(Origin(plan.scenario, plan.image, plan.run_id, plan.slug, plan_config(config), scenario.name))
+        assert spec.pop("stdout_records") == origin_data(
+            Origin(plan.scenario, plan.image, plan.run_id, plan.slug, plan_config(config), scenario.name)
+        )
         assert spec.pop("subnets") == "" and planned.pop("subnets") == "{subnets}"
         assert spec == planned
 
@@ -259,7 +269,8 @@ def test_resources_user_and_refusals(tmp_path: Path) -> None:
     config = tmp_path / "k.yaml"
     config.write_text(
         "version: 1\nscenarios:\n"
-        "  - {name: sized, topology: cross-container, nodes: 2, cpus: 1.5, memory: 512m, shm_size: 1g, user: '1000:1000', checks: [env]}\n"
+        "  - {name: sized, topology: cross-container, nodes: 2, cpus: 1.5, memory: 512m, shm_size: 1g, user: '1000:1000',"
+        " checks: [env]}\n"
         "  - {name: by-name, topology: in-container, world_size: 2, user: nobody, checks: [env]}\n"
         "  - {name: by-ip, topology: cross-container, nodes: 2, master_addr: ip, checks: [env]}\n"
         "  - {name: homed, topology: cross-container, nodes: 2, extra_networks: 1, checks: [env]}\n"
@@ -321,7 +332,9 @@ def test_a_bad_origin_is_refused_with_what_was_expected() -> None:
 
 def test_export_command_writes_one_file_per_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    code = harness.cli.main(["export", "kubernetes", str(ROOT / "configs" / "rendezvous.yaml"), "--image", IMAGE, "--out", str(out), "--run-id", "r1"])
+    code = harness.cli.main(
+        ["export", "kubernetes", str(ROOT / "configs" / "rendezvous.yaml"), "--image", IMAGE, "--out", str(out), "--run-id", "r1"]
+    )
     captured = capsys.readouterr()
     assert code == 0
     files = sorted(p.name for p in out.iterdir())
@@ -332,7 +345,9 @@ def test_export_command_writes_one_file_per_scenario(tmp_path: Path, capsys: pyt
 
 def test_export_command_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "k.yaml"
-    config.write_text("version: 1\nscenarios:\n  - {name: by-ip, topology: cross-container, nodes: 2, master_addr: ip, checks: [env]}\n")
+    config.write_text(
+        "version: 1\nscenarios:\n  - {name: by-ip, topology: cross-container, nodes: 2, master_addr: ip, checks: [env]}\n"
+    )
     assert harness.cli.main(["export", "kubernetes", str(config), "--image", IMAGE, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"distval: no scenario of {config} has a Kubernetes form (see the lines above)"

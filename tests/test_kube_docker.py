@@ -1,0 +1,52 @@
+"""Exported pods run in the real Engine (tests/kube_pods.py), their logs collected: the same verdicts as the
+Docker path reads from the same containers' result files, in every rendezvous form a pod template maps
+(static with PET_NODE_RANK from the completion index, c10d, env with RANK from it). No cluster is needed:
+what the cluster adds (scheduling, image pulls, the Job controller) is not exercised here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from harness.config import load_config
+from harness.engine import Engine
+from harness.kube_collect import read_files, summarize_sources
+from harness.kube_export import export_config, render
+from harness.results import EXIT_STATUS_CASE, PASSED, SKIPPED, summarize_scenario
+from tests.kube_pods import run_pods, save
+
+pytestmark = pytest.mark.docker
+ROOT = Path(__file__).resolve().parent.parent
+IMAGE = "distval-fixtures/torch:2.6-debian"
+
+
+@pytest.mark.parametrize(
+    ("config", "scenario"),
+    (
+        ("default.yaml", "cross-container-2ranks"),
+        ("rendezvous.yaml", "torchrun.c10d.n2.p1"),
+        ("rendezvous.yaml", "direct.env.n2"),
+    ),
+)
+def test_exported_pods_pass_and_their_logs_round_trip(
+    fixture_image: Callable[[str], str], docker_client: object, tmp_path: Path, config: str, scenario: str
+) -> None:
+    image = fixture_image(IMAGE)
+    (exported,) = [
+        s
+        for s in export_config(load_config(str(ROOT / "configs" / config)), "kube-live", image, "indexed-job")
+        if s.plan.scenario.name == scenario
+    ]
+    outcome = run_pods(Engine("kube-live"), render(exported))
+    assert outcome.setup_error is None, outcome.setup_error
+    save(outcome, tmp_path)
+    docker = summarize_scenario(outcome)
+    (collected,) = summarize_sources(read_files(str(p) for p in sorted(tmp_path.glob("*.log")))).scenarios
+    expected = [(c.name, c.status, c.message) for c in docker.cases if c.name != EXIT_STATUS_CASE]
+    assert [(c.name, c.status, c.message) for c in collected.cases if c.name != EXIT_STATUS_CASE] == expected
+    assert docker.status == PASSED, [c for c in docker.cases if c.status not in (PASSED, SKIPPED)]
+    assert collected.status == PASSED
+    assert len(list(tmp_path.glob("*.log"))) == len(exported.plan.containers)
