@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -198,7 +199,8 @@ class KubernetesPods:
                 "or pass the logs as files (kubectl logs ... > FILE)"
             ) from exc
         try:
-            config.load_kube_config()
+            # $KUBECONFIG as it is now (the client reads it once, at import), else its default ~/.kube/config.
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
         except Exception as exc:  # noqa: BLE001 - the client raises its own ConfigException, or OSError
             raise EnvironmentUnusable(f"no usable kubeconfig ($KUBECONFIG or ~/.kube/config): {one_line(str(exc))}") from exc
         self._core = client.CoreV1Api()
@@ -375,8 +377,8 @@ def summarize_sources(
         if origins:
             key = (origins[0].run_id, origins[0].job)
             groups.setdefault(key, (origins[0], []))[1].append(source)
-        elif source.records or source.starts or source.garbled:
-            orphans.append(source)
+        elif source.records or source.starts or source.garbled or source.node_rank is not None:
+            orphans.append(source)  # a pod the API named, even with an empty log (it never started the suite)
     if orphans:
         if len(groups) != 1:
             raise CollectError(

@@ -13,19 +13,24 @@ tests/test_kube_docker.py records afresh and compares live.
 
 from __future__ import annotations
 
+import http.server
 import io
 import json
 import os
 import re
 import sys
+import threading
+import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import harness.cli
 from harness.errors import EnvironmentUnusable
-from harness.kube_collect import CollectError, PodLog, read_api, read_files, read_log, summarize_sources
+from harness.kube_collect import CollectError, KubernetesPods, PodLog, read_api, read_files, read_log, summarize_sources
 from harness.results import (
     ERROR,
     EXIT_STATUS_CASE,
@@ -353,8 +358,10 @@ def test_fail_on_skip_fails_the_unchecked_exit_status() -> None:
 class FakePods:
     """The PodSource protocol over recorded logs: what KubernetesPods reads from a cluster."""
 
-    def __init__(self, exit_codes: dict[int, int | None], failure: str | None = None, reason: str = "Completed") -> None:
-        self.exit_codes, self.failure, self.reason = exit_codes, failure, reason
+    def __init__(
+        self, exit_codes: dict[int, int | None], failure: str | None = None, reason: str = "Completed", empty: int | None = None
+    ) -> None:
+        self.exit_codes, self.failure, self.reason, self.empty = exit_codes, failure, reason, empty
 
     def pod_logs(self, namespace: str, job: str) -> list[PodLog]:
         assert (namespace, job) == ("ml", CROSS)
@@ -362,7 +369,7 @@ class FakePods:
             PodLog(
                 f"{CROSS}-{index}-abcde",
                 index,
-                (GOOD / f"{CROSS}-{index}.log").read_text(),
+                "" if index == self.empty else (GOOD / f"{CROSS}-{index}.log").read_text(),
                 code,
                 self.reason,
                 "docker-pullable://x@sha256:1",
@@ -395,6 +402,17 @@ def test_through_the_api_a_pod_gone_at_the_deadline_names_the_job_failure() -> N
     assert message == f"no result from rank(s) 1: no log of node 1's pod was given (expected rank(s) 1); {failure}"
 
 
+def test_through_the_api_a_pod_with_an_empty_log_is_named() -> None:
+    """A pod that never ran the suite (its image could not be pulled): its ranks are errors naming the pod."""
+    sources, failure = read_api(FakePods({0: 0, 1: None}, empty=1), "ml", CROSS)
+    result = summarize_sources(sources, from_api=True, job_failure=failure).scenarios[0]
+    status, message = case(result, "all_reduce")
+    assert status == ERROR
+    assert message.startswith(f"no result from rank(s) 1: the log of {CROSS}-1-abcde (pod {CROSS}-1-abcde) ends before rank(s) 1")
+    assert message.endswith("its last line: (empty)")
+    assert case(result, EXIT_STATUS_CASE)[0] == ERROR
+
+
 def test_no_pods_through_the_api_is_one_line() -> None:
     with pytest.raises(CollectError, match=f"^no pod with label distval.job={CROSS} in namespace ml$"):
         read_api(FakePods({}), "ml", CROSS)
@@ -420,3 +438,121 @@ def test_recorded_data_is_what_the_docstring_says() -> None:
     assert {p.name for p in logs(GOOD)} == {f"{CROSS}-0.log", f"{CROSS}-1.log", "dv-kube-rec-in-container-2ranks-0.log"}
     assert os.path.getsize(GOOD / f"{CROSS}-1.log") > 1000
     assert io.StringIO((BROKEN / f"{CROSS}-1.log").read_text()).readline().startswith(STDOUT_MARKER)
+
+
+# -- the real kubernetes client against a stub API server ------------------------------------------------
+class _StubApi(http.server.BaseHTTPRequestHandler):
+    """The three API calls KubernetesPods makes, answered from the recorded logs: pods of the job (node 1's
+    terminated with 137, OOMKilled), each pod's log, and the Job's Failed condition."""
+
+    pods = {0: 0, 1: 137}
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        url = urllib.parse.urlsplit(self.path)
+        query = urllib.parse.parse_qs(url.query)
+        if url.path == "/api/v1/namespaces/ml/pods":
+            assert query["labelSelector"] == [f"distval.job={CROSS}"]
+            items = [
+                {
+                    "metadata": {
+                        "name": f"{CROSS}-{i}-abcde",
+                        "annotations": {"batch.kubernetes.io/job-completion-index": str(i)},
+                    },
+                    "status": {
+                        "containerStatuses": [
+                            {
+                                "name": "suite",
+                                "image": "x",
+                                "imageID": "docker-pullable://x@sha256:2",
+                                "ready": False,
+                                "restartCount": 0,
+                                "state": {"terminated": {"exitCode": code, "reason": "OOMKilled" if code else "Completed"}},
+                            }
+                        ]
+                    },
+                }
+                for i, code in self.pods.items()
+            ]
+            self._send("application/json", json.dumps({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}))
+        elif url.path.startswith("/api/v1/namespaces/ml/pods/") and url.path.endswith("/log"):
+            assert query["container"] == ["suite"]
+            index = int(url.path.split("/")[-2].removeprefix(f"{CROSS}-").split("-")[0])
+            self._send("text/plain", (GOOD / f"{CROSS}-{index}.log").read_text())
+        elif url.path == "/apis/batch/v1/namespaces/ml/jobs":
+            condition = {
+                "type": "Failed",
+                "status": "True",
+                "reason": "BackoffLimitExceeded",
+                "message": "Job has reached the specified backoff limit",
+            }
+            job = {"metadata": {"name": CROSS}, "spec": {"template": {}}, "status": {"conditions": [condition]}}
+            self._send(
+                "application/json", json.dumps({"apiVersion": "batch/v1", "kind": "JobList", "metadata": {}, "items": [job]})
+            )
+        else:
+            self.send_error(404)
+
+    def _send(self, kind: str, body: str) -> None:
+        data = body.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def stub_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    pytest.importorskip("kubernetes", reason="the kubernetes Python client is not installed (pip install kubernetes)")
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _StubApi)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": "stub", "cluster": {"server": f"http://127.0.0.1:{server.server_address[1]}"}}],
+                "users": [{"name": "u", "user": {"token": "t"}}],
+                "contexts": [{"name": "c", "context": {"cluster": "stub", "user": "u"}}],
+                "current-context": "c",
+            }
+        )
+    )
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    yield kubeconfig
+    server.shutdown()
+
+
+def test_the_kubernetes_client_reads_pods_logs_and_the_job(stub_cluster: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """KubernetesPods through the real client: the exit codes, reasons and image ids of the pods, their logs and
+    the Job's failure reach the verdict."""
+    assert (
+        harness.cli.main(
+            ["collect", "kubernetes", "--namespace", "ml", "--job", CROSS, "--json", str(stub_cluster.parent / "r.json")]
+        )
+        == 1
+    )
+    assert "distval run kube-rec: " in capsys.readouterr().out
+    result = json.loads((stub_cluster.parent / "r.json").read_text())
+    text = json.dumps(result)
+    assert f"pod {CROSS}-1-abcde exited with code 137 (OOMKilled)" in text
+    assert "docker-pullable://x@sha256:2" in text
+    sources, failure = read_api(KubernetesPods(), "ml", CROSS)
+    assert failure == f"Job {CROSS} failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
+    assert sorted(s.node_rank for s in sources if s.node_rank is not None) == [0, 1]
+
+
+def test_without_a_kubeconfig_collect_says_so_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pytest.importorskip("kubernetes", reason="the kubernetes Python client is not installed (pip install kubernetes)")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert harness.cli.main(["collect", "kubernetes", "--job", CROSS]) == EnvironmentUnusable.exit_code
+    err = capsys.readouterr().err
+    assert err.startswith("distval: no usable kubeconfig ($KUBECONFIG or ~/.kube/config): ") and err.count("\n") == 1
