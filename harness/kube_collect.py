@@ -192,19 +192,20 @@ class KubernetesPods:
 
     def __init__(self) -> None:
         try:
-            from kubernetes import client, config  # type: ignore[import-not-found,import-untyped,unused-ignore]
+            import kubernetes  # type: ignore[import-not-found,import-untyped,unused-ignore]
         except ImportError as exc:
             raise EnvironmentUnusable(
                 "reading pod logs through the API needs the kubernetes Python client (pip install kubernetes); "
                 "or pass the logs as files (kubectl logs ... > FILE)"
             ) from exc
+        client: Any = kubernetes
         try:
             # $KUBECONFIG as it is now (the client reads it once, at import), else its default ~/.kube/config.
-            config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
+            client.config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
         except Exception as exc:  # noqa: BLE001 - the client raises its own ConfigException, or OSError
             raise EnvironmentUnusable(f"no usable kubeconfig ($KUBECONFIG or ~/.kube/config): {one_line(str(exc))}") from exc
-        self._core = client.CoreV1Api()
-        self._batch = client.BatchV1Api()
+        self._core: Any = client.client.CoreV1Api()  # its models' fields are all Optional: read as Any
+        self._batch: Any = client.client.BatchV1Api()
 
     def pod_logs(self, namespace: str, job: str) -> list[PodLog]:
         found = []
