@@ -8,7 +8,10 @@ recorded by running the exported pods in the Engine (tests/kube_pods.py):
     python -m tests.kube_pods distval-fixtures/broken:ddp-no-broadcast-rank1 \
         tests/data/kube/ddp-no-broadcast-rank1 cross-container-2ranks
 
-tests/test_kube_docker.py records afresh and compares live.
+The broken image's pods were killed at the scenario's 240 s deadline after writing their last record (load
+average 30 on 2 cores): the Docker path's exit_status is an error there, which collect from files cannot
+see (it skips exit_status), so exit_status is left out of the comparison. tests/test_kube_docker.py records
+afresh and compares live.
 """
 
 from __future__ import annotations
