@@ -559,3 +559,13 @@ def test_without_a_kubeconfig_collect_says_so_in_one_line(
     assert harness.cli.main(["collect", "kubernetes", "--job", CROSS]) == EnvironmentUnusable.exit_code
     err = capsys.readouterr().err
     assert err.startswith("distval: no usable kubeconfig ($KUBECONFIG or ~/.kube/config): ") and err.count("\n") == 1
+
+
+def test_records_behind_a_launcher_prefix_are_read(tmp_path: Path) -> None:
+    """torchrun with --tee or a log line prefix template writes "[rank0]:" or "[default0]:" before each line."""
+    paths = []
+    for index, path in enumerate(logs(GOOD, CROSS)):
+        target = tmp_path / path.name
+        target.write_text("".join(f"[default{index}]:{line}\n" for line in path.read_text().splitlines()))
+        paths.append(target)
+    assert verdicts(collect(paths).scenarios[0]) == verdicts(by_name(collect(logs(GOOD)))["cross-container-2ranks"])

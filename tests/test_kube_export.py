@@ -356,3 +356,9 @@ def test_export_command_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[
     config.write_text("version: 1\nscenarios:\n  - {name: x, topology: sideways, world_size: 2, checks: [env]}\n")
     assert harness.cli.main(["export", "kubernetes", str(config), "--image", IMAGE]) == 2
     assert "topology" in capsys.readouterr().err
+
+
+def test_the_same_export_twice_is_the_same_bytes() -> None:
+    """A run id fixes every name: re-exporting writes the same files (reviewable diffs, stable goldens)."""
+    first = [render(s) for s in exported("rendezvous.yaml", "jobset") if s.refused is None]
+    assert first == [render(s) for s in exported("rendezvous.yaml", "jobset") if s.refused is None]
