@@ -307,7 +307,8 @@ def _outcome(origin: Origin, sources: list[_Source], from_api: bool, job_failure
                 node_rank=planned.node_rank,
                 ranks=ranks,
                 exit_code=exit_code,
-                killed_at_deadline=bool(job_failure and "DeadlineExceeded" in job_failure),
+                # The Job's deadline stopped this pod only if it had not ended on its own.
+                killed_at_deadline=bool(job_failure and "DeadlineExceeded" in job_failure and exit_code != 0),
                 stdout=text,
                 stderr="",
                 result_files=files,

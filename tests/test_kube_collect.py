@@ -403,6 +403,9 @@ def test_through_the_api_a_pod_gone_at_the_deadline_names_the_job_failure() -> N
     status, message = case(result, "all_reduce")
     assert status == ERROR
     assert message == f"no result from rank(s) 1: no log of node 1's pod was given (expected rank(s) 1); {failure}"
+    # Pod 0 ended with 0 before the deadline: only the missing pod is blamed.
+    status, message = case(result, EXIT_STATUS_CASE)
+    assert status == ERROR and f"{CROSS}-0-abcde" not in message and "no log of node 1's pod was given" in message
 
 
 def test_through_the_api_a_pod_with_an_empty_log_is_named() -> None:
