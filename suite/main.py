@@ -28,7 +28,7 @@ def _ordered(entries: List[Dict[str, Any]], run_last: Tuple[str, ...]) -> List[D
 def run(spec: Dict[str, Any]) -> int:
     import os
 
-    writer = RecordWriter(spec["results_dir"], int(os.environ["RANK"]))
+    writer = RecordWriter(spec["results_dir"], int(os.environ["RANK"]), spec.get("stdout_records"))
     import torch.distributed as dist
 
     from suite.core import CHECKS, RUN_LAST, Context
