@@ -29,6 +29,9 @@ class RecordWriter:
         self.hostname = socket.gethostname()
         self._lock = threading.Lock()  # the watchdog thread writes too
         self.worst = PASSED
+        # torchrun's restart count: a restarted job appends its records to the same file, and the harness
+        # keeps the last attempt's only (harness/diagnosis.py).
+        self.attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
 
     def write(
         self,
@@ -50,6 +53,7 @@ class RecordWriter:
             # the harness compares it with the time it injected a fault (fault-to-failure time).
             "ended_at": round(time.time(), 3),
             "hostname": self.hostname,
+            "attempt": self.attempt,
             "details": details or {},
         }
         if status in (FAILED, ERROR) and self.worst != ERROR:
