@@ -349,6 +349,18 @@ class Diagnosis:
             "notes": list(self.notes),
         }
 
+    def lines(self) -> list[str]:
+        """A few plain lines for the Markdown summary: root cause, flight recorder, where each rank was."""
+        lines = []
+        if self.root_cause is not None:
+            lines.append(f"root cause ({self.root_cause.source}): {self.root_cause.message}")
+        if self.flight_recorder_summary:
+            lines.append(f"flight recorder: {self.flight_recorder_summary}")
+        lines += [f"rank {rank}: {stacks_summary(d.stacks)}" for rank, d in sorted(self.ranks.items()) if d.stacks]
+        if self.restarts:
+            lines.append(f"torchrun restarted the workers {self.restarts} time(s); the store: {self.store_path}")
+        return lines
+
     def headline(self) -> str:
         """One line for a deadline's or a crash's message: the flight recorder's comparison and where each
         rank's threads were."""
