@@ -45,7 +45,7 @@ NODE_FILE = "diagnosis-node-%d.json"  # what before_kill measured in that contai
 # stacks are written in the signal handler (milliseconds); the dump thread polls every 0.1 s.
 WAIT_S = 3.0
 # The exec runs this bound plus its own start; a container that does not answer by then is killed anyway.
-EXEC_MARGIN_S = 10.0
+EXEC_MARGIN_S = 20.0
 FR_SHOWN = 5  # the last collectives shown per rank
 STACK_LINES_MAX = 60  # per rank, in the reports
 
