@@ -115,7 +115,7 @@ def _diagnose_container(engine: EngineAPI, container: Any, cp: ContainerPlan, py
     ranks = [w.rank for w in workers if w.error is None]
     if not ranks:
         return "no stacks: no worker process was running"
-    argv = [python, "-c", _WAIT_SCRIPT, cp.results_dir, ",".join(map(str, ranks)), f"{WAIT_S:g}", str(cp.node_rank)]
+    argv = [python, "-S", "-c", _WAIT_SCRIPT, cp.results_dir, ",".join(map(str, ranks)), f"{WAIT_S:g}", str(cp.node_rank)]
     try:
         result = engine.exec_run(container, argv)
     except EngineError as exc:

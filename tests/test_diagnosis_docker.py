@@ -93,10 +93,10 @@ def test_stacks_of_a_hung_rank_are_in_the_reports_and_the_flight_recorder_absenc
     before the kill) name the frame it hangs in, in the JUnit failure and the JSON report; the flight
     recorder is said to be missing from this torch, in words measured inside the image."""
     image = fixture_image(HANGS)
-    result, summary, notes = run_config(tmp_path, docker_client, HUNG.format(deadline=45), image)
+    result, summary, notes = run_config(tmp_path, docker_client, HUNG.format(deadline=180), image)
     exit_case = case(result, "exit_status")
     assert exit_case.status == "error", exit_case
-    assert "was still running at the 45 s deadline" in exit_case.message
+    assert "was still running at the 180 s deadline" in exit_case.message
     for rank in (0, 1):
         assert f"rank {rank} stacks:" in exit_case.message, exit_case.message
     assert "_all_reduce_that_never_returns (sitecustomize.py:" in exit_case.message, exit_case.message
@@ -125,7 +125,7 @@ def test_flight_recorder_compares_the_ranks_last_collectives_on_torch_2_15(
     (dumped on request by the suite's thread, not a signal handler: rank 0 is blocked in C++) shows rank 0
     one collective ahead, and rank 0's stack was still taken inside the C++ wait."""
     image = fixture_image(STALLS)
-    result, summary, _ = run_config(tmp_path, docker_client, HUNG.format(deadline=60), image)
+    result, summary, _ = run_config(tmp_path, docker_client, HUNG.format(deadline=240), image)
     exit_case = case(result, "exit_status")
     assert exit_case.status == "error", exit_case
     report = json_report(summary)["scenarios"][0]["diagnosis"]
