@@ -26,7 +26,7 @@ from harness.labels import LABEL_MANAGED, LABEL_RUN
 
 IMAGES = ("distval-fixtures/torch:1.13-debian", "distval-fixtures/torch:2.6-debian", "distval-fixtures/torch:2.15-pypi")
 ITERATIONS = 40
-LIMIT_S = 420.0
+LIMIT_S = 600.0
 
 WORKER = r"""
 import os, sys, time, torch, torch.distributed as dist
@@ -64,7 +64,7 @@ def measure(client: Any, image: str) -> str:
             argv = [
                 "-m", "torch.distributed.run", "--nnodes=2:3", "--nproc_per_node=1", "--rdzv_backend=c10d",
                 f"--rdzv_endpoint=distval-{run_id}-n0:29400", f"--rdzv_id={run_id}", "--max_restarts=3",
-                "--rdzv_conf=join_timeout=60,last_call_timeout=10,close_timeout=10", "/w.py", str(ITERATIONS),
+                "--rdzv_conf=join_timeout=300,last_call_timeout=10,close_timeout=10", "/w.py", str(ITERATIONS),
             ]  # fmt: skip
             container = client.containers.create(
                 image, argv, entrypoint="python3", name=name, hostname=name, network=network.name, labels=labels,
@@ -78,8 +78,13 @@ def measure(client: Any, image: str) -> str:
         # Every node's worker has all-reduced in the first attempt: kill node 2.
         while time.monotonic() - started < LIMIT_S:
             logs = [c.logs().decode("utf-8", "replace") for c in containers]
-            if all("iteration=2 " in text for text in logs):
+            if all(re.search(r"attempt=0 world=3 rank=\d+ iteration=2\b", text) for text in logs):
                 break
+            for container in containers:
+                container.reload()
+            if all(container.status == "exited" for container in containers):
+                tails = " | ".join(logs[node].strip().splitlines()[-1][:200] for node in range(3) if logs[node].strip())
+                return f"{image}: every node exited before the kill (first rendezvous failed): {tails}"
             time.sleep(1)
         else:
             return f"{image}: the first attempt never ran on all three nodes within {LIMIT_S:g} s"
