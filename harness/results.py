@@ -222,8 +222,13 @@ def _exit_case(outcomes: tuple[ContainerOutcome, ...], deadline_s: float, durati
     bad = [o for o in outcomes if o.killed_at_deadline or o.exit_code != 0 or o.problem]
     kind = outcomes[0].kind if outcomes else "container"
     if not bad:
+        restarts = diagnose(outcomes).restarts
+        after = f" after {restarts} torchrun restart(s) (the last attempt's records count)" if restarts else ""
         return CaseResult(
-            EXIT_STATUS_CASE, PASSED, f"{len(outcomes)} {kind}(s) exited 0 within the {deadline_s:g} s deadline", duration_s
+            EXIT_STATUS_CASE,
+            PASSED,
+            f"{len(outcomes)} {kind}(s) exited 0 within the {deadline_s:g} s deadline{after}",
+            duration_s,
         )
     message = "; ".join(_why_missing(o, deadline_s) for o in bad)
     output = "\n\n".join(f"--- {o.name} (last lines) ---\n{tail(o.stdout + o.stderr)}" for o in bad)

@@ -147,6 +147,7 @@ def test_a_restart_counts_once_and_its_failed_attempt_does_not_turn_the_verdict_
     }
     result = summarize_scenario(outcome(files))
     assert [(c.name, c.status) for c in result.cases] == [("process_group", "passed"), ("exit_status", "passed")]
+    assert result.cases[-1].message.endswith("after 1 torchrun restart(s) (the last attempt's records count)")
     properties = dict(result.properties)
     assert properties["restarts"] == "1"
     assert properties["rendezvous_store"].startswith("a store of the workers' own")

@@ -88,6 +88,7 @@ def test_a_killed_worker_is_restarted_and_the_job_completes(
     print(f"killed rank 1 in {killed_in}; restarts {properties.get('restarts')}; store {properties.get('rendezvous_store')}")
     assert {c.name: c.status for c in result.cases if c.status != "passed" and c.status != "skipped"} == {}, result.cases
     assert properties["restarts"] == "1"
+    assert "after 1 torchrun restart(s)" in result.cases[-1].message
     assert properties["rendezvous_store"] == (
         "a store of the workers' own, not the agent's (TORCHELASTIC_USE_AGENT_STORE=False) (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1)"
     )
