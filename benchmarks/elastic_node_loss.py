@@ -64,7 +64,7 @@ def measure(client: Any, image: str) -> str:
             argv = [
                 "-m", "torch.distributed.run", "--nnodes=2:3", "--nproc_per_node=1", "--rdzv_backend=c10d",
                 f"--rdzv_endpoint=distval-{run_id}-n0:29400", f"--rdzv_id={run_id}", "--max_restarts=3",
-                "--rdzv_conf=join_timeout=300,last_call_timeout=10,close_timeout=10", "/w.py", str(ITERATIONS),
+                "--rdzv_conf=join_timeout=300,last_call_timeout=10,close_timeout=10,read_timeout=300", "/w.py", str(ITERATIONS),
             ]  # fmt: skip
             container = client.containers.create(
                 image, argv, entrypoint="python3", name=name, hostname=name, network=network.name, labels=labels,
