@@ -218,6 +218,7 @@ def _command(
                 ("join_timeout", scenario.rdzv_join_timeout_s),
                 ("last_call_timeout", scenario.rdzv_last_call_timeout_s),
                 ("close_timeout", scenario.rdzv_close_timeout_s),
+                ("read_timeout", scenario.rdzv_read_timeout_s),
             )
             if value is not None
         ]

@@ -38,11 +38,12 @@ def test_defaults_no_restarts_a_short_join_and_the_diagnosis_environment(tmp_pat
 def test_each_key_reaches_the_command_line_or_the_environment(tmp_path: Path) -> None:
     extra = (
         ", max_restarts: 2, rdzv_join_timeout_s: 30, rdzv_last_call_timeout_s: 5, rdzv_close_timeout_s: 7,"
+        " rdzv_read_timeout_s: 120,"
         " share_rdzv_store: false, distributed_debug: detail"
     )
     argv, env = plan_of(tmp_path, extra=extra)
     assert "--max_restarts=2" in argv
-    assert "--rdzv_conf=join_timeout=30,last_call_timeout=5,close_timeout=7" in argv
+    assert "--rdzv_conf=join_timeout=30,last_call_timeout=5,close_timeout=7,read_timeout=120" in argv
     assert env["TORCH_DISTRIBUTED_DEBUG"] == "DETAIL" and env["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] == "1"
     # A top-level default, and the scenario's own env wins over distval's.
     argv, env = plan_of(tmp_path, extra=", env: {TORCH_DISTRIBUTED_DEBUG: OFF}", top="distributed_debug: info\n")

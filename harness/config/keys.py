@@ -314,12 +314,19 @@ KEYS: tuple[Key, ...] = (
         top=23,
     ),
     Key(
+        name="rdzv_read_timeout_s",
+        doc="c10d rendezvous: read_timeout of its store, whole seconds (none: torch's 60 s, short on a loaded host)",
+        read=values.integer(1, RDZV_TIMEOUT_MAX_S, " (distval's bound on rendezvous timeouts)"),
+        schema=_integer(1, RDZV_TIMEOUT_MAX_S),
+        top=24,
+    ),
+    Key(
         name="share_rdzv_store",
         doc="false: TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, the workers get a store of their own (pytorch#135712)",
         read=values.boolean,
         schema={"type": "boolean"},
         default=True,
-        top=24,
+        top=25,
     ),
     Key(
         name="checks",

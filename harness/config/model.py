@@ -59,6 +59,7 @@ class Scenario:
     rdzv_join_timeout_s: int = 60
     rdzv_last_call_timeout_s: int | None = None
     rdzv_close_timeout_s: int | None = None
+    rdzv_read_timeout_s: int | None = None
     share_rdzv_store: bool = True
     expanded_from: str | None = None  # the matrix entry's name; None for a plain scenario
     axes: tuple[tuple[str, str], ...] = ()  # the matrix combination: (axis, value as str), in axis order
