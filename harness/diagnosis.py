@@ -479,7 +479,17 @@ def store_path(launches: Iterable[Mapping[str, Any]]) -> str | None:
 
 def last_attempt(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """A rank's records of its last attempt only: after a torchrun restart the rank's file holds the failed
-    attempt's records first, and those must neither count twice nor turn the verdict red."""
+    attempt's records first, and those must neither count twice nor turn the verdict red. The attempt is
+    the restart count and the worker process's start: the count is per agent (an agent whose workers did
+    not fail restarts them without counting), the start time is per process."""
     records = list(records)
-    newest = max((_int(r.get("attempt")) or 0 for r in records), default=0)
-    return [r for r in records if (_int(r.get("attempt")) or 0) == newest]
+
+    def attempt(record: Mapping[str, Any]) -> tuple[int, float]:
+        try:
+            started = float(str(record.get("started_at") or 0))
+        except ValueError:
+            started = 0.0
+        return (_int(record.get("attempt")) or 0, started)
+
+    newest = max((attempt(r) for r in records), default=(0, 0.0))
+    return [r for r in records if attempt(r) == newest]

@@ -32,6 +32,10 @@ class RecordWriter:
         # torchrun's restart count: a restarted job appends its records to the same file, and the harness
         # keeps the last attempt's only (harness/diagnosis.py).
         self.attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
+        # The count is per agent, not per job: an agent whose own workers did not fail restarts them for the
+        # new rendezvous without counting (measured on torch 2.6 and 2.15). This process's start tells
+        # the attempts apart where the count does not.
+        self.started_at = round(time.time(), 3)
 
     def write(
         self,
@@ -54,6 +58,7 @@ class RecordWriter:
             "ended_at": round(time.time(), 3),
             "hostname": self.hostname,
             "attempt": self.attempt,
+            "started_at": self.started_at,
             "details": details or {},
         }
         if status in (FAILED, ERROR) and self.worst != ERROR:

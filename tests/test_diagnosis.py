@@ -119,6 +119,10 @@ def test_last_attempt_keeps_the_restarted_records_only() -> None:
     ]
     assert last_attempt(records) == [{"check": "env", "attempt": 1}]
     assert last_attempt([{"check": "env"}]) == [{"check": "env"}]  # records of a suite without attempts
+    # An agent that did not count the restart: the same attempt number, a later process.
+    same_count = [{"check": "env", "attempt": 0, "started_at": 10.0}, {"check": "env", "attempt": 0, "started_at": 99.5}]
+    assert last_attempt(same_count) == [same_count[1]]
+    assert last_attempt([{"check": "env", "started_at": "garbage"}]) == [{"check": "env", "started_at": "garbage"}]
     assert last_attempt([]) == []
 
 

@@ -30,12 +30,12 @@ pytestmark = pytest.mark.docker
 
 IMAGE = "distval-fixtures/torch:2.6-debian"
 CHECKS = "[env, all_reduce, collectives]"  # collectives runs for seconds: time to kill a worker inside it
-CONFIG = f"""timeout_s: 500
+CONFIG = """timeout_s: {timeout_s}
 collective_timeout_s: 60
-check_timeout_s: 200
+check_timeout_s: {check_timeout_s}
 scenarios:
-  - {{topology: cross-container, world_size: 2, rendezvous: c10d, max_restarts: 1, share_rdzv_store: false,
-      rdzv_join_timeout_s: 60, checks: {CHECKS}}}
+  - {{topology: cross-container, world_size: 2, rendezvous: c10d, max_restarts: 1, share_rdzv_store: {share},
+      rdzv_join_timeout_s: 60, checks: {checks}}}
 """
 
 
@@ -48,12 +48,13 @@ def records_of(engine: Engine, container: Any, rank: int) -> list[dict[str, Any]
     return [json.loads(line) for line in data.splitlines() if line.strip()]
 
 
-def test_a_killed_worker_is_restarted_and_the_job_completes(
-    fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path
-) -> None:
+def run_and_kill_rank1(
+    fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path, text: str
+) -> tuple[ScenarioOutcome, str | None]:
+    """Run the scenario; once rank 1 has written a record, SIGKILL its worker wherever c10d put it."""
     image = fixture_image(IMAGE)
     config = tmp_path / "restart.yaml"
-    config.write_text(CONFIG)
+    config.write_text(text)
     run_id = "r" + secrets.token_hex(4)
     (plan,) = plan_run(load_config(config), run_id, image).scenarios
     engine = Engine(run_id)
@@ -79,8 +80,16 @@ def test_a_killed_worker_is_restarted_and_the_job_completes(
     finally:
         engine.remove_labelled()
     assert leftovers(docker_client, run_id) == [], "the run left containers or networks behind"
-    assert killed_in is not None, "rank 1's worker was never seen running after its first check"
     (outcome,) = outcomes
+    return outcome, killed_in
+
+
+def test_a_killed_worker_is_restarted_and_the_job_completes(
+    fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path
+) -> None:
+    text = CONFIG.format(timeout_s=500, check_timeout_s=200, share="false", checks=CHECKS)
+    outcome, killed_in = run_and_kill_rank1(fixture_image, docker_client, tmp_path, text)
+    assert killed_in is not None, "rank 1's worker was never seen running after its first check"
     result = summarize_scenario(outcome)
     for case in result.cases:
         print(f"{case.name}: {case.status}: {case.message[:200]}")
@@ -109,3 +118,23 @@ def test_a_killed_worker_is_restarted_and_the_job_completes(
         "all_reduce",
         "exit_status",
     ]
+
+
+def test_a_restart_with_the_agent_shared_store_fails_on_torch_2_6(
+    fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path
+) -> None:
+    """The same kill with the agent-shared store (torch's default since 2.4): Debian's 2.6 restarts the
+    workers and the new attempt's init_process_group fails in gloo's connectFullMesh (pytorch#135712):
+    distval reports that restart, its store path and torch's error, on the last attempt's records."""
+    text = CONFIG.format(timeout_s=400, check_timeout_s=60, share="true", checks="[env, all_reduce, collectives]")
+    outcome, killed_in = run_and_kill_rank1(fixture_image, docker_client, tmp_path, text)
+    assert killed_in is not None, "rank 1's worker was never seen running after its first check"
+    result = summarize_scenario(outcome)
+    for case in result.cases:
+        print(f"{case.name}: {case.status}: {case.message[:300]}")
+    properties = dict(result.properties)
+    assert properties["restarts"] == "1"
+    assert properties["rendezvous_store"] == "the agent's store, shared with the workers (TORCHELASTIC_USE_AGENT_STORE=True)"
+    group = next(c for c in result.cases if c.name == "process_group")
+    assert group.status == "failed" and "Gloo connectFullMesh failed" in group.message, group
+    assert next(c for c in result.cases if c.name == "exit_status").status == "error"
