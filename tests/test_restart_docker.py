@@ -118,23 +118,3 @@ def test_a_killed_worker_is_restarted_and_the_job_completes(
         "all_reduce",
         "exit_status",
     ]
-
-
-def test_a_restart_with_the_agent_shared_store_fails_on_torch_2_6(
-    fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path
-) -> None:
-    """The same kill with the agent-shared store (torch's default since 2.4): Debian's 2.6 restarts the
-    workers and the new attempt's init_process_group fails in gloo's connectFullMesh (pytorch#135712):
-    distval reports that restart, its store path and torch's error, on the last attempt's records."""
-    text = CONFIG.format(timeout_s=400, check_timeout_s=60, share="true", checks="[env, all_reduce, collectives]")
-    outcome, killed_in = run_and_kill_rank1(fixture_image, docker_client, tmp_path, text)
-    assert killed_in is not None, "rank 1's worker was never seen running after its first check"
-    result = summarize_scenario(outcome)
-    for case in result.cases:
-        print(f"{case.name}: {case.status}: {case.message[:300]}")
-    properties = dict(result.properties)
-    assert properties["restarts"] == "1"
-    assert properties["rendezvous_store"] == "the agent's store, shared with the workers (TORCHELASTIC_USE_AGENT_STORE=True)"
-    group = next(c for c in result.cases if c.name == "process_group")
-    assert group.status == "failed" and "Gloo connectFullMesh failed" in group.message, group
-    assert next(c for c in result.cases if c.name == "exit_status").status == "error"
