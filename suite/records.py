@@ -40,6 +40,13 @@ class RecordWriter:
         self.hostname = socket.gethostname()
         self._lock = threading.Lock()  # the watchdog thread writes too
         self.worst = PASSED
+        # torchrun's restart count: a restarted job appends its records to the same file, and the harness
+        # keeps the last attempt's only (harness/diagnosis.py).
+        self.attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
+        # The count is per agent, not per job: an agent whose own workers did not fail restarts them for the
+        # new rendezvous without counting (measured on torch 2.6 and 2.15). This process's start tells
+        # the attempts apart where the count does not.
+        self.started_at = round(time.time(), 3)
         self.stdout_records = stdout_records is not None
         self._stdout_lines = 0
         if stdout_records is not None:
@@ -79,6 +86,8 @@ class RecordWriter:
             # the harness compares it with the time it injected a fault (fault-to-failure time).
             "ended_at": round(time.time(), 3),
             "hostname": self.hostname,
+            "attempt": self.attempt,
+            "started_at": self.started_at,
             "details": details or {},
         }
         if status in (FAILED, ERROR) and self.worst != ERROR:
