@@ -186,7 +186,8 @@ def test_golden_manifests_of_one_scenario(layout: str) -> None:
         else r
         for r in scenario.resources
     ]
-    golden_text = render(ExportedScenario(scenario.plan, scenario.name, tuple(shown)))
+    # The origin names the config by the path it was loaded from: the checkout's, which differs per clone.
+    golden_text = render(ExportedScenario(scenario.plan, scenario.name, tuple(shown))).replace(str(ROOT), "<checkout>")
     golden = GOLDEN / f"kube_{layout}.yaml"
     if os.environ.get("DISTVAL_UPDATE_GOLDEN") == "1":
         golden.write_text(golden_text, encoding="utf-8")
