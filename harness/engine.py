@@ -30,7 +30,7 @@ import urllib3.exceptions
 from harness.docker_spec import ContainerPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
-from harness.labels import LABEL_MANAGED, LABEL_RUN
+from harness.labels import LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from harness.owner import Owner, current_owner
 from harness.tarball import regular_files
 
@@ -216,6 +216,38 @@ class Engine:
             return regular_files(data)
         except tarfile.TarError as exc:
             raise EngineError(f"copy {path} out of {container.name}: the Engine sent no readable archive ({exc})") from None
+
+    # -- the reaper -------------------------------------------------------------------------------
+    def start_reaper(
+        self, image: str, name: str, environment: Mapping[str, str], socket_path: str, port: int, bind_address: str
+    ) -> tuple[str, int | None, str | None]:
+        """Create and start the run's reaper (harness/reaper.py): the Engine's socket mounted, ``port`` published
+        on ``bind_address`` at a port the Engine picks, removed by the Engine once it exits, nothing else allowed.
+        Returns (container id, the published port, its address on the default bridge)."""
+
+        def run() -> tuple[str, int | None, str | None]:
+            container = self.client.containers.create(
+                image,
+                name=name,
+                labels=self._labels({LABEL_ROLE: "reaper"}),
+                environment=dict(environment),
+                volumes={socket_path: {"bind": "/var/run/docker.sock", "mode": "rw"}},
+                ports={f"{port}/tcp": (bind_address, None)},
+                auto_remove=True,
+                cap_drop=["ALL"],
+                read_only=True,
+                mem_limit="64m",
+                detach=True,
+            )
+            container.start()
+            container.reload()
+            settings = container.attrs.get("NetworkSettings") or {}
+            bindings = (settings.get("Ports") or {}).get(f"{port}/tcp") or []
+            host_port = next((int(b["HostPort"]) for b in bindings if b.get("HostPort")), None)
+            address = next((str(n["IPAddress"]) for n in (settings.get("Networks") or {}).values() if n.get("IPAddress")), None)
+            return str(container.id), host_port, address
+
+        return self._call(f"start the reaper {name}", run)
 
     # -- GPUs ---------------------------------------------------------------------------------------
     def gpu_support(self, image: str) -> GpuSupport:
