@@ -39,6 +39,7 @@ FIRST_CONNECTION_S = 60.0  # the reaper reaps if distval never connects (killed 
 CONNECT_WINDOW_S = 15.0  # how long distval tries to reach a reaper that was just started
 CONNECT_TIMEOUT_S = 1.0
 DISARM_TIMEOUT_S = 5.0
+GONE_TIMEOUT_S = 10.0
 DEFAULT_SOCKET = "/var/run/docker.sock"
 Log = Callable[[str], None]
 
@@ -142,7 +143,11 @@ class Reaper:
                     continue
                 if answer != "OK":
                     sock.close()
-                    raise OSError(f"the reaper at {address[0]}:{address[1]} answered {answer!r}")
+                    if answer.startswith("DENIED"):
+                        raise OSError(f"the reaper at {address[0]}:{address[1]} answered {answer!r}")
+                    # Docker's proxy accepts on the published port before the reaper listens, then hangs up.
+                    problems[f"{address[0]}:{address[1]}"] = "connection closed before the reaper answered"
+                    continue
                 sock.settimeout(None)
                 with self._lock:
                     self._sock, self.address = sock, address
@@ -194,6 +199,16 @@ class Reaper:
                 sock.close()
         if not told:
             remove_reaper(self.engine)
+        # The Engine removes it once it exited (AutoRemove): wait for that, so that distval leaves nothing.
+        until = time.monotonic() + GONE_TIMEOUT_S
+        while time.monotonic() < until:
+            try:
+                if not self.engine.list_managed(reaper_labels(self.engine)):
+                    return
+            except DistvalError:
+                return
+            time.sleep(0.1)
+        remove_reaper(self.engine)
 
 
 def _read_line(sock: socket.socket) -> str:
@@ -206,9 +221,13 @@ def _read_line(sock: socket.socket) -> str:
     return data.decode("ascii", "replace").strip()
 
 
+def reaper_labels(engine: Engine) -> list[str]:
+    return [f"{LABEL_RUN}={engine.run_id}", f"{LABEL_ROLE}=reaper"]
+
+
 def remove_reaper(engine: Engine) -> None:
     """Remove the run's reaper container, if any (killing it first: it then reaps nothing)."""
     try:
-        engine.remove_matching([f"{LABEL_RUN}={engine.run_id}", f"{LABEL_ROLE}=reaper"])
+        engine.remove_matching(reaper_labels(engine))
     except DistvalError:
         pass  # the run's own cleanup, or distval cleanup, removes it
