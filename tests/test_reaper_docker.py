@@ -33,11 +33,11 @@ IMAGE = "distval-fixtures/torch:2.6-debian"
 # From SIGKILL to nothing of the run in the Engine: measured 4.3 s here at a load average of 9 (the grace
 # period, 2 s, then a forced removal of each container); the window leaves room for a load of 10 and more.
 REAP_BOUND_S = 30.0
-STARTUP_S = 180.0
+STARTUP_S = 420.0
 
 CONFIG = """\
 version: 1
-timeout_s: 150
+timeout_s: 400
 scenarios:
   - name: good
     topology: cross-container

@@ -1,0 +1,129 @@
+"""The reaper's logic without Docker: where distval looks for it, and the reaper program's protocol over real
+sockets on the loopback (harness/fixtures/files/reaper_daemon.py, loaded from its file: it runs in the reaper's
+image, not as part of the harness package). The Engine side is tests/test_reaper_docker.py."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from types import ModuleType
+
+import pytest
+
+from harness.fixtures.recipes import FILES
+from harness.reaper import REAPER_PORT, addresses, engine_socket_path
+
+GRACE_S = 0.5
+
+
+def test_the_socket_the_reaper_mounts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    assert engine_socket_path() == "/var/run/docker.sock"
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/user/1000/docker.sock")
+    assert engine_socket_path() == "/run/user/1000/docker.sock"
+    monkeypatch.setenv("DOCKER_HOST", "tcp://build-7:2375")
+    assert engine_socket_path() == "/var/run/docker.sock"
+
+
+def test_where_distval_looks_for_its_reaper(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    assert addresses(32768, "172.17.0.5") == [("127.0.0.1", 32768), ("172.17.0.5", REAPER_PORT)]
+    assert addresses(None, "172.17.0.5") == [("172.17.0.5", REAPER_PORT)]
+    monkeypatch.setenv("DOCKER_HOST", "tcp://build-7:2375")
+    assert addresses(32768, None) == [("build-7", 32768)]
+    monkeypatch.setenv("DOCKER_HOST", "ssh://ci@build-8")
+    assert addresses(32768, None) == [("build-8", 32768)]
+
+
+def daemon() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("reaper_daemon", FILES / "reaper_daemon.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Serving:
+    """The reaper program's serve loop on a loopback port, in a thread; ``ended`` says how it ended and when."""
+
+    def __init__(self, first_s: float = 30.0) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.reaper = daemon().Reaper("run1", hashlib.sha256(b"s3cret").hexdigest(), GRACE_S, first_s)
+        self.ended: tuple[str, float] | None = None
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        how = self.reaper.serve(self.server)
+        self.ended = (how, time.monotonic())
+
+    def send(self, line: bytes) -> tuple[socket.socket, str]:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        sock.sendall(line)
+        return sock, sock.makefile().readline().strip()
+
+
+@pytest.fixture
+def serving() -> Iterator[Serving]:
+    running = Serving()
+    yield running
+    running.server.close()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"HELLO run1 wrong\n", b"HELLO run2 s3cret\n", b"HELLO run1\n", b"HELLO run1 s3cret extra\n", b"x" * 300],
+    ids=["wrong-secret", "wrong-run", "no-secret", "extra-word", "too-long"],
+)
+def test_a_wrong_hello_is_refused_and_holds_nothing(serving: Serving, line: bytes) -> None:
+    sock, answer = serving.send(line)
+    assert answer.startswith("DENIED "), answer
+    try:
+        rest = sock.recv(1)
+    except ConnectionResetError:  # closed with the rest of a long line unread: the kernel resets instead
+        rest = b""
+    assert rest == b"", "expected the reaper to close a refused connection"
+    assert serving.reaper.holders == {}
+
+
+def test_held_until_the_connection_drops_then_reaps_after_the_grace(serving: Serving) -> None:
+    sock, answer = serving.send(b"HELLO run1 s3cret\n")
+    assert answer == "OK"
+    sock.sendall(b"PING\n")
+    assert sock.makefile().readline().strip() == "PONG"
+    time.sleep(GRACE_S * 3)
+    assert serving.ended is None, "expected the reaper to wait while its connection is held"
+    dropped = time.monotonic()
+    sock.close()
+    serving.thread.join(timeout=10)
+    assert serving.ended is not None and serving.ended[0] == "reap"
+    assert GRACE_S <= serving.ended[1] - dropped < GRACE_S + 2, serving.ended[1] - dropped
+
+
+def test_a_connection_back_within_the_grace_keeps_it_held(serving: Serving) -> None:
+    first, answer = serving.send(b"HELLO run1 s3cret\n")
+    assert answer == "OK"
+    first.close()
+    time.sleep(GRACE_S / 4)
+    second, answer = serving.send(b"HELLO run1 s3cret\n")
+    assert answer == "OK"
+    time.sleep(GRACE_S * 3)
+    assert serving.ended is None, "expected a connection back within the grace period to hold the reaper"
+    second.sendall(b"DISARM\n")
+    assert second.makefile().readline().strip() == "BYE"
+    serving.thread.join(timeout=10)
+    assert serving.ended is not None and serving.ended[0] == "disarm"
+
+
+def test_nobody_connects_then_it_reaps_after_the_first_connection_window() -> None:
+    running = Serving(first_s=1.0)
+    started = time.monotonic()
+    running.thread.join(timeout=10)
+    assert running.ended is not None and running.ended[0] == "reap"
+    assert 1.0 <= running.ended[1] - started < 3.0
+    running.server.close()
