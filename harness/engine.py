@@ -324,6 +324,10 @@ class Engine:
                     self.client.api.remove_network(resource.id)
             except docker.errors.NotFound:
                 continue  # already gone (another cleanup, or the Engine's own)
+            except docker.errors.APIError as exc:
+                if exc.status_code == 409 and "already in progress" in _text(exc):
+                    continue  # being removed (a reaper that exited: AutoRemove)
+                raise _mapped(f"remove {resource.kind} {resource.name}", exc) from None
             except TRANSPORT_ERRORS as exc:
                 raise _mapped(f"remove {resource.kind} {resource.name}", exc) from None
             removed[resource.kind] += 1

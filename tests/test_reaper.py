@@ -14,6 +14,8 @@ from types import ModuleType
 
 import pytest
 
+from harness.cleanup import RunDecision
+from harness.engine_protocol import Resource
 from harness.fixtures.recipes import FILES
 from harness.reaper import REAPER_PORT, addresses, engine_socket_path
 
@@ -127,3 +129,15 @@ def test_nobody_connects_then_it_reaps_after_the_first_connection_window() -> No
     assert running.ended is not None and running.ended[0] == "reap"
     assert 1.0 <= running.ended[1] - started < 3.0
     running.server.close()
+
+
+def test_cleanup_names_a_runs_reaper_among_its_containers() -> None:
+    labels = {"distval.run": "k1"}
+    network = Resource("network", "n", "distval-k1-s", labels, None)
+    container = Resource("container", "c", "distval-k1-s-n0", labels, None)
+    reaper = Resource("container", "r", "distval-k1-reaper", {**labels, "distval.role": "reaper"}, None)
+    assert (
+        RunDecision("k1", (network, container, reaper), True, "").counts()
+        == "2 container(s) (its reaper among them), 1 network(s)"
+    )
+    assert RunDecision("k1", (network, container), True, "").counts() == "1 container(s), 1 network(s)"
