@@ -7,12 +7,14 @@ a run id of its own, and each test removes what is left of its runs by that id a
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import secrets
 import signal
 import socket
 import subprocess
 import sys
+import tarfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -268,3 +270,53 @@ def test_a_reaper_nobody_connects_to_reaps_after_its_first_connection_window(
     start_reaper(run_id, "right", first_s=3)
     elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
     assert left == [], f"expected the reaper to reap run {run_id} when distval never connected; the Engine holds {left}"
+
+
+def harness_context(tmp_path: Path) -> bytes:
+    """The repository's build context plus the wheels an offline build needs, as a tar (the README's recipe)."""
+    wheels = tmp_path / "wheels"
+    platforms = [arg for minor in range(17, 37) for arg in ("--platform", f"manylinux_2_{minor}_x86_64")]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", "3.13",
+         "--implementation", "cp", "--platform", "any", *platforms, "-d", str(wheels),
+         "docker>=7.1,<8", "PyYAML>=6", "setuptools>=64"],
+        check=True,
+        timeout=300,
+    )  # fmt: skip
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name in ("Dockerfile", "pyproject.toml", "README.md", "harness", "suite", "configs"):
+            archive.add(ROOT / name, arcname=name, filter=lambda info: None if "__pycache__" in info.name else info)
+        archive.add(wheels, arcname="wheels")
+    return buffer.getvalue()
+
+
+def test_in_the_harness_image_the_reaper_holds_the_run_and_reaps_it_after_sigkill(
+    run_id: str, docker_client: Any, fixture_image: Callable[[str], str], tmp_path: Path
+) -> None:
+    base = fixture_image(harness.fixtures.recipes.HARNESS_BASE)
+    tag = "distval-test/harness-reaper:" + secrets.token_hex(3)
+    Engine("tests-harness-image").build(harness_context(tmp_path), tag, {}, print, buildargs={"BASE": base, "PIP_NO_INDEX": "1"})
+    container = docker_client.containers.create(
+        tag,
+        command=["run", "configs/default.yaml", "--filter", "cross-container-2ranks", "--image", IMAGE, "--run-id", run_id],
+        volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}},
+        # Not the run's own id: the reaper removes everything labelled with that.
+        labels={"distval.managed": "true", "distval.run": run_id + "-harness"},
+    )
+    try:
+        container.start()
+        until = time.monotonic() + STARTUP_S
+        while f"distval-{run_id}-cross-container-2ranks-n0" not in leftovers(docker_client, run_id):
+            assert time.monotonic() < until, container.logs().decode()[-3000:]
+            time.sleep(0.5)
+        logs = container.logs().decode()
+        # distval in a container: the Engine's host loopback is not its own, so it reaches the reaper on the bridge.
+        assert f"reaper distval-{run_id}-reaper holds run {run_id} (at 172." in logs, logs[-3000:]
+        container.kill()  # SIGKILL to distval, PID 1 of the harness container
+        elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
+        print(f"harness image: SIGKILL to nothing left: {elapsed:.1f} s (load {os.getloadavg()[0]:.1f})")
+        assert left == [], f"expected nothing of run {run_id} {REAP_BOUND_S:g} s after SIGKILL; the Engine holds {left}"
+    finally:
+        container.remove(force=True)
+        docker_client.images.remove(tag, force=True)
