@@ -134,7 +134,10 @@ def test_sigkill_of_a_host_mode_run_leaves_no_local_process(pytestconfig: pytest
     config = tmp_path / "config.yaml"
     config.write_text(
         "version: 1\ntimeout_s: 400\nscenarios:\n"
-        "  - {name: across, topology: cross-container, world_size: 2, checks: [env, all_reduce]}\n",
+        # The timeout check keeps the ranks busy for a minute: without the watchdog they would outlive the bound
+        # (measured before it existed: all 4 processes still ran 10 s after distval's SIGKILL).
+        "  - {name: across, topology: cross-container, world_size: 2,\n"
+        "     checks: [env, {name: timeout, args: {deadline_s: 60, margin_s: 5}}]}\n",
         encoding="utf-8",
     )
     command = [sys.executable, "-m", "harness.cli", "run", str(config), "--host", "--python", str(python), "--run-id", run_id]
