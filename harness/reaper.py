@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from harness.errors import DistvalError
+from harness.errors import DistvalError, Interrupted
 from harness.labels import LABEL_ROLE, LABEL_RUN
 
 if TYPE_CHECKING:
@@ -112,6 +112,9 @@ class Reaper:
             _, host_port, bridge_address = engine.start_reaper(REAPER, name, environment, engine_socket_path(), REAPER_PORT, bind)
             reaper = Reaper(engine, name, secret, addresses(host_port, bridge_address), log)
             reaper._connect(CONNECT_WINDOW_S)
+        except Interrupted:  # Ctrl-C or SIGTERM while it started: the run stops, without a reaper
+            remove_reaper(engine)
+            raise
         except (DistvalError, OSError) as exc:
             log(
                 f"no reaper for run {run_id} ({exc}): if distval is killed, `distval cleanup --run-id {run_id}` "
@@ -150,7 +153,9 @@ class Reaper:
                     continue
                 sock.settimeout(None)
                 with self._lock:
-                    self._sock, self.address = sock, address
+                    previous, self._sock, self.address = self._sock, sock, address
+                if previous is not None:
+                    previous.close()
                 return
             if time.monotonic() >= until or not self._where:
                 tried = "; ".join(f"{a}: {p}" for a, p in problems.items()) or "it published no address"

@@ -16,8 +16,9 @@ import pytest
 
 from harness.cleanup import RunDecision
 from harness.engine_protocol import Resource
+from harness.errors import EngineError, Interrupted
 from harness.fixtures.recipes import FILES
-from harness.reaper import REAPER_PORT, addresses, engine_socket_path
+from harness.reaper import REAPER_PORT, Reaper, addresses, engine_socket_path
 
 GRACE_S = 0.5
 
@@ -141,3 +142,39 @@ def test_cleanup_names_a_runs_reaper_among_its_containers() -> None:
         == "2 container(s) (its reaper among them), 1 network(s)"
     )
     assert RunDecision("k1", (network, container), True, "").counts() == "1 container(s), 1 network(s)"
+
+
+class Refusing:
+    """An Engine whose reaper cannot start, raising ``error``; records what it was asked to remove."""
+
+    run_id = "r1"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.removed: list[list[str]] = []
+
+    def start_reaper(self, *args: object) -> tuple[str, int | None, str | None]:
+        raise self.error
+
+    def remove_matching(self, labels: list[str]) -> tuple[int, int]:
+        self.removed.append(labels)
+        return 0, 0
+
+
+def test_a_reaper_that_cannot_start_is_one_line_and_removed() -> None:
+    engine = Refusing(EngineError("start the reaper distval-r1-reaper: port is already allocated"))
+    lines: list[str] = []
+    assert Reaper.start(engine, lines.append, lambda tag: None) is None  # type: ignore[arg-type]
+    assert lines == [
+        "no reaper for run r1 (start the reaper distval-r1-reaper: port is already allocated): if distval is killed, "
+        "`distval cleanup --run-id r1` removes its containers and networks"
+    ]
+    assert engine.removed == [["distval.run=r1", "distval.role=reaper"]]
+
+
+def test_an_interrupt_while_the_reaper_starts_stops_the_run() -> None:
+    engine = Refusing(Interrupted("interrupted by SIGTERM"))
+    lines: list[str] = []
+    with pytest.raises(Interrupted):
+        Reaper.start(engine, lines.append, lambda tag: None)  # type: ignore[arg-type]
+    assert lines == [] and engine.removed == [["distval.run=r1", "distval.role=reaper"]]
