@@ -219,13 +219,29 @@ class Engine:
 
     # -- the reaper -------------------------------------------------------------------------------
     def start_reaper(
-        self, image: str, name: str, environment: Mapping[str, str], socket_path: str, port: int, bind_address: str
-    ) -> tuple[str, int | None, str | None]:
+        self,
+        image: str,
+        name: str,
+        environment: Mapping[str, str],
+        socket_path: str,
+        port: int,
+        bind_address: str,
+        join: str | None = None,
+    ) -> tuple[str, int | None, list[str]]:
         """Create and start the run's reaper (harness/reaper.py): the Engine's socket mounted, ``port`` published
         on ``bind_address`` at a port the Engine picks, removed by the Engine once it exits, nothing else allowed.
-        Returns (container id, the published port, its address on the default bridge)."""
+        ``join``: the id of a container distval runs in; the reaper joins its networks, so distval reaches it
+        there. Returns (container id, the published port, its addresses on its networks)."""
 
-        def run() -> tuple[str, int | None, str | None]:
+        def networks_of(container_id: str) -> list[str]:
+            try:
+                attrs = self.client.api.inspect_container(container_id)
+            except docker.errors.NotFound:
+                return []  # not a container of this Engine (distval in a container of another one)
+            names = ((attrs.get("NetworkSettings") or {}).get("Networks") or {}).keys()
+            return [n for n in names if n not in ("bridge", "host", "none")]
+
+        def run() -> tuple[str, int | None, list[str]]:
             container = self.client.containers.create(
                 image,
                 name=name,
@@ -239,13 +255,15 @@ class Engine:
                 mem_limit="64m",
                 detach=True,
             )
+            for network in networks_of(join) if join else []:
+                self.client.networks.get(network).connect(container)
             container.start()
             container.reload()
             settings = container.attrs.get("NetworkSettings") or {}
             bindings = (settings.get("Ports") or {}).get(f"{port}/tcp") or []
             host_port = next((int(b["HostPort"]) for b in bindings if b.get("HostPort")), None)
-            address = next((str(n["IPAddress"]) for n in (settings.get("Networks") or {}).values() if n.get("IPAddress")), None)
-            return str(container.id), host_port, address
+            addresses = [str(n["IPAddress"]) for n in (settings.get("Networks") or {}).values() if n.get("IPAddress")]
+            return str(container.id), host_port, addresses
 
         return self._call(f"start the reaper {name}", run)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import secrets
 import socket
 import threading
@@ -41,6 +42,8 @@ CONNECT_TIMEOUT_S = 1.0
 DISARM_TIMEOUT_S = 5.0
 GONE_TIMEOUT_S = 10.0
 DEFAULT_SOCKET = "/var/run/docker.sock"
+# A container's own files (/etc/hostname, ...) are mounted from /var/lib/docker/containers/<id>/.
+_CONTAINER_MOUNT = re.compile(r"/containers/([0-9a-f]{64})/")
 Log = Callable[[str], None]
 
 
@@ -61,16 +64,26 @@ def _remote_host() -> str | None:
     return None
 
 
-def addresses(host_port: int | None, bridge_address: str | None) -> list[tuple[str, int]]:
+def own_container() -> str | None:
+    """The id of the container distval runs in (the harness image), from its mounts; None on a host."""
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+            found = _CONTAINER_MOUNT.search(handle.read())
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def addresses(host_port: int | None, own_addresses: list[str]) -> list[tuple[str, int]]:
     """Where distval may reach its reaper, most likely first: the published port on the Engine's host
-    (a remote Engine's host, else the loopback: distval on the Engine's host), then the reaper's own address
-    on the default bridge (distval in the harness image, a container on that bridge)."""
+    (a remote Engine's host, else the loopback: distval on the Engine's host), then the reaper's own addresses
+    (distval in a container: on the default bridge, or on the networks of distval's container, which the
+    reaper joined)."""
     found: list[tuple[str, int]] = []
     remote = _remote_host()
     if host_port is not None:
         found.append((remote or "127.0.0.1", host_port))
-    if bridge_address:
-        found.append((bridge_address, REAPER_PORT))
+    found += [(address, REAPER_PORT) for address in own_addresses]
     return found
 
 
@@ -109,8 +122,10 @@ class Reaper:
         }
         try:
             build(REAPER)
-            _, host_port, bridge_address = engine.start_reaper(REAPER, name, environment, engine_socket_path(), REAPER_PORT, bind)
-            reaper = Reaper(engine, name, secret, addresses(host_port, bridge_address), log)
+            _, host_port, own_addresses = engine.start_reaper(
+                REAPER, name, environment, engine_socket_path(), REAPER_PORT, bind, own_container()
+            )
+            reaper = Reaper(engine, name, secret, addresses(host_port, own_addresses), log)
             reaper._connect(CONNECT_WINDOW_S)
         except Interrupted:  # Ctrl-C or SIGTERM while it started: the run stops, without a reaper
             remove_reaper(engine)

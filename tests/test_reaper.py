@@ -34,12 +34,16 @@ def test_the_socket_the_reaper_mounts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_where_distval_looks_for_its_reaper(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DOCKER_HOST", raising=False)
-    assert addresses(32768, "172.17.0.5") == [("127.0.0.1", 32768), ("172.17.0.5", REAPER_PORT)]
-    assert addresses(None, "172.17.0.5") == [("172.17.0.5", REAPER_PORT)]
+    assert addresses(32768, ["172.17.0.5", "172.20.0.3"]) == [
+        ("127.0.0.1", 32768),
+        ("172.17.0.5", REAPER_PORT),
+        ("172.20.0.3", REAPER_PORT),
+    ]
+    assert addresses(None, ["172.17.0.5"]) == [("172.17.0.5", REAPER_PORT)]
     monkeypatch.setenv("DOCKER_HOST", "tcp://build-7:2375")
-    assert addresses(32768, None) == [("build-7", 32768)]
+    assert addresses(32768, []) == [("build-7", 32768)]
     monkeypatch.setenv("DOCKER_HOST", "ssh://ci@build-8")
-    assert addresses(32768, None) == [("build-8", 32768)]
+    assert addresses(32768, []) == [("build-8", 32768)]
 
 
 def daemon() -> ModuleType:

@@ -188,10 +188,10 @@ def start_reaper(run_id: str, secret: str, first_s: float = 60.0) -> list[tuple[
         "DISTVAL_REAPER_GRACE_S": str(GRACE_S),
         "DISTVAL_REAPER_FIRST_S": str(first_s),
     }
-    _, port, bridge = Engine(run_id).start_reaper(
+    _, port, own = Engine(run_id).start_reaper(
         REAPER, f"distval-{run_id}-reaper", environment, engine_socket_path(), REAPER_PORT, "127.0.0.1"
     )
-    return addresses(port, bridge)
+    return addresses(port, own)
 
 
 def hello(where: list[tuple[str, int]], line: str) -> tuple[socket.socket, str]:
@@ -291,18 +291,32 @@ def harness_context(tmp_path: Path) -> bytes:
     return buffer.getvalue()
 
 
-def test_in_the_harness_image_the_reaper_holds_the_run_and_reaps_it_after_sigkill(
-    run_id: str, docker_client: Any, fixture_image: Callable[[str], str], tmp_path: Path
-) -> None:
+@pytest.fixture(scope="module")
+def harness_image(
+    docker_client: Any, fixture_image: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
     base = fixture_image(harness.fixtures.recipes.HARNESS_BASE)
     tag = "distval-test/harness-reaper:" + secrets.token_hex(3)
-    Engine("tests-harness-image").build(harness_context(tmp_path), tag, {}, print, buildargs={"BASE": base, "PIP_NO_INDEX": "1"})
+    context = harness_context(tmp_path_factory.mktemp("harness"))
+    Engine("tests-harness-image").build(context, tag, {}, print, buildargs={"BASE": base, "PIP_NO_INDEX": "1"})
+    yield tag
+    docker_client.images.remove(tag, force=True)
+
+
+@pytest.mark.parametrize("network", ["bridge", "own"], ids=["docker-run", "compose-like-network"])
+def test_in_the_harness_image_the_reaper_holds_the_run_and_reaps_it_after_sigkill(
+    run_id: str, docker_client: Any, harness_image: str, network: str
+) -> None:
+    harness_run = Engine(run_id + "-harness")  # the harness container and its network: not the run's own id
+    if network == "own":  # like docker-compose's project network: the default bridge is out of reach from it
+        network = f"distval-{run_id}-harness"
+        harness_run.create_network(NetworkPlan(network, False, ()))
     container = docker_client.containers.create(
-        tag,
+        harness_image,
         command=["run", "configs/default.yaml", "--filter", "cross-container-2ranks", "--image", IMAGE, "--run-id", run_id],
         volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}},
-        # Not the run's own id: the reaper removes everything labelled with that.
         labels={"distval.managed": "true", "distval.run": run_id + "-harness"},
+        network=network,
     )
     try:
         container.start()
@@ -311,12 +325,15 @@ def test_in_the_harness_image_the_reaper_holds_the_run_and_reaps_it_after_sigkil
             assert time.monotonic() < until, container.logs().decode()[-3000:]
             time.sleep(0.5)
         logs = container.logs().decode()
-        # distval in a container: the Engine's host loopback is not its own, so it reaches the reaper on the bridge.
-        assert f"reaper distval-{run_id}-reaper holds run {run_id} (at 172." in logs, logs[-3000:]
+        reaper = docker_client.api.inspect_container(f"distval-{run_id}-reaper")
+        # distval in a container: the Engine host's loopback is not its own, so it reaches the reaper at the
+        # reaper's address on distval's network (the default bridge, or the one the reaper joined).
+        address = reaper["NetworkSettings"]["Networks"][network]["IPAddress"]
+        assert f"reaper distval-{run_id}-reaper holds run {run_id} (at {address}:{REAPER_PORT})" in logs, logs[-3000:]
         container.kill()  # SIGKILL to distval, PID 1 of the harness container
         elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
-        print(f"harness image: SIGKILL to nothing left: {elapsed:.1f} s (load {os.getloadavg()[0]:.1f})")
+        print(f"harness image on {network}: SIGKILL to nothing left: {elapsed:.1f} s (load {os.getloadavg()[0]:.1f})")
         assert left == [], f"expected nothing of run {run_id} {REAP_BOUND_S:g} s after SIGKILL; the Engine holds {left}"
     finally:
         container.remove(force=True)
-        docker_client.images.remove(tag, force=True)
+        harness_run.remove_labelled()
