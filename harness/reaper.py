@@ -64,10 +64,10 @@ def _remote_host() -> str | None:
     return None
 
 
-def own_container() -> str | None:
+def own_container(mountinfo: str = "/proc/self/mountinfo") -> str | None:
     """The id of the container distval runs in (the harness image), from its mounts; None on a host."""
     try:
-        with open("/proc/self/mountinfo", encoding="utf-8", errors="replace") as handle:
+        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
             found = _CONTAINER_MOUNT.search(handle.read())
     except OSError:
         return None

@@ -10,6 +10,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -18,7 +19,7 @@ from harness.cleanup import RunDecision
 from harness.engine_protocol import Resource
 from harness.errors import EngineError, Interrupted
 from harness.fixtures.recipes import FILES
-from harness.reaper import REAPER_PORT, Reaper, addresses, engine_socket_path
+from harness.reaper import REAPER_PORT, Reaper, addresses, engine_socket_path, own_container
 
 GRACE_S = 0.5
 
@@ -182,3 +183,17 @@ def test_an_interrupt_while_the_reaper_starts_stops_the_run() -> None:
     with pytest.raises(Interrupted):
         Reaper.start(engine, lines.append, lambda tag: None)  # type: ignore[arg-type]
     assert lines == [] and engine.removed == [["distval.run=r1", "distval.role=reaper"]]
+
+
+def test_distval_finds_the_container_it_runs_in_from_its_mounts(tmp_path: Path) -> None:
+    container = "db0be114df3b7b70e01b6d95ecf57fb67e7e794c45a693399f5355534cca340d"
+    inside = tmp_path / "inside"
+    inside.write_text(
+        "22 27 0:21 / /proc rw,relatime - proc proc rw\n"
+        f"611 590 254:0 /var/lib/docker/containers/{container}/hostname /etc/hostname rw - ext4 /dev/vda rw\n"
+    )
+    host = tmp_path / "host"
+    host.write_text("22 27 0:21 / /proc rw,relatime - proc proc rw\n24 27 0:6 / /dev rw - devtmpfs devtmpfs rw\n")
+    assert own_container(str(inside)) == container
+    assert own_container(str(host)) is None
+    assert own_container(str(tmp_path / "missing")) is None
