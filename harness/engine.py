@@ -17,7 +17,7 @@ import re
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -28,7 +28,7 @@ import requests
 import urllib3.exceptions
 
 from harness.docker_spec import ContainerPlan, NetworkPlan
-from harness.engine_protocol import ContainerState, GpuSupport, ImageInfo, Resource
+from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
 from harness.labels import LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from harness.owner import Owner, current_owner
@@ -65,7 +65,7 @@ class Engine:
         except TRANSPORT_ERRORS as exc:
             raise EngineError(f"cannot reach the Docker Engine at {_where()}: {_text(exc)}") from None
         self._gpu_lock = threading.Lock()
-        self._gpu_support: dict[str, GpuSupport] = {}
+        self._gpu_support: dict[tuple[str, str], GpuSupport] = {}  # by (image, python)
 
     def _call(self, what: str, function: Callable[[], T]) -> T:
         try:
@@ -217,6 +217,13 @@ class Engine:
         except tarfile.TarError as exc:
             raise EngineError(f"copy {path} out of {container.name}: the Engine sent no readable archive ({exc})") from None
 
+    def exec_run(self, container: Any, argv: Sequence[str]) -> ExecResult:
+        """Run ``argv`` in the running container as its user; ``container.kill`` reaches only PID 1 (the
+        launcher), so signals for the worker processes go through this."""
+        result = self._call(f"exec in {container.name}", lambda: container.exec_run(list(argv), stdout=True, stderr=True))
+        output = result.output.decode("utf-8", "replace") if isinstance(result.output, bytes) else str(result.output or "")
+        return ExecResult(exit_code=result.exit_code, output=output)
+
     # -- the reaper -------------------------------------------------------------------------------
     def start_reaper(
         self,
@@ -268,22 +275,22 @@ class Engine:
         return self._call(f"start the reaper {name}", run)
 
     # -- GPUs ---------------------------------------------------------------------------------------
-    def gpu_support(self, image: str) -> GpuSupport:
+    def gpu_support(self, image: str, python: str) -> GpuSupport:
         """How many GPUs this Engine can give a container of ``image``, measured once per image and run:
         a short probe container asks for all GPUs (count -1) and counts the NVIDIA devices it sees. An
         Engine without a GPU runtime refuses the request ("could not select device driver ...")."""
         with self._gpu_lock:
-            if image not in self._gpu_support:
-                self._gpu_support[image] = self._probe_gpus(image)
-            return self._gpu_support[image]
+            if (image, python) not in self._gpu_support:
+                self._gpu_support[image, python] = self._probe_gpus(image, python)
+            return self._gpu_support[image, python]
 
-    def _probe_gpus(self, image: str) -> GpuSupport:
+    def _probe_gpus(self, image: str, python: str) -> GpuSupport:
         count_devices = "import glob; print(len(glob.glob('/dev/nvidia[0-9]*')))"
         name = f"distval-{self.run_id}-gpu-probe-{hashlib.sha256(image.encode()).hexdigest()[:8]}"
         try:
             container = self.client.containers.create(
                 image,
-                entrypoint=["python3", "-c", count_devices],
+                entrypoint=[python, "-c", count_devices],
                 name=name,
                 labels=self._labels({}),
                 network_mode="none",

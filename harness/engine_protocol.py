@@ -6,7 +6,7 @@ Containers are opaque handles: the runtime only passes back what ``create_contai
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -25,6 +25,15 @@ class ContainerState:
     status: str
     exit_code: int | None
     oom_killed: bool
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """A command run inside a running container: its exit code (None: the Engine did not say) and its
+    stdout and stderr together."""
+
+    exit_code: int | None
+    output: str
 
 
 @dataclass(frozen=True)
@@ -64,7 +73,9 @@ class EngineAPI(Protocol):
 
     def read_files(self, container: Any, path: str) -> dict[str, bytes]: ...
 
-    def gpu_support(self, image: str) -> GpuSupport: ...
+    def exec_run(self, container: Any, argv: Sequence[str]) -> ExecResult: ...
+
+    def gpu_support(self, image: str, python: str) -> GpuSupport: ...
 
     def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]: ...
 

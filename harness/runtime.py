@@ -62,7 +62,7 @@ def gpu_shortfall(engine: EngineAPI, plan: ScenarioPlan) -> str | None:
     needed = plan.gpus_needed
     if not needed:
         return None
-    support = engine.gpu_support(plan.image)
+    support = engine.gpu_support(plan.image, plan.scenario.python)
     if support.count >= needed:
         return None
     why = support.reason or f"the Engine gives containers {support.count}"

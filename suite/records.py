@@ -12,6 +12,7 @@ import json
 import os
 import socket
 import threading
+import time
 from typing import Any, Dict, Optional
 
 PASSED = "passed"
@@ -45,6 +46,9 @@ class RecordWriter:
             "status": status,
             "message": message,
             "duration_s": round(duration_s, 6),
+            # Wall clock when the record was written: containers on one host share the kernel's clock, so
+            # the harness compares it with the time it injected a fault (fault-to-failure time).
+            "ended_at": round(time.time(), 3),
             "hostname": self.hostname,
             "details": details or {},
         }

@@ -5,10 +5,11 @@ mypy, so the fake cannot drift from the real Engine (the assignment at the botto
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from harness.docker_spec import ContainerPlan, NetworkPlan
-from harness.engine_protocol import ContainerState, EngineAPI, GpuSupport, ImageInfo
+from harness.engine_protocol import ContainerState, EngineAPI, ExecResult, GpuSupport, ImageInfo
 
 NO_GPUS = GpuSupport(0, "no GPUs in the fake Engine")
 
@@ -67,7 +68,12 @@ class FakeEngine:
     def read_files(self, container: Any, path: str) -> dict[str, bytes]:
         return {}
 
-    def gpu_support(self, image: str) -> GpuSupport:
+    def exec_run(self, container: Any, argv: Sequence[str]) -> ExecResult:
+        self.calls.append("exec_run")
+        return ExecResult(0, "")
+
+    def gpu_support(self, image: str, python: str) -> GpuSupport:
+        self.gpus_probed_with = python
         return self.gpus
 
     def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:

@@ -82,6 +82,10 @@ class FakeContainer:
         self.calls("container.logs")
         return b"2\n"
 
+    def exec_run(self, cmd: list[str], stdout: bool = True, stderr: bool = True) -> Any:
+        self.calls("container.exec_run")
+        return docker.models.containers.ExecResult(0, b"")
+
     def put_archive(self, path: str, data: bytes) -> bool:
         self.calls("container.put_archive")
         return True
@@ -228,7 +232,8 @@ METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "kill": lambda e, c: e.kill(c),
     "logs": lambda e, c: e.logs(c),
     "read_files": lambda e, c: e.read_files(c, "/distval/results"),
-    "gpu_support": lambda e, c: e.gpu_support("example/torch:test"),
+    "exec_run": lambda e, c: e.exec_run(c, ["true"]),
+    "gpu_support": lambda e, c: e.gpu_support("example/torch:test", "python3"),
     "remove_labelled": lambda e, c: e.remove_labelled("distval.scenario=s"),
     "remove_matching": lambda e, c: e.remove_matching(["distval.run=r"]),
     "list_managed": lambda e, c: e.list_managed(["distval.run=r"]),
@@ -321,7 +326,7 @@ def test_an_engine_without_gpu_runtime_is_zero_gpus_not_an_error() -> None:
         raise docker.errors.APIError('could not select device driver "" with capabilities: [[gpu]]')
 
     client.containers.create = refuse  # type: ignore[method-assign]
-    support = Engine("r", client=client).gpu_support("example/torch:test")
+    support = Engine("r", client=client).gpu_support("example/torch:test", "python3")
     assert support.count == 0 and "cannot give GPUs" in support.reason
     assert support == GpuSupport(0, support.reason)
 
@@ -335,7 +340,7 @@ def test_every_created_resource_carries_the_run_and_its_owner() -> None:
     engine = Engine("r1", client=client)
     engine.create_network(NETWORK)
     engine.create_container(CONTAINER)
-    engine.gpu_support("example/torch:test")
+    engine.gpu_support("example/torch:test", "python3")
     me = current_owner()
     expected = {
         LABEL_MANAGED: "true",

@@ -1,0 +1,76 @@
+"""harness/processes.py: the worker-finding script, run here against real processes (as exec would run it
+in a container), and the parsing of what it prints."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from harness.engine_protocol import ExecResult
+from harness.errors import EngineError
+from harness.processes import find_workers, parse_workers, signal_workers
+from tests.fake_engine import FakeEngine
+
+
+class LocalExec(FakeEngine):
+    """Runs exec_run's argv on this machine: /proc here is what /proc is inside a container."""
+
+    def exec_run(self, container: Any, argv: Sequence[str]) -> ExecResult:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=30)
+        return ExecResult(done.returncode, done.stdout + done.stderr)
+
+
+def _sleeper(*argv: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", *argv], env={**os.environ, **env})
+
+
+@pytest.fixture
+def workers() -> Iterator[list[subprocess.Popen[bytes]]]:
+    processes = [
+        _sleeper("-m", "suite.main", "/distval/spec.json", env={"RANK": "2", "LOCAL_RANK": "0"}),
+        _sleeper("-m", "suite.main", "/distval/spec.json", env={"RANK": "3", "LOCAL_RANK": "1"}),
+        # torchrun's agent names suite.main too; it is not a worker.
+        _sleeper("-m", "torch.distributed.run", "-m", "suite.main", env={"RANK": "9"}),
+        # Without RANK a process is not a rank.
+        _sleeper("-m", "suite.main", env={}),
+    ]
+    time.sleep(0.3)
+    yield processes
+    for process in processes:
+        process.kill()
+        process.wait()
+
+
+def _mine(found: Sequence[Any], processes: list[subprocess.Popen[bytes]]) -> list[tuple[int, int, int]]:
+    pids = {p.pid for p in processes}
+    return [(w.pid, w.rank, w.local_rank) for w in found if w.pid in pids]
+
+
+def test_finds_the_workers_by_rank_and_not_the_agent(workers: list[subprocess.Popen[bytes]]) -> None:
+    found = find_workers(LocalExec("r"), None, sys.executable)
+    assert _mine(found, workers) == [(workers[0].pid, 2, 0), (workers[1].pid, 3, 1)]
+
+
+def test_signals_only_the_chosen_ranks(workers: list[subprocess.Popen[bytes]]) -> None:
+    signalled = signal_workers(LocalExec("r"), None, sys.executable, signal.SIGTERM, ranks=[3])
+    assert _mine(signalled, workers) == [(workers[1].pid, 3, 1)]
+    assert workers[1].wait(timeout=10) == -signal.SIGTERM
+    assert workers[0].poll() is None
+
+
+def test_a_script_that_cannot_run_is_an_engine_error_with_its_output() -> None:
+    with pytest.raises(EngineError, match=r"exit 127\): .*no such file"):
+        parse_workers(127, 'OCI runtime exec failed: exec: "python9": no such file or directory')
+
+
+@pytest.mark.parametrize("output", ["", "Traceback ...\nKeyError: 'x'", '[{"pid": 1}]'])
+def test_output_that_is_not_a_worker_list_is_an_engine_error(output: str) -> None:
+    with pytest.raises(EngineError, match="listing the worker processes"):
+        parse_workers(0, output)
