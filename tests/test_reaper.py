@@ -21,7 +21,7 @@ from harness.errors import EngineError, Interrupted
 from harness.fixtures.recipes import FILES
 from harness.reaper import REAPER_PORT, Reaper, addresses, engine_socket_path, own_container
 
-GRACE_S = 0.5
+GRACE_S = 1.0  # reconnecting within it takes a few ms; room for a loaded machine
 
 
 def test_the_socket_the_reaper_mounts(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -104,23 +104,23 @@ def test_held_until_the_connection_drops_then_reaps_after_the_grace(serving: Ser
     assert answer == "OK"
     sock.sendall(b"PING\n")
     assert sock.makefile().readline().strip() == "PONG"
-    time.sleep(GRACE_S * 3)
+    time.sleep(GRACE_S * 2)
     assert serving.ended is None, "expected the reaper to wait while its connection is held"
     dropped = time.monotonic()
     sock.close()
     serving.thread.join(timeout=10)
     assert serving.ended is not None and serving.ended[0] == "reap"
-    assert GRACE_S <= serving.ended[1] - dropped < GRACE_S + 2, serving.ended[1] - dropped
+    assert GRACE_S <= serving.ended[1] - dropped < GRACE_S + 3, serving.ended[1] - dropped
 
 
 def test_a_connection_back_within_the_grace_keeps_it_held(serving: Serving) -> None:
     first, answer = serving.send(b"HELLO run1 s3cret\n")
     assert answer == "OK"
     first.close()
-    time.sleep(GRACE_S / 4)
+    time.sleep(GRACE_S / 10)
     second, answer = serving.send(b"HELLO run1 s3cret\n")
     assert answer == "OK"
-    time.sleep(GRACE_S * 3)
+    time.sleep(GRACE_S * 2)
     assert serving.ended is None, "expected a connection back within the grace period to hold the reaper"
     second.sendall(b"DISARM\n")
     assert second.makefile().readline().strip() == "BYE"
