@@ -65,6 +65,17 @@ def with_prefix(prefix: str) -> list[int]:
     return found
 
 
+def sessions(session: str) -> set[int]:
+    """The sessions of the processes carrying the run's session marker."""
+    found = set()
+    for pid in processes_with(SESSION_MARKER, session):
+        try:
+            found.add(os.getsid(pid))
+        except ProcessLookupError:
+            pass
+    return found
+
+
 def wait_for(condition: object, bound_s: float) -> float:
     started = time.monotonic()
     while time.monotonic() - started < bound_s:
@@ -97,10 +108,11 @@ def stand_in(run_id: str, mode: str) -> tuple[subprocess.Popen[str], str]:
 
 def test_sigkill_of_distval_kills_its_local_processes_in_their_own_sessions(run_id: str) -> None:
     process, session = stand_in(run_id, "kill")
-    waited = wait_for(lambda: len(processes_with(SESSION_MARKER, session)) == 2, 10)
+    # Until its setsid() the worker is a fork of the launcher's shell, in the launcher's session: wait for both.
+    waited = wait_for(lambda: len(sessions(session)) == 2, 10)
     tree = processes_with(SESSION_MARKER, session)
     assert len(tree) == 2, f"expected the launcher and its worker to run after {waited:.1f} s; found {tree}"
-    assert len({os.getsid(pid) for pid in tree}) == 2, "expected the worker in a session of its own, as torchrun starts it"
+    assert len(sessions(session)) == 2, "expected the worker in a session of its own, as torchrun starts it"
     process.kill()
     process.wait()
     elapsed = wait_for(lambda: not processes_with(SESSION_MARKER, session), KILL_BOUND_S)
