@@ -24,6 +24,7 @@ from harness.cleanup import RunDecision, by_run, decide
 from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
 from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError
+from harness.kube_command import add_kubernetes_commands
 from harness.labels import LABEL_RUN
 from harness.plan import DEFAULT_IMAGE, plan_run
 from harness.plan_render import plan_as_data, render_plan
@@ -265,6 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
         "whether their owner runs or not, on any host",
     )
     cleanup.set_defaults(handler=command_cleanup)
+    add_kubernetes_commands(commands, _add_report_options)
     return parser
 
 

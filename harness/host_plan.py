@@ -79,7 +79,7 @@ def plan_host_scenario(
         device_ids = tuple(str(i) for i in range(node_rank * gpus, (node_rank + 1) * gpus))
         if visible_devices is not None:
             device_ids = tuple(visible_devices[int(i)] if int(i) < len(visible_devices) else i for i in device_ids)
-        env = _env(scenario, run_id, node_rank, LOOPBACK, MASTER_PORT, pythonpath=node_dir)
+        env = _env(scenario, run_id, node_rank, LOOPBACK, MASTER_PORT, pythonpath=node_dir, results_dir=results_dir)
         env += (("CUDA_VISIBLE_DEVICES", ",".join(device_ids)),)
         argv = _command(
             scenario,

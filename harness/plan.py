@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass
 
 from harness.config import NCCL_BACKENDS, Config, Scenario
+from harness.diagnosis import ERROR_FILE
 from harness.docker_spec import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan, Ulimit
 from harness.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
 from harness.placeholders import placeholder
@@ -208,8 +209,20 @@ def _command(
             f"--rdzv_endpoint={master_host}:{c10d_port}",
             f"--rdzv_id={rdzv_id}",
         ]
-        if rdzv_conf is not None:
-            argv.append(f"--rdzv_conf={rdzv_conf}")
+        # Short rendezvous timeouts: torchrun's 600 s join_timeout would outlast the deadline (restarts and
+        # a lost node re-rendezvous through it).
+        conf = [rdzv_conf] if rdzv_conf is not None else []
+        conf += [
+            f"{name}={value}"
+            for name, value in (
+                ("join_timeout", scenario.rdzv_join_timeout_s),
+                ("last_call_timeout", scenario.rdzv_last_call_timeout_s),
+                ("close_timeout", scenario.rdzv_close_timeout_s),
+                ("read_timeout", scenario.rdzv_read_timeout_s),
+            )
+            if value is not None
+        ]
+        argv.append(f"--rdzv_conf={','.join(conf)}")
     else:
         argv += [
             f"--nnodes={scenario.nodes}",
@@ -218,8 +231,9 @@ def _command(
             f"--master_addr={master}",
             f"--master_port={master_port}",
         ]
-    # No restarts: a failing rank must fail the scenario, not be retried into a pass.
-    argv += ["--max_restarts=0", "-m", "suite.main", spec_path]
+    # No restarts unless the scenario asks (max_restarts): a failing rank must fail the scenario, not be
+    # retried into a pass; with restarts the report says how many happened.
+    argv += [f"--max_restarts={scenario.max_restarts}", "-m", "suite.main", spec_path]
     return tuple(argv)
 
 
@@ -245,7 +259,13 @@ def _spec(scenario: Scenario, master_host: str, master_port: str, results_dir: s
 
 
 def _env(
-    scenario: Scenario, run_id: str, node_rank: int, master: str, master_port: str, pythonpath: str | None
+    scenario: Scenario,
+    run_id: str,
+    node_rank: int,
+    master: str,
+    master_port: str,
+    pythonpath: str | None,
+    results_dir: str = RESULTS_DIR,
 ) -> tuple[tuple[str, str], ...]:
     """A node's environment: the scenario's, distval's, NCCL's defaults and the rendezvous variables of
     the launcher-less forms. ``pythonpath`` is where the suite is, when the working directory is not."""
@@ -259,6 +279,7 @@ def _env(
     ]
     if scenario.backend in NCCL_BACKENDS:
         env += [pair for pair in NCCL_ENV if pair[0] not in dict(scenario.env)]
+    env += [pair for pair in diagnosis_env(scenario, results_dir) if pair[0] not in dict(scenario.env)]
     if pythonpath is not None:
         # `-m suite.main` finds the suite through the working directory; elsewhere, through this.
         env.append(("PYTHONPATH", pythonpath))
@@ -266,6 +287,27 @@ def _env(
         env += [("RANK", str(node_rank)), ("WORLD_SIZE", str(scenario.world_size))]
     if scenario.rendezvous == "env":
         env += [("MASTER_ADDR", master), ("MASTER_PORT", master_port)]
+    return tuple(env)
+
+
+# The flight recorder's ring buffer (entries per process), read when the first group is created. torch
+# 2.15 records gloo collectives into it (PR #152614); older torches ignore the variable.
+FLIGHT_RECORDER_ENTRIES = 2000
+
+
+def diagnosis_env(scenario: Scenario, results_dir: str) -> tuple[tuple[str, str], ...]:
+    """The variables that make a crash or a hang diagnosable (harness/diagnosis.py reads what they give)."""
+    env = [
+        # torchrun (or a worker without it) writes the first failure's traceback here (suite.main is wrapped
+        # with torchelastic's record), so the report shows it instead of "exit code 1".
+        ("TORCHELASTIC_ERROR_FILE", f"{results_dir}/{ERROR_FILE}"),
+        ("TORCH_FR_BUFFER_SIZE", str(FLIGHT_RECORDER_ENTRIES)),
+    ]
+    if scenario.distributed_debug != "off":
+        env.append(("TORCH_DISTRIBUTED_DEBUG", scenario.distributed_debug.upper()))
+    if not scenario.share_rdzv_store:
+        # Restarts fail with the agent-shared store on some torch versions (pytorch#135712, #167288).
+        env.append(("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1"))
     return tuple(env)
 
 

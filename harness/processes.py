@@ -73,7 +73,9 @@ def signal_workers(
     the workers found, each with the error of its kill where it failed. Raises EngineError when the
     script cannot run (the container exited; the image has no such python)."""
     selected = "all" if ranks is None else ",".join(str(rank) for rank in sorted(ranks))
-    result = engine.exec_run(container, [python, "-c", _SCRIPT, str(signum), selected])
+    # -S: no site module, so no sitecustomize: an image's (a broken fixture's imports torch) would cost
+    # seconds per exec, tens of seconds on a loaded machine; the script needs the standard library only.
+    result = engine.exec_run(container, [python, "-S", "-c", _SCRIPT, str(signum), selected])
     return parse_workers(result.exit_code, result.output)
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from harness import __version__
 from harness.bandwidth import Figure, figure_properties, figures_of
 from harness.config import NCCL_BACKENDS
+from harness.diagnosis import Diagnosis, diagnose, is_record_file, last_attempt
 from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
 from harness.host_plan import canonical_host_plan
 from harness.nccl_transport import describe as describe_transports
@@ -72,6 +73,8 @@ class ScenarioResult:
     properties: tuple[tuple[str, str], ...]
     logs: str
     duration_s: float
+    # Stacks, flight recorder, root cause, restarts (harness/diagnosis.py); empty when nothing ran.
+    diagnosis: Diagnosis = field(default_factory=Diagnosis)
 
     @property
     def figures(self) -> tuple[Figure, ...]:
@@ -185,6 +188,8 @@ def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object
     by_rank: dict[int, list[dict[str, object]]] = {}
     problems: list[str] = []
     for file_name, data in sorted(outcome.result_files.items()):
+        if not is_record_file(file_name):  # stacks, flight-recorder dumps, error files: harness/diagnosis.py
+            continue
         for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
             if not line.strip():
                 continue
@@ -206,6 +211,9 @@ def _why_missing(outcome: ContainerOutcome, deadline_s: float) -> str:
     if outcome.killed_at_deadline:
         return f"{outcome.kind} {outcome.name} was still running at the {deadline_s:g} s deadline and was killed"
     reason = f"{outcome.kind} {outcome.name} exited with code {outcome.exit_code}"
+    cause = diagnose((outcome,)).root_cause
+    if cause is not None:
+        return f"{reason}: root cause (torchelastic error file): {cause.message}"
     error = first_error_line(outcome.stderr) or first_error_line(outcome.stdout)
     return f"{reason}: {error}" if error else reason
 
@@ -214,11 +222,20 @@ def _exit_case(outcomes: tuple[ContainerOutcome, ...], deadline_s: float, durati
     bad = [o for o in outcomes if o.killed_at_deadline or o.exit_code != 0 or o.problem]
     kind = outcomes[0].kind if outcomes else "container"
     if not bad:
+        restarts = diagnose(outcomes).restarts
+        after = f" after {restarts} torchrun restart(s) (the last attempt's records count)" if restarts else ""
         return CaseResult(
-            EXIT_STATUS_CASE, PASSED, f"{len(outcomes)} {kind}(s) exited 0 within the {deadline_s:g} s deadline", duration_s
+            EXIT_STATUS_CASE,
+            PASSED,
+            f"{len(outcomes)} {kind}(s) exited 0 within the {deadline_s:g} s deadline{after}",
+            duration_s,
         )
     message = "; ".join(_why_missing(o, deadline_s) for o in bad)
     output = "\n\n".join(f"--- {o.name} (last lines) ---\n{tail(o.stdout + o.stderr)}" for o in bad)
+    found = diagnose(bad)
+    if any(o.killed_at_deadline for o in bad) and found.headline():
+        message += f" ({found.headline()})"
+    output += f"\n\n{found.text()}" if found.text() else ""
     return CaseResult(
         EXIT_STATUS_CASE, ERROR, f"expected every {kind} to exit 0 within the deadline; {message}", duration_s, output
     )
@@ -272,18 +289,22 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     order: list[str] = []
     check_of: dict[str, str] = {}
     unreadable: list[str] = []
+    every_rank: dict[int, list[dict[str, object]]] = {}
     for container in outcome.containers:
         by_rank, problems = _records(container)
         unreadable += problems
         for rank in container.ranks:
             owner[rank] = container
-        for rank, rank_records in sorted(by_rank.items()):
-            for record in rank_records:
-                case_name = str(record.get("case") or record["check"])
-                records.setdefault(rank, {})[case_name] = record
-                check_of.setdefault(case_name, str(record["check"]))
-                if case_name not in order:
-                    order.append(case_name)
+        for rank, rank_records in by_rank.items():
+            every_rank.setdefault(rank, []).extend(rank_records)
+    # After a torchrun restart only the last attempt's records count (a rank may run on another node then).
+    for rank, rank_records in sorted(every_rank.items()):
+        for record in last_attempt(rank_records):
+            case_name = str(record.get("case") or record["check"])
+            records.setdefault(rank, {})[case_name] = record
+            check_of.setdefault(case_name, str(record["check"]))
+            if case_name not in order:
+                order.append(case_name)
 
     # A listed check that no rank reported at all still gets its testcase, as an error.
     names: list[str] = []
@@ -314,7 +335,14 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
         cases.append(CaseResult("results", ERROR, "; ".join(unreadable), 0.0))
     # The bandwidth figures as properties too (bandwidth.all_reduce.1MiB.busbw_gbps): JUnit consumers read those.
     properties += tuple(figure_properties(figures_of((c.name, c.details) for c in cases)).items())
-    return ScenarioResult(plan, tuple(cases), properties, logs, outcome.duration_s)
+    diagnosis = diagnose(outcome.containers)
+    if diagnosis.restarts is not None:  # the suite's launch facts were read: torchrun's restart count
+        properties += (("restarts", str(diagnosis.restarts)),)
+    if diagnosis.store_path is not None:
+        properties += (("rendezvous_store", diagnosis.store_path),)
+    if diagnosis.flight_recorder_summary is not None:
+        properties += (("flight_recorder", diagnosis.flight_recorder_summary),)
+    return ScenarioResult(plan, tuple(cases), properties, logs, outcome.duration_s, diagnosis)
 
 
 def _check_case(

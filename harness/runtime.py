@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import suite
+from harness import diagnosis
 from harness.docker_spec import ContainerPlan, FileCopy
 from harness.engine_protocol import EngineAPI
 from harness.errors import EngineError, RunStopped
@@ -160,6 +161,7 @@ def _wait(
         if time.monotonic() >= deadline:
             events.phase(plan, KILLING)
             events.note(plan, f"deadline of {plan.deadline_s:g} s reached; killing {', '.join(sorted(running))}")
+            diagnosis.before_kill(engine, running, plan, events)  # stacks and flight recorder, bounded
             for container in running.values():
                 engine.kill(container)
             return set(running)

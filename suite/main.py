@@ -15,6 +15,7 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from suite import diagnostics
 from suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
 
 # The modules holding the checks, one concern each.
@@ -28,7 +29,9 @@ def _ordered(entries: List[Dict[str, Any]], run_last: Tuple[str, ...]) -> List[D
 def run(spec: Dict[str, Any]) -> int:
     import os
 
-    writer = RecordWriter(spec["results_dir"], int(os.environ["RANK"]))
+    # First, before torch: stacks on SIGUSR1 and the flight-recorder thread (harness/diagnosis.py).
+    diagnostics.install(spec["results_dir"], int(os.environ["RANK"]))
+    writer = RecordWriter(spec["results_dir"], int(os.environ["RANK"]), spec.get("stdout_records"))
     import torch.distributed as dist
 
     from suite.core import CHECKS, RUN_LAST, Context
@@ -179,4 +182,6 @@ def main(argv: List[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    # A worker that dies with an exception leaves its traceback in TORCHELASTIC_ERROR_FILE (the plan sets it):
+    # torchrun copies the first failure's into its own, and the report shows it instead of "exit code 1".
+    sys.exit(diagnostics.recorded(main)(sys.argv))

@@ -4,6 +4,9 @@ The harness reads ``rank-<RANK>.jsonl`` from the results directory with the Engi
 after the container exits, so a crash keeps every record written before it. A record names the check
 it belongs to (``check``, as listed in the scenario) and its testcase (``case``: the check's name, or
 ``<check>.<part>`` for checks that report several results, like ``collectives.broadcast``).
+
+Where no harness copies files out (a Kubernetes pod), the spec's ``stdout_records`` turns on a copy of
+every record on stdout, as ``@distval-record`` lines that harness/kube_collect.py reads back from pod logs.
 """
 
 from __future__ import annotations
@@ -11,9 +14,17 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import threading
 import time
 from typing import Any, Dict, Optional
+
+# A record on stdout: "@distval-record v1 r=<rank> n=<line number> p=<part>/<parts> <JSON text piece>".
+STDOUT_MARKER = "@distval-record"
+# Each piece is written with one write() of at most PIPE_BUF (4096) bytes, which POSIX makes atomic on a
+# pipe: the ranks of a pod share torchrun's stdout, and a longer record (a traceback) would otherwise
+# interleave with another rank's line. JSON is written as ASCII, so characters are bytes.
+STDOUT_PIECE_CHARS = 3500
 
 PASSED = "passed"
 FAILED = "failed"
@@ -22,13 +33,38 @@ SKIPPED = "skipped"
 
 
 class RecordWriter:
-    def __init__(self, results_dir: str, rank: int) -> None:
+    def __init__(self, results_dir: str, rank: int, stdout_records: Optional[Dict[str, Any]] = None) -> None:
         os.makedirs(results_dir, exist_ok=True)
         self.rank = rank
         self.path = os.path.join(results_dir, "rank-%d.jsonl" % rank)
         self.hostname = socket.gethostname()
         self._lock = threading.Lock()  # the watchdog thread writes too
         self.worst = PASSED
+        # torchrun's restart count: a restarted job appends its records to the same file, and the harness
+        # keeps the last attempt's only (harness/diagnosis.py).
+        self.attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
+        # The count is per agent, not per job: an agent whose own workers did not fail restarts them for the
+        # new rendezvous without counting (measured on torch 2.6 and 2.15). This process's start tells
+        # the attempts apart where the count does not.
+        self.started_at = round(time.time(), 3)
+        self.stdout_records = stdout_records is not None
+        self._stdout_lines = 0
+        if stdout_records is not None:
+            # The first line says which rank started where; the node's first rank adds what ran (the spec's
+            # stdout_records object), so that a pod's log alone names its scenario.
+            start: Dict[str, Any] = {"rank": rank, "hostname": self.hostname, "node_rank": os.environ.get("DISTVAL_NODE_RANK")}
+            if os.environ.get("LOCAL_RANK", "0") == "0":
+                start["origin"] = stdout_records
+            self._echo({"start": start})
+
+    def _echo(self, record: Dict[str, Any]) -> None:
+        text = json.dumps(record, sort_keys=True, default=str)
+        pieces = [text[i : i + STDOUT_PIECE_CHARS] for i in range(0, len(text), STDOUT_PIECE_CHARS)]
+        sys.stdout.flush()
+        for index, piece in enumerate(pieces, start=1):
+            line = "%s v1 r=%d n=%d p=%d/%d %s\n" % (STDOUT_MARKER, self.rank, self._stdout_lines, index, len(pieces), piece)
+            os.write(1, line.encode("ascii"))
+        self._stdout_lines += 1
 
     def write(
         self,
@@ -50,6 +86,8 @@ class RecordWriter:
             # the harness compares it with the time it injected a fault (fault-to-failure time).
             "ended_at": round(time.time(), 3),
             "hostname": self.hostname,
+            "attempt": self.attempt,
+            "started_at": self.started_at,
             "details": details or {},
         }
         if status in (FAILED, ERROR) and self.worst != ERROR:
@@ -60,5 +98,7 @@ class RecordWriter:
                 handle.write(line + "\n")
                 handle.flush()
                 os.fsync(handle.fileno())
+            if self.stdout_records:
+                self._echo(record)
             # A readable line for the rank's log; the harness reads the JSON file, not this line.
             print("distval: rank %d %s %s %s" % (self.rank, case, status, message), flush=True)

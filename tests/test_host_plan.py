@@ -101,11 +101,12 @@ def test_c10d_says_which_local_agent_hosts_the_store() -> None:
     plan = host_plan(CROSS.replace("RDZV", "c10d"))
     n0, n1 = plan.containers
     assert f"--rdzv_endpoint={LOOPBACK}:{{c10d_port}}" in n0.argv
-    assert "--rdzv_conf=is_host=1" in n0.argv and "--rdzv_conf=is_host=0" in n1.argv
+    # The rendezvous timeouts follow (join_timeout: the key's default, torch's 600 s outlasts deadlines).
+    assert "--rdzv_conf=is_host=1,join_timeout=60" in n0.argv and "--rdzv_conf=is_host=0,join_timeout=60" in n1.argv
     assert f"--rdzv_id={RUN_ID}-x" in n0.argv
     # The Docker plan's nodes have distinct hostnames: torch's heuristic is right there, so no is_host.
     docker = plan_scenario(plan.scenario, RUN_ID, None)
-    assert not any(arg.startswith("--rdzv_conf") for c in docker.containers for arg in c.argv)
+    assert all("--rdzv_conf=join_timeout=60" in c.argv for c in docker.containers)
 
 
 def test_launcher_less_forms_get_their_rendezvous_from_the_environment_and_spec() -> None:
@@ -131,6 +132,7 @@ def test_the_commands_are_the_docker_plans_with_local_paths_and_ports() -> None:
                 .replace("29500", "{master_port}")
                 .replace("29400", "{c10d_port}")
                 for arg in container.argv
+                if not arg.startswith("--rdzv_conf")
             ]
             assert [a for a in host_node.argv if not a.startswith("--rdzv_conf")] == translated
 

@@ -151,7 +151,7 @@ def test_nodes_run_in_their_directories_with_resolved_ports_and_their_results_ar
         assert report["spec"]["results_dir"] == node.results_dir
         endpoint = next(a for a in report["argv"] if a.startswith("--rdzv_endpoint="))
         ports.add(endpoint.rsplit(":", 1)[1])
-        assert f"--rdzv_conf=is_host={int(node.node_rank == 0)}" in report["argv"]
+        assert f"--rdzv_conf=is_host={int(node.node_rank == 0)},join_timeout=60" in report["argv"]
         assert placeholders_in(report) == set()  # every placeholder was resolved
     (port,) = ports
     assert port.isdigit() and int(port) > 0

@@ -31,6 +31,11 @@ NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{NAME_MAX - 1}}}$")
 # nodes, nproc_per_node) live in layout.py, which checks them on derived values too.
 GPUS_PER_NODE_MAX = NPROC_PER_NODE_MAX
 EXTRA_NETWORKS_MAX = 16
+DISTRIBUTED_DEBUG = ("off", "info", "detail")
+MAX_RESTARTS_MAX = 10
+RDZV_TIMEOUT_MAX_S = 3600
+# torchrun's c10d join_timeout is 600 s: survivors of a lost node would wait that long, past most deadlines.
+DEFAULT_RDZV_JOIN_TIMEOUT_S = 60
 # A matrix's combinations (before its exclude entries) and a file's scenarios: at most this many.
 SCENARIOS_MAX = 10_000
 NAME_EXPECTED = f"a name of letters, digits, '.', '_' or '-' (at most {NAME_MAX} characters)"
@@ -268,6 +273,60 @@ KEYS: tuple[Key, ...] = (
         read=values.working_dir,
         schema={"type": "string", "pattern": r"^/[^\u0000\r\n]*$"},
         top=18,
+    ),
+    # Diagnosis and elastic restarts (README "Diagnosis of hangs and crashes", "Elastic restarts").
+    Key(
+        name="distributed_debug",
+        doc="TORCH_DISTRIBUTED_DEBUG for the ranks: off, info, or detail (mismatched collectives are reported at once)",
+        read=values.choice(DISTRIBUTED_DEBUG),
+        schema=_enum(DISTRIBUTED_DEBUG),
+        default="off",
+        top=19,
+    ),
+    Key(
+        name="max_restarts",
+        doc="torchrun's --max_restarts: how often a failed worker group is restarted (0: a failure fails the scenario)",
+        read=values.integer(0, MAX_RESTARTS_MAX, " (distval's bound on restarts)"),
+        schema=_integer(0, MAX_RESTARTS_MAX),
+        default=0,
+        top=20,
+    ),
+    Key(
+        name="rdzv_join_timeout_s",
+        doc="c10d rendezvous: join_timeout, whole seconds (torch's default, 600 s, outlasts most deadlines)",
+        read=values.integer(1, RDZV_TIMEOUT_MAX_S, " (distval's bound on rendezvous timeouts)"),
+        schema=_integer(1, RDZV_TIMEOUT_MAX_S),
+        default=DEFAULT_RDZV_JOIN_TIMEOUT_S,
+        top=21,
+    ),
+    Key(
+        name="rdzv_last_call_timeout_s",
+        doc="c10d rendezvous: last_call_timeout, whole seconds (none: torch's 30 s)",
+        read=values.integer(1, RDZV_TIMEOUT_MAX_S, " (distval's bound on rendezvous timeouts)"),
+        schema=_integer(1, RDZV_TIMEOUT_MAX_S),
+        top=22,
+    ),
+    Key(
+        name="rdzv_close_timeout_s",
+        doc="c10d rendezvous: close_timeout, whole seconds (none: torch's 30 s)",
+        read=values.integer(1, RDZV_TIMEOUT_MAX_S, " (distval's bound on rendezvous timeouts)"),
+        schema=_integer(1, RDZV_TIMEOUT_MAX_S),
+        top=23,
+    ),
+    Key(
+        name="rdzv_read_timeout_s",
+        doc="c10d rendezvous: read_timeout of its store, whole seconds (none: torch's 60 s, short on a loaded host)",
+        read=values.integer(1, RDZV_TIMEOUT_MAX_S, " (distval's bound on rendezvous timeouts)"),
+        schema=_integer(1, RDZV_TIMEOUT_MAX_S),
+        top=24,
+    ),
+    Key(
+        name="share_rdzv_store",
+        doc="false: TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, the workers get a store of their own (pytorch#135712)",
+        read=values.boolean,
+        schema={"type": "boolean"},
+        default=True,
+        top=25,
     ),
     Key(
         name="checks",

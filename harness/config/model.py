@@ -51,6 +51,16 @@ class Scenario:
     # that builds a Scenario itself; the YAML derives them from the backend (devices.py).
     device: str = "cpu"  # one of DEVICES
     gpus_per_node: int = 0
+    # Diagnosis and elastic restarts: TORCH_DISTRIBUTED_DEBUG (off, info, detail), torchrun's --max_restarts,
+    # the c10d rendezvous timeouts in whole seconds (None: torch's), and whether the workers share the
+    # agent's store (False: TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1).
+    distributed_debug: str = "off"
+    max_restarts: int = 0
+    rdzv_join_timeout_s: int = 60
+    rdzv_last_call_timeout_s: int | None = None
+    rdzv_close_timeout_s: int | None = None
+    rdzv_read_timeout_s: int | None = None
+    share_rdzv_store: bool = True
     expanded_from: str | None = None  # the matrix entry's name; None for a plain scenario
     axes: tuple[tuple[str, str], ...] = ()  # the matrix combination: (axis, value as str), in axis order
 

@@ -51,6 +51,8 @@ def json_report(summary: RunSummary) -> dict[str, Any]:
                     for c in scenario.cases
                 ],
                 "bandwidth": [dataclasses.asdict(f) for f in scenario.figures],
+                # Stacks before the deadline's kill, the flight recorder, the root cause, restarts (harness/diagnosis.py).
+                "diagnosis": scenario.diagnosis.as_dict(),
                 "logs": scenario.logs,
             }
         )

@@ -86,6 +86,12 @@ def render_markdown(summary: RunSummary) -> str:
                 "",
                 _fenced(message),
                 "",
+                # What the ranks left (root cause, flight recorder, stacks), under the scenario's exit_status.
+                *(
+                    [_fenced("\n".join(scenario.diagnosis.lines())), ""]
+                    if case.name == "exit_status" and scenario.diagnosis.lines()
+                    else []
+                ),
                 "Reproduce:",
                 "",
                 _fenced(reproduce_command(summary, scenario)),

@@ -1,0 +1,495 @@
+"""Why a scenario hung or crashed, from what its ranks left in their results directories.
+
+Before the runtime kills what still runs at the deadline, ``before_kill`` signals every worker with
+SIGUSR1 (suite/diagnostics.py registered faulthandler on it, so each rank prints every thread's Python
+stack into ``stacks-rank-N.txt``; the signal goes through an exec, because ``container.kill`` reaches only
+PID 1) and asks the flight-recorder thread for a dump (a request file created through the same kind of
+exec), waiting a bounded time for both. The files are copied out with the results afterwards.
+
+The rest is pure: parse the stacks, the flight recorder's entries (torch 2.15 records gloo collectives
+with sequence numbers), torchrun's error file (``TORCHELASTIC_ERROR_FILE``: the first failing worker's
+traceback) and the launch facts (restart count, which rendezvous store the workers used), and say
+what they show in a few lines for the reports. Bad input never raises: an unreadable file is named as such.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from harness.engine_protocol import EngineAPI
+from harness.errors import EngineError
+from harness.processes import signal_workers
+
+if TYPE_CHECKING:
+    from harness.docker_spec import ContainerPlan
+    from harness.events import RunEvents
+    from harness.plan import ScenarioPlan
+    from harness.results import ContainerOutcome
+
+# The file names suite/diagnostics.py writes (it cannot import the harness: it runs in the image).
+STACKS = re.compile(r"^stacks-rank-(\d+)\.txt$")
+FLIGHT_RECORDER = re.compile(r"^flight-recorder-rank-(\d+)\.json$")
+LAUNCH = re.compile(r"^launch-rank-(\d+)\.json$")
+RECORDS = re.compile(r"^rank-(\d+)\.jsonl$")
+REQUEST_FILE = "diagnose.request"
+ERROR_FILE = "torchelastic-error.json"  # TORCHELASTIC_ERROR_FILE, in the results directory (harness/plan.py)
+NODE_FILE = "diagnosis-node-%d.json"  # what before_kill measured in that container
+# How long before_kill waits, inside each container, for the stacks and the flight-recorder dumps. The
+# stacks are written in the signal handler (milliseconds); the dump thread polls every 0.1 s.
+WAIT_S = 3.0
+# The exec runs this bound plus its own start; a container that does not answer by then is killed anyway.
+EXEC_MARGIN_S = 20.0
+FR_SHOWN = 5  # the last collectives shown per rank
+STACK_LINES_MAX = 60  # per rank, in the reports
+
+# argv[1]: the results directory; argv[2]: the signalled ranks, comma-separated; argv[3]: the bound in
+# seconds; argv[4]: the node rank. Python 3.9-compatible, standard library only: it runs in the image.
+_WAIT_SCRIPT = r"""
+import json, os, sys, time
+results, limit, node = sys.argv[1], float(sys.argv[3]), int(sys.argv[4])
+ranks = [int(r) for r in sys.argv[2].split(",") if r]
+start = time.time()
+request = os.path.join(results, "diagnose.request")
+with open(request + ".partial", "w") as f:
+    f.write(repr(start))
+os.replace(request + ".partial", request)
+def size(name):
+    try:
+        return os.path.getsize(os.path.join(results, name))
+    except OSError:
+        return 0
+def fresh(name):
+    try:
+        return os.stat(os.path.join(results, name)).st_mtime >= start - 0.05
+    except OSError:
+        return False
+while True:
+    stacks = [r for r in ranks if size("stacks-rank-%d.txt" % r) > 0]
+    dumps = [r for r in ranks if fresh("flight-recorder-rank-%d.json" % r)]
+    if (len(stacks) == len(ranks) and len(dumps) == len(ranks)) or time.time() - start >= limit:
+        break
+    time.sleep(0.05)
+report = {"node": node, "signalled": ranks, "stacks": stacks, "flight_recorder": dumps,
+          "waited_s": round(time.time() - start, 3)}
+with open(os.path.join(results, "diagnosis-node-%d.json" % node), "w") as f:
+    json.dump(report, f)
+print(json.dumps(report))
+"""
+
+
+# -- before the kill ----------------------------------------------------------------------------------
+def before_kill(engine: EngineAPI, running: Mapping[str, Any], plan: ScenarioPlan, events: RunEvents) -> float:
+    """Collect every still-running worker's stacks and flight-recorder dump inside its container, all
+    containers at once; returns the seconds it took (the kill waits that long, at most WAIT_S plus the
+    execs). Failures (a paused container, an image without the python) become notes, never errors:
+    the kill must happen whatever this finds."""
+    started = time.monotonic()
+    notes: dict[str, str] = {}
+
+    def one(name: str, container: Any) -> None:
+        notes[name] = _diagnose_container(engine, container, plan.container(name), plan.scenario.python, started)
+
+    threads = [threading.Thread(target=one, args=item, daemon=True) for item in running.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(max(0.0, started + WAIT_S + EXEC_MARGIN_S - time.monotonic()))
+    took_s = time.monotonic() - started
+    for name in sorted(running):
+        events.note(plan, f"{name}: {notes.get(name, 'no answer before the kill')}")
+    return took_s
+
+
+def _diagnose_container(engine: EngineAPI, container: Any, cp: ContainerPlan, python: str, started: float) -> str:
+    try:
+        workers = signal_workers(engine, container, python, signal.SIGUSR1)
+    except EngineError as exc:
+        return f"no stacks: the workers could not be signalled ({exc})"
+    ranks = [w.rank for w in workers if w.error is None]
+    if not ranks:
+        return "no stacks: no worker process was running"
+    argv = [python, "-S", "-c", _WAIT_SCRIPT, cp.results_dir, ",".join(map(str, ranks)), f"{WAIT_S:g}", str(cp.node_rank)]
+    try:
+        result = engine.exec_run(container, argv)
+    except EngineError as exc:
+        return f"signalled rank(s) {ranks} for their stacks; the wait for them failed ({exc})"
+    report = _json_object(result.output.strip().splitlines()[-1] if result.output.strip() else "")
+    if report is None:
+        return f"signalled rank(s) {ranks} for their stacks; the wait printed {result.output[-200:]!r}"
+    took_s = time.monotonic() - started
+    return (
+        f"stacks of rank(s) {report.get('stacks')} and flight-recorder dumps of rank(s) {report.get('flight_recorder')} "
+        f"of signalled rank(s) {ranks} collected in {took_s:.1f} s before the kill"
+    )
+
+
+# -- parsing (pure) -----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ThreadStack:
+    thread: str  # faulthandler's "Thread 0x..." or "Current thread 0x..."
+    frames: tuple[str, ...]  # most recent call first, as faulthandler prints them
+
+
+_THREAD_LINE = re.compile(r"^(Current thread|Thread) (0x[0-9a-fA-F]+)")
+_FRAME_LINE = re.compile(r'^\s+File "(?P<file>[^"]*)", line (?P<line>\d+) in (?P<func>.*)$')
+
+
+def parse_stacks(text: str) -> tuple[ThreadStack, ...]:
+    """The threads of the last faulthandler dump in ``text`` (one dump per SIGUSR1, appended). A thread id
+    seen again starts a new dump. Lines that are no thread header or frame are left out."""
+    dumps: list[list[ThreadStack]] = [[]]
+    current: tuple[str, list[str]] | None = None
+
+    def close() -> None:
+        if current is not None:
+            dumps[-1].append(ThreadStack(current[0], tuple(current[1])))
+
+    for line in text.splitlines():
+        header = _THREAD_LINE.match(line)
+        if header:
+            close()
+            if any(t.thread.split()[-1] == header.group(2) for t in dumps[-1]):
+                dumps.append([])
+            current = (f"{header.group(1)} {header.group(2)}", [])
+        elif current is not None and _FRAME_LINE.match(line):
+            current[1].append(line.strip())
+    close()
+    return tuple(dumps[-1])
+
+
+def innermost(stack: ThreadStack) -> str:
+    """``func (file:line)`` of the thread's most recent call, or "no Python frame"."""
+    if not stack.frames:
+        return "no Python frame"
+    frame = _FRAME_LINE.match("  " + stack.frames[0])
+    if frame is None:
+        return stack.frames[0]
+    file_name = frame.group("file").rsplit("/", 1)[-1]
+    return f"{frame.group('func')} ({file_name}:{frame.group('line')})"
+
+
+def stacks_summary(threads: Iterable[ThreadStack]) -> str:
+    """One line: where each thread is; the check threads (the suite runs each check in a thread of its
+    own) and the current thread first."""
+    threads = list(threads)
+    if not threads:
+        return "no stack in the file"
+    shown = [f"{'current thread' if t.thread.startswith('Current') else 'thread'} in {innermost(t)}" for t in threads]
+    return f"{len(threads)} thread(s): " + "; ".join(shown)
+
+
+@dataclass(frozen=True)
+class Collective:
+    name: str  # the recorder's profiling_name, e.g. gloo:all_reduce
+    seq: int | None  # collective_seq_id (p2p_seq_id for point-to-point)
+    pg: str  # the process group's id
+    state: str
+    record_id: int
+
+
+@dataclass(frozen=True)
+class FlightRecorder:
+    available: bool
+    reason: str  # why not available, or "" when it is
+    entries: tuple[Collective, ...] = ()
+
+
+def _int(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def parse_flight_recorder(data: bytes) -> FlightRecorder:
+    """A rank's flight-recorder file (suite/diagnostics.py): its entries oldest first, or why none."""
+    dump = _json_object(data.decode("utf-8", "replace"))
+    if dump is None:
+        return FlightRecorder(False, "the flight-recorder file is not a JSON object (cut by the kill?)")
+    if not dump.get("available"):
+        return FlightRecorder(False, str(dump.get("reason") or "the flight recorder is not available"))
+    entries: list[Collective] = []
+    raw = dump.get("entries")
+    for index, entry in enumerate(raw if isinstance(raw, list) else []):
+        if not isinstance(entry, dict):
+            continue
+        p2p = bool(entry.get("is_p2p"))
+        seq = _int(entry.get("p2p_seq_id" if p2p else "collective_seq_id"))
+        record_id = _int(entry.get("record_id"))
+        entries.append(
+            Collective(
+                name=str(entry.get("profiling_name") or entry.get("op_id") or "?"),
+                seq=seq,
+                pg=str(entry.get("pg_id", "?")),
+                state=str(entry.get("state") or "?"),
+                record_id=record_id if record_id is not None else index,
+            )
+        )
+    entries.sort(key=lambda c: c.record_id)
+    if not entries:
+        return FlightRecorder(True, "", ())
+    return FlightRecorder(True, "", tuple(entries))
+
+
+def describe_collective(c: Collective) -> str:
+    return f"{c.name} #{c.seq if c.seq is not None else '?'}"
+
+
+def last_collectives(recorder: FlightRecorder, count: int = FR_SHOWN) -> str:
+    if not recorder.available:
+        return f"no flight recorder: {recorder.reason}"
+    if not recorder.entries:
+        return "the flight recorder holds no collective"
+    shown = recorder.entries[-count:]
+    return ", ".join(f"{describe_collective(c)} (pg {c.pg}, {c.state})" for c in shown)
+
+
+def mismatch_summary(recorders: Mapping[int, FlightRecorder]) -> str | None:
+    """One line comparing each rank's last collective: "rank 1 is at gloo:all_reduce #41, rank 0 at
+    gloo:barrier #42", or that every rank is at the same one. None when no rank has a recorder."""
+    last = {rank: r.entries[-1] for rank, r in sorted(recorders.items()) if r.available and r.entries}
+    if not last:
+        return None
+    keys = {(c.pg, c.seq, c.name) for c in last.values()}
+    if len(keys) == 1 and len(last) == len(recorders):
+        c = next(iter(last.values()))
+        return f"every rank is at {describe_collective(c)} (pg {c.pg}, {c.state})"
+    # The rank furthest behind first: it is the one the others wait for.
+    order = sorted(last.items(), key=lambda item: (item[1].seq if item[1].seq is not None else -1, item[0]))
+    parts = [
+        f"rank {rank} is at {describe_collective(c)}" if i == 0 else f"rank {rank} at {describe_collective(c)}"
+        for i, (rank, c) in enumerate(order)
+    ]
+    without = [rank for rank in sorted(recorders) if rank not in last]
+    if without:
+        parts.append(f"rank(s) {', '.join(map(str, without))} recorded none")
+    return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class RootCause:
+    message: str  # the exception's last line
+    traceback: str  # the worker's Python traceback, "" when the file holds none
+    source: str  # the container the file came from
+
+
+def parse_error_file(data: bytes, source: str) -> RootCause | None:
+    """torchelastic's error file (``record`` writes it; torchrun copies the first failure's into its own)."""
+    top = _json_object(data.decode("utf-8", "replace"))
+    if top is None:
+        return None
+    message = top.get("message")
+    text, trace = "", ""
+    if isinstance(message, dict):
+        text = str(message.get("message") or "")
+        extra = message.get("extraInfo")
+        if isinstance(extra, dict):
+            trace = str(extra.get("py_callstack") or "")
+    elif message is not None:
+        text = str(message)
+    if not text and not trace:
+        return None
+    last = text.strip().splitlines()[-1] if text.strip() else (trace.strip().splitlines()[-1] if trace.strip() else "")
+    return RootCause(last[:300], trace, source)
+
+
+@dataclass(frozen=True)
+class RankDiagnosis:
+    rank: int
+    stacks: tuple[ThreadStack, ...] | None = None  # None: no stack file
+    stacks_text: str = ""
+    flight_recorder: FlightRecorder | None = None  # None: no dump
+
+    def as_dict(self) -> dict[str, Any]:
+        fr = self.flight_recorder
+        return {
+            "rank": self.rank,
+            "stacks": None if self.stacks is None else stacks_summary(self.stacks),
+            "stacks_text": self.stacks_text,
+            "flight_recorder": None
+            if fr is None
+            else {
+                "available": fr.available,
+                "reason": fr.reason,
+                "last": [{"name": c.name, "seq": c.seq, "pg": c.pg, "state": c.state} for c in fr.entries[-FR_SHOWN:]],
+            },
+        }
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    ranks: Mapping[int, RankDiagnosis] = field(default_factory=dict)
+    flight_recorder_summary: str | None = None
+    root_cause: RootCause | None = None
+    restarts: int | None = None  # how often torchrun restarted the workers; None: no launch facts were read
+    store_path: str | None = None  # which rendezvous store the workers used, from their environment
+    notes: tuple[str, ...] = ()  # what before_kill measured, and unreadable files
+
+    @property
+    def empty(self) -> bool:
+        return not self.ranks and self.root_cause is None and not self.notes
+
+    def as_dict(self) -> dict[str, Any]:
+        cause = self.root_cause
+        return {
+            "ranks": [d.as_dict() for _, d in sorted(self.ranks.items())],
+            "flight_recorder_summary": self.flight_recorder_summary,
+            "root_cause": None
+            if cause is None
+            else {"message": cause.message, "traceback": cause.traceback, "source": cause.source},
+            "restarts": self.restarts,
+            "rendezvous_store": self.store_path,
+            "notes": list(self.notes),
+        }
+
+    def lines(self) -> list[str]:
+        """A few plain lines for the Markdown summary: root cause, flight recorder, where each rank was."""
+        lines = []
+        if self.root_cause is not None:
+            lines.append(f"root cause ({self.root_cause.source}): {self.root_cause.message}")
+        if self.flight_recorder_summary:
+            lines.append(f"flight recorder: {self.flight_recorder_summary}")
+        lines += [f"rank {rank}: {stacks_summary(d.stacks)}" for rank, d in sorted(self.ranks.items()) if d.stacks]
+        if self.restarts:
+            lines.append(f"torchrun restarted the workers {self.restarts} time(s); the store: {self.store_path}")
+        return lines
+
+    def headline(self) -> str:
+        """One line for a deadline's or a crash's message: the flight recorder's comparison and where each
+        rank's threads were."""
+        parts = []
+        if self.flight_recorder_summary:
+            parts.append(f"flight recorder: {self.flight_recorder_summary}")
+        for rank, d in sorted(self.ranks.items()):
+            if d.stacks:
+                parts.append(f"rank {rank} stacks: {stacks_summary(d.stacks)}")
+        return "; ".join(parts)
+
+    def text(self, ranks: Iterable[int] | None = None) -> str:
+        """The blocks a JUnit failure and the JSON report's case output show: root cause, the flight
+        recorder's comparison, and each rank's stacks (of ``ranks``; None: all)."""
+        wanted = set(self.ranks) if ranks is None else set(ranks)
+        blocks: list[str] = []
+        if self.root_cause is not None:
+            cause = self.root_cause
+            blocks.append(f"--- root cause (torchelastic error file, {cause.source}) ---\n{cause.traceback or cause.message}")
+        if self.flight_recorder_summary:
+            lines = [f"--- flight recorder: {self.flight_recorder_summary} ---"]
+            for rank, d in sorted(self.ranks.items()):
+                if rank in wanted and d.flight_recorder is not None:
+                    lines.append(f"rank {rank}: {last_collectives(d.flight_recorder)}")
+            blocks.append("\n".join(lines))
+        for rank, d in sorted(self.ranks.items()):
+            if rank in wanted and d.stacks is not None:
+                shown = "\n".join(d.stacks_text.rstrip("\n").splitlines()[-STACK_LINES_MAX:])
+                blocks.append(f"--- rank {rank}: Python stacks at SIGUSR1 before the kill ---\n{shown}")
+        return "\n\n".join(blocks)
+
+
+def _json_object(text: str) -> dict[str, Any] | None:
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# -- a scenario's files -> its diagnosis --------------------------------------------------------------
+def is_record_file(name: str) -> bool:
+    """Whether a results-directory file holds result records (the others are diagnosis files)."""
+    return RECORDS.match(name) is not None
+
+
+def diagnose(containers: Iterable[ContainerOutcome]) -> Diagnosis:
+    """What the containers' diagnosis files show (no such file: an empty Diagnosis)."""
+    ranks: dict[int, RankDiagnosis] = {}
+    notes: list[str] = []
+    causes: list[RootCause] = []
+    launches: list[dict[str, Any]] = []
+    for container in containers:
+        for name, data in sorted(container.result_files.items()):
+            stacks, fr, launch = STACKS.match(name), FLIGHT_RECORDER.match(name), LAUNCH.match(name)
+            if stacks and data.strip():
+                rank = int(stacks.group(1))
+                text = data.decode("utf-8", "replace")
+                current = ranks.get(rank, RankDiagnosis(rank))
+                ranks[rank] = RankDiagnosis(rank, parse_stacks(text), text, current.flight_recorder)
+            elif fr:
+                rank = int(fr.group(1))
+                current = ranks.get(rank, RankDiagnosis(rank))
+                ranks[rank] = RankDiagnosis(rank, current.stacks, current.stacks_text, parse_flight_recorder(data))
+            elif launch:
+                parsed = _json_object(data.decode("utf-8", "replace"))
+                if parsed is None:
+                    notes.append(f"{container.name}:{name}: unreadable launch facts")
+                else:
+                    launches.append(parsed)
+            elif name == ERROR_FILE:
+                cause = parse_error_file(data, container.name)
+                if cause is None:
+                    notes.append(f"{container.name}:{name}: unreadable torchelastic error file")
+                else:
+                    causes.append(cause)
+            elif name.startswith("diagnosis-node-"):
+                parsed = _json_object(data.decode("utf-8", "replace"))
+                if parsed is not None:
+                    notes.append(
+                        f"{container.name}: signalled rank(s) {parsed.get('signalled')}, stacks from {parsed.get('stacks')}, "
+                        f"flight-recorder dumps from {parsed.get('flight_recorder')} within {parsed.get('waited_s')} s"
+                    )
+    recorders = {rank: d.flight_recorder for rank, d in ranks.items() if d.flight_recorder is not None}
+    summary = mismatch_summary(recorders)
+    if summary is None and recorders:
+        reasons = sorted({r.reason for r in recorders.values() if not r.available})
+        summary = f"not available: {'; '.join(reasons)}" if reasons else "no rank recorded a collective"
+    return Diagnosis(
+        ranks=ranks,
+        flight_recorder_summary=summary,
+        root_cause=causes[0] if causes else None,
+        restarts=max((_int(launch.get("restart_count")) or 0 for launch in launches), default=None),
+        store_path=store_path(launches),
+        notes=tuple(notes),
+    )
+
+
+def store_path(launches: Iterable[Mapping[str, Any]]) -> str | None:
+    """Which store the workers of the last attempt used (torchrun tells them: TORCHELASTIC_USE_AGENT_STORE)."""
+    launches = list(launches)
+    if not launches:
+        return None
+    newest = max(_int(launch.get("restart_count")) or 0 for launch in launches)
+    values = {str(launch.get("use_agent_store")) for launch in launches if (_int(launch.get("restart_count")) or 0) == newest}
+    disabled = any(str(launch.get("share_store_disabled") or "") not in ("", "None", "0") for launch in launches)
+    if values == {"None"}:
+        return "no launcher store (the ranks rendezvous without torchrun)"
+    if values == {"True"}:
+        return "the agent's store, shared with the workers (TORCHELASTIC_USE_AGENT_STORE=True)"
+    if values == {"False"}:
+        how = " (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1)" if disabled else ""
+        return f"a store of the workers' own, not the agent's (TORCHELASTIC_USE_AGENT_STORE=False){how}"
+    return f"mixed: TORCHELASTIC_USE_AGENT_STORE={', '.join(sorted(values))}"
+
+
+def last_attempt(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A rank's records of its last attempt only: after a torchrun restart the rank's file holds the failed
+    attempt's records first, and those must neither count twice nor turn the verdict red. The attempt is
+    the restart count and the worker process's start: the count is per agent (an agent whose workers did
+    not fail restarts them without counting), the start time is per process."""
+    records = list(records)
+
+    def attempt(record: Mapping[str, Any]) -> tuple[int, float]:
+        try:
+            started = float(str(record.get("started_at") or 0))
+        except ValueError:
+            started = 0.0
+        return (_int(record.get("attempt")) or 0, started)
+
+    newest = max((attempt(r) for r in records), default=(0, 0.0))
+    return [r for r in records if attempt(r) == newest]

@@ -1,0 +1,424 @@
+"""Pod logs -> the run summary a Docker run gives (``distval collect kubernetes``).
+
+An exported job's suite writes each result record to stdout as ``@distval-record`` lines (suite/records.py),
+and each node's first rank writes what ran (harness/kube_origin.py). This module reads those lines back from
+pod logs -- files (one per pod, or one concatenated file; ``kubectl logs`` with or without ``--prefix`` and
+``--timestamps``) or the Kubernetes API -- into the ContainerOutcome/ScenarioOutcome that harness/results.py
+summarizes for Docker runs, planned again from the origin, so the verdicts and reports are the same.
+
+A rank with no records for a check is an error naming the rank and why (its pod's log is missing, or ends
+before them); a record line that cannot be read back is an error naming its file and line. A pod's exit code
+is not in its log: from files, ``exit_status`` is skipped with that reason; through the API, it is checked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.errors import BadInput, EnvironmentUnusable, one_line
+from harness.kube_export import CONTAINER_NAME, LABEL_JOB
+from harness.kube_origin import Origin, origin_from_data
+from harness.results import (
+    ERROR,
+    EXIT_STATUS_CASE,
+    SKIPPED,
+    CaseResult,
+    ContainerOutcome,
+    RunSummary,
+    ScenarioOutcome,
+    ScenarioResult,
+    summarize_scenario,
+    tail,
+)
+from suite.records import STDOUT_MARKER
+
+RECORD_LINE = re.compile(r"v1 r=(\d+) n=(\d+) p=(\d+)/(\d+) (.*)$")
+RECORD_EXPECTED = f"'{STDOUT_MARKER} v1 r=<rank> n=<number> p=<part>/<parts> <JSON piece>'"
+# kubectl logs --prefix: "[pod/<pod>/<container>] "; --timestamps: an RFC 3339 time and a space. kubectl
+# writes the prefix first; either may be absent.
+_POD_PREFIX = re.compile(r"^\[pod/([^/\]\s]+)/[^\]\s]+\] ")
+_TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) ")
+
+
+class CollectError(BadInput):
+    """Logs that hold no distval job: nothing can be reported from them."""
+
+    kind = "logs"
+
+
+@dataclass
+class _Source:
+    """One pod's log, or a whole file whose lines name no pod."""
+
+    label: str  # FILE, FILE[pod NAME], or pod NAME (API)
+    pod: str | None
+    text: list[str] = field(default_factory=list)
+    starts: list[dict[str, Any]] = field(default_factory=list)
+    records: dict[int, list[tuple[int, dict[str, Any]]]] = field(default_factory=dict)  # rank -> (n, record)
+    garbled: list[str] = field(default_factory=list)
+    pieces: dict[tuple[int, int], dict[int, tuple[int, str]]] = field(default_factory=dict)
+    parts: dict[tuple[int, int], tuple[int, str]] = field(default_factory=dict)  # (rank, n) -> (parts, where)
+    exit_code: int | None = None
+    reason: str | None = None  # the API's termination reason
+    image_id: str | None = None
+    node_rank: int | None = None  # the pod's completion index, when the API gave it
+
+    @property
+    def origins(self) -> list[Origin]:
+        found: list[Origin] = []
+        for start in self.starts:
+            if "origin" in start:
+                origin = origin_from_data(start["origin"])
+                if origin not in found:
+                    found.append(origin)
+        return found
+
+
+def _strip(line: str) -> tuple[str | None, str]:
+    pod = None
+    for _ in range(2):
+        match = _POD_PREFIX.match(line)
+        if match and pod is None:
+            pod, line = match.group(1), line[match.end() :]
+            continue
+        match = _TIMESTAMP.match(line)
+        if match:
+            line = line[match.end() :]
+    return pod, line
+
+
+def read_log(label: str, text: str) -> list[_Source]:
+    """The sources of one log: one per pod named by ``--prefix``, else the whole text as one."""
+    sources: dict[str | None, _Source] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        pod, line = _strip(raw.rstrip("\r"))
+        source = sources.get(pod)
+        if source is None:
+            source = sources[pod] = _Source(f"{label}[pod {pod}]" if pod else label, pod)
+        where = f"{label}:{number}"
+        at = line.find(STDOUT_MARKER)
+        if at < 0:
+            source.text.append(line)
+            continue
+        match = RECORD_LINE.match(line[at + len(STDOUT_MARKER) :].lstrip(" "))
+        if match is None:
+            source.garbled.append(f"{where}: garbled record line: expected {RECORD_EXPECTED}; got {one_line(line[at:])[:120]!r}")
+            continue
+        rank, serial, part, parts = (int(match.group(i)) for i in range(1, 5))
+        key = (rank, serial)
+        known = source.parts.setdefault(key, (parts, where))
+        if not 1 <= part <= parts or known[0] != parts:
+            source.garbled.append(
+                f"{where}: garbled record line: part {part}/{parts} of rank {rank}'s record {serial} does not fit"
+            )
+            continue
+        earlier = source.pieces.setdefault(key, {}).get(part)
+        if earlier is not None and earlier[1] != match.group(5):
+            source.garbled.append(
+                f"{where}: rank {rank}'s record {serial} part {part} differs from the one at line {earlier[0]} "
+                "(two pods' logs in one file without kubectl logs --prefix?)"
+            )
+            continue
+        source.pieces[key][part] = (number, match.group(5))
+    if not sources:
+        sources[None] = _Source(label, None)
+    for source in sources.values():
+        _assemble(source, label)
+    return list(sources.values())
+
+
+def _assemble(source: _Source, label: str) -> None:
+    for (rank, serial), pieces in sorted(source.pieces.items()):
+        parts, where = source.parts[(rank, serial)]
+        if len(pieces) != parts:
+            absent = [str(p) for p in range(1, parts + 1) if p not in pieces]
+            source.garbled.append(f"{where}: rank {rank}'s record {serial} lacks part(s) {', '.join(absent)} of {parts}")
+            continue
+        text = "".join(pieces[p][1] for p in range(1, parts + 1))
+        try:
+            record = json.loads(text)
+            if not isinstance(record, dict):
+                raise ValueError("not an object")
+            if "start" in record:
+                start = record["start"]
+                if not isinstance(start, dict) or int(start["rank"]) != rank:
+                    raise ValueError("a start record of another rank")
+                if "origin" in start:
+                    origin_from_data(start["origin"])  # readable, or a garbled line now
+                source.starts.append(start)
+            else:
+                if int(record["rank"]) != rank or not isinstance(record.get("check"), str):
+                    raise ValueError("a result record without its rank or check")
+                source.records.setdefault(rank, []).append((serial, record))
+        except (ValueError, KeyError, TypeError) as exc:
+            source.garbled.append(f"{where}: rank {rank}'s record {serial} is not a distval record ({one_line(str(exc))[:120]})")
+    for rank, records in source.records.items():
+        serials = {serial for serial, _ in records} | {0}  # 0 is the start line
+        missing = sorted(set(range(max(serials) + 1)) - serials)
+        if missing:
+            source.garbled.append(
+                f"{label}: rank {rank}'s record(s) {', '.join(map(str, missing[:10]))} are missing between the ones present"
+            )
+
+
+# -- the API --------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PodLog:
+    name: str
+    completion_index: int | None
+    log: str
+    exit_code: int | None  # None: not terminated (or not known)
+    reason: str | None  # the container's termination reason ("Completed", "Error", "OOMKilled")
+    image_id: str | None
+
+
+class PodSource(Protocol):
+    """What collect reads from a cluster: the Kubernetes client (``KubernetesPods``) or a test's stand-in."""
+
+    def pod_logs(self, namespace: str, job: str) -> list[PodLog]: ...
+
+    def job_failure(self, namespace: str, job: str) -> str | None: ...
+
+
+class KubernetesPods:
+    """The ``kubernetes`` client over the current kubeconfig (imported here: distval does not depend on it)."""
+
+    def __init__(self) -> None:
+        try:
+            import kubernetes  # type: ignore[import-not-found,import-untyped,unused-ignore]
+        except ImportError as exc:
+            raise EnvironmentUnusable(
+                "reading pod logs through the API needs the kubernetes Python client (pip install kubernetes); "
+                "or pass the logs as files (kubectl logs ... > FILE)"
+            ) from exc
+        client: Any = kubernetes
+        try:
+            # $KUBECONFIG as it is now (the client reads it once, at import), else its default ~/.kube/config.
+            client.config.load_kube_config(config_file=os.environ.get("KUBECONFIG") or None)
+        except Exception as exc:  # noqa: BLE001 - the client raises its own ConfigException, or OSError
+            raise EnvironmentUnusable(f"no usable kubeconfig ($KUBECONFIG or ~/.kube/config): {one_line(str(exc))}") from exc
+        self._core: Any = client.client.CoreV1Api()  # its models' fields are all Optional: read as Any
+        self._batch: Any = client.client.BatchV1Api()
+
+    def pod_logs(self, namespace: str, job: str) -> list[PodLog]:
+        found = []
+        for pod in self._core.list_namespaced_pod(namespace, label_selector=f"{LABEL_JOB}={job}").items:
+            annotations = pod.metadata.annotations or {}
+            index = annotations.get("batch.kubernetes.io/job-completion-index")
+            status = next((s for s in pod.status.container_statuses or [] if s.name == CONTAINER_NAME), None)
+            terminated = status.state.terminated if status is not None and status.state is not None else None
+            log = self._core.read_namespaced_pod_log(pod.metadata.name, namespace, container=CONTAINER_NAME)
+            found.append(
+                PodLog(
+                    name=pod.metadata.name,
+                    completion_index=int(index) if index is not None else None,
+                    log=log,
+                    exit_code=terminated.exit_code if terminated is not None else None,
+                    reason=terminated.reason if terminated is not None else None,
+                    image_id=status.image_id if status is not None else None,
+                )
+            )
+        return found
+
+    def job_failure(self, namespace: str, job: str) -> str | None:
+        for item in self._batch.list_namespaced_job(namespace, label_selector=f"{LABEL_JOB}={job}").items:
+            for condition in item.status.conditions or []:
+                if condition.type == "Failed" and condition.status == "True":
+                    return f"Job {item.metadata.name} failed: {condition.reason}: {condition.message}"
+        return None
+
+
+# -- sources -> outcomes -> summary ---------------------------------------------------------------------
+def _node_of(source: _Source) -> int | None:
+    if source.node_rank is not None:
+        return source.node_rank
+    for start in source.starts:
+        if start.get("node_rank") not in (None, ""):
+            return int(start["node_rank"])
+    return None
+
+
+def _checks_missing(origin: Origin, records: Sequence[tuple[int, dict[str, Any]]]) -> list[str]:
+    reported = {str(record["check"]) for _, record in records}
+    return [c.name for c in origin.scenario.checks if c.name not in reported]
+
+
+def _outcome(origin: Origin, sources: list[_Source], from_api: bool, job_failure: str | None) -> ScenarioOutcome:
+    plan = origin.plan()
+    by_node: dict[int, list[_Source]] = {}
+    unplaced: list[_Source] = []
+    for source in sources:
+        node = _node_of(source)
+        (by_node.setdefault(node, []) if node is not None else unplaced).append(source)
+    # A source whose start lines were lost still holds its ranks' records: place it on the nodes left.
+    for source, node in zip(unplaced, [c.node_rank for c in plan.containers if c.node_rank not in by_node], strict=False):
+        by_node.setdefault(node, []).append(source)
+    observed: dict[int, set[int]] = {}
+    for node, node_sources in by_node.items():
+        for source in node_sources:
+            observed.setdefault(node, set()).update(int(s["rank"]) for s in source.starts)
+            observed[node].update(source.records)
+    claimed = set().union(*observed.values()) if observed else set()
+    containers = []
+    for planned in plan.containers:
+        node_sources = by_node.get(planned.node_rank, [])
+        # Under c10d the rendezvous gives the node ranks: the ranks a pod's log shows are its own.
+        ranks = tuple(sorted(observed.get(planned.node_rank) or set(planned.ranks) - claimed)) or planned.ranks
+        name = next((s.pod for s in node_sources if s.pod), None) or f"{origin.job} node {planned.node_rank}"
+        files: dict[str, bytes] = {}
+        for source in node_sources:
+            for rank, records in source.records.items():
+                lines = [json.dumps(record) for _, record in sorted(records, key=lambda item: item[0])]
+                files[f"rank-{rank}.jsonl"] = files.get(f"rank-{rank}.jsonl", b"") + "\n".join(lines + [""]).encode()
+        text = "\n".join(line for source in node_sources for line in source.text)
+        problem = None
+        if not node_sources:
+            problem = f"no log of node {planned.node_rank}'s pod was given (expected rank(s) {', '.join(map(str, ranks))})" + (
+                f"; {job_failure}" if job_failure else ""
+            )
+        else:
+            short = [
+                rank for rank in ranks if _checks_missing(origin, [r for s in node_sources for r in s.records.get(rank, [])])
+            ]
+            if short:
+                labels = ", ".join(s.label for s in node_sources)
+                last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "(empty)")
+                problem = (
+                    f"the log of {name} ({labels}) ends before rank(s) {', '.join(map(str, short))} reported every check "
+                    f"(a truncated log, or the rank stopped); its last line: {one_line(last)[:200]}"
+                    + (f"; {job_failure}" if job_failure else "")
+                )
+        exit_code = next((s.exit_code for s in node_sources if s.exit_code is not None), None)
+        reason = next((s.reason for s in node_sources if s.reason), None)
+        if from_api and node_sources and exit_code is None:
+            problem = problem or f"pod {name} had not terminated when its log was read"
+        if from_api and reason and exit_code not in (None, 0):
+            problem = problem or f"pod {name} exited with code {exit_code} ({reason})"
+        containers.append(
+            ContainerOutcome(
+                name=name,
+                node_rank=planned.node_rank,
+                ranks=ranks,
+                exit_code=exit_code,
+                # The Job's deadline stopped this pod only if it had not ended on its own.
+                killed_at_deadline=bool(job_failure and "DeadlineExceeded" in job_failure and exit_code != 0),
+                stdout=text,
+                stderr="",
+                result_files=files,
+                problem=problem,
+                kind="pod",
+            )
+        )
+    image_id = next((s.image_id for s in sources if s.image_id), None)
+    # No Engine clock here: the longest rank's check time stands for the duration.
+    duration_s = max(
+        (sum(float(r.get("duration_s") or 0.0) for _, r in records) for source in sources for records in source.records.values()),
+        default=0.0,
+    )
+    return ScenarioOutcome(plan=plan, image_id=image_id, duration_s=duration_s, containers=tuple(containers))
+
+
+def _result(outcome: ScenarioOutcome, sources: list[_Source], from_api: bool, fail_on_skip: bool) -> ScenarioResult:
+    result = summarize_scenario(outcome, fail_on_skip=fail_on_skip)
+    cases = list(result.cases)
+    if not from_api:
+        # A pod's exit code is not in its log: exit_status says so instead of guessing from the records.
+        problems = [c.problem for c in outcome.containers if c.problem]
+        if problems:
+            exit_case = CaseResult(
+                EXIT_STATUS_CASE,
+                ERROR,
+                f"expected every pod's log to hold its ranks' records; {'; '.join(problems)}",
+                outcome.duration_s,
+                "\n\n".join(f"--- {c.name} (last lines) ---\n{tail(c.stdout)}" for c in outcome.containers if c.problem),
+            )
+        else:
+            exit_case = CaseResult(
+                EXIT_STATUS_CASE,
+                SKIPPED,
+                "not checked: a pod's exit code is not in its log (collect through the API, --namespace and --job, "
+                "to check it); every rank's records are present",
+                outcome.duration_s,
+            )
+            if fail_on_skip:
+                exit_case = dataclasses.replace(
+                    exit_case, status="failed", message=f"expected no skip (--fail-on-skip); skipped: {exit_case.message}"
+                )
+        cases = [exit_case if c.name == EXIT_STATUS_CASE else c for c in cases]
+    garbled = [line for source in sources for line in source.garbled]
+    if garbled:
+        cases.append(
+            CaseResult(
+                "results", ERROR, "; ".join(garbled[:20]) + (f"; ... ({len(garbled)} in all)" if len(garbled) > 20 else ""), 0.0
+            )
+        )
+    return dataclasses.replace(result, cases=tuple(cases))
+
+
+def summarize_sources(
+    sources: list[_Source], from_api: bool = False, fail_on_skip: bool = False, job_failure: str | None = None
+) -> RunSummary:
+    """Group the sources by the job they came from and summarize each as its scenario."""
+    groups: dict[tuple[str, str], tuple[Origin, list[_Source]]] = {}
+    orphans: list[_Source] = []
+    for source in sources:
+        origins = source.origins
+        if len(origins) > 1:
+            jobs = ", ".join(o.job for o in origins)
+            raise CollectError(
+                f"{source.label}: the log holds records of several jobs ({jobs}) and names no pod: pass "
+                "one log per pod, or kubectl logs --prefix"
+            )
+        if origins:
+            key = (origins[0].run_id, origins[0].job)
+            groups.setdefault(key, (origins[0], []))[1].append(source)
+        elif source.records or source.starts or source.garbled or source.node_rank is not None:
+            orphans.append(source)  # a pod the API named, even with an empty log (it never started the suite)
+    if orphans:
+        if len(groups) != 1:
+            raise CollectError(
+                f"{orphans[0].label}: distval records, but no line naming their job (each node's first rank writes one "
+                f"at its start): {'found ' + str(len(groups)) + ' jobs' if groups else 'no job found in any log'}"
+            )
+        next(iter(groups.values()))[1].extend(orphans)
+    if not groups:
+        raise CollectError("no distval record in the logs given (was the job exported by distval export kubernetes?)")
+    results = []
+    for origin, group in groups.values():
+        outcome = _outcome(origin, group, from_api, job_failure)
+        results.append(_result(outcome, group, from_api, fail_on_skip))
+    first = next(iter(groups.values()))[0]
+    return RunSummary(first.run_id, tuple(results), config_path=first.config_path, mode="kubernetes")
+
+
+def read_files(paths: Iterable[str]) -> list[_Source]:
+    sources = []
+    for path in paths:
+        try:
+            text = Path(path).read_bytes().decode("utf-8", "replace")
+        except OSError as exc:
+            raise CollectError(f"cannot read the log {path}: {exc.strerror or exc}") from exc
+        sources += read_log(path, text)
+    return sources
+
+
+def read_api(pods: PodSource, namespace: str, job: str) -> tuple[list[_Source], str | None]:
+    logs = pods.pod_logs(namespace, job)
+    failure = pods.job_failure(namespace, job)
+    if not logs:
+        raise CollectError(f"no pod with label {LABEL_JOB}={job} in namespace {namespace}" + (f" ({failure})" if failure else ""))
+    sources = []
+    for pod in logs:
+        for source in read_log(f"pod {pod.name}", pod.log):
+            source.pod = pod.name
+            source.exit_code, source.reason, source.image_id = pod.exit_code, pod.reason, pod.image_id
+            source.node_rank = pod.completion_index
+            sources.append(source)
+    return sources, failure

@@ -1,0 +1,367 @@
+"""A scenario's plan -> the Kubernetes manifests that run it (``distval export kubernetes``).
+
+Everything a pod runs comes from harness/plan.py's ScenarioPlan, mapped rather than derived again: the
+launcher command, the environment and the suite spec of each node's container, its resources and GPUs.
+Only what differs between Docker and Kubernetes is translated:
+
+- node i's container -> pod i of an Indexed Job (completions = parallelism = nodes, backoffLimit 0); what
+  differs between the nodes' containers in the plan must be the node rank, and comes from the pod's job
+  completion index through the downward API (``--node_rank=i`` becomes ``PET_NODE_RANK``, which torchrun
+  reads for its option; RANK and DISTVAL_NODE_RANK likewise), so no shell is needed in the image;
+- node 0's container name -> pod 0's DNS name ``<job>-0.<service>`` under a headless Service (JobSet:
+  ``<jobset>-node-0-0.<jobset>``, the Service JobSet makes);
+- the files copied in -> a ConfigMap (the suite's *.py and the spec) and emptyDir volumes, at the same paths;
+- the scenario network's subnets -> none: a pod has one interface, the suite then leaves GLOO_SOCKET_IFNAME
+  unset; an internal network -> a NetworkPolicy allowing egress only to the job's pods and DNS;
+- the deadline -> activeDeadlineSeconds (it counts from the Job's start, image pulls included).
+
+What has no Kubernetes form is refused per scenario with the reason (node 0 by IP, extra networks, a user
+by name); ulimits are not settable per pod and are named in an annotation instead.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from harness.config import Config
+from harness.docker_spec import ContainerPlan
+from harness.errors import PlanError
+from harness.kube_origin import Origin, origin_data
+from harness.labels import LABEL_MANAGED, LABEL_RUN, LABEL_SCENARIO
+from harness.placeholders import placeholders_in, resolve
+from harness.plan import ScenarioPlan, plan_run
+from harness.runtime import suite_dir
+
+LAYOUTS = ("indexed-job", "jobset")
+LABEL_JOB = "distval.job"  # on every resource and pod of one exported scenario: what collect selects pods by
+CONTAINER_NAME = "suite"
+COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+JOBSET_API = "jobset.x-k8s.io/v1alpha2"
+JOBSET_REPLICATED_JOB = "node"
+GPU_RESOURCE = "nvidia.com/gpu"
+# A pod's hostname is one DNS label (63): "<job>-<index>", or under JobSet "<jobset>-node-0-<index>".
+# 50 leaves room for JobSet's suffix and a 5-digit index.
+NAME_MAX = 50
+DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_NODE_RANK_OPTION = re.compile(r"^--node[_-]rank=(\d+)$")
+# Docker sizes (harness/config/values.py SIZE_PATTERN) in Kubernetes quantities: Docker's k, m, g are binary.
+_DOCKER_UNITS = {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}
+
+
+@dataclass(frozen=True)
+class ExportedScenario:
+    plan: ScenarioPlan
+    name: str  # the Kubernetes name of its Job/JobSet, ConfigMap, Service and NetworkPolicy
+    resources: tuple[dict[str, Any], ...] = ()
+    refused: str | None = None  # why it has no Kubernetes form (then resources is empty)
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.name}.yaml"
+
+
+def kube_names(run_id: str, slugs: Iterable[str]) -> list[str]:
+    """Each scenario's Kubernetes name: ``dv-<run id>-<slug>``, a DNS-1035 label of at most NAME_MAX
+    characters, unique within the export (a clash after cutting gets a number)."""
+    names: list[str] = []
+    for index, slug in enumerate(slugs):
+        name = re.sub(r"-+", "-", f"dv-{run_id}-{slug}")[:NAME_MAX].rstrip("-")
+        number = index
+        while name in names:
+            suffix = f"-{number}"
+            name = name[: NAME_MAX - len(suffix)].rstrip("-") + suffix
+            number += 1000
+        names.append(name)
+    return names
+
+
+def quantity(docker_size: str) -> str:
+    """A Docker size ("512m") as a Kubernetes quantity ("512Mi")."""
+    return docker_size[:-1] + _DOCKER_UNITS[docker_size[-1].lower()] if docker_size[-1].isalpha() else docker_size
+
+
+def cpu_quantity(cpus: float) -> str:
+    return str(int(cpus)) if float(cpus).is_integer() else f"{math.ceil(cpus * 1000)}m"
+
+
+def refusal(plan: ScenarioPlan) -> str | None:
+    """Why the scenario has no Kubernetes form, or None."""
+    scenario = plan.scenario
+    if plan.needs_node0_ip:
+        return "master_addr: ip needs node 0's address before the others start; a pod's IP is not known in advance"
+    if scenario.extra_networks:
+        return "extra_networks: a pod has one network interface (several need a CNI such as Multus)"
+    if scenario.user is not None and not re.fullmatch(r"\d+(:\d+)?", scenario.user):
+        return f"user {scenario.user!r}: Kubernetes runs containers as a numeric uid[:gid] only"
+    unknown = placeholders_in(plan.containers) - {"subnets"}
+    if unknown:
+        return f"the plan needs {', '.join(sorted(unknown))}, which only the Docker Engine knows"
+    return None
+
+
+def _labels(plan: ScenarioPlan, name: str) -> dict[str, str]:
+    # The plan's labels where Kubernetes takes them as they are; the scenario's name (which may hold '_' and
+    # be 80 long) as the slug here and in full as an annotation.
+    return {LABEL_MANAGED: "true", LABEL_RUN: plan.run_id, LABEL_SCENARIO: plan.slug, LABEL_JOB: name}
+
+
+def _annotations(plan: ScenarioPlan) -> dict[str, str]:
+    notes = {LABEL_SCENARIO: plan.scenario.name, "distval.image": plan.image}
+    ulimits = plan.containers[0].options.ulimits
+    if ulimits:
+        notes["distval.unmapped"] = (
+            "ulimits "
+            + ", ".join(f"{u.name}={u.soft}" for u in ulimits)
+            + ": Kubernetes sets no per-pod ulimits; the node's container runtime defaults apply"
+        )
+    return notes
+
+
+def _node_varying(containers: tuple[ContainerPlan, ...]) -> tuple[set[str], tuple[str, ...]]:
+    """The env keys whose value is each node's rank, and node 0's argv without its node rank option. Anything
+    else that differs between the nodes has no single pod template: a PlanError (a planner change to map)."""
+    env_keys: set[str] = set()
+    first = containers[0]
+    for key, _ in first.env:
+        values = [dict(c.env).get(key) for c in containers]
+        if len(set(values)) > 1:
+            if values != [str(c.node_rank) for c in containers]:
+                raise PlanError(f"env {key} differs between nodes other than as the node rank: {values}")
+            env_keys.add(key)
+    argv = []
+    for position, item in enumerate(first.argv):
+        items = [c.argv[position] if position < len(c.argv) else None for c in containers]
+        if _NODE_RANK_OPTION.match(item):
+            continue  # torchrun reads PET_NODE_RANK instead
+        if len(set(items)) > 1:
+            raise PlanError(f"argument {position} differs between nodes: {items}")
+        argv.append(item)
+    if any(len(c.argv) != len(first.argv) for c in containers):
+        raise PlanError("the nodes' command lines differ in length")
+    return env_keys, tuple(argv)
+
+
+def _pod_template(plan: ScenarioPlan, name: str, master: str, spec_json: str, subdomain: str | None) -> dict[str, Any]:
+    containers = plan.containers
+    first = containers[0]
+    node0 = re.compile(rf"\b{re.escape(first.hostname)}\b")
+
+    def mapped(text: str) -> str:
+        return node0.sub(master, text)
+
+    env_keys, argv = _node_varying(containers)
+    has_launcher = any(_NODE_RANK_OPTION.match(a) for a in first.argv)
+    env: list[dict[str, Any]] = []
+    for key, value in first.env:
+        if key in env_keys:
+            env.append({"name": key, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}})
+        else:
+            env.append({"name": key, "value": mapped(value)})
+    if has_launcher and len(containers) > 1:
+        env.append({"name": "PET_NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX}}})
+    elif has_launcher:
+        argv = first.argv  # one node: its rank is 0 as written
+    command = [mapped(a) for a in argv]
+
+    volumes: list[dict[str, Any]] = []
+    mounts: list[dict[str, Any]] = []
+    for number, copy in enumerate(first.files):
+        # Named after the path ("distval", "suite", "results", "spec-json"), numbered where two would clash.
+        volume = re.sub(r"[^a-z0-9]+", "-", Path(copy.path).name.lower()).strip("-")[:40] or "files"
+        if any(v["name"] == volume for v in volumes) or volume == "shm":
+            volume = f"{volume}-{number}"
+        if copy.suite:
+            items = [{"key": f"suite.{p.name}", "path": p.name} for p in sorted(suite_dir().glob("*.py"))]
+            volumes.append({"name": volume, "configMap": {"name": name, "items": items}})
+            mounts.append({"name": volume, "mountPath": copy.path, "readOnly": True})
+        elif copy.text is None:
+            volumes.append({"name": volume, "emptyDir": {}})
+            mounts.append({"name": volume, "mountPath": copy.path})
+        else:
+            key = Path(copy.path).name
+            volumes.append(
+                {"name": volume, "configMap": {"name": name, "items": [{"key": key, "path": key}], "defaultMode": copy.mode}}
+            )
+            mounts.append({"name": volume, "mountPath": copy.path, "subPath": key, "readOnly": True})
+    options = first.options
+    limits: dict[str, Any] = {}
+    if options.cpus is not None:
+        limits["cpu"] = cpu_quantity(options.cpus)
+    if options.memory is not None:
+        limits["memory"] = quantity(options.memory)
+    if options.gpu_device_ids:
+        limits[GPU_RESOURCE] = len(options.gpu_device_ids)  # the scheduler picks which; one pod per node
+    if options.shm_size is not None:
+        # Docker's --shm-size: a memory-backed emptyDir at /dev/shm (a pod's default is 64 MiB, like Docker's).
+        volumes.append({"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": quantity(options.shm_size)}})
+        mounts.append({"name": "shm", "mountPath": "/dev/shm"})
+    container: dict[str, Any] = {
+        "name": CONTAINER_NAME,
+        "image": plan.image,
+        "command": command,
+        "workingDir": first.working_dir,
+        "env": env,
+        "volumeMounts": mounts,
+    }
+    if limits:
+        requests = {k: v for k, v in limits.items() if k != GPU_RESOURCE}
+        container["resources"] = {"limits": limits, **({"requests": requests} if requests else {})}
+    if options.user is not None:
+        uid, _, gid = options.user.partition(":")
+        container["securityContext"] = {"runAsUser": int(uid), **({"runAsGroup": int(gid)} if gid else {})}
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "enableServiceLinks": False,  # no Service variables in the image's environment
+        "automountServiceAccountToken": False,  # the image under test needs no API access
+        "containers": [container],
+        "volumes": volumes,
+    }
+    if subdomain is not None:
+        pod["subdomain"] = subdomain
+    return {"metadata": {"labels": _labels(plan, name), "annotations": _annotations(plan)}, "spec": pod}
+
+
+def _job_spec(plan: ScenarioPlan, template: dict[str, Any]) -> dict[str, Any]:
+    nodes = len(plan.containers)
+    return {
+        "completionMode": "Indexed",
+        "completions": nodes,
+        "parallelism": nodes,
+        "backoffLimit": 0,  # a failing rank fails the scenario, never retried into a pass
+        "activeDeadlineSeconds": math.ceil(plan.deadline_s),
+        "template": template,
+    }
+
+
+def _spec_json(plan: ScenarioPlan, origin: Origin, master: str) -> str:
+    spec = json.loads(resolve(plan.suite_spec_json, {"subnets": ""}))
+    node0 = re.compile(rf"\b{re.escape(plan.containers[0].hostname)}\b")
+    spec = json.loads(node0.sub(master, json.dumps(spec)))
+    spec["stdout_records"] = origin_data(origin)
+    return json.dumps(spec, sort_keys=True, indent=1)
+
+
+def export_scenario(plan: ScenarioPlan, name: str, layout: str, config_path: str) -> ExportedScenario:
+    if layout not in LAYOUTS:
+        raise PlanError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
+    why = refusal(plan)
+    if why is not None:
+        return ExportedScenario(plan, name, refused=why)
+    labels = _labels(plan, name)
+    metadata = {"name": name, "labels": labels, "annotations": _annotations(plan)}
+    if layout == "jobset":
+        master = f"{name}-{JOBSET_REPLICATED_JOB}-0-0.{name}"  # JobSet's pod hostnames and Service (its subdomain)
+    else:
+        master = f"{name}-0.{name}"
+    origin = Origin(plan.scenario, plan.image, plan.run_id, plan.slug, config_path, name)
+    spec_json = _spec_json(plan, origin, master)
+    suite_files = {f"suite.{p.name}": p.read_text(encoding="utf-8") for p in sorted(suite_dir().glob("*.py"))}
+    config_map = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": dict(metadata),
+        "data": {"spec.json": spec_json, **suite_files},
+    }
+    resources: list[dict[str, Any]] = [config_map]
+    if not plan.scenario.egress:
+        resources.append(_network_policy(metadata, labels))
+    if layout == "jobset":
+        template = _pod_template(plan, name, master, spec_json, subdomain=None)
+        resources.append(
+            {
+                "apiVersion": JOBSET_API,
+                "kind": "JobSet",
+                "metadata": dict(metadata),
+                "spec": {
+                    "network": {"enableDNSHostnames": True, "subdomain": name, "publishNotReadyAddresses": True},
+                    "failurePolicy": {"maxRestarts": 0},
+                    "replicatedJobs": [
+                        {
+                            "name": JOBSET_REPLICATED_JOB,
+                            "replicas": 1,
+                            "template": {"metadata": {"labels": labels}, "spec": _job_spec(plan, template)},
+                        }
+                    ],
+                },
+            }
+        )
+    else:
+        template = _pod_template(plan, name, master, spec_json, subdomain=name)
+        resources.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Service",
+                "metadata": dict(metadata),
+                "spec": {
+                    "clusterIP": "None",  # headless: DNS names for the pods, no virtual IP
+                    "selector": {LABEL_JOB: name},
+                    # Rendezvous starts before any pod is Ready: the names must resolve at once.
+                    "publishNotReadyAddresses": True,
+                    "ports": [{"name": "rendezvous", "port": 29500}, {"name": "c10d", "port": 29400}],
+                },
+            }
+        )
+        resources.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": dict(metadata), "spec": _job_spec(plan, template)})
+    return ExportedScenario(plan, name, tuple(resources))
+
+
+def _network_policy(metadata: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+    """The scenario network's ``internal``: the pods reach each other and the cluster's DNS, nothing else."""
+    own = {"matchLabels": {LABEL_JOB: labels[LABEL_JOB]}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": dict(metadata),
+        "spec": {
+            "podSelector": own,
+            "policyTypes": ["Egress"],
+            "egress": [
+                {"to": [{"podSelector": own}]},
+                {
+                    "to": [{"namespaceSelector": {}, "podSelector": {"matchLabels": {"k8s-app": "kube-dns"}}}],
+                    "ports": [{"protocol": "UDP", "port": 53}, {"protocol": "TCP", "port": 53}],
+                },
+            ],
+        },
+    }
+
+
+def export_config(config: Config, run_id: str, image: str | None, layout: str) -> list[ExportedScenario]:
+    plan = plan_run(config, run_id, image)
+    names = kube_names(run_id, (s.slug for s in plan.scenarios))
+    return [export_scenario(s, name, layout, config.path) for s, name in zip(plan.scenarios, names, strict=True)]
+
+
+# libyaml's emitter where PyYAML has it: the suite's files make each scenario's YAML ~200 KB.
+_SafeDumper: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_SafeDumper):  # type: ignore[misc]
+    """Plain YAML for people and kubectl: no anchors for repeated objects, files as literal blocks."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _text(dumper: Any, value: str) -> yaml.ScalarNode:
+    node: yaml.ScalarNode = dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+    return node
+
+
+_Dumper.add_representer(str, _text)
+
+
+def render(exported: ExportedScenario) -> str:
+    """The scenario's manifests as one multi-document YAML file (``kubectl apply -f``)."""
+    return "".join(
+        "---\n" + yaml.dump(resource, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
+        for resource in exported.resources
+    )

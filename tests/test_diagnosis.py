@@ -1,0 +1,231 @@
+"""harness.diagnosis without Docker: stacks, flight-recorder dumps, error files and launch facts, good and bad,
+and how results and reports carry them (restarted ranks keep their last attempt only)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from harness.config import Scenario
+from harness.diagnosis import (
+    Diagnosis,
+    FlightRecorder,
+    diagnose,
+    is_record_file,
+    last_attempt,
+    mismatch_summary,
+    parse_error_file,
+    parse_flight_recorder,
+    parse_stacks,
+    stacks_summary,
+)
+from harness.engine_protocol import ExecResult
+from harness.plan import plan_scenario
+from harness.results import ContainerOutcome, ScenarioOutcome, summarize_scenario
+
+HUNG = """Thread 0x00007f1c2a1ff6c0 (most recent call first):
+  File "/opt/distval-broken/sitecustomize.py", line 9 in _all_reduce_that_never_returns
+  File "/distval/suite/collectives.py", line 45 in check_all_reduce
+  File "/distval/suite/main.py", line 118 in _run_one
+  File "/usr/lib/python3.13/threading.py", line 1012 in run
+
+Current thread 0x00007f1c3b2c4740 (most recent call first):
+  File "/distval/suite/main.py", line 84 in _run_in_thread
+  File "/distval/suite/main.py", line 45 in run
+"""
+
+
+def test_stacks_name_the_innermost_frame_of_each_thread() -> None:
+    threads = parse_stacks(HUNG)
+    assert [t.thread for t in threads] == ["Thread 0x00007f1c2a1ff6c0", "Current thread 0x00007f1c3b2c4740"]
+    assert stacks_summary(threads) == (
+        "2 thread(s): thread in _all_reduce_that_never_returns (sitecustomize.py:9); "
+        "current thread in _run_in_thread (main.py:84)"
+    )
+
+
+def test_a_second_dump_replaces_the_first_and_garbage_is_left_out() -> None:
+    second = HUNG.replace("line 9 in", "line 10 in")
+    threads = parse_stacks("noise\n" + HUNG + "\n<truncated by the kill\n" + second)
+    assert len(threads) == 2 and 'sitecustomize.py", line 10 in' in threads[0].frames[0]
+    assert parse_stacks("") == () and stacks_summary(()) == "no stack in the file"
+    assert parse_stacks("\x00\x01 binary\nFile nowhere") == ()
+    # A header without frames (the kill cut the dump short) is a thread with no Python frame.
+    assert stacks_summary(parse_stacks("Thread 0x1 (most recent call first):\n")) == "1 thread(s): thread in no Python frame"
+
+
+def dump(entries: list[dict[str, Any]] | None = None, **extra: Any) -> bytes:
+    return json.dumps({"available": True, "entries": entries or [], **extra}).encode()
+
+
+def entry(record_id: int, name: str, seq: int, state: str = "scheduled", pg: int = 0) -> dict[str, Any]:
+    return {"record_id": record_id, "profiling_name": name, "collective_seq_id": seq, "state": state, "pg_id": pg}
+
+
+def test_flight_recorder_mismatch_names_the_rank_behind_first() -> None:
+    rank0 = parse_flight_recorder(dump([entry(0, "gloo:barrier", 41), entry(1, "gloo:all_reduce", 42)]))
+    rank1 = parse_flight_recorder(dump([entry(0, "gloo:barrier", 41, "completed")]))
+    assert mismatch_summary({0: rank0, 1: rank1}) == "rank 1 is at gloo:barrier #41, rank 0 at gloo:all_reduce #42"
+    assert mismatch_summary({0: rank0, 1: rank0}) == "every rank is at gloo:all_reduce #42 (pg 0, scheduled)"
+    empty = parse_flight_recorder(dump([]))
+    assert mismatch_summary({0: rank0, 1: empty}) == "rank 0 is at gloo:all_reduce #42, rank(s) 1 recorded none"
+
+
+def test_flight_recorder_bad_inputs_are_named_never_raised() -> None:
+    assert parse_flight_recorder(b"{not json") == FlightRecorder(
+        False, "the flight-recorder file is not a JSON object (cut by the kill?)"
+    )
+    assert parse_flight_recorder(b"[1, 2]").available is False
+    missing = parse_flight_recorder(json.dumps({"available": False, "reason": "torch 2.6.0 has no flight recorder"}).encode())
+    assert missing == FlightRecorder(False, "torch 2.6.0 has no flight recorder")
+    odd = parse_flight_recorder(
+        dump([{"record_id": "x", "collective_seq_id": None}, "not an entry", entry(5, "gloo:barrier", 3)])
+    )
+    assert [c.name for c in odd.entries] == ["?", "gloo:barrier"] and odd.entries[0].seq is None
+    assert mismatch_summary({}) is None
+    assert mismatch_summary({0: missing}) is None
+
+
+ERROR_FILE = {
+    "message": {
+        "message": "RuntimeError: distval-broken: destroy_process_group failed on rank 1",
+        "extraInfo": {"py_callstack": "Traceback (most recent call last):\n  File ...\nRuntimeError: ...", "timestamp": "1"},
+    },
+    "errorCode": 1,
+}
+
+
+def test_error_file_gives_the_last_line_and_the_traceback() -> None:
+    cause = parse_error_file(json.dumps(ERROR_FILE).encode(), "n0")
+    assert cause is not None and cause.message == "RuntimeError: distval-broken: destroy_process_group failed on rank 1"
+    assert cause.traceback.startswith("Traceback") and cause.source == "n0"
+    plain = parse_error_file(json.dumps({"message": "Signal 9 (SIGKILL) received"}).encode(), "n1")
+    assert plain is not None and (plain.message, plain.traceback) == ("Signal 9 (SIGKILL) received", "")
+    for bad in (b"", b"null", b"{}", b'{"message": {}}', b"\xff\xfe"):
+        assert parse_error_file(bad, "n0") is None, bad
+
+
+def test_only_rank_files_are_records() -> None:
+    assert is_record_file("rank-0.jsonl") and is_record_file("rank-12.jsonl")
+    for name in ("stacks-rank-0.txt", "flight-recorder-rank-0.json", "launch-rank-0.json", "torchelastic-error.json", "x.jsonl"):
+        assert not is_record_file(name)
+
+
+def test_last_attempt_keeps_the_restarted_records_only() -> None:
+    records: list[dict[str, Any]] = [
+        {"check": "env", "attempt": 0},
+        {"check": "all_reduce", "attempt": 0},
+        {"check": "env", "attempt": 1},
+    ]
+    assert last_attempt(records) == [{"check": "env", "attempt": 1}]
+    assert last_attempt([{"check": "env"}]) == [{"check": "env"}]  # records of a suite without attempts
+    # An agent that did not count the restart: the same attempt number, a later process.
+    same_count = [{"check": "env", "attempt": 0, "started_at": 10.0}, {"check": "env", "attempt": 0, "started_at": 99.5}]
+    assert last_attempt(same_count) == [same_count[1]]
+    assert last_attempt([{"check": "env", "started_at": "garbage"}]) == [{"check": "env", "started_at": "garbage"}]
+    assert last_attempt([]) == []
+
+
+def record(rank: int, check: str, status: str, attempt: int) -> str:
+    return json.dumps({"check": check, "rank": rank, "status": status, "message": f"{check} {status}", "attempt": attempt})
+
+
+def launch(rank: int, restarts: int, agent_store: str | None) -> bytes:
+    return json.dumps({"rank": rank, "restart_count": restarts, "use_agent_store": agent_store}).encode()
+
+
+def outcome(files: dict[str, bytes], exit_code: int = 0, killed: bool = False) -> ScenarioOutcome:
+    scenario = Scenario("s", "in-container", 2, "gloo", None, 60.0, 30.0, 30.0, "python3", ())
+    plan = plan_scenario(scenario, "r1", None)
+    container = ContainerOutcome("n0", 0, (0, 1), exit_code, killed, "", "", files)
+    return ScenarioOutcome(plan, None, 1.0, (container,))
+
+
+def test_a_restart_counts_once_and_its_failed_attempt_does_not_turn_the_verdict_red() -> None:
+    files = {
+        "rank-0.jsonl": "\n".join([record(0, "process_group", "passed", 0), record(0, "process_group", "passed", 1)]).encode(),
+        # Rank 1 was killed in attempt 0 after an error record; attempt 1 passed.
+        "rank-1.jsonl": "\n".join([record(1, "process_group", "error", 0), record(1, "process_group", "passed", 1)]).encode(),
+        "launch-rank-0.json": launch(0, 1, "False"),
+        "launch-rank-1.json": launch(1, 1, "False"),
+    }
+    result = summarize_scenario(outcome(files))
+    assert [(c.name, c.status) for c in result.cases] == [("process_group", "passed"), ("exit_status", "passed")]
+    assert result.cases[-1].message.endswith("after 1 torchrun restart(s) (the last attempt's records count)")
+    properties = dict(result.properties)
+    assert properties["restarts"] == "1"
+    assert properties["rendezvous_store"].startswith("a store of the workers' own")
+    assert result.diagnosis.lines() == [
+        "torchrun restarted the workers 1 time(s); the store: a store of the workers' own, not the agent's "
+        "(TORCHELASTIC_USE_AGENT_STORE=False)"
+    ]
+
+
+def test_diagnosis_files_reach_the_exit_status_case_and_bad_ones_are_noted() -> None:
+    files = {
+        "rank-0.jsonl": record(0, "all_reduce", "passed", 0).encode(),
+        "stacks-rank-1.txt": HUNG.encode(),
+        "flight-recorder-rank-0.json": dump([entry(1, "gloo:all_reduce", 2)]),
+        "flight-recorder-rank-1.json": dump([entry(1, "gloo:all_reduce", 1)]),
+        "launch-rank-0.json": b"{cut",
+        "torchelastic-error.json": b"garbage",
+    }
+    result = summarize_scenario(outcome(files, exit_code=None, killed=True))
+    exit_case = next(c for c in result.cases if c.name == "exit_status")
+    assert "flight recorder: rank 1 is at gloo:all_reduce #1, rank 0 at gloo:all_reduce #2" in exit_case.message
+    assert "rank 1 stacks: 2 thread(s): thread in _all_reduce_that_never_returns" in exit_case.message
+    assert "--- rank 1: Python stacks at SIGUSR1 before the kill ---" in exit_case.output
+    assert "rank 0: gloo:all_reduce #2 (pg 0, scheduled)" in exit_case.output
+    assert result.diagnosis.notes == (
+        "n0:launch-rank-0.json: unreadable launch facts",
+        "n0:torchelastic-error.json: unreadable torchelastic error file",
+    )
+    # The diagnosis files are no records: no "unreadable result line" testcase.
+    assert [c.name for c in result.cases] == ["all_reduce", "exit_status"]
+
+
+def test_an_empty_outcome_has_an_empty_diagnosis() -> None:
+    assert diagnose(()) == Diagnosis()
+    assert Diagnosis().as_dict()["ranks"] == [] and Diagnosis().text() == "" and Diagnosis().lines() == []
+
+
+class ExecEngine:
+    """Just what before_kill calls: exec_run, answering each argv with a canned result (or raising)."""
+
+    def __init__(self, answers: list[ExecResult | Exception]) -> None:
+        self.answers = answers
+        self.calls: list[list[str]] = []
+
+    def exec_run(self, container: Any, argv: Any) -> ExecResult:
+        self.calls.append(list(argv))
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+def test_before_kill_signals_then_waits_and_never_raises() -> None:
+    import signal
+
+    from harness.diagnosis import before_kill
+    from harness.errors import EngineError
+
+    scenario = Scenario("s", "in-container", 2, "gloo", None, 60.0, 30.0, 30.0, "python3", ())
+    plan = plan_scenario(scenario, "r1", None)
+    name = plan.containers[0].name
+    workers = json.dumps([{"pid": 7, "rank": 0, "local_rank": 0}, {"pid": 8, "rank": 1, "local_rank": 1}])
+    waited = json.dumps({"node": 0, "signalled": [0, 1], "stacks": [0, 1], "flight_recorder": [0, 1], "waited_s": 0.2})
+    engine = ExecEngine([ExecResult(0, workers), ExecResult(0, waited)])
+    notes: list[str] = []
+
+    class Events:
+        def note(self, plan: object, line: str) -> None:
+            notes.append(line)
+
+    took_s = before_kill(engine, {name: object()}, plan, Events())  # type: ignore[arg-type]
+    assert engine.calls[0][4] == str(int(signal.SIGUSR1)) and engine.calls[1][5] == "0,1"
+    assert took_s < 5 and "stacks of rank(s) [0, 1] and flight-recorder dumps of rank(s) [0, 1]" in notes[0]
+    failing = ExecEngine([EngineError("container is paused")])
+    notes.clear()
+    before_kill(failing, {name: object()}, plan, Events())  # type: ignore[arg-type]
+    assert notes == [f"{name}: no stacks: the workers could not be signalled (container is paused)"]
