@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from harness.engine_protocol import Resource
-from harness.labels import LABEL_RUN
+from harness.labels import LABEL_ROLE, LABEL_RUN
 from harness.owner import Owner, owner_alive
 
 NO_RUN_ID = "(no run id)"
@@ -30,7 +30,11 @@ class RunDecision:
 
     def counts(self) -> str:
         containers = sum(1 for r in self.resources if r.kind == "container")
-        return f"{containers} container(s), {len(self.resources) - containers} network(s)"
+        # A run's reaper (harness/reaper.py) is one of its containers: removing it first is harmless (it then
+        # removes nothing), and a reaper still listed means its run's distval was alive or died seconds ago.
+        reaper = any(r.labels.get(LABEL_ROLE) == "reaper" for r in self.resources)
+        among = " (its reaper among them)" if reaper else ""
+        return f"{containers} container(s){among}, {len(self.resources) - containers} network(s)"
 
 
 def parse_duration(text: str) -> float:

@@ -211,6 +211,11 @@ def build_parser() -> argparse.ArgumentParser:
         "drift into skipping",
     )
     run.add_argument(
+        "--keep-on-failure",
+        action="store_true",
+        help="keep the containers and networks of failed scenarios and print the commands that inspect and remove them",
+    )
+    run.add_argument(
         "--host",
         action="store_true",
         help="no Docker: run each node as local processes with the local Python's torch (see --python)",

@@ -30,7 +30,7 @@ import urllib3.exceptions
 from harness.docker_spec import ContainerPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
-from harness.labels import LABEL_MANAGED, LABEL_RUN
+from harness.labels import LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from harness.owner import Owner, current_owner
 from harness.tarball import regular_files
 
@@ -224,6 +224,56 @@ class Engine:
         output = result.output.decode("utf-8", "replace") if isinstance(result.output, bytes) else str(result.output or "")
         return ExecResult(exit_code=result.exit_code, output=output)
 
+    # -- the reaper -------------------------------------------------------------------------------
+    def start_reaper(
+        self,
+        image: str,
+        name: str,
+        environment: Mapping[str, str],
+        socket_path: str,
+        port: int,
+        bind_address: str,
+        join: str | None = None,
+    ) -> tuple[str, int | None, list[str]]:
+        """Create and start the run's reaper (harness/reaper.py): the Engine's socket mounted, ``port`` published
+        on ``bind_address`` at a port the Engine picks, removed by the Engine once it exits, nothing else allowed.
+        ``join``: the id of a container distval runs in; the reaper joins its networks, so distval reaches it
+        there. Returns (container id, the published port, its addresses on its networks)."""
+
+        def networks_of(container_id: str) -> list[str]:
+            try:
+                attrs = self.client.api.inspect_container(container_id)
+            except docker.errors.NotFound:
+                return []  # not a container of this Engine (distval in a container of another one)
+            names = ((attrs.get("NetworkSettings") or {}).get("Networks") or {}).keys()
+            return [n for n in names if n not in ("bridge", "host", "none")]
+
+        def run() -> tuple[str, int | None, list[str]]:
+            container = self.client.containers.create(
+                image,
+                name=name,
+                labels=self._labels({LABEL_ROLE: "reaper"}),
+                environment=dict(environment),
+                volumes={socket_path: {"bind": "/var/run/docker.sock", "mode": "rw"}},
+                ports={f"{port}/tcp": (bind_address, None)},
+                auto_remove=True,
+                cap_drop=["ALL"],
+                read_only=True,
+                mem_limit="64m",
+                detach=True,
+            )
+            for network in networks_of(join) if join else []:
+                self.client.networks.get(network).connect(container)
+            container.start()
+            container.reload()
+            settings = container.attrs.get("NetworkSettings") or {}
+            bindings = (settings.get("Ports") or {}).get(f"{port}/tcp") or []
+            host_port = next((int(b["HostPort"]) for b in bindings if b.get("HostPort")), None)
+            addresses = [str(n["IPAddress"]) for n in (settings.get("Networks") or {}).values() if n.get("IPAddress")]
+            return str(container.id), host_port, addresses
+
+        return self._call(f"start the reaper {name}", run)
+
     # -- GPUs ---------------------------------------------------------------------------------------
     def gpu_support(self, image: str, python: str) -> GpuSupport:
         """How many GPUs this Engine can give a container of ``image``, measured once per image and run:
@@ -299,6 +349,10 @@ class Engine:
                     self.client.api.remove_network(resource.id)
             except docker.errors.NotFound:
                 continue  # already gone (another cleanup, or the Engine's own)
+            except docker.errors.APIError as exc:
+                if exc.status_code == 409 and "already in progress" in _text(exc):
+                    continue  # being removed (a reaper that exited: AutoRemove)
+                raise _mapped(f"remove {resource.kind} {resource.name}", exc) from None
             except TRANSPORT_ERRORS as exc:
                 raise _mapped(f"remove {resource.kind} {resource.name}", exc) from None
             removed[resource.kind] += 1

@@ -13,6 +13,10 @@ process group or session is not enough to find them once their launcher is gone,
 is inherited. At the deadline, on stop, Ctrl-C or SIGTERM, and after every scenario, every process
 carrying the node's marker gets SIGKILL (the idea of Jenkins' ProcessTreeKiller, which finds a
 build's processes by an environment variable). Then the node directories are removed.
+
+A distval killed with SIGKILL runs none of that: the run's watchdog (harness/host_watchdog.py), a process
+of its own that ``HostSession`` starts, notices distval's end and kills every process carrying the run's
+session marker (``DISTVAL_HOST_SESSION``).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -35,6 +40,7 @@ from harness.docker_spec import ContainerPlan
 from harness.errors import EnvironmentUnusable, PlanError, RunStopped
 from harness.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
 from harness.host_plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
+from harness.host_watchdog import SESSION_MARKER, processes_with
 from harness.placeholders import resolve
 from harness.plan import CreateContainer, RunPlan, ScenarioPlan, StartContainer, run_slugs
 from harness.results import ContainerOutcome, ScenarioOutcome
@@ -142,7 +148,7 @@ def _inherited_environment() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES and not k.startswith("TORCHELASTIC_")}
 
 
-def process_environment(plan_env: tuple[tuple[str, str], ...], marker: str) -> dict[str, str]:
+def process_environment(plan_env: tuple[tuple[str, str], ...], marker: str, session: str | None = None) -> dict[str, str]:
     """This host's environment (less any launcher's variables), then the plan's; PYTHONPATH keeps the
     host's entries after the node's directory (the local torch may need them, e.g. on module systems)."""
     env = _inherited_environment()
@@ -151,6 +157,8 @@ def process_environment(plan_env: tuple[tuple[str, str], ...], marker: str) -> d
             value = value + os.pathsep + os.environ["PYTHONPATH"]
         env[key] = value
     env[MARKER] = marker
+    if session is not None:
+        env[SESSION_MARKER] = session
     return env
 
 
@@ -171,22 +179,7 @@ def write_files(cp: ContainerPlan) -> None:
 
 def marked_processes(marker: str) -> list[int]:
     """Live (non-zombie) processes whose environment carries ``MARKER=marker``."""
-    needle = f"{MARKER}={marker}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as handle:
-                if needle not in handle.read().split(b"\0"):
-                    continue
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                state = handle.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-        if state not in (b"Z", b"X"):
-            found.append(int(entry))
-    return found
+    return processes_with(MARKER, marker)
 
 
 def kill_marked(marker: str, leader: subprocess.Popen[bytes] | None = None) -> None:
@@ -222,6 +215,7 @@ def _kill_group(pid: int) -> None:
 class _Node:
     plan: ContainerPlan
     marker: str
+    session: str | None = None
     process: subprocess.Popen[bytes] | None = None
     stdout: IO[bytes] | None = None
     stderr: IO[bytes] | None = None
@@ -241,8 +235,9 @@ class _Node:
 
 
 def run_host_scenario(
-    local: LocalTorch, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None
+    local: LocalTorch, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None, session: str | None = None
 ) -> ScenarioOutcome:
+    """``session``: the run's session marker, which its watchdog kills by (harness/host_watchdog.py)."""
     started = time.monotonic()
     stop = stop or threading.Event()
     nodes: dict[str, _Node] = {}  # in creation order
@@ -269,7 +264,7 @@ def run_host_scenario(
                     raise RunStopped()
                 if isinstance(step, CreateContainer):
                     cp = resolve(plan.container(step.container), facts)
-                    nodes[cp.name] = node = _Node(cp, f"{plan.run_id}-{plan.slug}-n{cp.node_rank}-{token}")
+                    nodes[cp.name] = node = _Node(cp, f"{plan.run_id}-{plan.slug}-n{cp.node_rank}-{token}", session)
                     write_files(cp)
                 elif isinstance(step, StartContainer):
                     # The deadline starts with the first process, after setup.
@@ -305,7 +300,7 @@ def _start(node: _Node) -> None:
     node.process = subprocess.Popen(
         list(node.plan.argv),
         cwd=directory,
-        env=process_environment(node.plan.env, node.marker),
+        env=process_environment(node.plan.env, node.marker, node.session),
         stdin=subprocess.DEVNULL,
         stdout=node.stdout,
         stderr=node.stderr,
@@ -399,6 +394,20 @@ class HostSession:
         self._torches: dict[str, LocalTorch] = {}
         self._lock = threading.Lock()
         self.root = tempfile.mkdtemp(prefix=f"distval-{run_id}-")
+        self.session = f"{run_id}-{secrets.token_hex(8)}"
+        self._watchdog: subprocess.Popen[bytes] | None = None
+
+    def _start_watchdog(self) -> None:
+        """The run's watchdog, once (harness/host_watchdog.py): its stdin is a pipe only this process writes
+        to, so it reads EOF when distval ends, however it ends."""
+        with self._lock:
+            if self._watchdog is None:
+                self._watchdog = subprocess.Popen(
+                    [sys.executable, "-m", "harness.host_watchdog", self.session],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    start_new_session=True,  # a Ctrl-C at the terminal must not end it before distval's cleanup
+                )
 
     def plan_run(self, config: Config) -> RunPlan:
         devices = visible_devices_from_env()
@@ -409,9 +418,17 @@ class HostSession:
         return RunPlan(run_id=self.run_id, config_path=config.path, scenarios=tuple(scenarios))
 
     def run_scenario(self, plan: ScenarioPlan, events: RunEvents, stop: threading.Event) -> ScenarioOutcome:
+        self._start_watchdog()
         with self._lock:
             local = self._torches.setdefault(plan.image, LocalTorch(plan.image))
-        return run_host_scenario(local, plan, events, stop)
+        return run_host_scenario(local, plan, events, stop, self.session)
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._watchdog is not None:
+            assert self._watchdog.stdin is not None
+            self._watchdog.stdin.close()  # the end of the watch: it finds nothing left to kill and exits
+            try:
+                self._watchdog.wait(timeout=KILL_SETTLE_S)
+            except subprocess.TimeoutExpired:
+                self._watchdog.kill()

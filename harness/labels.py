@@ -14,3 +14,4 @@ LABEL_NODE = "distval.node"  # the node rank a container hosts
 LABEL_OWNER_HOST = "distval.owner.host"  # the host name of the distval process that created it
 LABEL_OWNER_PID = "distval.owner.pid"  # that process's pid
 LABEL_OWNER_STARTED = "distval.owner.started"  # its start time ("<boot id>:<pid namespace>:<ticks since boot>")
+LABEL_ROLE = "distval.role"  # "reaper" on a run's reaper container (harness/reaper.py); absent elsewhere

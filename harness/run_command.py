@@ -34,9 +34,11 @@ from harness.errors import (
 )
 from harness.events import RunEvents
 from harness.host_runtime import HostSession
+from harness.keep import Keeper
 from harness.owner import current_owner
 from harness.plan import RunPlan, ScenarioPlan, images_of, plan_run
 from harness.progress import ProgressDisplay
+from harness.reaper import Reaper
 from harness.reports.files import refusal
 from harness.reports.json_report import write_json
 from harness.reports.junit import write_junit
@@ -151,12 +153,14 @@ def _run_scenarios(
     jobs: int,
     require_gpu: bool = False,
     fail_on_skip: bool = False,
+    settle: Callable[[ScenarioResult], None] | None = None,
 ) -> list[ScenarioResult]:
     """Run the scenarios with ``execute`` (a runtime), up to ``jobs`` at once; their results in plan order.
 
     The workers share the Engine client (docker-py's connection pool serves concurrent requests). On
     Ctrl-C or SIGTERM (raised in this thread) the workers are told to stop, kill their containers and
-    clean up before this re-raises.
+    clean up before this re-raises. ``settle``: called with each scenario's result as it finishes
+    (--keep-on-failure keeps or removes its resources then).
     """
     stop = threading.Event()
     events: RunEvents = display  # locked inside: safe to call from the worker threads
@@ -164,6 +168,8 @@ def _run_scenarios(
     def run_one(index: int, scenario_plan: ScenarioPlan) -> ScenarioResult:
         events.scenario_started(scenario_plan, index, len(plans))
         result = summarize_scenario(execute(scenario_plan, events, stop), require_gpu=require_gpu, fail_on_skip=fail_on_skip)
+        if settle is not None:
+            settle(result)
         events.scenario_finished(result)
         return result
 
@@ -178,6 +184,21 @@ def _run_scenarios(
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _start_reaper(engine: Engine, display: ProgressDisplay, quiet: bool) -> Reaper | None:
+    """The run's reaper (harness/reaper.py); None after one stderr line (also with --quiet) where it cannot start."""
+
+    def warn(line: str) -> None:
+        if quiet:
+            print(f"distval: {line}", file=sys.stderr)
+        else:
+            display.log(line)
+
+    reaper = Reaper.start(engine, warn, lambda tag: _ensure_images(engine, [tag], display.log))
+    if reaper is not None and reaper.address is not None:
+        display.log(f"reaper {reaper.name} holds run {engine.run_id} (at {reaper.address[0]}:{reaper.address[1]})")
+    return reaper
 
 
 def announce_run(run_id: str) -> str:
@@ -198,6 +219,8 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     engine_version: str | None = None
     host = socket.gethostname()
     session: HostSession | None = None
+    reaper: Reaper | None = None
+    keeper = Keeper(None, False)
     mode = "host" if args.host else "docker"
 
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
@@ -214,6 +237,8 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             # Local processes with the local torch (harness/host_runtime.py); Docker is never asked.
             if args.image:
                 raise BadInput("--image names a container image, --host runs the local Python's torch: give one, not both")
+            if args.keep_on_failure:
+                raise BadInput("--keep-on-failure keeps containers; --host runs local processes: give one, not both")
             config = load_config(args.config)
             session = HostSession(run_id, args.python)
             plan = select_scenarios(session.plan_run(config), args.filter)
@@ -227,17 +252,33 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             engine = engine_for(run_id)
             engine_version = _engine_version(engine)
             _ensure_images(engine, images_of(plan), display.log)
+            # A stand-in Engine without reapers (the unit tests' FakeEngine) runs without one.
+            reaper = _start_reaper(engine, display, args.quiet) if hasattr(engine, "start_reaper") else None
+            keeper = Keeper(engine, args.keep_on_failure)
             execute = functools.partial(run_scenario, engine)
+            if keeper.enabled:  # the runtime leaves each scenario's resources; keeper.settle decides
+                execute = functools.partial(run_scenario, engine, remove=False)
         results.extend(
-            _run_scenarios(execute, plan.scenarios, display, args.jobs or default_jobs(), args.require_gpu, args.fail_on_skip)
+            _run_scenarios(
+                execute,
+                plan.scenarios,
+                display,
+                args.jobs or default_jobs(),
+                args.require_gpu,
+                args.fail_on_skip,
+                keeper.settle,
+            )
         )
         summary = summarize()
     except KeyboardInterrupt:
         display.close()
+        keeper.forget()
         interrupt = _Interrupt(signal.SIGINT)
         summary = summarize((interrupt.kind, str(interrupt)), interrupt.exit_code)
     except DistvalError as exc:
         display.close()
+        if isinstance(exc, Interrupted):
+            keeper.forget()
         if isinstance(exc, ConfigError):
             for problem in exc.problems:
                 print(problem, file=sys.stderr)
@@ -254,15 +295,22 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         if engine is not None:
             with signals_deferred():
                 try:
-                    engine.remove_labelled()
+                    if reaper is None and not keeper.kept:
+                        engine.remove_labelled()
+                    else:  # all but what is kept, and the reaper last: it covers a distval killed meanwhile
+                        keeper.remove_run(engine)
                 except EngineError as exc:
                     print(f"distval: cleanup failed: {exc}", file=sys.stderr)
+                if reaper is not None:
+                    reaper.disarm()  # a normal end: it exits without removing anything, so what is kept stays
         if session is not None:
             session.close()
         signal.signal(signal.SIGTERM, previous)
     summary = with_baseline(summary, args)
     write_reports(summary, args, frozenset(path for _, path, _ in refused))
     sys.stdout.write(render_summary(summary))
+    for line in keeper.instructions():
+        print(f"distval: {line}", file=sys.stderr)
     if args.host and summary.scenarios:
         print("(host mode: local processes with the local torch, no Docker; every testsuite is marked [host])")
     return summary.exit_code

@@ -71,8 +71,10 @@ def gpu_shortfall(engine: EngineAPI, plan: ScenarioPlan) -> str | None:
 
 
 def run_scenario(
-    engine: EngineAPI, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None
+    engine: EngineAPI, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None, remove: bool = True
 ) -> ScenarioOutcome:
+    """``remove`` False (--keep-on-failure): the scenario's resources stay; the caller removes or keeps them
+    once it knows the verdict (harness/keep.py)."""
     started = time.monotonic()
     stop = stop or threading.Event()
     image = engine.image(plan.image)
@@ -134,9 +136,10 @@ def run_scenario(
             return ScenarioOutcome(plan, image_id, time.monotonic() - started, partial, setup_error=str(exc))
         return ScenarioOutcome(plan, image_id, time.monotonic() - started, outcomes)
     finally:
-        events.phase(plan, REMOVING)
-        with signals_deferred():
-            engine.remove_labelled(f"{LABEL_SCENARIO}={plan.scenario.name}")
+        if remove:
+            events.phase(plan, REMOVING)
+            with signals_deferred():
+                engine.remove_labelled(f"{LABEL_SCENARIO}={plan.scenario.name}")
 
 
 def _wait(

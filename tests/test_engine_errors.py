@@ -180,6 +180,10 @@ class FakeAPI:
 
         return stream()
 
+    def inspect_container(self, container: str) -> dict[str, Any]:
+        self.calls("api.inspect_container")
+        return {"NetworkSettings": {"Networks": {"bridge": {}, "compose_default": {}}}}
+
     def remove_container(self, container: str, v: bool = False, force: bool = False) -> None:
         self.calls("api.remove_container")
 
@@ -234,6 +238,7 @@ METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "remove_matching": lambda e, c: e.remove_matching(["distval.run=r"]),
     "list_managed": lambda e, c: e.list_managed(["distval.run=r"]),
     "remove_resources": lambda e, c: e.remove_resources(RESOURCES),
+    "start_reaper": lambda e, c: e.start_reaper("img", "r-reaper", {"A": "b"}, "/var/run/docker.sock", 7390, "127.0.0.1", "c0"),
 }
 REMOVALS = {"api.remove_container", "api.remove_network"}
 
@@ -268,6 +273,9 @@ def test_every_docker_py_error_at_every_call_becomes_distvals_own(method: str, e
             continue
         if name in REMOVALS and error in ("NotFound", "ImageNotFound"):
             call(method, calls)  # already gone: nothing to remove, and no error
+            continue
+        if name == "api.inspect_container" and error in ("NotFound", "ImageNotFound"):
+            call(method, calls)  # distval's container is not one of this Engine's: the reaper joins nothing
             continue
         with pytest.raises(EngineError) as caught:
             call(method, calls)

@@ -1,0 +1,253 @@
+"""The run's reaper, from distval's side: nothing is left behind when distval is killed with SIGKILL.
+
+One reaper per ``distval run`` (not one shared by all runs; README "Nothing left behind"): a small
+container of the fixture image distval-fixtures/reaper (its program is
+harness/fixtures/files/reaper_daemon.py) with the Engine's socket mounted and a TCP port published. distval
+connects to it and says ``HELLO <run id> <secret>``, then holds that connection for the whole run. When
+distval dies, however it dies, the kernel closes the connection; the reaper waits ``GRACE_S`` for it to come
+back, then removes every container and network labelled with the run id and exits (the Engine removes it).
+On a normal end (pass, fail, Ctrl-C, SIGTERM) distval sends ``DISARM`` first: the reaper exits without
+removing anything, so what ``--keep-on-failure`` keeps stays.
+
+Where the reaper cannot start or cannot be reached (no image and none can be built, an Engine that does
+not let containers mount its socket, distval in a container on another network than the reaper), the run
+goes on without one after one line on stderr; ``distval cleanup`` is then the way to remove what a killed
+run left.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+from harness.errors import DistvalError, Interrupted
+from harness.labels import LABEL_ROLE, LABEL_RUN
+
+if TYPE_CHECKING:
+    from harness.engine import Engine
+
+REAPER_PORT = 7390  # inside the reaper's container; published at a port the Engine picks
+GRACE_S = 2.0  # a dropped connection may come back within this before the reaper removes everything
+FIRST_CONNECTION_S = 60.0  # the reaper reaps if distval never connects (killed between start and connect)
+CONNECT_WINDOW_S = 15.0  # how long distval tries to reach a reaper that was just started
+CONNECT_TIMEOUT_S = 1.0
+DISARM_TIMEOUT_S = 5.0
+GONE_TIMEOUT_S = 10.0
+DEFAULT_SOCKET = "/var/run/docker.sock"
+# A container's own files (/etc/hostname, ...) are mounted from /var/lib/docker/containers/<id>/.
+_CONTAINER_MOUNT = re.compile(r"/containers/([0-9a-f]{64})/")
+Log = Callable[[str], None]
+
+
+def engine_socket_path() -> str:
+    """The Engine's socket on the Engine's host, which the reaper mounts: the path of a ``unix://`` DOCKER_HOST,
+    else the default one (also for tcp:// and ssh:// Engines, where distval cannot see the path)."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if host.startswith("unix://"):
+        return host.removeprefix("unix://")
+    return DEFAULT_SOCKET
+
+
+def _remote_host() -> str | None:
+    """The Engine's host name for a tcp:// or ssh:// DOCKER_HOST (its published ports are there), else None."""
+    host = os.environ.get("DOCKER_HOST", "")
+    if host.startswith(("tcp://", "ssh://")):
+        return urlparse(host).hostname
+    return None
+
+
+def own_container(mountinfo: str = "/proc/self/mountinfo") -> str | None:
+    """The id of the container distval runs in (the harness image), from its mounts; None on a host."""
+    try:
+        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
+            found = _CONTAINER_MOUNT.search(handle.read())
+    except OSError:
+        return None
+    return found.group(1) if found else None
+
+
+def addresses(host_port: int | None, own_addresses: list[str]) -> list[tuple[str, int]]:
+    """Where distval may reach its reaper, most likely first: the published port on the Engine's host
+    (a remote Engine's host, else the loopback: distval on the Engine's host), then the reaper's own addresses
+    (distval in a container: on the default bridge, or on the networks of distval's container, which the
+    reaper joined)."""
+    found: list[tuple[str, int]] = []
+    remote = _remote_host()
+    if host_port is not None:
+        found.append((remote or "127.0.0.1", host_port))
+    found += [(address, REAPER_PORT) for address in own_addresses]
+    return found
+
+
+class Reaper:
+    """A started reaper that holds distval's connection; ``disarm`` at a normal end."""
+
+    def __init__(self, engine: Engine, name: str, secret: str, where: list[tuple[str, int]], log: Log) -> None:
+        self.engine = engine
+        self.name = name
+        self._secret = secret
+        self._where = where
+        self._log = log
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._said_bye = threading.Event()
+        self._disarming = False
+        self.address: tuple[str, int] | None = None
+
+    @staticmethod
+    def start(engine: Engine, log: Log, build: Callable[[str], None]) -> Reaper | None:
+        """Start the run's reaper and connect to it; None (after one line through ``log``) when that fails.
+        ``build(tag)`` makes sure the reaper's image is in the Engine (building it when missing or stale)."""
+        from harness.fixtures.recipes import REAPER
+
+        run_id = engine.run_id
+        name = f"distval-{run_id}-reaper"
+        secret = secrets.token_hex(16)
+        bind = "0.0.0.0" if _remote_host() else "127.0.0.1"  # a remote Engine's loopback is out of reach
+        environment = {
+            "DISTVAL_REAPER_RUN": run_id,
+            # Its hash only: whoever reads the container's environment cannot hold the reaper with it.
+            "DISTVAL_REAPER_SECRET_SHA256": hashlib.sha256(secret.encode()).hexdigest(),
+            "DISTVAL_REAPER_PORT": str(REAPER_PORT),
+            "DISTVAL_REAPER_GRACE_S": str(GRACE_S),
+            "DISTVAL_REAPER_FIRST_S": str(FIRST_CONNECTION_S),
+        }
+        try:
+            build(REAPER)
+            _, host_port, own_addresses = engine.start_reaper(
+                REAPER, name, environment, engine_socket_path(), REAPER_PORT, bind, own_container()
+            )
+            reaper = Reaper(engine, name, secret, addresses(host_port, own_addresses), log)
+            reaper._connect(CONNECT_WINDOW_S)
+        except Interrupted:  # Ctrl-C or SIGTERM while it started: the run stops, without a reaper
+            remove_reaper(engine)
+            raise
+        except (DistvalError, OSError) as exc:
+            log(
+                f"no reaper for run {run_id} ({exc}): if distval is killed, `distval cleanup --run-id {run_id}` "
+                "removes its containers and networks"
+            )
+            remove_reaper(engine)
+            return None
+        threading.Thread(target=reaper._watch, name="distval-reaper", daemon=True).start()
+        return reaper
+
+    def _connect(self, window_s: float) -> None:
+        """Connect and say HELLO, trying each address until the window closes; OSError with what was seen."""
+        until = time.monotonic() + window_s
+        problems: dict[str, str] = {}
+        while True:
+            for address in self._where:
+                try:
+                    sock = socket.create_connection(address, timeout=CONNECT_TIMEOUT_S)
+                except OSError as exc:
+                    problems[f"{address[0]}:{address[1]}"] = str(exc) or type(exc).__name__
+                    continue
+                try:
+                    sock.settimeout(DISARM_TIMEOUT_S)
+                    sock.sendall(f"HELLO {self.engine.run_id} {self._secret}\n".encode())
+                    answer = _read_line(sock)
+                except OSError as exc:
+                    sock.close()
+                    problems[f"{address[0]}:{address[1]}"] = f"no answer to HELLO: {exc}"
+                    continue
+                if answer != "OK":
+                    sock.close()
+                    if answer.startswith("DENIED"):
+                        raise OSError(f"the reaper at {address[0]}:{address[1]} answered {answer!r}")
+                    # Docker's proxy accepts on the published port before the reaper listens, then hangs up.
+                    problems[f"{address[0]}:{address[1]}"] = "connection closed before the reaper answered"
+                    continue
+                sock.settimeout(None)
+                with self._lock:
+                    previous, self._sock, self.address = self._sock, sock, address
+                if previous is not None:
+                    previous.close()
+                return
+            if time.monotonic() >= until or not self._where:
+                tried = "; ".join(f"{a}: {p}" for a, p in problems.items()) or "it published no address"
+                raise OSError(f"cannot reach the reaper ({tried})")
+            time.sleep(0.2)
+
+    def _watch(self) -> None:
+        """Reads the connection: BYE after DISARM; anything else ending it means it broke (the reaper died, or a
+        proxy dropped it): reconnect within the grace period, else say so once."""
+        while True:
+            with self._lock:
+                sock = self._sock
+            if sock is None:
+                return
+            try:
+                line = _read_line(sock)
+            except OSError:
+                line = ""
+            if line == "BYE":
+                self._said_bye.set()
+                return
+            if self._disarming:
+                return
+            try:
+                self._connect(GRACE_S / 2)
+            except OSError as exc:
+                self._log(
+                    f"lost the reaper of run {self.engine.run_id} ({exc}): if distval is killed, "
+                    f"`distval cleanup --run-id {self.engine.run_id}` removes its containers and networks"
+                )
+                return
+
+    def disarm(self) -> None:
+        """Tell the reaper to exit without removing anything (a normal end); if it cannot be told, remove it."""
+        self._disarming = True
+        with self._lock:
+            sock = self._sock
+        told = False
+        if sock is not None:
+            try:
+                sock.sendall(b"DISARM\n")
+                told = self._said_bye.wait(DISARM_TIMEOUT_S)
+            except OSError:
+                told = False
+            finally:
+                sock.close()
+        if not told:
+            remove_reaper(self.engine)
+        # The Engine removes it once it exited (AutoRemove): wait for that, so that distval leaves nothing.
+        until = time.monotonic() + GONE_TIMEOUT_S
+        while time.monotonic() < until:
+            try:
+                if not self.engine.list_managed(reaper_labels(self.engine)):
+                    return
+            except DistvalError:
+                return
+            time.sleep(0.1)
+        remove_reaper(self.engine)
+
+
+def _read_line(sock: socket.socket) -> str:
+    data = b""
+    while not data.endswith(b"\n") and len(data) < 256:
+        chunk = sock.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("ascii", "replace").strip()
+
+
+def reaper_labels(engine: Engine) -> list[str]:
+    return [f"{LABEL_RUN}={engine.run_id}", f"{LABEL_ROLE}=reaper"]
+
+
+def remove_reaper(engine: Engine) -> None:
+    """Remove the run's reaper container, if any (killing it first: it then reaps nothing)."""
+    try:
+        engine.remove_matching(reaper_labels(engine))
+    except DistvalError:
+        pass  # the run's own cleanup, or distval cleanup, removes it

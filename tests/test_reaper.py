@@ -1,0 +1,199 @@
+"""The reaper's logic without Docker: where distval looks for it, and the reaper program's protocol over real
+sockets on the loopback (harness/fixtures/files/reaper_daemon.py, loaded from its file: it runs in the reaper's
+image, not as part of the harness package). The Engine side is tests/test_reaper_docker.py."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from harness.cleanup import RunDecision
+from harness.engine_protocol import Resource
+from harness.errors import EngineError, Interrupted
+from harness.fixtures.recipes import FILES
+from harness.reaper import REAPER_PORT, Reaper, addresses, engine_socket_path, own_container
+
+GRACE_S = 1.0  # reconnecting within it takes a few ms; room for a loaded machine
+
+
+def test_the_socket_the_reaper_mounts(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    assert engine_socket_path() == "/var/run/docker.sock"
+    monkeypatch.setenv("DOCKER_HOST", "unix:///run/user/1000/docker.sock")
+    assert engine_socket_path() == "/run/user/1000/docker.sock"
+    monkeypatch.setenv("DOCKER_HOST", "tcp://build-7:2375")
+    assert engine_socket_path() == "/var/run/docker.sock"
+
+
+def test_where_distval_looks_for_its_reaper(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    assert addresses(32768, ["172.17.0.5", "172.20.0.3"]) == [
+        ("127.0.0.1", 32768),
+        ("172.17.0.5", REAPER_PORT),
+        ("172.20.0.3", REAPER_PORT),
+    ]
+    assert addresses(None, ["172.17.0.5"]) == [("172.17.0.5", REAPER_PORT)]
+    monkeypatch.setenv("DOCKER_HOST", "tcp://build-7:2375")
+    assert addresses(32768, []) == [("build-7", 32768)]
+    monkeypatch.setenv("DOCKER_HOST", "ssh://ci@build-8")
+    assert addresses(32768, []) == [("build-8", 32768)]
+
+
+def daemon() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("reaper_daemon", FILES / "reaper_daemon.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Serving:
+    """The reaper program's serve loop on a loopback port, in a thread; ``ended`` says how it ended and when."""
+
+    def __init__(self, first_s: float = 30.0) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.reaper = daemon().Reaper("run1", hashlib.sha256(b"s3cret").hexdigest(), GRACE_S, first_s)
+        self.ended: tuple[str, float] | None = None
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        how = self.reaper.serve(self.server)
+        self.ended = (how, time.monotonic())
+
+    def send(self, line: bytes) -> tuple[socket.socket, str]:
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
+        sock.sendall(line)
+        return sock, sock.makefile().readline().strip()
+
+
+@pytest.fixture
+def serving() -> Iterator[Serving]:
+    running = Serving()
+    yield running
+    running.server.close()
+
+
+@pytest.mark.parametrize(
+    "line",
+    [b"HELLO run1 wrong\n", b"HELLO run2 s3cret\n", b"HELLO run1\n", b"HELLO run1 s3cret extra\n", b"x" * 300],
+    ids=["wrong-secret", "wrong-run", "no-secret", "extra-word", "too-long"],
+)
+def test_a_wrong_hello_is_refused_and_holds_nothing(serving: Serving, line: bytes) -> None:
+    sock, answer = serving.send(line)
+    assert answer.startswith("DENIED "), answer
+    try:
+        rest = sock.recv(1)
+    except ConnectionResetError:  # closed with the rest of a long line unread: the kernel resets instead
+        rest = b""
+    assert rest == b"", "expected the reaper to close a refused connection"
+    assert serving.reaper.holders == {}
+
+
+def test_held_until_the_connection_drops_then_reaps_after_the_grace(serving: Serving) -> None:
+    sock, answer = serving.send(b"HELLO run1 s3cret\n")
+    assert answer == "OK"
+    sock.sendall(b"PING\n")
+    assert sock.makefile().readline().strip() == "PONG"
+    time.sleep(GRACE_S * 2)
+    assert serving.ended is None, "expected the reaper to wait while its connection is held"
+    dropped = time.monotonic()
+    sock.close()
+    serving.thread.join(timeout=10)
+    assert serving.ended is not None and serving.ended[0] == "reap"
+    assert GRACE_S <= serving.ended[1] - dropped < GRACE_S + 3, serving.ended[1] - dropped
+
+
+def test_a_connection_back_within_the_grace_keeps_it_held(serving: Serving) -> None:
+    first, answer = serving.send(b"HELLO run1 s3cret\n")
+    assert answer == "OK"
+    first.close()
+    time.sleep(GRACE_S / 10)
+    second, answer = serving.send(b"HELLO run1 s3cret\n")
+    assert answer == "OK"
+    time.sleep(GRACE_S * 2)
+    assert serving.ended is None, "expected a connection back within the grace period to hold the reaper"
+    second.sendall(b"DISARM\n")
+    assert second.makefile().readline().strip() == "BYE"
+    serving.thread.join(timeout=10)
+    assert serving.ended is not None and serving.ended[0] == "disarm"
+
+
+def test_nobody_connects_then_it_reaps_after_the_first_connection_window() -> None:
+    started = time.monotonic()  # before the reaper starts its clock
+    running = Serving(first_s=1.0)
+    running.thread.join(timeout=10)
+    assert running.ended is not None and running.ended[0] == "reap"
+    assert 1.0 <= running.ended[1] - started < 3.0
+    running.server.close()
+
+
+def test_cleanup_names_a_runs_reaper_among_its_containers() -> None:
+    labels = {"distval.run": "k1"}
+    network = Resource("network", "n", "distval-k1-s", labels, None)
+    container = Resource("container", "c", "distval-k1-s-n0", labels, None)
+    reaper = Resource("container", "r", "distval-k1-reaper", {**labels, "distval.role": "reaper"}, None)
+    assert (
+        RunDecision("k1", (network, container, reaper), True, "").counts()
+        == "2 container(s) (its reaper among them), 1 network(s)"
+    )
+    assert RunDecision("k1", (network, container), True, "").counts() == "1 container(s), 1 network(s)"
+
+
+class Refusing:
+    """An Engine whose reaper cannot start, raising ``error``; records what it was asked to remove."""
+
+    run_id = "r1"
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+        self.removed: list[list[str]] = []
+
+    def start_reaper(self, *args: object) -> tuple[str, int | None, str | None]:
+        raise self.error
+
+    def remove_matching(self, labels: list[str]) -> tuple[int, int]:
+        self.removed.append(labels)
+        return 0, 0
+
+
+def test_a_reaper_that_cannot_start_is_one_line_and_removed() -> None:
+    engine = Refusing(EngineError("start the reaper distval-r1-reaper: port is already allocated"))
+    lines: list[str] = []
+    assert Reaper.start(engine, lines.append, lambda tag: None) is None  # type: ignore[arg-type]
+    assert lines == [
+        "no reaper for run r1 (start the reaper distval-r1-reaper: port is already allocated): if distval is killed, "
+        "`distval cleanup --run-id r1` removes its containers and networks"
+    ]
+    assert engine.removed == [["distval.run=r1", "distval.role=reaper"]]
+
+
+def test_an_interrupt_while_the_reaper_starts_stops_the_run() -> None:
+    engine = Refusing(Interrupted("interrupted by SIGTERM"))
+    lines: list[str] = []
+    with pytest.raises(Interrupted):
+        Reaper.start(engine, lines.append, lambda tag: None)  # type: ignore[arg-type]
+    assert lines == [] and engine.removed == [["distval.run=r1", "distval.role=reaper"]]
+
+
+def test_distval_finds_the_container_it_runs_in_from_its_mounts(tmp_path: Path) -> None:
+    container = "db0be114df3b7b70e01b6d95ecf57fb67e7e794c45a693399f5355534cca340d"
+    inside = tmp_path / "inside"
+    inside.write_text(
+        "22 27 0:21 / /proc rw,relatime - proc proc rw\n"
+        f"611 590 254:0 /var/lib/docker/containers/{container}/hostname /etc/hostname rw - ext4 /dev/vda rw\n"
+    )
+    host = tmp_path / "host"
+    host.write_text("22 27 0:21 / /proc rw,relatime - proc proc rw\n24 27 0:6 / /dev rw - devtmpfs devtmpfs rw\n")
+    assert own_container(str(inside)) == container
+    assert own_container(str(host)) is None
+    assert own_container(str(tmp_path / "missing")) is None

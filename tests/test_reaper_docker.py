@@ -1,0 +1,339 @@
+"""The reaper (harness/reaper.py, harness/fixtures/files/reaper_daemon.py) against the real Engine. Marked ``docker``.
+
+``distval run`` runs as a subprocess that the tests kill with SIGKILL or SIGINT, or let end; every run has
+a run id of its own, and each test removes what is left of its runs by that id at its end.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import harness.fixtures.recipes
+from harness.cli import main
+from harness.docker_spec import ContainerPlan, NetworkPlan
+from harness.engine import Engine
+from harness.fixtures.recipes import REAPER
+from harness.reaper import GRACE_S, REAPER_PORT, addresses, engine_socket_path
+from tests.docker_helpers import ROOT, leftovers
+
+pytestmark = pytest.mark.docker
+IMAGE = "distval-fixtures/torch:2.6-debian"
+# From SIGKILL to nothing of the run in the Engine: measured 4.3 s here at a load average of 9 (the grace
+# period, 2 s, then a forced removal of each container); the window leaves room for a load of 10 and more.
+REAP_BOUND_S = 30.0
+STARTUP_S = 420.0
+
+CONFIG = """\
+version: 1
+timeout_s: 400
+scenarios:
+  - name: good
+    topology: cross-container
+    world_size: 2
+    checks: [env]
+"""
+FAILING = """\
+  - name: bad
+    topology: cross-container
+    world_size: 2
+    checks: [{name: identity, args: {torch: '>=99'}}]
+"""
+
+
+@pytest.fixture
+def run_id(docker_client: Any, fixture_image: Callable[[str], str]) -> Iterator[str]:
+    fixture_image(IMAGE)
+    fixture_image(REAPER)
+    value = "tr" + secrets.token_hex(4)
+    yield value
+    Engine(value).remove_labelled()
+
+
+def config(tmp_path: Path, failing: bool = False) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(CONFIG + (FAILING if failing else ""), encoding="utf-8")
+    return path
+
+
+def distval_run(path: Path, run_id: str, *extra: str) -> subprocess.Popen[str]:
+    command = [sys.executable, "-m", "harness.cli", "run", str(path), "--image", IMAGE, "--run-id", run_id, *extra]
+    return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def wait_for_line(process: subprocess.Popen[str], needle: str) -> list[str]:
+    """stderr lines up to the first holding ``needle`` (the run is then at that point)."""
+    assert process.stderr is not None
+    seen: list[str] = []
+    until = time.monotonic() + STARTUP_S
+    while time.monotonic() < until:
+        line = process.stderr.readline()
+        if not line:
+            break
+        seen.append(line.rstrip("\n"))
+        if needle in line:
+            return seen
+    process.kill()
+    raise AssertionError(f"expected a stderr line with {needle!r} within {STARTUP_S:g} s; saw:\n" + "\n".join(seen))
+
+
+def wait_until_gone(client: Any, run_id: str, bound_s: float) -> tuple[float, list[str]]:
+    """(seconds until the Engine held nothing of the run, or the bound; what it held last)."""
+    started = time.monotonic()
+    while True:
+        left = leftovers(client, run_id)
+        elapsed = time.monotonic() - started
+        if not left or elapsed > bound_s:
+            return elapsed, left
+        time.sleep(0.2)
+
+
+def test_sigkill_of_distval_mid_run_leaves_nothing_within_the_bound(run_id: str, docker_client: Any, tmp_path: Path) -> None:
+    process = distval_run(config(tmp_path), run_id)
+    lines = wait_for_line(process, "started 2 container(s)")
+    assert any(f"reaper distval-{run_id}-reaper holds run {run_id}" in line for line in lines), lines
+    held = sorted(leftovers(docker_client, run_id))
+    assert held == sorted(
+        [f"distval-{run_id}-good", f"distval-{run_id}-good-n0", f"distval-{run_id}-good-n1", f"distval-{run_id}-reaper"]
+    ), held
+    process.kill()
+    process.wait()
+    elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
+    print(f"SIGKILL to nothing left: {elapsed:.1f} s (load {os.getloadavg()[0]:.1f})")
+    assert left == [], f"expected nothing of run {run_id} {REAP_BOUND_S:g} s after SIGKILL; the Engine still holds {left}"
+
+
+@pytest.mark.parametrize("ending", ["pass", "fail", "ctrl-c"])
+def test_normal_endings_leave_no_reaper(run_id: str, docker_client: Any, tmp_path: Path, ending: str) -> None:
+    process = distval_run(config(tmp_path, failing=ending == "fail"), run_id)
+    lines = wait_for_line(process, f"reaper distval-{run_id}-reaper holds run {run_id}")
+    if ending == "ctrl-c":
+        lines += wait_for_line(process, "started 2 container(s)")
+        process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=STARTUP_S)
+    expected_code = {"pass": 0, "fail": 1, "ctrl-c": 130}[ending]
+    assert process.returncode == expected_code, "\n".join(lines) + err + out
+    assert leftovers(docker_client, run_id) == [], "distval exited and left these behind"
+    assert "no reaper" not in err
+
+
+def test_keep_on_failure_keeps_the_failed_scenario_and_prints_working_commands(
+    run_id: str, docker_client: Any, tmp_path: Path
+) -> None:
+    process = distval_run(config(tmp_path, failing=True), run_id, "--keep-on-failure")
+    out, err = process.communicate(timeout=STARTUP_S * 2)
+    assert process.returncode == 1, err + out
+    kept = [f"distval-{run_id}-bad", f"distval-{run_id}-bad-n0", f"distval-{run_id}-bad-n1"]
+    assert sorted(leftovers(docker_client, run_id)) == kept, err
+    # The reaper was told the run ended normally: it is gone, and what was kept is still there after its grace.
+    time.sleep(GRACE_S + 3)
+    assert sorted(leftovers(docker_client, run_id)) == kept, "the reaper removed what --keep-on-failure kept"
+    lines = [line.removeprefix("distval: ").strip() for line in err.splitlines()]
+    assert "kept 2 container(s) and 1 network(s) of 1 failed scenario(s) (--keep-on-failure): bad" in lines, err
+    for name in kept[1:]:
+        logs_command = f"docker logs {name}"
+        assert logs_command in lines, err
+        logs = subprocess.run(logs_command.split(), capture_output=True, text=True, timeout=60)
+        assert logs.returncode == 0 and "torch" in logs.stdout + logs.stderr, logs
+        (shell_command,) = [line for line in lines if line.startswith(f"docker commit {name} ")]
+        # As printed, but without a terminal (-i instead of -it): the shell sees the failed run's results.
+        shell = subprocess.run(
+            shell_command.replace(" -it ", " -i "),
+            shell=True,
+            input="ls /distval/results\n",
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert shell.returncode == 0, shell
+        assert "rank-" in shell.stdout, shell
+        assert docker_client.api.images(name=f"distval-kept:{name}") == [], "the shell command left its image behind"
+    assert f"remove them: distval cleanup --run-id {run_id}" in lines, err
+    assert main(["cleanup", "--run-id", run_id]) == 0
+    assert leftovers(docker_client, run_id) == []
+
+
+def test_a_reaper_that_cannot_start_is_one_line_and_the_run_goes_on(
+    run_id: str, docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(harness.fixtures.recipes, "REAPER", "distval-test/no-such-reaper:none")
+    assert main(["run", str(config(tmp_path)), "--image", IMAGE, "--run-id", run_id, "--quiet"]) == 0
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"distval: no reaper for run {run_id} (image distval-test/no-such-reaper:none is not in the Docker Engine; distval "
+        f"never pulls: build, load or pull it first): if distval is killed, `distval cleanup --run-id {run_id}` removes "
+        "its containers and networks"
+    ]
+    assert leftovers(docker_client, run_id) == []
+
+
+# -- the reaper on its own ------------------------------------------------------------------------------
+def start_reaper(run_id: str, secret: str, first_s: float = 60.0) -> list[tuple[str, int]]:
+    environment = {
+        "DISTVAL_REAPER_RUN": run_id,
+        "DISTVAL_REAPER_SECRET_SHA256": hashlib.sha256(secret.encode()).hexdigest(),
+        "DISTVAL_REAPER_GRACE_S": str(GRACE_S),
+        "DISTVAL_REAPER_FIRST_S": str(first_s),
+    }
+    _, port, own = Engine(run_id).start_reaper(
+        REAPER, f"distval-{run_id}-reaper", environment, engine_socket_path(), REAPER_PORT, "127.0.0.1"
+    )
+    return addresses(port, own)
+
+
+def hello(where: list[tuple[str, int]], line: str) -> tuple[socket.socket, str]:
+    """Send ``line`` to the reaper (retrying while it starts); (the connection, its answer)."""
+    until = time.monotonic() + 30
+    while True:
+        for address in where:
+            try:
+                sock = socket.create_connection(address, timeout=2)
+                sock.sendall(line.encode() + b"\n")
+                answer = sock.makefile().readline().strip()
+            except OSError:
+                continue
+            if answer:
+                return sock, answer
+            sock.close()
+        assert time.monotonic() < until, f"no answer from the reaper at {where}"
+        time.sleep(0.2)
+
+
+def sleeper(run_id: str, image: str) -> None:
+    engine = Engine(run_id)
+    network = NetworkPlan(f"distval-{run_id}", True, ())
+    engine.create_network(network)
+    container = engine.create_container(
+        ContainerPlan(f"distval-{run_id}-sleep", "sleep", 0, (0,), ("sleep", "300"), (), (), "/", image, (network.name,))
+    )
+    engine.start(container)
+
+
+def test_the_reaper_refuses_a_wrong_secret_or_run_and_exits_when_disarmed(run_id: str, docker_client: Any) -> None:
+    where = start_reaper(run_id, "right")
+    for line in (f"HELLO {run_id} wrong", f"HELLO other{run_id} right", "HELLO", "GET / HTTP/1.0"):
+        sock, answer = hello(where, line)
+        sock.close()
+        assert answer == "DENIED wrong run id or secret", (line, answer)
+    sock, answer = hello(where, f"HELLO {run_id} right")
+    assert answer == "OK"
+    sock.sendall(b"DISARM\n")
+    assert sock.makefile().readline().strip() == "BYE"
+    sock.close()
+    elapsed, left = wait_until_gone(docker_client, run_id, 20)
+    assert left == [], f"expected the disarmed reaper to exit and be removed; the Engine still holds {left}"
+
+
+def test_the_reaper_removes_its_run_only_when_its_connection_drops(
+    run_id: str, docker_client: Any, fixture_image: Callable[[str], str]
+) -> None:
+    other = "tr" + secrets.token_hex(4)
+    try:
+        base = fixture_image(harness.fixtures.recipes.HARNESS_BASE)
+        sleeper(run_id, base)
+        sleeper(other, base)
+        where = start_reaper(run_id, "right")
+        sock, answer = hello(where, f"HELLO {run_id} right")
+        assert answer == "OK"
+        time.sleep(GRACE_S + 2)  # held: nothing is removed
+        assert sorted(leftovers(docker_client, run_id)) == [
+            f"distval-{run_id}",
+            f"distval-{run_id}-reaper",
+            f"distval-{run_id}-sleep",
+        ]
+        sock.close()
+        elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
+        assert left == [], f"expected nothing of run {run_id} once its connection dropped; the Engine still holds {left}"
+        assert elapsed >= GRACE_S - 0.5, f"the reaper removed the run {elapsed:.1f} s after the drop, within its grace"
+        assert sorted(leftovers(docker_client, other)) == [f"distval-{other}", f"distval-{other}-sleep"]
+    finally:
+        Engine(other).remove_labelled()
+
+
+def test_a_reaper_nobody_connects_to_reaps_after_its_first_connection_window(
+    run_id: str, docker_client: Any, fixture_image: Callable[[str], str]
+) -> None:
+    sleeper(run_id, fixture_image(harness.fixtures.recipes.HARNESS_BASE))
+    start_reaper(run_id, "right", first_s=3)
+    elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
+    assert left == [], f"expected the reaper to reap run {run_id} when distval never connected; the Engine holds {left}"
+
+
+def harness_context(tmp_path: Path) -> bytes:
+    """The repository's build context plus the wheels an offline build needs, as a tar (the README's recipe)."""
+    wheels = tmp_path / "wheels"
+    platforms = [arg for minor in range(17, 37) for arg in ("--platform", f"manylinux_2_{minor}_x86_64")]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", "3.13",
+         "--implementation", "cp", "--platform", "any", *platforms, "-d", str(wheels),
+         "docker>=7.1,<8", "PyYAML>=6", "setuptools>=64"],
+        check=True,
+        timeout=300,
+    )  # fmt: skip
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name in ("Dockerfile", "pyproject.toml", "README.md", "harness", "suite", "configs"):
+            archive.add(ROOT / name, arcname=name, filter=lambda info: None if "__pycache__" in info.name else info)
+        archive.add(wheels, arcname="wheels")
+    return buffer.getvalue()
+
+
+@pytest.fixture(scope="module")
+def harness_image(
+    docker_client: Any, fixture_image: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    base = fixture_image(harness.fixtures.recipes.HARNESS_BASE)
+    tag = "distval-test/harness-reaper:" + secrets.token_hex(3)
+    context = harness_context(tmp_path_factory.mktemp("harness"))
+    Engine("tests-harness-image").build(context, tag, {}, print, buildargs={"BASE": base, "PIP_NO_INDEX": "1"})
+    yield tag
+    docker_client.images.remove(tag, force=True)
+
+
+@pytest.mark.parametrize("network", ["bridge", "own"], ids=["docker-run", "compose-like-network"])
+def test_in_the_harness_image_the_reaper_holds_the_run_and_reaps_it_after_sigkill(
+    run_id: str, docker_client: Any, harness_image: str, network: str
+) -> None:
+    harness_run = Engine(run_id + "-harness")  # the harness container and its network: not the run's own id
+    if network == "own":  # like docker-compose's project network: the default bridge is out of reach from it
+        network = f"distval-{run_id}-harness"
+        harness_run.create_network(NetworkPlan(network, False, ()))
+    container = docker_client.containers.create(
+        harness_image,
+        command=["run", "configs/default.yaml", "--filter", "cross-container-2ranks", "--image", IMAGE, "--run-id", run_id],
+        volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}},
+        labels={"distval.managed": "true", "distval.run": run_id + "-harness"},
+        network=network,
+    )
+    try:
+        container.start()
+        until = time.monotonic() + STARTUP_S
+        while f"distval-{run_id}-cross-container-2ranks-n0" not in leftovers(docker_client, run_id):
+            assert time.monotonic() < until, container.logs().decode()[-3000:]
+            time.sleep(0.5)
+        logs = container.logs().decode()
+        reaper = docker_client.api.inspect_container(f"distval-{run_id}-reaper")
+        # distval in a container: the Engine host's loopback is not its own, so it reaches the reaper at the
+        # reaper's address on distval's network (the default bridge, or the one the reaper joined).
+        address = reaper["NetworkSettings"]["Networks"][network]["IPAddress"]
+        assert f"reaper distval-{run_id}-reaper holds run {run_id} (at {address}:{REAPER_PORT})" in logs, logs[-3000:]
+        container.kill()  # SIGKILL to distval, PID 1 of the harness container
+        elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
+        print(f"harness image on {network}: SIGKILL to nothing left: {elapsed:.1f} s (load {os.getloadavg()[0]:.1f})")
+        assert left == [], f"expected nothing of run {run_id} {REAP_BOUND_S:g} s after SIGKILL; the Engine holds {left}"
+    finally:
+        container.remove(force=True)
+        harness_run.remove_labelled()
