@@ -228,6 +228,7 @@ class Engine:
     def start_reaper(
         self,
         image: str,
+        entrypoint: list[str],
         name: str,
         environment: Mapping[str, str],
         socket_path: str,
@@ -235,7 +236,8 @@ class Engine:
         bind_address: str,
         join: str | None = None,
     ) -> tuple[str, int | None, list[str]]:
-        """Create and start the run's reaper (harness/reaper.py): the Engine's socket mounted, ``port`` published
+        """Create and start the run's reaper (harness/reaper.py) as ``entrypoint`` in ``image``, as root (the
+        image's own user may not open the socket): the Engine's socket mounted, ``port`` published
         on ``bind_address`` at a port the Engine picks, removed by the Engine once it exits, nothing else allowed.
         ``join``: the id of a container distval runs in; the reaper joins its networks, so distval reaches it
         there. Returns (container id, the published port, its addresses on its networks)."""
@@ -251,6 +253,10 @@ class Engine:
         def run() -> tuple[str, int | None, list[str]]:
             container = self.client.containers.create(
                 image,
+                entrypoint=entrypoint,
+                command=[],
+                user="0:0",
+                working_dir="/",
                 name=name,
                 labels=self._labels({LABEL_ROLE: "reaper"}),
                 environment=dict(environment),

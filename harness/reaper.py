@@ -1,15 +1,16 @@
 """The run's reaper, from distval's side: nothing is left behind when distval is killed with SIGKILL.
 
-One reaper per ``distval run`` (not one shared by all runs; README "Nothing left behind"): a small
-container of the fixture image distval-fixtures/reaper (its program is
-harness/fixtures/files/reaper_daemon.py) with the Engine's socket mounted and a TCP port published. distval
+One reaper per ``distval run`` (not one shared by all runs; README "Nothing left behind"): a container of
+the run's first image under test running harness/reaper_daemon.py with that image's Python (``-S``: no
+site-packages, no sitecustomize), with the Engine's socket mounted and a TCP port published. The image is
+in the Engine already, so a reaper costs no build, no pull and no tool on the host. distval
 connects to it and says ``HELLO <run id> <secret>``, then holds that connection for the whole run. When
 distval dies, however it dies, the kernel closes the connection; the reaper waits ``GRACE_S`` for it to come
 back, then removes every container and network labelled with the run id and exits (the Engine removes it).
 On a normal end (pass, fail, Ctrl-C, SIGTERM) distval sends ``DISARM`` first: the reaper exits without
 removing anything, so what ``--keep-on-failure`` keeps stays.
 
-Where the reaper cannot start or cannot be reached (no image and none can be built, an Engine that does
+Where the reaper cannot start or cannot be reached (an image without that Python, an Engine that does
 not let containers mount its socket, distval in a container on another network than the reaper), the run
 goes on without one after one line on stderr; ``distval cleanup`` is then the way to remove what a killed
 run left.
@@ -25,6 +26,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
@@ -45,6 +47,13 @@ DEFAULT_SOCKET = "/var/run/docker.sock"
 # A container's own files (/etc/hostname, ...) are mounted from /var/lib/docker/containers/<id>/.
 _CONTAINER_MOUNT = re.compile(r"/containers/([0-9a-f]{64})/")
 Log = Callable[[str], None]
+
+
+def daemon_command(python: str) -> list[str]:
+    """The reaper's entrypoint: its program, passed whole on the command line (the reaper's root file
+    system is read-only, so nothing is copied in)."""
+    source = (Path(__file__).resolve().parent / "reaper_daemon.py").read_text(encoding="utf-8")
+    return [python, "-S", "-u", "-c", source]
 
 
 def engine_socket_path() -> str:
@@ -103,11 +112,9 @@ class Reaper:
         self.address: tuple[str, int] | None = None
 
     @staticmethod
-    def start(engine: Engine, log: Log, build: Callable[[str], None]) -> Reaper | None:
-        """Start the run's reaper and connect to it; None (after one line through ``log``) when that fails.
-        ``build(tag)`` makes sure the reaper's image is in the Engine (building it when missing or stale)."""
-        from harness.fixtures.recipes import REAPER
-
+    def start(engine: Engine, log: Log, image: str, python: str) -> Reaper | None:
+        """Start the run's reaper in ``image`` with its ``python`` and connect to it; None (after one line
+        through ``log``) when that fails."""
         run_id = engine.run_id
         name = f"distval-{run_id}-reaper"
         secret = secrets.token_hex(16)
@@ -121,9 +128,8 @@ class Reaper:
             "DISTVAL_REAPER_FIRST_S": str(FIRST_CONNECTION_S),
         }
         try:
-            build(REAPER)
             _, host_port, own_addresses = engine.start_reaper(
-                REAPER, name, environment, engine_socket_path(), REAPER_PORT, bind, own_container()
+                image, daemon_command(python), name, environment, engine_socket_path(), REAPER_PORT, bind, own_container()
             )
             reaper = Reaper(engine, name, secret, addresses(host_port, own_addresses), log)
             reaper._connect(CONNECT_WINDOW_S)

@@ -186,7 +186,7 @@ def _run_scenarios(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _start_reaper(engine: Engine, display: ProgressDisplay, quiet: bool) -> Reaper | None:
+def _start_reaper(engine: Engine, display: ProgressDisplay, quiet: bool, plan: RunPlan) -> Reaper | None:
     """The run's reaper (harness/reaper.py); None after one stderr line (also with --quiet) where it cannot start."""
 
     def warn(line: str) -> None:
@@ -195,7 +195,11 @@ def _start_reaper(engine: Engine, display: ProgressDisplay, quiet: bool) -> Reap
         else:
             display.log(line)
 
-    reaper = Reaper.start(engine, warn, lambda tag: _ensure_images(engine, [tag], display.log))
+    # The reaper runs in the first image under test, with that scenario's python: it is in the Engine already.
+    if not plan.scenarios:
+        return None
+    first = plan.scenarios[0]
+    reaper = Reaper.start(engine, warn, first.image, first.scenario.python)
     if reaper is not None and reaper.address is not None:
         display.log(f"reaper {reaper.name} holds run {engine.run_id} (at {reaper.address[0]}:{reaper.address[1]})")
     return reaper
@@ -253,7 +257,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             engine_version = _engine_version(engine)
             _ensure_images(engine, images_of(plan), display.log)
             # A stand-in Engine without reapers (the unit tests' FakeEngine) runs without one.
-            reaper = _start_reaper(engine, display, args.quiet) if hasattr(engine, "start_reaper") else None
+            reaper = _start_reaper(engine, display, args.quiet, plan) if hasattr(engine, "start_reaper") else None
             keeper = Keeper(engine, args.keep_on_failure)
             execute = functools.partial(run_scenario, engine)
             if keeper.enabled:  # the runtime leaves each scenario's resources; keeper.settle decides

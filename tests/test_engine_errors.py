@@ -238,7 +238,9 @@ METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "remove_matching": lambda e, c: e.remove_matching(["distval.run=r"]),
     "list_managed": lambda e, c: e.list_managed(["distval.run=r"]),
     "remove_resources": lambda e, c: e.remove_resources(RESOURCES),
-    "start_reaper": lambda e, c: e.start_reaper("img", "r-reaper", {"A": "b"}, "/var/run/docker.sock", 7390, "127.0.0.1", "c0"),
+    "start_reaper": lambda e, c: e.start_reaper(
+        "img", ["python3", "-c", "pass"], "r-reaper", {"A": "b"}, "/var/run/docker.sock", 7390, "127.0.0.1", "c0"
+    ),
 }
 REMOVALS = {"api.remove_container", "api.remove_network"}
 

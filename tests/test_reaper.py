@@ -1,5 +1,5 @@
 """The reaper's logic without Docker: where distval looks for it, and the reaper program's protocol over real
-sockets on the loopback (harness/fixtures/files/reaper_daemon.py, loaded from its file: it runs in the reaper's
+sockets on the loopback (harness/reaper_daemon.py, loaded from its file: it runs in the reaper's
 image, not as part of the harness package). The Engine side is tests/test_reaper_docker.py."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from types import ModuleType
 
 import pytest
 
+import harness.reaper
 from harness.cleanup import RunDecision
 from harness.engine_protocol import Resource
 from harness.errors import EngineError, Interrupted
-from harness.fixtures.recipes import FILES
 from harness.reaper import REAPER_PORT, Reaper, addresses, engine_socket_path, own_container
 
 GRACE_S = 1.0  # reconnecting within it takes a few ms; room for a loaded machine
@@ -48,7 +48,7 @@ def test_where_distval_looks_for_its_reaper(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def daemon() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("reaper_daemon", FILES / "reaper_daemon.py")
+    spec = importlib.util.spec_from_file_location("reaper_daemon", Path(harness.reaper.__file__).with_name("reaper_daemon.py"))
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -169,7 +169,7 @@ class Refusing:
 def test_a_reaper_that_cannot_start_is_one_line_and_removed() -> None:
     engine = Refusing(EngineError("start the reaper distval-r1-reaper: port is already allocated"))
     lines: list[str] = []
-    assert Reaper.start(engine, lines.append, lambda tag: None) is None  # type: ignore[arg-type]
+    assert Reaper.start(engine, lines.append, "example/torch:test", "python3") is None  # type: ignore[arg-type]
     assert lines == [
         "no reaper for run r1 (start the reaper distval-r1-reaper: port is already allocated): if distval is killed, "
         "`distval cleanup --run-id r1` removes its containers and networks"
@@ -181,7 +181,7 @@ def test_an_interrupt_while_the_reaper_starts_stops_the_run() -> None:
     engine = Refusing(Interrupted("interrupted by SIGTERM"))
     lines: list[str] = []
     with pytest.raises(Interrupted):
-        Reaper.start(engine, lines.append, lambda tag: None)  # type: ignore[arg-type]
+        Reaper.start(engine, lines.append, "example/torch:test", "python3")  # type: ignore[arg-type]
     assert lines == [] and engine.removed == [["distval.run=r1", "distval.role=reaper"]]
 
 

@@ -1,4 +1,4 @@
-"""The reaper (harness/reaper.py, harness/fixtures/files/reaper_daemon.py) against the real Engine. Marked ``docker``.
+"""The reaper (harness/reaper.py, harness/reaper_daemon.py) against the real Engine. Marked ``docker``.
 
 ``distval run`` runs as a subprocess that the tests kill with SIGKILL or SIGINT, or let end; every run has
 a run id of its own, and each test removes what is left of its runs by that id at its end.
@@ -22,12 +22,11 @@ from typing import Any
 
 import pytest
 
-import harness.fixtures.recipes
+import harness.reaper
 from harness.cli import main
 from harness.docker_spec import ContainerPlan, NetworkPlan
 from harness.engine import Engine
-from harness.fixtures.recipes import REAPER
-from harness.reaper import GRACE_S, REAPER_PORT, addresses, engine_socket_path
+from harness.reaper import GRACE_S, REAPER_PORT, addresses, daemon_command, engine_socket_path
 from tests.docker_helpers import ROOT, leftovers
 
 pytestmark = pytest.mark.docker
@@ -57,7 +56,6 @@ FAILING = """\
 @pytest.fixture
 def run_id(docker_client: Any, fixture_image: Callable[[str], str]) -> Iterator[str]:
     fixture_image(IMAGE)
-    fixture_image(REAPER)
     value = "tr" + secrets.token_hex(4)
     yield value
     Engine(value).remove_labelled()
@@ -169,14 +167,16 @@ def test_keep_on_failure_keeps_the_failed_scenario_and_prints_working_commands(
 def test_a_reaper_that_cannot_start_is_one_line_and_the_run_goes_on(
     run_id: str, docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(harness.fixtures.recipes, "REAPER", "distval-test/no-such-reaper:none")
+    # An image whose Python is not where the scenario says: the reaper's container cannot start.
+    monkeypatch.setattr(harness.reaper, "daemon_command", lambda python: ["/no/such/python3", "-c", "pass"])
     assert main(["run", str(config(tmp_path)), "--image", IMAGE, "--run-id", run_id, "--quiet"]) == 0
     err = capsys.readouterr().err.splitlines()
-    assert err == [
-        f"distval: no reaper for run {run_id} (image distval-test/no-such-reaper:none is not in the Docker Engine; distval "
-        f"never pulls: build, load or pull it first): if distval is killed, `distval cleanup --run-id {run_id}` removes "
-        "its containers and networks"
-    ]
+    assert len(err) == 1, err
+    assert err[0].startswith(f"distval: no reaper for run {run_id} (start the reaper distval-{run_id}-reaper: "), err
+    assert "/no/such/python3" in err[0], err
+    assert err[0].endswith(f"): if distval is killed, `distval cleanup --run-id {run_id}` removes its containers and networks"), (
+        err
+    )
     assert leftovers(docker_client, run_id) == []
 
 
@@ -189,7 +189,7 @@ def start_reaper(run_id: str, secret: str, first_s: float = 60.0) -> list[tuple[
         "DISTVAL_REAPER_FIRST_S": str(first_s),
     }
     _, port, own = Engine(run_id).start_reaper(
-        REAPER, f"distval-{run_id}-reaper", environment, engine_socket_path(), REAPER_PORT, "127.0.0.1"
+        IMAGE, daemon_command("python3"), f"distval-{run_id}-reaper", environment, engine_socket_path(), REAPER_PORT, "127.0.0.1"
     )
     return addresses(port, own)
 
