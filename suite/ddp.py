@@ -6,7 +6,6 @@ parameters are compared on the CPU after the step (through the store, not a coll
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Dict, List
 
 import torch
@@ -17,30 +16,6 @@ from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
 from suite.core import CheckFailed, CheckOutcome, Context, check, require_world
-
-DDP_CHECKS = ("ddp_sync", "ddp_sampler")
-
-
-def prefetch(check_names: List[str]) -> None:
-    """Start importing torch._dynamo in the background when a DDP check will run.
-
-    DistributedDataParallel.__init__ reads torch._dynamo.config (torch >= 2.0), and that first access
-    imports torch._dynamo with sympy and ~900 modules: 2-5 s per rank here, most of it reading files
-    through the container's overlay filesystem while the earlier checks mostly wait on the network.
-    Imported here while those checks run, it is already loaded when ddp_sync builds its model. Nothing
-    is replaced or skipped: if the import fails or hangs in this image, DDP's own access to torch._dynamo
-    meets the same failure (Python imports a module that failed again) inside the check that needs it.
-    """
-    if not any(name in DDP_CHECKS for name in check_names) or not hasattr(torch, "compile"):
-        return  # no DDP check, or torch < 2.0 (no torch._dynamo)
-
-    def load() -> None:
-        try:
-            import torch._dynamo  # noqa: F401
-        except Exception:  # noqa: BLE001, S110 - the DDP check meets this failure itself, where it counts
-            pass
-
-    threading.Thread(target=load, name="distval-prefetch-dynamo", daemon=True).start()
 
 
 def _gather_flat(ctx: Context, label: str, tensor: torch.Tensor) -> List[torch.Tensor]:

@@ -36,9 +36,6 @@ def run(spec: Dict[str, Any]) -> int:
 
     for module in CHECK_MODULES:
         importlib.import_module(module)  # each registers its checks in core.CHECKS on import
-    from suite.ddp import prefetch
-
-    prefetch([entry["name"] for entry in spec["checks"]])
     ctx = Context(spec, writer, Watchdog(writer.write))
     for sequence, entry in enumerate(_ordered(spec["checks"], RUN_LAST)):
         name = entry["name"]
