@@ -183,7 +183,8 @@ def check_breakdown(report: dict[str, Any]) -> tuple[dict[str, dict[str, float]]
         per_check = checks.setdefault(scenario["name"], {})
         for case in scenario["cases"]:
             name = case["name"].split(".")[0]
-            if name == "exit_status":
+            # process_group is the group's formation inside the first check that needed it (launch): not added twice.
+            if name in ("exit_status", "process_group"):
                 continue
             per_check[name] = per_check.get(name, 0.0) + float(case.get("duration_s") or 0.0)
     return checks, scenarios
