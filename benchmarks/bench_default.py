@@ -207,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             per_scenario = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in h.scenario_s.items())
             print(
                 f"rep {i}: distval {d.wall_s:6.2f} s (peak RSS {d.peak_rss_mib:5.1f} MiB)   "
-                f"hand {h.wall_s:6.2f} s ({per_scenario})   ratio {d.wall_s / h.wall_s:.3f}",
+                f"hand {h.wall_s:6.2f} s ({per_scenario})   ratio {d.wall_s / h.wall_s:.3f}   "
+                f"load {'/'.join(f'{v:.1f}' for v in os.getloadavg())}",
                 flush=True,
             )
     finally:

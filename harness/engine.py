@@ -43,6 +43,8 @@ __all__ = ["ContainerState", "Engine", "EngineError", "GpuSupport", "ImageInfo",
 # stream is read directly, and socket errors (OSError) from its unix-socket and SSH adapters.
 TRANSPORT_ERRORS = (docker.errors.DockerException, requests.RequestException, urllib3.exceptions.HTTPError, OSError)
 # The answer of an Engine with no GPU runtime to a device request (moby's daemon/devices.go).
+# How docker-py's wait(timeout=) ends when the timeout passes (docker-py#2964).
+WAIT_TIMEOUTS = (requests.ReadTimeout, requests.ConnectionError)
 NO_GPU_DRIVER = "could not select device driver"
 GPU_PROBE_TIMEOUT_S = 60
 
@@ -190,6 +192,19 @@ class Engine:
         state = container.attrs.get("State", {})
         exit_code = state.get("ExitCode") if state.get("Status") == "exited" else None
         return ContainerState(status=str(state.get("Status")), exit_code=exit_code, oom_killed=bool(state.get("OOMKilled")))
+
+    def wait_stopped(self, container: Any, timeout_s: float) -> bool:
+        """Block on the Engine's wait API until the container is no longer running (True) or ``timeout_s``
+        has passed (False). docker-py's timeout is only the HTTP read timeout (docker-py#2964) and ends as
+        ReadTimeout or ConnectionError: either way the container's state decides, so a lost connection
+        becomes a state() answer or that call's EngineError, never a verdict."""
+        try:
+            container.wait(timeout=max(timeout_s, 0.001))
+        except WAIT_TIMEOUTS:
+            return self.state(container).status not in ("created", "running", "restarting")
+        except TRANSPORT_ERRORS as exc:
+            raise _mapped(f"wait for {container.name}", exc) from None
+        return True
 
     def kill(self, container: Any) -> None:
         try:

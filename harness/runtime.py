@@ -29,7 +29,11 @@ from harness.plan import CreateContainer, CreateNetwork, LearnAddress, LearnSubn
 from harness.results import ContainerOutcome, ScenarioOutcome
 from harness.tarball import Directory, Entry, File, build_tar
 
-POLL_INTERVAL_S = 0.2
+# The longest one wait on the Engine blocks: how late a stop request (Ctrl-C, SIGTERM) or the deadline is seen.
+WAIT_SLICE_S = 0.5
+# How long a killed container may take to reach 'exited' before its state is read as it is.
+KILL_SETTLE_S = 10.0
+RECHECK_S = 0.05
 
 
 def suite_dir() -> Path:
@@ -145,28 +149,37 @@ def run_scenario(
 def _wait(
     engine: EngineAPI, containers: dict[str, Any], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event
 ) -> set[str]:
+    # Blocks on the Engine's wait API instead of polling inspect: an exit is seen at once (a 0.2 s poll
+    # cost 0.1 s per scenario on average and ~5 inspects per second per container). Each wait lasts at
+    # most WAIT_SLICE_S, so a stop request and the deadline are still noticed within that.
     running = dict(containers)
     while running:
-        for name, container in list(running.items()):
+        name, container = next(iter(running.items()))
+        remaining_s = deadline - time.monotonic()
+        if remaining_s > 0 and not stop.is_set() and engine.wait_stopped(container, min(WAIT_SLICE_S, remaining_s)):
             state = engine.state(container)
             if state.status not in ("created", "running", "restarting"):
                 del running[name]
                 events.container_exited(plan, name, state.exit_code)
-        if not running:
-            break
-        if stop.is_set():
-            for container in running.values():
-                engine.kill(container)
-            return set(running)
-        if time.monotonic() >= deadline:
-            events.phase(plan, KILLING)
-            events.note(plan, f"deadline of {plan.deadline_s:g} s reached; killing {', '.join(sorted(running))}")
-            diagnosis.before_kill(engine, running, plan, events)  # stacks and flight recorder, bounded
-            for container in running.values():
-                engine.kill(container)
+                continue
+            time.sleep(RECHECK_S)  # the wait and the state disagree (a restart?): do not spin on the Engine
+        if stop.is_set() or time.monotonic() >= deadline:
+            # Which ones are still running: the others may have exited while this one was waited on.
+            for other, handle in list(running.items()):
+                state = engine.state(handle)
+                if state.status not in ("created", "running", "restarting"):
+                    del running[other]
+                    events.container_exited(plan, other, state.exit_code)
+            if not running:
+                break
+            if not stop.is_set():
+                events.phase(plan, KILLING)
+                events.note(plan, f"deadline of {plan.deadline_s:g} s reached; killing {', '.join(sorted(running))}")
+                diagnosis.before_kill(engine, running, plan, events)  # stacks and flight recorder, bounded
+            for handle in running.values():
+                engine.kill(handle)
             return set(running)
         events.waiting(plan)
-        time.sleep(POLL_INTERVAL_S)
     return set()
 
 
@@ -180,10 +193,8 @@ def _safe_logs(engine: EngineAPI, container: Any) -> tuple[str, str]:
 def _collect(engine: EngineAPI, cp: ContainerPlan, container: Any, killed: bool) -> ContainerOutcome:
     # A killed container needs a moment to reach 'exited' before its exit code is final.
     state = engine.state(container)
-    for _ in range(50):
-        if state.status == "exited":
-            break
-        time.sleep(POLL_INTERVAL_S)
+    if state.status != "exited":
+        engine.wait_stopped(container, KILL_SETTLE_S)
         state = engine.state(container)
     stdout, stderr = _safe_logs(engine, container)
     problem = None

@@ -59,6 +59,9 @@ class FakeEngine:
     def state(self, container: Any) -> ContainerState:
         return ContainerState("exited", 0, False)
 
+    def wait_stopped(self, container: Any, timeout_s: float) -> bool:
+        return True
+
     def kill(self, container: Any) -> None:
         self.calls.append("kill")
 

@@ -1005,7 +1005,11 @@ def test_default_yaml_loads() -> None:
         # measures speed (seconds per scenario): configs/bandwidth.yaml runs it.
         assert sorted(DEFAULT_CHECKS) == sorted(set(CATALOG) - {"cuda_build", "bandwidth"})
         args = {c.name: dict(c.args) for c in scenario.checks if c.args}
-        assert args == {"identity": {"backends": ("gloo",)}, "timeout": {"deadline_s": 1.0, "margin_s": 1.0}}
+        assert args == {
+            "identity": {"backends": ("gloo",)},
+            "collectives": {"large_mib": 8},
+            "timeout": {"deadline_s": 1.0, "margin_s": 1.0},
+        }
         assert not any(c.required for c in scenario.checks)
 
 
