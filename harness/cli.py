@@ -67,7 +67,7 @@ def command_plan(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
-    plan = plan_run(config, args.run_id or "<run-id>", args.image)
+    plan = plan_run(config, args.run_id or "<run-id>", args.image, args.hosts or ())
     if args.format == "json":
         sys.stdout.write(json.dumps(plan_as_data(plan), indent=2, sort_keys=True) + "\n")
     else:
@@ -92,6 +92,31 @@ def command_fixtures(args: argparse.Namespace) -> int:
         engine = _engine(secrets.token_hex(4))
         tags = args.tags or list(FIXTURES)
         build_fixtures(engine, tags, progress, force=args.force)
+    except DistvalError as exc:
+        print(f"distval: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
+def _add_hosts_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--hosts",
+        metavar="URL[,URL...]",
+        type=cli_values.hosts_list,
+        help="Docker Engines to place the nodes on, in order: unix:///PATH, tcp://HOST:PORT, https://HOST:PORT (TLS), "
+        "ssh://USER@HOST (over every scenario's hosts)",
+    )
+
+
+def command_nodes(args: argparse.Namespace) -> int:
+    from harness.nodes import start_nodes, stop_nodes
+
+    try:
+        if args.action == "up":
+            sys.stdout.write(start_nodes(args.count, args.tls, _progress(False)).describe())
+        else:
+            containers, networks = stop_nodes(args.set_id)
+            print(f"removed {containers} node container(s) and {networks} network(s)")
     except DistvalError as exc:
         print(f"distval: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -219,6 +244,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="with --host: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
     )
+    _add_hosts_options(run)
+    run.add_argument(
+        "--tls-ca", metavar="PATH", help="with https:// hosts: the CA of their Engines (else $DOCKER_CERT_PATH/ca.pem)"
+    )
+    run.add_argument("--tls-cert", metavar="PATH", help="with https:// hosts: the client certificate")
+    run.add_argument("--tls-key", metavar="PATH", help="with https:// hosts: the client key")
+    run.add_argument(
+        "--image-distribution",
+        choices=("transfer", "pull"),
+        default="transfer",
+        help="across several hosts: copy the image from host 0 (docker save | docker load, the default) or pull it "
+        "by digest where it has one",
+    )
     add_baseline_arguments(run)
     run.set_defaults(handler=functools.partial(command_run, engine_for=_engine))
     add_compare_command(commands)
@@ -227,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("config", type=cli_values.file_path("a YAML scenario file"))
     plan.add_argument("--image", type=cli_values.image_reference)
     plan.add_argument("--run-id", type=cli_values.run_id)
+    _add_hosts_options(plan)
     plan.add_argument(
         "--format", choices=("text", "json"), default="text", help="text for people (default) or the plan object as JSON"
     )
@@ -240,6 +279,16 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("tags", nargs="*", help="fixtures to build (default: all)")
     fixtures.add_argument("--force", action="store_true", help="rebuild even when up to date")
     fixtures.set_defaults(handler=command_fixtures)
+
+    nodes = commands.add_parser(
+        "nodes",
+        help="start or remove node Engines: separate Docker Engines in containers here, to run across several hosts",
+    )
+    nodes.add_argument("action", choices=("up", "down"))
+    nodes.add_argument("count", nargs="?", type=cli_values.jobs_count, default=2, help="up: how many (default 2)")
+    nodes.add_argument("--tls", type=int, action="append", default=[], metavar="INDEX", help="up: this node serves TLS")
+    nodes.add_argument("--set", dest="set_id", metavar="ID", help="down: only this node set (default: every one)")
+    nodes.set_defaults(handler=command_nodes)
 
     cleanup = commands.add_parser(
         "cleanup",

@@ -59,9 +59,7 @@ def _client_for(host: HostSpec) -> Any:
     """A docker-py client for one Engine URL (unix://, tcp:// with or without TLS, ssh://)."""
     tls: Any = False
     if host.tls is not None:
-        tls = docker.tls.TLSConfig(
-            client_cert=(host.tls.cert, host.tls.key), ca_cert=host.tls.ca, verify=host.tls.ca
-        )
+        tls = docker.tls.TLSConfig(client_cert=(host.tls.cert, host.tls.key), ca_cert=host.tls.ca, verify=host.tls.ca)
     if host.tls is None:
         return docker.DockerClient(base_url=host.url, tls=False, timeout=API_TIMEOUT_S, use_ssh_client=host.use_ssh_client)
     # requests lets REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE replace the session's CA file (psf/requests#3829): with

@@ -108,7 +108,7 @@ def check_urls(urls: Sequence[str], where: str) -> None:
             raise BadInput(f"{where}: {problem}")
     repeated = sorted({url for url in urls if list(urls).count(url) > 1})
     if repeated:
-        raise BadInput(f"{where}: expected each host once (place several nodes on one with placement); {repeated[0]!r} is listed twice")
+        raise BadInput(f"{where}: expected each host once; {repeated[0]!r} is listed twice")
 
 
 def tls_files(ca: str | None, cert: str | None, key: str | None, environ: Mapping[str, str] = os.environ) -> TlsFiles | None:
@@ -152,3 +152,13 @@ def placement(nodes: int, host_count: int, explicit: Sequence[int] = ()) -> tupl
             raise BadInput(f"placement: expected host indexes 0..{host_count - 1} (one per --hosts entry); got {wrong[0]}")
         return tuple(explicit)
     return tuple(node % host_count for node in range(nodes))
+
+
+def run_hosts(plan_hosts: Sequence[tuple[str, ...]], override: tuple[str, ...]) -> tuple[str, ...]:
+    """The Engines a run uses: --hosts, else every scenario's ``hosts`` in order of first mention."""
+    if override:
+        return override
+    urls: list[str] = []
+    for hosts in plan_hosts:
+        urls += [url for url in hosts if url not in urls]
+    return tuple(urls)

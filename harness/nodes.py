@@ -38,7 +38,7 @@ READY_TIMEOUT_S = 90.0  # dockerd starts in about 1 s here; TLS nodes make three
 TLS_DIR = "/etc/distval-tls"  # in the node
 Progress = Callable[[str], None]
 
-_DOCKERD = "exec dockerd --host=unix:///var/run/docker.sock --storage-driver=vfs"
+_DOCKERD = "exec dockerd --host=unix:///var/run/docker.sock --storage-driver=overlay2"
 # The TLS node's certificates, made inside it: its own address goes into the server certificate.
 _TLS_SCRIPT = f"""set -e
 mkdir -p {TLS_DIR}/client; cd {TLS_DIR}
@@ -46,10 +46,11 @@ addr=$(hostname -i | cut -d' ' -f1)
 openssl req -x509 -newkey rsa:2048 -nodes -keyout ca-key.pem -out ca.pem -days 7 -subj /CN=distval-node-ca 2>/dev/null
 openssl req -newkey rsa:2048 -nodes -keyout server-key.pem -out server.csr -subj "/CN=$(hostname)" 2>/dev/null
 printf 'subjectAltName=IP:%s,DNS:%s,IP:127.0.0.1\\nextendedKeyUsage=serverAuth\\n' "$addr" "$(hostname)" > server.ext
-openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -out server.pem -days 7 -extfile server.ext 2>/dev/null
+sign="openssl x509 -req -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 7"
+$sign -in server.csr -out server.pem -extfile server.ext 2>/dev/null
 openssl req -newkey rsa:2048 -nodes -keyout client/key.pem -out client.csr -subj /CN=distval-client 2>/dev/null
 printf 'extendedKeyUsage=clientAuth\\n' > client.ext
-openssl x509 -req -in client.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -out client/cert.pem -days 7 -extfile client.ext 2>/dev/null
+$sign -in client.csr -out client/cert.pem -extfile client.ext 2>/dev/null
 cp ca.pem client/ca.pem
 {_DOCKERD} --host=tcp://0.0.0.0:{TLS_PORT} --tlsverify --tlscacert=ca.pem --tlscert=server.pem --tlskey=server-key.pem
 """

@@ -34,6 +34,7 @@ from harness.errors import (
 )
 from harness.events import RunEvents
 from harness.host_runtime import HostSession
+from harness.hosts import run_hosts, tls_files
 from harness.owner import current_owner
 from harness.plan import RunPlan, ScenarioPlan, images_of, plan_run
 from harness.progress import ProgressDisplay
@@ -47,6 +48,7 @@ from harness.runtime import run_scenario, signals_deferred
 
 if TYPE_CHECKING:
     from harness.engine import Engine
+    from harness.hosts_runtime import HostEngine
 
 Progress = Callable[[str], None]
 Execute = Callable[[ScenarioPlan, RunEvents, threading.Event], ScenarioOutcome]
@@ -199,6 +201,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     host = socket.gethostname()
     session: HostSession | None = None
     mode = "host" if args.host else "docker"
+    others: list[HostEngine] = []  # across several hosts: the Engines besides host 0's (``engine``)
 
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
         return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config, mode)
@@ -222,12 +225,31 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             if args.python:
                 raise BadInput("--python names the local Python of host mode: it needs --host")
             config = load_config(args.config)
-            plan = select_scenarios(plan_run(config, run_id, args.image), args.filter)
+            override = getattr(args, "hosts", None) or ()
+            plan = select_scenarios(plan_run(config, run_id, args.image, override), args.filter)
             display.log(announce_run(run_id))
-            engine = engine_for(run_id)
-            engine_version = _engine_version(engine)
-            _ensure_images(engine, images_of(plan), display.log)
-            execute = functools.partial(run_scenario, engine)
+            urls = run_hosts([s.hosts for s in plan.scenarios], override)
+            if urls:  # several Docker hosts (harness/hosts_runtime.py): an Engine per URL, the images the same on all
+                from harness.hosts_runtime import prepare_hosts
+
+                hosts = prepare_hosts(
+                    run_id,
+                    urls,
+                    tls_files(args.tls_ca, args.tls_cert, args.tls_key),
+                    args.image_distribution,
+                    images_of(plan),
+                    lambda first: _ensure_images(first, images_of(plan), display.log),
+                    display.log,
+                )
+                others = [h for url, h in hosts.items() if url != urls[0]]
+                engine = hosts[urls[0]].engine
+                engine_version = _engine_version(engine)
+                execute = functools.partial(run_scenario, engine, hosts=hosts)
+            else:
+                engine = engine_for(run_id)
+                engine_version = _engine_version(engine)
+                _ensure_images(engine, images_of(plan), display.log)
+                execute = functools.partial(run_scenario, engine)
         results.extend(
             _run_scenarios(execute, plan.scenarios, display, args.jobs or default_jobs(), args.require_gpu, args.fail_on_skip)
         )
@@ -251,10 +273,10 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         summary = summarize((internal.kind, str(internal)), internal.exit_code)
     finally:
         display.close()
-        if engine is not None:
+        for each in ([engine] if engine is not None else []) + others:  # every host is cleaned, whichever fails
             with signals_deferred():
                 try:
-                    engine.remove_labelled()
+                    each.remove_labelled()
                 except EngineError as exc:
                     print(f"distval: cleanup failed: {exc}", file=sys.stderr)
         if session is not None:

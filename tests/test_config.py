@@ -32,12 +32,12 @@ from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 ROOT = Path(__file__).resolve().parent.parent
 TOP_KEYS = (
     "version, backend, device, gpus_per_node, image, timeout_s, collective_timeout_s, check_timeout_s, python, "
-    "rendezvous, master_addr, egress, ipv6, cpus, memory, shm_size, env, user, working_dir, scenarios"
+    "rendezvous, master_addr, egress, ipv6, cpus, memory, shm_size, env, user, working_dir, hosts, advertise_addr, scenarios"
 )
 SCENARIO_KEYS = (
     "name, topology, world_size, nodes, nproc_per_node, rendezvous, master_addr, backend, device, gpus_per_node, image, "
     "timeout_s, collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, "
-    "env, user, working_dir, checks, matrix, exclude"
+    "env, user, working_dir, hosts, advertise_addr, checks, matrix, exclude"
 )
 CHECK_NAMES = (
     "a check name (env, identity, cuda_build, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, "

@@ -115,6 +115,7 @@ class FakeNetwork:
 
 class FakeImage:
     id, tags, labels = "sha256:ab", ["example/torch:test"], {"a": "b"}
+    attrs = {"RepoDigests": ["example/torch@sha256:" + "0" * 64]}
 
 
 class FakeContainers:
@@ -179,6 +180,27 @@ class FakeAPI:
     def remove_container(self, container: str, v: bool = False, force: bool = False) -> None:
         self.calls("api.remove_container")
 
+    def get_image(self, reference: str, chunk_size: int = 0) -> Iterator[bytes]:
+        self.calls("api.get_image")
+
+        def stream() -> Iterator[bytes]:
+            self.calls("save stream")
+            yield b"tar"
+
+        return stream()
+
+    def load_image(self, data: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+        self.calls("api.load_image")
+
+        def stream() -> Iterator[dict[str, Any]]:
+            self.calls("load stream")
+            yield {"stream": "Loaded image: example/torch:test"}
+
+        return stream()
+
+    def pull(self, repository: str, tag: str | None = None) -> None:
+        self.calls("api.pull")
+
     def remove_network(self, network: str) -> None:
         self.calls("api.remove_network")
 
@@ -229,6 +251,10 @@ METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "remove_matching": lambda e, c: e.remove_matching(["distval.run=r"]),
     "list_managed": lambda e, c: e.list_managed(["distval.run=r"]),
     "remove_resources": lambda e, c: e.remove_resources(RESOURCES),
+    "save_image": lambda e, c: list(e.save_image("example/torch:test")),
+    "load_image": lambda e, c: e.load_image(iter([b"tar"])),
+    "pull_digest": lambda e, c: e.pull_digest("example/torch@sha256:" + "0" * 64),
+    "create_raw": lambda e, c: e.create_raw({"name": "n0", "image": "img", "labels": {"a": "b"}}),
 }
 REMOVALS = {"api.remove_container", "api.remove_network"}
 

@@ -51,6 +51,9 @@ class Scenario:
     # that builds a Scenario itself; the YAML derives them from the backend (devices.py).
     device: str = "cpu"  # one of DEVICES
     gpus_per_node: int = 0
+    # Docker Engine URLs to place the nodes on (harness/hosts.py); empty: the one Engine of DOCKER_HOST.
+    hosts: tuple[str, ...] = ()
+    advertise_addr: str | None = None  # host 0's address as the other hosts reach it; None: probed
     expanded_from: str | None = None  # the matrix entry's name; None for a plain scenario
     axes: tuple[tuple[str, str], ...] = ()  # the matrix combination: (axis, value as str), in axis order
 

@@ -1,0 +1,107 @@
+"""The same image on every host before a run across several Engines.
+
+``transfer`` (the default: no registry needed): ``docker save`` from the first Engine, streamed chunk by chunk
+through the harness into ``docker load`` on each Engine that lacks the image or has another image under its
+name; progress every ~256 MiB. ``pull``: an image with a RepoDigest on the first Engine is pulled by that
+digest on the others (the registry serves the same bytes). Either way the image id is then compared on every
+host, and a mismatch refuses the run with one line naming the hosts and ids.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from harness.engine_protocol import ImageInfo
+from harness.errors import EnvironmentUnusable, ImageMissing
+
+MODES = ("transfer", "pull")
+PROGRESS_EVERY_BYTES = 256 * 2**20
+Progress = Callable[[str], None]
+
+
+class ImageHost(Protocol):
+    """What moving an image asks of an Engine (harness.engine.Engine is one)."""
+
+    where: str
+
+    def image(self, reference: str) -> ImageInfo | None: ...
+
+    def save_image(self, reference: str) -> Iterator[bytes]: ...
+
+    def load_image(self, chunks: Iterable[bytes]) -> list[str]: ...
+
+    def pull_digest(self, reference: str) -> None: ...
+
+
+class ImageMismatch(EnvironmentUnusable):
+    """The hosts hold different images under the run's image name."""
+
+
+@dataclass(frozen=True)
+class Moved:
+    host: int
+    how: str  # "present", "transfer", "pull"
+    bytes: int
+    seconds: float
+
+
+def same_image(engines: Sequence[ImageHost], image: str, mode: str, progress: Progress) -> list[Moved]:
+    """Make ``image`` (as the first Engine has it) present on every Engine; refuse a mismatch. Returns what moved."""
+    if mode not in MODES:
+        raise EnvironmentUnusable(f"image distribution: expected one of {', '.join(MODES)}; got {mode!r}")
+    source = engines[0].image(image)
+    if source is None:
+        raise ImageMissing(f"image {image} is not on host 0 ({engines[0].where}); distval copies it from there to the others")
+    moved: list[Moved] = []
+    for index, engine in enumerate(engines[1:], start=1):
+        present = engine.image(image)
+        if present is not None and present.id == source.id:
+            moved.append(Moved(index, "present", 0, 0.0))
+            continue
+        started = time.monotonic()
+        if mode == "pull" and source.repo_digests:
+            digest = source.repo_digests[0]
+            progress(f"image {image}: pulling {digest} on host {index} ({engine.where})")
+            engine.pull_digest(digest)
+            moved.append(Moved(index, "pull", 0, time.monotonic() - started))
+            continue
+        counted = _Counter(engines[0].save_image(source.id if not source.tags else image), image, index, progress)
+        progress(f"image {image}: copying it from host 0 to host {index} ({engine.where}): docker save | docker load")
+        engine.load_image(iter(counted))
+        seconds = time.monotonic() - started
+        progress(f"image {image}: {counted.total / 2**30:.2f} GiB to host {index} in {seconds:.1f} s")
+        moved.append(Moved(index, "transfer", counted.total, seconds))
+    check_same(engines, image, source)
+    return moved
+
+
+def check_same(engines: Sequence[ImageHost], image: str, source: ImageInfo) -> None:
+    """Every host has ``image`` with the first host's id; else one line naming the first host that differs."""
+    for index, engine in enumerate(engines[1:], start=1):
+        found = engine.image(image)
+        seen = found.id if found is not None else "no such image"
+        if seen != source.id:
+            raise ImageMismatch(
+                f"image {image} differs between hosts: expected {source.id} (host 0, {engines[0].where}) on every host; "
+                f"host {index} ({engine.where}) has {seen}"
+            )
+
+
+class _Counter:
+    """The save stream, counted as it passes, with a progress line every PROGRESS_EVERY_BYTES."""
+
+    def __init__(self, chunks: Iterator[bytes], image: str, host: int, progress: Progress) -> None:
+        self.chunks, self.image, self.host, self.progress = chunks, image, host, progress
+        self.total = 0
+
+    def __iter__(self) -> Iterator[bytes]:
+        next_report = PROGRESS_EVERY_BYTES
+        for chunk in self.chunks:
+            self.total += len(chunk)
+            if self.total >= next_report:
+                self.progress(f"image {self.image}: {self.total / 2**20:.0f} MiB sent to host {self.host}")
+                next_report += PROGRESS_EVERY_BYTES
+            yield chunk
