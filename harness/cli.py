@@ -98,7 +98,7 @@ def command_fixtures(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_hosts_options(parser: argparse.ArgumentParser) -> None:
+def _add_hosts_options(parser: argparse.ArgumentParser, tls: bool = False) -> None:
     parser.add_argument(
         "--hosts",
         metavar="URL[,URL...]",
@@ -106,6 +106,23 @@ def _add_hosts_options(parser: argparse.ArgumentParser) -> None:
         help="Docker Engines to place the nodes on, in order: unix:///PATH, tcp://HOST:PORT, https://HOST:PORT (TLS), "
         "ssh://USER@HOST (over every scenario's hosts)",
     )
+    if tls:
+        parser.add_argument(
+            "--tls-ca", metavar="PATH", help="with https:// hosts: the CA of their Engines (else $DOCKER_CERT_PATH/ca.pem)"
+        )
+        parser.add_argument("--tls-cert", metavar="PATH", help="with https:// hosts: the client certificate")
+        parser.add_argument("--tls-key", metavar="PATH", help="with https:// hosts: the client key")
+
+
+def _cleanup_engines(args: argparse.Namespace) -> list[Engine]:
+    """The Engines ``distval cleanup`` looks at: the one of DOCKER_HOST, or each of --hosts."""
+    if not args.hosts:
+        return [_engine("cleanup")]
+    from harness.hosts import host_specs, tls_files
+
+    Engine = sys.modules[__name__].Engine  # noqa: N806 - through __getattr__, or a test's stand-in
+    specs = host_specs(args.hosts, tls_files(args.tls_ca, args.tls_cert, args.tls_key))
+    return [Engine("cleanup", host=spec) for spec in specs]
 
 
 def command_nodes(args: argparse.Namespace) -> int:
@@ -127,7 +144,20 @@ def command_cleanup(args: argparse.Namespace) -> int:
     """Remove what runs that are over left behind (a run killed with SIGKILL): never a run whose owner still runs,
     unless named with --run-id or --all. One line per run, removed or kept and why, then the totals."""
     try:
-        engine = _engine("cleanup")
+        engines = _cleanup_engines(args)
+    except DistvalError as exc:
+        print(f"distval: {exc}", file=sys.stderr)
+        return exc.exit_code
+    status = 0
+    for engine in engines:
+        if len(engines) > 1:
+            print(f"on {engine.where}:")
+        status = max(status, _cleanup_one(engine, args))
+    return status
+
+
+def _cleanup_one(engine: Engine, args: argparse.Namespace) -> int:
+    try:
         if args.run_id or args.all:
             reason = f"named with --run-id {args.run_id}" if args.run_id else "--all"
             found = engine.list_managed([f"{LABEL_RUN}={args.run_id}"] if args.run_id else [])
@@ -244,12 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="with --host: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
     )
-    _add_hosts_options(run)
-    run.add_argument(
-        "--tls-ca", metavar="PATH", help="with https:// hosts: the CA of their Engines (else $DOCKER_CERT_PATH/ca.pem)"
-    )
-    run.add_argument("--tls-cert", metavar="PATH", help="with https:// hosts: the client certificate")
-    run.add_argument("--tls-key", metavar="PATH", help="with https:// hosts: the client key")
+    _add_hosts_options(run, tls=True)
     run.add_argument(
         "--image-distribution",
         choices=("transfer", "pull"),
@@ -308,6 +333,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also remove runs whose newest container or network is older than this (e.g. 30m, 2h), "
         "whether their owner runs or not, on any host",
     )
+    _add_hosts_options(cleanup, tls=True)
     cleanup.set_defaults(handler=command_cleanup)
     return parser
 

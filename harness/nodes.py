@@ -141,7 +141,7 @@ def start_nodes(
             files = _copy_tls_files(engine, handle, name, tls_dir, started) if secure and tls_dir else None
             url = f"https://{address}:{TLS_PORT}" if secure else f"tcp://{address}:{PLAIN_PORT}"
             node = NodeEngine(name, HostSpec(url, files))
-            _wait_ready(node, started)
+            wait_ready(node, started)
             progress(f"node {name} answers at {url} ({time.monotonic() - started:.1f} s after the first start)")
             nodes.append(node)
         return NodeSet(set_id, network, tuple(nodes), str(tls_dir) if tls_dir else None)
@@ -182,7 +182,7 @@ def _copy_tls_files(engine: Engine, handle: Any, name: str, target: Path, starte
     return TlsFiles(str(target / "ca.pem"), str(target / "cert.pem"), str(target / "key.pem"))
 
 
-def _wait_ready(node: NodeEngine, started: float) -> None:
+def wait_ready(node: NodeEngine, started: float) -> None:
     while True:
         try:
             Engine("nodes-probe", host=node.host).client.close()

@@ -9,6 +9,7 @@ host, and a mismatch refuses the run with one line naming the hosts and ids.
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -55,25 +56,30 @@ def same_image(engines: Sequence[ImageHost], image: str, mode: str, progress: Pr
     source = engines[0].image(image)
     if source is None:
         raise ImageMissing(f"image {image} is not on host 0 ({engines[0].where}); distval copies it from there to the others")
-    moved: list[Moved] = []
-    for index, engine in enumerate(engines[1:], start=1):
+
+    def one(index: int) -> Moved:
+        engine = engines[index]
         present = engine.image(image)
         if present is not None and present.id == source.id:
-            moved.append(Moved(index, "present", 0, 0.0))
-            continue
+            return Moved(index, "present", 0, 0.0)
         started = time.monotonic()
         if mode == "pull" and source.repo_digests:
             digest = source.repo_digests[0]
             progress(f"image {image}: pulling {digest} on host {index} ({engine.where})")
             engine.pull_digest(digest)
-            moved.append(Moved(index, "pull", 0, time.monotonic() - started))
-            continue
+            return Moved(index, "pull", 0, time.monotonic() - started)
         counted = _Counter(engines[0].save_image(source.id if not source.tags else image), image, index, progress)
         progress(f"image {image}: copying it from host 0 to host {index} ({engine.where}): docker save | docker load")
         engine.load_image(iter(counted))
         seconds = time.monotonic() - started
         progress(f"image {image}: {counted.total / 2**30:.2f} GiB to host {index} in {seconds:.1f} s")
-        moved.append(Moved(index, "transfer", counted.total, seconds))
+        return Moved(index, "transfer", counted.total, seconds)
+
+    # One stream per host at once: each is one thread waiting on two sockets, so hosts overlap.
+    with concurrent.futures.ThreadPoolExecutor(
+        max_workers=max(1, len(engines) - 1), thread_name_prefix="distval-transfer"
+    ) as pool:
+        moved = list(pool.map(one, range(1, len(engines))))
     check_same(engines, image, source)
     return moved
 

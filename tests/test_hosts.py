@@ -208,7 +208,9 @@ class FakeHost:
     """An Engine as transfer.py sees it: images by reference, save/load of bytes."""
 
     def __init__(self, where: str, images: dict[str, ImageInfo], fail_load: bool = False) -> None:
-        self.where, self.images, self.loaded, self.pulled, self.fail_load = where, dict(images), [], [], fail_load
+        self.where, self.images, self.fail_load = where, dict(images), fail_load
+        self.loaded: list[int] = []
+        self.pulled: list[str] = []
 
     def image(self, reference: str) -> ImageInfo | None:
         return self.images.get(reference)
