@@ -129,8 +129,9 @@ def tls_files(ca: str | None, cert: str | None, key: str | None, environ: Mappin
     return files
 
 
-def host_specs(urls: Sequence[str], tls: TlsFiles | None, use_ssh_client: bool = False) -> tuple[HostSpec, ...]:
-    """One HostSpec per URL: https:// hosts get the TLS files (and need them)."""
+def host_specs(urls: Sequence[str], tls: TlsFiles | None, use_ssh_client: bool = True) -> tuple[HostSpec, ...]:
+    """One HostSpec per URL: https:// hosts get the TLS files (and need them); ssh:// hosts go through the system
+    ssh client (the user's ssh config, agent and known_hosts; docker-py's paramiko path needs the docker[ssh] extra)."""
     specs = []
     for url in urls:
         secure = url.startswith("https://")

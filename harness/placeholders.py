@@ -17,7 +17,8 @@ from harness.errors import PlanError
 
 # Every placeholder, with what fills it in (shown by ``distval plan``).
 PLACEHOLDERS: Mapping[str, str] = {
-    "node0_ip": "node 0's address on the scenario's network, read from the Engine once node 0 has started",
+    "node0_ip": "node 0's address on the scenario's network, read from the Engine once node 0 has started "
+    "(across several hosts: host 0's address, probed there)",
     "node0_host": "node0_ip as a URL or host:port writes it (an IPv6 address in brackets)",
     "subnets": "the scenario network's subnets (comma-separated), read from the Engine once it exists",
     "master_port": "a TCP port free on this host (host mode) or on host 0 (several hosts), chosen when the scenario starts",

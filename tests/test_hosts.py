@@ -285,3 +285,16 @@ def test_host_engine_errors_name_the_host() -> None:
 
 def test_steps_without_hosts_keep_their_old_fields() -> None:
     assert CreateContainer("c") == CreateContainer("c", host="") and StartContainer("c").host == ""
+
+
+def test_the_host_probe_finds_the_route_its_interface_and_free_ports(capsys: pytest.CaptureFixture[str]) -> None:
+    from suite import host_probe
+
+    assert host_probe.source_address("127.0.0.1") == "127.0.0.1"
+    assert host_probe.interface_of("10.1.2.3", {"lo": "127.0.0.1", "eth7": "10.1.2.3"}) == "eth7"
+    assert host_probe.interface_of("10.9.9.9", {"lo": "127.0.0.1"}) == ""
+    ports = host_probe.free_ports(3)
+    assert len(set(ports)) == 3 and all(1024 <= p <= 65535 for p in ports)
+    assert host_probe.main(["127.0.0.1", "2"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["address"] == "127.0.0.1" and found["interface"] == "lo" and len(found["ports"]) == 2
