@@ -26,17 +26,18 @@ class HostEngine:
     """One host's Engine (implements EngineAPI and transfer.ImageHost): its errors say ``host N (URL): ...``,
     so a host that becomes unreachable mid-run is reported as that host's error."""
 
-    def __init__(self, index: int, engine: Engine) -> None:
+    def __init__(self, index: int, engine: Engine, label: str | None = None) -> None:
         self.index = index
         self.engine = engine
         self.where = engine.where
         self.run_id = engine.run_id
+        self.label = label or f"host {index} ({self.where})"
 
     def _on(self, function: Callable[[], T]) -> T:
         try:
             return function()
         except EngineError as exc:
-            raise type(exc)(f"host {self.index} ({self.where}): {exc}") from None
+            raise type(exc)(f"{self.label}: {exc}") from None
 
     def version(self) -> str:
         return self._on(self.engine.version)
@@ -87,7 +88,7 @@ class HostEngine:
         try:
             yield from self.engine.save_image(reference)
         except EngineError as exc:
-            raise type(exc)(f"host {self.index} ({self.where}): {exc}") from None
+            raise type(exc)(f"{self.label}: {exc}") from None
 
     def load_image(self, chunks: Iterable[bytes]) -> list[str]:
         return self._on(lambda: self.engine.load_image(chunks))
@@ -144,14 +145,23 @@ def prepare_hosts(
     tls: TlsFiles | None,
     distribution: str,
     images: Sequence[str],
-    ensure_first: Callable[[Engine], None],
+    ensure_local: Callable[[Engine, str], None],
     progress: Callable[[str], None],
 ) -> dict[str, HostEngine]:
-    """Connect to every host, make the images present on host 0 (``ensure_first``: build a missing fixture) and
-    then the same on every other host (harness/transfer.py), or refuse the run."""
+    """Connect to every host and make each image the same on all of them (harness/transfer.py), copied from the
+    first host that has it, else from the local Engine (``ensure_local`` builds a missing fixture there), or
+    refuse the run."""
     engines = connect_hosts(run_id, host_specs(urls, tls))
-    first = engines[urls[0]]
-    ensure_first(first.engine)
+    hosts = list(engines.values())
+    local: HostEngine | None = None
     for image in images:
-        same_image(list(engines.values()), image, distribution, progress)
+        origin = next((h for h in hosts if h.image(image) is not None), None)
+        if origin is None:
+            # No host has it: the local Engine (DOCKER_HOST, where fixtures are built) is where it comes from.
+            if local is None:
+                base = Engine(run_id)
+                local = HostEngine(-1, base, f"the local Engine ({base.where})")
+            ensure_local(local.engine, image)
+            origin = local
+        same_image(hosts, image, distribution, progress, origin)
     return engines

@@ -238,7 +238,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
                     tls_files(args.tls_ca, args.tls_cert, args.tls_key),
                     args.image_distribution,
                     images_of(plan),
-                    lambda first: _ensure_images(first, images_of(plan), display.log),
+                    lambda local, image: _ensure_images(local, [image], display.log),
                     display.log,
                 )
                 others = [h for url, h in hosts.items() if url != urls[0]]

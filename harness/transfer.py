@@ -1,6 +1,7 @@
 """The same image on every host before a run across several Engines.
 
-``transfer`` (the default: no registry needed): ``docker save`` from the first Engine, streamed chunk by chunk
+``transfer`` (the default: no registry needed): ``docker save`` from host 0 (or, where no host has the image,
+from the local Engine, where a fixture is built), streamed chunk by chunk
 through the harness into ``docker load`` on each Engine that lacks the image or has another image under its
 name; progress every ~256 MiB. ``pull``: an image with a RepoDigest on the first Engine is pulled by that
 digest on the others (the registry serves the same bytes). Either way the image id is then compared on every
@@ -49,13 +50,18 @@ class Moved:
     seconds: float
 
 
-def same_image(engines: Sequence[ImageHost], image: str, mode: str, progress: Progress) -> list[Moved]:
-    """Make ``image`` (as the first Engine has it) present on every Engine; refuse a mismatch. Returns what moved."""
+def same_image(
+    engines: Sequence[ImageHost], image: str, mode: str, progress: Progress, origin: ImageHost | None = None
+) -> list[Moved]:
+    """Make ``image`` as ``origin`` has it (default: host 0; else e.g. the local Engine that built it) present on
+    every host; refuse a mismatch. Returns what moved, per host."""
     if mode not in MODES:
         raise EnvironmentUnusable(f"image distribution: expected one of {', '.join(MODES)}; got {mode!r}")
-    source = engines[0].image(image)
+    origin = origin or engines[0]
+    named = next((f"host {i}" for i, engine in enumerate(engines) if engine is origin), "the local Engine")
+    source = origin.image(image)
     if source is None:
-        raise ImageMissing(f"image {image} is not on host 0 ({engines[0].where}); distval copies it from there to the others")
+        raise ImageMissing(f"image {image} is not on {named} ({origin.where}); distval copies it from there to the others")
 
     def one(index: int) -> Moved:
         engine = engines[index]
@@ -68,8 +74,8 @@ def same_image(engines: Sequence[ImageHost], image: str, mode: str, progress: Pr
             progress(f"image {image}: pulling {digest} on host {index} ({engine.where})")
             engine.pull_digest(digest)
             return Moved(index, "pull", 0, time.monotonic() - started)
-        counted = _Counter(engines[0].save_image(source.id if not source.tags else image), image, index, progress)
-        progress(f"image {image}: copying it from host 0 to host {index} ({engine.where}): docker save | docker load")
+        counted = _Counter(origin.save_image(source.id if not source.tags else image), image, index, progress)
+        progress(f"image {image}: copying it from {named} to host {index} ({engine.where}): docker save | docker load")
         engine.load_image(iter(counted))
         seconds = time.monotonic() - started
         progress(f"image {image}: {counted.total / 2**30:.2f} GiB to host {index} in {seconds:.1f} s")
@@ -79,19 +85,19 @@ def same_image(engines: Sequence[ImageHost], image: str, mode: str, progress: Pr
     with concurrent.futures.ThreadPoolExecutor(
         max_workers=max(1, len(engines) - 1), thread_name_prefix="distval-transfer"
     ) as pool:
-        moved = list(pool.map(one, range(1, len(engines))))
-    check_same(engines, image, source)
+        moved = list(pool.map(one, [i for i, engine in enumerate(engines) if engine is not origin]))
+    check_same(engines, image, source, f"{named}, {origin.where}")
     return moved
 
 
-def check_same(engines: Sequence[ImageHost], image: str, source: ImageInfo) -> None:
-    """Every host has ``image`` with the first host's id; else one line naming the first host that differs."""
-    for index, engine in enumerate(engines[1:], start=1):
+def check_same(engines: Sequence[ImageHost], image: str, source: ImageInfo, origin: str) -> None:
+    """Every host has ``image`` with the origin's id; else one line naming the first host that differs."""
+    for index, engine in enumerate(engines):
         found = engine.image(image)
         seen = found.id if found is not None else "no such image"
         if seen != source.id:
             raise ImageMismatch(
-                f"image {image} differs between hosts: expected {source.id} (host 0, {engines[0].where}) on every host; "
+                f"image {image} differs between hosts: expected {source.id} ({origin}) on every host; "
                 f"host {index} ({engine.where}) has {seen}"
             )
 

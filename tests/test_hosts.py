@@ -298,3 +298,15 @@ def test_the_host_probe_finds_the_route_its_interface_and_free_ports(capsys: pyt
     assert host_probe.main(["127.0.0.1", "2"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert found["address"] == "127.0.0.1" and found["interface"] == "lo" and len(found["ports"]) == 2
+
+
+def test_an_image_no_host_has_comes_from_the_origin_given_and_is_checked_against_it() -> None:
+    local = FakeHost("local", {"img:1": GOOD})
+    hosts = [FakeHost("h0", {}), FakeHost("h1", {"img:1": GOOD})]
+    lines: list[str] = []
+    moved = same_image(hosts, "img:1", "transfer", lines.append, origin=local)
+    assert [(m.host, m.how) for m in moved] == [(0, "transfer"), (1, "present")]
+    assert any("copying it from the local Engine to host 0 (h0)" in line for line in lines)
+    moved = same_image([FakeHost("h0", {}), hosts[1]], "img:1", "transfer", lines.append, origin=hosts[1])
+    assert [(m.host, m.how) for m in moved] == [(0, "transfer")]
+    assert any("copying it from host 1 to host 0" in line for line in lines)
