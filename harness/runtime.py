@@ -162,20 +162,16 @@ def run_scenario(
 
 
 def _remove_everywhere(engine: EngineAPI, engines: Mapping[str, EngineAPI], plan: ScenarioPlan, events: RunEvents) -> None:
-    """Remove the scenario's containers and networks from every Engine it used; one unreachable host is noted and
-    the others are still cleaned (its error, if it is the only one, leaves as before)."""
+    """Remove the scenario's containers and networks from every Engine it used. With several hosts, one that
+    cannot be reached is noted (the outcome already names it) and the others are still cleaned."""
     used = [engines[h] for h in plan.hosts if h in engines] or [engine]
-    failed: EngineError | None = None
     for each in used:
         try:
             each.remove_labelled(f"{LABEL_SCENARIO}={plan.scenario.name}")
         except EngineError as exc:
             if len(used) == 1:
                 raise
-            failed = exc
             events.note(plan, f"cleanup: {exc}")
-    if failed is not None and len(used) > 1:
-        return  # the outcome already names the unreachable host; the reachable ones are clean
 
 
 def _wait(

@@ -9,11 +9,12 @@ import subprocess
 import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from harness.config import parse_config
-from harness.engine_protocol import ImageInfo
+from harness.engine_protocol import ContainerState, ImageInfo
 from harness.errors import BadInput, EngineError, ImageMissing
 from harness.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files, url_problem
 from harness.hosts_plan import rendezvous_target
@@ -22,6 +23,7 @@ from harness.plan import CreateContainer, ProbeHost, StartContainer, plan_run
 from harness.plan_render import plan_as_data, render_plan
 from harness.transfer import ImageMismatch, same_image
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
+from tests.fake_engine import FakeEngine
 
 A, B, C = "tcp://10.0.0.1:2375", "https://10.0.0.2:2376", "ssh://ci@node3"
 CROSS = """
@@ -310,3 +312,41 @@ def test_an_image_no_host_has_comes_from_the_origin_given_and_is_checked_against
     moved = same_image([FakeHost("h0", {}), hosts[1]], "img:1", "transfer", lines.append, origin=hosts[1])
     assert [(m.host, m.how) for m in moved] == [(0, "transfer")]
     assert any("copying it from host 1 to host 0" in line for line in lines)
+
+
+class ProbedEngine(FakeEngine):
+    """A fake host whose probe answers, and which can become unreachable once its node has started."""
+
+    def __init__(self, name: str, interface: str, unreachable_after_start: bool = False) -> None:
+        super().__init__("r1")
+        self.where = f"tcp://{name}:2375"
+        self.name, self.interface, self.unreachable_after_start, self.started = name, interface, unreachable_after_start, False
+
+    def start(self, container: Any) -> None:
+        super().start(container)
+        self.started = self.started or not str(container).endswith(tuple(f"probe{i}" for i in range(9)))
+
+    def state(self, container: Any) -> ContainerState:
+        if self.unreachable_after_start and self.started:
+            raise EngineError(f"inspect {container}: Connection refused")
+        return super().state(container)
+
+    def logs(self, container: Any) -> tuple[str, str]:
+        if "probe" in str(container):
+            return json.dumps({"address": "10.0.0.1", "interface": self.interface, "ports": [40001, 40002]}) + "\n", ""
+        return "out", "err"
+
+
+def test_the_runtime_runs_each_step_on_its_host_and_an_unreachable_one_is_that_hosts_error() -> None:
+    from harness.events import NoEvents
+    from harness.hosts_runtime import HostEngine
+    from harness.runtime import run_scenario
+
+    plan = plan_run(parse_config(yaml_text(CROSS), FILE), "r1", hosts=(A, B)).scenarios[0]
+    first, second = ProbedEngine("a", "eth0"), ProbedEngine("b", "ens5", unreachable_after_start=True)
+    hosts = {A: HostEngine(0, first), B: HostEngine(1, second)}  # type: ignore[arg-type]
+    outcome = run_scenario(FakeEngine("unused"), plan, NoEvents(), hosts=hosts)
+    assert outcome.setup_error == "host 1 (tcp://b:2375): inspect distval-r1-cross-n1: Connection refused"
+    # Node 0 and node 2 on host 0, node 1 on host 1; both hosts probed, both cleaned.
+    assert first.calls.count("create_container") == 3 and second.calls.count("create_container") == 2
+    assert first.calls[-1] == "remove_labelled" and second.calls[-1] == "remove_labelled"
