@@ -217,6 +217,8 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             # Local processes with the local torch (harness/host_runtime.py); Docker is never asked.
             if args.image:
                 raise BadInput("--image names a container image, --host runs the local Python's torch: give one, not both")
+            if getattr(args, "hosts", None):
+                raise BadInput("--hosts names Docker Engines, --host runs local processes without Docker: give one, not both")
             config = load_config(args.config)
             session = HostSession(run_id, args.python)
             plan = select_scenarios(session.plan_run(config), args.filter)

@@ -350,3 +350,16 @@ def test_the_runtime_runs_each_step_on_its_host_and_an_unreachable_one_is_that_h
     # Node 0 and node 2 on host 0, node 1 on host 1; both hosts probed, both cleaned.
     assert first.calls.count("create_container") == 3 and second.calls.count("create_container") == 2
     assert first.calls[-1] == "remove_labelled" and second.calls[-1] == "remove_labelled"
+
+
+def test_hosts_and_host_mode_are_refused_together_in_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml_text(CROSS))
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(config), "--host", "--hosts", A, "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "distval: --hosts names Docker Engines, --host runs local processes without Docker: give one, not both" in done.stderr
