@@ -82,10 +82,9 @@ def same_image(
         return Moved(index, "transfer", counted.total, seconds)
 
     # One stream per host at once: each is one thread waiting on two sockets, so hosts overlap.
-    with concurrent.futures.ThreadPoolExecutor(
-        max_workers=max(1, len(engines) - 1), thread_name_prefix="distval-transfer"
-    ) as pool:
-        moved = list(pool.map(one, [i for i, engine in enumerate(engines) if engine is not origin]))
+    targets = [i for i, engine in enumerate(engines) if engine is not origin]
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets)), thread_name_prefix="distval-transfer") as pool:
+        moved = list(pool.map(one, targets))
     check_same(engines, image, source, f"{named}, {origin.where}")
     return moved
 
