@@ -232,6 +232,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             display.log(announce_run(run_id))
             urls = run_hosts([s.hosts for s in plan.scenarios], override)
             if urls:  # several Docker hosts (harness/hosts_runtime.py): an Engine per URL, the images the same on all
+                display.log(f"on {len(urls)} hosts: `distval cleanup --run-id {run_id} --hosts {','.join(urls)}` cleans them all")
                 from harness.hosts_runtime import prepare_hosts
 
                 hosts = prepare_hosts(

@@ -363,3 +363,25 @@ def test_hosts_and_host_mode_are_refused_together_in_one_line(tmp_path: Path) ->
     )
     assert done.returncode == 2
     assert "distval: --hosts names Docker Engines, --host runs local processes without Docker: give one, not both" in done.stderr
+
+
+def test_cleanup_with_hosts_cleans_each_engine(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import harness.cli
+    from harness.hosts import HostSpec
+
+    seen: list[str] = []
+
+    class Engine:
+        def __init__(self, run_id: str, host: HostSpec) -> None:
+            self.where = host.url
+            seen.append(host.url)
+
+        def list_managed(self, labels: list[str] | None = None) -> list[object]:
+            return []
+
+    monkeypatch.setattr(harness.cli, "Engine", Engine, raising=False)
+    other = "tcp://10.0.0.3:2375"
+    assert harness.cli.main(["cleanup", "--hosts", f"{A},{other}"]) == 0
+    assert seen == [A, other]
+    out = capsys.readouterr().out
+    assert f"on {A}:\n" in out and f"on {other}:\n" in out and out.count("removed 0 container(s)") == 2
