@@ -1,7 +1,8 @@
 """Scenario -> a plan across several Docker hosts (``--hosts`` or the ``hosts`` key): the same command lines,
 environment and suite spec as harness/plan.py, with these differences, all visible in the plan:
 
-- every step and container names its host (an Engine URL); node i runs on host i mod the number of hosts;
+- every step and container names its host (an Engine URL); node i runs on host i mod the number of hosts,
+  or where the scenario's ``placement`` says;
 - there is no shared bridge network: each node's container uses its host's network (``network_mode: host``),
   so no scenario network is created and containers get no hostname of their own;
 - before any node, a probe container on each host that runs a node (``suite/host_probe.py``, host networking,
@@ -22,6 +23,7 @@ import dataclasses
 
 from harness.config import NCCL_BACKENDS, Scenario
 from harness.docker_spec import ContainerOptions, ContainerPlan, FileCopy
+from harness.errors import BadInput
 from harness.hosts import HostSpec, check_urls, placement
 from harness.placeholders import placeholder
 from harness.plan import (
@@ -75,7 +77,10 @@ def plan_across_hosts(scenario: Scenario, run_id: str, image: str, slug: str, ho
     base = f"distval-{run_id}-{slug}"
     common_labels = ((LABEL_MANAGED, "true"), (LABEL_RUN, run_id), (LABEL_SCENARIO, scenario.name))
     nccl = scenario.backend in NCCL_BACKENDS
-    where = placement(scenario.nodes, len(hosts))
+    try:
+        where = placement(scenario.nodes, len(hosts), scenario.placement)
+    except BadInput as exc:
+        raise BadInput(f"scenario {scenario.name}: {exc}") from None
     gpus = scenario.gpus_per_node
     working_dir = scenario.working_dir or CONTAINER_ROOT
     suite_files = (FileCopy(CONTAINER_ROOT, 0o755), FileCopy(f"{CONTAINER_ROOT}/suite", 0o755, suite=True))
@@ -136,8 +141,8 @@ def plan_across_hosts(scenario: Scenario, run_id: str, image: str, slug: str, ho
                 network_mode="host",
             )
         )
-    used = [h for h in hosts if h in {c.host for c in containers}]
-    target = rendezvous_target(hosts, scenario.advertise_addr)
+    used = tuple(dict.fromkeys(c.host for c in containers))  # node 0's host first: it is the rendezvous point
+    target = rendezvous_target(used + tuple(h for h in hosts if h not in used), scenario.advertise_addr)
     probes = tuple(
         ContainerPlan(
             name=f"{base}-probe{index}",

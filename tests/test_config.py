@@ -37,7 +37,7 @@ TOP_KEYS = (
 SCENARIO_KEYS = (
     "name, topology, world_size, nodes, nproc_per_node, rendezvous, master_addr, backend, device, gpus_per_node, image, "
     "timeout_s, collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, "
-    "env, user, working_dir, hosts, advertise_addr, checks, matrix, exclude"
+    "env, user, working_dir, hosts, placement, advertise_addr, checks, matrix, exclude"
 )
 CHECK_NAMES = (
     "a check name (env, identity, cuda_build, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, "

@@ -385,3 +385,19 @@ def test_cleanup_with_hosts_cleans_each_engine(monkeypatch: pytest.MonkeyPatch, 
     assert seen == [A, other]
     out = capsys.readouterr().out
     assert f"on {A}:\n" in out and f"on {other}:\n" in out and out.count("removed 0 container(s)") == 2
+
+
+def test_placement_puts_nodes_where_the_scenario_says_and_a_wrong_one_is_one_line(tmp_path: Path) -> None:
+    placed = CROSS.replace("    world_size: 3\n", "    world_size: 3\n    placement: [1, 1, 0]\n", 1)
+    plan = plan_run(parse_config(yaml_text(placed), FILE), "r1", hosts=(A, B)).scenarios[0]
+    assert [c.host for c in plan.containers] == [B, B, A]
+    assert [p.host for p in plan.probes] == [B, A]  # node 0's host is probed first: it is the rendezvous point
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml_text(placed))
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "plan", str(config), "--hosts", A], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2
+    assert done.stderr == "distval: scenario cross: placement: expected host indexes 0..0 (one per --hosts entry); got 1\n"
+    (problem,) = problems_of(yaml_text(placed.replace("[1, 1, 0]", "[1, true, 0]")))
+    assert "scenarios[0].placement[1]: expected a host index 0..63; got 'true'" in problem

@@ -86,6 +86,27 @@ def _hosts(node: yaml.Node, key_path: str, problems: Problems) -> tuple[str, ...
     return tuple(urls)
 
 
+def _placement(node: yaml.Node, key_path: str, problems: Problems) -> tuple[int, ...] | None:
+    """A host index per node (0-based, into the hosts in use)."""
+    expected = f"a list of host indexes 0..{HOSTS_MAX - 1}, one per node"
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        problems.add(node, key_path, f"expected {expected}; got {describe(node)}")
+        return None
+    indexes: list[int] = []
+    for index, item in enumerate(node.value):
+        value = typed(
+            item,
+            f"{key_path}[{index}]",
+            problems,
+            f"a host index 0..{HOSTS_MAX - 1}",
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < HOSTS_MAX,
+        )
+        if value is None:
+            return None
+        indexes.append(value)
+    return tuple(indexes)
+
+
 def _address(node: yaml.Node, key_path: str, problems: Problems) -> str | None:
     def is_address(value: object) -> bool:
         try:
@@ -315,6 +336,13 @@ KEYS: tuple[Key, ...] = (
         },
         default=(),
         top=19,
+    ),
+    Key(
+        name="placement",
+        doc="across several hosts: the host index of each node (default: node i on host i mod the number of hosts)",
+        read=_placement,
+        schema={"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0, "maximum": HOSTS_MAX - 1}},
+        default=(),
     ),
     Key(
         name="advertise_addr",
