@@ -154,7 +154,7 @@ def stop_nodes(set_id: str | None = None) -> tuple[int, int]:
     """Remove the node set ``set_id`` (None: every node set), its volumes and its local TLS files."""
     engine = Engine("nodes-down")
     removed = engine.remove_matching([f"{LABEL_NODES}={set_id}" if set_id else LABEL_NODES])
-    shutil.rmtree(_tls_dir(set_id) if set_id else cache_dir() / "nodes", ignore_errors=True)
+    shutil.rmtree(cache_dir() / "nodes" / set_id if set_id else cache_dir() / "nodes", ignore_errors=True)
     return removed
 
 
