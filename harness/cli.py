@@ -68,7 +68,7 @@ def command_plan(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
-    plan = plan_run(config, args.run_id or "<run-id>", args.image)
+    plan = plan_run(config, args.run_id or "<run-id>", args.image, args.hosts or ())
     if args.format == "json":
         sys.stdout.write(json.dumps(plan_as_data(plan), indent=2, sort_keys=True) + "\n")
     else:
@@ -99,11 +99,66 @@ def command_fixtures(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_hosts_options(parser: argparse.ArgumentParser, tls: bool = False) -> None:
+    parser.add_argument(
+        "--hosts",
+        metavar="URL[,URL...]",
+        type=cli_values.hosts_list,
+        help="Docker Engines to place the nodes on, in order: unix:///PATH, tcp://HOST:PORT, https://HOST:PORT (TLS), "
+        "ssh://USER@HOST (over every scenario's hosts)",
+    )
+    if tls:
+        parser.add_argument(
+            "--tls-ca", metavar="PATH", help="with https:// hosts: the CA of their Engines (else $DOCKER_CERT_PATH/ca.pem)"
+        )
+        parser.add_argument("--tls-cert", metavar="PATH", help="with https:// hosts: the client certificate")
+        parser.add_argument("--tls-key", metavar="PATH", help="with https:// hosts: the client key")
+
+
+def _cleanup_engines(args: argparse.Namespace) -> list[Engine]:
+    """The Engines ``distval cleanup`` looks at: the one of DOCKER_HOST, or each of --hosts."""
+    if not args.hosts:
+        return [_engine("cleanup")]
+    from harness.hosts import host_specs, tls_files
+
+    Engine = sys.modules[__name__].Engine  # noqa: N806 - through __getattr__, or a test's stand-in
+    specs = host_specs(args.hosts, tls_files(args.tls_ca, args.tls_cert, args.tls_key))
+    return [Engine("cleanup", host=spec) for spec in specs]
+
+
+def command_nodes(args: argparse.Namespace) -> int:
+    from harness.nodes import start_nodes, stop_nodes
+
+    try:
+        if args.action == "up":
+            sys.stdout.write(start_nodes(args.count, args.tls, _progress(False)).describe())
+        else:
+            containers, networks = stop_nodes(args.set_id)
+            print(f"removed {containers} node container(s) and {networks} network(s)")
+    except DistvalError as exc:
+        print(f"distval: {exc}", file=sys.stderr)
+        return exc.exit_code
+    return 0
+
+
 def command_cleanup(args: argparse.Namespace) -> int:
     """Remove what runs that are over left behind (a run killed with SIGKILL): never a run whose owner still runs,
     unless named with --run-id or --all. One line per run, removed or kept and why, then the totals."""
     try:
-        engine = _engine("cleanup")
+        engines = _cleanup_engines(args)
+    except DistvalError as exc:
+        print(f"distval: {exc}", file=sys.stderr)
+        return exc.exit_code
+    status = 0
+    for engine in engines:
+        if len(engines) > 1:
+            print(f"on {engine.where}:")
+        status = max(status, _cleanup_one(engine, args))
+    return status
+
+
+def _cleanup_one(engine: Engine, args: argparse.Namespace) -> int:
+    try:
         if args.run_id or args.all:
             reason = f"named with --run-id {args.run_id}" if args.run_id else "--all"
             found = engine.list_managed([f"{LABEL_RUN}={args.run_id}"] if args.run_id else [])
@@ -225,6 +280,14 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="with --host: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
     )
+    _add_hosts_options(run, tls=True)
+    run.add_argument(
+        "--image-distribution",
+        choices=("transfer", "pull"),
+        default="transfer",
+        help="across several hosts: copy the image from host 0 (docker save | docker load, the default) or pull it "
+        "by digest where it has one",
+    )
     add_baseline_arguments(run)
     run.set_defaults(handler=functools.partial(command_run, engine_for=_engine))
     add_compare_command(commands)
@@ -233,6 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("config", type=cli_values.file_path("a YAML scenario file"))
     plan.add_argument("--image", type=cli_values.image_reference)
     plan.add_argument("--run-id", type=cli_values.run_id)
+    _add_hosts_options(plan)
     plan.add_argument(
         "--format", choices=("text", "json"), default="text", help="text for people (default) or the plan object as JSON"
     )
@@ -246,6 +310,16 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("tags", nargs="*", help="fixtures to build (default: all)")
     fixtures.add_argument("--force", action="store_true", help="rebuild even when up to date")
     fixtures.set_defaults(handler=command_fixtures)
+
+    nodes = commands.add_parser(
+        "nodes",
+        help="start or remove node Engines: separate Docker Engines in containers here, to run across several hosts",
+    )
+    nodes.add_argument("action", choices=("up", "down"))
+    nodes.add_argument("count", nargs="?", type=cli_values.jobs_count, default=2, help="up: how many (default 2)")
+    nodes.add_argument("--tls", type=int, action="append", default=[], metavar="INDEX", help="up: this node serves TLS")
+    nodes.add_argument("--set", dest="set_id", metavar="ID", help="down: only this node set (default: every one)")
+    nodes.set_defaults(handler=command_nodes)
 
     cleanup = commands.add_parser(
         "cleanup",
@@ -265,6 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also remove runs whose newest container or network is older than this (e.g. 30m, 2h), "
         "whether their owner runs or not, on any host",
     )
+    _add_hosts_options(cleanup, tls=True)
     cleanup.set_defaults(handler=command_cleanup)
     add_kubernetes_commands(commands, _add_report_options)
     return parser

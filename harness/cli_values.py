@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 from harness.cleanup import parse_duration
 from harness.config.values import image_problem
 from harness.config.yaml_nodes import shown
-from harness.errors import UsageError
+from harness.errors import BadInput, UsageError
 
 
 class UsageParser(argparse.ArgumentParser):
@@ -96,3 +96,13 @@ def report_file(path: str) -> tuple[str, dict[str, Any]]:
         return path, read_report(path)
     except BadReport as exc:
         raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def hosts_list(value: str) -> tuple[str, ...]:
+    """argparse type: ``--hosts URL[,URL...]`` (harness/hosts.py says which URLs)."""
+    from harness.hosts import parse_hosts
+
+    try:
+        return parse_hosts(value)
+    except BadInput as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--hosts: ")) from None

@@ -85,6 +85,8 @@ class ContainerPlan:
     options: ContainerOptions = ContainerOptions()
     files: tuple[FileCopy, ...] = ()
     results_dir: str = ""  # copied out after the container exits
+    host: str = ""  # the Engine it runs on: a --hosts URL ("": the one Engine of a plain run)
+    network_mode: str | None = None  # "host" across several hosts (then no networks and no hostname)
 
     def create_kwargs(self) -> dict[str, Any]:
         """docker-py ``containers.create(**kwargs)`` — create + start, never ``run()``, which pulls a missing image."""
@@ -101,6 +103,10 @@ class ContainerPlan:
             "network": self.networks[0] if self.networks else None,
             "detach": True,
         }
+        if self.network_mode is not None:
+            # The Engine refuses a hostname with the host's network namespace ("conflicting options").
+            del kwargs["network"], kwargs["hostname"]
+            kwargs["network_mode"] = self.network_mode
         if options.cpus is not None:
             kwargs["nano_cpus"] = int(options.cpus * 1e9)
         if options.memory is not None:

@@ -17,7 +17,7 @@ import re
 import tarfile
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -30,12 +30,14 @@ import urllib3.exceptions
 from harness.docker_spec import ContainerPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
+from harness.hosts import HostSpec
 from harness.labels import LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from harness.owner import Owner, current_owner
 from harness.tarball import regular_files
 
 T = TypeVar("T")
 API_TIMEOUT_S = 120
+MIN_API_VERSION = "1.24"  # docker-py 7's oldest; only a placeholder until the Engine is asked
 
 
 __all__ = ["ContainerState", "Engine", "EngineError", "GpuSupport", "ImageInfo", "ImageMissing", "Resource"]
@@ -49,23 +51,45 @@ NO_GPU_DRIVER = "could not select device driver"
 GPU_PROBE_TIMEOUT_S = 60
 
 
-def _where() -> str:
+def _where(host: HostSpec | None = None) -> str:
+    if host is not None:
+        return host.url
     return os.environ.get("DOCKER_HOST") or "the default socket /var/run/docker.sock"
+
+
+def _client_for(host: HostSpec) -> Any:
+    """A docker-py client for one Engine URL (unix://, tcp:// with or without TLS, ssh://)."""
+    tls: Any = False
+    if host.tls is not None:
+        tls = docker.tls.TLSConfig(client_cert=(host.tls.cert, host.tls.key), ca_cert=host.tls.ca, verify=host.tls.ca)
+    if host.tls is None:
+        return docker.DockerClient(base_url=host.url, tls=False, timeout=API_TIMEOUT_S, use_ssh_client=host.use_ssh_client)
+    # requests lets REQUESTS_CA_BUNDLE/CURL_CA_BUNDLE replace the session's CA file (psf/requests#3829): with
+    # them set (as on many CI images) the Engine's own CA is ignored and every call fails verification. So the
+    # client is made without asking the API version (the first call), told not to read the environment, and
+    # then asks it as docker-py's own "auto" does.
+    client = docker.DockerClient(base_url=host.url, tls=tls, timeout=API_TIMEOUT_S, version=MIN_API_VERSION)
+    client.api.trust_env = False
+    client.api._version = client.api._retrieve_server_version()
+    return client
 
 
 class Engine:
     """The real Engine; implements harness.engine_protocol.EngineAPI."""
 
-    def __init__(self, run_id: str, client: Any = None, owner: Owner | None = None) -> None:
-        """``client``: a docker-py DockerClient (default: from the environment); ``owner``: the process the
-        resources are labelled with (default: this one)."""
+    def __init__(self, run_id: str, client: Any = None, owner: Owner | None = None, host: HostSpec | None = None) -> None:
+        """``client``: a docker-py DockerClient (default: from ``host``, else from the environment); ``owner``:
+        the process the resources are labelled with (default: this one); ``host``: one Engine of --hosts."""
         self.run_id = run_id
         self.owner = owner or current_owner()
+        self.where = _where(host)
         try:
-            self.client = client if client is not None else docker.from_env(timeout=API_TIMEOUT_S)
+            if client is None:
+                client = _client_for(host) if host is not None else docker.from_env(timeout=API_TIMEOUT_S)
+            self.client = client
             self.client.ping()
         except TRANSPORT_ERRORS as exc:
-            raise EngineError(f"cannot reach the Docker Engine at {_where()}: {_text(exc)}") from None
+            raise EngineError(f"cannot reach the Docker Engine at {self.where}: {_text(exc)}") from None
         self._gpu_lock = threading.Lock()
         self._gpu_support: dict[tuple[str, str], GpuSupport] = {}  # by (image, python)
 
@@ -95,7 +119,44 @@ class Engine:
             return None
         except TRANSPORT_ERRORS as exc:
             raise _mapped(f"inspect image {reference}", exc) from None
-        return ImageInfo(id=image.id, tags=tuple(image.tags), labels=dict(image.labels or {}))
+        digests = tuple(str(d) for d in image.attrs.get("RepoDigests") or ())
+        return ImageInfo(id=image.id, tags=tuple(image.tags), labels=dict(image.labels or {}), repo_digests=digests)
+
+    def save_image(self, reference: str) -> Iterator[bytes]:
+        """``docker save`` of one image as a stream of chunks (nothing is held in memory whole)."""
+        what = f"save image {reference} from {self.where}"
+        stream = self._call(what, lambda: self.client.api.get_image(reference, chunk_size=2**20))
+        try:
+            yield from stream
+        except TRANSPORT_ERRORS as exc:
+            raise _mapped(what, exc) from None
+
+    def load_image(self, chunks: Iterable[bytes]) -> list[str]:
+        """``docker load`` from a stream of chunks; the references the Engine says it loaded."""
+        what = f"load an image into {self.where}"
+
+        def run() -> list[str]:
+            loaded: list[str] = []
+            for event in self.client.api.load_image(chunks):
+                if "error" in event:
+                    raise EngineError(f"{what}: {str(event['error']).strip()}")
+                text = str(event.get("stream", "")).strip()
+                if text.startswith("Loaded image"):
+                    loaded.append(text.split(":", 1)[1].strip())
+            return loaded
+
+        return self._call(what, run)
+
+    def pull_digest(self, reference: str) -> None:
+        """Pull ``name@sha256:...`` (the only pull distval makes: by digest, so every host gets the same bytes)."""
+        name, _, digest = reference.partition("@")
+        self._call(f"pull {reference} into {self.where}", lambda: self.client.api.pull(name, tag=digest))
+
+    def create_raw(self, kwargs: Mapping[str, Any]) -> Any:
+        """Create a container from docker-py arguments built elsewhere (harness/nodes.py), with the run's labels."""
+        arguments = dict(kwargs)
+        arguments["labels"] = self._labels(arguments.get("labels") or {})
+        return self._call(f"create container {arguments.get('name')}", lambda: self.client.containers.create(**arguments))
 
     def import_rootfs(self, tar_path: str, repository: str, tag: str, changes: list[str]) -> str:
         """docker import of a root filesystem tarball; ``changes`` are Dockerfile lines (LABEL, ENV, CMD)."""

@@ -18,6 +18,7 @@ class ImageInfo:
     id: str
     tags: tuple[str, ...]
     labels: Mapping[str, str]
+    repo_digests: tuple[str, ...] = ()  # name@sha256:... where the image came from a registry
 
 
 @dataclass(frozen=True)

@@ -75,8 +75,9 @@ def origin_from_data(data: Any) -> Origin:
             CheckSpec(name=str(c["name"]), args=MappingProxyType(_frozen(dict(c["args"]))), required=bool(c["required"]))
             for c in fields["checks"]
         )
-        for name in ("env", "axes"):
-            fields[name] = tuple(tuple(pair) for pair in fields[name])
+        for name, value in fields.items():  # JSON lists back to the loader's tuples (env, axes, hosts, ...)
+            if name != "checks":
+                fields[name] = _frozen(value)
         scenario = Scenario(**fields)
         return Origin(
             scenario=scenario,

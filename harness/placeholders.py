@@ -17,11 +17,13 @@ from harness.errors import PlanError
 
 # Every placeholder, with what fills it in (shown by ``distval plan``).
 PLACEHOLDERS: Mapping[str, str] = {
-    "node0_ip": "node 0's address on the scenario's network, read from the Engine once node 0 has started",
+    "node0_ip": "node 0's address on the scenario's network, read from the Engine once node 0 has started "
+    "(across several hosts: host 0's address, probed there)",
     "node0_host": "node0_ip as a URL or host:port writes it (an IPv6 address in brackets)",
     "subnets": "the scenario network's subnets (comma-separated), read from the Engine once it exists",
-    "master_port": "a TCP port free on this host, chosen when the scenario starts (host mode)",
-    "c10d_port": "a second TCP port free on this host, for the c10d rendezvous store (host mode)",
+    "master_port": "a TCP port free on this host (host mode) or on host 0 (several hosts), chosen when the scenario starts",
+    "c10d_port": "a second TCP port free there, for the c10d rendezvous store",
+    "socket_ifname": "the interface holding the route to the rendezvous on the container's host, probed there (several hosts)",
 }
 _PATTERN = re.compile(r"\{(" + "|".join(PLACEHOLDERS) + r")\}")
 T = TypeVar("T")
@@ -53,6 +55,20 @@ def host_form(address: str) -> str:
 def facts_for_address(address: str) -> dict[str, str]:
     """The facts one observed node 0 address provides."""
     return {"node0_ip": address, "node0_host": host_form(address)}
+
+
+def host_fact(name: str, host: str) -> str:
+    """The key of a fact that differs per host (``socket_ifname`` of one --hosts URL)."""
+    return f"{name}@{host}"
+
+
+def facts_on_host(facts: Mapping[str, str], host: str) -> dict[str, str]:
+    """The facts as a container on ``host`` sees them: that host's own for the per-host placeholders."""
+    seen = dict(facts)
+    for name in PLACEHOLDERS:
+        if host_fact(name, host) in facts:
+            seen[name] = facts[host_fact(name, host)]
+    return seen
 
 
 def resolve(value: T, facts: Mapping[str, str]) -> T:

@@ -57,6 +57,7 @@ NCCL_ENV = (
 @dataclass(frozen=True)
 class CreateNetwork:
     network: str
+    host: str = ""  # every step names the Engine it runs on: a --hosts URL ("" : the one Engine of a plain run)
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,7 @@ class LearnSubnets:
     """Read the network's subnets from the Engine: the fact ``subnets``."""
 
     network: str
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class CreateContainer:
     """Create the container (resolved), connect its further networks, copy its files in."""
 
     container: str
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -78,6 +81,7 @@ class StartContainer:
     """Start it; the first start also starts the scenario's deadline."""
 
     container: str
+    host: str = ""
 
 
 @dataclass(frozen=True)
@@ -87,9 +91,20 @@ class LearnAddress:
     container: str
     network: str
     ipv6: bool
+    host: str = ""
 
 
-Step = CreateNetwork | LearnSubnets | CreateContainer | StartContainer | LearnAddress
+@dataclass(frozen=True)
+class ProbeHost:
+    """Run the probe container on its host (host networking) until it exits: the facts ``socket_ifname`` of that
+    host and, on host 0, ``node0_ip``/``node0_host`` and the free ports (harness/hosts_runtime.py)."""
+
+    container: str
+    host: str
+    first: bool  # host 0: its address and ports are the rendezvous point
+
+
+Step = CreateNetwork | LearnSubnets | CreateContainer | StartContainer | LearnAddress | ProbeHost
 
 
 @dataclass(frozen=True)
@@ -104,6 +119,9 @@ class ScenarioPlan:
     # "docker": containers of ``image``; "host": local processes of the Python ``image`` names
     # (harness/host_plan.py), shown as `` [host]`` in the suite name and as the ``mode`` property.
     mode: str = "docker"
+    # Across several Docker hosts (harness/hosts_plan.py): the Engine URLs, and the probe containers run first.
+    hosts: tuple[str, ...] = ()
+    probes: tuple[ContainerPlan, ...] = ()
 
     @property
     def network(self) -> NetworkPlan:
@@ -134,7 +152,7 @@ class ScenarioPlan:
         return f"the scenario needs {self.gpus_needed} GPU(s), {why}"
 
     def container(self, name: str) -> ContainerPlan:
-        return next(c for c in self.containers if c.name == name)
+        return next(c for c in self.containers + self.probes if c.name == name)
 
     def network_named(self, name: str) -> NetworkPlan:
         return next(n for n in self.networks if n.name == name)
@@ -311,9 +329,16 @@ def diagnosis_env(scenario: Scenario, results_dir: str) -> tuple[tuple[str, str]
     return tuple(env)
 
 
-def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, slug: str | None = None) -> ScenarioPlan:
+def plan_scenario(
+    scenario: Scenario, run_id: str, image_override: str | None, slug: str | None = None, hosts: tuple[str, ...] = ()
+) -> ScenarioPlan:
     slug = slug or _slug(scenario.name)
     image = image_override or scenario.image or DEFAULT_IMAGE
+    hosts = hosts or scenario.hosts
+    if hosts:
+        from harness.hosts_plan import plan_across_hosts  # it builds on this module's helpers
+
+        return plan_across_hosts(scenario, run_id, image, slug, hosts)
     base = f"distval-{run_id}-{slug}"
     common_labels = ((LABEL_MANAGED, "true"), (LABEL_RUN, run_id), (LABEL_SCENARIO, scenario.name))
     cross = scenario.topology == "cross-container"
@@ -432,12 +457,15 @@ def run_slugs(config: Config) -> list[str]:
     return slugs
 
 
-def plan_run(config: Config, run_id: str, image_override: str | None = None) -> RunPlan:
+def plan_run(config: Config, run_id: str, image_override: str | None = None, hosts: tuple[str, ...] = ()) -> RunPlan:
+    """``hosts``: --hosts, over every scenario's own ``hosts``."""
     slugs = run_slugs(config)
     return RunPlan(
         run_id=run_id,
         config_path=config.path,
-        scenarios=tuple(plan_scenario(s, run_id, image_override, slug) for s, slug in zip(config.scenarios, slugs, strict=True)),
+        scenarios=tuple(
+            plan_scenario(s, run_id, image_override, slug, hosts) for s, slug in zip(config.scenarios, slugs, strict=True)
+        ),
     )
 
 

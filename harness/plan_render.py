@@ -16,6 +16,7 @@ from harness.plan import (
     CreateContainer,
     CreateNetwork,
     LearnSubnets,
+    ProbeHost,
     RunPlan,
     ScenarioPlan,
     StartContainer,
@@ -24,6 +25,16 @@ from harness.plan import (
 
 
 def describe_step(plan: ScenarioPlan, step: Step) -> str:
+    text = _describe_step(plan, step)
+    if step.host:  # across several hosts: where it runs
+        text += f"  [on host {plan.hosts.index(step.host)}: {step.host}]"
+    return text
+
+
+def _describe_step(plan: ScenarioPlan, step: Step) -> str:
+    if isinstance(step, ProbeHost):
+        learns = "{node0_ip}, {master_port}, {c10d_port} and " if step.first else ""
+        return f"probe the host with {step.container}: learn {learns}{{socket_ifname}} of this host"
     if isinstance(step, CreateNetwork):
         network = plan.network_named(step.network)
         ipv6 = f", ipv6 {network.ipv6_subnet}" if network.ipv6_subnet else ""
@@ -47,9 +58,12 @@ def render_plan(plan: RunPlan) -> str:
         lines.append(f"  image: {sp.image}")
         lines.append(f"  backend: {s.backend}; deadline: {s.timeout_s:g} s; collective timeout: {s.collective_timeout_s:g} s")
         lines.append(f"  checks: {', '.join(c.name + (' (required)' if c.required else '') for c in s.checks)}")
+        for index, url in enumerate(sp.hosts):
+            nodes = [str(c.node_rank) for c in sp.containers if c.host == url]
+            lines.append(f"  host {index}: {url} (node{'s' if len(nodes) != 1 else ''} {', '.join(nodes) or 'none'})")
         if sp.gpus_needed:
             lines.append(f"  GPUs: {sp.gpus_needed} (skipped with the reason where the Engine cannot give them)")
-        used = sorted(placeholders_in([c for c in sp.containers]))
+        used = sorted(placeholders_in([c for c in sp.containers + sp.probes]))
         for name in used:
             lines.append(f"  placeholder {{{name}}}: {PLACEHOLDERS[name]}")
         lines.append("  steps:")
@@ -107,6 +121,7 @@ def plan_as_data(plan: RunPlan) -> dict[str, Any]:
                 "image": sp.image,
                 "deadline_s": sp.deadline_s,
                 "networks": [n.create_kwargs() for n in sp.networks],
+                **({"hosts": list(sp.hosts)} if sp.hosts else {}),
                 "containers": [
                     {
                         "node_rank": c.node_rank,
@@ -115,6 +130,7 @@ def plan_as_data(plan: RunPlan) -> dict[str, Any]:
                         "connect": list(c.networks[1:]),
                         "files": [dataclasses.asdict(f) for f in c.files],
                         "results_dir": c.results_dir,
+                        **({"host": c.host} if c.host else {}),
                     }
                     for c in sp.containers
                 ],

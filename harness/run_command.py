@@ -34,6 +34,7 @@ from harness.errors import (
 )
 from harness.events import RunEvents
 from harness.host_runtime import HostSession
+from harness.hosts import run_hosts, tls_files
 from harness.keep import Keeper
 from harness.owner import current_owner
 from harness.plan import RunPlan, ScenarioPlan, images_of, plan_run
@@ -49,6 +50,7 @@ from harness.runtime import run_scenario, signals_deferred
 
 if TYPE_CHECKING:
     from harness.engine import Engine
+    from harness.hosts_runtime import HostEngine
 
 Progress = Callable[[str], None]
 Execute = Callable[[ScenarioPlan, RunEvents, threading.Event], ScenarioOutcome]
@@ -226,6 +228,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     reaper: Reaper | None = None
     keeper = Keeper(None, False)
     mode = "host" if args.host else "docker"
+    others: list[HostEngine] = []  # across several hosts: the Engines besides host 0's (``engine``)
 
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
         return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config, mode)
@@ -243,6 +246,8 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
                 raise BadInput("--image names a container image, --host runs the local Python's torch: give one, not both")
             if args.keep_on_failure:
                 raise BadInput("--keep-on-failure keeps containers; --host runs local processes: give one, not both")
+            if getattr(args, "hosts", None):
+                raise BadInput("--hosts names Docker Engines, --host runs local processes without Docker: give one, not both")
             config = load_config(args.config)
             session = HostSession(run_id, args.python)
             plan = select_scenarios(session.plan_run(config), args.filter)
@@ -251,17 +256,45 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             if args.python:
                 raise BadInput("--python names the local Python of host mode: it needs --host")
             config = load_config(args.config)
-            plan = select_scenarios(plan_run(config, run_id, args.image), args.filter)
+            override = getattr(args, "hosts", None) or ()
+            plan = select_scenarios(plan_run(config, run_id, args.image, override), args.filter)
             display.log(announce_run(run_id))
-            engine = engine_for(run_id)
-            engine_version = _engine_version(engine)
-            _ensure_images(engine, images_of(plan), display.log)
-            # A stand-in Engine without reapers (the unit tests' FakeEngine) runs without one.
-            reaper = _start_reaper(engine, display, args.quiet, plan) if hasattr(engine, "start_reaper") else None
-            keeper = Keeper(engine, args.keep_on_failure)
-            execute = functools.partial(run_scenario, engine)
-            if keeper.enabled:  # the runtime leaves each scenario's resources; keeper.settle decides
-                execute = functools.partial(run_scenario, engine, remove=False)
+            urls = run_hosts([s.hosts for s in plan.scenarios], override)
+            if urls:  # several Docker hosts (harness/hosts_runtime.py): an Engine per URL, the images the same on all
+                if args.keep_on_failure:
+                    raise BadInput(
+                        "--keep-on-failure keeps the containers of one Docker Engine; it does not work across --hosts yet"
+                    )
+                display.log(f"on {len(urls)} hosts: `distval cleanup --run-id {run_id} --hosts {','.join(urls)}` cleans them all")
+                from harness.hosts_runtime import prepare_hosts
+
+                hosts = prepare_hosts(
+                    run_id,
+                    urls,
+                    tls_files(args.tls_ca, args.tls_cert, args.tls_key),
+                    args.image_distribution,
+                    images_of(plan),
+                    lambda local, image: _ensure_images(local, [image], display.log),
+                    display.log,
+                )
+                others = [h for url, h in hosts.items() if url != urls[0]]
+                engine = hosts[urls[0]].engine
+                engine_version = _engine_version(engine)
+                display.log(
+                    f"no reaper across several hosts: if distval is killed, `distval cleanup --run-id {run_id} "
+                    f"--hosts {','.join(urls)}` removes what it left"
+                )
+                execute = functools.partial(run_scenario, engine, hosts=hosts)
+            else:
+                engine = engine_for(run_id)
+                engine_version = _engine_version(engine)
+                _ensure_images(engine, images_of(plan), display.log)
+                # A stand-in Engine without reapers (the unit tests' FakeEngine) runs without one.
+                reaper = _start_reaper(engine, display, args.quiet, plan) if hasattr(engine, "start_reaper") else None
+                keeper = Keeper(engine, args.keep_on_failure)
+                execute = functools.partial(run_scenario, engine)
+                if keeper.enabled:  # the runtime leaves each scenario's resources; keeper.settle decides
+                    execute = functools.partial(run_scenario, engine, remove=False)
         results.extend(
             _run_scenarios(
                 execute,
@@ -296,13 +329,15 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         summary = summarize((internal.kind, str(internal)), internal.exit_code)
     finally:
         display.close()
-        if engine is not None:
+        for each in ([engine] if engine is not None else []) + others:  # every host is cleaned, whichever fails
             with signals_deferred():
                 try:
-                    if reaper is None and not keeper.kept:
-                        engine.remove_labelled()
-                    else:  # all but what is kept, and the reaper last: it covers a distval killed meanwhile
-                        keeper.remove_run(engine)
+                    if each is engine and (reaper is not None or keeper.kept):
+                        keeper.remove_run(
+                            engine
+                        )  # all but what is kept, and the reaper last: it covers a distval killed meanwhile
+                    else:
+                        each.remove_labelled()
                 except EngineError as exc:
                     print(f"distval: cleanup failed: {exc}", file=sys.stderr)
                 if reaper is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -24,8 +24,8 @@ from harness.engine_protocol import EngineAPI
 from harness.errors import EngineError, RunStopped
 from harness.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
 from harness.labels import LABEL_SCENARIO
-from harness.placeholders import facts_for_address, resolve
-from harness.plan import CreateContainer, CreateNetwork, LearnAddress, LearnSubnets, ScenarioPlan, StartContainer
+from harness.placeholders import facts_for_address, facts_on_host, resolve
+from harness.plan import CreateContainer, CreateNetwork, LearnAddress, LearnSubnets, ProbeHost, ScenarioPlan, StartContainer
 from harness.results import ContainerOutcome, ScenarioOutcome
 from harness.tarball import Directory, Entry, File, build_tar
 
@@ -75,12 +75,27 @@ def gpu_shortfall(engine: EngineAPI, plan: ScenarioPlan) -> str | None:
 
 
 def run_scenario(
-    engine: EngineAPI, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None, remove: bool = True
+    engine: EngineAPI,
+    plan: ScenarioPlan,
+    events: RunEvents,
+    stop: threading.Event | None = None,
+    hosts: Mapping[str, EngineAPI] | None = None,
+    remove: bool = True,
 ) -> ScenarioOutcome:
-    """``remove`` False (--keep-on-failure): the scenario's resources stay; the caller removes or keeps them
-    once it knows the verdict (harness/keep.py)."""
+    """``hosts``: the Engine of each --hosts URL a step or container names (harness/hosts_runtime.py); ``engine``
+    runs the steps that name none. ``remove`` False (--keep-on-failure): the scenario's resources stay; the
+    caller removes or keeps them once it knows the verdict (harness/keep.py)."""
     started = time.monotonic()
     stop = stop or threading.Event()
+    engines = dict(hosts or {})
+
+    def on(host: str) -> EngineAPI:
+        return engines.get(host, engine)
+
+    def of(name: str) -> EngineAPI:
+        return on(plan.container(name).host)
+
+    engine = on(plan.hosts[0]) if plan.hosts else engine
     image = engine.image(plan.image)
     image_id = image.id if image else None
     created: dict[str, Any] = {}  # container name -> the Engine's handle, in creation order
@@ -100,42 +115,50 @@ def run_scenario(
             for step in plan.steps:
                 if stop.is_set():
                     raise RunStopped()
-                if isinstance(step, CreateNetwork):
+                if isinstance(step, ProbeHost):
+                    from harness.hosts_runtime import probe_host  # only runs across several hosts
+
+                    probe = plan.container(step.container)
+                    facts.update(probe_host(on(step.host), resolve(probe, facts), files_archive(probe.files), step.first))
+                    events.note(plan, f"host {step.host}: {', '.join(f'{k}={v}' for k, v in sorted(facts.items()))}")
+                elif isinstance(step, CreateNetwork):
                     network = resolve(plan.network_named(step.network), facts)
                     try:
-                        engine.create_network(network)
+                        on(step.host).create_network(network)
                     except EngineError as exc:
                         if not network.ipv6:
                             raise
                         return skipped(f"the Docker Engine cannot create an IPv6 network here: {exc}", "ipv6")
                 elif isinstance(step, LearnSubnets):
-                    facts["subnets"] = ",".join(engine.network_subnets(step.network))
+                    facts["subnets"] = ",".join(on(step.host).network_subnets(step.network))
                 elif isinstance(step, CreateContainer):
-                    container = resolve(plan.container(step.container), facts)
-                    handle = engine.create_container(container)
+                    container = resolve(plan.container(step.container), facts_on_host(facts, step.host))
+                    handle = on(step.host).create_container(container)
                     created[container.name] = handle
                     for extra in container.networks[1:]:
-                        engine.connect(extra, handle)
-                    engine.put_archive(handle, "/", files_archive(container.files))
+                        on(step.host).connect(extra, handle)
+                    on(step.host).put_archive(handle, "/", files_archive(container.files))
                 elif isinstance(step, StartContainer):
                     # The deadline starts with the first container, after setup.
                     deadline = deadline or time.monotonic() + plan.deadline_s
-                    engine.start(created[step.container])
+                    on(step.host).start(created[step.container])
                 elif isinstance(step, LearnAddress):
-                    address = engine.address(created[step.container], step.network, ipv6=step.ipv6)
+                    address = on(step.host).address(created[step.container], step.network, ipv6=step.ipv6)
                     facts.update(facts_for_address(address))
                     events.note(plan, f"node 0 is at {address}")
             assert deadline is not None, "a plan starts at least one container"
             events.phase(plan, RUNNING)
             events.note(plan, f"started {len(created)} container(s)")
-            killed = _wait(engine, created, deadline, events, plan, stop)
+            nodes = {name: handle for name, handle in created.items() if plan.container(name).node_rank >= 0}
+            killed = _wait(of, nodes, deadline, events, plan, stop)
             events.phase(plan, COLLECTING)
-            outcomes = tuple(_collect(engine, plan.container(name), handle, name in killed) for name, handle in created.items())
+            outcomes = tuple(_collect(of(name), plan.container(name), handle, name in killed) for name, handle in nodes.items())
         except (EngineError, RunStopped) as exc:
             partial = tuple(
-                ContainerOutcome(name, cp.node_rank, cp.ranks, None, False, *_safe_logs(engine, handle))
+                ContainerOutcome(name, cp.node_rank, cp.ranks, None, False, *_safe_logs(of(name), handle))
                 for name, handle in created.items()
                 for cp in (plan.container(name),)
+                if cp.node_rank >= 0
             )
             return ScenarioOutcome(plan, image_id, time.monotonic() - started, partial, setup_error=str(exc))
         return ScenarioOutcome(plan, image_id, time.monotonic() - started, outcomes)
@@ -143,21 +166,36 @@ def run_scenario(
         if remove:
             events.phase(plan, REMOVING)
             with signals_deferred():
-                engine.remove_labelled(f"{LABEL_SCENARIO}={plan.scenario.name}")
+                _remove_everywhere(engine, engines, plan, events)
+
+
+def _remove_everywhere(engine: EngineAPI, engines: Mapping[str, EngineAPI], plan: ScenarioPlan, events: RunEvents) -> None:
+    """Remove the scenario's containers and networks from every Engine it used. With several hosts, one that
+    cannot be reached is noted (the outcome already names it) and the others are still cleaned."""
+    used = [engines[h] for h in plan.hosts if h in engines] or [engine]
+    for each in used:
+        try:
+            each.remove_labelled(f"{LABEL_SCENARIO}={plan.scenario.name}")
+        except EngineError as exc:
+            if len(used) == 1:
+                raise
+            events.note(plan, f"cleanup: {exc}")
 
 
 def _wait(
-    engine: EngineAPI, containers: dict[str, Any], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event
+    of: Any, containers: dict[str, Any], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event
 ) -> set[str]:
-    # Blocks on the Engine's wait API instead of polling inspect: an exit is seen at once (a 0.2 s poll
-    # cost 0.1 s per scenario on average and ~5 inspects per second per container). Each wait lasts at
-    # most WAIT_SLICE_S, so a stop request and the deadline are still noticed within that.
+    """``of(name)``: the Engine of a container.
+
+    Blocks on the Engine's wait API instead of polling inspect: an exit is seen at once (a 0.2 s poll
+    cost 0.1 s per scenario on average and ~5 inspects per second per container). Each wait lasts at
+    most WAIT_SLICE_S, so a stop request and the deadline are still noticed within that."""
     running = dict(containers)
     while running:
         name, container = next(iter(running.items()))
         remaining_s = deadline - time.monotonic()
-        if remaining_s > 0 and not stop.is_set() and engine.wait_stopped(container, min(WAIT_SLICE_S, remaining_s)):
-            state = engine.state(container)
+        if remaining_s > 0 and not stop.is_set() and of(name).wait_stopped(container, min(WAIT_SLICE_S, remaining_s)):
+            state = of(name).state(container)
             if state.status not in ("created", "running", "restarting"):
                 del running[name]
                 events.container_exited(plan, name, state.exit_code)
@@ -166,7 +204,7 @@ def _wait(
         if stop.is_set() or time.monotonic() >= deadline:
             # Which ones are still running: the others may have exited while this one was waited on.
             for other, handle in list(running.items()):
-                state = engine.state(handle)
+                state = of(other).state(handle)
                 if state.status not in ("created", "running", "restarting"):
                     del running[other]
                     events.container_exited(plan, other, state.exit_code)
@@ -175,9 +213,10 @@ def _wait(
             if not stop.is_set():
                 events.phase(plan, KILLING)
                 events.note(plan, f"deadline of {plan.deadline_s:g} s reached; killing {', '.join(sorted(running))}")
-                diagnosis.before_kill(engine, running, plan, events)  # stacks and flight recorder, bounded
-            for handle in running.values():
-                engine.kill(handle)
+                # Stacks and flight recorder, bounded. Each handle carries its own Engine's client.
+                diagnosis.before_kill(of(next(iter(running))), running, plan, events)
+            for other, handle in running.items():
+                of(other).kill(handle)
             return set(running)
         events.waiting(plan)
     return set()

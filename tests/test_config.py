@@ -34,13 +34,14 @@ TOP_KEYS = (
     "version, backend, device, gpus_per_node, image, timeout_s, collective_timeout_s, check_timeout_s, python, "
     "rendezvous, master_addr, egress, ipv6, cpus, memory, shm_size, env, user, working_dir, distributed_debug, "
     "max_restarts, rdzv_join_timeout_s, rdzv_last_call_timeout_s, rdzv_close_timeout_s, rdzv_read_timeout_s, "
-    "share_rdzv_store, scenarios"
+    "share_rdzv_store, hosts, advertise_addr, scenarios"
 )
 SCENARIO_KEYS = (
     "name, topology, world_size, nodes, nproc_per_node, rendezvous, master_addr, backend, device, gpus_per_node, image, "
     "timeout_s, collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, "
     "env, user, working_dir, distributed_debug, max_restarts, rdzv_join_timeout_s, rdzv_last_call_timeout_s, "
-    "rdzv_close_timeout_s, rdzv_read_timeout_s, share_rdzv_store, checks, matrix, exclude"
+    "rdzv_close_timeout_s, rdzv_read_timeout_s, share_rdzv_store, hosts, placement, advertise_addr, checks, matrix, "
+    "exclude"
 )
 CHECK_NAMES = (
     "a check name (env, identity, cuda_build, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, "

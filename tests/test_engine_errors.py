@@ -119,6 +119,7 @@ class FakeNetwork:
 
 class FakeImage:
     id, tags, labels = "sha256:ab", ["example/torch:test"], {"a": "b"}
+    attrs = {"RepoDigests": ["example/torch@sha256:" + "0" * 64]}
 
 
 class FakeContainers:
@@ -187,6 +188,27 @@ class FakeAPI:
     def remove_container(self, container: str, v: bool = False, force: bool = False) -> None:
         self.calls("api.remove_container")
 
+    def get_image(self, reference: str, chunk_size: int = 0) -> Iterator[bytes]:
+        self.calls("api.get_image")
+
+        def stream() -> Iterator[bytes]:
+            self.calls("save stream")
+            yield b"tar"
+
+        return stream()
+
+    def load_image(self, data: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+        self.calls("api.load_image")
+
+        def stream() -> Iterator[dict[str, Any]]:
+            self.calls("load stream")
+            yield {"stream": "Loaded image: example/torch:test"}
+
+        return stream()
+
+    def pull(self, repository: str, tag: str | None = None) -> None:
+        self.calls("api.pull")
+
     def remove_network(self, network: str) -> None:
         self.calls("api.remove_network")
 
@@ -242,6 +264,10 @@ METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "start_reaper": lambda e, c: e.start_reaper(
         "img", ["python3", "-c", "pass"], "r-reaper", {"A": "b"}, "/var/run/docker.sock", 7390, "127.0.0.1", "c0"
     ),
+    "save_image": lambda e, c: list(e.save_image("example/torch:test")),
+    "load_image": lambda e, c: e.load_image(iter([b"tar"])),
+    "pull_digest": lambda e, c: e.pull_digest("example/torch@sha256:" + "0" * 64),
+    "create_raw": lambda e, c: e.create_raw({"name": "n0", "image": "img", "labels": {"a": "b"}}),
 }
 REMOVALS = {"api.remove_container", "api.remove_network"}
 

@@ -63,7 +63,7 @@ def test_exits_are_seen_at_once_without_polling() -> None:
     now = time.monotonic()
     engine = ScriptedEngine({"a": now + 0.3, "b": now + 0.1})
     events = Recorder()
-    killed = _wait(engine, {"a": "a", "b": "b"}, now + 30, events, scenario_plan(), threading.Event())
+    killed = _wait(lambda name: engine, {"a": "a", "b": "b"}, now + 30, events, scenario_plan(), threading.Event())
     assert killed == set()
     assert set(events.exited) == {"a", "b"}
     assert events.exited["a"] - (now + 0.3) < 0.5  # a bound with room for a loaded machine; the count below is the point
@@ -76,7 +76,7 @@ def test_only_what_still_runs_at_the_deadline_is_killed() -> None:
     engine = ScriptedEngine({"a": None, "b": now + 0.2})
     events = Recorder()
     deadline = now + 1.2
-    killed = _wait(engine, {"a": "a", "b": "b"}, deadline, events, scenario_plan(), threading.Event())
+    killed = _wait(lambda name: engine, {"a": "a", "b": "b"}, deadline, events, scenario_plan(), threading.Event())
     assert killed == {"a"}
     assert engine.killed == ["a"]
     assert set(events.exited) == {"b"}
@@ -88,6 +88,6 @@ def test_a_stop_request_kills_within_one_slice() -> None:
     engine = ScriptedEngine({"a": None})
     stop = threading.Event()
     threading.Timer(0.2, stop.set).start()
-    killed = _wait(engine, {"a": "a"}, now + 30, Recorder(), scenario_plan(), stop)
+    killed = _wait(lambda name: engine, {"a": "a"}, now + 30, Recorder(), scenario_plan(), stop)
     assert killed == {"a"}
     assert time.monotonic() - now < 0.2 + WAIT_SLICE_S + 1.0

@@ -5,6 +5,7 @@ and a one-line description. Every list of keys elsewhere is derived from KEYS.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -18,7 +19,8 @@ from harness.config.check_list import read_checks
 from harness.config.devices import DEVICES, NCCL_BACKENDS
 from harness.config.layout import MASTER_ADDRS, NODES_MAX, NPROC_PER_NODE_MAX, RENDEZVOUS, TOPOLOGIES, WORLD_SIZE_MAX
 from harness.config.values import Reader
-from harness.config.yaml_nodes import Problems, typed
+from harness.config.yaml_nodes import Problems, describe, typed
+from harness.hosts import HOSTS_MAX, SCHEMES, url_problem
 
 BACKENDS = ("gloo", *NCCL_BACKENDS, "mpi")
 DEFAULT_TIMEOUT_S = 300.0
@@ -67,6 +69,58 @@ def _name(node: yaml.Node, key_path: str, problems: Problems) -> str | None:
     value: str | None = typed(
         node, key_path, problems, NAME_EXPECTED, lambda v: isinstance(v, str) and NAME_PATTERN.fullmatch(v) is not None
     )
+    return value
+
+
+def _hosts(node: yaml.Node, key_path: str, problems: Problems) -> tuple[str, ...] | None:
+    """Docker Engine URLs (harness/hosts.py), each once."""
+    if not isinstance(node, yaml.SequenceNode) or not 1 <= len(node.value) <= HOSTS_MAX:
+        problems.add(node, key_path, f"expected a list of 1..{HOSTS_MAX} Docker Engine URLs; got {describe(node)}")
+        return None
+    urls: list[str] = []
+    for index, item in enumerate(node.value):
+        path = f"{key_path}[{index}]"
+        url = typed(item, path, problems, "a Docker Engine URL (a string)", lambda v: isinstance(v, str))
+        if url is None:
+            return None
+        problem = url_problem(url) or (f"expected each host once; {url!r} is listed twice" if url in urls else None)
+        if problem is not None:
+            problems.add(item, path, problem)
+            return None
+        urls.append(url)
+    return tuple(urls)
+
+
+def _placement(node: yaml.Node, key_path: str, problems: Problems) -> tuple[int, ...] | None:
+    """A host index per node (0-based, into the hosts in use)."""
+    expected = f"a list of host indexes 0..{HOSTS_MAX - 1}, one per node"
+    if not isinstance(node, yaml.SequenceNode) or not node.value:
+        problems.add(node, key_path, f"expected {expected}; got {describe(node)}")
+        return None
+    indexes: list[int] = []
+    for index, item in enumerate(node.value):
+        value = typed(
+            item,
+            f"{key_path}[{index}]",
+            problems,
+            f"a host index 0..{HOSTS_MAX - 1}",
+            lambda v: isinstance(v, int) and not isinstance(v, bool) and 0 <= v < HOSTS_MAX,
+        )
+        if value is None:
+            return None
+        indexes.append(value)
+    return tuple(indexes)
+
+
+def _address(node: yaml.Node, key_path: str, problems: Problems) -> str | None:
+    def is_address(value: object) -> bool:
+        try:
+            ipaddress.ip_address(str(value))
+        except ValueError:
+            return False
+        return isinstance(value, str)
+
+    value: str | None = typed(node, key_path, problems, "an IP address (as a string)", is_address)
     return value
 
 
@@ -327,6 +381,34 @@ KEYS: tuple[Key, ...] = (
         schema={"type": "boolean"},
         default=True,
         top=25,
+    ),
+    Key(
+        name="hosts",
+        doc="Docker Engine URLs (unix://, tcp://, https:// with TLS, ssh://) the nodes go on, in order; --hosts overrides",
+        read=_hosts,
+        schema={
+            "type": "array",
+            "minItems": 1,
+            "maxItems": HOSTS_MAX,
+            "uniqueItems": True,
+            "items": {"type": "string", "pattern": f"^({'|'.join(SCHEMES)})://"},
+        },
+        default=(),
+        top=26,
+    ),
+    Key(
+        name="placement",
+        doc="across several hosts: the host index of each node (default: node i on host i mod the number of hosts)",
+        read=_placement,
+        schema={"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0, "maximum": HOSTS_MAX - 1}},
+        default=(),
+    ),
+    Key(
+        name="advertise_addr",
+        doc="across several hosts: host 0's address as the other hosts reach it (default: probed)",
+        read=_address,
+        schema={"anyOf": [{"type": "string", "format": "ipv4"}, {"type": "string", "format": "ipv6"}]},
+        top=27,
     ),
     Key(
         name="checks",

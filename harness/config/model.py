@@ -61,6 +61,10 @@ class Scenario:
     rdzv_close_timeout_s: int | None = None
     rdzv_read_timeout_s: int | None = None
     share_rdzv_store: bool = True
+    # Docker Engine URLs to place the nodes on (harness/hosts.py); empty: the one Engine of DOCKER_HOST.
+    hosts: tuple[str, ...] = ()
+    placement: tuple[int, ...] = ()  # the host index of each node; empty: in order
+    advertise_addr: str | None = None  # host 0's address as the other hosts reach it; None: probed
     expanded_from: str | None = None  # the matrix entry's name; None for a plain scenario
     axes: tuple[tuple[str, str], ...] = ()  # the matrix combination: (axis, value as str), in axis order
 

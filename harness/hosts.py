@@ -1,0 +1,165 @@
+"""Several Docker hosts: which Engines a run uses (``--hosts`` or the ``hosts`` key), how to reach each one, and
+which node runs on which. Pure data and parsing; no docker-py here (harness/engine.py makes the clients).
+
+URLs are docker-py's: ``unix:///var/run/docker.sock``, ``tcp://HOST:PORT`` (plain), ``https://HOST:PORT``
+(TCP with TLS: docker-py's own spelling of it; the certificates come from ``--tls-ca/--tls-cert/--tls-key``
+or ``DOCKER_CERT_PATH``), ``ssh://USER@HOST[:PORT]``. Nodes go on hosts in order (node i on host i mod
+the number of hosts) unless the scenario places them with ``placement`` (one host index per node).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from harness.errors import BadInput
+
+SCHEMES = ("unix", "tcp", "https", "ssh")
+HOSTS_MAX = 64  # distval's bound on hosts per run (the plan lists every one)
+EXPECTED = "a Docker Engine URL: unix:///PATH, tcp://HOST:PORT, https://HOST:PORT (TLS) or ssh://USER@HOST[:PORT]"
+_HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$")
+
+
+@dataclass(frozen=True)
+class TlsFiles:
+    """The client side of a TLS Engine: the CA that signed the Engine's certificate, and our certificate and key."""
+
+    ca: str
+    cert: str
+    key: str
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    url: str
+    tls: TlsFiles | None = None
+    # ssh://: the system ssh client (its config, agent and known_hosts) instead of paramiko.
+    use_ssh_client: bool = False
+
+    @property
+    def scheme(self) -> str:
+        return self.url.split("://", 1)[0]
+
+    @property
+    def address(self) -> str | None:
+        """The host part of a tcp/https/ssh URL (a name or an address; IPv6 without brackets); None for unix://."""
+        if self.scheme == "unix":
+            return None
+        return urlsplit(self.url).hostname
+
+
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not an Engine URL distval takes (None: it is)."""
+    if "://" not in url:
+        return f"expected {EXPECTED}; got {url!r} (no scheme)"
+    scheme, rest = url.split("://", 1)
+    if scheme not in SCHEMES:
+        return f"expected {EXPECTED}; got {url!r} (scheme {scheme!r})"
+    if any(c.isspace() or ord(c) < 32 for c in url):
+        return f"expected {EXPECTED}; got {url!r} (blanks or control characters)"
+    if scheme == "unix":
+        return None if rest.startswith("/") and len(rest) > 1 else f"expected unix:///ABSOLUTE/PATH; got {url!r}"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"expected {EXPECTED}; got {url!r} ({exc})"
+    host = parts.hostname
+    if not host:
+        return f"expected {EXPECTED}; got {url!r} (no host)"
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        return f"expected {EXPECTED}; got {url!r} (a path, query or fragment)"
+    if not _is_address(host) and _HOST_NAME.fullmatch(host) is None:
+        return f"expected {EXPECTED}; got {url!r} (host {host!r} is neither a host name nor an IP address)"
+    if scheme in ("tcp", "https") and port is None:
+        return f"expected {scheme}://HOST:PORT with a port (2375 plain, 2376 TLS by convention); got {url!r}"
+    if scheme == "ssh" and parts.password is not None:
+        return f"expected ssh://USER@HOST without a password (use keys); got {url!r}"
+    return None
+
+
+def _is_address(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def parse_hosts(text: str) -> tuple[str, ...]:
+    """``--hosts URL[,URL...]`` -> the URLs, in order; a bad one is a one-line BadInput naming it."""
+    urls = tuple(part.strip() for part in text.split(","))
+    if not text.strip() or any(not url for url in urls):
+        raise BadInput(f"--hosts: expected URL[,URL...] with no empty entry; got {text!r}")
+    check_urls(urls, "--hosts")
+    return urls
+
+
+def check_urls(urls: Sequence[str], where: str) -> None:
+    if len(urls) > HOSTS_MAX:
+        raise BadInput(f"{where}: expected at most {HOSTS_MAX} hosts; got {len(urls)}")
+    for url in urls:
+        problem = url_problem(url)
+        if problem is not None:
+            raise BadInput(f"{where}: {problem}")
+    repeated = sorted({url for url in urls if list(urls).count(url) > 1})
+    if repeated:
+        raise BadInput(f"{where}: expected each host once; {repeated[0]!r} is listed twice")
+
+
+def tls_files(ca: str | None, cert: str | None, key: str | None, environ: Mapping[str, str] = os.environ) -> TlsFiles | None:
+    """The TLS client files: all three options, or DOCKER_CERT_PATH's ca.pem/cert.pem/key.pem; None: neither."""
+    given = [ca, cert, key]
+    if any(given) and not all(given):
+        raise BadInput("--tls-ca, --tls-cert and --tls-key go together: give all three (or DOCKER_CERT_PATH)")
+    if ca and cert and key:
+        files = TlsFiles(ca, cert, key)
+    elif environ.get("DOCKER_CERT_PATH"):
+        base = environ["DOCKER_CERT_PATH"]
+        files = TlsFiles(os.path.join(base, "ca.pem"), os.path.join(base, "cert.pem"), os.path.join(base, "key.pem"))
+    else:
+        return None
+    for path in (files.ca, files.cert, files.key):
+        if not os.path.isfile(path):
+            raise BadInput(f"TLS: expected a readable file at {path}; there is none")
+    return files
+
+
+def host_specs(urls: Sequence[str], tls: TlsFiles | None, use_ssh_client: bool = True) -> tuple[HostSpec, ...]:
+    """One HostSpec per URL: https:// hosts get the TLS files (and need them); ssh:// hosts go through the system
+    ssh client (the user's ssh config, agent and known_hosts; docker-py's paramiko path needs the docker[ssh] extra)."""
+    specs = []
+    for url in urls:
+        secure = url.startswith("https://")
+        if secure and tls is None:
+            raise BadInput(f"{url} is TLS (https://): give --tls-ca, --tls-cert and --tls-key, or set DOCKER_CERT_PATH")
+        specs.append(HostSpec(url, tls if secure else None, use_ssh_client and url.startswith("ssh://")))
+    return tuple(specs)
+
+
+def placement(nodes: int, host_count: int, explicit: Sequence[int] = ()) -> tuple[int, ...]:
+    """The host index of each node: ``explicit`` (checked), else in order, wrapping around."""
+    if host_count < 1:
+        raise BadInput("expected at least one host")
+    if explicit:
+        if len(explicit) != nodes:
+            raise BadInput(f"placement: expected one host index per node ({nodes}); got {len(explicit)}")
+        wrong = [i for i in explicit if not 0 <= i < host_count]
+        if wrong:
+            raise BadInput(f"placement: expected host indexes 0..{host_count - 1} (one per --hosts entry); got {wrong[0]}")
+        return tuple(explicit)
+    return tuple(node % host_count for node in range(nodes))
+
+
+def run_hosts(plan_hosts: Sequence[tuple[str, ...]], override: tuple[str, ...]) -> tuple[str, ...]:
+    """The Engines a run uses: --hosts, else every scenario's ``hosts`` in order of first mention."""
+    if override:
+        return override
+    urls: list[str] = []
+    for hosts in plan_hosts:
+        urls += [url for url in hosts if url not in urls]
+    return tuple(urls)
