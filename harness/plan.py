@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from harness.config import NCCL_BACKENDS, Config, Scenario
 from harness.docker_spec import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan, Ulimit
+from harness.faults import FaultPlan, plan_faults, with_fault_limits
 from harness.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
 from harness.placeholders import placeholder
 
@@ -103,6 +104,8 @@ class ScenarioPlan:
     # "docker": containers of ``image``; "host": local processes of the Python ``image`` names
     # (harness/host_plan.py), shown as `` [host]`` in the suite name and as the ``mode`` property.
     mode: str = "docker"
+    # The scenario's faults (harness/faults.py): when each lands, what the runtime does, its helper containers.
+    faults: FaultPlan | None = None
 
     @property
     def network(self) -> NetworkPlan:
@@ -352,6 +355,7 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, s
                 results_dir=RESULTS_DIR,
             )
         )
+    containers = with_fault_limits(scenario, containers)
     steps: list[Step] = [CreateNetwork(n.name) for n in networks]
     steps.append(LearnSubnets(networks[0].name))
     if by_ip:
@@ -373,6 +377,7 @@ def plan_scenario(scenario: Scenario, run_id: str, image_override: str | None, s
         networks=networks,
         containers=tuple(containers),
         steps=tuple(steps),
+        faults=plan_faults(scenario, tuple(containers), networks[0].name, base, common_labels) if scenario.faults else None,
     )
 
 

@@ -22,6 +22,7 @@ from harness.docker_spec import ContainerPlan, FileCopy
 from harness.engine_protocol import EngineAPI
 from harness.errors import EngineError, RunStopped
 from harness.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
+from harness.fault_runtime import FaultRunner
 from harness.labels import LABEL_SCENARIO
 from harness.placeholders import facts_for_address, resolve
 from harness.plan import CreateContainer, CreateNetwork, LearnAddress, LearnSubnets, ScenarioPlan, StartContainer
@@ -77,6 +78,7 @@ def run_scenario(
     image = engine.image(plan.image)
     image_id = image.id if image else None
     created: dict[str, Any] = {}  # container name -> the Engine's handle, in creation order
+    faults: FaultRunner | None = None
 
     def skipped(reason: str, kind: str) -> ScenarioOutcome:
         return ScenarioOutcome(
@@ -121,7 +123,9 @@ def run_scenario(
             assert deadline is not None, "a plan starts at least one container"
             events.phase(plan, RUNNING)
             events.note(plan, f"started {len(created)} container(s)")
-            killed = _wait(engine, created, deadline, events, plan, stop)
+            if plan.faults is not None:
+                faults = FaultRunner(engine, plan, created, lambda text: events.note(plan, text), deadline)
+            killed = _wait(engine, created, deadline, events, plan, stop, faults)
             events.phase(plan, COLLECTING)
             outcomes = tuple(_collect(engine, plan.container(name), handle, name in killed) for name, handle in created.items())
         except (EngineError, RunStopped) as exc:
@@ -131,25 +135,38 @@ def run_scenario(
                 for cp in (plan.container(name),)
             )
             return ScenarioOutcome(plan, image_id, time.monotonic() - started, partial, setup_error=str(exc))
-        return ScenarioOutcome(plan, image_id, time.monotonic() - started, outcomes)
+        return ScenarioOutcome(plan, image_id, time.monotonic() - started, outcomes, fault_log=faults.log() if faults else None)
     finally:
+        if faults is not None:
+            faults.close()
         events.phase(plan, REMOVING)
         with signals_deferred():
             engine.remove_labelled(f"{LABEL_SCENARIO}={plan.scenario.name}")
 
 
 def _wait(
-    engine: EngineAPI, containers: dict[str, Any], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event
+    engine: EngineAPI,
+    containers: dict[str, Any],
+    deadline: float,
+    events: RunEvents,
+    plan: ScenarioPlan,
+    stop: threading.Event,
+    faults: FaultRunner | None = None,
 ) -> set[str]:
     running = dict(containers)
     while running:
         for name, container in list(running.items()):
             state = engine.state(container)
-            if state.status not in ("created", "running", "restarting"):
+            if state.status not in ("created", "running", "restarting", "paused"):  # paused: a freeze fault
                 del running[name]
                 events.container_exited(plan, name, state.exit_code)
         if not running:
             break
+        if faults is not None and faults.poll(running):
+            events.note(plan, faults.ended or "faults ended the scenario")
+            for container in running.values():
+                engine.kill(container)
+            return set(running)
         if stop.is_set():
             for container in running.values():
                 engine.kill(container)

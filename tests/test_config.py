@@ -37,11 +37,11 @@ TOP_KEYS = (
 SCENARIO_KEYS = (
     "name, topology, world_size, nodes, nproc_per_node, rendezvous, master_addr, backend, device, gpus_per_node, image, "
     "timeout_s, collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, "
-    "env, user, working_dir, checks, matrix, exclude"
+    "env, user, working_dir, checks, matrix, exclude, faults, expect"
 )
 CHECK_NAMES = (
     "a check name (env, identity, cuda_build, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, "
-    "bandwidth, reconfigure)"
+    "bandwidth, reconfigure, collective_loop, allocate)"
 )
 
 
@@ -999,8 +999,9 @@ def test_default_yaml_loads() -> None:
         # The whole gloo suite, every check once, in both scenarios (the second reuses the first's list).
         assert [c.name for c in scenario.checks] == DEFAULT_CHECKS
         # cuda_build's verdict is about the image's build: a config states build/cuda for it. bandwidth
-        # measures speed (seconds per scenario): configs/bandwidth.yaml runs it.
-        assert sorted(DEFAULT_CHECKS) == sorted(set(CATALOG) - {"cuda_build", "bandwidth"})
+        # measures speed (seconds per scenario): configs/bandwidth.yaml runs it. collective_loop and allocate
+        # are the workload and the memory hog of fault scenarios: configs/faults.yaml runs them.
+        assert sorted(DEFAULT_CHECKS) == sorted(set(CATALOG) - {"cuda_build", "bandwidth", "collective_loop", "allocate"})
         args = {c.name: dict(c.args) for c in scenario.checks if c.args}
         assert args == {"identity": {"backends": ("gloo",)}, "timeout": {"deadline_s": 1.0, "margin_s": 1.0}}
         assert not any(c.required for c in scenario.checks)
