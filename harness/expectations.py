@@ -23,6 +23,7 @@ _CLOSED = re.compile(
     r"(?i)connection (closed|reset) by peer|broken pipe|connection refused|econnreset|epipe|"
     r"socket closed|end of file|unexpected eof|DistNetworkError"
 )
+KILLED_BY_FAULT = "killed by the fault"
 _KILLED = re.compile(r"(?i)signal 9\b|SIGKILL|exitcode\s*:\s*-9\b|killed")
 # suite/main.py appends what the other ranks said to a failed check's message; only the rank's own counts.
 _PEERS_NOTE = re.compile(r" \(after ranks? [0-9, ]+ had left the check: .*$", re.S)
@@ -140,7 +141,7 @@ def first_failures(
             for rank in fault.victims:
                 earlier = failures.get(rank)
                 if earlier is None or earlier.at > fault.at:
-                    failures[rank] = Failure(rank, fault.at, KILLED, f"killed by the fault ({fault.action})")
+                    failures[rank] = Failure(rank, fault.at, KILLED, f"{KILLED_BY_FAULT} ({fault.action})")
     for gone in log.exits:
         for rank in gone.ranks:
             if rank not in failures and gone.at >= fault_at and (log.decided_at is None or gone.at <= log.decided_at):
@@ -195,7 +196,8 @@ def evaluate(
         if failure is None:
             seen = ("succeeded: passed after the fault" if rank in passed else "no failure") + f" within {hi:g} s"
         verdicts.append(RankVerdict(rank, _window_text(wanted), seen, after, ok))
-    ordered = sorted((f for f in failures.values()), key=lambda f: (f.at, f.rank))
+    # The first rank that failed on its own: a rank the fault itself killed is named only when no other failed.
+    ordered = sorted(failures.values(), key=lambda f: (f.text.startswith(KILLED_BY_FAULT), f.at, f.rank))
     first = (
         f"first to fail: rank {ordered[0].rank} after {ordered[0].at - fault_at:.2f} s ({ordered[0].kind}): "
         f"{ordered[0].text[:300]}"
