@@ -28,7 +28,8 @@ def scenario(faults: str, expect: str = "expect: []") -> str:
 def test_a_fault_and_its_expectation_are_read() -> None:
     text = scenario(
         "faults: [{kind: partition, node: 2, peers: [0], heal_after_s: 4, after: {check: all_reduce, delay_s: 2}}]",
-        "expect: [{ranks: survivors, error: [timeout, connection_closed], within_s: [8, 16]}, {ranks: [2], error: killed, within_s: [0, 1]}]",
+        "expect: [{ranks: survivors, error: [timeout, connection_closed], within_s: [8, 16]},"
+        " {ranks: [2], error: killed, within_s: [0, 1]}]",
     )
     s = parse_config(text, FILE).scenarios[0]
     assert s.faults == (FaultSpec("partition", 2, Trigger("all_reduce", 2.0), peers=(0,), heal_after_s=4.0),)
