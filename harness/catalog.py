@@ -95,6 +95,9 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "all_reduce with a known answer in a loop (the workload a fault lands in); records the error text at once",
                 duration_s=ArgSpec("seconds", "how long the loop runs (default 30)"),
                 numel=ArgSpec("int", "float32 elements per all_reduce (default 1024)", minimum=1),
+                timeout_s=ArgSpec(
+                    "seconds", "the loop's group timeout: what a frozen or cut-off peer costs (default collective_timeout_s)"
+                ),
             ),
             _info(
                 "allocate",

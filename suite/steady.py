@@ -12,6 +12,7 @@ would hide the error the image's torch itself raises.
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 from typing import Any, Dict, List
 
 import torch
@@ -39,13 +40,18 @@ def check_collective_loop(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     duration_s = float(args.get("duration_s", DEFAULT_DURATION_S))
     numel = int(args.get("numel", DEFAULT_NUMEL))
     rank, world = dist.get_rank(), dist.get_world_size()
+    # The loop's own group with its own timeout: what a frozen or cut-off peer costs is timeout_s, while
+    # the default group keeps collective_timeout_s, which must also cover ranks that start slowly.
+    timeout_s = float(args.get("timeout_s", ctx.collective_timeout_s))
+    ctx.step("all_reduce", "new_group(timeout=%g s)" % timeout_s)
+    group = dist.new_group(ranks=list(range(world)), timeout=timedelta(seconds=timeout_s))
     ctx.step("all_reduce", "a loop of %g s" % duration_s)
     started = time.monotonic()
     iteration = 0
     while time.monotonic() - started < duration_s:
         tensor = torch.full((numel,), float(rank + 1 + iteration % 7), dtype=torch.float32, device=ctx.device)
         try:
-            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
         except Exception as exc:  # noqa: BLE001 - the error a fault causes is this check's finding
             elapsed = time.monotonic() - started
             text = " ".join(str(exc).split())[:600]
@@ -55,9 +61,9 @@ def check_collective_loop(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
                 "all_reduce iteration %d raised after %.2f s in the loop: %s: %s"
                 % (iteration, elapsed, type(exc).__name__, text),
                 elapsed,
-                {"iterations": iteration, "error_type": type(exc).__name__, "error": text},
+                {"iterations": iteration, "error_type": type(exc).__name__, "error": text, "timeout_s": timeout_s},
             )
-            _linger(ctx)
+            _linger(ctx, timeout_s)
             return None
         want = _expected(world, iteration)
         wrong = (tensor != want).nonzero().flatten()
@@ -84,9 +90,9 @@ def check_collective_loop(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     return None
 
 
-def _linger(ctx: Context) -> None:
+def _linger(ctx: Context, timeout_s: float) -> None:
     """Stay in the check (without communicating) until the other ranks met their own error."""
-    deadline = time.monotonic() + ctx.collective_timeout_s + LINGER_MARGIN_S
+    deadline = time.monotonic() + timeout_s + LINGER_MARGIN_S
     remaining = ctx.watchdog.remaining_s()
     if remaining is not None:
         deadline = min(deadline, time.monotonic() + max(remaining - 2.0, 0.0))

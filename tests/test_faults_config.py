@@ -192,4 +192,6 @@ def test_the_shipped_fault_config_loads() -> None:
     assert {s.nodes for s in config.scenarios} == {2, 3}
     for s in config.scenarios:
         assert s.topology == "cross-container" and s.expect is not None
-        assert s.collective_timeout_s <= 20, "a fault scenario must not wait gloo's 30 min default"
+        assert s.collective_timeout_s <= 60, "a fault scenario must not wait gloo's 30 min default"
+        loop = [c for c in s.checks if c.name == "collective_loop"]
+        assert all(0 < c.args["timeout_s"] <= 20 for c in loop), "the loop's group notices a lost peer within 20 s"

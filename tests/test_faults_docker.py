@@ -36,7 +36,7 @@ NEGATIVE = """
   - name: wrong-slow-expects-failure
     topology: cross-container
     world_size: 2
-    checks: [all_reduce, {name: collective_loop, args: {duration_s: 6}}]
+    checks: [all_reduce, {name: collective_loop, args: {duration_s: 6, timeout_s: 10}}]
     faults: [{kind: slow, node: 1, rate: 1mbit, after: *after}]
     expect:
       - {ranks: survivors, error: [timeout, connection_closed], within_s: [0, 30]}
