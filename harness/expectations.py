@@ -56,6 +56,7 @@ class Injected:
     action: str  # what was done, in words
     kills: bool  # the fault itself ends the victims' processes (kill, kill-store, a worker's SIGKILL)
     error: str | None = None  # why it could not be carried out (the scenario's verdict then fails)
+    took_s: float = 0.0  # how long the Engine took to carry it out (``at`` is when the runtime asked)
 
 
 @dataclass(frozen=True)

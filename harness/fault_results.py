@@ -52,7 +52,8 @@ def fault_cases(
     verdict = evaluate(tuple(expect or ()), log, by_rank, world_size)  # type: ignore[arg-type]
     lines = [f"rank {v.rank}: {'ok' if v.ok else 'WRONG'}: expected {v.expected}; seen {v.seen}" for v in verdict.ranks]
     lines += [
-        f"fault {f.index} ({f.kind}, node {f.node}) at {f.at:.3f}: {f.action}" + (f" (failed: {f.error})" if f.error else "")
+        f"fault {f.index} ({f.kind}, node {f.node}) at {f.at:.3f} (the Engine took {f.took_s:.2f} s): {f.action}"
+        + (f" (failed: {f.error})" if f.error else "")
         for f in log.injected
     ]
     if log.ended:

@@ -208,7 +208,7 @@ class FaultRunner:
         except EngineError as exc:
             error = str(exc)
         self.injected[step.index] = Injected(
-            step.index, step.kind, step.node, step.victims, at, step.describe().split(": ", 2)[-1], kills, error
+            step.index, step.kind, step.node, step.victims, at, step.describe().split(": ", 2)[-1], kills, error, time.time() - at
         )
         self.note(f"fault {step.index} ({step.kind}) injected" + (f", but failed: {error}" if error else ""))
 
