@@ -156,6 +156,8 @@ def scenario_hash(plan: ScenarioPlan, any_image: bool = False) -> str:
             ],
             "networks": [n.create_kwargs() for n in canonical.networks],
             "steps": [[type(step).__name__, dataclasses.asdict(step)] for step in canonical.steps],
+            # Only where there are faults, so that every other scenario keeps its hash.
+            **({"faults": dataclasses.asdict(canonical.faults)} if canonical.faults is not None else {}),
         },
         sort_keys=True,
     )

@@ -186,3 +186,12 @@ def test_the_runner_skips_the_scenario_where_the_kernel_has_no_netem(monkeypatch
         "answered: exit 2: Error: Specified qdisc kind is unknown."
     )
     assert "create_helper" in engine.calls and "start" in engine.calls
+
+
+def test_the_scenario_hash_covers_the_faults() -> None:
+    from harness.results import scenario_hash
+
+    two = plan_of("[{kind: kill, node: 1, after: {check: all_reduce, delay_s: 2}}]")
+    three = plan_of("[{kind: kill, node: 1, after: {check: all_reduce, delay_s: 3}}]")
+    assert scenario_hash(two) != scenario_hash(three)
+    assert scenario_hash(two) == scenario_hash(plan_of("[{kind: kill, node: 1, after: {check: all_reduce, delay_s: 2}}]"))
