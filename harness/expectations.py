@@ -66,7 +66,7 @@ class ContainerExit:
     container: str
     ranks: tuple[int, ...]
     at: float
-    exit_code: int | None
+    exit_code: int | None  # None: the rank's worker process was seen gone while its container still ran
     oom_killed: bool
     error_line: str | None = None  # filled in after the logs were read
 
@@ -146,7 +146,8 @@ def first_failures(
     for gone in log.exits:
         for rank in gone.ranks:
             if rank not in failures and gone.at >= fault_at and (log.decided_at is None or gone.at <= log.decided_at):
-                text = gone.error_line or f"the container exited with code {gone.exit_code}"
+                how = "exited" if gone.exit_code is not None else "was seen without its worker process (the launcher still ran)"
+                text = gone.error_line or f"the container {how} (exit code {gone.exit_code})"
                 if gone.oom_killed:
                     text = f"OOM-killed (the Engine reports OOMKilled for {gone.container}); {text}"
                 failures[rank] = Failure(rank, gone.at, classify(text, gone.exit_code, gone.oom_killed), text)

@@ -18,12 +18,16 @@ from typing import Any
 
 from harness.engine_protocol import EngineAPI
 from harness.errors import EngineError
-from harness.expectations import ContainerExit, FaultLog, Injected, decided
+from harness.expectations import ContainerExit, FaultLog, Injected, decided, first_failures
 from harness.faults import FaultStep
 from harness.plan import ScenarioPlan
-from harness.processes import signal_workers
+from harness.processes import find_workers, signal_workers
 
 READ_INTERVAL_S = 0.5  # how often the results files are read while something waits on them
+# How often, after a fault, the runtime looks for worker processes that are gone while their container
+# still runs: a launcher that lost its store may never exit (pytorch#168242), so its container's exit
+# would never tell that the rank died.
+WORKERS_INTERVAL_S = 1.0
 NETEM_PROBE = ("tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms")
 NETEM_UNDO = ("tc", "qdisc", "del", "dev", "lo", "root")
 # Paused containers are resumed this long before the deadline, so that the runtime's kill reaches them
@@ -50,6 +54,8 @@ class FaultRunner:
         self.decided_at: float | None = None
         self._started = False
         self._last_read = 0.0
+        self._last_workers = 0.0
+        self.gone: dict[int, ContainerExit] = {}  # rank -> its worker process seen gone (container still running)
 
     # -- the hook ----------------------------------------------------------------------------------
     def poll(self, running: dict[str, Any]) -> bool:
@@ -80,6 +86,9 @@ class FaultRunner:
         for step in pending:
             if step.index in self.due and now >= self.due[step.index]:
                 self._inject(step)
+        if self.injected and time.monotonic() - self._last_workers >= WORKERS_INTERVAL_S:
+            self._last_workers = time.monotonic()
+            self._note_gone_workers(running)
         for step in self.steps:
             done = self.injected.get(step.index)
             if done is not None and step.undo_after_s is not None and step.index not in self.undone:
@@ -97,7 +106,7 @@ class FaultRunner:
     def log(self) -> FaultLog:
         return FaultLog(
             injected=tuple(self.injected[i] for i in sorted(self.injected)),
-            exits=tuple(self.exits.values()),
+            exits=tuple(self.exits.values()) + tuple(self.gone[r] for r in sorted(self.gone)),
             skip_reason=self.skip_reason,
             ended=self.ended,
             decided_at=self.decided_at,
@@ -152,6 +161,24 @@ class FaultRunner:
             ranks = self.plan.container(name).ranks
             self.exits[name] = ContainerExit(name, ranks, now, state.exit_code, state.oom_killed)
 
+    def _note_gone_workers(self, running: dict[str, Any]) -> None:
+        fault_at = min(f.at for f in self.injected.values())
+        failed, _ = first_failures(self.records, self.log(), fault_at)
+        for container in self.plan.containers:
+            waiting = [r for r in container.ranks if r not in failed and r not in self.gone]
+            if container.name not in running or not waiting:
+                continue
+            handle = self.containers[container.name]
+            try:
+                alive = {w.rank for w in find_workers(self.engine, handle, self.plan.scenario.python)}
+                oom_killed = self.engine.state(handle).oom_killed
+            except EngineError:
+                continue  # it exited meanwhile: its exit tells
+            now = time.time()
+            for rank in waiting:
+                if rank not in alive:
+                    self.gone[rank] = ContainerExit(container.name, (rank,), now, None, oom_killed)
+
     def _read_records(self, nodes: set[int]) -> None:
         for container in self.plan.containers:
             if container.node_rank not in nodes:
@@ -181,7 +208,8 @@ class FaultRunner:
 
     def _inject(self, step: FaultStep) -> None:
         handle = self.containers[step.container]
-        at = time.time()
+        # A mark does nothing: the fault (the memory limit) is in force from the trigger record on.
+        at = self.due[step.index] if step.action == "mark" else time.time()
         error: str | None = None
         kills = step.action in ("kill", "signal")
         try:

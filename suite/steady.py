@@ -48,8 +48,12 @@ def check_collective_loop(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     ctx.step("all_reduce", "a loop of %g s" % duration_s)
     started = time.monotonic()
     iteration = 0
-    while time.monotonic() - started < duration_s:
-        tensor = torch.full((numel,), float(rank + 1 + iteration % 7), dtype=torch.float32, device=ctx.device)
+    stop = False
+    while not stop:
+        # The last element says "my duration is over" (0 or 1): the sum tells every rank to stop after the
+        # same iteration, so no rank waits in a collective that another, done with its loop, never joins.
+        tensor = torch.full((numel + 1,), float(rank + 1 + iteration % 7), dtype=torch.float32, device=ctx.device)
+        tensor[numel] = 1.0 if time.monotonic() - started >= duration_s else 0.0
         try:
             dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group)
         except Exception as exc:  # noqa: BLE001 - the error a fault causes is this check's finding
@@ -65,8 +69,9 @@ def check_collective_loop(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             )
             _linger(ctx, timeout_s)
             return None
+        stop = float(tensor[numel]) > 0
         want = _expected(world, iteration)
-        wrong = (tensor != want).nonzero().flatten()
+        wrong = (tensor[:numel] != want).nonzero().flatten()
         if wrong.numel() > 0:
             first = int(wrong[0])
             ctx.report(
@@ -108,7 +113,12 @@ def check_allocate(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     mib = int(args.get("mib", 1024))
     only = args.get("rank")
     if only is not None and int(only) != ctx.rank:
-        return "rank %d allocates nothing (rank %d allocates %d MiB)" % (ctx.rank, int(only), mib), {}
+        # Every rank reports the same parts (a part missing on one rank is that rank's error).
+        ctx.report("started", PASSED, "rank %d allocates nothing (rank %d fills %d MiB)" % (ctx.rank, int(only), mib))
+        ctx.report("filled", PASSED, "rank %d allocates nothing" % ctx.rank)
+        return None
+    # A record the moment the filling starts: a fault scenario's oom trigger (after: {check: allocate}).
+    ctx.report("started", PASSED, "rank %d fills %d MiB" % (ctx.rank, mib))
     ctx.step("fill", "%d MiB" % mib)
     started = time.monotonic()
     chunks: List[torch.Tensor] = []
@@ -116,4 +126,5 @@ def check_allocate(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
         # torch.full writes every page, so the memory is really taken (an untouched buffer is not).
         chunks.append(torch.full((ALLOCATE_CHUNK_MIB * 2**20 // 4,), 1.0, dtype=torch.float32))
     total = sum(c.numel() * 4 for c in chunks) // 2**20
-    return "filled %d MiB in %.2f s" % (total, time.monotonic() - started), {"mib": total}
+    ctx.report("filled", PASSED, "filled %d MiB in %.2f s" % (total, time.monotonic() - started), details={"mib": total})
+    return None
