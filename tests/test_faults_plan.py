@@ -195,3 +195,26 @@ def test_the_scenario_hash_covers_the_faults() -> None:
     three = plan_of("[{kind: kill, node: 1, after: {check: all_reduce, delay_s: 3}}]")
     assert scenario_hash(two) != scenario_hash(three)
     assert scenario_hash(two) == scenario_hash(plan_of("[{kind: kill, node: 1, after: {check: all_reduce, delay_s: 2}}]"))
+
+
+def test_the_runner_notices_a_worker_gone_while_its_launcher_still_runs(monkeypatch: Any) -> None:
+    plan = plan_of(
+        "[{kind: kill-store, after: {check: all_reduce}}]",
+        "[{ranks: survivors, error: connection_closed, within_s: [0, 15]}]",
+        world_size=2,
+    )
+    engine = ScriptedEngine()
+    names = [c.name for c in plan.containers]
+    containers = {name: name for name in names}
+    engine.files[names[0]] = {"rank-0.jsonl": line("all_reduce", "passed", 1000.0)}
+    clock = [1000.5]
+    monkeypatch.setattr("harness.fault_runtime.time.time", lambda: clock[0])
+    runner = FaultRunner(engine, plan, containers, lambda text: None, deadline=1e12)
+    runner.poll(dict(containers))  # trigger seen and due: node 0 killed
+    assert f"kill {names[0]}" in engine.calls
+    engine.exec_answer = ExecResult(0, "[]\n")  # node 1's launcher runs, its worker is gone
+    clock[0] = 1002.0
+    runner._last_workers = 0.0
+    assert runner.poll({names[1]: names[1]}), "the survivor's failure decides the verdict"
+    (gone,) = [e for e in runner.log().exits if e.container == names[1]]
+    assert (gone.container, gone.ranks, gone.at) == (names[1], (1,), 1002.0)
