@@ -132,7 +132,7 @@ def first_failures(
             if log.decided_at is not None and ended > log.decided_at:
                 continue
             status = record.get("status")
-            if status == "passed":
+            if status == "passed" and ended > fault_at:  # a record at the fault's own time is its trigger
                 passed.add(rank)
             elif status in ("failed", "error") and rank not in failures:
                 text = str(record.get("message", ""))
@@ -144,7 +144,11 @@ def first_failures(
                 if earlier is None or earlier.at > fault.at:
                     failures[rank] = Failure(rank, fault.at, KILLED, f"{KILLED_BY_FAULT} ({fault.action})")
     for gone in log.exits:
+        if gone.exit_code == 0 and not gone.oom_killed:
+            continue  # a container that finished its checks
         for rank in gone.ranks:
+            if gone.exit_code is None and rank in passed:
+                continue  # its worker finished after passing a check after the fault: done, not dead
             if rank not in failures and gone.at >= fault_at and (log.decided_at is None or gone.at <= log.decided_at):
                 how = "exited" if gone.exit_code is not None else "was seen without its worker process (the launcher still ran)"
                 text = gone.error_line or f"the container {how} (exit code {gone.exit_code})"

@@ -26,7 +26,7 @@ DEFAULT_NUMEL = 1024
 # How long a rank whose collective raised stays in the check beyond the group timeout, so that the other
 # ranks meet their own error (a timeout at collective_timeout_s) before the cut-off could end them.
 LINGER_MARGIN_S = 3.0
-ALLOCATE_CHUNK_MIB = 16
+ALLOCATE_CHUNK_MIB = 64
 
 
 def _expected(world: int, iteration: int) -> float:

@@ -169,3 +169,14 @@ def test_decided_when_every_named_rank_failed_or_the_window_closed() -> None:
     assert not decided((), log, {}, 2, FAULT_AT + 100), "no rank may fail: only the end of the scenario decides"
     only_victims = (Expectation("victims", (KILLED,), (0.0, 10.0)),)
     assert not decided(only_victims, log, {}, 2, FAULT_AT + 1), "rank 0 (not named) must not fail during the window"
+
+
+def test_finishing_is_not_failing() -> None:
+    slow = Injected(0, "slow", 1, (1,), FAULT_AT, "tc qdisc add", kills=False)
+    done = (
+        ContainerExit("n0", (0,), FAULT_AT + 9, None, False),  # its worker ended after passing: done
+        ContainerExit("n1", (1,), FAULT_AT + 10, 0, False),  # exited 0
+    )
+    records = {0: [record("passed", FAULT_AT + 8)], 1: [record("passed", FAULT_AT + 8)]}
+    verdict = evaluate((), FaultLog(injected=(slow,), exits=done), records, 2)
+    assert verdict.ok, verdict.message
