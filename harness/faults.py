@@ -167,6 +167,7 @@ def plan_faults(
                     action="exec",
                     helper=helper_name,
                     commands=(command,),
+                    undo_after_s=fault.heal_after_s,
                     undo_commands=(("tc", "qdisc", "del", "dev", HELPER_INTERFACE, "root"),),
                     needs_netem=netem,
                 )

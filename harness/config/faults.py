@@ -26,7 +26,7 @@ _KIND_KEYS: Mapping[str, tuple[str, ...]] = {
     "kill": ("rank",),
     "partition": ("peers", "heal_after_s"),
     "freeze": ("resume_after_s",),
-    "slow": ("rate", "latency_ms", "loss_percent"),
+    "slow": ("rate", "latency_ms", "loss_percent", "heal_after_s"),
     "oom": ("memory",),
     "kill-store": (),
 }
@@ -49,7 +49,7 @@ class FaultSpec:
     after: Trigger
     rank: int | None = None  # kill: only this worker process (a global rank), not the whole container
     peers: tuple[int, ...] = ()  # partition: drop traffic to these nodes only; empty: disconnect from the network
-    heal_after_s: float | None = None  # partition: reconnect (or remove the rules) this long after
+    heal_after_s: float | None = None  # partition: reconnect (or remove the rules); slow: remove the qdisc
     resume_after_s: float | None = None  # freeze: unpause this long after
     rate: str | None = None  # slow: tbf rate, e.g. 1mbit
     latency_ms: float | None = None  # slow: netem delay (skipped where the kernel lacks sch_netem)
@@ -327,7 +327,7 @@ def schema_of_faults() -> dict[str, Any]:
         if kind == "oom":
             form["required"] = [*required, "memory"]
         if kind == "slow":
-            form["anyOf"] = [{"required": [key]} for key in keys]
+            form["anyOf"] = [{"required": [key]} for key in keys if key != "heal_after_s"]
         forms.append(form)
     return {"type": "array", "minItems": 1, "maxItems": FAULTS_MAX, "items": {"oneOf": forms}}
 
