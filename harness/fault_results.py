@@ -79,10 +79,9 @@ def fault_cases(
             continue
         if case.name == EXIT_STATUS_CASE:
             if case.status != PASSED:
+                why = f"the runtime stopped them: {log.ended}" if log.ended else case.message
                 case = dataclasses.replace(
-                    case,
-                    status=SKIPPED,
-                    message=f"the faults ended containers on purpose ({FAULTS_CASE} judges it): {case.message}",
+                    case, status=SKIPPED, message=f"the faults ended containers on purpose ({FAULTS_CASE} judges it): {why}"
                 )
             judged.append(case)
             continue

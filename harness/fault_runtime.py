@@ -28,6 +28,7 @@ READ_INTERVAL_S = 0.5  # how often the results files are read while something wa
 # still runs: a launcher that lost its store may never exit (pytorch#168242), so its container's exit
 # would never tell that the rank died.
 WORKERS_INTERVAL_S = 1.0
+PAUSE_ATTEMPTS = 3
 NETEM_PROBE = ("tc", "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms")
 NETEM_UNDO = ("tc", "qdisc", "del", "dev", "lo", "root")
 # Paused containers are resumed this long before the deadline, so that the runtime's kill reaches them
@@ -221,7 +222,7 @@ class FaultRunner:
                 if not set(step.victims) <= hit:
                     error = f"no running worker of rank(s) {sorted(set(step.victims) - hit)} to signal: found {workers}"
             elif step.action == "pause":
-                self.engine.pause(handle)
+                at = self._pause(handle)
                 self.paused.add(step.container)
             elif step.action == "disconnect":
                 assert step.network is not None
@@ -239,6 +240,20 @@ class FaultRunner:
             step.index, step.kind, step.node, step.victims, at, step.describe().split(": ", 2)[-1], kills, error, time.time() - at
         )
         self.note(f"fault {step.index} ({step.kind}) injected" + (f", but failed: {error}" if error else ""))
+
+    def _pause(self, handle: Any) -> float:
+        """Pause, retried: under load the cgroup freezer can fail once ("OCI runtime pause failed: unable to
+        freeze", measured at load 30). Returns when the attempt that succeeded began."""
+        for attempt in range(PAUSE_ATTEMPTS):
+            at = time.time()
+            try:
+                self.engine.pause(handle)
+                return at
+            except EngineError:
+                if attempt == PAUSE_ATTEMPTS - 1:
+                    raise
+                time.sleep(0.2)
+        raise AssertionError("unreachable")
 
     def _undo(self, step: FaultStep, quiet: bool = False) -> None:
         self.undone.add(step.index)

@@ -218,3 +218,24 @@ def test_the_runner_notices_a_worker_gone_while_its_launcher_still_runs(monkeypa
     assert runner.poll({names[1]: names[1]}), "the survivor's failure decides the verdict"
     (gone,) = [e for e in runner.log().exits if e.container == names[1]]
     assert (gone.container, gone.ranks, gone.at) == (names[1], (1,), 1002.0)
+
+
+def test_a_pause_the_freezer_refuses_once_is_retried(monkeypatch: Any) -> None:
+    plan = plan_of("[{kind: freeze, node: 1, after: {check: all_reduce}}]", world_size=2)
+    engine = ScriptedEngine()
+    refusals = ["OCI runtime pause failed: unable to freeze: unknown"]
+
+    def pause(container: Any) -> None:
+        if refusals:
+            from harness.errors import EngineError
+
+            raise EngineError(refusals.pop())
+        engine.calls.append(f"pause {container}")
+
+    monkeypatch.setattr(engine, "pause", pause)
+    names = [c.name for c in plan.containers]
+    engine.files[names[1]] = {"rank-1.jsonl": line("all_reduce", "passed", 1.0)}
+    runner = FaultRunner(engine, plan, {n: n for n in names}, lambda text: None, deadline=1e12)
+    runner.poll({n: n for n in names})
+    assert f"pause {names[1]}" in engine.calls
+    assert runner.log().injected[0].error is None
