@@ -114,7 +114,12 @@ class FaultRunner:
         )
 
     def close(self) -> None:
-        """Undo what outlives a helper (qdiscs, rules) and resume paused containers, so that cleanup works."""
+        """Undo what outlives a helper (qdiscs, rules) and resume paused containers, so that cleanup works
+        (a paused container keeps its network endpoint: measured, its network could not be removed)."""
+        self._unpause_all()
+        for name in sorted({s.container for s in self.steps if s.action == "pause"}):
+            if self._is_paused(self.containers[name]):
+                self.paused.add(name)
         self._unpause_all()
         for step in self.steps:
             if step.index in self.injected and step.undo_commands and step.index not in self.undone:
@@ -250,10 +255,18 @@ class FaultRunner:
                 self.engine.pause(handle)
                 return at
             except EngineError:
+                if self._is_paused(handle):
+                    return at  # the freezer did freeze in the end
                 if attempt == PAUSE_ATTEMPTS - 1:
                     raise
                 time.sleep(0.2)
         raise AssertionError("unreachable")
+
+    def _is_paused(self, handle: Any) -> bool:
+        try:
+            return self.engine.state(handle).status == "paused"
+        except EngineError:
+            return False
 
     def _undo(self, step: FaultStep, quiet: bool = False) -> None:
         self.undone.add(step.index)

@@ -239,3 +239,13 @@ def test_a_pause_the_freezer_refuses_once_is_retried(monkeypatch: Any) -> None:
     runner.poll({n: n for n in names})
     assert f"pause {names[1]}" in engine.calls
     assert runner.log().injected[0].error is None
+
+
+def test_close_resumes_a_container_left_paused(monkeypatch: Any) -> None:
+    plan = plan_of("[{kind: freeze, node: 1, after: {check: all_reduce}}]", world_size=2)
+    engine = ScriptedEngine()
+    names = [c.name for c in plan.containers]
+    engine.status[names[1]] = "paused"  # e.g. a pause the Engine reported as failed that froze it anyway
+    runner = FaultRunner(engine, plan, {n: n for n in names}, lambda text: None, deadline=1e12)
+    runner.close()
+    assert "unpause" in engine.calls
