@@ -316,11 +316,17 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     cases.append(_exit_case(outcome.containers, scenario.timeout_s, outcome.duration_s))
     if unreadable:
         cases.append(CaseResult("results", ERROR, "; ".join(unreadable), 0.0))
-    if outcome.fault_log is not None:
-        from harness.fault_results import fault_cases  # imported here: it builds on this module's types
+    if scenario.faults:
+        from harness.fault_results import NOT_INJECTED, fault_cases  # imported here: it builds on this module's types
 
         cases = fault_cases(
-            cases, outcome.fault_log, scenario.expect, records, outcome.containers, scenario.world_size, outcome.duration_s
+            cases,
+            outcome.fault_log or NOT_INJECTED,
+            scenario.expect,
+            records,
+            outcome.containers,
+            scenario.world_size,
+            outcome.duration_s,
         )
     # The bandwidth figures as properties too (bandwidth.all_reduce.1MiB.busbw_gbps): JUnit consumers read those.
     properties += tuple(figure_properties(figures_of((c.name, c.details) for c in cases)).items())

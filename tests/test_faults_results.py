@@ -102,3 +102,12 @@ def test_no_netem_skips_the_whole_scenario_with_the_reason() -> None:
     assert {status for status, _ in statuses(result).values()} == {"skipped"}
     assert statuses(result)["faults"] == ("skipped", reason)
     assert result.status == "skipped"
+
+
+def test_a_fault_scenario_run_without_containers_passes_nothing() -> None:
+    ar = [line("all_reduce", "all_reduce", r, "passed", FAULT_AT - 2) for r in (0, 1)]
+    sp = plan()
+    containers = tuple(ContainerOutcome(f"n{n}", n, (n,), 0, False, "", "", {f"rank-{n}.jsonl": ar[n].encode()}) for n in (0, 1))
+    result = summarize_scenario(ScenarioOutcome(sp, None, 1.0, containers))  # type: ignore[arg-type]
+    assert {status for status, _ in statuses(result).values()} == {"skipped"}
+    assert statuses(result)["faults"][1].startswith("faults are injected only into containers")
