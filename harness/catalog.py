@@ -90,6 +90,21 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 min_busbw_gbps=ArgSpec("busbw", "fail below this busbw in GB/s: one number, or size -> GB/s"),
             ),
             _info("reconfigure", "torch >= 2.14: a gloo group reconfigured twice keeps giving correct collectives"),
+            _info(
+                "collective_loop",
+                "all_reduce with a known answer in a loop (the workload a fault lands in); records the error text at once",
+                duration_s=ArgSpec("seconds", "how long the loop runs (default 30)"),
+                numel=ArgSpec("int", "float32 elements per all_reduce (default 1024)", minimum=1),
+                timeout_s=ArgSpec(
+                    "seconds", "the loop's group timeout: what a frozen or cut-off peer costs (default collective_timeout_s)"
+                ),
+            ),
+            _info(
+                "allocate",
+                "one rank fills memory (the oom fault's check: the kernel's OOM killer must end it)",
+                mib=ArgSpec("int", "MiB to fill (default 1024)", minimum=1),
+                rank=ArgSpec("int", "the rank that fills it (default: every rank)"),
+            ),
         )
     }
 )

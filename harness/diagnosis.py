@@ -94,7 +94,10 @@ def before_kill(engine: EngineAPI, running: Mapping[str, Any], plan: ScenarioPla
     notes: dict[str, str] = {}
 
     def one(name: str, container: Any) -> None:
-        notes[name] = _diagnose_container(engine, container, plan.container(name), plan.scenario.python, started)
+        try:
+            notes[name] = _diagnose_container(engine, container, plan.container(name), plan.scenario.python, started)
+        except Exception as exc:  # noqa: BLE001 -- a thread's crash would lose the note; the kill happens anyway
+            notes[name] = f"no stacks: the diagnosis failed ({type(exc).__name__}: {exc})"
 
     threads = [threading.Thread(target=one, args=item, daemon=True) for item in running.items()]
     for thread in threads:

@@ -122,3 +122,26 @@ class ContainerPlan:
                 {"Driver": "", "Count": 0, "DeviceIDs": list(options.gpu_device_ids), "Capabilities": [["gpu"]], "Options": {}}
             ]
         return kwargs
+
+
+@dataclass(frozen=True)
+class HelperPlan:
+    """A fault helper (harness/faults.py): a container of the helper image in a victim's network namespace,
+    idle until the runtime execs iptables or tc in it."""
+
+    name: str
+    target: str  # the victim's container name
+    image: str
+    labels: tuple[tuple[str, str], ...]
+
+    def create_kwargs(self) -> dict[str, Any]:
+        return {
+            "image": self.image,
+            "entrypoint": ["sleep"],
+            "command": ["infinity"],
+            "name": self.name,
+            "network_mode": f"container:{self.target}",
+            "cap_add": ["NET_ADMIN"],
+            "labels": dict(self.labels),
+            "detach": True,
+        }

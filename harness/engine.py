@@ -27,7 +27,7 @@ import docker.types
 import requests
 import urllib3.exceptions
 
-from harness.docker_spec import ContainerPlan, NetworkPlan
+from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
 from harness.hosts import HostSpec
@@ -355,6 +355,23 @@ class Engine:
             return str(container.id), host_port, addresses
 
         return self._call(f"start the reaper {name}", run)
+
+    # -- faults -----------------------------------------------------------------------------------
+    def pause(self, container: Any) -> None:
+        """Freeze every process of the container (the cgroup freezer): a fault, not a stop."""
+        self._call(f"pause {container.name}", container.pause)
+
+    def unpause(self, container: Any) -> None:
+        self._call(f"unpause {container.name}", container.unpause)
+
+    def disconnect(self, network: str, container: Any) -> None:
+        self._call(f"disconnect {container.name} from {network}", lambda: self.client.networks.get(network).disconnect(container))
+
+    def create_helper(self, helper: HelperPlan) -> Any:
+        """Create a fault helper (harness/faults.py) with exactly its planned arguments, plus the run's labels."""
+        kwargs = helper.create_kwargs()
+        kwargs["labels"] = self._labels(kwargs["labels"])
+        return self._call(f"create container {helper.name}", lambda: self.client.containers.create(**kwargs))
 
     # -- GPUs ---------------------------------------------------------------------------------------
     def gpu_support(self, image: str, python: str) -> GpuSupport:

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from harness.docker_spec import ContainerPlan, NetworkPlan
+from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 
 
 @dataclass(frozen=True)
@@ -79,6 +79,15 @@ class EngineAPI(Protocol):
     def exec_run(self, container: Any, argv: Sequence[str]) -> ExecResult: ...
 
     def gpu_support(self, image: str, python: str) -> GpuSupport: ...
+
+    # Faults (harness/fault_runtime.py): freeze, partition, and the helper container in a node's namespace.
+    def pause(self, container: Any) -> None: ...
+
+    def unpause(self, container: Any) -> None: ...
+
+    def disconnect(self, network: str, container: Any) -> None: ...
+
+    def create_helper(self, helper: HelperPlan) -> Any: ...
 
     def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]: ...
 

@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from harness.docker_spec import ContainerPlan, NetworkPlan
+from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine import Engine
 from harness.engine_protocol import ContainerState, EngineAPI, ExecResult, GpuSupport, ImageInfo
 from harness.errors import EngineError
@@ -77,6 +77,18 @@ class HostEngine:
 
     def read_files(self, container: Any, path: str) -> dict[str, bytes]:
         return self._on(lambda: self.engine.read_files(container, path))
+
+    def pause(self, container: Any) -> None:
+        self._on(lambda: self.engine.pause(container))
+
+    def unpause(self, container: Any) -> None:
+        self._on(lambda: self.engine.unpause(container))
+
+    def disconnect(self, network: str, container: Any) -> None:
+        self._on(lambda: self.engine.disconnect(network, container))
+
+    def create_helper(self, helper: HelperPlan) -> Any:
+        return self._on(lambda: self.engine.create_helper(helper))
 
     def exec_run(self, container: Any, argv: Sequence[str]) -> ExecResult:
         return self._on(lambda: self.engine.exec_run(container, argv))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from harness.config import NCCL_BACKENDS, Config, Scenario
 from harness.diagnosis import ERROR_FILE
 from harness.docker_spec import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan, Ulimit
+from harness.faults import FaultPlan, plan_faults, with_fault_limits
 from harness.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
 from harness.placeholders import placeholder
 
@@ -122,6 +123,8 @@ class ScenarioPlan:
     # Across several Docker hosts (harness/hosts_plan.py): the Engine URLs, and the probe containers run first.
     hosts: tuple[str, ...] = ()
     probes: tuple[ContainerPlan, ...] = ()
+    # The scenario's faults (harness/faults.py): when each lands, what the runtime does, its helper containers.
+    faults: FaultPlan | None = None
 
     @property
     def network(self) -> NetworkPlan:
@@ -419,6 +422,7 @@ def plan_scenario(
                 results_dir=RESULTS_DIR,
             )
         )
+    containers = with_fault_limits(scenario, containers)
     steps: list[Step] = [CreateNetwork(n.name) for n in networks]
     steps.append(LearnSubnets(networks[0].name))
     if by_ip:
@@ -440,6 +444,7 @@ def plan_scenario(
         networks=networks,
         containers=tuple(containers),
         steps=tuple(steps),
+        faults=plan_faults(scenario, tuple(containers), networks[0].name, base, common_labels) if scenario.faults else None,
     )
 
 

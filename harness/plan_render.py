@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import Any
 
+from harness.fault_render import fault_data, fault_lines
 from harness.placeholders import PLACEHOLDERS, placeholders_in
 from harness.plan import (
     CreateContainer,
@@ -71,6 +72,7 @@ def render_plan(plan: RunPlan) -> str:
             lines.append(f"    {number}. {describe_step(sp, step)}")
             if isinstance(step, CreateContainer):
                 lines += _container_lines(sp, step.container)
+        lines += fault_lines(sp)
     return "\n".join(lines) + "\n"
 
 
@@ -135,6 +137,7 @@ def plan_as_data(plan: RunPlan) -> dict[str, Any]:
                     for c in sp.containers
                 ],
                 "steps": [{"step": type(step).__name__, **dataclasses.asdict(step)} for step in sp.steps],
+                **fault_data(sp),
             }
             for sp in plan.scenarios
         ],

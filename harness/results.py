@@ -20,6 +20,7 @@ from harness.bandwidth import Figure, figure_properties, figures_of
 from harness.config import NCCL_BACKENDS
 from harness.diagnosis import Diagnosis, diagnose, is_record_file, last_attempt
 from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
+from harness.expectations import FaultLog
 from harness.host_plan import canonical_host_plan
 from harness.nccl_transport import describe as describe_transports
 from harness.nccl_transport import transports_between
@@ -53,6 +54,7 @@ class ScenarioOutcome:
     setup_error: str | None = None
     setup_skipped: bool = False  # the Engine cannot provide what the scenario needs (IPv6, GPUs): a skip, not an error
     skip_kind: str | None = None  # what it lacks: "ipv6", "gpu"
+    fault_log: FaultLog | None = None  # what the faults did and when (harness/fault_runtime.py); None: no faults
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,8 @@ def scenario_hash(plan: ScenarioPlan, any_image: bool = False) -> str:
             ],
             "networks": [n.create_kwargs() for n in canonical.networks],
             "steps": [[type(step).__name__, dataclasses.asdict(step)] for step in canonical.steps],
+            # Only where there are faults, so that every other scenario keeps its hash.
+            **({"faults": dataclasses.asdict(canonical.faults)} if canonical.faults is not None else {}),
         },
         sort_keys=True,
     )
@@ -333,6 +337,18 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     cases.append(_exit_case(outcome.containers, scenario.timeout_s, outcome.duration_s))
     if unreadable:
         cases.append(CaseResult("results", ERROR, "; ".join(unreadable), 0.0))
+    if scenario.faults:
+        from harness.fault_results import NOT_INJECTED, fault_cases  # imported here: it builds on this module's types
+
+        cases = fault_cases(
+            cases,
+            outcome.fault_log or NOT_INJECTED,
+            scenario.expect,
+            records,
+            outcome.containers,
+            scenario.world_size,
+            outcome.duration_s,
+        )
     # The bandwidth figures as properties too (bandwidth.all_reduce.1MiB.busbw_gbps): JUnit consumers read those.
     properties += tuple(figure_properties(figures_of((c.name, c.details) for c in cases)).items())
     diagnosis = diagnose(outcome.containers)

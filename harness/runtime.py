@@ -23,6 +23,7 @@ from harness.docker_spec import ContainerPlan, FileCopy
 from harness.engine_protocol import EngineAPI
 from harness.errors import EngineError, RunStopped
 from harness.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
+from harness.fault_runtime import FaultRunner
 from harness.labels import LABEL_SCENARIO
 from harness.placeholders import facts_for_address, facts_on_host, resolve
 from harness.plan import CreateContainer, CreateNetwork, LearnAddress, LearnSubnets, ProbeHost, ScenarioPlan, StartContainer
@@ -34,6 +35,10 @@ WAIT_SLICE_S = 0.5
 # How long a killed container may take to reach 'exited' before its state is read as it is.
 KILL_SETTLE_S = 10.0
 RECHECK_S = 0.05
+# With faults, every container's state is read this often: a fault's trigger and its verdict need them all.
+FAULT_SLICE_S = 0.2
+# A container in these states still runs (paused: a freeze fault).
+LIVE = ("created", "running", "restarting", "paused")
 
 
 def suite_dir() -> Path:
@@ -99,6 +104,7 @@ def run_scenario(
     image = engine.image(plan.image)
     image_id = image.id if image else None
     created: dict[str, Any] = {}  # container name -> the Engine's handle, in creation order
+    faults: FaultRunner | None = None
 
     def skipped(reason: str, kind: str) -> ScenarioOutcome:
         return ScenarioOutcome(
@@ -150,7 +156,9 @@ def run_scenario(
             events.phase(plan, RUNNING)
             events.note(plan, f"started {len(created)} container(s)")
             nodes = {name: handle for name, handle in created.items() if plan.container(name).node_rank >= 0}
-            killed = _wait(of, nodes, deadline, events, plan, stop)
+            if plan.faults is not None:
+                faults = FaultRunner(engine, plan, nodes, lambda text: events.note(plan, text), deadline)
+            killed = _wait(of, nodes, deadline, events, plan, stop, faults)
             events.phase(plan, COLLECTING)
             outcomes = tuple(_collect(of(name), plan.container(name), handle, name in killed) for name, handle in nodes.items())
         except (EngineError, RunStopped) as exc:
@@ -161,8 +169,10 @@ def run_scenario(
                 if cp.node_rank >= 0
             )
             return ScenarioOutcome(plan, image_id, time.monotonic() - started, partial, setup_error=str(exc))
-        return ScenarioOutcome(plan, image_id, time.monotonic() - started, outcomes)
+        return ScenarioOutcome(plan, image_id, time.monotonic() - started, outcomes, fault_log=faults.log() if faults else None)
     finally:
+        if faults is not None:
+            faults.close()
         if remove:
             events.phase(plan, REMOVING)
             with signals_deferred():
@@ -183,7 +193,13 @@ def _remove_everywhere(engine: EngineAPI, engines: Mapping[str, EngineAPI], plan
 
 
 def _wait(
-    of: Any, containers: dict[str, Any], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event
+    of: Any,
+    containers: dict[str, Any],
+    deadline: float,
+    events: RunEvents,
+    plan: ScenarioPlan,
+    stop: threading.Event,
+    faults: FaultRunner | None = None,
 ) -> set[str]:
     """``of(name)``: the Engine of a container.
 
@@ -194,22 +210,29 @@ def _wait(
     while running:
         name, container = next(iter(running.items()))
         remaining_s = deadline - time.monotonic()
-        if remaining_s > 0 and not stop.is_set() and of(name).wait_stopped(container, min(WAIT_SLICE_S, remaining_s)):
+        slice_s = min(WAIT_SLICE_S if faults is None else FAULT_SLICE_S, remaining_s)
+        if remaining_s > 0 and not stop.is_set() and of(name).wait_stopped(container, slice_s):
             state = of(name).state(container)
-            if state.status not in ("created", "running", "restarting"):
+            if state.status not in LIVE:
                 del running[name]
                 events.container_exited(plan, name, state.exit_code)
                 continue
             time.sleep(RECHECK_S)  # the wait and the state disagree (a restart?): do not spin on the Engine
-        if stop.is_set() or time.monotonic() >= deadline:
+        if faults is not None or stop.is_set() or time.monotonic() >= deadline:
             # Which ones are still running: the others may have exited while this one was waited on.
             for other, handle in list(running.items()):
                 state = of(other).state(handle)
-                if state.status not in ("created", "running", "restarting"):
+                if state.status not in LIVE:
                     del running[other]
                     events.container_exited(plan, other, state.exit_code)
             if not running:
                 break
+        if faults is not None and faults.poll(running):
+            events.note(plan, faults.ended or "faults ended the scenario")
+            for other, handle in running.items():
+                of(other).kill(handle)
+            return set(running)
+        if stop.is_set() or time.monotonic() >= deadline:
             if not stop.is_set():
                 events.phase(plan, KILLING)
                 events.note(plan, f"deadline of {plan.deadline_s:g} s reached; killing {', '.join(sorted(running))}")

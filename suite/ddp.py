@@ -98,7 +98,10 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     device = ctx.device
     model = DistributedDataParallel(nn.Linear(2, 1).to(device), device_ids=ctx.device_ids())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    dataset = _Pairs(4)
+    # Two samples per rank: a length the world size divides, so the sampler pads nothing and the shards must
+    # be disjoint at any world size (at 2 ranks: the published reference's 4 samples).
+    samples = 2 * world
+    dataset = _Pairs(samples)
     loader = DataLoader(dataset, batch_size=2, sampler=DistributedSampler(dataset, shuffle=False))
     seen: List[int] = []
     losses: List[float] = []
@@ -113,10 +116,10 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     details.update({"shards": shards, "loss": losses})
     flat = [i for shard in shards for i in shard]
     overlap = sorted({i for i in flat if flat.count(i) > 1})
-    if overlap or sorted(set(flat)) != list(range(4)):
+    if overlap or sorted(set(flat)) != list(range(samples)):
         problems.append(
-            "expected disjoint shards covering samples 0..3; got %s (overlapping: %s, missing: %s)"
-            % (shards, overlap or "none", sorted(set(range(4)) - set(flat)) or "none")
+            "expected disjoint shards covering samples 0..%d; got %s (overlapping: %s, missing: %s)"
+            % (samples - 1, shards, overlap or "none", sorted(set(range(samples)) - set(flat)) or "none")
         )
     weights = torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
     everyone = _gather_flat(ctx, "ddp_sampler.weights", weights)

@@ -19,7 +19,16 @@ from suite import diagnostics
 from suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
 
 # The modules holding the checks, one concern each.
-CHECK_MODULES = ("suite.image", "suite.launch", "suite.collectives", "suite.ddp", "suite.store", "suite.group", "suite.bandwidth")
+CHECK_MODULES = (
+    "suite.image",
+    "suite.launch",
+    "suite.collectives",
+    "suite.ddp",
+    "suite.store",
+    "suite.group",
+    "suite.bandwidth",
+    "suite.steady",
+)
 
 
 def _ordered(entries: List[Dict[str, Any]], run_last: Tuple[str, ...]) -> List[Dict[str, Any]]:

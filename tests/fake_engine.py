@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from harness.docker_spec import ContainerPlan, NetworkPlan
+from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, EngineAPI, ExecResult, GpuSupport, ImageInfo
 
 NO_GPUS = GpuSupport(0, "no GPUs in the fake Engine")
@@ -78,6 +78,19 @@ class FakeEngine:
     def gpu_support(self, image: str, python: str) -> GpuSupport:
         self.gpus_probed_with = python
         return self.gpus
+
+    def pause(self, container: Any) -> None:
+        self.calls.append("pause")
+
+    def unpause(self, container: Any) -> None:
+        self.calls.append("unpause")
+
+    def disconnect(self, network: str, container: Any) -> None:
+        self.calls.append("disconnect")
+
+    def create_helper(self, helper: HelperPlan) -> Any:
+        self.calls.append("create_helper")
+        return helper.name
 
     def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
         self.calls.append("remove_labelled")

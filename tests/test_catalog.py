@@ -136,6 +136,8 @@ CATALOG_KINDS: dict[str, dict[str, str]] = {
     "timeout": {"deadline_s": "seconds", "margin_s": "seconds"},
     "bandwidth": {"sizes": "sizes", "iterations": "int", "warmup": "int", "ops": "names", "min_busbw_gbps": "busbw"},
     "reconfigure": {},
+    "collective_loop": {"duration_s": "seconds", "numel": "int", "timeout_s": "seconds"},
+    "allocate": {"mib": "int", "rank": "int"},
 }
 
 

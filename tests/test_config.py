@@ -41,11 +41,11 @@ SCENARIO_KEYS = (
     "timeout_s, collective_timeout_s, check_timeout_s, python, egress, extra_networks, ipv6, cpus, memory, shm_size, "
     "env, user, working_dir, distributed_debug, max_restarts, rdzv_join_timeout_s, rdzv_last_call_timeout_s, "
     "rdzv_close_timeout_s, rdzv_read_timeout_s, share_rdzv_store, hosts, placement, advertise_addr, checks, matrix, "
-    "exclude"
+    "exclude, faults, expect"
 )
 CHECK_NAMES = (
     "a check name (env, identity, cuda_build, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, "
-    "bandwidth, reconfigure)"
+    "bandwidth, reconfigure, collective_loop, allocate)"
 )
 
 
@@ -1003,8 +1003,9 @@ def test_default_yaml_loads() -> None:
         # The whole gloo suite, every check once, in both scenarios (the second reuses the first's list).
         assert [c.name for c in scenario.checks] == DEFAULT_CHECKS
         # cuda_build's verdict is about the image's build: a config states build/cuda for it. bandwidth
-        # measures speed (seconds per scenario): configs/bandwidth.yaml runs it.
-        assert sorted(DEFAULT_CHECKS) == sorted(set(CATALOG) - {"cuda_build", "bandwidth"})
+        # measures speed (seconds per scenario): configs/bandwidth.yaml runs it. collective_loop and allocate
+        # are the workload and the memory hog of fault scenarios: configs/faults.yaml runs them.
+        assert sorted(DEFAULT_CHECKS) == sorted(set(CATALOG) - {"cuda_build", "bandwidth", "collective_loop", "allocate"})
         args = {c.name: dict(c.args) for c in scenario.checks if c.args}
         assert args == {
             "identity": {"backends": ("gloo",)},

@@ -15,7 +15,7 @@ import pytest
 import requests
 import urllib3.exceptions
 
-from harness.docker_spec import ContainerPlan, NetworkPlan
+from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine import Engine
 from harness.engine_protocol import GpuSupport, Resource
 from harness.errors import EngineError, ImageMissing
@@ -74,6 +74,12 @@ class FakeContainer:
     def kill(self) -> None:
         self.calls("container.kill")
 
+    def pause(self) -> None:
+        self.calls("container.pause")
+
+    def unpause(self) -> None:
+        self.calls("container.unpause")
+
     def wait(self, timeout: float | None = None) -> dict[str, int]:
         self.calls("container.wait")
         return {"StatusCode": 0}
@@ -115,6 +121,9 @@ class FakeNetwork:
 
     def connect(self, container: Any) -> None:
         self.calls("network.connect")
+
+    def disconnect(self, container: Any) -> None:
+        self.calls("network.disconnect")
 
 
 class FakeImage:
@@ -238,6 +247,7 @@ RESOURCES = [
 ]
 
 # Every public Engine method, called with arguments that make it succeed against the fake client.
+HELPER = HelperPlan("h", "c0", "distval-fixtures/fault-helper:bookworm", (("distval.scenario", "s"),))
 METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "version": lambda e, c: e.version(),
     "image": lambda e, c: e.image("example/torch:test"),
@@ -256,6 +266,10 @@ METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "logs": lambda e, c: e.logs(c),
     "read_files": lambda e, c: e.read_files(c, "/distval/results"),
     "exec_run": lambda e, c: e.exec_run(c, ["true"]),
+    "pause": lambda e, c: e.pause(c),
+    "unpause": lambda e, c: e.unpause(c),
+    "disconnect": lambda e, c: e.disconnect("net", c),
+    "create_helper": lambda e, c: e.create_helper(HELPER),
     "gpu_support": lambda e, c: e.gpu_support("example/torch:test", "python3"),
     "remove_labelled": lambda e, c: e.remove_labelled("distval.scenario=s"),
     "remove_matching": lambda e, c: e.remove_matching(["distval.run=r"]),

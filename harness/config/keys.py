@@ -17,6 +17,15 @@ import yaml
 from harness.config import values
 from harness.config.check_list import read_checks
 from harness.config.devices import DEVICES, NCCL_BACKENDS
+from harness.config.faults import (
+    ERROR_KINDS,
+    FAULT_KINDS,
+    RANK_GROUPS,
+    read_expect,
+    read_faults,
+    schema_of_expect,
+    schema_of_faults,
+)
 from harness.config.layout import MASTER_ADDRS, NODES_MAX, NPROC_PER_NODE_MAX, RENDEZVOUS, TOPOLOGIES, WORLD_SIZE_MAX
 from harness.config.values import Reader
 from harness.config.yaml_nodes import Problems, describe, typed
@@ -420,6 +429,20 @@ KEYS: tuple[Key, ...] = (
     Key(name="matrix", doc="axes -> lists of values: one scenario per combination", read=None, schema=None, kind=ENTRY),
     Key(
         name="exclude", doc="combinations the matrix leaves out: a list of {axis: value, ...}", read=None, schema=None, kind=ENTRY
+    ),
+    Key(
+        name="faults",
+        doc=f"what the harness does to a node while the checks run ({', '.join(FAULT_KINDS)}), each after a check",
+        read=read_faults,
+        schema=schema_of_faults(),
+        default=(),
+    ),
+    Key(
+        name="expect",
+        doc=f"how the ranks must react to the faults: a list of {{ranks: {'|'.join(RANK_GROUPS)}|[...], "
+        f"error: {'|'.join(ERROR_KINDS)}, within_s: [lo, hi]}}; empty: no rank may fail",
+        read=read_expect,
+        schema=schema_of_expect(),
     ),
 )
 

@@ -16,6 +16,7 @@ import yaml
 
 from harness.config.compose import compose
 from harness.config.devices import resolve_devices
+from harness.config.faults import scenario_fault_issues
 from harness.config.keys import BY_NAME, DEFAULT_KEYS, KEYS, MATRIX_AXES, SCENARIO_KEYS, SCENARIOS_MAX, VALUE_KEYS
 from harness.config.matrix import Exclude, expand, read_axes, read_excludes
 from harness.config.model import Config, Scenario
@@ -81,13 +82,32 @@ def _entry(node: yaml.Node, key_path: str, defaults: dict[str, Any], problems: P
         return []
     if axes is not None:
         assert name is not None
-        return expand(node, key_path, fields, name, values, checks, axes, excludes, defaults, problems)
+        expanded = expand(node, key_path, fields, name, values, checks, axes, excludes, defaults, problems)
+        return _faults_checked(node, fields, key_path, expanded, problems)
     kwargs, issues = resolve(values, defaults)
     for found in issues:
         problems.add(fields.get(found.key, node), f"{key_path}.{found.key}", found.message)
     if kwargs is None:
         return []
-    return [Scenario(name=name or f"{kwargs['topology']}-{kwargs['world_size']}ranks", checks=checks, **kwargs)]
+    return _faults_checked(
+        node,
+        fields,
+        key_path,
+        [Scenario(name=name or f"{kwargs['topology']}-{kwargs['world_size']}ranks", checks=checks, **kwargs)],
+        problems,
+    )
+
+
+def _faults_checked(
+    node: yaml.Node, fields: Mapping[str, yaml.Node], key_path: str, scenarios: list[Scenario], problems: Problems
+) -> list[Scenario]:
+    """The scenarios, after the rules between their faults, expect and the rest (config/faults.py)."""
+    before = len(problems.lines)
+    for scenario in scenarios:
+        for sub_path, message in scenario_fault_issues(scenario):
+            at = fields.get(sub_path.split("[")[0].split(".")[0], node)
+            problems.add(at, f"{key_path}.{sub_path}", message if not scenario.axes else f"{message} (in {scenario.name})")
+    return scenarios if len(problems.lines) == before else []
 
 
 def _scenarios(node: yaml.Node, defaults: dict[str, Any], problems: Problems) -> list[Scenario]:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from harness.config.faults import Expectation, FaultSpec
 from harness.config.layout import complete_layout
 
 
@@ -67,6 +68,9 @@ class Scenario:
     advertise_addr: str | None = None  # host 0's address as the other hosts reach it; None: probed
     expanded_from: str | None = None  # the matrix entry's name; None for a plain scenario
     axes: tuple[tuple[str, str], ...] = ()  # the matrix combination: (axis, value as str), in axis order
+    # What the harness does to nodes while the checks run, and how the ranks must react (config/faults.py).
+    faults: tuple[FaultSpec, ...] = ()
+    expect: tuple[Expectation, ...] | None = None
 
     def __post_init__(self) -> None:
         # Results are keyed by check name: a check listed twice would let one verdict overwrite the other.
