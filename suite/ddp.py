@@ -140,7 +140,7 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             )
 
     # 2. Shuffle with set_epoch: a different permutation per epoch, still disjoint and covering.
-    data = _Pairs(8)
+    data = _Pairs(4 * world)  # a length the world size divides: no padding, so the shards must be disjoint
     sampler = DistributedSampler(data, shuffle=True, seed=5)
     epochs: List[List[List[int]]] = []
     for epoch in range(2):
@@ -148,8 +148,10 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
         epochs.append(_gather_ints(ctx, "sampler.epoch%d" % epoch, list(iter(sampler))))
     for epoch, epoch_shards in enumerate(epochs):
         flat = [i for shard in epoch_shards for i in shard]
-        if sorted(flat) != list(range(8)):
-            problems.append("shuffled epoch %d: expected disjoint shards covering 0..7; got %s" % (epoch, epoch_shards))
+        if sorted(flat) != list(range(data.size)):
+            problems.append(
+                "shuffled epoch %d: expected disjoint shards covering 0..%d; got %s" % (epoch, data.size - 1, epoch_shards)
+            )
     if epochs[0] == epochs[1]:
         problems.append("expected set_epoch(1) to give a different permutation from set_epoch(0); both gave %s" % epochs[0])
 

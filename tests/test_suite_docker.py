@@ -224,6 +224,25 @@ def test_broken_image_is_caught_by_its_check(
             assert found[name][0] == "passed", (topology, name, found[name])
 
 
+@pytest.mark.parametrize(
+    ("image", "want"),
+    [("distval-fixtures/torch:2.6-debian", "passed"), ("distval-fixtures/broken:sampler-same-shard", "failure")],
+)
+def test_ddp_sampler_at_a_world_size_that_does_not_divide_four(
+    fixture_image: Callable[[str], str], image: str, want: str, run_id: str, tmp_path: Path
+) -> None:
+    """At 3 ranks DistributedSampler pads a 4-sample dataset by design: the check's data must be sized by the
+    world (it once failed every good image at 3 ranks), and must still catch the same-shard defect there."""
+    fixture_image(image)
+    config = tmp_path / "three.yaml"
+    config.write_text("timeout_s: 150\nscenarios:\n  - {topology: in-container, world_size: 3, checks: [ddp_sampler]}\n")
+    code, results = run(str(config), image, run_id, tmp_path / "results.xml")
+    status, message = results["in-container"]["ddp_sampler"]
+    assert (code, status) == ((0, "passed") if want == "passed" else (1, "failure")), message
+    if want == "failure":
+        assert "expected disjoint shards covering samples 0..5; got [[0, 3], [0, 3], [0, 3]]" in message
+
+
 def test_identity_catches_the_wrong_torch_in_a_tag(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
     old, new = fixture_image("distval-fixtures/torch:1.13-debian"), fixture_image("distval-fixtures/torch:2.6-debian")
     config = tmp_path / "identity.yaml"
