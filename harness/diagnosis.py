@@ -111,13 +111,19 @@ def before_kill(engine: EngineAPI, running: Mapping[str, Any], plan: ScenarioPla
 
 
 def _diagnose_container(engine: EngineAPI, container: Any, cp: ContainerPlan, python: str, started: float) -> str:
+    thawed = ""
     try:
+        if engine.state(container).status == "paused":
+            # A frozen node (a freeze fault) runs no exec. Thawed, its workers are still wherever the freeze
+            # stopped them, and their stacks say where that was; it is killed right after.
+            engine.unpause(container)
+            thawed = "unpaused to read its stacks; "
         workers = signal_workers(engine, container, python, signal.SIGUSR1)
     except EngineError as exc:
-        return f"no stacks: the workers could not be signalled ({exc})"
+        return f"{thawed}no stacks: the workers could not be signalled ({exc})"
     ranks = [w.rank for w in workers if w.error is None]
     if not ranks:
-        return "no stacks: no worker process was running"
+        return f"{thawed}no stacks: no worker process was running"
     argv = [python, "-S", "-c", _WAIT_SCRIPT, cp.results_dir, ",".join(map(str, ranks)), f"{WAIT_S:g}", str(cp.node_rank)]
     try:
         result = engine.exec_run(container, argv)
@@ -127,7 +133,7 @@ def _diagnose_container(engine: EngineAPI, container: Any, cp: ContainerPlan, py
     if report is None:
         return f"signalled rank(s) {ranks} for their stacks; the wait printed {result.output[-200:]!r}"
     took_s = time.monotonic() - started
-    return (
+    return thawed + (
         f"stacks of rank(s) {report.get('stacks')} and flight-recorder dumps of rank(s) {report.get('flight_recorder')} "
         f"of signalled rank(s) {ranks} collected in {took_s:.1f} s before the kill"
     )

@@ -229,6 +229,8 @@ def _wait(
                 break
         if faults is not None and faults.poll(running):
             events.note(plan, faults.ended or "faults ended the scenario")
+            # The verdict is decided; what still runs (a frozen node, survivors lingering) shows its stacks first.
+            diagnosis.before_kill(of(next(iter(running))), running, plan, events)
             for other, handle in running.items():
                 of(other).kill(handle)
             return set(running)

@@ -19,7 +19,7 @@ from harness.diagnosis import (
     parse_stacks,
     stacks_summary,
 )
-from harness.engine_protocol import ExecResult
+from harness.engine_protocol import ContainerState, ExecResult
 from harness.plan import plan_scenario
 from harness.results import ContainerOutcome, ScenarioOutcome, summarize_scenario
 
@@ -192,9 +192,17 @@ def test_an_empty_outcome_has_an_empty_diagnosis() -> None:
 class ExecEngine:
     """Just what before_kill calls: exec_run, answering each argv with a canned result (or raising)."""
 
-    def __init__(self, answers: list[ExecResult | Exception]) -> None:
+    def __init__(self, answers: list[ExecResult | Exception], status: str = "running") -> None:
         self.answers = answers
         self.calls: list[list[str]] = []
+        self.status = status
+
+    def state(self, container: Any) -> ContainerState:
+        return ContainerState(self.status, None, False)
+
+    def unpause(self, container: Any) -> None:
+        self.calls.append(["unpause"])
+        self.status = "running"
 
     def exec_run(self, container: Any, argv: Any) -> ExecResult:
         self.calls.append(list(argv))
@@ -229,3 +237,8 @@ def test_before_kill_signals_then_waits_and_never_raises() -> None:
     notes.clear()
     before_kill(failing, {name: object()}, plan, Events())  # type: ignore[arg-type]
     assert notes == [f"{name}: no stacks: the workers could not be signalled (container is paused)"]
+    # A frozen node (freeze fault) runs no exec: it is thawed first, and the note says so.
+    frozen = ExecEngine([ExecResult(0, workers), ExecResult(0, waited)], status="paused")
+    notes.clear()
+    before_kill(frozen, {name: object()}, plan, Events())  # type: ignore[arg-type]
+    assert frozen.calls[0] == ["unpause"] and notes[0].startswith(f"{name}: unpaused to read its stacks; stacks of rank(s)")

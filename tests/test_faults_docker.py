@@ -103,6 +103,11 @@ def test_every_fault_kind_reacts_as_expected(
     for name, rank, expected, after in measured:
         print(f"  {name:22} rank {rank}: {'-' if after is None else f'{after:6.2f} s'}  (expected {expected})")
     assert not problems, "\n".join(f"{name} ({status}): {cases}" for name, status, cases in problems)
+    # Before the runtime stops what still runs, every rank's Python stacks are read (the frozen node's once
+    # thawed): the report holds both ranks' stacks, each naming the suite's frames.
+    frozen = {r["rank"]: r for r in scenarios["freeze-2x1"]["diagnosis"]["ranks"]}
+    assert set(frozen) == {0, 1}, frozen
+    assert all("/distval/suite/" in r["stacks_text"] for r in frozen.values()), frozen
     wrong_freeze = {c["name"]: c for c in scenarios["wrong-freeze-expects-closed"]["cases"]}["faults"]
     assert wrong_freeze["status"] == "failed"
     # The survivor's timeout comes at 10 s, after the 5 s window closed and the runtime stopped the containers.
