@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness.engine_protocol import EngineAPI
 from harness.errors import EngineError
-from harness.processes import signal_workers
+from harness.processes import signal_workers, signal_workers_beside
 
 if TYPE_CHECKING:
     from harness.docker_spec import ContainerPlan
@@ -114,11 +114,14 @@ def _diagnose_container(engine: EngineAPI, container: Any, cp: ContainerPlan, py
     thawed = ""
     try:
         if engine.state(container).status == "paused":
-            # A frozen node (a freeze fault) runs no exec. Thawed, its workers are still wherever the freeze
-            # stopped them, and their stacks say where that was; it is killed right after.
+            # A frozen node (a freeze fault) runs no exec: its workers are signalled from a container beside it
+            # in its PID namespace, then thawed. The signal is delivered as they thaw, before they run on, so
+            # their stacks show where the freeze held them. The node is killed right after.
+            workers = signal_workers_beside(engine, container, cp.image, python, signal.SIGUSR1)
             engine.unpause(container)
-            thawed = "unpaused to read its stacks; "
-        workers = signal_workers(engine, container, python, signal.SIGUSR1)
+            thawed = "frozen: signalled from beside it, then unpaused; "
+        else:
+            workers = signal_workers(engine, container, python, signal.SIGUSR1)
     except EngineError as exc:
         return f"{thawed}no stacks: the workers could not be signalled ({exc})"
     ranks = [w.rank for w in workers if w.error is None]

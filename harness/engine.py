@@ -373,6 +373,34 @@ class Engine:
         kwargs["labels"] = self._labels(kwargs["labels"])
         return self._call(f"create container {helper.name}", lambda: self.client.containers.create(**kwargs))
 
+    def run_beside(self, container: Any, image: str, argv: Sequence[str], timeout_s: float) -> ExecResult:
+        """Run ``argv`` in a short-lived container of ``image`` that shares ``container``'s PID namespace, as
+        root, without a network; its output and exit code, then it is removed. A paused container runs no
+        exec, but a process beside it can still signal its processes (delivered when they thaw)."""
+
+        def run() -> ExecResult:
+            beside = self.client.containers.create(
+                image,
+                entrypoint=list(argv),
+                command=[],
+                name=f"{container.name}-beside-{os.urandom(3).hex()}",
+                # The container's own labels (run, scenario): the scenario's cleanup removes it if this cannot.
+                labels=self._labels(dict(((container.attrs or {}).get("Config") or {}).get("Labels") or {})),
+                pid_mode=f"container:{container.id}",
+                network_mode="none",
+                user="0:0",
+                detach=True,
+            )
+            try:
+                beside.start()
+                status = beside.wait(timeout=timeout_s)
+                output = beside.logs(stdout=True, stderr=True).decode("utf-8", "replace")
+                return ExecResult(exit_code=status.get("StatusCode"), output=output)
+            finally:
+                beside.remove(force=True, v=True)
+
+        return self._call(f"run beside {container.name}", run)
+
     # -- GPUs ---------------------------------------------------------------------------------------
     def gpu_support(self, image: str, python: str) -> GpuSupport:
         """How many GPUs this Engine can give a container of ``image``, measured once per image and run:

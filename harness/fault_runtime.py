@@ -100,9 +100,14 @@ class FaultRunner:
         ):
             self.ended = "the faults' verdict is decided; the containers still running are stopped"
             self.decided_at = time.time()
-            self._unpause_all()
+            # Still paused: the runtime reads the frozen node's stacks first (harness/diagnosis.py), then thaws
+            # it (``thaw``) before its kill.
             return True
         return False
+
+    def thaw(self) -> None:
+        """Resume every container a fault paused (a paused container cannot be killed)."""
+        self._unpause_all()
 
     def log(self) -> FaultLog:
         return FaultLog(

@@ -79,6 +79,16 @@ def signal_workers(
     return parse_workers(result.exit_code, result.output)
 
 
+def signal_workers_beside(
+    engine: EngineAPI, container: Any, image: str, python: str, signum: int, timeout_s: float = 60.0
+) -> tuple[Worker, ...]:
+    """``signal_workers`` for a paused container, which runs no exec: the same script in a container of
+    ``image`` beside it, in its PID namespace. The signal is delivered when the workers thaw, before
+    they run anything else."""
+    result = engine.run_beside(container, image, [python, "-S", "-c", _SCRIPT, str(signum), "all"], timeout_s)
+    return parse_workers(result.exit_code, result.output)
+
+
 def parse_workers(exit_code: int | None, output: str) -> tuple[Worker, ...]:
     last_line = output.strip().splitlines()[-1] if output.strip() else ""
     if exit_code != 0:

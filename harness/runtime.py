@@ -231,6 +231,7 @@ def _wait(
             events.note(plan, faults.ended or "faults ended the scenario")
             # The verdict is decided; what still runs (a frozen node, survivors lingering) shows its stacks first.
             diagnosis.before_kill(of(next(iter(running))), running, plan, events)
+            faults.thaw()
             for other, handle in running.items():
                 of(other).kill(handle)
             return set(running)

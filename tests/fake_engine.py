@@ -71,6 +71,10 @@ class FakeEngine:
     def read_files(self, container: Any, path: str) -> dict[str, bytes]:
         return {}
 
+    def run_beside(self, container: Any, image: str, argv: Sequence[str], timeout_s: float) -> ExecResult:
+        self.calls.append("run_beside")
+        return ExecResult(0, "")
+
     def exec_run(self, container: Any, argv: Sequence[str]) -> ExecResult:
         self.calls.append("exec_run")
         return ExecResult(0, "")

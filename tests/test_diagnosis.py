@@ -200,6 +200,12 @@ class ExecEngine:
     def state(self, container: Any) -> ContainerState:
         return ContainerState(self.status, None, False)
 
+    def run_beside(self, container: Any, image: str, argv: Any, timeout_s: float) -> ExecResult:
+        self.calls.append(["beside", image, *argv])
+        answer = self.answers.pop(0)
+        assert isinstance(answer, ExecResult)
+        return answer
+
     def unpause(self, container: Any) -> None:
         self.calls.append(["unpause"])
         self.status = "running"
@@ -241,4 +247,6 @@ def test_before_kill_signals_then_waits_and_never_raises() -> None:
     frozen = ExecEngine([ExecResult(0, workers), ExecResult(0, waited)], status="paused")
     notes.clear()
     before_kill(frozen, {name: object()}, plan, Events())  # type: ignore[arg-type]
-    assert frozen.calls[0] == ["unpause"] and notes[0].startswith(f"{name}: unpaused to read its stacks; stacks of rank(s)")
+    assert [c[0] for c in frozen.calls] == ["beside", "unpause", "python3"], frozen.calls
+    assert frozen.calls[0][1] == plan.containers[0].image and frozen.calls[0][5] == str(int(signal.SIGUSR1))
+    assert notes[0].startswith(f"{name}: frozen: signalled from beside it, then unpaused; stacks of rank(s)")
