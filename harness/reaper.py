@@ -56,19 +56,20 @@ def daemon_command(python: str) -> list[str]:
     return [python, "-S", "-u", "-c", source]
 
 
-def engine_socket_path() -> str:
-    """The Engine's socket on the Engine's host, which the reaper mounts: the path of a ``unix://`` DOCKER_HOST,
-    else the default one (also for tcp:// and ssh:// Engines, where distval cannot see the path)."""
-    host = os.environ.get("DOCKER_HOST", "")
+def engine_socket_path(url: str | None = None) -> str:
+    """The Engine's socket on the Engine's host, which the reaper mounts: the path of a ``unix://`` URL (default:
+    DOCKER_HOST), else the default one (also for tcp:// and ssh:// Engines, where distval cannot see the path)."""
+    host = url if url is not None else os.environ.get("DOCKER_HOST", "")
     if host.startswith("unix://"):
         return host.removeprefix("unix://")
     return DEFAULT_SOCKET
 
 
-def _remote_host() -> str | None:
-    """The Engine's host name for a tcp:// or ssh:// DOCKER_HOST (its published ports are there), else None."""
-    host = os.environ.get("DOCKER_HOST", "")
-    if host.startswith(("tcp://", "ssh://")):
+def _remote_host(url: str | None = None) -> str | None:
+    """The Engine's host name for a tcp://, https:// or ssh:// URL (default: DOCKER_HOST; its published ports
+    are there), else None."""
+    host = url if url is not None else os.environ.get("DOCKER_HOST", "")
+    if host.startswith(("tcp://", "https://", "ssh://")):
         return urlparse(host).hostname
     return None
 
@@ -83,13 +84,13 @@ def own_container(mountinfo: str = "/proc/self/mountinfo") -> str | None:
     return found.group(1) if found else None
 
 
-def addresses(host_port: int | None, own_addresses: list[str]) -> list[tuple[str, int]]:
+def addresses(host_port: int | None, own_addresses: list[str], url: str | None = None) -> list[tuple[str, int]]:
     """Where distval may reach its reaper, most likely first: the published port on the Engine's host
     (a remote Engine's host, else the loopback: distval on the Engine's host), then the reaper's own addresses
     (distval in a container: on the default bridge, or on the networks of distval's container, which the
     reaper joined)."""
     found: list[tuple[str, int]] = []
-    remote = _remote_host()
+    remote = _remote_host(url)
     if host_port is not None:
         found.append((remote or "127.0.0.1", host_port))
     found += [(address, REAPER_PORT) for address in own_addresses]
@@ -112,13 +113,13 @@ class Reaper:
         self.address: tuple[str, int] | None = None
 
     @staticmethod
-    def start(engine: Engine, log: Log, image: str, python: str) -> Reaper | None:
+    def start(engine: Engine, log: Log, image: str, python: str, url: str | None = None) -> Reaper | None:
         """Start the run's reaper in ``image`` with its ``python`` and connect to it; None (after one line
-        through ``log``) when that fails."""
+        through ``log``) when that fails. ``url``: the Engine's, across several hosts (default: DOCKER_HOST's)."""
         run_id = engine.run_id
         name = f"distval-{run_id}-reaper"
         secret = secrets.token_hex(16)
-        bind = "0.0.0.0" if _remote_host() else "127.0.0.1"  # a remote Engine's loopback is out of reach
+        bind = "0.0.0.0" if _remote_host(url) else "127.0.0.1"  # a remote Engine's loopback is out of reach
         environment = {
             "DISTVAL_REAPER_RUN": run_id,
             # Its hash only: whoever reads the container's environment cannot hold the reaper with it.
@@ -129,9 +130,9 @@ class Reaper:
         }
         try:
             _, host_port, own_addresses = engine.start_reaper(
-                image, daemon_command(python), name, environment, engine_socket_path(), REAPER_PORT, bind, own_container()
+                image, daemon_command(python), name, environment, engine_socket_path(url), REAPER_PORT, bind, own_container()
             )
-            reaper = Reaper(engine, name, secret, addresses(host_port, own_addresses), log)
+            reaper = Reaper(engine, name, secret, addresses(host_port, own_addresses, url), log)
             reaper._connect(CONNECT_WINDOW_S)
         except Interrupted:  # Ctrl-C or SIGTERM while it started: the run stops, without a reaper
             remove_reaper(engine)

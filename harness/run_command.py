@@ -17,7 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from harness.baseline_command import with_baseline
 from harness.config import load_config
@@ -188,7 +188,7 @@ def _run_scenarios(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _start_reaper(engine: Engine, display: ProgressDisplay, quiet: bool, plan: RunPlan) -> Reaper | None:
+def _start_reaper(engine: Engine, display: ProgressDisplay, quiet: bool, plan: RunPlan, url: str | None = None) -> Reaper | None:
     """The run's reaper (harness/reaper.py); None after one stderr line (also with --quiet) where it cannot start."""
 
     def warn(line: str) -> None:
@@ -201,7 +201,7 @@ def _start_reaper(engine: Engine, display: ProgressDisplay, quiet: bool, plan: R
     if not plan.scenarios:
         return None
     first = plan.scenarios[0]
-    reaper = Reaper.start(engine, warn, first.image, first.scenario.python)
+    reaper = Reaper.start(engine, warn, first.image, first.scenario.python, url)
     if reaper is not None and reaper.address is not None:
         display.log(f"reaper {reaper.name} holds run {engine.run_id} (at {reaper.address[0]}:{reaper.address[1]})")
     return reaper
@@ -226,6 +226,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     host = socket.gethostname()
     session: HostSession | None = None
     reaper: Reaper | None = None
+    reapers: dict[int, Reaper] = {}  # across several hosts: by id() of the host's Engine
     keeper = Keeper(None, False)
     mode = "host" if args.host else "docker"
     others: list[HostEngine] = []  # across several hosts: the Engines besides host 0's (``engine``)
@@ -280,10 +281,10 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
                 others = [h for url, h in hosts.items() if url != urls[0]]
                 engine = hosts[urls[0]].engine
                 engine_version = _engine_version(engine)
-                display.log(
-                    f"no reaper across several hosts: if distval is killed, `distval cleanup --run-id {run_id} "
-                    f"--hosts {','.join(urls)}` removes what it left"
-                )
+                for url, each_host in hosts.items():  # a reaper on every Engine, each holding that Engine's part
+                    held = _start_reaper(each_host.engine, display, args.quiet, plan, url)
+                    if held is not None:
+                        reapers[id(each_host.engine)] = held
                 execute = functools.partial(run_scenario, engine, hosts=hosts)
             else:
                 engine = engine_for(run_id)
@@ -329,19 +330,22 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         summary = summarize((internal.kind, str(internal)), internal.exit_code)
     finally:
         display.close()
+        if reaper is not None and engine is not None:
+            reapers[id(engine)] = reaper
         for each in ([engine] if engine is not None else []) + others:  # every host is cleaned, whichever fails
+            target: Any = getattr(each, "engine", each)  # a HostEngine's own Engine
+            held = reapers.get(id(target))
             with signals_deferred():
                 try:
-                    if each is engine and (reaper is not None or keeper.kept):
-                        keeper.remove_run(
-                            engine
-                        )  # all but what is kept, and the reaper last: it covers a distval killed meanwhile
+                    if held is not None or (each is engine and keeper.kept):
+                        # All but what is kept, and the reaper last: it covers a distval killed meanwhile.
+                        keeper.remove_run(target)
                     else:
                         each.remove_labelled()
                 except EngineError as exc:
                     print(f"distval: cleanup failed: {exc}", file=sys.stderr)
-                if reaper is not None:
-                    reaper.disarm()  # a normal end: it exits without removing anything, so what is kept stays
+                if held is not None:
+                    held.disarm()  # a normal end: it exits without removing anything, so what is kept stays
         if session is not None:
             session.close()
         signal.signal(signal.SIGTERM, previous)

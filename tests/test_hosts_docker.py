@@ -24,6 +24,7 @@ from tests.docker_helpers import DEFAULT_CONFIG, GOOD, ROOT
 
 pytestmark = pytest.mark.docker
 IMAGE = "distval-fixtures/torch:2.6-debian"
+REAP_BOUND_S = 60.0  # from SIGKILL to nothing of the run on any host (one host: 4-7 s measured, README)
 RUN_TIMEOUT_S = 1500  # a run that copies the image to two hosts on a machine at load 30 took 14 min
 
 
@@ -154,3 +155,36 @@ def test_a_node_engine_stopped_mid_run_is_that_hosts_error_and_the_others_are_cl
     _client(victim).containers.list()  # it answers again
     for name in _leftovers(victim, run_id):
         _client(victim).containers.get(name).remove(force=True, v=True)
+
+
+def test_a_sigkilled_distval_leaves_nothing_on_any_host(nodes: Any, tmp_path: Path) -> None:
+    """Each Engine has its own reaper holding distval's connection: after a SIGKILL each removes that Engine's
+    part of the run (the reaper included) within the bound, with no distval left to clean up."""
+    hosts = [nodes.nodes[0], nodes.nodes[2]]  # one over TLS
+    run_id = f"hostskill-{int(time.time()) % 100000}"
+    process = subprocess.Popen(
+        _command(_config(tmp_path, 2), hosts, run_id, tmp_path / "report.json"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    try:
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while not [n for n in _leftovers(hosts[1], run_id) if n.endswith("-n1")]:
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "the run never started node 1"
+            time.sleep(1)
+        reapers = {node.url: [n for n in _leftovers(node, run_id) if n.endswith("-reaper")] for node in hosts}
+        assert all(reapers.values()), reapers  # a reaper on every Engine
+        process.kill()
+        process.communicate()
+        killed = time.monotonic()
+        while any(_leftovers(node, run_id) for node in hosts):
+            assert time.monotonic() < killed + REAP_BOUND_S, {node.url: _leftovers(node, run_id) for node in hosts}
+            time.sleep(0.5)
+        print(f"SIGKILL to nothing left on {len(hosts)} hosts: {time.monotonic() - killed:.1f} s")
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
