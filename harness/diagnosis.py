@@ -309,7 +309,28 @@ def parse_error_file(data: bytes, source: str) -> RootCause | None:
     if not text and not trace:
         return None
     last = text.strip().splitlines()[-1] if text.strip() else (trace.strip().splitlines()[-1] if trace.strip() else "")
-    return RootCause(last[:300], trace, source)
+    inner = innermost_exception(trace)
+    if inner and inner not in last:
+        # A chained error (torchrun's RendezvousConnectionError over the store's own error): the innermost one
+        # says what went wrong (e.g. "use_libuv was requested but PyTorch was build without libuv support").
+        last = f"{last[:300]} (caused by {inner[:300]})"
+    return RootCause(last[:700], trace, source)
+
+
+_CHAIN_MARKERS = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
+
+
+def innermost_exception(trace: str) -> str:
+    """The exception line of the first traceback of a chain (Python prints the innermost cause first); ""
+    when the trace holds no chain."""
+    cut = min((trace.find(marker) for marker in _CHAIN_MARKERS if marker in trace), default=-1)
+    if cut < 0:
+        return ""
+    lines = [line.strip() for line in trace[:cut].strip().splitlines() if line.strip()]
+    return lines[-1] if lines else ""
 
 
 @dataclass(frozen=True)

@@ -248,5 +248,33 @@ def test_before_kill_signals_then_waits_and_never_raises() -> None:
     notes.clear()
     before_kill(frozen, {name: object()}, plan, Events())  # type: ignore[arg-type]
     assert [c[0] for c in frozen.calls] == ["beside", "unpause", "python3"], frozen.calls
-    assert frozen.calls[0][1] == plan.containers[0].image and frozen.calls[0][5] == str(int(signal.SIGUSR1))
+    assert frozen.calls[0][1] == plan.containers[0].image and frozen.calls[0][6] == str(int(signal.SIGUSR1))
     assert notes[0].startswith(f"{name}: frozen: signalled from beside it, then unpaused; stacks of rank(s)")
+
+
+def test_a_chained_root_cause_names_its_innermost_exception() -> None:
+    from harness.diagnosis import parse_error_file
+
+    trace = (
+        'Traceback (most recent call last):\n  File "api.py", line 1, in create\n'
+        "RuntimeError: use_libuv was requested but PyTorch was build without libuv support\n\n"
+        "The above exception was the direct cause of the following exception:\n\n"
+        'Traceback (most recent call last):\n  File "run.py", line 9, in main\n'
+        "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has failed.\n"
+    )
+    data = json.dumps(
+        {
+            "message": {
+                "message": "RendezvousConnectionError: The connection to the C10d store has failed.",
+                "extraInfo": {"py_callstack": trace},
+            }
+        }
+    ).encode()
+    cause = parse_error_file(data, "n0")
+    assert cause is not None
+    assert cause.message == (
+        "RendezvousConnectionError: The connection to the C10d store has failed. (caused by RuntimeError: use_libuv "
+        "was requested but PyTorch was build without libuv support)"
+    )
+    plain = json.dumps({"message": {"message": "ValueError: x", "extraInfo": {"py_callstack": "Traceback\nValueError: x"}}})
+    assert parse_error_file(plain.encode(), "n0").message == "ValueError: x"  # type: ignore[union-attr]
