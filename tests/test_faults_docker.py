@@ -120,3 +120,28 @@ def test_every_fault_kind_reacts_as_expected(
         "rank 0: expected timeout or connection_closed 0..30 s after the fault; "
         "seen succeeded: passed after the fault within 30 s" in wrong_slow["message"]
     )
+
+
+def test_collective_loop_catches_a_wrong_all_reduce(fixture_image: Callable[[str], str], tmp_path: Path) -> None:
+    """collective_loop checks every iteration's answer: an image whose all_reduce adds 1 fails it, without a fault."""
+    image = fixture_image("distval-fixtures/broken:allreduce-wrong")
+    config = tmp_path / "loop.yaml"
+    config.write_text(
+        "version: 1\ntimeout_s: 150\nscenarios:\n"
+        "  - {name: loop, topology: in-container, world_size: 2, checks: [{name: collective_loop, args: {duration_s: 2}}]}\n"
+    )
+    report = tmp_path / "report.json"
+    run_id = "tl" + secrets.token_hex(4)
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(config), "--image", image, "--json", str(report)]
+        + ["--run-id", run_id, "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    (scenario,) = json.loads(report.read_text())["scenarios"]
+    loop = [c for c in scenario["cases"] if c["name"].startswith("collective_loop")]
+    assert loop and loop[0]["status"] == "failed", scenario["cases"]
+    assert "all_reduce iteration 0: expected" in loop[0]["message"], loop[0]["message"]
