@@ -267,6 +267,19 @@ class Engine:
             raise _mapped(f"wait for {container.name}", exc) from None
         return True
 
+    def wait_removed(self, container_id: str, timeout_s: float) -> bool:
+        """Block on the Engine's wait API until the container is removed (True; also when it is gone already)
+        or ``timeout_s`` has passed (False): an auto-removed container's end, seen at once instead of polled."""
+        try:
+            self.client.api.wait(container_id, timeout=max(timeout_s, 0.001), condition="removed")
+        except docker.errors.NotFound:
+            return True
+        except WAIT_TIMEOUTS:
+            return False
+        except TRANSPORT_ERRORS as exc:
+            raise _mapped(f"wait for {container_id[:12]} to be removed", exc) from None
+        return True
+
     def kill(self, container: Any) -> None:
         try:
             container.kill()

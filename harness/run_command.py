@@ -201,10 +201,8 @@ def _start_reaper(engine: Engine, display: ProgressDisplay, quiet: bool, plan: R
     if not plan.scenarios:
         return None
     first = plan.scenarios[0]
-    reaper = Reaper.start(engine, warn, first.image, first.scenario.python, url)
-    if reaper is not None and reaper.address is not None:
-        display.log(f"reaper {reaper.name} holds run {engine.run_id} (at {reaper.address[0]}:{reaper.address[1]})")
-    return reaper
+    # Returns once its container runs; it says where it holds the reaper (or that it cannot) from its thread.
+    return Reaper.start(engine, warn, first.image, first.scenario.python, url, held=display.log)
 
 
 def announce_run(run_id: str) -> str:

@@ -197,6 +197,10 @@ class FakeAPI:
     def remove_container(self, container: str, v: bool = False, force: bool = False) -> None:
         self.calls("api.remove_container")
 
+    def wait(self, container: str, timeout: float | None = None, condition: str | None = None) -> dict[str, Any]:
+        self.calls("api.wait")
+        return {"StatusCode": 0}
+
     def get_image(self, reference: str, chunk_size: int = 0) -> Iterator[bytes]:
         self.calls("api.get_image")
 
@@ -263,6 +267,7 @@ METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "state": lambda e, c: e.state(c),
     "kill": lambda e, c: e.kill(c),
     "wait_stopped": lambda e, c: e.wait_stopped(c, 1.0),
+    "wait_removed": lambda e, c: e.wait_removed("id-c0", 1.0),
     "logs": lambda e, c: e.logs(c),
     "read_files": lambda e, c: e.read_files(c, "/distval/results"),
     "exec_run": lambda e, c: e.exec_run(c, ["true"]),
@@ -317,6 +322,10 @@ def test_every_docker_py_error_at_every_call_becomes_distvals_own(method: str, e
             continue
         if method == "wait_stopped" and name == "container.wait" and error in ("ReadTimeout", "ConnectionError"):
             assert call(method, calls) is True, "the wait's timeout is answered by the state (exited here)"
+            continue
+        if method == "wait_removed" and error in ("ReadTimeout", "ConnectionError", "NotFound", "ImageNotFound"):
+            # The wait's timeout is an answer (not removed yet); a container gone already is removed.
+            assert call(method, calls) is (error in ("NotFound", "ImageNotFound")), error
             continue
         if name in REMOVALS and error in ("NotFound", "ImageNotFound"):
             call(method, calls)  # already gone: nothing to remove, and no error

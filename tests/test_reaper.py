@@ -58,10 +58,10 @@ def daemon() -> ModuleType:
 class Serving:
     """The reaper program's serve loop on a loopback port, in a thread; ``ended`` says how it ended and when."""
 
-    def __init__(self, first_s: float = 30.0) -> None:
+    def __init__(self, first_s: float = 30.0, secret_sha256: str = hashlib.sha256(b"s3cret").hexdigest()) -> None:
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
-        self.reaper = daemon().Reaper("run1", hashlib.sha256(b"s3cret").hexdigest(), GRACE_S, first_s)
+        self.reaper = daemon().Reaper("run1", secret_sha256, GRACE_S, first_s)
         self.ended: tuple[str, float] | None = None
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -197,3 +197,81 @@ def test_distval_finds_the_container_it_runs_in_from_its_mounts(tmp_path: Path) 
     assert own_container(str(inside)) == container
     assert own_container(str(host)) is None
     assert own_container(str(tmp_path / "missing")) is None
+
+
+class Launching:
+    """An Engine whose start_reaper serves the reaper program on a loopback port (or, with ``listen`` False,
+    publishes a port where nothing listens); records removals and waits for removal."""
+
+    run_id = "run1"
+
+    def __init__(self, listen: bool = True) -> None:
+        self.listen = listen
+        self.serving: Serving | None = None
+        self.removed: list[list[str]] = []
+        self.waited: list[str] = []
+
+    def start_reaper(
+        self, image: str, entrypoint: list[str], name: str, environment: dict[str, str], *rest: object
+    ) -> tuple[str, int, list[str]]:
+        if not self.listen:
+            closed = socket.create_server(("127.0.0.1", 0))
+            port = closed.getsockname()[1]
+            closed.close()
+            return "cid-1", port, []
+        self.serving = Serving(secret_sha256=environment["DISTVAL_REAPER_SECRET_SHA256"])
+        return "cid-1", self.serving.port, []
+
+    def remove_matching(self, labels: list[str]) -> tuple[int, int]:
+        self.removed.append(labels)
+        return 0, 0
+
+    def wait_removed(self, container_id: str, timeout_s: float) -> bool:
+        self.waited.append(container_id)
+        return True
+
+
+def settle(reaper: Reaper) -> None:
+    assert reaper._settled.wait(20), "the reaper's thread neither connected nor gave up"
+
+
+def test_the_reaper_is_held_from_its_thread_and_disarmed_at_the_end() -> None:
+    engine = Launching()
+    lines: list[str] = []
+    held: list[str] = []
+    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3", held=held.append)  # type: ignore[arg-type]
+    assert reaper is not None
+    settle(reaper)
+    assert engine.serving is not None
+    assert held == [f"reaper distval-run1-reaper holds run run1 (at 127.0.0.1:{engine.serving.port})"] and lines == []
+    reaper.disarm()
+    deadline = time.monotonic() + 10
+    while engine.serving.ended is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert engine.serving.ended is not None and engine.serving.ended[0] == "disarm"
+    assert engine.waited == ["cid-1"] and engine.removed == []  # it exited on its own: nothing to remove
+
+
+def test_a_reaper_that_cannot_be_reached_is_one_line_from_its_thread_and_removed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(harness.reaper, "CONNECT_WINDOW_S", 0.5)
+    engine = Launching(listen=False)
+    lines: list[str] = []
+    started = time.monotonic()
+    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3")  # type: ignore[arg-type]
+    assert reaper is not None and time.monotonic() - started < 0.5, "the run waits only for the reaper's container"
+    settle(reaper)
+    assert len(lines) == 1 and lines[0].startswith("no reaper for run run1 (cannot reach the reaper (127.0.0.1:"), lines
+    assert lines[0].endswith("`distval cleanup --run-id run1` removes its containers and networks"), lines
+    # Removed before its first-connection window closes: it would otherwise reap the running run.
+    assert engine.removed == [["distval.run=run1", "distval.role=reaper"]]
+
+
+def test_a_run_that_ends_while_the_reaper_is_being_reached_removes_it_without_a_line() -> None:
+    engine = Launching(listen=False)  # CONNECT_WINDOW_S (15 s) would keep trying
+    lines: list[str] = []
+    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3")  # type: ignore[arg-type]
+    assert reaper is not None
+    started = time.monotonic()
+    reaper.disarm()
+    assert time.monotonic() - started < 5, "disarm waits for one connection attempt at most"
+    assert lines == [] and ["distval.run=run1", "distval.role=reaper"] in engine.removed
