@@ -1010,7 +1010,7 @@ def test_default_yaml_loads() -> None:
         assert args == {
             "identity": {"backends": ("gloo",)},
             "collectives": {"large_mib": 8},
-            "timeout": {"deadline_s": 1.0, "margin_s": 1.0},
+            "timeout": {"deadline_s": 0.5, "margin_s": 1.0},
         }
         assert not any(c.required for c in scenario.checks)
 
