@@ -318,6 +318,43 @@ def test_the_same_figures_do_not_regress_and_a_slow_image_does() -> None:
     ]
 
 
+def busbw_scenario(median: float, best: float | None) -> dict[str, Any]:
+    figure: dict[str, Any] = {"operation": "all_reduce", "size": 65536, "label": "64KiB", "busbw_gbps": median}
+    if best is not None:
+        figure["best_busbw_gbps"] = best
+    return {"bandwidth": [figure], "cases": []}
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "regressed", "noise"),
+    [
+        ((1.0, 1.2), (0.7, 1.15), False, True),  # the median dropped 30 %, the best 4 %: a noisy run, not a slower image
+        ((1.0, 1.2), (0.7, 0.9), True, False),  # both dropped 25-30 %: slower
+        ((1.0, 1.2), (0.85, 0.9), False, False),  # the median within 20 %: the best alone never fails a figure
+        ((1.0, None), (0.7, 1.15), True, False),  # a baseline without best figures (older report): the median decides
+        ((1.0, 1.2), (0.7, None), True, False),
+    ],
+)
+def test_busbw_regresses_when_its_median_and_its_best_both_drop_past_the_tolerance(
+    old: tuple[float, float | None], new: tuple[float, float | None], regressed: bool, noise: bool
+) -> None:
+    (delta,) = deltas(busbw_scenario(*old), busbw_scenario(*new), Tolerances())
+    assert (delta.regressed, delta.within_noise) == (regressed, noise)
+    if old[1] is not None and new[1] is not None:
+        assert f"best {old[1]:.4g} -> {new[1]:.4g} GB/s" in delta.describe(Tolerances())
+
+
+def test_a_noisy_median_is_named_in_the_passed_baseline_and_the_comparison() -> None:
+    old = {"run_id": "old", "scenarios": [{**busbw_scenario(1.0, 1.2), "name": "bw", "properties": {"scenario_hash": "h"}}]}
+    new = {**busbw_scenario(0.7, 1.15), "name": "bw", "properties": {"scenario_hash": "h"}}
+    case = baseline_case(new, old, Tolerances(), "GOOD.json")
+    assert case.status == PASSED, case.message
+    assert "1 busbw median(s) below the tolerance whose best was not (noise, not a slower image)" in case.message
+    assert "busbw all_reduce 64KiB: 1 -> 0.7 GB/s (0.70x, tolerance -20%; best 1.2 -> 1.15 GB/s (0.96x))" in case.message
+    table = render_comparison_text(compare_reports(old, {"run_id": "new", "scenarios": [new]}, Tolerances()))
+    assert "median past tolerance, best not (best 0.96x): noise" in table
+
+
 def test_durations_regress_past_the_fraction_and_the_slack() -> None:
     old = {"cases": [{"name": "a", "status": PASSED, "duration_s": 0.2}, {"name": "b", "status": PASSED, "duration_s": 4.0}]}
     new = {"cases": [{"name": "a", "status": PASSED, "duration_s": 0.9}, {"name": "b", "status": PASSED, "duration_s": 6.5}]}
