@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import sys
 import threading
 import time
@@ -36,8 +37,6 @@ def _ordered(entries: List[Dict[str, Any]], run_last: Tuple[str, ...]) -> List[D
 
 
 def run(spec: Dict[str, Any]) -> int:
-    import os
-
     # First, before torch: stacks on SIGUSR1 and the flight-recorder thread (harness/diagnosis.py).
     diagnostics.install(spec["results_dir"], int(os.environ["RANK"]))
     writer = RecordWriter(spec["results_dir"], int(os.environ["RANK"]), spec.get("stdout_records"))
@@ -190,7 +189,17 @@ def main(argv: List[str]) -> int:
     return run(spec)
 
 
+def _exit_now(code: int) -> None:
+    """End the process without the interpreter's teardown: every record is written and fsynced, the
+    process group destroyed. Tearing torch down ends no check and costs time on every rank: measured on
+    the 2.15 fixture, 0.8 s per process after ``import torch.distributed`` and 1.5 s once DDP has pulled in
+    torch._dynamo (issue 13: time to verdict)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
     # A worker that dies with an exception leaves its traceback in TORCHELASTIC_ERROR_FILE (the plan sets it):
     # torchrun copies the first failure's into its own, and the report shows it instead of "exit code 1".
-    sys.exit(diagnostics.recorded(main)(sys.argv))
+    _exit_now(diagnostics.recorded(main)(sys.argv))
