@@ -51,6 +51,10 @@ OTHER_TOOLS_FLAGS = frozenset(
         # pip
         "--no-deps",
         "--no-index",
+        "--no-compile",
+        # mmdebstrap's tar, python -m compileall
+        "--clamp-mtime",
+        "--invalidation-mode",
         # pytest (tests/conftest.py)
         "--require-docker",
         # benchmarks/*.py
