@@ -236,30 +236,38 @@ def _stat_fields(pid: int) -> List[str]:
     return text[text.rindex(")") + 2 :].split()
 
 
+# How a launcher that imports torch before starting the workers shows on its command line.
+LAUNCHER_WORDS = ("torch.distributed.run", "torch.distributed.launch", "torchrun")
+
+
 def launch_started_at() -> Optional[float]:
-    """When the oldest ancestor of this process that runs the same interpreter started (the launcher,
-    torchrun, which imports torch before any worker; or this process), in seconds since the epoch.
-    None where /proc cannot say (then no .pyc counts as recompiled by this launch)."""
+    """When this launch started, in seconds since the epoch: the parent's start when it is a torch
+    launcher on the same interpreter (torchrun's agent imports torch before it starts the workers,
+    which are its children), else this process's own. None where /proc cannot say (then no .pyc
+    counts as recompiled by this launch). Older ancestors are never taken: a long-lived Python that
+    started a launcher-less run (a test runner, a notebook) may predate a torch installed since."""
     try:
         ticks = os.sysconf("SC_CLK_TCK")
         with open("/proc/uptime", encoding="ascii") as handle:
             uptime_s = float(handle.read().split()[0])
         now = time.time()
-        executable = os.readlink("/proc/self/exe")
-        pid = os.getpid()
-        earliest = int(_stat_fields(pid)[19])  # field 22: starttime, clock ticks after boot
-        while pid > 1:
-            fields = _stat_fields(pid)
-            parent = int(fields[1])  # field 4: ppid
-            if parent < 1:
-                break
-            try:
-                same = os.readlink("/proc/%d/exe" % parent) == executable
-            except OSError:  # another user's process, or a kernel thread
-                same = False
-            if same:
-                earliest = int(_stat_fields(parent)[19])
-            pid = parent
+        fields = _stat_fields(os.getpid())
+        started = int(fields[19])  # field 22: starttime, clock ticks after boot
+        parent = int(fields[1])  # field 4: ppid
+        if parent > 0 and _is_launcher(parent, os.readlink("/proc/self/exe")):
+            started = int(_stat_fields(parent)[19])
     except (OSError, ValueError, IndexError):
         return None
-    return now - (uptime_s - earliest / ticks)
+    return now - (uptime_s - started / ticks)
+
+
+def _is_launcher(pid: int, executable: str) -> bool:
+    try:
+        if os.readlink("/proc/%d/exe" % pid) != executable:
+            return False
+        with open("/proc/%d/cmdline" % pid, "rb") as handle:
+            words = handle.read().decode("utf-8", "replace").split("\0")
+    except OSError:  # another user's process
+        return False
+    # "-m torch.distributed.run" or a torchrun script, after at most a few interpreter options.
+    return any(os.path.basename(word) in LAUNCHER_WORDS for word in words[1:5])

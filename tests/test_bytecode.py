@@ -217,3 +217,29 @@ def test_launch_started_at_is_before_this_process_wrote_anything(tmp_path: Path)
     written = tmp_path / "now"
     written.write_bytes(b"")
     assert written.stat().st_mtime >= started
+
+
+# A parent that waits, then starts a child that says when its launch started: the parent's own start
+# counts only when it is a torch launcher (its script is named torchrun), as torchrun's agent is.
+PARENT = """
+import subprocess, sys, time
+print(time.time(), flush=True)
+time.sleep(1.5)
+child = "import sys; sys.path.insert(0, sys.argv[1]); from suite import bytecode; print(bytecode.launch_started_at())"
+subprocess.run([sys.executable, "-c", child, sys.argv[1]], check=True)
+"""
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("script", ["torchrun", "other"])
+def test_launch_started_at_is_the_launchers_start(tmp_path: Path, script: str) -> None:
+    (tmp_path / script).write_text(PARENT, encoding="utf-8")
+    root = str(Path(__file__).resolve().parent.parent)
+    output = subprocess.run(
+        [sys.executable, str(tmp_path / script), root], capture_output=True, text=True, check=True, timeout=60
+    ).stdout.split()
+    parent_started, launch_started = float(output[0]), float(output[1])
+    if script == "torchrun":
+        assert parent_started - 1 <= launch_started <= parent_started, output
+    else:
+        assert launch_started >= parent_started + 1.4, output
