@@ -53,57 +53,56 @@ def classify(source_path: str, written_since: Optional[float] = None) -> PycStat
     ``written_since`` (seconds since the epoch): a .pyc whose header matches but whose file was written
     at or after this time counts as RECOMPILED, not FRESH (it was stale or missing before this launch).
     """
-    shown = source_path
     try:
         pyc_path = importlib.util.cache_from_source(source_path)
     except (NotImplementedError, ValueError) as exc:  # no cache tag (sys.implementation.cache_tag is None)
-        return PycState(shown, UNREADABLE, "no .pyc path: %s" % exc)
+        return PycState(source_path, UNREADABLE, "no .pyc path: %s" % exc)
     try:
         with open(pyc_path, "rb") as pyc:
             header = pyc.read(HEADER_BYTES)
             pyc_written = os.fstat(pyc.fileno()).st_mtime
     except FileNotFoundError:
-        return PycState(shown, MISSING, "no %s" % os.path.basename(pyc_path))
+        return PycState(source_path, MISSING, "no %s" % os.path.basename(pyc_path))
     except OSError as exc:
-        return PycState(shown, UNREADABLE, "cannot read %s: %s" % (os.path.basename(pyc_path), exc.strerror or exc))
+        return PycState(source_path, UNREADABLE, "cannot read %s: %s" % (os.path.basename(pyc_path), exc.strerror or exc))
     if len(header) < HEADER_BYTES:
-        return PycState(shown, UNREADABLE, "its header is %d bytes, not %d" % (len(header), HEADER_BYTES))
+        return PycState(source_path, UNREADABLE, "its header is %d bytes, not %d" % (len(header), HEADER_BYTES))
     if header[:4] != importlib.util.MAGIC_NUMBER:
         # Python recompiles it as it would a stale one ("bad magic number").
         return PycState(
-            shown,
+            source_path,
             STALE,
             "compiled by another Python (magic number %s, this Python's %s)"
             % (header[:4].hex(), importlib.util.MAGIC_NUMBER.hex()),
         )
     flags = int.from_bytes(header[4:8], "little")
     if flags & ~(_FLAG_HASH_BASED | _FLAG_CHECK_SOURCE):
-        return PycState(shown, UNREADABLE, "its header has invalid flags %#x" % flags)
+        return PycState(source_path, UNREADABLE, "its header has invalid flags %#x" % flags)
     if flags & _FLAG_HASH_BASED:
         if flags & _FLAG_CHECK_SOURCE:
             try:
                 with open(source_path, "rb") as source:
                     expected = importlib.util.source_hash(source.read())
             except OSError as exc:
-                return PycState(shown, UNREADABLE, "cannot read the source: %s" % (exc.strerror or exc))
+                return PycState(source_path, UNREADABLE, "cannot read the source: %s" % (exc.strerror or exc))
             if header[8:16] != expected:
-                return PycState(shown, STALE, "its source's hash differs from the one in the .pyc header")
+                return PycState(source_path, STALE, "its source's hash differs from the one in the .pyc header")
         # An unchecked hash-based .pyc is used as it is (unless --check-hash-based-pycs always).
     else:  # timestamp-based; importlib ignores check_source without hash_based, and so does this
         try:
             stat = os.stat(source_path)
         except OSError as exc:
-            return PycState(shown, UNREADABLE, "cannot stat the source: %s" % (exc.strerror or exc))
+            return PycState(source_path, UNREADABLE, "cannot stat the source: %s" % (exc.strerror or exc))
         # The comparison importlib makes: whole seconds and size, each modulo 2**32.
         source_mtime = int(stat.st_mtime) & 0xFFFFFFFF
         header_mtime = int.from_bytes(header[8:12], "little")
         if header_mtime != source_mtime:
-            return PycState(shown, STALE, "mtime", source_mtime, header_mtime)
+            return PycState(source_path, STALE, "mtime", source_mtime, header_mtime)
         if int.from_bytes(header[12:16], "little") != stat.st_size & 0xFFFFFFFF:
-            return PycState(shown, STALE, "its source's size differs from the one in the .pyc header")
+            return PycState(source_path, STALE, "its source's size differs from the one in the .pyc header")
     if written_since is not None and pyc_written >= written_since:
-        return PycState(shown, RECOMPILED, "written %s, after this launch started" % _utc(pyc_written))
-    return PycState(shown, FRESH)
+        return PycState(source_path, RECOMPILED, "written %s, after this launch started" % _utc(pyc_written))
+    return PycState(source_path, FRESH)
 
 
 class Survey(NamedTuple):
@@ -184,26 +183,38 @@ def _example(result: Survey) -> str:
     return ""
 
 
-def verdict(result: Survey, package: str, max_stale_fraction: float, repairable: bool) -> Optional[str]:
+def verdict(result: Survey, package: str, max_stale_fraction: float, unwritable: Optional[str] = None) -> Optional[str]:
     """None when at most ``max_stale_fraction`` of the package's modules are not fresh; otherwise the
     failure message: what was expected, what was seen, one example, what it costs.
 
-    ``repairable``: Python may write the .pyc files it compiles (the directory is writable and
-    bytecode writing is on), so only the first process of a fresh container pays; otherwise every one.
+    ``unwritable``: why Python cannot write the .pyc files it compiles here (PYTHONDONTWRITEBYTECODE,
+    a read-only directory), or None. Where it can, only the first process of a fresh container pays.
     """
     if result.total == 0:
         return "expected %s's Python sources under %s; found no .py file" % (package, result.directory)
     if result.not_fresh <= max_stale_fraction * result.total:
         return None
-    if repairable:
-        who = "the first process in every fresh container"
-    else:
-        who = "every process (Python cannot write the .pyc files here)"
+    cost = "every fresh container compiles %s's Python again on import" % package
+    if unwritable:
+        cost += " (here every process does: %s)" % unwritable
     return (
         "expected %s's bytecode to match its sources (at most %g%% stale or missing); %d of %d .pyc files are not: %s; "
-        "e.g. %s: %s compiles %s's Python again on import"
-        % (package, max_stale_fraction * 100, result.not_fresh, result.total, _breakdown(result), _example(result), who, package)
+        "e.g. %s: %s"
+        % (package, max_stale_fraction * 100, result.not_fresh, result.total, _breakdown(result), _example(result), cost)
     )
+
+
+def unwritable_reason(directory: str) -> Optional[str]:
+    """Why Python cannot write ``directory``'s .pyc files in this process, or None."""
+    reasons = []
+    # importlib consults sys.dont_write_bytecode (set from -B or PYTHONDONTWRITEBYTECODE at startup).
+    if sys.dont_write_bytecode:
+        set_by = "PYTHONDONTWRITEBYTECODE is set" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "sys.dont_write_bytecode"
+        reasons.append(set_by)
+    cache_dir = os.path.join(directory, "__pycache__")
+    if not os.access(cache_dir if os.path.isdir(cache_dir) else directory, os.W_OK):
+        reasons.append("%s is not writable" % (cache_dir if os.path.isdir(cache_dir) else directory))
+    return ", ".join(reasons) or None
 
 
 def summary(result: Survey, package: str) -> str:
@@ -222,7 +233,8 @@ def details(result: Survey) -> Dict[str, object]:
         "counts": dict(result.counts),
         "examples": {state: [describe(s) for s in found] for state, found in result.examples.items() if found},
         "elapsed_s": round(result.elapsed_s, 3),
-        "dont_write_bytecode": bool(sys.flags.dont_write_bytecode or sys.dont_write_bytecode),
+        "dont_write_bytecode": bool(sys.dont_write_bytecode),
+        "flags_dont_write_bytecode": bool(sys.flags.dont_write_bytecode),
         "pycache_prefix": getattr(sys, "pycache_prefix", None),
         "optimize": sys.flags.optimize,
     }

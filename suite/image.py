@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import platform
 import socket
-import sys
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
@@ -211,13 +210,12 @@ def check_bytecode(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     # stale in the image.
     started_at = bytecode.launch_started_at()
     result = bytecode.survey(package_dir, started_at)
-    cache_dir = os.path.join(package_dir, "__pycache__")
-    writable = os.access(cache_dir if os.path.isdir(cache_dir) else package_dir, os.W_OK)
+    unwritable = bytecode.unwritable_reason(package_dir)
     details = bytecode.details(result)
-    details["writable"] = writable
+    details["writable"] = unwritable is None
+    details["unwritable"] = unwritable
     details["launch_started_at"] = started_at
-    repairable = writable and not (sys.flags.dont_write_bytecode or sys.dont_write_bytecode)
-    problem = bytecode.verdict(result, "torch", max_stale_fraction, repairable)
+    problem = bytecode.verdict(result, "torch", max_stale_fraction, unwritable)
     if problem is not None:
         raise CheckFailed(problem, details)
     return bytecode.summary(result, "torch"), details

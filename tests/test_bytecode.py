@@ -173,37 +173,46 @@ def test_survey_counts_every_module_once(tmp_path: Path) -> None:
 
 def test_verdict_passes_at_the_limit_and_fails_above_it(tmp_path: Path) -> None:
     result = bytecode.survey(str(package(tmp_path)))  # 2 of 20 not fresh: 10%
-    assert bytecode.verdict(result, "pkg", 0.10, repairable=True) is None
+    assert bytecode.verdict(result, "pkg", 0.10) is None
     assert bytecode.summary(result, "pkg").startswith(
         "18 of 20 pkg .pyc fresh (1 stale (their source's mtime differs), 1 missing: pkg/sub0/stale.py (stale: source mtime "
         "2023-11-14 23:13:20 UTC, its .pyc header says 2023-11-14 22:13:20 UTC)) in "
     )
-    message = bytecode.verdict(result, "pkg", 0.05, repairable=True)
+    message = bytecode.verdict(result, "pkg", 0.05)
     assert message == (
         "expected pkg's bytecode to match its sources (at most 5% stale or missing); 2 of 20 .pyc files are not: "
         "1 stale (their source's mtime differs), 1 missing; e.g. pkg/sub0/stale.py (stale: source mtime "
-        "2023-11-14 23:13:20 UTC, its .pyc header says 2023-11-14 22:13:20 UTC): the first process in every fresh "
-        "container compiles pkg's Python again on import"
+        "2023-11-14 23:13:20 UTC, its .pyc header says 2023-11-14 22:13:20 UTC): every fresh container compiles pkg's "
+        "Python again on import"
     )
-    assert bytecode.verdict(result, "pkg", 0.0, repairable=False) == message.replace("5%", "0%").replace(
-        "the first process in every fresh container", "every process (Python cannot write the .pyc files here)"
-    )
+    unwritable = bytecode.verdict(result, "pkg", 0.0, "PYTHONDONTWRITEBYTECODE is set")
+    assert unwritable == message.replace("5%", "0%") + " (here every process does: PYTHONDONTWRITEBYTECODE is set)"
+
+
+def test_unwritable_reason_names_the_setting_and_the_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    assert bytecode.unwritable_reason(str(tmp_path)) is None
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    assert bytecode.unwritable_reason(str(tmp_path)) == "sys.dont_write_bytecode"
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    assert bytecode.unwritable_reason(str(tmp_path)) == "PYTHONDONTWRITEBYTECODE is set"
+    missing = tmp_path / "gone"  # os.access is False for a directory that is not there, for root too
+    assert bytecode.unwritable_reason(str(missing)) == f"PYTHONDONTWRITEBYTECODE is set, {missing} is not writable"
 
 
 def test_verdict_counts_recompiled_ones_as_not_fresh(tmp_path: Path) -> None:
     root = package(tmp_path)
     result = bytecode.survey(str(root), written_since=time.time() - 3600)  # every .pyc was written "since"
     assert result.counts[RECOMPILED] == 18 and result.counts[FRESH] == 0
-    message = bytecode.verdict(result, "pkg", 0.5, repairable=True)
+    message = bytecode.verdict(result, "pkg", 0.5)
     assert message is not None and "20 of 20 .pyc files are not: 1 stale (their source's mtime differs), 1 missing, " in message
     assert "18 recompiled by this launch's own imports (stale or missing in the image)" in message
 
 
 def test_an_empty_directory_fails(tmp_path: Path) -> None:
     result = bytecode.survey(str(tmp_path))
-    assert bytecode.verdict(result, "pkg", 1.0, repairable=True) == (
-        f"expected pkg's Python sources under {tmp_path}; found no .py file"
-    )
+    assert bytecode.verdict(result, "pkg", 1.0) == (f"expected pkg's Python sources under {tmp_path}; found no .py file")
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
