@@ -13,7 +13,8 @@ from types import MappingProxyType
 
 @dataclass(frozen=True)
 class ArgSpec:
-    kind: str  # "int", "seconds", "version", "choice", "names", "sizes" (message sizes), "busbw" (GB/s thresholds)
+    # "int", "seconds", "fraction" (0..1), "version", "choice", "names", "sizes" (message sizes), "busbw" (GB/s thresholds)
+    kind: str
     description: str
     minimum: int = 0
     choices: tuple[str, ...] = ()
@@ -49,6 +50,14 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "NCCL vs its wheel, torch's nvidia-* requirements installed (CUDA parts skipped on a CPU build)",
                 build=ArgSpec("choice", "cpu or cuda build of torch", choices=("cpu", "cuda")),
                 cuda=ArgSpec("version", "CUDA version requirement, e.g. '13.*' or '>=12.8'"),
+            ),
+            _info(
+                "bytecode",
+                "torch's .pyc files match their sources (PEP 552 header: mtime and size, or source hash), so that "
+                "no fresh container compiles torch's Python again on import",
+                max_stale_fraction=ArgSpec(
+                    "fraction", "fail when more than this fraction of torch's modules have a stale or missing .pyc (default 0.05)"
+                ),
             ),
             _info(
                 "launch", "the launcher's RANK/LOCAL_RANK/WORLD_SIZE/LOCAL_WORLD_SIZE/GROUP_RANK are consistent; every rank once"

@@ -1,10 +1,12 @@
-"""Checks of the image itself, before any process group: env, identity, cuda_build.
+"""Checks of the image itself, before any process group: env, identity, cuda_build, bytecode.
 
-cuda_build gathers facts here with torch; suite.cudabuild (torch-free) decides.
+cuda_build gathers facts here with torch; suite.cudabuild (torch-free) decides. bytecode surveys
+torch's package directory with suite.bytecode (torch-free).
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import socket
 from typing import Any, Callable, Dict, List, Optional
@@ -12,6 +14,7 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 import torch.distributed as dist
 
+from suite import bytecode
 from suite.core import CheckFailed, CheckOutcome, Context, Skip, backend_unknown_reason, check
 from suite.cudabuild import CUDA_PREFIXES, assess, cuda_requirements, cuda_version_text, cudnn_version_text, find_package, summary
 from suite.devices import backend_family
@@ -193,3 +196,26 @@ def check_cuda_build(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     if verdict.problems:
         raise CheckFailed("; ".join(verdict.problems), details)
     return "torch %s: %s" % (facts["torch_version"], summary(verdict)), details
+
+
+# -- bytecode ----------------------------------------------------------------------------------------
+@check("bytecode")
+def check_bytecode(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
+    # Every rank surveys its own container's files, as env and identity do: the containers of a
+    # cross-container scenario may come from different copies of the image (one per node).
+    max_stale_fraction = float(args.get("max_stale_fraction", 0.05))
+    package_dir = os.path.dirname(os.path.abspath(torch.__file__))
+    # torchrun and this process imported torch before the check: where Python could, it already wrote a
+    # fresh .pyc for every stale module it imported; those written since the launch started count as
+    # stale in the image.
+    started_at = bytecode.launch_started_at()
+    result = bytecode.survey(package_dir, started_at)
+    unwritable = bytecode.unwritable_reason(package_dir)
+    details = bytecode.details(result)
+    details["writable"] = unwritable is None
+    details["unwritable"] = unwritable
+    details["launch_started_at"] = started_at
+    problem = bytecode.verdict(result, "torch", max_stale_fraction, unwritable)
+    if problem is not None:
+        raise CheckFailed(problem, details)
+    return bytecode.summary(result, "torch"), details

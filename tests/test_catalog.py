@@ -100,7 +100,7 @@ def test_registered_checks_equal_the_catalog() -> None:
 
 
 # The kinds harness.config knows how to validate (and tests/test_config.py tests one by one).
-ARG_KINDS = ("int", "seconds", "version", "choice", "names", "sizes", "busbw")
+ARG_KINDS = ("int", "seconds", "fraction", "version", "choice", "names", "sizes", "busbw")
 
 
 def test_catalog_entries_are_consistent() -> None:
@@ -127,6 +127,7 @@ CATALOG_KINDS: dict[str, dict[str, str]] = {
     "env": {},
     "identity": {"torch": "version", "python": "version", "build": "choice", "backends": "names"},
     "cuda_build": {"build": "choice", "cuda": "version"},
+    "bytecode": {"max_stale_fraction": "fraction"},
     "launch": {},
     "all_reduce": {"numel": "int"},
     "collectives": {"repeat": "int", "large_mib": "int"},
@@ -198,6 +199,7 @@ def test_check_args_read_by_the_suite_are_in_the_catalog() -> None:
     assert seen["identity"] == {"torch", "python", "build", "backends"}
     assert seen["timeout"] == {"deadline_s", "margin_s"}
     assert seen["cuda_build"] == {"build", "cuda"}
+    assert seen["bytecode"] == {"max_stale_fraction"}
 
 
 def test_args_reader_finds_every_form() -> None:

@@ -44,7 +44,7 @@ SCENARIO_KEYS = (
     "exclude, faults, expect"
 )
 CHECK_NAMES = (
-    "a check name (env, identity, cuda_build, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, "
+    "a check name (env, identity, cuda_build, bytecode, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, "
     "bandwidth, reconfigure, collective_loop, allocate)"
 )
 
@@ -469,6 +469,9 @@ def arg_text(check: str, arg: str, value: str) -> str:
         ("collectives", "repeat", "3", 3),
         ("collectives", "large_mib", "1", 1),
         ("all_reduce", "numel", "1", 1),
+        ("bytecode", "max_stale_fraction", "0.05", 0.05),
+        ("bytecode", "max_stale_fraction", "0", 0.0),
+        ("bytecode", "max_stale_fraction", "1", 1.0),
     ],
 )
 def test_arg_of_each_kind_is_accepted(check: str, arg: str, value: str, parsed: object) -> None:
@@ -503,6 +506,11 @@ def test_arg_of_each_kind_is_accepted(check: str, arg: str, value: str, parsed: 
         ("collectives", "repeat", "0", "expected an integer >= 1; got '0'"),
         ("collectives", "repeat", "'3'", "expected an integer >= 1; got '3'"),
         ("collectives", "large_mib", "1.5", "expected an integer >= 1; got '1.5'"),
+        ("bytecode", "max_stale_fraction", "1.5", "expected a number from 0 to 1; got '1.5'"),
+        ("bytecode", "max_stale_fraction", "-0.1", "expected a number from 0 to 1; got '-0.1'"),
+        ("bytecode", "max_stale_fraction", ".nan", "expected a number from 0 to 1; got '.nan'"),
+        ("bytecode", "max_stale_fraction", "'5%'", "expected a number from 0 to 1; got '5%'"),
+        ("bytecode", "max_stale_fraction", "true", "expected a number from 0 to 1; got 'true'"),
     ],
 )
 def test_arg_of_each_kind_is_rejected_with_its_line_and_key_path(check: str, arg: str, value: str, message: str) -> None:
@@ -588,6 +596,8 @@ def _sample_values(spec: ArgSpec) -> tuple[str, object, str, str]:
         return str(spec.minimum), spec.minimum, str(spec.minimum - 1), ""
     if spec.kind == "seconds":
         return "1.5", 1.5, "0", ""
+    if spec.kind == "fraction":
+        return "0.25", 0.25, "2", ""
     if spec.kind == "version":
         return "'>=1.0'", ">=1.0", "'abc'", ""
     if spec.kind == "choice":
@@ -1004,8 +1014,11 @@ def test_default_yaml_loads() -> None:
         assert [c.name for c in scenario.checks] == DEFAULT_CHECKS
         # cuda_build's verdict is about the image's build: a config states build/cuda for it. bandwidth
         # measures speed (seconds per scenario): configs/bandwidth.yaml runs it. collective_loop and allocate
-        # are the workload and the memory hog of fault scenarios: configs/faults.yaml runs them.
-        assert sorted(DEFAULT_CHECKS) == sorted(set(CATALOG) - {"cuda_build", "bandwidth", "collective_loop", "allocate"})
+        # are the workload and the memory hog of fault scenarios: configs/faults.yaml runs them. bytecode is
+        # new and not yet in the default list.
+        assert sorted(DEFAULT_CHECKS) == sorted(
+            set(CATALOG) - {"cuda_build", "bytecode", "bandwidth", "collective_loop", "allocate"}
+        )
         args = {c.name: dict(c.args) for c in scenario.checks if c.args}
         assert args == {
             "identity": {"backends": ("gloo",)},

@@ -100,7 +100,7 @@ ACCEPTED = {
     "check-forms": doc(
         "checks: [env, {name: identity, args: {torch: '>=2.6', python: 3.11, build: cuda, backends: [gloo, nccl]}}, "
         "{name: all_reduce, args: {numel: 8}, required: true}, {name: timeout, args: {deadline_s: 1.5}}, "
-        "{name: store, args: {}}]"
+        "{name: store, args: {}}, {name: bytecode, args: {max_stale_fraction: 0}}]"
     ),
 }
 
@@ -166,6 +166,7 @@ REJECTED = {
     "arg-names-not-a-list": doc("checks: [{name: identity, args: {backends: gloo}}]"),
     "arg-version": doc("checks: [{name: identity, args: {torch: '~=2.6'}}]"),
     "arg-seconds-0": doc("checks: [{name: timeout, args: {deadline_s: 0}}]"),
+    "arg-fraction-over-1": doc("checks: [{name: bytecode, args: {max_stale_fraction: 1.5}}]"),
     "in-container-two-nodes": doc("nodes: 2", "nproc_per_node: 2", topology="in-container"),
     "in-container-c10d": doc("rendezvous: c10d", topology="in-container"),
     "in-container-by-ip": doc("master_addr: ip", topology="in-container"),

@@ -18,6 +18,8 @@ def _argument(spec: ArgSpec, node: yaml.Node, key_path: str, problems: Problems)
         return values.integer(spec.minimum)(node, key_path, problems)
     if spec.kind == "seconds":
         return values.seconds(node, key_path, problems)
+    if spec.kind == "fraction":
+        return values.fraction(node, key_path, problems)
     if spec.kind == "choice":
         return values.choice(spec.choices)(node, key_path, problems)
     if spec.kind == "version":

@@ -37,6 +37,8 @@ def _argument(spec: ArgSpec) -> dict[str, Any]:
         schema: dict[str, Any] = {"type": "integer", "minimum": spec.minimum}
     elif spec.kind == "seconds":
         schema = {"type": "number", "exclusiveMinimum": 0}
+    elif spec.kind == "fraction":
+        schema = {"type": "number", "minimum": 0, "maximum": 1}
     elif spec.kind == "choice":
         schema = {"type": "string", "enum": list(spec.choices)}
     elif spec.kind == "version":

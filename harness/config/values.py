@@ -89,6 +89,18 @@ def number(what: str, maximum: float, bound: str = "") -> Reader:
     return read
 
 
+def fraction(node: yaml.Node, key_path: str, problems: Problems) -> float | None:
+    """A number from 0 to 1 (a share of something), as a float."""
+    value = typed(
+        node,
+        key_path,
+        problems,
+        "a number from 0 to 1",
+        lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1,
+    )
+    return None if value is None else float(value)
+
+
 SECONDS_MAX = 7 * 86400  # a week: a bound on every timeout (torch turns seconds into a timedelta)
 CPUS_MAX = 1024
 seconds = number("seconds", SECONDS_MAX, " (a week)")
