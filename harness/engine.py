@@ -47,6 +47,8 @@ TRANSPORT_ERRORS = (docker.errors.DockerException, requests.RequestException, ur
 # The answer of an Engine with no GPU runtime to a device request (moby's daemon/devices.go).
 # How docker-py's wait(timeout=) ends when the timeout passes (docker-py#2964).
 WAIT_TIMEOUTS = (requests.ReadTimeout, requests.ConnectionError)
+ACTIVE_ENDPOINTS_WAIT_S = 10.0  # how long a network removal waits for the Engine to release its endpoints
+ACTIVE_ENDPOINTS_RETRY_S = 0.2
 NO_GPU_DRIVER = "could not select device driver"
 GPU_PROBE_TIMEOUT_S = 60
 
@@ -486,7 +488,7 @@ class Engine:
                 if resource.kind == "container":
                     self.client.api.remove_container(resource.id, v=True, force=True)
                 else:
-                    self.client.api.remove_network(resource.id)
+                    self._remove_network(resource.id)
             except docker.errors.NotFound:
                 continue  # already gone (another cleanup, or the Engine's own)
             except docker.errors.APIError as exc:
@@ -497,6 +499,21 @@ class Engine:
                 raise _mapped(f"remove {resource.kind} {resource.name}", exc) from None
             removed[resource.kind] += 1
         return removed["container"], removed["network"]
+
+
+    def _remove_network(self, network_id: str) -> None:
+        """Remove a network, waiting out "has active endpoints": the Engine may still be releasing the
+        endpoint of a container it just removed (seen once in a 2.15 run's final cleanup, which then
+        failed and left the JSON report empty)."""
+        until = time.monotonic() + ACTIVE_ENDPOINTS_WAIT_S
+        while True:
+            try:
+                self.client.api.remove_network(network_id)
+                return
+            except docker.errors.APIError as exc:
+                if "active endpoints" not in _text(exc) or time.monotonic() >= until:
+                    raise
+            time.sleep(ACTIVE_ENDPOINTS_RETRY_S)
 
 
 def _text(exc: BaseException) -> str:

@@ -15,6 +15,7 @@ import pytest
 import requests
 import urllib3.exceptions
 
+import harness.engine
 from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine import Engine
 from harness.engine_protocol import GpuSupport, Resource
@@ -429,3 +430,38 @@ def test_list_managed_reads_names_labels_and_creation_times() -> None:
         ("container", "id-c0", "c0", 1_700_000_000.0),
         ("network", "id-net", "net", 1_796_137_200.123456),
     ]
+
+
+ACTIVE_ENDPOINTS = "error while removing network: network distval-r-s id 3f2a has active endpoints"
+
+
+def test_a_network_still_releasing_its_endpoints_is_removed_once_the_engine_let_go(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(harness.engine, "ACTIVE_ENDPOINTS_RETRY_S", 0.01)
+    calls = Calls()
+    client = FakeClient(calls)
+    refusals = [docker.errors.APIError(ACTIVE_ENDPOINTS), docker.errors.APIError(ACTIVE_ENDPOINTS)]
+
+    def remove_network(network: str) -> None:
+        calls("api.remove_network")
+        if refusals:
+            raise refusals.pop()
+
+    client.api.remove_network = remove_network  # type: ignore[method-assign]
+    assert Engine("r", client=client).remove_resources(RESOURCES) == (1, 1)
+    assert calls.names.count("api.remove_network") == 3
+
+
+def test_a_network_that_keeps_its_endpoints_is_an_engine_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(harness.engine, "ACTIVE_ENDPOINTS_RETRY_S", 0.01)
+    monkeypatch.setattr(harness.engine, "ACTIVE_ENDPOINTS_WAIT_S", 0.05)
+    calls = Calls()
+    client = FakeClient(calls)
+
+    def remove_network(network: str) -> None:
+        calls("api.remove_network")
+        raise docker.errors.APIError(ACTIVE_ENDPOINTS)
+
+    client.api.remove_network = remove_network  # type: ignore[method-assign]
+    with pytest.raises(EngineError, match="remove network net: .*has active endpoints"):
+        Engine("r", client=client).remove_resources(RESOURCES)
+    assert calls.names.count("api.remove_network") >= 2
