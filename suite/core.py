@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -22,6 +22,8 @@ from suite.devices import device_kind, is_nccl, local_device_index, no_device_re
 from suite.network import parse_subnets, select_socket_interfaces
 from suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
 from suite.watchdog import Watchdog
+
+T = TypeVar("T")
 
 CheckOutcome = Optional[Tuple[str, Dict[str, Any]]]
 
@@ -102,6 +104,9 @@ class Context:
         # The rendezvous store of the first group, and how often the group was formed again after a
         # check that did not pass (0: the first group); reset_cause names the last such check.
         self._store: Optional[Any] = None
+        # Why the rendezvous store stopped answering a coordination call (its host died): from then on the
+        # ranks no longer coordinate through it, and each rank's checks end on their own errors.
+        self.store_lost: Optional[str] = None
         self._generation = 0
         self.reset_cause = ""
         # The threads of checks this rank gave up on while they were blocked in a collective.
@@ -207,45 +212,69 @@ class Context:
         return self._store
 
     # -- agreement between ranks --------------------------------------------------------------------
+    def _coordinate(self, what: str, default: T, call: Callable[[Any], T]) -> T:
+        """A store call by which the ranks coordinate (not a check's own), or ``default`` once the store is
+        gone. These run in the rank's main thread, outside any check: where the store's host died (the
+        kill-store fault), an unguarded call raised DistNetworkError there and the worker died without
+        writing the record of the check it was in (its agent then never exits: pytorch#168242)."""
+        if self._store is None or self.store_lost is not None:
+            return default
+        try:
+            return call(self._store)
+        except Exception as exc:  # noqa: BLE001 - whatever the store raises, it no longer coordinates anything
+            first_line = (str(exc).strip().splitlines() or [""])[0][:300]
+            self.store_lost = "%s: %s" % (type(exc).__name__, first_line)
+            print(
+                "distval: rank %d: the rendezvous store stopped answering (%s, while %s); the ranks no longer "
+                "coordinate through it" % (self.rank, self.store_lost, what),
+                flush=True,
+            )
+            return default
+
     def peer_outcomes(self) -> Dict[int, Dict[str, str]]:
         """The outcomes of the running check that other ranks have published so far (no waiting)."""
-        if self._store is None:
-            return {}
-        found = {}
-        for r in range(self.world_size):
-            key = self._key("outcome", r)
-            if r != self.rank and _exists(self._store, key):
-                found[r] = json.loads(self._store.get(key))
-        return found
+
+        def read(store: Any) -> Dict[int, Dict[str, str]]:
+            found = {}
+            for r in range(self.world_size):
+                key = self._key("outcome", r)
+                if r != self.rank and _exists(store, key):
+                    found[r] = json.loads(store.get(key))
+            return found
+
+        return self._coordinate("reading the other ranks' outcomes", {}, read)
 
     def publish_outcome(self, status: str, message: str) -> None:
         """Tell the other ranks how this check ended here (a rank still inside it stops waiting for
         this one: see suite.main)."""
-        if self._store is None:
-            return
-        _publish(self._store, self._key("outcome", self.rank), json.dumps({"status": status, "message": message[:500]}))
-        if status in (FAILED, ERROR):
-            self._store.add(self._key("left"), 1)
+
+        def publish(store: Any) -> None:
+            _publish(store, self._key("outcome", self.rank), json.dumps({"status": status, "message": message[:500]}))
+            if status in (FAILED, ERROR):
+                store.add(self._key("left"), 1)
+
+        self._coordinate("publishing this rank's outcome", None, publish)
 
     def someone_left(self) -> bool:
         """Whether a rank has already left the running check failed or errored: one cheap store call, so
         that ranks still inside a check can ask it often."""
-        return self._store is not None and int(self._store.add(self._key("left"), 0)) > 0
+        return self._coordinate("asking whether a rank left", False, lambda store: int(store.add(self._key("left"), 0)) > 0)
 
     def await_outcomes(self, limit_s: float) -> Optional[Dict[int, Dict[str, str]]]:
         """Every rank's outcome of the running check, or None when some rank has not published one
-        within ``limit_s`` (it is stuck; the watchdog ends it)."""
-        if self._store is None:
-            return None
+        within ``limit_s`` (it is stuck; the watchdog ends it), or the store is gone."""
+        return self._coordinate("waiting for the other ranks' outcomes", None, lambda store: self._await_outcomes(store, limit_s))
+
+    def _await_outcomes(self, store: Any, limit_s: float) -> Optional[Dict[int, Dict[str, str]]]:
         keys = [self._key("outcome", r) for r in range(self.world_size)]
         deadline = time.monotonic() + max(limit_s, 0.0)
         pause = 0.002
-        while not all(_exists(self._store, key) for key in keys):
+        while not all(_exists(store, key) for key in keys):
             if time.monotonic() > deadline:
                 return None
             time.sleep(pause)
             pause = min(pause * 2, 0.05)
-        return {r: json.loads(self._store.get(key)) for r, key in enumerate(keys)}
+        return {r: json.loads(store.get(key)) for r, key in enumerate(keys)}
 
     def reset_group(self, cause: str) -> None:
         """``cause`` (a check) did not pass on every rank, so its collectives may have left the ranks out

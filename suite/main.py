@@ -168,6 +168,8 @@ def _agree(ctx: Any, name: str, status: str, message: str) -> None:
     remaining = ctx.watchdog.remaining_s()
     outcomes = ctx.await_outcomes((remaining if remaining is not None else ctx.check_timeout_s) - 1.0)
     if outcomes is None:
+        if ctx.store_lost is not None:
+            return  # nothing left to agree through; each rank's next checks end on their own errors
         if ctx.store_known():
             print("distval: rank %d: not every rank finished %s; the next check gets a fresh process group" % (ctx.rank, name))
             ctx.reset_group(name)
