@@ -144,3 +144,46 @@ def test_threshold_fails_a_slow_image_and_wrong_data_fails_the_check(
     message = found["bandwidth.all_reduce"]["message"]
     assert found["bandwidth.all_reduce"]["status"] == "failed"
     assert "all_reduce gave wrong data while measuring its bandwidth" in message and "expected 3.0, got 4.0" in message
+
+
+TOPOLOGIES_CONFIG = """\
+version: 1
+timeout_s: 240
+scenarios:
+  - name: in-container-2ranks
+    topology: in-container
+    world_size: 2
+    checks: &checks
+      - {name: bandwidth, args: {sizes: [16KiB, 1MiB], iterations: 3, warmup: 1}}
+  - name: cross-container-2ranks
+    topology: cross-container
+    world_size: 2
+    checks: *checks
+"""
+# reduce_scatter: Debian's gloo in 1.13 and 2.6 has none (skipped with torch's words); PyPI's 2.15 has it.
+FIXTURES_AND_SKIPS = [
+    ("distval-fixtures/torch:1.13-debian", {"reduce_scatter"}),
+    ("distval-fixtures/torch:2.6-debian", {"reduce_scatter"}),
+    ("distval-fixtures/torch:2.15-pypi", set()),
+]
+
+
+@pytest.mark.parametrize(("image", "skipped"), FIXTURES_AND_SKIPS)
+def test_bandwidth_runs_in_both_topologies_on_every_fixture(
+    image: str, skipped: set[str], fixture_image: Callable[[str], str], run_ids: Any, tmp_path: Path
+) -> None:
+    fixture_image(image)
+    config = tmp_path / "topologies.yaml"
+    config.write_text(TOPOLOGIES_CONFIG)
+    code, report = distval(config, image, tmp_path / "report.json", run_ids(), "--jobs", "1")
+    assert code == 0, [(s["name"], c["name"], c["status"], c["message"]) for s in report["scenarios"] for c in s["cases"]]
+    measured = {"all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all"} - skipped
+    for scenario in report["scenarios"]:
+        statuses = {c["name"]: c["status"] for c in scenario["cases"] if c["name"].startswith("bandwidth.")}
+        assert statuses == {f"bandwidth.{op}": "skipped" if op in skipped else "passed" for op in measured | skipped}
+        figures = {(f["operation"], f["label"]) for f in scenario["bandwidth"]}
+        assert figures == {(op, size) for op in measured for size in ("16KiB", "1MiB")}, scenario["name"]
+        assert all(f["busbw_gbps"] > 0 and f["best_busbw_gbps"] >= f["busbw_gbps"] for f in scenario["bandwidth"])
+    # Cross-container next to in-container for the same world size, per operation and size.
+    rows = report["bandwidth_topologies"]
+    assert {(r["operation"], r["label"]) for r in rows} == {(op, size) for op in measured for size in ("16KiB", "1MiB")}
