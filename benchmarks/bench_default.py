@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
     per_rep = [d.wall_s / h.wall_s for d, h in zip(distval_samples, hand_samples, strict=True)]
     print(
         f"paired: distval - hand per repetition median {statistics.median(paired):+.3f} s "
-        f"(range {min(paired):+.2f} .. {max(paired):+.2f} s); median of the per-repetition ratios {statistics.median(per_rep):.3f}"
+        f"(range {min(paired):+.2f} .. {max(paired):+.2f} s); "
+        f"median of the per-repetition ratios {statistics.median(per_rep):.3f}"
     )
     verdict = "met" if rss_max < RSS_TARGET_MIB else "MISSED"
     print(f"distval peak RSS: max {rss_max:.1f} MiB, median {rss_median:.1f} MiB  (target < {RSS_TARGET_MIB:.0f} MiB: {verdict})")
