@@ -500,7 +500,6 @@ class Engine:
             removed[resource.kind] += 1
         return removed["container"], removed["network"]
 
-
     def _remove_network(self, network_id: str) -> None:
         """Remove a network, waiting out "has active endpoints": the Engine may still be releasing the
         endpoint of a container it just removed (seen once in a 2.15 run's final cleanup, which then
