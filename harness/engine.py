@@ -47,7 +47,9 @@ TRANSPORT_ERRORS = (docker.errors.DockerException, requests.RequestException, ur
 # The answer of an Engine with no GPU runtime to a device request (moby's daemon/devices.go).
 # How docker-py's wait(timeout=) ends when the timeout passes (docker-py#2964).
 WAIT_TIMEOUTS = (requests.ReadTimeout, requests.ConnectionError)
-ACTIVE_ENDPOINTS_WAIT_S = 10.0  # how long a network removal waits for the Engine to release its endpoints
+# How long a network removal waits for the Engine to release its endpoints: after a SIGKILLed distval in the
+# harness image, the network it shared with its reaper still had one 10 s on (removable minutes later).
+ACTIVE_ENDPOINTS_WAIT_S = 30.0
 ACTIVE_ENDPOINTS_RETRY_S = 0.2
 NO_GPU_DRIVER = "could not select device driver"
 GPU_PROBE_TIMEOUT_S = 60

@@ -72,20 +72,23 @@ def distval_run(path: Path, run_id: str, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def wait_for_line(process: subprocess.Popen[str], needle: str) -> list[str]:
-    """stderr lines up to the first holding ``needle`` (the run is then at that point)."""
+def wait_for_line(process: subprocess.Popen[str], *needles: str) -> list[str]:
+    """stderr lines up to the first point where each of ``needles`` was in a line, in any order (the reaper
+    says it holds the run from its own thread, while the first scenario is set up)."""
     assert process.stderr is not None
     seen: list[str] = []
+    missing = set(needles)
     until = time.monotonic() + STARTUP_S
     while time.monotonic() < until:
         line = process.stderr.readline()
         if not line:
             break
         seen.append(line.rstrip("\n"))
-        if needle in line:
+        missing -= {needle for needle in missing if needle in line}
+        if not missing:
             return seen
     process.kill()
-    raise AssertionError(f"expected a stderr line with {needle!r} within {STARTUP_S:g} s; saw:\n" + "\n".join(seen))
+    raise AssertionError(f"expected stderr lines with {sorted(missing)!r} within {STARTUP_S:g} s; saw:\n" + "\n".join(seen))
 
 
 def wait_until_gone(client: Any, run_id: str, bound_s: float) -> tuple[float, list[str]]:
@@ -101,8 +104,7 @@ def wait_until_gone(client: Any, run_id: str, bound_s: float) -> tuple[float, li
 
 def test_sigkill_of_distval_mid_run_leaves_nothing_within_the_bound(run_id: str, docker_client: Any, tmp_path: Path) -> None:
     process = distval_run(config(tmp_path), run_id)
-    lines = wait_for_line(process, "started 2 container(s)")
-    assert any(f"reaper distval-{run_id}-reaper holds run {run_id}" in line for line in lines), lines
+    wait_for_line(process, "started 2 container(s)", f"reaper distval-{run_id}-reaper holds run {run_id}")
     held = sorted(leftovers(docker_client, run_id))
     assert held == sorted(
         [f"distval-{run_id}-good", f"distval-{run_id}-good-n0", f"distval-{run_id}-good-n1", f"distval-{run_id}-reaper"]
@@ -117,9 +119,9 @@ def test_sigkill_of_distval_mid_run_leaves_nothing_within_the_bound(run_id: str,
 @pytest.mark.parametrize("ending", ["pass", "fail", "ctrl-c"])
 def test_normal_endings_leave_no_reaper(run_id: str, docker_client: Any, tmp_path: Path, ending: str) -> None:
     process = distval_run(config(tmp_path, failing=ending == "fail"), run_id)
-    lines = wait_for_line(process, f"reaper distval-{run_id}-reaper holds run {run_id}")
+    started = ["started 2 container(s)"] if ending == "ctrl-c" else []
+    lines = wait_for_line(process, f"reaper distval-{run_id}-reaper holds run {run_id}", *started)
     if ending == "ctrl-c":
-        lines += wait_for_line(process, "started 2 container(s)")
         process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=STARTUP_S)
     expected_code = {"pass": 0, "fail": 1, "ctrl-c": 130}[ending]
@@ -324,12 +326,15 @@ def test_in_the_harness_image_the_reaper_holds_the_run_and_reaps_it_after_sigkil
         while f"distval-{run_id}-cross-container-2ranks-n0" not in leftovers(docker_client, run_id):
             assert time.monotonic() < until, container.logs().decode()[-3000:]
             time.sleep(0.5)
-        logs = container.logs().decode()
         reaper = docker_client.api.inspect_container(f"distval-{run_id}-reaper")
         # distval in a container: the Engine host's loopback is not its own, so it reaches the reaper at the
-        # reaper's address on distval's network (the default bridge, or the one the reaper joined).
+        # reaper's address on distval's network (the default bridge, or the one the reaper joined). The
+        # connection is made in the reaper's thread while the scenario is set up: wait for its line.
         address = reaper["NetworkSettings"]["Networks"][network]["IPAddress"]
-        assert f"reaper distval-{run_id}-reaper holds run {run_id} (at {address}:{REAPER_PORT})" in logs, logs[-3000:]
+        held = f"reaper distval-{run_id}-reaper holds run {run_id} (at {address}:{REAPER_PORT})"
+        while held not in (logs := container.logs().decode()):
+            assert time.monotonic() < until, logs[-3000:]
+            time.sleep(0.2)
         container.kill()  # SIGKILL to distval, PID 1 of the harness container
         elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
         print(f"harness image on {network}: SIGKILL to nothing left: {elapsed:.1f} s (load {os.getloadavg()[0]:.1f})")
