@@ -105,8 +105,11 @@ def addresses(host_port: int | None, own_addresses: list[str], url: str | None =
 class Reaper:
     """A started reaper that holds distval's connection; ``disarm`` at a normal end."""
 
-    def __init__(self, engine: Engine, name: str, secret: str, where: list[tuple[str, int]], log: Log) -> None:
+    def __init__(
+        self, engine: Engine, name: str, secret: str, where: list[tuple[str, int]], log: Log, container_id: str | None = None
+    ) -> None:
         self.engine = engine
+        self.container_id = container_id  # the reaper's container, whose removal disarm waits for
         self.name = name
         self._secret = secret
         self._where = where
@@ -117,7 +120,6 @@ class Reaper:
         self._disarming = False
         self._settled = threading.Event()  # the first connection is made, or given up
         self.address: tuple[str, int] | None = None
-        self.container_id: str | None = None
 
     @staticmethod
     def start(
@@ -150,8 +152,7 @@ class Reaper:
             log(_without_reaper(run_id, str(exc)))
             remove_reaper(engine)
             return None
-        reaper = Reaper(engine, name, secret, addresses(host_port, own_addresses, url), log)
-        reaper.container_id = container_id
+        reaper = Reaper(engine, name, secret, addresses(host_port, own_addresses, url), log, container_id)
         threading.Thread(target=reaper._hold, args=(held,), name="distval-reaper", daemon=True).start()
         return reaper
 
