@@ -52,6 +52,36 @@ class FakeBuilder:
 _CONFORMS: ImageBuilder = FakeBuilder(set())  # mypy: the fake has every method build_fixtures may call
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The builders' lock file in a cache of the test's own: a real build elsewhere never holds these up."""
+    monkeypatch.setenv("DISTVAL_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_one_builder_at_a_time_and_the_one_that_waited_says_so() -> None:
+    import fcntl
+    import threading
+
+    lock_path = build.cache_dir() / "fixtures.lock"
+    lock_path.parent.mkdir(parents=True)
+    lines: list[str] = []
+    done = threading.Event()
+    with open(lock_path, "a+") as held:  # another builder (an open file of its own: flock is per open file)
+        fcntl.flock(held, fcntl.LOCK_EX)
+
+        def build_then_say_so() -> None:
+            build_fixtures(FakeBuilder({STOCK, DEFAULT}), [DEFAULT], lines.append)
+            done.set()
+
+        waiter = threading.Thread(target=build_then_say_so)
+        waiter.start()
+        assert not done.wait(0.5), "it built while another builder held the lock"
+    waiter.join(10)
+    assert done.is_set()
+    assert lines[0] == f"fixtures: another process is building fixture images; waiting for it ({lock_path})"
+    assert lines[1:] == [f"fixture {tag}: up to date (recipe {recipe_hash(tag)})" for tag in (STOCK, DEFAULT)]
+
+
 def test_every_layer_parent_is_a_fixture_and_every_layer_file_exists() -> None:
     for tag, fixture in FIXTURES.items():
         assert fixture.tag == tag
