@@ -17,6 +17,11 @@ against the last good one), else by name for ``distval compare`` only. Compared,
 
 ``distval run --baseline`` adds one testcase ``baseline`` per scenario (failed, naming each regressed
 figure with both numbers and the ratio); ``distval compare`` renders the same comparison as a table.
+
+A figure that regressed in the run is re-measured (``--remeasure N``, default 1): the run command runs
+that scenario again, and the figure regresses only when it regressed in every run (``confirm``). A
+slower image is slower every time; a burst of load on a shared machine that slowed one run as a whole
+(which no statistic inside one report tells from a slower image) does not last into the next.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import BadInput
-from harness.results import EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, RunSummary
+from harness.results import EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, RunSummary, ScenarioResult
 
 BASELINE_CASE = "baseline"
 DEFAULT_BUSBW_TOLERANCE = 0.20
@@ -62,6 +67,10 @@ class Delta:
     old_best: float | None = None  # busbw only: the best figures, where both reports have them
     new_best: float | None = None
     within_noise: bool = False  # busbw only: the median dropped past the tolerance, the best did not
+    # The same figure in each run that re-measured it (None where that run has no such figure), and whether
+    # it regressed there: a figure regresses only when it regressed in the run and in every re-measure.
+    remeasured: tuple[float | None, ...] = ()
+    cleared: bool = False  # regressed in the run, not when re-measured: noise
 
     @property
     def best_ratio(self) -> float | None:
@@ -82,9 +91,26 @@ class Delta:
             limit = f"tolerance -{tolerances.busbw:.0%}"
             best = self.best_ratio
             at_best = "" if best is None else f"; best {self.old_best:.4g} -> {self.new_best:.4g} GB/s ({best:.2f}x)"
-            return f"busbw {self.name}: {self.old:.4g} -> {self.new:.4g} GB/s ({self.ratio:.2f}x, {limit}{at_best})"
+            return (
+                f"busbw {self.name}: {self.old:.4g} -> {self.new:.4g} GB/s ({self.ratio:.2f}x, {limit}{at_best}){self._again()}"
+            )
         limit = f"tolerance +{tolerances.duration:.0%} and +{tolerances.duration_slack_s:g} s"
-        return f"duration {self.name}: {self.old:.2f} -> {self.new:.2f} s ({self.ratio:.2f}x, {limit})"
+        return f"duration {self.name}: {self.old:.2f} -> {self.new:.2f} s ({self.ratio:.2f}x, {limit}){self._again()}"
+
+    def _again(self) -> str:
+        """What the re-measuring runs saw of this figure, e.g. '; re-measured: 0.98 GB/s (1.02x)'."""
+        if not self.remeasured:
+            return ""
+        unit = " GB/s" if self.kind == "busbw" else " s"
+        seen = [
+            "not measured"
+            if value is None
+            else f"{value:.4g}{unit} ({value / self.old:.2f}x)"
+            if self.old
+            else f"{value:.4g}{unit}"
+            for value in self.remeasured
+        ]
+        return "; re-measured: " + ", ".join(seen)
 
 
 @dataclass(frozen=True)
@@ -203,6 +229,31 @@ def deltas(old: Mapping[str, Any], new: Mapping[str, Any], tolerances: Tolerance
     return tuple(result)
 
 
+def regressed_in(scenario: Mapping[str, Any], baseline: Mapping[str, Any], tolerances: Tolerances) -> bool:
+    """Whether a figure of ``scenario`` (its JSON report entry) regressed against its match in ``baseline``."""
+    previous, _ = match([s for s in baseline.get("scenarios", []) if isinstance(s, dict)], scenario, by_name=False)
+    return previous is not None and any(d.regressed for d in deltas(previous, scenario, tolerances))
+
+
+def confirm(found: Sequence[Delta], remeasures: Sequence[Sequence[Delta]]) -> tuple[Delta, ...]:
+    """``found`` (the run's deltas) with each regression checked against the re-measuring runs' deltas of
+    the same figures: it stays a regression only when it regressed in every one of them (a re-measure that
+    lacks the figure, e.g. a run that failed before its check, counts as regressed: nothing cleared it)."""
+    if not remeasures:
+        return tuple(found)
+    by_run = [{(d.kind, d.name): d for d in run} for run in remeasures]
+    confirmed: list[Delta] = []
+    for delta in found:
+        if not delta.regressed:
+            confirmed.append(delta)
+            continue
+        again = [run.get((delta.kind, delta.name)) for run in by_run]
+        still = all(d is None or d.regressed for d in again)
+        remeasured = tuple(None if d is None else d.new for d in again)
+        confirmed.append(dataclasses.replace(delta, regressed=still, remeasured=remeasured, cleared=not still))
+    return tuple(confirmed)
+
+
 def compare_reports(
     old: Mapping[str, Any], new: Mapping[str, Any], tolerances: Tolerances, old_path: str = "OLD", new_path: str = "NEW"
 ) -> Comparison:
@@ -223,8 +274,15 @@ def compare_reports(
     return Comparison(old_path, new_path, old, new, tolerances, tuple(rows))
 
 
-def baseline_case(scenario: Mapping[str, Any], baseline: Mapping[str, Any], tolerances: Tolerances, path: str) -> CaseResult:
-    """The ``baseline`` testcase of one scenario (its JSON report entry) against the baseline report."""
+def baseline_case(
+    scenario: Mapping[str, Any],
+    baseline: Mapping[str, Any],
+    tolerances: Tolerances,
+    path: str,
+    remeasures: Sequence[Mapping[str, Any]] = (),
+) -> CaseResult:
+    """The ``baseline`` testcase of one scenario (its JSON report entry) against the baseline report;
+    ``remeasures``: the JSON report entries of the runs of the same scenario that re-measured it."""
     previous, matched_by = match([s for s in baseline.get("scenarios", []) if isinstance(s, dict)], scenario, by_name=False)
     run = f"{path} (run {baseline.get('run_id', '?')})"
     if previous is None:
@@ -235,23 +293,25 @@ def baseline_case(scenario: Mapping[str, Any], baseline: Mapping[str, Any], tole
             f"or scenario_hash_any_image {_property(scenario, 'scenario_hash_any_image')}: nothing to compare with",
             0.0,
         )
-    found = deltas(previous, scenario, tolerances)
+    found = confirm(deltas(previous, scenario, tolerances), [deltas(previous, again, tolerances) for again in remeasures])
     how = f"matched by {matched_by}" + (f", baseline image {previous.get('image')}" if matched_by != "scenario_hash" else "")
     busbw = [d for d in found if d.kind == "busbw"]
     iterations = "/".join(sorted({str(f.get("iterations")) for f in scenario.get("bandwidth") or []})) or "-"
-    details = {"baseline": path, "matched_by": matched_by, "deltas": [_as_data(d) for d in found]}
+    details = {"baseline": path, "matched_by": matched_by, "remeasures": len(remeasures), "deltas": [_as_data(d) for d in found]}
     regressed = [d for d in found if d.regressed]
+    again = f" in the run and in {_runs(len(remeasures))} re-measuring it" if remeasures else ""
     if regressed:
         return CaseResult(
             BASELINE_CASE,
             FAILED,
             f"expected no figure to regress past the tolerance against {run} ({how}); "
-            f"{len(regressed)} of {len(found)} did: "
+            f"{len(regressed)} of {len(found)} did{again}: "
             + "; ".join(d.describe(tolerances) for d in regressed)
             + (f" (busbw: medians and bests of {iterations} iterations)" if busbw else ""),
             0.0,
             details=details,
         )
+    cleared = [d for d in found if d.cleared]
     worst_bw = min((d.ratio for d in busbw), default=None)
     worst_duration = max((d.ratio for d in found if d.kind == "duration"), default=None)
     noise = [d for d in busbw if d.within_noise]
@@ -268,22 +328,56 @@ def baseline_case(scenario: Mapping[str, Any], baseline: Mapping[str, Any], tole
             else ""
         )
         + f", {len(found) - len(busbw)} durations"
-        + (f" (highest ratio {worst_duration:.2f}x)" if worst_duration is not None else ""),
+        + (f" (highest ratio {worst_duration:.2f}x)" if worst_duration is not None else "")
+        + (
+            f"; {len(cleared)} regressed in the run and not in {_runs(len(remeasures))} re-measuring it (noise, not a "
+            "slower image): "
+            + "; ".join(d.describe(tolerances) for d in cleared[:3])
+            + (f"; ... ({len(cleared)} in all)" if len(cleared) > 3 else "")
+            if cleared
+            else ""
+        ),
         0.0,
         details=details,
     )
 
 
-def apply_baseline(summary: RunSummary, baseline: Mapping[str, Any], tolerances: Tolerances, path: str) -> RunSummary:
-    """The summary with a ``baseline`` testcase added to every scenario."""
+def _runs(count: int) -> str:
+    return "the run" if count == 1 else f"the {count} runs"
+
+
+def apply_baseline(
+    summary: RunSummary,
+    baseline: Mapping[str, Any],
+    tolerances: Tolerances,
+    path: str,
+    remeasures: Mapping[int, Sequence[ScenarioResult]] | None = None,
+) -> RunSummary:
+    """The summary with a ``baseline`` testcase added to every scenario; ``remeasures``: by the scenario's
+    index in the summary, the results of the runs that re-measured it."""
     from harness.reports.json_report import json_report
 
     entries = json_report(summary)["scenarios"]
     scenarios = tuple(
-        dataclasses.replace(result, cases=(*result.cases, baseline_case(entry, baseline, tolerances, path)))
-        for result, entry in zip(summary.scenarios, entries, strict=True)
+        dataclasses.replace(
+            result,
+            cases=(
+                *result.cases,
+                baseline_case(entry, baseline, tolerances, path, scenario_entries(summary, (remeasures or {}).get(index, ()))),
+            ),
+        )
+        for index, (result, entry) in enumerate(zip(summary.scenarios, entries, strict=True))
     )
     return dataclasses.replace(summary, scenarios=scenarios)
+
+
+def scenario_entries(summary: RunSummary, results: Sequence[ScenarioResult]) -> list[dict[str, Any]]:
+    """The JSON report entries of ``results`` (scenarios of the run ``summary`` describes)."""
+    from harness.reports.json_report import json_report
+
+    if not results:
+        return []
+    return list(json_report(dataclasses.replace(summary, scenarios=tuple(results), early_error=None))["scenarios"])
 
 
 def _as_data(delta: Delta) -> dict[str, Any]:

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from harness import cli_values
-from harness.results import RunSummary
+from harness.errors import BadInput
+from harness.plan import ScenarioPlan
+from harness.results import RunSummary, ScenarioResult
+
+# Re-measured once: measured here (README "Noise"), a burst that slowed one run as a whole did not last
+# into the next; a slower image pays one more run of its regressed scenarios.
+DEFAULT_REMEASURE = 1
 
 
 def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
@@ -18,6 +25,14 @@ def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="GOOD.json",
         help="compare every check's duration and bandwidth figure with this previous JSON report (same scenarios, "
         "matched by scenario hash); a figure past the tolerance fails the scenario's 'baseline' testcase",
+    )
+    parser.add_argument(
+        "--remeasure",
+        type=cli_values.count,
+        metavar="N",
+        help=f"run a scenario again, up to N times (default {DEFAULT_REMEASURE}; 0: never), while a figure of it regressed "
+        "against --baseline in every run so far: a figure regresses only when it did in every run (a slower image is "
+        "slow every time, a burst of load on a shared machine passes)",
     )
     _tolerance_arguments(parser)
 
@@ -48,14 +63,58 @@ def _tolerances(args: argparse.Namespace) -> Any:
     return Tolerances(busbw=args.busbw_tolerance, duration=args.duration_tolerance)
 
 
-def with_baseline(summary: RunSummary, args: argparse.Namespace) -> RunSummary:
+def check_remeasure(args: argparse.Namespace) -> None:
+    """--remeasure re-runs what regressed against --baseline: alone it is bad input (exit code 2)."""
+    if getattr(args, "remeasure", None) is not None and not getattr(args, "baseline", None):
+        raise BadInput("--remeasure runs again the scenarios that regressed against --baseline: give --baseline too")
+
+
+def remeasure(
+    summary: RunSummary,
+    args: argparse.Namespace,
+    run_again: Callable[[tuple[ScenarioPlan, ...]], list[ScenarioResult]],
+    log: Callable[[str], None],
+) -> dict[int, list[ScenarioResult]]:
+    """Up to --remeasure times, the scenarios whose 'baseline' testcase would fail (a figure regressed in the
+    run and in every re-measure so far) run again with ``run_again``; their results, by the scenario's
+    index in the summary (harness/baseline.py confirms each regression against them)."""
+    if not getattr(args, "baseline", None) or not summary.scenarios:
+        return {}
+    from harness.baseline import baseline_case, scenario_entries
+    from harness.results import FAILED
+
+    path, baseline = args.baseline
+    tolerances = _tolerances(args)
+    entries = scenario_entries(summary, summary.scenarios)
+    found: dict[int, list[ScenarioResult]] = {}
+    times = DEFAULT_REMEASURE if args.remeasure is None else args.remeasure
+    for attempt in range(1, times + 1):
+        suspects = [
+            index
+            for index, entry in enumerate(entries)
+            if baseline_case(entry, baseline, tolerances, path, scenario_entries(summary, found.get(index, ()))).status == FAILED
+        ]
+        if not suspects:
+            break
+        names = ", ".join(summary.scenarios[i].plan.scenario.name for i in suspects)
+        log(
+            f"re-measuring {len(suspects)} scenario(s) with a figure past the tolerance against {path} ({attempt} of {times}): {names}"
+        )
+        for index, result in zip(suspects, run_again(tuple(summary.scenarios[i].plan for i in suspects)), strict=True):
+            found.setdefault(index, []).append(result)
+    return found
+
+
+def with_baseline(
+    summary: RunSummary, args: argparse.Namespace, remeasures: dict[int, list[ScenarioResult]] | None = None
+) -> RunSummary:
     """The summary with a 'baseline' testcase per scenario when --baseline was given (and scenarios ran)."""
     if not getattr(args, "baseline", None) or not summary.scenarios:
         return summary
     from harness.baseline import apply_baseline
 
     path, baseline = args.baseline
-    return apply_baseline(summary, baseline, _tolerances(args), path)
+    return apply_baseline(summary, baseline, _tolerances(args), path, remeasures)
 
 
 def command_compare(args: argparse.Namespace) -> int:

@@ -68,6 +68,15 @@ def jobs_count(value: str) -> int:
     return int(value)
 
 
+def count(value: str) -> int:
+    """argparse type: a whole number >= 0 (ASCII digits), at most JOBS_MAX."""
+    if not (value.isascii() and value.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0; got {shown(value)}")
+    if int(value) > JOBS_MAX:
+        raise argparse.ArgumentTypeError(f"expected a whole number <= {JOBS_MAX}; got {shown(value)}")
+    return int(value)
+
+
 def duration(value: str) -> float:
     """argparse type: a duration such as 30m or 2h, in seconds."""
     try:

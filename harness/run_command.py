@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from harness.baseline_command import with_baseline
+from harness.baseline_command import check_remeasure, remeasure, with_baseline
 from harness.config import load_config
 from harness.config.yaml_nodes import shown
 from harness.errors import (
@@ -233,12 +233,15 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config, mode)
 
     summary: RunSummary
+    remeasures: dict[int, list[ScenarioResult]] = {}  # by the scenario's index: the runs that re-measured it
     refused = _refused_reports(args)
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         if refused:
             raise BadInput("; ".join(f"{option} {reason}" for option, _, reason in refused))
+        check_remeasure(args)
         execute: Execute
+        again: Execute | None = None  # what re-measures a scenario (never kept: --keep-on-failure keeps the run's)
         if args.host:
             # Local processes with the local torch (harness/host_runtime.py); Docker is never asked.
             if args.image:
@@ -291,7 +294,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
                 # A stand-in Engine without reapers (the unit tests' FakeEngine) runs without one.
                 reaper = _start_reaper(engine, display, args.quiet, plan) if hasattr(engine, "start_reaper") else None
                 keeper = Keeper(engine, args.keep_on_failure)
-                execute = functools.partial(run_scenario, engine)
+                execute = again = functools.partial(run_scenario, engine)
                 if keeper.enabled:  # the runtime leaves each scenario's resources; keeper.settle decides
                     execute = functools.partial(run_scenario, engine, remove=False)
         results.extend(
@@ -306,6 +309,13 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             )
         )
         summary = summarize()
+        jobs = args.jobs or default_jobs()
+        remeasures = remeasure(
+            summary,
+            args,
+            lambda plans: _run_scenarios(again or execute, plans, display, jobs, args.require_gpu, args.fail_on_skip),
+            display.log,
+        )
     except KeyboardInterrupt:
         display.close()
         keeper.forget()
@@ -347,7 +357,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         if session is not None:
             session.close()
         signal.signal(signal.SIGTERM, previous)
-    summary = with_baseline(summary, args)
+    summary = with_baseline(summary, args, remeasures)
     write_reports(summary, args, frozenset(path for _, path, _ in refused))
     sys.stdout.write(render_summary(summary))
     for line in keeper.instructions():

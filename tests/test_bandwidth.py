@@ -11,6 +11,7 @@ with as many numbers as categories, inside the range).
 
 from __future__ import annotations
 
+import argparse
 import copy
 import importlib.util
 import json
@@ -29,8 +30,10 @@ from harness.baseline import (
     apply_baseline,
     baseline_case,
     compare_reports,
+    confirm,
     deltas,
 )
+from harness.baseline_command import remeasure
 from harness.cli import main
 from harness.config import parse_config
 from harness.config.byte_sizes import byte_size_value
@@ -353,6 +356,72 @@ def test_a_noisy_median_is_named_in_the_passed_baseline_and_the_comparison() -> 
     assert "busbw all_reduce 64KiB: 1 -> 0.7 GB/s (0.70x, tolerance -20%; best 1.2 -> 1.15 GB/s (0.96x))" in case.message
     table = render_comparison_text(compare_reports(old, {"run_id": "new", "scenarios": [new]}, Tolerances()))
     assert "median past tolerance, best not (best 0.96x): noise" in table
+
+
+def test_a_regression_stands_only_when_every_remeasure_confirms_it() -> None:
+    old = {"run_id": "old", "scenarios": [{**busbw_scenario(1.0, 1.2), "name": "bw", "properties": {"scenario_hash": "h"}}]}
+    slow = {**busbw_scenario(0.5, 0.6), "name": "bw", "properties": {"scenario_hash": "h"}}
+    recovered = {**busbw_scenario(0.95, 1.18), "name": "bw", "properties": {"scenario_hash": "h"}}
+    still_slow = {**busbw_scenario(0.52, 0.61), "name": "bw", "properties": {"scenario_hash": "h"}}
+    not_measured = {"bandwidth": [], "cases": [], "name": "bw", "properties": {"scenario_hash": "h"}}
+
+    noise = baseline_case(slow, old, Tolerances(), "GOOD.json", [recovered])
+    assert noise.status == PASSED, noise.message
+    assert "1 regressed in the run and not in the run re-measuring it (noise, not a slower image)" in noise.message
+    assert (
+        "busbw all_reduce 64KiB: 1 -> 0.5 GB/s (0.50x, tolerance -20%; best 1.2 -> 0.6 GB/s (0.50x)); re-measured: 0.95 GB/s (0.95x)"
+        in noise.message
+    )
+    assert noise.details["remeasures"] == 1
+    assert noise.details["deltas"][0]["cleared"] is True and noise.details["deltas"][0]["remeasured"] == (0.95,)
+
+    slower = baseline_case(slow, old, Tolerances(), "GOOD.json", [still_slow, still_slow])
+    assert slower.status == FAILED
+    assert "1 of 1 did in the run and in the 2 runs re-measuring it" in slower.message
+    assert "re-measured: 0.52 GB/s (0.52x), 0.52 GB/s (0.52x)" in slower.message
+    # One re-measure that recovered clears it; a re-measure without the figure (its run failed) clears nothing.
+    assert baseline_case(slow, old, Tolerances(), "GOOD.json", [still_slow, recovered]).status == PASSED
+    failed_again = baseline_case(slow, old, Tolerances(), "GOOD.json", [not_measured])
+    assert failed_again.status == FAILED and "re-measured: not measured" in failed_again.message
+    # Figures that did not regress in the run are not re-judged by a slower re-measure.
+    (kept,) = confirm(deltas(busbw_scenario(1.0, 1.2), busbw_scenario(1.0, 1.2), Tolerances()), [()])
+    assert not kept.regressed and kept.remeasured == ()
+
+
+def test_remeasure_runs_again_only_what_regressed_in_every_run_so_far(tmp_path: Path) -> None:
+    good = json_report(run_summary(GOOD))
+    first = RunSummary("run2", (scenario_result(plans()[0], SLOW), scenario_result(plans()[1], GOOD)), config_path="bw.yaml")
+    args = argparse.Namespace(baseline=("GOOD.json", good), remeasure=3, busbw_tolerance=0.2, duration_tolerance=0.5)
+    lines: list[str] = []
+    asked: list[list[str]] = []
+    answers = iter([SLOW, GOOD, SLOW])  # the slow scenario stays slow once, then recovers: no third run
+
+    def run_again(plans_again: tuple[ScenarioPlan, ...]) -> list[ScenarioResult]:
+        asked.append([p.scenario.name for p in plans_again])
+        return [scenario_result(p, next(answers)) for p in plans_again]
+
+    found = remeasure(first, args, run_again, lines.append)
+    assert asked == [["inside"], ["inside"]]  # "across" never regressed
+    assert list(found) == [0] and len(found[0]) == 2
+    assert lines[0] == "re-measuring 1 scenario(s) with a figure past the tolerance against GOOD.json (1 of 3): inside"
+    summary = apply_baseline(first, good, Tolerances(), "GOOD.json", found)
+    case = summary.scenarios[0].cases[-1]
+    assert case.status == PASSED and "not in the 2 runs re-measuring it" in case.message, case.message
+    assert summary.exit_code == 0
+    # --remeasure 0: the run alone decides.
+    assert remeasure(first, argparse.Namespace(**{**vars(args), "remeasure": 0}), run_again, lines.append) == {}
+    assert apply_baseline(first, good, Tolerances(), "GOOD.json").exit_code == 1
+
+
+def test_remeasure_needs_a_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "bw.yaml"
+    config.write_text(CONFIG)
+    assert main(["run", str(config), "--remeasure", "2"]) == 2
+    assert (
+        "--remeasure runs again the scenarios that regressed against --baseline: give --baseline too" in capsys.readouterr().err
+    )
+    assert main(["run", str(config), "--remeasure", "-1"]) == 2
+    assert "argument --remeasure: expected a whole number >= 0; got '-1'" in capsys.readouterr().err
 
 
 def test_durations_regress_past_the_fraction_and_the_slack() -> None:
