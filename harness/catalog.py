@@ -90,6 +90,10 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "every result checked against a known answer",
                 sizes=ArgSpec("sizes", "message sizes, e.g. [4KiB, 1MiB, 64MiB] (default 4KiB..64MiB, powers of 4)"),
                 iterations=ArgSpec("int", "timed iterations per operation and size; the median counts (default 5)", minimum=1),
+                min_time_s=ArgSpec(
+                    "seconds",
+                    "more timed iterations until they add up to this per operation and size, at most 1000 in all (default 0.1)",
+                ),
                 warmup=ArgSpec("int", "untimed iterations before them (default 1)", minimum=0),
                 ops=ArgSpec(
                     "names",

@@ -77,6 +77,17 @@ def count(value: str) -> int:
     return int(value)
 
 
+def microseconds(value: str) -> float:
+    """argparse type: a number of microseconds >= 0 (100, 12.5)."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = -1.0
+    if not 0 <= number < 1e9:
+        raise argparse.ArgumentTypeError(f"expected a number of microseconds >= 0, e.g. 100; got {shown(value)}")
+    return number
+
+
 def duration(value: str) -> float:
     """argparse type: a duration such as 30m or 2h, in seconds."""
     try:

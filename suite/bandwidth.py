@@ -2,9 +2,14 @@
 result still checked against a known answer.
 
 For each operation (all_reduce, all_gather, broadcast, reduce_scatter, all_to_all) and each size of
-the sweep (default 4 KiB ... 64 MiB, powers of 4), ``warmup`` untimed calls, then ``iterations`` timed
-calls, each started right after a barrier and stopped when the operation returned (after a CUDA
-synchronize on CUDA). The figure of a size is the median time of one rank's iterations; the ranks agree
+the sweep (default 4 KiB ... 64 MiB, powers of 4), ``warmup`` untimed calls, then at least
+``iterations`` timed calls, back to back, each started right after a barrier and stopped when the
+operation returned (after a CUDA synchronize on CUDA); then more timed calls until they add up to
+``min_time_s`` (at most MAX_ITERATIONS in all), as many on every rank (they agree through the store on
+the count, from the slowest rank's median of the first ones). A small message takes a fraction of a
+millisecond: five calls of it are a sample of the machine's scheduling at one instant, whose median moved
+0.3-2x between two runs of one image on a shared 2-core VM; 50 calls moved it 0.6-1.4x
+(README "Noise"). The figure of a size is the median time of one rank's iterations; the ranks agree
 through the rendezvous store on the slowest rank's median, since a collective is as slow as its slowest
 rank. Sizes and bandwidths follow nccl-tests (PERFORMANCE.md):
 
@@ -23,6 +28,7 @@ operation whose busbw at a size is below it, with the numbers in the message.
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import time
@@ -40,6 +46,8 @@ DEFAULT_SIZES = tuple(4 * KIB * 4**i for i in range(8))  # 4 KiB, 16 KiB, ..., 6
 # few seconds per scenario with these.
 DEFAULT_ITERATIONS = 5
 DEFAULT_WARMUP = 1
+DEFAULT_MIN_TIME_S = 0.1  # timed calls per figure add up to at least this (README "Noise")
+MAX_ITERATIONS = 1000  # however short a call: a bound on the calls of one figure
 OPERATIONS = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all")
 UNSUPPORTED = re.compile(r"(?i)not supported|unsupported|no support|not implemented|does not support")
 ELEMENT_BYTES = 4  # float32
@@ -181,7 +189,7 @@ def _synchronize(device: torch.device) -> None:
 
 
 def _measure(
-    ctx: Context, operation: str, size: int, warmup: int, iterations: int
+    ctx: Context, operation: str, size: int, warmup: int, iterations: int, min_time_s: float
 ) -> Tuple[List[float], Optional[str], Optional[str]]:
     """(this rank's timed seconds, the first wrong answer, why the operation cannot run here)."""
     rank, world, device = dist.get_rank(), dist.get_world_size(), ctx.device
@@ -189,7 +197,10 @@ def _measure(
     times: List[float] = []
     problem: Optional[str] = None
     fill, run, verify = PREPARERS[operation](rank, world, part, device)
-    for it in range(warmup + iterations):
+    total = warmup + iterations
+    settled = min_time_s <= 0
+    it = 0
+    while it < total:
         fill(it)
         _synchronize(device)
         dist.barrier()
@@ -206,7 +217,21 @@ def _measure(
             times.append(elapsed)
         if problem is None:
             problem = verify(it)
+        it += 1
+        if it == total and not settled:
+            settled = True
+            total = warmup + _agreed_count(ctx, operation, size, times, iterations, min_time_s)
     return times, problem, None
+
+
+def _agreed_count(ctx: Context, operation: str, size: int, times: List[float], iterations: int, min_time_s: float) -> int:
+    """The timed calls of a figure in all: enough to add up to ``min_time_s`` at the slowest rank's median
+    call so far, at least ``iterations``, at most MAX_ITERATIONS. Agreed through the store, so that every
+    rank calls the collective as often (one more call on one rank would wait for its peers forever)."""
+    medians = ctx.exchange("bandwidth/%s/%s/count" % (operation, size_label(size)), statistics.median(times))
+    slowest = max(float(m) for m in medians)
+    wanted = int(math.ceil(min_time_s / slowest)) if slowest > 0 else MAX_ITERATIONS
+    return max(iterations, min(MAX_ITERATIONS, wanted))
 
 
 def _sizes(args: Dict[str, Any]) -> List[int]:
@@ -236,6 +261,7 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
     sizes = _sizes(args)
     iterations = int(args.get("iterations", DEFAULT_ITERATIONS))
     warmup = int(args.get("warmup", DEFAULT_WARMUP))
+    min_time_s = float(args.get("min_time_s", DEFAULT_MIN_TIME_S))
     operations = list(args.get("ops") or OPERATIONS)
     thresholds = _thresholds(args, sizes)
     world = dist.get_world_size()
@@ -244,15 +270,17 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
         started = time.monotonic()
         medians: List[float] = []
         bests: List[float] = []
+        counts: List[int] = []  # timed calls per size: the same on every rank
         problem: Optional[str] = None
         unsupported: Optional[str] = None
         for size in sizes:
             ctx.step(operation, size_label(size))
-            times, wrong, unsupported = _measure(ctx, operation, size, warmup, iterations)
+            times, wrong, unsupported = _measure(ctx, operation, size, warmup, iterations, min_time_s)
             if unsupported is not None:
                 break
             medians.append(statistics.median(times))
             bests.append(min(times))
+            counts.append(len(times))
             problem = problem or (wrong and "%s: %s" % (size_label(size), wrong))
         # The ranks agree through the store (not another collective) on the slowest median and on what was wrong.
         everyone = ctx.exchange(
@@ -265,13 +293,15 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
             continue
         slowest = [max(e["medians"][i] for e in everyone) for i in range(len(sizes))]
         slowest_best = [max(e["bests"][i] for e in everyone) for i in range(len(sizes))]
-        figures = _figures(operation, sizes, slowest, world, slowest_best)
+        figures = _figures(operation, sizes, slowest, world, slowest_best, counts)
+        sample = _sample(iterations, min_time_s, counts)
         details: Dict[str, Any] = {
             "operation": operation,
             "world_size": world,
             "iterations": iterations,
+            "min_time_s": min_time_s,
             "warmup": warmup,
-            "statistic": "median of %d timed iterations per rank; the slowest rank's median" % iterations,
+            "statistic": "median of %s per rank; the slowest rank's median" % sample,
             "device": str(ctx.device),
             "figures": figures,
         }
@@ -299,7 +329,7 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
                         for f in slow
                     ),
                 )
-                + " (median of %d iterations, slowest of %d ranks)" % (iterations, world),
+                + " (median of %s, slowest of %d ranks)" % (sample, world),
                 duration_s,
                 details,
             )
@@ -308,8 +338,8 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
         ctx.report(
             operation,
             PASSED,
-            "%s over %d ranks, %s..%s: busbw up to %.3f GB/s (at %s), every result right (median of %d iterations)"
-            % (operation, world, figures[0]["label"], figures[-1]["label"], peak["busbw_gbps"], peak["label"], iterations),
+            "%s over %d ranks, %s..%s: busbw up to %.3f GB/s (at %s), every result right (median of %s)"
+            % (operation, world, figures[0]["label"], figures[-1]["label"], peak["busbw_gbps"], peak["label"], sample),
             duration_s,
             details,
         )
@@ -317,8 +347,17 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
         ctx.report("ops", ERROR, "no operation measured (ops is empty)")
 
 
+def _sample(iterations: int, min_time_s: float, counts: List[int]) -> str:
+    """What each median is of, e.g. '5-212 iterations (at least 5 and 0.1 s per size)'."""
+    if min_time_s <= 0 or not counts:
+        return "%d iterations" % iterations
+    low, high = min(counts), max(counts)
+    spread = "%d" % low if low == high else "%d-%d" % (low, high)
+    return "%s iterations (at least %d and %g s per size)" % (spread, iterations, min_time_s)
+
+
 def _figures(
-    operation: str, sizes: List[int], seconds: List[float], world: int, best_seconds: List[float]
+    operation: str, sizes: List[int], seconds: List[float], world: int, best_seconds: List[float], counts: List[int]
 ) -> List[Dict[str, Any]]:
     """One figure per size from the slowest rank's median (``seconds``); ``best_busbw_gbps`` from the slowest
     rank's fastest iteration (``best_seconds``): what the image reached at best, which noise on a shared
@@ -341,6 +380,7 @@ def _figures(
                 "busbw_gbps": round(algbw * factor, 6),
                 "best_time_us": round(best * 1e6, 3),
                 "best_busbw_gbps": round(best_algbw * factor, 6),
+                "iterations": counts[index],  # timed calls of this size, on every rank
             }
         )
     return figures

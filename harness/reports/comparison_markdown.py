@@ -32,7 +32,8 @@ def render_comparison_markdown(comparison: Comparison) -> str:
         f"## distval compare: {verdict}",
         "",
         f"Old `{_cell(comparison.old_path)}` (run `{comparison.old.get('run_id')}`), new `{_cell(comparison.new_path)}` "
-        f"(run `{comparison.new.get('run_id')}`). Tolerance: busbw -{t.busbw:.0%}; durations +{t.duration:.0%} and "
+        f"(run `{comparison.new.get('run_id')}`). Tolerance: busbw -{t.busbw:.0%} and the call +{t.busbw_slack_us:g} us; "
+        f"durations +{t.duration:.0%} and "
         f"+{t.duration_slack_s:g} s (process_group and exit_status not compared). "
         "busbw is the slowest rank's median of the stated iterations.",
         "",

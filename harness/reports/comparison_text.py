@@ -22,7 +22,8 @@ def render_comparison_text(comparison: Comparison) -> str:
     lines = [
         f"old: {comparison.old_path} (run {comparison.old.get('run_id')})",
         f"new: {comparison.new_path} (run {comparison.new.get('run_id')})",
-        f"tolerance: busbw -{t.busbw:.0%}; durations +{t.duration:.0%} and +{t.duration_slack_s:g} s "
+        f"tolerance: busbw -{t.busbw:.0%} and the call +{t.busbw_slack_us:g} us; "
+        f"durations +{t.duration:.0%} and +{t.duration_slack_s:g} s "
         "(process_group and exit_status not compared)",
     ]
     for scenario in comparison.scenarios:

@@ -126,11 +126,12 @@ def bandwidth_section(summary: RunSummary) -> list[str]:
     series = [Series(s.plan.scenario.name, s.figures) for s in summary.scenarios if s.figures]
     if not series:
         return []
-    iterations = sorted({f.iterations for s in series for f in s.figures})
+    counts = sorted({f.iterations for s in series for f in s.figures})
+    iterations = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
     lines = [
         "### Bandwidth",
         "",
-        f"busbw in GB/s (nccl-tests' definition), the slowest rank's median of {'/'.join(map(str, iterations))} timed "
+        f"busbw in GB/s (nccl-tests' definition), the slowest rank's median of {iterations} timed "
         "iterations per operation and message size.",
         "",
         *figure_table(series),
