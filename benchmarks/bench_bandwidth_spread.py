@@ -5,7 +5,9 @@ default bandwidth sweep, every operation, in one container and across two, 2 ran
 every consecutive pair of runs figure by figure, as ``--baseline`` would (harness.baseline): for each
 pair, the median and the lowest ratio new/old of the median busbw and of the best busbw (the slowest
 rank's fastest iteration), how many figures fall below 1 - tolerance, and the ``baseline`` verdict at the
-default tolerances. The load average is printed with every run: every figure is wall time on a possibly
+default tolerances. Then, over every ordered pair of runs, how often ``baseline`` fails under each rule:
+the fraction alone, with the call-time slack, and with one re-measure (each other run in turn standing
+for the run ``--remeasure`` would make). The load average is printed with every run: every figure is wall time on a possibly
 shared machine.
 
 Run from the repository root, with the image in the Engine (nothing is pulled)::
@@ -17,6 +19,7 @@ Run from the repository root, with the image in the Engine (nothing is pulled)::
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -70,6 +73,32 @@ def pair_stats(old: dict[str, Any], new: dict[str, Any], key: str, tolerance: fl
     return statistics.median(ratios), min(ratios), below, len(ratios)
 
 
+def verdict_rates(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """How often the `baseline` testcase fails between runs of one image, per rule: every ordered pair
+    (baseline i, new j) of the runs; with a re-measure, every other run k in turn as the run that
+    re-measured j's scenarios (what `--remeasure 1` does, from runs already made). A comparison fails
+    when any scenario's `baseline` fails."""
+    rules = [
+        ("fraction alone (--busbw-slack-us 0 --remeasure 0)", Tolerances(busbw_slack_us=0), 0),
+        ("fraction and call-time slack (--remeasure 0)", Tolerances(), 0),
+        ("fraction alone, re-measured once (--busbw-slack-us 0)", Tolerances(busbw_slack_us=0), 1),
+        ("the defaults: slack and one re-measure", Tolerances(), 1),
+    ]
+    rows = []
+    for rule, tolerances, remeasures in rules:
+        failed = comparisons = 0
+        for combo in itertools.permutations(range(len(reports)), 2 + remeasures):
+            old, new, again = reports[combo[0]], reports[combo[1]], [reports[k] for k in combo[2:]]
+            comparisons += 1
+            for index, scenario in enumerate(new["scenarios"]):
+                remeasured = [run["scenarios"][index] for run in again]
+                if baseline_case(scenario, old, tolerances, "old.json", remeasured).status == "failed":
+                    failed += 1
+                    break
+        rows.append({"rule": rule, "failed": failed, "comparisons": comparisons})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--repeat", type=int, default=5, help="runs, back to back (default 5; at least 2)")
@@ -109,8 +138,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         for message in failed:
             print(f"    {message[:600]}")
+    rates = verdict_rates(reports)
+    print("\nevery ordered pair of runs (baseline, new), judged as `distval run --baseline` would:")
+    for row in rates:
+        print(f"  {row['rule']}: {row['failed']} of {row['comparisons']} comparisons failed")
     if args.json:
-        args.json.write_text(json.dumps({"image": args.image, "reports": reports, "pairs": pairs}, indent=2) + "\n")
+        document = {"image": args.image, "reports": reports, "pairs": pairs, "verdicts": rates}
+        args.json.write_text(json.dumps(document, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
 

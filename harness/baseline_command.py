@@ -95,7 +95,7 @@ def remeasure(
     if not getattr(args, "baseline", None) or not summary.scenarios:
         return {}
     from harness.baseline import baseline_case, scenario_entries
-    from harness.results import FAILED
+    from harness.results import FAILED, PASSED
 
     path, baseline = args.baseline
     tolerances = _tolerances(args)
@@ -103,10 +103,13 @@ def remeasure(
     found: dict[int, list[ScenarioResult]] = {}
     times = DEFAULT_REMEASURE if args.remeasure is None else args.remeasure
     for attempt in range(1, times + 1):
+        # Only scenarios whose checks passed: one that failed a check fails the run whatever its figures, and
+        # --keep-on-failure may hold its containers (a second run of it would clash with them).
         suspects = [
             index
             for index, entry in enumerate(entries)
-            if baseline_case(entry, baseline, tolerances, path, scenario_entries(summary, found.get(index, ()))).status == FAILED
+            if summary.scenarios[index].status == PASSED
+            and baseline_case(entry, baseline, tolerances, path, scenario_entries(summary, found.get(index, ()))).status == FAILED
         ]
         if not suspects:
             break

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import importlib.util
 import json
 import re
@@ -435,6 +436,11 @@ def test_remeasure_runs_again_only_what_regressed_in_every_run_so_far(tmp_path: 
     case = summary.scenarios[0].cases[-1]
     assert case.status == PASSED and "not in the 2 runs re-measuring it" in case.message, case.message
     assert summary.exit_code == 0
+    # A scenario that failed a check fails the run anyway (and --keep-on-failure may hold its containers).
+    broken = dataclasses.replace(
+        first.scenarios[0], cases=(*first.scenarios[0].cases, CaseResult("env", FAILED, "expected torch 2.6", 0.1))
+    )
+    assert remeasure(dataclasses.replace(first, scenarios=(broken, first.scenarios[1])), args, run_again, lines.append) == {}
     # --remeasure 0: the run alone decides.
     assert remeasure(first, argparse.Namespace(**{**vars(args), "remeasure": 0}), run_again, lines.append) == {}
     assert apply_baseline(first, good, Tolerances(), "GOOD.json").exit_code == 1
