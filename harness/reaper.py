@@ -44,7 +44,9 @@ if TYPE_CHECKING:
 REAPER_PORT = 7390  # inside the reaper's container; published at a port the Engine picks
 GRACE_S = 2.0  # a dropped connection may come back within this before the reaper removes everything
 FIRST_CONNECTION_S = 60.0  # the reaper reaps if distval never connects (killed between start and connect)
-CONNECT_WINDOW_S = 15.0  # how long distval tries to reach a reaper that was just started
+# How long distval tries to reach a reaper that was just started: its Python starts in the image under
+# test, on a node Engine (Docker-in-Docker) of a loaded machine too; a connection is made as soon as it listens.
+CONNECT_WINDOW_S = 30.0
 CONNECT_TIMEOUT_S = 1.0
 DISARM_TIMEOUT_S = 5.0
 GONE_TIMEOUT_S = 10.0

@@ -176,7 +176,9 @@ def test_a_sigkilled_distval_leaves_nothing_on_any_host(nodes: Any, tmp_path: Pa
             assert time.monotonic() < deadline, "the run never started node 1"
             time.sleep(1)
         reapers = {node.url: [n for n in _leftovers(node, run_id) if n.endswith("-reaper")] for node in hosts}
-        assert all(reapers.values()), reapers  # a reaper on every Engine
+        if not all(reapers.values()):  # a reaper on every Engine; else distval's stderr says why
+            process.kill()
+            raise AssertionError(f"no reaper on some host: {reapers}; distval's stderr: {process.communicate()[1][-3000:]}")
         process.kill()
         process.communicate()
         killed = time.monotonic()

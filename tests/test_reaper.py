@@ -267,7 +267,7 @@ def test_a_reaper_that_cannot_be_reached_is_one_line_from_its_thread_and_removed
 
 
 def test_a_run_that_ends_while_the_reaper_is_being_reached_removes_it_without_a_line() -> None:
-    engine = Launching(listen=False)  # CONNECT_WINDOW_S (15 s) would keep trying
+    engine = Launching(listen=False)  # CONNECT_WINDOW_S (30 s) would keep trying
     lines: list[str] = []
     reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3")  # type: ignore[arg-type]
     assert reaper is not None
