@@ -32,6 +32,7 @@ from typing import Any
 from common import REPO_ROOT, BenchError, check_image, distval_executable
 
 from harness.baseline import DEFAULT_BUSBW_TOLERANCE, Tolerances, baseline_case
+from harness.baseline_command import DEFAULT_REMEASURE
 
 DEFAULT_IMAGE = "distval-fixtures/torch:2.6-debian"
 CONFIG = """\
@@ -81,8 +82,9 @@ def verdict_rates(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rules = [
         ("fraction alone (--busbw-slack-us 0 --remeasure 0)", Tolerances(busbw_slack_us=0), 0),
         ("fraction and call-time slack (--remeasure 0)", Tolerances(), 0),
-        ("fraction alone, re-measured once (--busbw-slack-us 0)", Tolerances(busbw_slack_us=0), 1),
-        ("the defaults: slack and one re-measure", Tolerances(), 1),
+        ("fraction alone, re-measured once (--busbw-slack-us 0 --remeasure 1)", Tolerances(busbw_slack_us=0), 1),
+        ("fraction and slack, re-measured once (--remeasure 1)", Tolerances(), 1),
+        (f"the defaults: fraction, slack and {DEFAULT_REMEASURE} re-measures", Tolerances(), DEFAULT_REMEASURE),
     ]
     rows = []
     for rule, tolerances, remeasures in rules:

@@ -18,7 +18,7 @@ against the last good one), else by name for ``distval compare`` only. Compared,
 ``distval run --baseline`` adds one testcase ``baseline`` per scenario (failed, naming each regressed
 figure with both numbers and the ratio); ``distval compare`` renders the same comparison as a table.
 
-A figure that regressed in the run is re-measured (``--remeasure N``, default 1): the run command runs
+A figure that regressed in the run is re-measured (``--remeasure N``, default 2): the run command runs
 that scenario again, and the figure regresses only when it regressed in every run (``confirm``). A
 slower image is slower every time; a burst of load on a shared machine that slowed one run as a whole
 (which no statistic inside one report tells from a slower image) does not last into the next.
@@ -383,7 +383,7 @@ def baseline_case(
         + f", {len(found) - len(busbw)} durations"
         + (f" (highest ratio {worst_duration:.2f}x)" if worst_duration is not None else "")
         + (
-            f"; {len(cleared)} regressed in the run and not in {_runs(len(remeasures))} re-measuring it (noise, not a "
+            f"; {len(cleared)} regressed in the run and recovered when re-measured (noise, not a "
             "slower image): "
             + "; ".join(d.describe(tolerances) for d in cleared[:3])
             + (f"; ... ({len(cleared)} in all)" if len(cleared) > 3 else "")
