@@ -49,9 +49,11 @@ def _client(node: Any) -> Any:
     return Engine("tests-hosts", host=node.host).client
 
 
-def _config(tmp_path: Path, nodes: int) -> Path:
-    """The default config's cross-container scenario, with one node per Engine."""
+def _config(tmp_path: Path, nodes: int, timeout_s: int | None = None) -> Path:
+    """The default config's cross-container scenario, with one node per Engine (and another deadline)."""
     document = yaml.safe_load(Path(DEFAULT_CONFIG).read_text())
+    if timeout_s is not None:
+        document["timeout_s"] = timeout_s
     (scenario,) = [s for s in document["scenarios"] if s["topology"] == "cross-container"]
     scenario.update(name=f"cross-container-{nodes}ranks", world_size=nodes)
     document["scenarios"] = [scenario]
@@ -124,7 +126,10 @@ def test_a_node_engine_stopped_mid_run_is_that_hosts_error_and_the_others_are_cl
     victim = hosts[1]
     run_id = f"hostsstop-{int(time.time()) % 100000}"
     report = tmp_path / "report.json"
-    config = _config(tmp_path, 3)
+    # The survivors wait for the stopped node's rank until the scenario's deadline, and the runtime sees the
+    # stopped Engine when it asks it next: 120 s instead of the default 240 s bounds that (the scenario on 3
+    # Engines takes 42 s here when nothing is stopped).
+    config = _config(tmp_path, 3, timeout_s=120)
     process = subprocess.Popen(
         _command(config, hosts, run_id, report), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT
     )

@@ -55,8 +55,9 @@ OTHER_TOOLS_FLAGS = frozenset(
         # mmdebstrap's tar, python -m compileall
         "--clamp-mtime",
         "--invalidation-mode",
-        # pytest (tests/conftest.py)
+        # pytest (tests/conftest.py) and pytest-xdist
         "--require-docker",
+        "--dist",
         # benchmarks/*.py
         "--repeat",
     }
