@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -176,6 +177,63 @@ def read_report(path: str | Path) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema_version") != 1 or not isinstance(data.get("scenarios"), list):
         raise BadReport(f"{path} is not a distval JSON report (expected schema_version 1 and a list of scenarios)")
     return data
+
+
+MEDIAN_FIELDS = ("busbw_gbps", "best_busbw_gbps", "algbw_gbps", "time_us", "best_time_us")
+
+
+def combined_baseline(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple[str, Mapping[str, Any]]:
+    """One baseline from one or several JSON reports of the last good image(s) (``--baseline`` given several
+    times): each scenario (grouped by ``scenario_hash_any_image``) with, per busbw figure that every report
+    has, the median of each number, and per testcase the median duration. A run that was fast as a whole
+    (a lucky baseline, which re-measuring the new run cannot undo) then moves no figure."""
+    if len(reports) == 1:
+        return reports[0]
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for _, report in reports:
+        for scenario in report.get("scenarios", []):
+            if isinstance(scenario, dict):
+                key = (
+                    _property(scenario, "scenario_hash_any_image")
+                    or _property(scenario, "scenario_hash")
+                    or str(scenario.get("name"))
+                )
+                groups.setdefault(key, []).append(scenario)
+    label = "the median of " + ", ".join(path for path, _ in reports)
+    run_ids = "/".join(str(report.get("run_id", "?")) for _, report in reports)
+    return label, {"schema_version": 1, "run_id": run_ids, "scenarios": [_median_scenario(g) for g in groups.values()]}
+
+
+def _median_scenario(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    merged = dict(entries[0])
+    if len(entries) == 1:
+        return merged
+    by_figure: dict[tuple[str, Any], list[Mapping[str, Any]]] = {}
+    for entry in entries:
+        for figure in entry.get("bandwidth") or []:
+            if isinstance(figure, dict):
+                by_figure.setdefault((str(figure.get("operation")), figure.get("size")), []).append(figure)
+    figures = []
+    for same in by_figure.values():
+        if len(same) < len(entries):
+            continue  # a figure some good run lacks is no baseline
+        figure = dict(same[0])
+        for name in MEDIAN_FIELDS:
+            values = [_number(f.get(name)) for f in same]
+            figure[name] = statistics.median(v for v in values if v is not None) if None not in values else None
+        figures.append(figure)
+    durations: dict[str, list[float]] = {}
+    for entry in entries:
+        for case in entry.get("cases") or []:
+            if isinstance(case, dict) and _number(case.get("duration_s")) is not None:
+                durations.setdefault(str(case.get("name")), []).append(float(case["duration_s"]))
+    merged["bandwidth"] = figures
+    merged["cases"] = [
+        {**case, "duration_s": statistics.median(durations[str(case.get("name"))])}
+        for case in entries[0].get("cases") or []
+        if isinstance(case, dict) and len(durations.get(str(case.get("name")), [])) == len(entries)
+    ]
+    return merged
 
 
 def _property(scenario: Mapping[str, Any], name: str) -> str | None:

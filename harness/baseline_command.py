@@ -23,9 +23,11 @@ def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--baseline",
         type=cli_values.report_file,
+        action="append",
         metavar="GOOD.json",
         help="compare every check's duration and bandwidth figure with this previous JSON report (same scenarios, "
-        "matched by scenario hash); a figure past the tolerance fails the scenario's 'baseline' testcase",
+        "matched by scenario hash); a figure past the tolerance fails the scenario's 'baseline' testcase. Given "
+        "several times: with the median of each figure over those reports",
     )
     parser.add_argument(
         "--remeasure",
@@ -95,10 +97,10 @@ def remeasure(
     index in the summary (harness/baseline.py confirms each regression against them)."""
     if not getattr(args, "baseline", None) or not summary.scenarios:
         return {}
-    from harness.baseline import baseline_case, scenario_entries
+    from harness.baseline import baseline_case, combined_baseline, scenario_entries
     from harness.results import FAILED, PASSED
 
-    path, baseline = args.baseline
+    path, baseline = combined_baseline(args.baseline)
     tolerances = _tolerances(args)
     entries = scenario_entries(summary, summary.scenarios)
     found: dict[int, list[ScenarioResult]] = {}
@@ -128,9 +130,9 @@ def with_baseline(
     """The summary with a 'baseline' testcase per scenario when --baseline was given (and scenarios ran)."""
     if not getattr(args, "baseline", None) or not summary.scenarios:
         return summary
-    from harness.baseline import apply_baseline
+    from harness.baseline import apply_baseline, combined_baseline
 
-    path, baseline = args.baseline
+    path, baseline = combined_baseline(args.baseline)
     return apply_baseline(summary, baseline, _tolerances(args), path, remeasures)
 
 

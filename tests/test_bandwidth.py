@@ -30,6 +30,7 @@ from harness.baseline import (
     Tolerances,
     apply_baseline,
     baseline_case,
+    combined_baseline,
     compare_reports,
     confirm,
     deltas,
@@ -418,7 +419,7 @@ def test_remeasure_runs_again_only_what_regressed_in_every_run_so_far(tmp_path: 
     good = json_report(run_summary(GOOD))
     first = RunSummary("run2", (scenario_result(plans()[0], SLOW), scenario_result(plans()[1], GOOD)), config_path="bw.yaml")
     args = argparse.Namespace(
-        baseline=("GOOD.json", good), remeasure=3, busbw_tolerance=0.2, duration_tolerance=0.5, busbw_slack_us=100.0
+        baseline=[("GOOD.json", good)], remeasure=3, busbw_tolerance=0.2, duration_tolerance=0.5, busbw_slack_us=100.0
     )
     lines: list[str] = []
     asked: list[list[str]] = []
@@ -444,6 +445,35 @@ def test_remeasure_runs_again_only_what_regressed_in_every_run_so_far(tmp_path: 
     # --remeasure 0: the run alone decides.
     assert remeasure(first, argparse.Namespace(**{**vars(args), "remeasure": 0}), run_again, lines.append) == {}
     assert apply_baseline(first, good, Tolerances(), "GOOD.json").exit_code == 1
+
+
+def test_several_baselines_give_the_median_of_each_figure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    def report(run_id: str, busbw: float, best: float, time_us: float, duration_s: float) -> dict[str, Any]:
+        figure = {"operation": "all_reduce", "size": 65536, "label": "64KiB", "busbw_gbps": busbw}
+        figure |= {"best_busbw_gbps": best, "time_us": time_us, "best_time_us": time_us * 0.8}
+        case = {"name": "bandwidth.all_reduce", "status": PASSED, "duration_s": duration_s}
+        scenario = {"name": "bw", "properties": {"scenario_hash": "h", "scenario_hash_any_image": "a"}}
+        return {"run_id": run_id, "scenarios": [{**scenario, "bandwidth": [figure], "cases": [case]}]}
+
+    typical, lucky = report("r1", 1.0, 1.2, 300.0, 2.0), report("r2", 2.6, 3.0, 100.0, 1.0)  # r2: fast as a whole
+    label, combined = combined_baseline([("a.json", typical), ("b.json", lucky), ("c.json", report("r3", 1.1, 1.3, 280.0, 3.0))])
+    assert label == "the median of a.json, b.json, c.json" and combined["run_id"] == "r1/r2/r3"
+    (scenario,) = combined["scenarios"]
+    (figure,) = scenario["bandwidth"]
+    assert (figure["busbw_gbps"], figure["best_busbw_gbps"], figure["time_us"]) == (1.1, 1.3, 280.0)
+    assert scenario["cases"][0]["duration_s"] == 2.0
+    new = report("r4", 0.9, 1.1, 320.0, 2.1)["scenarios"][0]
+    assert baseline_case(new, lucky, Tolerances(), "b.json").status == FAILED  # against the lucky run alone
+    case = baseline_case(new, combined, Tolerances(), label)
+    assert case.status == PASSED and "within tolerance of the median of a.json, b.json, c.json (run r1/r2/r3)" in case.message
+    assert combined_baseline([("a.json", typical)]) == ("a.json", typical)
+    # On the command line: --baseline given several times.
+    paths = []
+    for name, data in (("a.json", typical), ("b.json", lucky)):
+        (tmp_path / name).write_text(json.dumps({"schema_version": 1, **data}))
+        paths += ["--baseline", str(tmp_path / name)]
+    assert main(["run", str(tmp_path / "missing.yaml"), *paths]) == 2  # the config, not the baselines
+    assert "missing.yaml" in capsys.readouterr().err
 
 
 def test_remeasure_needs_a_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
