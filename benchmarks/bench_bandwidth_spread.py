@@ -31,7 +31,7 @@ from typing import Any
 
 from common import REPO_ROOT, BenchError, check_image, distval_executable
 
-from harness.baseline import DEFAULT_BUSBW_TOLERANCE, Tolerances, baseline_case
+from harness.baseline import DEFAULT_BUSBW_TOLERANCE, Tolerances, baseline_case, combined_baseline
 from harness.baseline_command import DEFAULT_REMEASURE
 
 DEFAULT_IMAGE = "distval-fixtures/torch:2.6-debian"
@@ -75,28 +75,35 @@ def pair_stats(old: dict[str, Any], new: dict[str, Any], key: str, tolerance: fl
 
 
 def verdict_rates(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """How often the `baseline` testcase fails between runs of one image, per rule: every ordered pair
-    (baseline i, new j) of the runs; with a re-measure, every other run k in turn as the run that
-    re-measured j's scenarios (what `--remeasure 1` does, from runs already made). A comparison fails
-    when any scenario's `baseline` fails."""
+    """How often the `baseline` testcase fails between runs of one image, per rule: every baseline (one run,
+    or every set of runs whose median is the baseline: --baseline given several times) against every other
+    run as the new one; with re-measures, every ordered choice of the remaining runs as the runs that
+    re-measured the new one's scenarios (what --remeasure does, from runs already made). A comparison
+    fails when any scenario's `baseline` fails."""
     rules = [
-        ("fraction alone (--busbw-slack-us 0 --remeasure 0)", Tolerances(busbw_slack_us=0), 0),
-        ("fraction and call-time slack (--remeasure 0)", Tolerances(), 0),
-        ("fraction alone, re-measured once (--busbw-slack-us 0 --remeasure 1)", Tolerances(busbw_slack_us=0), 1),
-        ("fraction and slack, re-measured once (--remeasure 1)", Tolerances(), 1),
-        (f"the defaults: fraction, slack and {DEFAULT_REMEASURE} re-measures", Tolerances(), DEFAULT_REMEASURE),
+        ("fraction alone (--busbw-slack-us 0 --remeasure 0)", Tolerances(busbw_slack_us=0), 0, 1),
+        ("fraction and call-time slack (--remeasure 0)", Tolerances(), 0, 1),
+        ("fraction alone, re-measured once (--busbw-slack-us 0 --remeasure 1)", Tolerances(busbw_slack_us=0), 1, 1),
+        ("fraction and slack, re-measured once (--remeasure 1)", Tolerances(), 1, 1),
+        (f"the defaults: fraction, slack and {DEFAULT_REMEASURE} re-measures", Tolerances(), DEFAULT_REMEASURE, 1),
+        ("the defaults against the median of 3 reports (--baseline x3)", Tolerances(), DEFAULT_REMEASURE, 3),
     ]
     rows = []
-    for rule, tolerances, remeasures in rules:
+    for rule, tolerances, remeasures, baselines in rules:
+        if len(reports) < baselines + 1 + remeasures:
+            continue
         failed = comparisons = 0
-        for combo in itertools.permutations(range(len(reports)), 2 + remeasures):
-            old, new, again = reports[combo[0]], reports[combo[1]], [reports[k] for k in combo[2:]]
-            comparisons += 1
-            for index, scenario in enumerate(new["scenarios"]):
-                remeasured = [run["scenarios"][index] for run in again]
-                if baseline_case(scenario, old, tolerances, "old.json", remeasured).status == "failed":
-                    failed += 1
-                    break
+        for chosen in itertools.combinations(range(len(reports)), baselines):
+            path, old = combined_baseline([(f"run{i + 1}.json", reports[i]) for i in chosen])
+            rest = [i for i in range(len(reports)) if i not in chosen]
+            for combo in itertools.permutations(rest, 1 + remeasures):
+                new, again = reports[combo[0]], [reports[k] for k in combo[1:]]
+                comparisons += 1
+                for index, scenario in enumerate(new["scenarios"]):
+                    remeasured = [run["scenarios"][index] for run in again]
+                    if baseline_case(scenario, old, tolerances, path, remeasured).status == "failed":
+                        failed += 1
+                        break
         rows.append({"rule": rule, "failed": failed, "comparisons": comparisons})
     return rows
 
