@@ -21,7 +21,9 @@ figure with both numbers and the ratio); ``distval compare`` renders the same co
 A figure that regressed in the run is re-measured (``--remeasure N``, default 2): the run command runs
 that scenario again, and the figure regresses only when it regressed in every run (``confirm``). A
 slower image is slower every time; a burst of load on a shared machine that slowed one run as a whole
-(which no statistic inside one report tells from a slower image) does not last into the next.
+(which no statistic inside one report tells from a slower image) does not last into the next. Against
+several baseline reports (``combined_baseline``), each figure is compared with its median over them, so
+that a baseline run that was fast as a whole does not fail every run after it.
 """
 
 from __future__ import annotations
