@@ -55,9 +55,8 @@ OTHER_TOOLS_FLAGS = frozenset(
         # mmdebstrap's tar, python -m compileall
         "--clamp-mtime",
         "--invalidation-mode",
-        # pytest (tests/conftest.py) and pytest-xdist
+        # pytest (tests/conftest.py)
         "--require-docker",
-        "--dist",
         # benchmarks/*.py
         "--repeat",
     }

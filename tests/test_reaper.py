@@ -42,7 +42,8 @@ def test_where_distval_looks_for_its_reaper(monkeypatch: pytest.MonkeyPatch) -> 
     ]
     assert addresses(None, ["172.17.0.5"]) == [("172.17.0.5", REAPER_PORT)]
     monkeypatch.setenv("DOCKER_HOST", "tcp://build-7:2375")
-    assert addresses(32768, []) == [("build-7", 32768)]
+    # A remote Engine's bridge addresses mean nothing here (the same one may be a local run's reaper).
+    assert addresses(32768, ["172.17.0.2"]) == [("build-7", 32768)]
     monkeypatch.setenv("DOCKER_HOST", "ssh://ci@build-8")
     assert addresses(32768, []) == [("build-8", 32768)]
 
@@ -266,8 +267,24 @@ def test_a_reaper_that_cannot_be_reached_is_one_line_from_its_thread_and_removed
     assert engine.removed == [["distval.run=run1", "distval.role=reaper"]]
 
 
+def test_another_runs_reaper_at_an_address_does_not_stop_distval_from_reaching_its_own() -> None:
+    """A reaper that answers DENIED (another run's, at an address of this run's list) is passed over."""
+    other = Serving(secret_sha256="0" * 64)  # no HELLO of this run matches its secret
+    own = Serving()  # the secret s3cret's
+    where = [("127.0.0.1", other.port), ("127.0.0.1", own.port)]
+    reaper = Reaper(Launching(), "distval-run1-reaper", "s3cret", where, lambda line: None)  # type: ignore[arg-type]
+    try:
+        reaper._connect(5.0)
+        assert reaper.address == ("127.0.0.1", own.port)
+    finally:
+        if reaper._sock is not None:
+            reaper._sock.close()
+        other.server.close()
+        own.server.close()
+
+
 def test_a_run_that_ends_while_the_reaper_is_being_reached_removes_it_without_a_line() -> None:
-    engine = Launching(listen=False)  # CONNECT_WINDOW_S (30 s) would keep trying
+    engine = Launching(listen=False)  # CONNECT_WINDOW_S (15 s) would keep trying
     lines: list[str] = []
     reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3")  # type: ignore[arg-type]
     assert reaper is not None
