@@ -59,6 +59,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--require-docker",
         # benchmarks/*.py
         "--repeat",
+        "--config",
     }
 )
 
