@@ -95,10 +95,15 @@ def figure_properties(figures: Iterable[Figure]) -> dict[str, str]:
             properties[property_name(figure, "best_busbw_gbps")] = f"{figure.best_busbw_gbps:.4f}"
         properties[property_name(figure, "iterations")] = str(figure.iterations)
         counts.add(figure.iterations)
-    if counts:  # '5', or '5-212' where min_time_s added calls to the short ones
-        low, high = min(counts), max(counts)
-        properties[f"{PREFIX}iterations"] = str(low) if low == high else f"{low}-{high}"
+    if counts:
+        properties[f"{PREFIX}iterations"] = count_range(counts)
     return properties
+
+
+def count_range(counts: Iterable[int]) -> str:
+    """Timed iterations of several figures: '5', or '5-212' where min_time_s added calls to the short ones."""
+    found = sorted(set(counts))
+    return "-" if not found else str(found[0]) if len(found) == 1 else f"{found[0]}-{found[-1]}"
 
 
 @dataclass(frozen=True)

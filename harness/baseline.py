@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.bandwidth import count_range
 from harness.errors import BadInput
 from harness.results import EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, RunSummary, ScenarioResult
 
@@ -157,15 +158,13 @@ class Comparison:
 
 def iterations_of(scenario: Mapping[str, Any] | None) -> str:
     """The timed iterations behind a scenario's figures: '5', or '5-212' where min_time_s added some."""
-    found: set[int] = set()
+    found: list[int] = []
     for figure in (scenario or {}).get("bandwidth") or []:
         try:
-            found.add(int(figure["iterations"]))
+            found.append(int(figure["iterations"]))
         except (KeyError, TypeError, ValueError):
             continue
-    if not found:
-        return "-"
-    return str(min(found)) if len(found) == 1 else f"{min(found)}-{max(found)}"
+    return count_range(found)
 
 
 def read_report(path: str | Path) -> dict[str, Any]:

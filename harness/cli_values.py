@@ -59,22 +59,23 @@ def image_reference(value: str) -> str:
 JOBS_MAX = 256
 
 
-def jobs_count(value: str) -> int:
-    """argparse type of --jobs: ASCII digits (str.isdigit() takes '²', which int() refuses), 1 to JOBS_MAX."""
-    if not (value.isascii() and value.isdigit()) or int(value) < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1; got {shown(value)}")
+def _whole_number(value: str, minimum: int) -> int:
+    """ASCII digits (str.isdigit() takes '²', which int() refuses), minimum to JOBS_MAX."""
+    if not (value.isascii() and value.isdigit()) or int(value) < minimum:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}; got {shown(value)}")
     if int(value) > JOBS_MAX:
         raise argparse.ArgumentTypeError(f"expected a whole number <= {JOBS_MAX}; got {shown(value)}")
     return int(value)
+
+
+def jobs_count(value: str) -> int:
+    """argparse type of --jobs: a whole number, 1 to JOBS_MAX."""
+    return _whole_number(value, 1)
 
 
 def count(value: str) -> int:
-    """argparse type: a whole number >= 0 (ASCII digits), at most JOBS_MAX."""
-    if not (value.isascii() and value.isdigit()):
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 0; got {shown(value)}")
-    if int(value) > JOBS_MAX:
-        raise argparse.ArgumentTypeError(f"expected a whole number <= {JOBS_MAX}; got {shown(value)}")
-    return int(value)
+    """argparse type: a whole number, 0 to JOBS_MAX."""
+    return _whole_number(value, 0)
 
 
 def microseconds(value: str) -> float:

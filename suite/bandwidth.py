@@ -197,8 +197,7 @@ def _measure(
     times: List[float] = []
     problem: Optional[str] = None
     fill, run, verify = PREPARERS[operation](rank, world, part, device)
-    total = warmup + iterations
-    settled = min_time_s <= 0
+    total = warmup + iterations  # min_time_s may add calls once these ran
     it = 0
     while it < total:
         fill(it)
@@ -218,8 +217,7 @@ def _measure(
         if problem is None:
             problem = verify(it)
         it += 1
-        if it == total and not settled:
-            settled = True
+        if it == warmup + iterations and min_time_s > 0:
             total = warmup + _agreed_count(ctx, operation, size, times, iterations, min_time_s)
     return times, problem, None
 

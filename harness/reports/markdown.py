@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness import __version__
+from harness.bandwidth import count_range
 from harness.reports.facts import failing_cases, passed_counts, reproduce_command, topology_rows_of
 from harness.reports.files import write_atomically
 from harness.reports.mermaid import Series, chart_section
@@ -126,8 +127,7 @@ def bandwidth_section(summary: RunSummary) -> list[str]:
     series = [Series(s.plan.scenario.name, s.figures) for s in summary.scenarios if s.figures]
     if not series:
         return []
-    counts = sorted({f.iterations for s in series for f in s.figures})
-    iterations = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    iterations = count_range(f.iterations for s in series for f in s.figures)
     lines = [
         "### Bandwidth",
         "",
