@@ -198,9 +198,9 @@ def test_bandwidth_runs_in_both_topologies_on_every_fixture(
         figures = {(f["operation"], f["label"]) for f in scenario["bandwidth"]}
         assert figures == {(op, size) for op in measured for size in ("16KiB", "1MiB")}, scenario["name"]
         assert all(f["busbw_gbps"] > 0 and f["best_busbw_gbps"] >= f["busbw_gbps"] for f in scenario["bandwidth"])
-        # min_time_s (0.02 s here) adds timed calls to the 3 asked for where a call is short: a 16 KiB call
-        # takes well under 6 ms here, whatever the load.
-        assert all(f["iterations"] > 3 for f in scenario["bandwidth"] if f["label"] == "16KiB"), scenario["bandwidth"]
+        # min_time_s (0.02 s here) adds timed calls to the 3 asked for wherever 3 calls take less: any call
+        # under 2 ms (a 16 KiB call here, unless the machine is loaded) must have had more than 3.
+        assert all(f["iterations"] > 3 or f["time_us"] >= 2000 for f in scenario["bandwidth"]), scenario["bandwidth"]
     # Cross-container next to in-container for the same world size, per operation and size.
     rows = report["bandwidth_topologies"]
     assert {(r["operation"], r["label"]) for r in rows} == {(op, size) for op in measured for size in ("16KiB", "1MiB")}
