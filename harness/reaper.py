@@ -2,7 +2,9 @@
 
 One reaper per ``distval run`` (not one shared by all runs; README "Nothing left behind"): a container of
 the run's first image under test running harness/reaper_daemon.py with that image's Python (``-S``: no
-site-packages, no sitecustomize), with the Engine's socket mounted and a TCP port published. The image is
+site-packages, no sitecustomize), with the Engine's socket mounted, listening on a TCP port: on the
+loopback of the host's network where distval shares that network (``_shares_this_network``: no network of
+its own to set up and tear down), else in a network of its own with the port published. The image is
 in the Engine already, so a reaper costs no build, no pull and no tool on the host. distval
 connects to it and says ``HELLO <run id> <secret>``, then holds that connection for the whole run. When
 distval dies, however it dies, the kernel closes the connection; the reaper waits ``GRACE_S`` for it to come
@@ -10,10 +12,15 @@ back, then removes every container and network labelled with the run id and exit
 On a normal end (pass, fail, Ctrl-C, SIGTERM) distval sends ``DISARM`` first: the reaper exits without
 removing anything, so what ``--keep-on-failure`` keeps stays.
 
-Only the reaper's container start is waited for before the run creates anything: from then on a killed
-distval is covered (the reaper reaps when nobody connected within ``FIRST_CONNECTION_S``). Connecting,
-which waits for the reaper's Python to listen, goes on in the reaper's thread while the first scenario is
-set up (issue 13: about 0.2 s of every run).
+The reaper's container is created before anything else of the run; it is started in a thread
+(``ReaperLaunch``) while the first scenario is set up (its network created, its containers created and
+their files copied in), and no container of the run starts before the reaper's runs: from then on a killed
+distval is covered (the reaper reaps when nobody connected within ``FIRST_CONNECTION_S``, and what was
+created before it ran is labelled with the run too). Connecting, which waits for the reaper's Python to
+listen, goes on in the reaper's thread. Both overlaps are issue 13's: the start took about 0.25 s of every
+run, the connection about 0.2 s. What a distval killed between the reaper's create and its start request
+(one API call apart) leaves is never started, and carries its dead owner (harness/owner.py): ``distval
+cleanup`` removes it.
 
 Where the reaper cannot start or cannot be reached (an image without that Python, an Engine that does
 not let containers mount its socket, distval in a container on another network than the reaper), the run
@@ -126,12 +133,19 @@ class Reaper:
 
     @staticmethod
     def start(
-        engine: Engine, log: Log, image: str, python: str, url: str | None = None, held: Log | None = None
+        engine: Engine,
+        log: Log,
+        image: str,
+        python: str,
+        url: str | None = None,
+        held: Log | None = None,
+        created: Callable[[], None] | None = None,
     ) -> Reaper | None:
         """Start the run's reaper in ``image`` with its ``python``; None (after one line through ``log``) when
         its container cannot start. Returns once the container runs; the connection is made in the reaper's
         thread, which tells ``held`` where it holds the reaper, or ``log`` (and removes the reaper) when it cannot
-        reach it. ``url``: the Engine's, across several hosts (default: DOCKER_HOST's)."""
+        reach it. ``url``: the Engine's, across several hosts (default: DOCKER_HOST's). ``created``: called once
+        the reaper's container exists, before it starts (``ReaperLaunch``)."""
         run_id = engine.run_id
         name = f"distval-{run_id}-reaper"
         secret = secrets.token_hex(16)
@@ -144,18 +158,50 @@ class Reaper:
             "DISTVAL_REAPER_GRACE_S": str(GRACE_S),
             "DISTVAL_REAPER_FIRST_S": str(FIRST_CONNECTION_S),
         }
-        try:
-            container_id, host_port, own_addresses = engine.start_reaper(
-                image, daemon_command(python), name, environment, engine_socket_path(url), REAPER_PORT, bind, own_container()
-            )
-        except Interrupted:  # Ctrl-C or SIGTERM while it started: the run stops, without a reaper
-            remove_reaper(engine)
-            raise
-        except (DistvalError, OSError) as exc:
-            log(_without_reaper(run_id, str(exc)))
-            remove_reaper(engine)
+        joined = own_container()
+        problems: list[str] = []
+        started: tuple[str, list[tuple[str, int]]] | None = None
+        for host_network in (True, False) if _shares_this_network(engine, url, joined) else (False,):
+            port = _free_loopback_port() if host_network else REAPER_PORT
+            extra = {"DISTVAL_REAPER_PORT": str(port), "DISTVAL_REAPER_BIND": "127.0.0.1"} if host_network else {}
+            exists = threading.Event()
+
+            def on_create(exists: threading.Event = exists) -> None:
+                exists.set()
+                if created is not None:
+                    created()
+
+            try:
+                container_id, host_port, own_addresses = engine.start_reaper(
+                    image,
+                    daemon_command(python),
+                    name,
+                    {**environment, **extra},
+                    engine_socket_path(url),
+                    REAPER_PORT,
+                    bind,
+                    joined,
+                    on_create,
+                    host_network=host_network,
+                )
+            except Interrupted:  # Ctrl-C or SIGTERM while it started: the run stops, without a reaper
+                remove_reaper(engine)
+                raise
+            except (DistvalError, OSError) as exc:
+                remove_reaper(engine)
+                if host_network and not exists.is_set():
+                    # Refused in the host's network (an Engine with user namespaces): with a network of its own.
+                    problems.append(f"in the host's network: {exc}")
+                    continue
+                problems.append(str(exc))
+                break
+            started = container_id, [("127.0.0.1", port)] if host_network else addresses(host_port, own_addresses, url)
+            break
+        if started is None:
+            log(_without_reaper(run_id, "; ".join(problems)))
             return None
-        reaper = Reaper(engine, name, secret, addresses(host_port, own_addresses, url), log, container_id)
+        container_id, where = started
+        reaper = Reaper(engine, name, secret, where, log, container_id)
         threading.Thread(target=reaper._hold, args=(held,), name="distval-reaper", daemon=True).start()
         return reaper
 
@@ -266,6 +312,63 @@ class Reaper:
             gone = False
         if not gone:
             remove_reaper(self.engine)
+
+
+def _shares_this_network(engine: Engine, url: str | None, joined: str | None) -> bool:
+    """Whether a container in the Engine's host's network is in distval's own network namespace, where it is
+    reached at 127.0.0.1: a local Engine whose default bridge's interface (docker0) is one of this namespace's.
+    Not for a remote Engine, nor distval in a container, rootless Docker (its bridge is in rootlesskit's
+    namespace) or Docker Desktop (in its VM)."""
+    if _remote_host(url) is not None or joined is not None or not hasattr(socket, "if_nameindex"):
+        return False
+    try:
+        interface = engine.bridge_interface()
+        names = {name for _, name in socket.if_nameindex()}
+    except (DistvalError, OSError):
+        return False
+    return interface is not None and interface in names
+
+
+def _free_loopback_port() -> int:
+    """A port free on 127.0.0.1 now, for the reaper to listen at in the host's network. Another process may
+    take it before the reaper binds it: the reaper then exits, and the run says it has no reaper."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class ReaperLaunch:
+    """The run's reaper, started in a thread beside the first scenario's setup. ``created`` returns once the
+    reaper's container exists (or could not be created): the run creates nothing before. ``ready`` returns
+    once it runs (or will not run): the run starts nothing before (harness/runtime.py)."""
+
+    def __init__(self, start: Callable[[Callable[[], None]], Reaper | None], log: Log, run_id: str) -> None:
+        """``start(created)``: ``Reaper.start`` with its ``created`` callback; ``log``: where a failure the
+        start did not report itself (a bug) goes, as the one line of a run without a reaper."""
+        self._created = threading.Event()
+        self._done = threading.Event()
+        self._reaper: Reaper | None = None
+        self._log = log
+        self._run_id = run_id
+        threading.Thread(target=self._start, args=(start,), name="distval-reaper-start", daemon=True).start()
+
+    def _start(self, start: Callable[[Callable[[], None]], Reaper | None]) -> None:
+        try:
+            self._reaper = start(self._created.set)
+        except Exception as exc:  # in this thread nothing would see it: the run goes on without a reaper
+            self._log(_without_reaper(self._run_id, f"{type(exc).__name__}: {exc}"))
+        finally:
+            self._created.set()
+            self._done.set()
+
+    def created(self) -> None:
+        """Wait until the reaper's container exists, or its start ended without one."""
+        self._created.wait()
+
+    def ready(self) -> Reaper | None:
+        """The started reaper, or None where it could not start; waits for its container to run."""
+        self._done.wait()
+        return self._reaper
 
 
 def _without_reaper(run_id: str, why: str) -> str:

@@ -39,7 +39,7 @@ from harness.keep import Keeper
 from harness.owner import current_owner
 from harness.plan import RunPlan, ScenarioPlan, images_of, plan_run
 from harness.progress import ProgressDisplay
-from harness.reaper import Reaper
+from harness.reaper import Reaper, ReaperLaunch
 from harness.reports.files import refusal
 from harness.reports.json_report import write_json
 from harness.reports.junit import write_junit
@@ -188,8 +188,12 @@ def _run_scenarios(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _start_reaper(engine: Engine, display: ProgressDisplay, quiet: bool, plan: RunPlan, url: str | None = None) -> Reaper | None:
-    """The run's reaper (harness/reaper.py); None after one stderr line (also with --quiet) where it cannot start."""
+def _launch_reaper(
+    engine: Engine, display: ProgressDisplay, quiet: bool, plan: RunPlan, url: str | None = None
+) -> ReaperLaunch | None:
+    """The run's reaper (harness/reaper.py), being started beside the first scenario's setup (the caller
+    keeps it, then waits for ``created``). It says where it holds the reaper, or (one stderr line, also with
+    --quiet) that it cannot, from its threads."""
 
     def warn(line: str) -> None:
         if quiet:
@@ -201,8 +205,11 @@ def _start_reaper(engine: Engine, display: ProgressDisplay, quiet: bool, plan: R
     if not plan.scenarios:
         return None
     first = plan.scenarios[0]
-    # Returns once its container runs; it says where it holds the reaper (or that it cannot) from its thread.
-    return Reaper.start(engine, warn, first.image, first.scenario.python, url, held=display.log)
+    return ReaperLaunch(
+        lambda created: Reaper.start(engine, warn, first.image, first.scenario.python, url, display.log, created),
+        warn,
+        engine.run_id,
+    )
 
 
 def announce_run(run_id: str) -> str:
@@ -223,11 +230,21 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     engine_version: str | None = None
     host = socket.gethostname()
     session: HostSession | None = None
-    reaper: Reaper | None = None
-    reapers: dict[int, Reaper] = {}  # across several hosts: by id() of the host's Engine
+    launches: dict[int, ReaperLaunch] = {}  # a reaper per Engine (several across hosts): by id() of the Engine
     keeper = Keeper(None, False)
     mode = "host" if args.host else "docker"
     others: list[HostEngine] = []  # across several hosts: the Engines besides host 0's (``engine``)
+
+    def covered(on: Engine, **options: Any) -> Execute:
+        """run_scenario on ``on``; where reapers are being started, nothing starts before they run (``before_start``)."""
+
+        def reapers_ready() -> None:
+            for launch in launches.values():
+                launch.ready()
+
+        if launches:
+            options["before_start"] = reapers_ready
+        return functools.partial(run_scenario, on, **options)
 
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
         return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config, mode)
@@ -283,20 +300,24 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
                 engine = hosts[urls[0]].engine
                 engine_version = _engine_version(engine)
                 for url, each_host in hosts.items():  # a reaper on every Engine, each holding that Engine's part
-                    held = _start_reaper(each_host.engine, display, args.quiet, plan, url)
-                    if held is not None:
-                        reapers[id(each_host.engine)] = held
-                execute = functools.partial(run_scenario, engine, hosts=hosts)
+                    launch = _launch_reaper(each_host.engine, display, args.quiet, plan, url)
+                    if launch is not None:
+                        launches[id(each_host.engine)] = launch  # kept first: the end waits for it, even after Ctrl-C
+                        launch.created()
+                execute = covered(engine, hosts=hosts)
             else:
                 engine = engine_for(run_id)
                 engine_version = _engine_version(engine)
                 _ensure_images(engine, images_of(plan), display.log)
                 # A stand-in Engine without reapers (the unit tests' FakeEngine) runs without one.
-                reaper = _start_reaper(engine, display, args.quiet, plan) if hasattr(engine, "start_reaper") else None
+                launch = _launch_reaper(engine, display, args.quiet, plan) if hasattr(engine, "start_reaper") else None
+                if launch is not None:
+                    launches[id(engine)] = launch  # kept first: the end waits for it, even after Ctrl-C
+                    launch.created()
                 keeper = Keeper(engine, args.keep_on_failure)
-                execute = again = functools.partial(run_scenario, engine)
+                execute = again = covered(engine)
                 if keeper.enabled:  # the runtime leaves each scenario's resources; keeper.settle decides
-                    execute = functools.partial(run_scenario, engine, remove=False)
+                    execute = covered(engine, remove=False)
         results.extend(
             _run_scenarios(
                 execute,
@@ -338,12 +359,11 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         summary = summarize((internal.kind, str(internal)), internal.exit_code)
     finally:
         display.close()
-        if reaper is not None and engine is not None:
-            reapers[id(engine)] = reaper
         for each in ([engine] if engine is not None else []) + others:  # every host is cleaned, whichever fails
             target: Any = getattr(each, "engine", each)  # a HostEngine's own Engine
-            held = reapers.get(id(target))
             with signals_deferred():
+                launched = launches.get(id(target))
+                held = launched.ready() if launched is not None else None  # a start still going on ends first
                 try:
                     if held is not None or (each is engine and keeper.kept):
                         # All but what is kept, and the reaper last: it covers a distval killed meanwhile.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -86,10 +86,13 @@ def run_scenario(
     stop: threading.Event | None = None,
     hosts: Mapping[str, EngineAPI] | None = None,
     remove: bool = True,
+    before_start: Callable[[], object] | None = None,
 ) -> ScenarioOutcome:
     """``hosts``: the Engine of each --hosts URL a step or container names (harness/hosts_runtime.py); ``engine``
     runs the steps that name none. ``remove`` False (--keep-on-failure): the scenario's resources stay; the
-    caller removes or keeps them once it knows the verdict (harness/keep.py)."""
+    caller removes or keeps them once it knows the verdict (harness/keep.py). ``before_start``: called before
+    the scenario starts any container (GPU probe, host probe, its own): the run's reaper must run first
+    (harness/reaper.py ReaperLaunch), while creating networks and containers may go on beside its start."""
     started = time.monotonic()
     stop = stop or threading.Event()
     engines = dict(hosts or {})
@@ -111,8 +114,14 @@ def run_scenario(
             plan, image_id, time.monotonic() - started, (), setup_error=reason, setup_skipped=True, skip_kind=kind
         )
 
+    def covered() -> None:
+        if before_start is not None:
+            before_start()
+
     try:
         try:
+            if plan.gpus_needed:
+                covered()  # the GPU probe starts a container
             shortfall = gpu_shortfall(engine, plan)
             if shortfall is not None:
                 return skipped(shortfall, "gpu")
@@ -125,6 +134,7 @@ def run_scenario(
                     from harness.hosts_runtime import probe_host  # only runs across several hosts
 
                     probe = plan.container(step.container)
+                    covered()
                     facts.update(probe_host(on(step.host), resolve(probe, facts), files_archive(probe.files), step.first))
                     events.note(plan, f"host {step.host}: {', '.join(f'{k}={v}' for k, v in sorted(facts.items()))}")
                 elif isinstance(step, CreateNetwork):
@@ -145,6 +155,8 @@ def run_scenario(
                         on(step.host).connect(extra, handle)
                     on(step.host).put_archive(handle, "/", files_archive(container.files))
                 elif isinstance(step, StartContainer):
+                    if deadline is None:
+                        covered()
                     # The deadline starts with the first container, after setup.
                     deadline = deadline or time.monotonic() + plan.deadline_s
                     on(step.host).start(created[step.container])

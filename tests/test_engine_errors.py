@@ -260,6 +260,7 @@ METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "build": lambda e, c: e.build(b"tar", "repo:tag", {"a": "b"}, lambda line: None),
     "create_network": lambda e, c: (e.create_network(NETWORK), e.create_network(NETWORK6)),
     "network_subnets": lambda e, c: e.network_subnets("net"),
+    "bridge_interface": lambda e, c: e.bridge_interface(),
     "connect": lambda e, c: e.connect("net", c),
     "address": lambda e, c: (e.address(c, "net"), e.address(c, "net", ipv6=True)),
     "create_container": lambda e, c: e.create_container(CONTAINER),
@@ -282,8 +283,11 @@ METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "remove_matching": lambda e, c: e.remove_matching(["distval.run=r"]),
     "list_managed": lambda e, c: e.list_managed(["distval.run=r"]),
     "remove_resources": lambda e, c: e.remove_resources(RESOURCES),
-    "start_reaper": lambda e, c: e.start_reaper(
-        "img", ["python3", "-c", "pass"], "r-reaper", {"A": "b"}, "/var/run/docker.sock", 7390, "127.0.0.1", "c0"
+    "start_reaper": lambda e, c: (
+        e.start_reaper("img", ["python3", "-c", "pass"], "r-reaper", {"A": "b"}, "/var/run/docker.sock", 7390, "127.0.0.1", "c0"),
+        e.start_reaper(
+            "img", ["python3", "-c", "pass"], "r-reaper", {"A": "b"}, "/var/run/docker.sock", 7390, "127.0.0.1", host_network=True
+        ),
     ),
     "save_image": lambda e, c: list(e.save_image("example/torch:test")),
     "load_image": lambda e, c: e.load_image(iter([b"tar"])),
@@ -327,6 +331,9 @@ def test_every_docker_py_error_at_every_call_becomes_distvals_own(method: str, e
         if method == "wait_removed" and error in ("ReadTimeout", "ConnectionError", "NotFound", "ImageNotFound"):
             # The wait's timeout is an answer (not removed yet); a container gone already is removed.
             assert call(method, calls) is (error in ("NotFound", "ImageNotFound")), error
+            continue
+        if method == "bridge_interface" and error in ("NotFound", "ImageNotFound"):
+            assert call(method, calls) is None, "an Engine without a default bridge has no bridge interface"
             continue
         if name in REMOVALS and error in ("NotFound", "ImageNotFound"):
             call(method, calls)  # already gone: nothing to remove, and no error

@@ -124,3 +124,26 @@ def test_the_report_names_the_transport_nccl_chose_between_each_pair() -> None:
     assert properties["nccl_transports"] == "0-1 NET/Socket"
     gloo = plans()["gloo-cuda"]
     assert "nccl_transports" not in dict(summarize_scenario(ScenarioOutcome(gloo, None, 1.0, ())).properties)
+
+
+def test_nothing_starts_before_the_runs_reaper_runs_while_setup_goes_on_beside_its_start() -> None:
+    """``before_start`` (the reaper's launch, harness/reaper.py ReaperLaunch) comes before the GPU probe and
+    before the first start, after the networks and containers are created."""
+    engine = FakeEngine(RUN_ID, GpuSupport(2, ""))
+    probed: list[str] = []
+    original = engine.gpu_support
+
+    def gpu_support(image: str, python: str) -> GpuSupport:
+        probed.append("gpu_probe")
+        return original(image, python)
+
+    engine.gpu_support = gpu_support  # type: ignore[method-assign]
+    order: list[str] = []
+
+    def before_start() -> None:
+        order.append(f"reaper ready after {list(engine.calls)} {probed}")
+
+    run_scenario(engine, plans()["nccl.nccl.cross"], NO_EVENTS, before_start=before_start)
+    setup = ["create_network", "create_container", "put_archive", "create_container", "put_archive"]
+    # Before the GPU probe (it starts a container), then before the first start: setup went on meanwhile.
+    assert order == ["reaper ready after [] []", f"reaper ready after {setup} ['gpu_probe']"]

@@ -9,7 +9,7 @@ import importlib.util
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 
@@ -19,7 +19,7 @@ import harness.reaper
 from harness.cleanup import RunDecision
 from harness.engine_protocol import Resource
 from harness.errors import EngineError, Interrupted
-from harness.reaper import REAPER_PORT, Reaper, addresses, engine_socket_path, own_container
+from harness.reaper import REAPER_PORT, Reaper, ReaperLaunch, addresses, engine_socket_path, own_container
 
 GRACE_S = 1.0  # reconnecting within it takes a few ms; room for a loaded machine
 
@@ -59,8 +59,8 @@ def daemon() -> ModuleType:
 class Serving:
     """The reaper program's serve loop on a loopback port, in a thread; ``ended`` says how it ended and when."""
 
-    def __init__(self, first_s: float = 30.0, secret_sha256: str = hashlib.sha256(b"s3cret").hexdigest()) -> None:
-        self.server = socket.create_server(("127.0.0.1", 0))
+    def __init__(self, first_s: float = 30.0, secret_sha256: str = hashlib.sha256(b"s3cret").hexdigest(), port: int = 0) -> None:
+        self.server = socket.create_server(("127.0.0.1", port))
         self.port = self.server.getsockname()[1]
         self.reaper = daemon().Reaper("run1", secret_sha256, GRACE_S, first_s)
         self.ended: tuple[str, float] | None = None
@@ -159,7 +159,10 @@ class Refusing:
         self.error = error
         self.removed: list[list[str]] = []
 
-    def start_reaper(self, *args: object) -> tuple[str, int | None, str | None]:
+    def bridge_interface(self) -> str | None:
+        return None
+
+    def start_reaper(self, *args: object, **kwargs: object) -> tuple[str, int | None, str | None]:
         raise self.error
 
     def remove_matching(self, labels: list[str]) -> tuple[int, int]:
@@ -212,8 +215,11 @@ class Launching:
         self.removed: list[list[str]] = []
         self.waited: list[str] = []
 
+    def bridge_interface(self) -> str | None:
+        return None  # the reaper gets a network of its own: its port, published, is on the loopback
+
     def start_reaper(
-        self, image: str, entrypoint: list[str], name: str, environment: dict[str, str], *rest: object
+        self, image: str, entrypoint: list[str], name: str, environment: dict[str, str], *rest: object, **kwargs: object
     ) -> tuple[str, int, list[str]]:
         if not self.listen:
             closed = socket.create_server(("127.0.0.1", 0))
@@ -292,3 +298,123 @@ def test_a_run_that_ends_while_the_reaper_is_being_reached_removes_it_without_a_
     reaper.disarm()
     assert time.monotonic() - started < 5, "disarm waits for one connection attempt at most"
     assert lines == [] and ["distval.run=run1", "distval.role=reaper"] in engine.removed
+
+
+class InHostNetwork(Launching):
+    """A local Engine whose bridge interface is one of this namespace's (``lo`` stands for docker0): the reaper
+    runs in the host's network, serving at the port distval chose. ``refuse_host``: the Engine refuses the
+    host's network at create (user namespaces), then the reaper gets a network of its own."""
+
+    def __init__(self, refuse_host: bool = False, interface: str = "lo") -> None:
+        super().__init__()
+        self.refuse_host = refuse_host
+        self.interface = interface
+        self.asked: list[bool] = []  # host_network of each start_reaper
+
+    def bridge_interface(self) -> str | None:
+        return self.interface
+
+    def start_reaper(
+        self, image: str, entrypoint: list[str], name: str, environment: dict[str, str], *rest: object, **kwargs: object
+    ) -> tuple[str, int, list[str]]:
+        host_network = bool(kwargs.get("host_network"))
+        self.asked.append(host_network)
+        if host_network and self.refuse_host:
+            raise EngineError(
+                "start the reaper distval-run1-reaper: Cannot share the host's network namespace when user namespaces are enabled"
+            )
+        if not host_network:
+            return super().start_reaper(image, entrypoint, name, environment)
+        assert environment["DISTVAL_REAPER_BIND"] == "127.0.0.1"
+        port = int(environment["DISTVAL_REAPER_PORT"])
+        self.serving = Serving(secret_sha256=environment["DISTVAL_REAPER_SECRET_SHA256"], port=port)
+        return "cid-1", port, []
+
+
+def test_a_local_engines_reaper_runs_in_the_host_network_at_a_loopback_port_distval_chose(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(harness.reaper, "own_container", lambda: None)
+    engine = InHostNetwork()
+    held: list[str] = []
+    lines: list[str] = []
+    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3", held=held.append)  # type: ignore[arg-type]
+    assert reaper is not None
+    settle(reaper)
+    assert engine.asked == [True] and engine.serving is not None
+    assert held == [f"reaper distval-run1-reaper holds run run1 (at 127.0.0.1:{engine.serving.port})"] and lines == []
+    reaper.disarm()
+
+
+def test_an_engine_that_refuses_the_host_network_gets_a_reaper_with_a_network_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    monkeypatch.setattr(harness.reaper, "own_container", lambda: None)
+    engine = InHostNetwork(refuse_host=True)
+    lines: list[str] = []
+    created: list[str] = []
+    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3", created=lambda: created.append("x"))  # type: ignore[arg-type]
+    assert reaper is not None
+    settle(reaper)
+    assert engine.asked == [True, False] and lines == []
+    # The refused one was removed before the second was started.
+    assert engine.removed[0] == ["distval.run=run1", "distval.role=reaper"]
+    reaper.disarm()
+
+
+@pytest.mark.parametrize(
+    ("docker_host", "in_container", "interface", "expected"),
+    [
+        (None, False, "lo", True),  # a local Engine whose bridge is in this namespace
+        (None, False, "docker-nowhere0", False),  # rootless Docker, Docker Desktop: the bridge is elsewhere
+        (None, True, "lo", False),  # distval in a container: its loopback is not the host's
+        ("tcp://build-7:2375", False, "lo", False),  # a remote Engine
+        ("unix:///run/user/1000/docker.sock", False, "lo", True),
+    ],
+)
+def test_where_the_reaper_may_share_distvals_network(
+    monkeypatch: pytest.MonkeyPatch, docker_host: str | None, in_container: bool, interface: str, expected: bool
+) -> None:
+    if docker_host is None:
+        monkeypatch.delenv("DOCKER_HOST", raising=False)
+    else:
+        monkeypatch.setenv("DOCKER_HOST", docker_host)
+    engine = InHostNetwork(interface=interface)
+    joined = "c" * 64 if in_container else None
+    assert harness.reaper._shares_this_network(engine, None, joined) is expected  # type: ignore[arg-type]
+
+
+def test_the_launch_waits_for_the_reaper_container_to_exist_and_then_to_run() -> None:
+    """``created`` returns once the container exists, ``ready`` once it runs: what the run creates and starts
+    waits for each (harness/runtime.py before_start)."""
+    may_start = threading.Event()
+    steps: list[str] = []
+
+    def start(created: Callable[[], None]) -> Reaper | None:
+        steps.append("create")
+        created()
+        may_start.wait(10)
+        steps.append("started")
+        return None
+
+    launch = ReaperLaunch(start, lambda line: steps.append(line), "run1")
+    launch.created()
+    assert steps == ["create"]
+    may_start.set()
+    assert launch.ready() is None and steps == ["create", "started"]
+
+
+def test_a_launch_whose_start_fails_unexpectedly_is_one_line_and_no_reaper() -> None:
+    def start(created: Callable[[], None]) -> Reaper | None:
+        raise ValueError("a bug")
+
+    lines: list[str] = []
+    launch = ReaperLaunch(start, lines.append, "run1")
+    launch.created()  # returns: the start ended without a container
+    assert launch.ready() is None
+    assert lines == [
+        "no reaper for run run1 (ValueError: a bug): if distval is killed, `distval cleanup --run-id run1` removes "
+        "its containers and networks"
+    ]
