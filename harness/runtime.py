@@ -37,6 +37,9 @@ KILL_SETTLE_S = 10.0
 RECHECK_S = 0.05
 # With faults, every container's state is read this often: a fault's trigger and its verdict need them all.
 FAULT_SLICE_S = 0.2
+# Across several Engines, how often each Engine the wait does not block on is asked about one of its
+# containers: an Engine that stopped answering is that host's error within this, not at the deadline.
+HOST_WATCH_S = 2.0
 # A container in these states still runs (paused: a freeze fault).
 LIVE = ("created", "running", "restarting", "paused")
 
@@ -219,8 +222,14 @@ def _wait(
     cost 0.1 s per scenario on average and ~5 inspects per second per container). Each wait lasts at
     most WAIT_SLICE_S, so a stop request and the deadline are still noticed within that."""
     running = dict(containers)
+    watch_at = time.monotonic() + HOST_WATCH_S
     while running:
         name, container = next(iter(running.items()))
+        if time.monotonic() >= watch_at:
+            watch_at = time.monotonic() + HOST_WATCH_S
+            _watch_other_engines(of, running, name, events, plan)
+            if name not in running:
+                continue
         remaining_s = deadline - time.monotonic()
         slice_s = min(WAIT_SLICE_S if faults is None else FAULT_SLICE_S, remaining_s)
         if remaining_s > 0 and not stop.is_set() and of(name).wait_stopped(container, slice_s):
@@ -258,6 +267,23 @@ def _wait(
             return set(running)
         events.waiting(plan)
     return set()
+
+
+def _watch_other_engines(of: Any, running: dict[str, Any], waited: str, events: RunEvents, plan: ScenarioPlan) -> None:
+    """The wait blocks on one container, of one Engine: ask every other Engine of the scenario (--hosts) about
+    one of its running containers. One that stopped answering raises its host's EngineError now (a node's
+    Engine stopped mid-run: seen within HOST_WATCH_S instead of at the scenario's deadline); an exited
+    container is noted as the wait would note it."""
+    asked = {id(of(waited))}
+    for name, handle in list(running.items()):
+        engine = of(name)
+        if id(engine) in asked:
+            continue
+        asked.add(id(engine))
+        state = engine.state(handle)
+        if state.status not in LIVE:
+            del running[name]
+            events.container_exited(plan, name, state.exit_code)
 
 
 def _safe_logs(engine: EngineAPI, container: Any) -> tuple[str, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -349,6 +350,44 @@ def test_the_runtime_runs_each_step_on_its_host_and_an_unreachable_one_is_that_h
     assert outcome.setup_error == "host 1 (tcp://b:2375): inspect distval-r1-cross-n1: Connection refused"
     # Node 0 and node 2 on host 0, node 1 on host 1; both hosts probed, both cleaned.
     assert first.calls.count("create_container") == 3 and second.calls.count("create_container") == 2
+    assert first.calls[-1] == "remove_labelled" and second.calls[-1] == "remove_labelled"
+
+
+class RunningEngine(ProbedEngine):
+    """A fake host whose nodes run until killed: the wait on them only ever times out."""
+
+    def state(self, container: Any) -> ContainerState:
+        if self.unreachable_after_start and self.started:
+            raise EngineError(f"inspect {container}: Connection refused")
+        if "probe" in str(container):
+            return super().state(container)
+        return ContainerState("running", None, False)
+
+    def wait_stopped(self, container: Any, timeout_s: float) -> bool:
+        if "probe" in str(container):
+            return True
+        time.sleep(min(timeout_s, 0.01))
+        return False
+
+
+def test_an_engine_that_stops_answering_while_another_hosts_node_is_waited_on_is_its_error_before_the_deadline(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The wait blocks on node 0 (host 0), which runs on: host 1, gone, is its error within HOST_WATCH_S
+    (here 0.05 s), not at the scenario's deadline (240 s)."""
+    import harness.runtime
+    from harness.events import NoEvents
+    from harness.hosts_runtime import HostEngine
+    from harness.runtime import run_scenario
+
+    monkeypatch.setattr(harness.runtime, "HOST_WATCH_S", 0.05)
+    plan = plan_run(parse_config(yaml_text(CROSS), FILE), "r1", hosts=(A, B)).scenarios[0]
+    first, second = RunningEngine("a", "eth0"), RunningEngine("b", "ens5", unreachable_after_start=True)
+    hosts = {A: HostEngine(0, first), B: HostEngine(1, second)}  # type: ignore[arg-type]
+    started = time.monotonic()
+    outcome = run_scenario(FakeEngine("unused"), plan, NoEvents(), hosts=hosts)
+    assert outcome.setup_error == "host 1 (tcp://b:2375): inspect distval-r1-cross-n1: Connection refused"
+    assert time.monotonic() - started < plan.deadline_s / 2, "seen at the deadline, not when the host went"
     assert first.calls[-1] == "remove_labelled" and second.calls[-1] == "remove_labelled"
 
 
