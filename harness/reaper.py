@@ -154,7 +154,6 @@ class Reaper:
             "DISTVAL_REAPER_RUN": run_id,
             # Its hash only: whoever reads the container's environment cannot hold the reaper with it.
             "DISTVAL_REAPER_SECRET_SHA256": hashlib.sha256(secret.encode()).hexdigest(),
-            "DISTVAL_REAPER_PORT": str(REAPER_PORT),
             "DISTVAL_REAPER_GRACE_S": str(GRACE_S),
             "DISTVAL_REAPER_FIRST_S": str(FIRST_CONNECTION_S),
         }
@@ -163,7 +162,7 @@ class Reaper:
         started: tuple[str, list[tuple[str, int]]] | None = None
         for host_network in (True, False) if _shares_this_network(engine, url, joined) else (False,):
             port = _free_loopback_port() if host_network else REAPER_PORT
-            extra = {"DISTVAL_REAPER_PORT": str(port), "DISTVAL_REAPER_BIND": "127.0.0.1"} if host_network else {}
+            extra = {"DISTVAL_REAPER_PORT": str(port)} | ({"DISTVAL_REAPER_BIND": "127.0.0.1"} if host_network else {})
             exists = threading.Event()
 
             def on_create(exists: threading.Event = exists) -> None:
@@ -178,7 +177,7 @@ class Reaper:
                     name,
                     {**environment, **extra},
                     engine_socket_path(url),
-                    REAPER_PORT,
+                    port,
                     bind,
                     joined,
                     on_create,

@@ -228,24 +228,16 @@ def _wait(
         if time.monotonic() >= watch_at:
             watch_at = time.monotonic() + HOST_WATCH_S
             _watch_other_engines(of, running, name, events, plan)
-            if name not in running:
-                continue
         remaining_s = deadline - time.monotonic()
         slice_s = min(WAIT_SLICE_S if faults is None else FAULT_SLICE_S, remaining_s)
         if remaining_s > 0 and not stop.is_set() and of(name).wait_stopped(container, slice_s):
-            state = of(name).state(container)
-            if state.status not in LIVE:
-                del running[name]
-                events.container_exited(plan, name, state.exit_code)
+            if _exited(of, running, name, events, plan):
                 continue
             time.sleep(RECHECK_S)  # the wait and the state disagree (a restart?): do not spin on the Engine
         if faults is not None or stop.is_set() or time.monotonic() >= deadline:
             # Which ones are still running: the others may have exited while this one was waited on.
-            for other, handle in list(running.items()):
-                state = of(other).state(handle)
-                if state.status not in LIVE:
-                    del running[other]
-                    events.container_exited(plan, other, state.exit_code)
+            for other in list(running):
+                _exited(of, running, other, events, plan)
             if not running:
                 break
         if faults is not None and faults.poll(running):
@@ -275,15 +267,20 @@ def _watch_other_engines(of: Any, running: dict[str, Any], waited: str, events: 
     Engine stopped mid-run: seen within HOST_WATCH_S instead of at the scenario's deadline); an exited
     container is noted as the wait would note it."""
     asked = {id(of(waited))}
-    for name, handle in list(running.items()):
-        engine = of(name)
-        if id(engine) in asked:
-            continue
-        asked.add(id(engine))
-        state = engine.state(handle)
-        if state.status not in LIVE:
-            del running[name]
-            events.container_exited(plan, name, state.exit_code)
+    for name in list(running):
+        if id(of(name)) not in asked:
+            asked.add(id(of(name)))
+            _exited(of, running, name, events, plan)
+
+
+def _exited(of: Any, running: dict[str, Any], name: str, events: RunEvents, plan: ScenarioPlan) -> bool:
+    """Read the container's state: one that no longer runs leaves ``running`` and is noted (True)."""
+    state = of(name).state(running[name])
+    if state.status in LIVE:
+        return False
+    del running[name]
+    events.container_exited(plan, name, state.exit_code)
+    return True
 
 
 def _safe_logs(engine: EngineAPI, container: Any) -> tuple[str, str]:

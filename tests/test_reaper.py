@@ -354,8 +354,7 @@ def test_an_engine_that_refuses_the_host_network_gets_a_reaper_with_a_network_of
     monkeypatch.setattr(harness.reaper, "own_container", lambda: None)
     engine = InHostNetwork(refuse_host=True)
     lines: list[str] = []
-    created: list[str] = []
-    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3", created=lambda: created.append("x"))  # type: ignore[arg-type]
+    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3")  # type: ignore[arg-type]
     assert reaper is not None
     settle(reaper)
     assert engine.asked == [True, False] and lines == []
