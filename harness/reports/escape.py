@@ -1,0 +1,37 @@
+"""Text written by the image under test (case names, messages, op names, figure labels) is data: these
+functions make it safe for each place it is shown — a Markdown table cell (also GitHub's step summary,
+which renders HTML), and a terminal (no escape sequence of the image's reaches it).
+
+Every report writer and every terminal line that can carry such text goes through here.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import unicodedata
+
+# C0 and C1 controls (ESC, OSC's BEL, CSI's 0x9b ...), and Unicode's bidirectional overrides and isolates
+# (which reorder what a reader sees: "Trojan Source", CVE-2021-42574), and zero-width joiners/marks.
+_BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]|#!~])")
+
+
+def strip_controls(text: str) -> str:
+    """``text`` without C0/C1 control characters (but newline and tab) and without bidi overrides; other
+    format characters (category Cf) are dropped too, since they are invisible."""
+    text = _CONTROL.sub("", text)
+    return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) != "Cf")
+
+
+def terminal_line(text: str) -> str:
+    """One line for a terminal: controls removed, line breaks and tabs as spaces."""
+    return " ".join(strip_controls(text).split())
+
+
+def markdown_cell(text: str) -> str:
+    """Text for a Markdown table cell (and for inline Markdown): one line, controls removed, Markdown
+    characters backslash-escaped and HTML's <, >, & as entities (GitHub renders raw HTML in Markdown)."""
+    one_line = " ".join(strip_controls(text).split())
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(one_line, quote=False))
