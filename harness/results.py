@@ -14,6 +14,7 @@ import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness import __version__
 from harness.bandwidth import Figure, figure_properties, figures_of
@@ -24,7 +25,7 @@ from harness.expectations import FaultLog
 from harness.host_plan import canonical_host_plan
 from harness.nccl_transport import describe as describe_transports
 from harness.nccl_transport import transports_between
-from harness.plan import ScenarioPlan, plan_scenario
+from harness.plan import LABEL_RUN, ContainerPlan, ScenarioPlan, ipv6_subnet
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 EXIT_STATUS_CASE = "exit_status"
@@ -140,31 +141,67 @@ ANY_IMAGE = "IMAGE"  # what scenario_hash(any_image=True) plans with instead of 
 
 
 def scenario_hash(plan: ScenarioPlan, any_image: bool = False) -> str:
-    """What ran, as 12 hex digits: sha256 over the plan's image, containers (creation arguments and files)
-    and steps, planned again under a fixed run id. No run id reaches the hash in any form (names,
-    c10d's --rdzv_id, labels), so the same scenario on the same image hashes the same in every run, and a
-    changed check argument, image, option or launcher line does not. A host-mode plan is planned again
-    as a host plan (the same Python, a fixed root directory). ``any_image``: the same with the image
-    replaced by a fixed name, so that the same scenario on another image hashes the same (a
-    last-known-good comparison matches a candidate image's scenarios with the good image's by it)."""
-    if plan.mode == "host":
-        canonical = canonical_host_plan(plan)
-    else:
-        canonical = plan_scenario(plan.scenario, "run-id", ANY_IMAGE if any_image else plan.image, plan.slug)
-    payload = json.dumps(
-        {
-            "image": canonical.image,
-            "containers": [
-                {"create": c.create_kwargs(), "files": [dataclasses.asdict(f) for f in c.files]} for c in canonical.containers
-            ],
-            "networks": [n.create_kwargs() for n in canonical.networks],
-            "steps": [[type(step).__name__, dataclasses.asdict(step)] for step in canonical.steps],
-            # Only where there are faults, so that every other scenario keeps its hash.
-            **({"faults": dataclasses.asdict(canonical.faults)} if canonical.faults is not None else {}),
-        },
-        sort_keys=True,
-    )
+    """What runs, as 12 hex digits: sha256 over the plan given (its image, containers with their creation arguments
+    and files, networks, steps, and where there are any its hosts, host probes and faults), with the run id
+    taken out in every form it takes (names, c10d's --rdzv_id, the run label, DISTVAL_RUN_ID), so the same plan
+    hashes the same in every run, and a changed check argument, image, option, launcher line or host does not.
+    Values the runtime picks (ports, addresses) are placeholders in the plan and hash as such. A host-mode plan
+    is planned again under a fixed root directory (its nodes' directories are temporary names). ``any_image``:
+    the same with the image replaced by a fixed name, so that the same scenario on another image hashes the
+    same (a last-known-good comparison matches a candidate image's scenarios with the good image's by it)."""
+    canonical = canonical_host_plan(plan) if plan.mode == "host" else plan
+    image = ANY_IMAGE if any_image else canonical.image
+    data: dict[str, Any] = {
+        "image": canonical.image,
+        "containers": [_hashed_container(c) for c in canonical.containers],
+        "networks": [n.create_kwargs() for n in canonical.networks],
+        "steps": [[type(step).__name__, dataclasses.asdict(step)] for step in canonical.steps],
+        # Only where there are any, so that every other scenario keeps the hash it had.
+        **({"faults": dataclasses.asdict(canonical.faults)} if canonical.faults is not None else {}),
+        **({"hosts": list(canonical.hosts)} if canonical.hosts else {}),
+        **({"probes": [_hashed_container(p) for p in canonical.probes]} if canonical.probes else {}),
+    }
+    # Exact values that stand for the run or the image: the image, and each network's IPv6 subnet (derived from
+    # its run-unique name), as they read when planned under HASH_RUN_ID.
+    exact = {canonical.image: image}
+    for network in canonical.networks:
+        if network.ipv6_subnet is not None:
+            exact[network.ipv6_subnet] = ipv6_subnet(_renamed(network.name, canonical.run_id, canonical.slug))
+    payload = json.dumps(_without_run(data, canonical.run_id, canonical.slug, exact), sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+HASH_RUN_ID = "run-id"  # what the run id reads as in the hashed form of a plan
+
+
+def _hashed_container(container: ContainerPlan) -> dict[str, Any]:
+    return {"create": container.create_kwargs(), "files": [dataclasses.asdict(f) for f in container.files]}
+
+
+def _renamed(text: str, run_id: str, slug: str) -> str:
+    """``text`` with the run id of resource names and c10d's --rdzv_id replaced by HASH_RUN_ID."""
+    return text.replace(f"distval-{run_id}-{slug}", f"distval-{HASH_RUN_ID}-{slug}").replace(
+        f"--rdzv_id={run_id}-{slug}", f"--rdzv_id={HASH_RUN_ID}-{slug}"
+    )
+
+
+def _without_run(value: Any, run_id: str, slug: str, exact: Mapping[str, str], key: str | None = None) -> Any:
+    """``value`` (JSON-able) with the run id replaced by HASH_RUN_ID where the planner puts it, and the ``exact``
+    values by theirs. Anchored (a whole label or variable value, or the ``<run id>-<slug>`` of names and
+    --rdzv_id), so that a short run id does not rewrite unrelated text."""
+    if isinstance(value, dict):
+        return {k: _without_run(v, run_id, slug, exact, k) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        if len(value) == 2 and value[0] in (LABEL_RUN, "DISTVAL_RUN_ID") and value[1] == run_id:
+            return [value[0], HASH_RUN_ID]  # a (name, value) pair of labels or environment
+        return [_without_run(v, run_id, slug, exact) for v in value]
+    if not isinstance(value, str):
+        return value
+    if value == run_id and key in (LABEL_RUN, "DISTVAL_RUN_ID"):
+        return HASH_RUN_ID
+    if value in exact:
+        return exact[value]
+    return _renamed(value, run_id, slug)
 
 
 def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
