@@ -24,6 +24,7 @@ from harness.cleanup import RunDecision, by_run, decide
 from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
 from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError
+from harness.hosts import FROM_CONFIG_FLAG, check_hosts_allowed
 from harness.kube_command import add_kubernetes_commands
 from harness.labels import LABEL_RUN
 from harness.plan import DEFAULT_IMAGE, plan_run
@@ -68,6 +69,7 @@ def command_plan(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
+    check_hosts_allowed(config.path, [(s.name, s.hosts) for s in config.scenarios], args.hosts or (), args.hosts_from_config)
     plan = plan_run(config, args.run_id or "<run-id>", args.image, args.hosts or ())
     if args.format == "json":
         sys.stdout.write(json.dumps(plan_as_data(plan), indent=2, sort_keys=True) + "\n")
@@ -99,7 +101,7 @@ def command_fixtures(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_hosts_options(parser: argparse.ArgumentParser, tls: bool = False) -> None:
+def _add_hosts_options(parser: argparse.ArgumentParser, tls: bool = False, from_config: bool = False) -> None:
     parser.add_argument(
         "--hosts",
         metavar="URL[,URL...]",
@@ -107,6 +109,13 @@ def _add_hosts_options(parser: argparse.ArgumentParser, tls: bool = False) -> No
         help="Docker Engines to place the nodes on, in order: unix:///PATH, tcp://HOST:PORT, https://HOST:PORT (TLS), "
         "ssh://USER@HOST (over every scenario's hosts)",
     )
+    if from_config:
+        parser.add_argument(
+            FROM_CONFIG_FLAG,
+            action="store_true",
+            help="honour the config's hosts keys: run the ranks with host networking on the Engines the file names and "
+            "copy the image to them (without it, a hosts key is refused)",
+        )
     if tls:
         parser.add_argument(
             "--tls-ca", metavar="PATH", help="with https:// hosts: the CA of their Engines (else $DOCKER_CERT_PATH/ca.pem)"
@@ -280,7 +289,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="PATH",
         help="with --host: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
     )
-    _add_hosts_options(run, tls=True)
+    _add_hosts_options(run, tls=True, from_config=True)
     run.add_argument(
         "--image-distribution",
         choices=("transfer", "pull"),
@@ -296,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("config", type=cli_values.file_path("a YAML scenario file"))
     plan.add_argument("--image", type=cli_values.image_reference)
     plan.add_argument("--run-id", type=cli_values.run_id)
-    _add_hosts_options(plan)
+    _add_hosts_options(plan, from_config=True)
     plan.add_argument(
         "--format", choices=("text", "json"), default="text", help="text for people (default) or the plan object as JSON"
     )

@@ -155,6 +155,27 @@ def placement(nodes: int, host_count: int, explicit: Sequence[int] = ()) -> tupl
     return tuple(node % host_count for node in range(nodes))
 
 
+FROM_CONFIG_FLAG = "--hosts-from-config"
+
+
+def check_hosts_allowed(
+    config_path: str, scenario_hosts: Sequence[tuple[str, tuple[str, ...]]], override: Sequence[str], from_config: bool
+) -> None:
+    """Refuse a ``hosts`` key the person running distval did not allow. Several hosts run every rank in its host's
+    network namespace (``egress: false`` cannot hold there) and copy the image to each Engine named: a decision
+    of whoever runs distval, not of whoever wrote the file. ``--hosts`` (which replaces every ``hosts`` key) or
+    ``--hosts-from-config`` allows it. ``scenario_hosts``: (scenario name, its hosts) per scenario."""
+    if override or from_config:
+        return
+    named = next(((name, hosts) for name, hosts in scenario_hosts if hosts), None)
+    if named is not None:
+        raise BadInput(
+            f"{config_path}: scenario {named[0]}: hosts: places the ranks on {len(named[1])} Engine(s) the file "
+            f"names, with host networking, and copies the image to them; pass {FROM_CONFIG_FLAG} to allow it "
+            "(or give the Engines with --hosts)"
+        )
+
+
 def run_hosts(plan_hosts: Sequence[tuple[str, ...]], override: tuple[str, ...]) -> tuple[str, ...]:
     """The Engines a run uses: --hosts, else every scenario's ``hosts`` in order of first mention."""
     if override:

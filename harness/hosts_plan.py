@@ -56,6 +56,43 @@ PROBED_PORTS = 2  # master_port, c10d_port
 PROBE_MODULE = "suite.host_probe"
 
 
+TRANSFER_HOW = (
+    "docker save | docker load, to each host that lacks it or holds another image under that name, from the first "
+    "host that has it, else from the local Engine (DOCKER_HOST); --image-distribution pull: pulled by digest instead"
+)
+HOST_NETWORK_WHAT = (
+    "network_mode host: the ranks share each host's network namespace and reach what that host reaches "
+    "(egress: false cannot hold there)"
+)
+
+
+def host_networked(plan: ScenarioPlan) -> tuple[str, ...]:
+    """The containers of ``plan`` that run in their host's network namespace."""
+    return tuple(c.name for c in plan.containers + plan.probes if c.network_mode == "host")
+
+
+def hosts_lines(plan: ScenarioPlan) -> list[str]:
+    """What a plan across hosts does beyond one Engine, for ``distval plan``: the image copied to every host of the
+    run, and host networking (the decisions --hosts or --hosts-from-config took)."""
+    if not plan.hosts:
+        return []
+    lines = [f"  image transfer: {plan.image} to {', '.join(plan.hosts)} ({TRANSFER_HOW})"]
+    networked = host_networked(plan)
+    if networked:
+        lines.append(f"  host networking: {len(networked)} container(s) ({HOST_NETWORK_WHAT}): {', '.join(networked)}")
+    return lines
+
+
+def hosts_data(plan: ScenarioPlan) -> dict[str, object]:
+    """The same for ``distval plan --format json`` (nothing without hosts, so that other plans keep their form)."""
+    if not plan.hosts:
+        return {}
+    return {
+        "image_transfer": {"image": plan.image, "destinations": list(plan.hosts), "how": TRANSFER_HOW},
+        "host_network": {"containers": list(host_networked(plan)), "what": HOST_NETWORK_WHAT},
+    }
+
+
 def rendezvous_target(hosts: tuple[str, ...], advertise_addr: str | None) -> str:
     """What host 0's probe looks up its route toward: the address the other hosts reach it at."""
     if advertise_addr:
@@ -69,8 +106,16 @@ def rendezvous_target(hosts: tuple[str, ...], advertise_addr: str | None) -> str
 
 def plan_across_hosts(scenario: Scenario, run_id: str, image: str, slug: str, hosts: tuple[str, ...]) -> ScenarioPlan:
     check_urls(hosts, f"scenario {scenario.name}: hosts")
+    if scenario.faults:
+        # The fault runner acts on one Engine; across hosts it would run without its faults and report the
+        # scenario's fault checks as "this run had none". Refused until faults are injected across hosts.
+        raise BadInput(
+            f"scenario {scenario.name}: faults are not injected across several hosts; run it on one Engine "
+            "(without --hosts or a hosts key)"
+        )
     if scenario.topology != "cross-container":
-        plan = plan_scenario(scenario, run_id, image, slug, hosts=())  # as on one Engine, on host 0
+        # As on one Engine, on host 0; without the scenario's own hosts, which would plan it across hosts again.
+        plan = plan_scenario(dataclasses.replace(scenario, hosts=()), run_id, image, slug, hosts=())
         on_first = tuple(dataclasses.replace(step, host=hosts[0]) for step in plan.steps)
         placed = tuple(dataclasses.replace(c, host=hosts[0]) for c in plan.containers)
         return dataclasses.replace(plan, steps=on_first, containers=placed, hosts=hosts)

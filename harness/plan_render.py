@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from harness.fault_render import fault_data, fault_lines
+from harness.hosts_plan import hosts_data, hosts_lines
 from harness.placeholders import PLACEHOLDERS, placeholders_in
 from harness.plan import (
     CreateContainer,
@@ -62,6 +63,7 @@ def render_plan(plan: RunPlan) -> str:
         for index, url in enumerate(sp.hosts):
             nodes = [str(c.node_rank) for c in sp.containers if c.host == url]
             lines.append(f"  host {index}: {url} (node{'s' if len(nodes) != 1 else ''} {', '.join(nodes) or 'none'})")
+        lines += hosts_lines(sp)
         if sp.gpus_needed:
             lines.append(f"  GPUs: {sp.gpus_needed} (skipped with the reason where the Engine cannot give them)")
         used = sorted(placeholders_in([c for c in sp.containers + sp.probes]))
@@ -124,6 +126,7 @@ def plan_as_data(plan: RunPlan) -> dict[str, Any]:
                 "deadline_s": sp.deadline_s,
                 "networks": [n.create_kwargs() for n in sp.networks],
                 **({"hosts": list(sp.hosts)} if sp.hosts else {}),
+                **hosts_data(sp),
                 "containers": [
                     {
                         "node_rank": c.node_rank,

@@ -34,7 +34,7 @@ from harness.errors import (
 )
 from harness.events import RunEvents
 from harness.host_runtime import HostSession
-from harness.hosts import run_hosts, tls_files
+from harness.hosts import check_hosts_allowed, run_hosts, tls_files
 from harness.keep import Keeper
 from harness.owner import current_owner
 from harness.plan import RunPlan, ScenarioPlan, images_of, plan_run
@@ -276,6 +276,9 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
                 raise BadInput("--python names the local Python of host mode: it needs --host")
             config = load_config(args.config)
             override = getattr(args, "hosts", None) or ()
+            check_hosts_allowed(
+                config.path, [(s.name, s.hosts) for s in config.scenarios], override, getattr(args, "hosts_from_config", False)
+            )
             plan = select_scenarios(plan_run(config, run_id, args.image, override), args.filter)
             display.log(announce_run(run_id))
             urls = run_hosts([s.hosts for s in plan.scenarios], override)

@@ -4,6 +4,7 @@ transfer and its refusal of a mismatch, and host-named errors. The real Engines:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from harness.config import parse_config
+from harness.config import load_config, parse_config
 from harness.engine_protocol import ContainerState, ImageInfo
 from harness.errors import BadInput, EngineError, ImageMissing
 from harness.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files, url_problem
@@ -22,6 +23,7 @@ from harness.hosts_plan import rendezvous_target
 from harness.placeholders import facts_on_host, host_fact, resolve
 from harness.plan import CreateContainer, ProbeHost, StartContainer, plan_run
 from harness.plan_render import plan_as_data, render_plan
+from harness.results import scenario_hash
 from harness.transfer import ImageMismatch, same_image
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 from tests.fake_engine import FakeEngine
@@ -440,3 +442,90 @@ def test_placement_puts_nodes_where_the_scenario_says_and_a_wrong_one_is_one_lin
     assert done.stderr == "distval: scenario cross: placement: expected host indexes 0..0 (one per --hosts entry); got 1\n"
     (problem,) = problems_of(yaml_text(placed.replace("[1, 1, 0]", "[1, true, 0]")))
     assert "scenarios[0].placement[1]: expected a host index 0..63; got 'true'" in problem
+
+
+def _plan_command(tmp_path: Path, text: str, *options: str) -> subprocess.CompletedProcess[str]:
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml_text(text))
+    return subprocess.run(
+        [sys.executable, "-m", "harness.cli", "plan", str(config), *options], capture_output=True, text=True, check=False
+    )
+
+
+def test_a_scenario_with_faults_is_refused_across_hosts_never_run_without_them(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "plan", "configs/faults.yaml", "--hosts", f"{A},tcp://10.0.0.3:2375"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "distval: scenario kill-2x1: faults are not injected across several hosts; run it on one Engine "
+        "(without --hosts or a hosts key)\n"
+    )
+    faulty = load_config("configs/faults.yaml")
+    with pytest.raises(BadInput, match="scenario kill-2x1: faults are not injected across several hosts"):
+        plan_run(faulty, "r1", hosts=(A,))  # one host named with --hosts is still the path across hosts
+    assert all(sp.faults is not None for sp in plan_run(faulty, "r1").scenarios)  # one Engine: kept
+
+
+def test_an_in_container_scenario_with_its_own_hosts_key_plans_on_host_0() -> None:
+    inside = f"version: 1\nhosts: [{A}, {B}]\n" + CROSS.split("version: 1\n", 1)[1]
+    plan = plan_run(parse_config(yaml_text(inside), FILE), "r1").scenarios[1]  # was a RecursionError
+    assert plan.hosts == (A, B) and {s.host for s in plan.steps} == {A} and plan.networks
+
+
+def test_a_hosts_key_in_the_file_needs_the_command_lines_consent(tmp_path: Path) -> None:
+    text = f"version: 1\nhosts: [{A}, tcp://10.0.0.3:2375]\n" + CROSS.split("version: 1\n", 1)[1]
+    done = _plan_command(tmp_path, text)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and "scenario cross: hosts: places the ranks on 2 Engine(s)" in done.stderr
+    assert "pass --hosts-from-config to allow it (or give the Engines with --hosts)" in done.stderr
+    allowed = _plan_command(tmp_path, text, "--hosts-from-config")
+    assert allowed.returncode == 0 and f"host 0: {A} (nodes 0, 2)" in allowed.stdout
+    assert _plan_command(tmp_path, text, "--hosts", A).returncode == 0  # --hosts replaces the file's hosts
+    assert _plan_command(tmp_path, CROSS).returncode == 0  # no hosts key: nothing to allow
+    config = tmp_path / "hosts.yaml"
+    config.write_text(yaml_text(text))
+    run = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", str(config), "--quiet"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 2 and "pass --hosts-from-config to allow it" in run.stderr
+
+
+def test_the_plan_shows_the_image_transfer_its_destinations_and_host_networking() -> None:
+    plan = plan_run(parse_config(yaml_text(CROSS), FILE), "r1", hosts=(A, B))
+    text = render_plan(plan)
+    image = plan.scenarios[0].image
+    assert f"  image transfer: {image} to {A}, {B} (docker save | docker load" in text
+    assert "  host networking: 5 container(s) (network_mode host" in text and "distval-r1-cross-probe1" in text
+    data = plan_as_data(plan)["scenarios"][0]
+    assert data["image_transfer"]["destinations"] == [A, B] and data["image_transfer"]["image"] == image
+    assert len(data["host_network"]["containers"]) == 5
+    inside = plan_as_data(plan)["scenarios"][1]
+    assert inside["image_transfer"]["destinations"] == [A, B] and inside["host_network"]["containers"] == []
+    alone = plan_run(parse_config(yaml_text(CROSS), FILE), "r1")
+    assert "image transfer" not in render_plan(alone) and "image_transfer" not in plan_as_data(alone)["scenarios"][0]
+
+
+def test_the_scenario_hash_covers_the_hosts_and_not_the_run_id() -> None:
+    config = parse_config(yaml_text(CROSS), FILE)
+    one, across, again, elsewhere = (
+        plan_run(config, "r1").scenarios[0],
+        plan_run(config, "r1", hosts=(A, B)).scenarios[0],
+        plan_run(config, "r2", hosts=(A, B)).scenarios[0],
+        plan_run(config, "r1", hosts=(B, A)).scenarios[0],
+    )
+    for any_image in (False, True):
+        assert scenario_hash(across, any_image) != scenario_hash(one, any_image)
+        assert scenario_hash(across, any_image) == scenario_hash(again, any_image)
+        assert scenario_hash(across, any_image) != scenario_hash(elsewhere, any_image)
+    assert scenario_hash(plan_run(config, "r1").scenarios[0]) == scenario_hash(plan_run(config, "zz-9").scenarios[0])
+    # The plan given is hashed, not the scenario planned again: a changed container is a changed hash.
+    first = dataclasses.replace(one.containers[0], argv=(*one.containers[0].argv, "--extra"))
+    changed = dataclasses.replace(one, containers=(first, *one.containers[1:]))
+    assert scenario_hash(changed) != scenario_hash(one)
