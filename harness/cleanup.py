@@ -1,9 +1,10 @@
 """``distval cleanup``: which runs' containers and networks to remove, and why.
 
 A run's resources are removed only when the run is over: its owner (harness/owner.py) is dead (same
-host, and no process with that pid and start time), or its newest resource is older than
-``--older-than``. A run whose owner lives, runs on another host (or in another PID namespace), or is not named (made by a distval
-before the owner labels) is kept, with the reason and the option that removes it anyway.
+machine, and no process with that pid and start time), or its newest resource is older than
+``--older-than``. A run whose owner lives, runs on another machine (another machine id, even under this host
+name; or labels without a machine id from another boot), in another PID namespace, or is not named (made by a
+distval before the owner labels) is kept, with the reason and the option that removes it anyway.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from harness.engine_protocol import Resource
 from harness.labels import LABEL_ROLE, LABEL_RUN
-from harness.owner import Owner, owner_alive
+from harness.owner import Owner, boot_id, machine_id, owner_alive
 
 NO_RUN_ID = "(no run id)"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -70,8 +71,11 @@ def decide(
     now: float,
     host: str,
     alive: Callable[[Owner, str], bool | None] = owner_alive,
+    machine: str | None = None,
 ) -> list[RunDecision]:
-    """One decision per run, in the order the runs were listed."""
+    """One decision per run, in the order the runs were listed. ``machine``: this machine's id (default:
+    harness.owner.machine_id()), only for the reason given."""
+    machine = machine if machine is not None else machine_id()
     decisions = []
     for run_id, found in by_run(resources).items():
         owner = next((o for o in (Owner.from_labels(r.labels) for r in found) if o is not None), None)
@@ -90,7 +94,14 @@ def decide(
         elif owner is None:
             remove, reason = False, "it names no owner (made by an older distval); --older-than or --run-id removes it"
         elif state is None:
-            where = "on another host" if owner.host != host else "in another PID namespace (a container)"
+            if owner.host != host:
+                where = "on another host"
+            elif owner.machine and owner.machine != machine:
+                where = f"on another machine with this host name (machine id {owner.machine[:12]})"
+            elif not owner.machine and owner.started.split(":")[0] != boot_id():
+                where = "on an unknown machine (labels without a machine id, of another boot)"
+            else:
+                where = "in another PID namespace (a container)"
             remove, reason = False, f"its owner, {owner.describe()}, runs {where}; --older-than or --run-id removes it"
         else:
             remove, reason = False, f"its owner, {owner.describe()}, is still running; --run-id {run_id} removes it anyway"

@@ -14,4 +14,7 @@ LABEL_NODE = "distval.node"  # the node rank a container hosts
 LABEL_OWNER_HOST = "distval.owner.host"  # the host name of the distval process that created it
 LABEL_OWNER_PID = "distval.owner.pid"  # that process's pid
 LABEL_OWNER_STARTED = "distval.owner.started"  # its start time ("<boot id>:<pid namespace>:<ticks since boot>")
+# The machine it ran on (/etc/machine-id, else a random id kept under distval's cache directory): a host name
+# alone does not tell two CI runners sharing one Engine apart.
+LABEL_OWNER_MACHINE = "distval.owner.machine"
 LABEL_ROLE = "distval.role"  # "reaper" on a run's reaper container (harness/reaper.py); absent elsewhere

@@ -12,8 +12,15 @@ import harness.cli
 from harness.cleanup import RunDecision, decide, format_duration, parse_duration
 from harness.cli import main
 from harness.engine_protocol import Resource
-from harness.labels import LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_RUN
-from harness.owner import UNKNOWN, Owner, current_owner, owner_alive, start_time
+from harness.labels import (
+    LABEL_MANAGED,
+    LABEL_OWNER_HOST,
+    LABEL_OWNER_MACHINE,
+    LABEL_OWNER_PID,
+    LABEL_OWNER_STARTED,
+    LABEL_RUN,
+)
+from harness.owner import UNKNOWN, Owner, current_owner, machine_id, owner_alive, start_time
 
 NOW = 1_800_000_000.0
 
@@ -25,7 +32,7 @@ def dead_owner() -> Owner:
     assert started is not None and started != UNKNOWN
     process.kill()
     process.wait()
-    return Owner(current_owner().host, process.pid, started)
+    return Owner(current_owner().host, process.pid, started, current_owner().machine)
 
 
 def resources(run_id: str, owner: Owner | None, age_s: float = 60.0) -> list[Resource]:
@@ -70,13 +77,14 @@ def test_another_pid_namespace_cannot_be_judged() -> None:
 def test_an_owner_of_an_earlier_boot_is_gone() -> None:
     me = current_owner()
     _, namespace, ticks = me.started.split(":")
-    assert owner_alive(Owner(me.host, me.pid, f"00000000-0000-0000-0000-000000000000:{namespace}:{ticks}"), me.host) is False
+    earlier = f"00000000-0000-0000-0000-000000000000:{namespace}:{ticks}"
+    assert owner_alive(Owner(me.host, me.pid, earlier, me.machine), me.host) is False
 
 
 def test_an_unreadable_start_time_counts_as_alive_while_the_pid_exists() -> None:
     me = current_owner()
-    assert owner_alive(Owner(me.host, me.pid, UNKNOWN), me.host) is True
-    assert owner_alive(Owner(me.host, dead_owner().pid, UNKNOWN), me.host) is False
+    assert owner_alive(Owner(me.host, me.pid, UNKNOWN, me.machine), me.host) is True
+    assert owner_alive(Owner(me.host, dead_owner().pid, UNKNOWN, me.machine), me.host) is False
 
 
 def test_owner_labels_round_trip_and_garbage_names_no_owner() -> None:
@@ -84,6 +92,56 @@ def test_owner_labels_round_trip_and_garbage_names_no_owner() -> None:
     assert Owner.from_labels(me.labels()) == me
     assert Owner.from_labels({}) is None
     assert Owner.from_labels({LABEL_OWNER_HOST: "h", LABEL_OWNER_PID: "x1", LABEL_OWNER_STARTED: "s"}) is None
+
+
+def test_another_machine_with_this_host_name_is_kept_unless_named_or_old(
+    engine: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(harness.cli.time, "time", lambda: NOW)
+    me, dead = current_owner(), dead_owner()
+    other = "f" * 32
+    assert me.machine and me.machine != other
+    # A CI runner on another machine with this host name: its process is not ours to look up, even when a pid of
+    # that number is gone here, or its boot id differs from ours.
+    twin = Owner(me.host, dead.pid, dead.started, other)
+    rebooted = Owner(me.host, dead.pid, "00000000-0000-0000-0000-000000000000:1:1", other)
+    assert owner_alive(twin, me.host) is None and owner_alive(rebooted, me.host) is None
+    engine.held = resources("twin", twin) + resources("rebooted", rebooted, age_s=7300)
+    assert main(["cleanup"]) == 0
+    assert remaining() == ["rebooted", "twin"]
+    out = capsys.readouterr().out
+    assert f"kept run twin (1 container(s), 1 network(s)): its owner, pid {dead.pid} on {me.host}, runs on another " in out
+    assert "machine with this host name (machine id ffffffffffff); --older-than or --run-id removes it" in out
+    assert main(["cleanup", "--older-than", "2h"]) == 0 and remaining() == ["twin"]
+    assert main(["cleanup", "--run-id", "twin"]) == 0 and remaining() == []
+
+
+def test_labels_without_a_machine_id_are_judged_only_on_this_host_and_boot() -> None:
+    me, dead = current_owner(), dead_owner()
+    old_style = Owner(me.host, dead.pid, dead.started)  # a distval before the machine id: this boot, pid gone
+    assert owner_alive(old_style, me.host) is False
+    assert owner_alive(Owner(me.host, me.pid, me.started), me.host) is True
+    _, namespace, ticks = dead.started.split(":")
+    other_boot = Owner(me.host, dead.pid, f"00000000-0000-0000-0000-000000000000:{namespace}:{ticks}")
+    assert owner_alive(other_boot, me.host) is None  # another boot of an unknown machine: not known dead
+    (decision,) = decide(resources("old", other_boot), None, NOW, me.host)
+    assert not decision.remove and "on an unknown machine (labels without a machine id, of another boot)" in decision.reason
+    assert owner_alive(Owner(me.host, dead.pid, UNKNOWN), me.host) is None
+
+
+def test_the_machine_id_is_the_systems_else_one_kept_private(tmp_path: Any) -> None:
+    system = tmp_path / "machine-id"
+    system.write_text("0123456789abcdef0123456789abcdef\n")
+    kept = tmp_path / "cache" / "distval" / "machine-id"
+    assert machine_id(str(system), str(kept)) == "0123456789abcdef0123456789abcdef" and not kept.exists()
+    made = machine_id(str(tmp_path / "none"), str(kept))
+    assert len(made) == 32 and kept.read_text().strip() == made
+    assert kept.stat().st_mode & 0o777 == 0o600 and kept.parent.stat().st_mode & 0o777 == 0o700
+    machine_id.cache_clear()
+    assert machine_id(str(tmp_path / "none"), str(kept)) == made  # the same id in every later run
+    assert current_owner().labels()[LABEL_OWNER_MACHINE] == current_owner().machine
+    labels = current_owner().labels()
+    assert Owner.from_labels({**labels, LABEL_OWNER_MACHINE: "x\x1b"}) == Owner(*list(current_owner().__dict__.values())[:3])
 
 
 # --- durations --------------------------------------------------------------------------------------
