@@ -140,7 +140,7 @@ def command_nodes(args: argparse.Namespace) -> int:
 
     try:
         if args.action == "up":
-            sys.stdout.write(start_nodes(args.count, args.tls, _progress(False)).describe())
+            sys.stdout.write(start_nodes(args.count, args.plain, _progress(False)).describe())
         else:
             containers, networks = stop_nodes(args.set_id)
             print(f"removed {containers} node container(s) and {networks} network(s)")
@@ -326,7 +326,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     nodes.add_argument("action", choices=("up", "down"))
     nodes.add_argument("count", nargs="?", type=cli_values.jobs_count, default=2, help="up: how many (default 2)")
-    nodes.add_argument("--tls", type=int, action="append", default=[], metavar="INDEX", help="up: this node serves TLS")
+    nodes.add_argument(
+        "--plain",
+        type=int,
+        action="append",
+        default=[],
+        metavar="INDEX",
+        help="up: this node serves tcp:// without TLS, which any local user can drive (default: every node serves TLS)",
+    )
     nodes.add_argument("--set", dest="set_id", metavar="ID", help="down: only this node set (default: every one)")
     nodes.set_defaults(handler=command_nodes)
 

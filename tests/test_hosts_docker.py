@@ -35,7 +35,7 @@ def nodes(fixture_image: Callable[[str], str]) -> Iterator[Any]:
     fixture_image(NODE_ENGINE)
     fixture_image(IMAGE)
     started = time.monotonic()
-    node_set = start_nodes(3, tls=[2], progress=lambda line: print(line, flush=True))
+    node_set = start_nodes(3, plain=[0, 1], progress=lambda line: print(line, flush=True))
     print(f"3 node Engines answered {time.monotonic() - started:.1f} s after the first start", flush=True)
     try:
         yield node_set
