@@ -341,7 +341,8 @@ def build_parser() -> argparse.ArgumentParser:
         "cleanup",
         help="remove containers and networks left by runs that are over (a run killed with SIGKILL)",
         description="Without options: remove the containers and networks of every run whose distval process is gone "
-        "(same host, and no process with that pid and start time). A run that still runs, or ran on another host, is kept.",
+        "(same machine, and no process with that pid and start time). A run that still runs, or ran on another host or "
+        "machine (another machine id, even under this host name), is kept.",
     )
     which = cleanup.add_mutually_exclusive_group()
     which.add_argument(

@@ -1,5 +1,6 @@
-"""Several Docker hosts: which Engines a run uses (``--hosts`` or the ``hosts`` key), how to reach each one, and
-which node runs on which. Pure data and parsing; no docker-py here (harness/engine.py makes the clients).
+"""Several Docker hosts: which Engines a run uses (``--hosts``, or the ``hosts`` key with ``--hosts-from-config``),
+how to reach each one, and which node runs on which. Pure data and parsing; no docker-py here (harness/engine.py
+makes the clients).
 
 URLs are docker-py's: ``unix:///var/run/docker.sock``, ``tcp://HOST:PORT`` (plain), ``https://HOST:PORT``
 (TCP with TLS: docker-py's own spelling of it; the certificates come from ``--tls-ca/--tls-cert/--tls-key``

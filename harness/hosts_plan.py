@@ -1,5 +1,6 @@
-"""Scenario -> a plan across several Docker hosts (``--hosts`` or the ``hosts`` key): the same command lines,
-environment and suite spec as harness/plan.py, with these differences, all visible in the plan:
+"""Scenario -> a plan across several Docker hosts (``--hosts``, or the ``hosts`` key with ``--hosts-from-config``:
+harness/hosts.py check_hosts_allowed): the same command lines, environment and suite spec as harness/plan.py,
+with these differences, all visible in the plan:
 
 - every step and container names its host (an Engine URL); node i runs on host i mod the number of hosts,
   or where the scenario's ``placement`` says;
@@ -14,7 +15,9 @@ environment and suite spec as harness/plan.py, with these differences, all visib
 - c10d: ``--rdzv_conf=is_host=1`` on node 0 and ``is_host=0`` elsewhere (host networking makes the agents'
   own guess, which compares addresses, unreliable when two nodes share a host).
 
-An in-container scenario runs on host 0 as on one Engine (its own bridge network there).
+An in-container scenario runs on host 0 as on one Engine (its own bridge network there). A scenario with faults
+is refused: the fault runner acts on one Engine, and the scenario must never run without its faults. The plan
+text and JSON show the image transfer to every host and which containers use host networking (hosts_lines).
 """
 
 from __future__ import annotations
