@@ -72,7 +72,10 @@ class NodeSet:
 
     def describe(self) -> str:
         lines = [f"node set {self.set_id} on network {self.network}:"]
-        lines += [f"  node {i}: {node.url}  ({node.name})" for i, node in enumerate(self.nodes)]
+        lines += [
+            f"  node {i}: {node.url}  ({node.name}){'' if node.host.tls else '  no TLS: any local user can drive it'}"
+            for i, node in enumerate(self.nodes)
+        ]
         lines.append(f"--hosts {self.hosts_option()}")
         if self.tls_dir is not None:
             lines.append(f"DOCKER_CERT_PATH={self.tls_dir}  (or --tls-ca/--tls-cert/--tls-key from there)")

@@ -157,3 +157,4 @@ def test_a_node_set_prints_the_hosts_option_and_the_tls_files() -> None:
     text = NodeSet("ab12", "distval-nodes-ab12", nodes, "/c").describe()
     assert "--hosts tcp://10.1.0.2:2375,https://10.1.0.3:2376\n" in text
     assert "DOCKER_CERT_PATH=/c " in text and "  node 1: https://10.1.0.3:2376  (n1)\n" in text
+    assert "  node 0: tcp://10.1.0.2:2375  (n0)  no TLS: any local user can drive it\n" in text
