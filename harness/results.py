@@ -399,7 +399,9 @@ def _counting_records(rank: int, attempts: list[tuple[str, list[dict[str, object
     found: dict[str, list[tuple[str, dict[str, object]]]] = {}
     for container, rank_records in attempts:
         for record in rank_records:
-            found.setdefault(str(record.get("case") or record["check"]), []).append((container, record))
+            written = found.setdefault(str(record.get("case") or record["check"]), [])
+            if (container, record) not in written:  # the same record read twice (two copies of a file) says nothing new
+                written.append((container, record))
     places = [container for container, _ in attempts]
     counted: dict[str, dict[str, object]] = {}
     for case_name, written in found.items():

@@ -935,6 +935,12 @@ def test_a_case_written_twice_in_one_attempt_counts_with_its_worse_record_and_sa
     assert "rank 1: skipped: skip (rank 1 wrote 2 records for all_reduce in one attempt: passed, skipped" in (
         cases["all_reduce"].output
     )
+    # The same record read twice (two copies of one file) is no duplicate.
+    same = {
+        r: [env_record(r), record("all_reduce", r, PASSED, "gave 3.0"), record("all_reduce", r, PASSED, "gave 3.0")]
+        for r in (0, 1)
+    }
+    assert cases_of(summarize_scenario(outcome_of(plan, same)))["all_reduce"].message == "gave 3.0"
     # error > failed; an unknown status is worse still, and an error.
     lines[0][1:] = [record("all_reduce", 0, ERROR, "boom"), record("all_reduce", 0, FAILED, "got 2.0")]
     assert cases_of(summarize_scenario(outcome_of(plan, lines)))["all_reduce"].status == ERROR
