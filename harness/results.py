@@ -2,7 +2,10 @@
 
 A scenario's testcases are its checks in config order plus ``exit_status`` (every container exited 0
 within the deadline). A rank that wrote no record for a check makes that check an error naming the
-rank and why (killed at the deadline, launcher exit code, last error line). Zero results is never a pass.
+rank and why (killed at the deadline, launcher exit code, last error line). Zero results is never a pass,
+and neither is a scenario whose listed checks were all skipped: bookkeeping cases (``exit_status``,
+``process_group``) validate nothing. Where a rank's records for one case disagree (written twice, or left by
+restart attempts that cannot be ordered: harness/diagnosis.py) the worse outcome counts.
 """
 
 from __future__ import annotations
