@@ -208,6 +208,19 @@ def test_one_round_of_one_agent_keeps_every_local_rank() -> None:
     assert current_attempts([("n0", by_rank(records))]) == {0: [("n0", records[:1])], 1: [("n0", records[1:])]}
 
 
+def test_times_that_prove_nothing_leave_every_attempt_in_place() -> None:
+    """Missing, unreadable or NaN times prove no process older: records stay, and across containers they are
+    attempts that cannot be ordered (the caller lets the worse win), never a guess."""
+    old = {"check": "env", "rank": 1, "status": "failed", "attempt": 0, "started_at": "garbage"}
+    new = {"check": "env", "rank": 1, "status": "passed", "attempt": 0, "started_at": float("nan")}
+    other = {"check": "env", "rank": 0, "status": "passed", "attempt": 0, "started_at": 5.0, "ended_at": float("nan")}
+    current = current_attempts([("n0", {0: [other], 1: [old]}), ("n1", {1: [new]})])
+    assert current == {0: [("n0", [other])], 1: [("n0", [old]), ("n1", [new])]}
+    # Within one agent a higher restart count is newer, whatever the times say.
+    counted = {**old, "attempt": 1, "started_at": 1.0}
+    assert current_attempts([("n0", {1: [old, counted]})]) == {1: [("n0", [counted])]}
+
+
 def test_attempts_that_cannot_be_ordered_let_the_worse_outcome_win() -> None:
     """Rank 1 left records on two nodes and nothing on either proves which is newer (n1 ran nothing after it):
     a pass is never preferred over a failure, and a case that only one of them wrote cannot pass."""
