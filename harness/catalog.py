@@ -25,10 +25,25 @@ class CheckInfo:
     name: str
     description: str
     args: Mapping[str, ArgSpec]
+    # The check compares what several ranks did (a collective, DDP, the shared store): with one rank it compares
+    # nothing, so at world size 1 its pass validates nothing (harness/results.py reports it skipped).
+    collective: bool = False
 
 
-def _info(name: str, description: str, **args: ArgSpec) -> CheckInfo:
-    return CheckInfo(name=name, description=description, args=MappingProxyType(args))
+def _info(name: str, description: str, *, collective: bool = False, **args: ArgSpec) -> CheckInfo:
+    return CheckInfo(name=name, description=description, args=MappingProxyType(args), collective=collective)
+
+
+def is_check(case_name: str) -> bool:
+    """Whether a testcase is a catalog check's (``<check>`` or ``<check>.<part>``), not bookkeeping
+    (``exit_status``, ``process_group``, ``results``, ``setup``, ``faults``)."""
+    return case_name.split(".", 1)[0] in CATALOG
+
+
+def is_collective(case_name: str) -> bool:
+    """Whether a testcase belongs to a check that compares several ranks (see CheckInfo.collective)."""
+    info = CATALOG.get(case_name.split(".", 1)[0])
+    return info is not None and info.collective
 
 
 CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
@@ -65,22 +80,29 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
             _info(
                 "all_reduce",
                 "every rank contributes rank+1; every rank must see world*(world+1)/2",
+                collective=True,
                 numel=ArgSpec("int", "number of float32 elements reduced", minimum=1),
             ),
             _info(
                 "collectives",
                 "every collective on float32/float64/int64/bfloat16 (NCCL: float16, AVG), small and large, against known answers",
+                collective=True,
                 repeat=ArgSpec("int", "run every collective this many times and report k of N failures", minimum=1),
                 large_mib=ArgSpec("int", "size of the large float32 tensors in MiB (default 16)", minimum=1),
             ),
-            _info("ddp_sync", "DistributedDataParallel: identical, changed parameters on every rank after one step"),
             _info(
-                "ddp_sampler", "DistributedSampler + DDP: disjoint covering shards, the published reference losses and weights"
+                "ddp_sync", "DistributedDataParallel: identical, changed parameters on every rank after one step", collective=True
             ),
-            _info("store", "the rendezvous TCPStore: set/get/add/wait across ranks with known answers"),
+            _info(
+                "ddp_sampler",
+                "DistributedSampler + DDP: disjoint covering shards, the published reference losses and weights",
+                collective=True,
+            ),
+            _info("store", "the rendezvous TCPStore: set/get/add/wait across ranks with known answers", collective=True),
             _info(
                 "timeout",
                 "one rank arrives late; the others fail at the deadline with the backend's timeout error",
+                collective=True,
                 deadline_s=ArgSpec("seconds", "the collective timeout to set (default 2)"),
                 margin_s=ArgSpec("seconds", "how late after the deadline the error may come (default 2)"),
             ),
@@ -88,6 +110,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "bandwidth",
                 "collective bandwidth per operation and message size (time, algbw, busbw as nccl-tests defines them), "
                 "every result checked against a known answer",
+                collective=True,
                 sizes=ArgSpec("sizes", "message sizes, e.g. [4KiB, 1MiB, 64MiB] (default 4KiB..64MiB, powers of 4)"),
                 iterations=ArgSpec("int", "timed iterations per operation and size; the median counts (default 5)", minimum=1),
                 min_time_s=ArgSpec(
@@ -102,10 +125,13 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 ),
                 min_busbw_gbps=ArgSpec("busbw", "fail below this busbw in GB/s: one number, or size -> GB/s"),
             ),
-            _info("reconfigure", "torch >= 2.14: a gloo group reconfigured twice keeps giving correct collectives"),
+            _info(
+                "reconfigure", "torch >= 2.14: a gloo group reconfigured twice keeps giving correct collectives", collective=True
+            ),
             _info(
                 "collective_loop",
                 "all_reduce with a known answer in a loop (the workload a fault lands in); records the error text at once",
+                collective=True,
                 duration_s=ArgSpec("seconds", "how long the loop runs (default 30)"),
                 numel=ArgSpec("int", "float32 elements per all_reduce (default 1024)", minimum=1),
                 timeout_s=ArgSpec(

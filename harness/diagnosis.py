@@ -511,18 +511,81 @@ def store_path(launches: Iterable[Mapping[str, Any]]) -> str | None:
 
 
 def last_attempt(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """A rank's records of its last attempt only: after a torchrun restart the rank's file holds the failed
-    attempt's records first, and those must neither count twice nor turn the verdict red. The attempt is
-    the restart count and the worker process's start: the count is per agent (an agent whose workers did
-    not fail restarts them without counting), the start time is per process."""
+    """One rank's records in ONE container (one torchrun agent): those of its newest worker process only.
+    After a restart the rank's file holds the failed attempt's records first, and those must neither count
+    twice nor turn the verdict red. Within one agent the restart count never goes down, and the rank's
+    processes ran one after the other on one clock, so (restart count, process start) orders them. Across
+    agents neither is comparable: see ``current_attempts``."""
     records = list(records)
 
-    def attempt(record: Mapping[str, Any]) -> tuple[int, float]:
-        try:
-            started = float(str(record.get("started_at") or 0))
-        except ValueError:
-            started = 0.0
-        return (_int(record.get("attempt")) or 0, started)
+    def order(record: Mapping[str, Any]) -> tuple[int, float]:
+        attempt, started_at = _process(record)
+        return (attempt, float("-inf") if started_at is None else started_at)
 
-    newest = max((attempt(r) for r in records), default=(0, 0.0))
-    return [r for r in records if attempt(r) == newest]
+    newest = max((order(r) for r in records), default=(0, 0.0))
+    return [r for r in records if order(r) == newest]
+
+
+def _float(value: object) -> float | None:
+    try:
+        number = float(str(value))
+    except ValueError:
+        return None
+    return number if number == number else None  # NaN orders nothing
+
+
+def _process(record: Mapping[str, Any]) -> tuple[int, float | None]:
+    """The worker process a record came from, within one agent: (restart count, process start)."""
+    return (_int(record.get("attempt")) or 0, _float(record.get("started_at")))
+
+
+@dataclass(frozen=True)
+class _Process:
+    rank: int
+    attempt: int
+    started_at: float | None
+    last_ended_at: float | None  # when it wrote its last record; None: no record said
+    records: tuple[dict[str, Any], ...]
+
+    def older_than(self, other: _Process) -> bool:
+        """Provably an earlier round than ``other``, a process of the SAME agent (container): a higher restart
+        count there, or ``other`` started after this one had written its last record. An agent stops all its
+        workers before it starts the next round's, so the second never holds within one round; unknown
+        times prove nothing (the process then stays, and the worse outcome decides)."""
+        if other.attempt != self.attempt:
+            return other.attempt > self.attempt
+        return other.started_at is not None and self.last_ended_at is not None and other.started_at >= self.last_ended_at
+
+
+def current_attempts(
+    by_container: Iterable[tuple[str, Mapping[int, Iterable[dict[str, Any]]]]],
+) -> dict[int, list[tuple[str, list[dict[str, Any]]]]]:
+    """Each rank's records of the last attempt, as (container, records) pairs: one pair unless the last
+    attempt cannot be told.
+
+    Nothing that all ranks agree on reaches the workers in every rendezvous form: TORCHELASTIC_RESTART_COUNT
+    is per agent (an agent whose own workers did not fail restarts them without counting), the static
+    rendezvous has no rounds, c10d's round lives only in the agents' store, and clocks of separate hosts may
+    disagree. So attempts are ordered only where one clock and one counter hold: within a container (one
+    agent, one host). With fixed membership every agent takes part in every round, so a container's newest
+    processes are the last round's, and any process of that container that is provably older (``older_than``)
+    is stale, whichever rank it ran: this drops the records a rank left on a node it has since moved away from
+    (c10d assigns node ranks anew each round). A rank whose records remain in several containers (a node that
+    ran nothing after it, unknown times) has attempts that cannot be ordered: every one is returned, and the
+    caller lets the worse outcome win (harness/results.py) rather than guess which is newer.
+    """
+    found: dict[int, list[tuple[str, list[dict[str, Any]]]]] = {}
+    for container, by_rank in by_container:
+        processes: list[_Process] = []
+        for rank, rank_records in sorted(by_rank.items()):
+            grouped: dict[tuple[int, float | None], list[dict[str, Any]]] = {}
+            for record in rank_records:
+                grouped.setdefault(_process(record), []).append(record)
+            for (attempt, started_at), records in grouped.items():
+                ends = [e for e in (_float(r.get("ended_at")) for r in records) if e is not None]
+                processes.append(_Process(rank, attempt, started_at, max(ends) if ends else None, tuple(records)))
+        current = [p for p in processes if not any(o is not p and p.older_than(o) for o in processes)]
+        for rank in sorted({p.rank for p in current}):
+            records = last_attempt(r for p in current if p.rank == rank for r in p.records)
+            found.setdefault(rank, []).append((container, records))
+    return found

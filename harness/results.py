@@ -2,7 +2,10 @@
 
 A scenario's testcases are its checks in config order plus ``exit_status`` (every container exited 0
 within the deadline). A rank that wrote no record for a check makes that check an error naming the
-rank and why (killed at the deadline, launcher exit code, last error line). Zero results is never a pass.
+rank and why (killed at the deadline, launcher exit code, last error line). Zero results is never a pass,
+and neither is a scenario whose listed checks were all skipped: bookkeeping cases (``exit_status``,
+``process_group``) validate nothing. Where a rank's records for one case disagree (written twice, or left by
+restart attempts that cannot be ordered: harness/diagnosis.py) the worse outcome counts.
 """
 
 from __future__ import annotations
@@ -18,8 +21,9 @@ from typing import Any
 
 from harness import __version__
 from harness.bandwidth import Figure, figure_properties, figures_of
+from harness.catalog import is_check, is_collective
 from harness.config import NCCL_BACKENDS
-from harness.diagnosis import Diagnosis, diagnose, is_record_file, last_attempt
+from harness.diagnosis import Diagnosis, current_attempts, diagnose, is_record_file
 from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
 from harness.expectations import FaultLog
 from harness.host_plan import canonical_host_plan
@@ -91,8 +95,12 @@ class ScenarioResult:
             return ERROR
         if FAILED in statuses:
             return FAILED
-        # A scenario in which nothing ran is never a pass: skipped, with its reasons in its cases.
-        return SKIPPED if statuses == {SKIPPED} else PASSED
+        # A scenario passes only through a check it lists that passed. Bookkeeping cases (exit_status,
+        # process_group, results) and records of checks it does not list validate nothing: a scenario in which
+        # every check was skipped is skipped, with its reasons in its cases.
+        listed = {check.name for check in self.plan.scenario.checks}
+        validated = any(c.status == PASSED and is_check(c.name) and c.name.split(".", 1)[0] in listed for c in self.cases)
+        return PASSED if validated else SKIPPED
 
 
 @dataclass(frozen=True)
@@ -318,7 +326,13 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
             status, message = FAILED, f"expected GPUs (--require-gpu): {outcome.setup_error}"
         else:
             status, message = SKIPPED, outcome.setup_error
-        skipped = tuple(CaseResult(n, status, message, 0.0) for n in ["process_group", *(c.name for c in scenario.checks)])
+        skipped = (CaseResult("process_group", status, message, 0.0),) + tuple(
+            # A required check must run: the Engine's shortfall fails it as any other skip does.
+            CaseResult(c.name, FAILED, f"expected required check {c.name} to run; it was skipped: {message}", 0.0)
+            if c.required and status == SKIPPED
+            else CaseResult(c.name, status, message, 0.0)
+            for c in scenario.checks
+        )
         return ScenarioResult(plan, skipped, properties, logs, outcome.duration_s)
     if outcome.setup_error is not None:
         case = CaseResult("setup", ERROR, outcome.setup_error, outcome.duration_s)
@@ -330,18 +344,17 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     order: list[str] = []
     check_of: dict[str, str] = {}
     unreadable: list[str] = []
-    every_rank: dict[int, list[dict[str, object]]] = {}
+    by_container: list[tuple[str, dict[int, list[dict[str, object]]]]] = []
     for container in outcome.containers:
         by_rank, problems = _records(container)
         unreadable += problems
         for rank in container.ranks:
             owner[rank] = container
-        for rank, rank_records in by_rank.items():
-            every_rank.setdefault(rank, []).extend(rank_records)
-    # After a torchrun restart only the last attempt's records count (a rank may run on another node then).
-    for rank, rank_records in sorted(every_rank.items()):
-        for record in last_attempt(rank_records):
-            case_name = str(record.get("case") or record["check"])
+        by_container.append((container.name, by_rank))
+    # After a torchrun restart only the last attempt's records count (a rank may run on another node then);
+    # where the last attempt cannot be told, and where one attempt reported a case twice, the worse counts.
+    for rank, attempts in sorted(current_attempts(by_container).items()):
+        for case_name, record in _counting_records(rank, attempts).items():
             records.setdefault(rank, {})[case_name] = record
             check_of.setdefault(case_name, str(record["check"]))
             if case_name not in order:
@@ -362,6 +375,16 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     for name in names:
         per_rank = {rank: records.get(rank, {}).get(name) for rank in range(scenario.world_size)}
         case = _check_case(name, per_rank, owner, scenario.timeout_s)
+        if scenario.world_size == 1 and case.status == PASSED and is_collective(check_of.get(name, name)):
+            # One rank compares nothing: all_reduce of one rank's buffer is that buffer, whatever the backend
+            # does. Not a pass; a skip that --fail-on-skip and ``required`` catch. A failure stays a failure.
+            case = dataclasses.replace(
+                case,
+                status=SKIPPED,
+                message=f"not validated: {check_of.get(name, name)} compares ranks, and world size 1 has one "
+                f"(ran: {case.message})",
+                skipped_ranks=(),
+            )
         if (case.status == SKIPPED or case.skipped_ranks) and check_of.get(name, name) in required:
             case = CaseResult(
                 name,
@@ -396,6 +419,50 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     if diagnosis.flight_recorder_summary is not None:
         properties += (("flight_recorder", diagnosis.flight_recorder_summary),)
     return ScenarioResult(plan, tuple(cases), properties, logs, outcome.duration_s, diagnosis)
+
+
+# The worse outcome wins where one case has several records that count: error > failed > skipped > passed;
+# a status the harness does not know is worse still (_check_case makes it an error).
+_SEVERITY = {PASSED: 0, SKIPPED: 1, FAILED: 2, ERROR: 3}
+DUPLICATES_SHOWN = 10  # statuses named in the message; a rank that writes a case 10,000 times gets one line
+
+
+def _severity(record: Mapping[str, object]) -> int:
+    return _SEVERITY.get(str(record.get("status")), len(_SEVERITY))
+
+
+def _counting_records(rank: int, attempts: list[tuple[str, list[dict[str, object]]]]) -> dict[str, dict[str, object]]:
+    """The one record per case that counts for a rank, in first-seen order. ``attempts``: the rank's last
+    attempt (one (container, records) pair), or several that cannot be ordered. A case written twice in one
+    attempt, or by attempts that cannot be ordered, counts with its worse record and says so in its message;
+    a case that only some of those attempts wrote cannot pass (the attempt that lacks it may be the newer)."""
+    found: dict[str, list[tuple[str, dict[str, object]]]] = {}
+    for container, rank_records in attempts:
+        for record in rank_records:
+            written = found.setdefault(str(record.get("case") or record["check"]), [])
+            if (container, record) not in written:  # the same record read twice (two copies of a file) says nothing new
+                written.append((container, record))
+    places = [container for container, _ in attempts]
+    counted: dict[str, dict[str, object]] = {}
+    for case_name, written in found.items():
+        worst = max((record for _, record in written), key=_severity)  # the first of the worst
+        shown = [str(record.get("status"))[:20] for _, record in written[:DUPLICATES_SHOWN]]
+        statuses = ", ".join(shown) + (f", ... ({len(written)} in all)" if len(written) > DUPLICATES_SHOWN else "")
+        lacking = [c for c in places if c not in {where for where, _ in written}]
+        if len(places) > 1:
+            why = f"rank {rank} left records on {', '.join(places)} from attempts that cannot be ordered"
+            if lacking:
+                worst = {**worst, "status": ERROR}
+                why += f"; the one on {', '.join(lacking)}, which may be the newer, has no {case_name} record, so it cannot pass"
+            else:
+                why += f": {statuses}; the worse counts"
+            counted[case_name] = {**worst, "message": f"{worst.get('message')} ({why})"}
+        elif len(written) > 1:
+            why = f"rank {rank} wrote {len(written)} records for {case_name} in one attempt"
+            counted[case_name] = {**worst, "message": f"{worst.get('message')} ({why}: {statuses}; the worse counts)"}
+        else:
+            counted[case_name] = worst
+    return counted
 
 
 def _check_case(

@@ -10,6 +10,7 @@ from harness.config import Scenario
 from harness.diagnosis import (
     Diagnosis,
     FlightRecorder,
+    current_attempts,
     diagnose,
     is_record_file,
     last_attempt,
@@ -21,7 +22,7 @@ from harness.diagnosis import (
 )
 from harness.engine_protocol import ContainerState, ExecResult
 from harness.plan import plan_scenario
-from harness.results import ContainerOutcome, ScenarioOutcome, summarize_scenario
+from harness.results import ERROR, FAILED, PASSED, ContainerOutcome, ScenarioOutcome, summarize_scenario
 
 HUNG = """Thread 0x00007f1c2a1ff6c0 (most recent call first):
   File "/opt/distval-broken/sitecustomize.py", line 9 in _all_reduce_that_never_returns
@@ -124,6 +125,133 @@ def test_last_attempt_keeps_the_restarted_records_only() -> None:
     assert last_attempt(same_count) == [same_count[1]]
     assert last_attempt([{"check": "env", "started_at": "garbage"}]) == [{"check": "env", "started_at": "garbage"}]
     assert last_attempt([]) == []
+
+
+def timed(rank: int, check: str, status: str, attempt: int, started_at: float, ended_at: float) -> dict[str, Any]:
+    """A record as suite/records.py writes it: the agent's restart count, the process's start, the write time."""
+    return {
+        "check": check,
+        "rank": rank,
+        "status": status,
+        "message": f"{check} {status} on attempt {attempt}",
+        "attempt": attempt,
+        "started_at": started_at,
+        "ended_at": ended_at,
+    }
+
+
+def moved_rank() -> dict[str, list[dict[str, Any]]]:
+    """Two agents, one worker each, four rounds (max_restarts 3); c10d hands node ranks out anew each round, so
+    the ranks swap nodes every round. n1's clock is 1000 s ahead of n0's. The agent whose worker failed counts
+    the restart, the other does not: n1 counts 0, 1, 2, 3; n0 stays at 0.
+    round 0: n0 rank 0, n1 rank 1 (rank 1 crashes) | round 1: n0 rank 1, n1 rank 0 (rank 0 crashes)
+    round 2: n0 rank 0, n1 rank 1 (all_reduce passes, then rank 1 crashes)
+    round 3: n0 rank 1 (all_reduce FAILS: the newest verdict), n1 rank 0 (passes)."""
+    return {
+        "n0": [
+            timed(0, "env", "passed", 0, 10.0, 11.0),
+            timed(0, "all_reduce", "passed", 0, 10.0, 12.0),
+            timed(1, "env", "passed", 0, 20.0, 21.0),
+            timed(0, "env", "passed", 0, 30.0, 31.0),
+            timed(0, "all_reduce", "passed", 0, 30.0, 32.0),
+            timed(1, "env", "passed", 0, 40.0, 41.0),
+            timed(1, "all_reduce", "failed", 0, 40.0, 42.0),
+        ],
+        "n1": [
+            timed(1, "env", "passed", 0, 1010.0, 1011.0),
+            timed(0, "env", "passed", 1, 1020.0, 1021.0),
+            timed(1, "env", "passed", 2, 1030.0, 1031.0),
+            timed(1, "all_reduce", "passed", 2, 1030.0, 1032.0),
+            timed(0, "env", "passed", 3, 1040.0, 1041.0),
+            timed(0, "all_reduce", "passed", 3, 1040.0, 1042.0),
+        ],
+    }
+
+
+def by_rank(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    grouped: dict[int, list[dict[str, Any]]] = {}
+    for r in records:
+        grouped.setdefault(int(r["rank"]), []).append(r)
+    return grouped
+
+
+def cross_outcome(records: dict[str, list[dict[str, Any]]]) -> ScenarioOutcome:
+    scenario = Scenario("s", "cross-container", 2, "gloo", None, 60.0, 30.0, 30.0, "python3", ())
+    plan = plan_scenario(scenario, "r1", None)
+    containers = []
+    for node, (name, node_records) in enumerate(sorted(records.items())):
+        files = {
+            f"rank-{rank}.jsonl": "".join(json.dumps(r) + "\n" for r in rank_records).encode()
+            for rank, rank_records in by_rank(node_records).items()
+        }
+        containers.append(ContainerOutcome(name, node, (node,), 0, False, "", "", files))
+    return ScenarioOutcome(plan, None, 1.0, tuple(containers))
+
+
+def test_a_rank_that_moved_between_nodes_keeps_its_newest_attempt_not_the_highest_count() -> None:
+    """Restart counts of different agents and clocks of different hosts are not comparable: the old rule, the
+    highest (count, start) per rank, took rank 1's round-2 pass on n1 (count 2, later clock) over its round-3
+    failure on n0 (count 0). Each container's newest round makes its older processes stale, whichever rank."""
+    records = moved_rank()
+    current = current_attempts((name, by_rank(node_records)) for name, node_records in sorted(records.items()))
+    assert current == {0: [("n1", records["n1"][4:])], 1: [("n0", records["n0"][5:])]}
+    result = summarize_scenario(cross_outcome(records))
+    cases = {c.name: c for c in result.cases}
+    assert (cases["env"].status, cases["all_reduce"].status) == (PASSED, FAILED)
+    assert cases["all_reduce"].message == "rank 1: all_reduce failed on attempt 0"
+    assert result.status == FAILED
+
+
+def test_one_round_of_one_agent_keeps_every_local_rank() -> None:
+    """Local ranks of one round start a few milliseconds apart: none is older than another."""
+    records = [timed(0, "env", "passed", 0, 10.0, 12.0), timed(1, "env", "passed", 0, 10.05, 12.5)]
+    assert current_attempts([("n0", by_rank(records))]) == {0: [("n0", records[:1])], 1: [("n0", records[1:])]}
+
+
+def test_times_that_prove_nothing_leave_every_attempt_in_place() -> None:
+    """Missing, unreadable or NaN times prove no process older: records stay, and across containers they are
+    attempts that cannot be ordered (the caller lets the worse win), never a guess."""
+    old = {"check": "env", "rank": 1, "status": "failed", "attempt": 0, "started_at": "garbage"}
+    new = {"check": "env", "rank": 1, "status": "passed", "attempt": 0, "started_at": float("nan")}
+    other = {"check": "env", "rank": 0, "status": "passed", "attempt": 0, "started_at": 5.0, "ended_at": float("nan")}
+    current = current_attempts([("n0", {0: [other], 1: [old]}), ("n1", {1: [new]})])
+    assert current == {0: [("n0", [other])], 1: [("n0", [old]), ("n1", [new])]}
+    # Within one agent a higher restart count is newer, whatever the times say.
+    counted = {**old, "attempt": 1, "started_at": 1.0}
+    assert current_attempts([("n0", {1: [old, counted]})]) == {1: [("n0", [counted])]}
+
+
+def test_attempts_that_cannot_be_ordered_let_the_worse_outcome_win() -> None:
+    """Rank 1 left records on two nodes and nothing on either proves which is newer (n1 ran nothing after it):
+    a pass is never preferred over a failure, and a case that only one of them wrote cannot pass."""
+    records = {
+        "n0": [
+            timed(0, "env", "passed", 0, 10.0, 11.0),
+            timed(1, "env", "passed", 0, 10.01, 11.0),
+            timed(0, "all_reduce", "passed", 0, 10.0, 12.0),
+            timed(1, "all_reduce", "failed", 0, 10.01, 12.0),
+            timed(0, "store", "passed", 0, 10.0, 13.0),
+        ],
+        "n1": [
+            timed(1, "env", "passed", 0, 1010.0, 1011.0),
+            timed(1, "all_reduce", "passed", 0, 1010.0, 1012.0),
+            timed(1, "store", "passed", 0, 1010.0, 1013.0),
+        ],
+    }
+    current = current_attempts((name, by_rank(node_records)) for name, node_records in sorted(records.items()))
+    assert [where for where, _ in current[1]] == ["n0", "n1"]
+    cases = {c.name: c for c in summarize_scenario(cross_outcome(records)).cases}
+    assert cases["all_reduce"].status == FAILED
+    assert cases["all_reduce"].message == (
+        "rank 1: all_reduce failed on attempt 0 (rank 1 left records on n0, n1 from attempts that cannot be "
+        "ordered: failed, passed; the worse counts)"
+    )
+    assert cases["store"].status == ERROR
+    assert cases["store"].message == (
+        "rank 1: store passed on attempt 0 (rank 1 left records on n0, n1 from attempts that cannot be ordered; the one "
+        "on n0, which may be the newer, has no store record, so it cannot pass)"
+    )
+    assert cases["env"].status == PASSED
 
 
 def record(rank: int, check: str, status: str, attempt: int) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from harness import __version__
+from harness.catalog import is_collective
 from harness.config import CheckSpec, load_config, parse_config
 from harness.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_PASSED, ConfigError
 from harness.plan import ScenarioPlan, plan_run, plan_scenario
@@ -757,7 +758,8 @@ def test_records_without_case_are_grouped_by_check(case: str | None) -> None:
 
 def scenario_result(*statuses: str) -> ScenarioResult:
     inside, _ = plans()
-    cases = tuple(CaseResult(f"case{i}", status, "m", 0.0) for i, status in enumerate(statuses))
+    # Cases of a listed check (all_reduce.part<i>): only those can make a scenario pass.
+    cases = tuple(CaseResult(f"all_reduce.part{i}", status, "m", 0.0) for i, status in enumerate(statuses))
     return ScenarioResult(inside, cases, (), "", 0.0)
 
 
@@ -852,3 +854,153 @@ def test_scenario_hash_is_stable_for_every_form_and_layout_of_the_rendezvous_mat
     again = [scenario_hash(p) for p in plan_run(config, "run2").scenarios]
     assert first == again
     assert len(set(first)) == len(first)  # and every scenario hashes differently
+
+
+# --- a scenario validates only through checks that ran (issue 19) ---------------------------------------
+
+
+def test_every_listed_check_skipped_inside_the_container_is_skipped_and_never_exit_0() -> None:
+    """The reproduction: a config whose only check is reconfigure, on torch 2.6. exit_status (passed) and
+    process_group (passed) are bookkeeping: they made the scenario pass and the run exit 0."""
+    plan = multi_plan("[reconfigure]")
+    lines = {
+        r: [
+            case_record("process_group", "process_group", r),
+            case_record("reconfigure", "reconfigure", r, SKIPPED, RECONFIGURE_SKIP),
+        ]
+        for r in (0, 1)
+    }
+    result = summarize_scenario(outcome_of(plan, lines))
+    assert statuses(result) == [("process_group", PASSED), ("reconfigure", SKIPPED), (EXIT_STATUS_CASE, PASSED)]
+    assert result.status == SKIPPED
+    summary = RunSummary(RUN_ID, (result,))
+    assert summary.nothing_validated and summary.exit_code == EXIT_CHECKS_FAILED
+
+
+def test_records_of_a_check_the_scenario_does_not_list_validate_nothing() -> None:
+    """A rank that writes a passed record for a check nobody asked for (env here) cannot make a scenario in
+    which every listed check was skipped pass; a case that is not a catalog check cannot either."""
+    plan = multi_plan("[reconfigure]")
+    lines = {
+        r: [
+            env_record(r),
+            case_record("bogus", "bogus", r),
+            case_record("reconfigure", "reconfigure", r, SKIPPED, RECONFIGURE_SKIP),
+        ]
+        for r in (0, 1)
+    }
+    result = summarize_scenario(outcome_of(plan, lines))
+    assert cases_of(result)["env"].status == PASSED and cases_of(result)["bogus"].status == PASSED
+    assert result.status == SKIPPED
+    # One listed check that ran is enough.
+    result = summarize_scenario(outcome_of(multi_plan("[env, reconfigure]"), lines))
+    assert result.status == PASSED
+
+
+def test_a_required_check_skipped_on_some_ranks_fails() -> None:
+    plan = multi_plan("[env, {name: store, required: true}]")
+    lines = {0: [env_record(0), case_record("store", "store", 0)]}
+    lines[1] = [env_record(1), case_record("store", "store", 1, SKIPPED, "no store on this rank")]
+    result = summarize_scenario(outcome_of(plan, lines))
+    store = cases_of(result)["store"]
+    assert store.status == FAILED
+    assert store.message.startswith("expected required check store to run; it was skipped: ok (rank(s) 0; skipped on rank(s) 1")
+    assert result.status == FAILED
+
+
+def test_a_required_check_of_a_scenario_the_engine_cannot_run_fails() -> None:
+    """The Engine lacks what the scenario needs (IPv6): every check is skipped, but a required one fails."""
+    plan = multi_plan("[env, {name: store, required: true}]")
+    result = summarize_scenario(ScenarioOutcome(plan, None, 0.1, (), setup_error="no IPv6 here", setup_skipped=True))
+    assert statuses(result) == [("process_group", SKIPPED), ("env", SKIPPED), ("store", FAILED)]
+    assert cases_of(result)["store"].message == "expected required check store to run; it was skipped: no IPv6 here"
+    assert result.status == FAILED
+
+
+# --- one attempt's records: the worse outcome wins (issue 19) -------------------------------------------
+
+
+def test_a_case_written_twice_in_one_attempt_counts_with_its_worse_record_and_says_so() -> None:
+    plan = multi_plan("[env, all_reduce]")
+    lines = {
+        r: [env_record(r), record("all_reduce", r, FAILED, "got 2.0"), record("all_reduce", r, PASSED, "gave 3.0")]
+        for r in (0, 1)
+    }
+    lines[1][1:] = [record("all_reduce", 1, PASSED, "gave 3.0"), record("all_reduce", 1, SKIPPED, "skip")]
+    cases = cases_of(summarize_scenario(outcome_of(plan, lines)))
+    assert cases["all_reduce"].status == FAILED
+    assert cases["all_reduce"].message == (
+        "rank 0: got 2.0 (rank 0 wrote 2 records for all_reduce in one attempt: failed, passed; the worse counts)"
+    )
+    assert "rank 1: skipped: skip (rank 1 wrote 2 records for all_reduce in one attempt: passed, skipped" in (
+        cases["all_reduce"].output
+    )
+    # The same record read twice (two copies of one file) is no duplicate.
+    same = {
+        r: [env_record(r), record("all_reduce", r, PASSED, "gave 3.0"), record("all_reduce", r, PASSED, "gave 3.0")]
+        for r in (0, 1)
+    }
+    assert cases_of(summarize_scenario(outcome_of(plan, same)))["all_reduce"].message == "gave 3.0"
+    # error > failed; an unknown status is worse still, and an error.
+    lines[0][1:] = [record("all_reduce", 0, ERROR, "boom"), record("all_reduce", 0, FAILED, "got 2.0")]
+    assert cases_of(summarize_scenario(outcome_of(plan, lines)))["all_reduce"].status == ERROR
+    lines[0][1:] = [record("all_reduce", 0, "weird", "?"), record("all_reduce", 0, ERROR, "boom")]
+    case = cases_of(summarize_scenario(outcome_of(plan, lines)))["all_reduce"]
+    assert case.status == ERROR and "unrecognized result status 'weird'" in case.message
+
+
+# --- world size 1 validates no collective (issue 19) ----------------------------------------------------
+
+ONE_RANK = """\
+scenarios:
+  - name: one
+    topology: in-container
+    world_size: 1
+    checks: [env, launch, all_reduce, {name: collectives, required: true}, store]
+"""
+
+
+def test_a_collective_check_at_world_size_1_is_not_validated() -> None:
+    plan = plan_of(ONE_RANK)
+    lines = {
+        0: [
+            env_record(0),
+            case_record("launch", "launch", 0),
+            case_record("all_reduce", "all_reduce", 0, PASSED, "gave 1.0"),
+            case_record("collectives", "collectives.broadcast", 0),
+            case_record("store", "store", 0, FAILED, "get gave b'x'"),
+        ]
+    }
+    result = summarize_scenario(outcome_of(plan, lines))
+    assert statuses(result) == [
+        ("env", PASSED),
+        ("launch", PASSED),
+        ("all_reduce", SKIPPED),
+        ("collectives.broadcast", FAILED),  # required: a skip fails it
+        ("store", FAILED),  # a failure with one rank is still a failure
+        (EXIT_STATUS_CASE, PASSED),
+    ]
+    cases = cases_of(result)
+    assert cases["all_reduce"].message == ("not validated: all_reduce compares ranks, and world size 1 has one (ran: gave 1.0)")
+    assert cases["collectives.broadcast"].message.startswith("expected required check collectives to run; it was skipped: ")
+    fail_on_skip = cases_of(summarize_scenario(outcome_of(plan, lines), fail_on_skip=True))
+    assert fail_on_skip["all_reduce"].status == FAILED
+    # Without the env and launch passes nothing was validated.
+    only = {0: [case_record("all_reduce", "all_reduce", 0)]}
+    assert (
+        summarize_scenario(
+            outcome_of(
+                plan_of(ONE_RANK.replace("env, launch, all_reduce, {name: collectives, required: true}, store", "all_reduce")),
+                only,
+            )
+        ).status
+        == SKIPPED
+    )
+
+
+def test_no_shipped_config_runs_a_collective_check_at_world_size_1() -> None:
+    for path in sorted(Path(__file__).resolve().parents[1].joinpath("configs").glob("*.yaml")):
+        for scenario in load_config(path).scenarios:
+            if scenario.world_size == 1:
+                collective = [c.name for c in scenario.checks if is_collective(c.name)]
+                assert not collective, f"{path.name}: {scenario.name} runs {collective} with one rank"
