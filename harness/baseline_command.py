@@ -93,9 +93,11 @@ def overwrites_baseline(args: argparse.Namespace, options: tuple[tuple[str, str]
     --baseline file (the same file after symlinks and hard links): a run that stopped early would replace
     the last good report with its own empty one. Asked before the run starts (exit code 2)."""
     refused = []
+    # --baseline as parsed ((path, report) pairs), or as plain paths (the report options of a refused command line).
+    baselines = [item[0] if isinstance(item, tuple) else str(item) for item in getattr(args, "baseline", None) or ()]
     for option, attribute in options:
         path = getattr(args, attribute, None)
-        for good, _ in getattr(args, "baseline", None) or ():
+        for good in baselines:
             if path and _same_file(path, good):
                 refused.append((option, path, f"{path} is the --baseline {good}: the run would overwrite it"))
                 break
