@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness import cli_values
-from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED, BadInput
+from harness.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_PASSED, BadInput
 from harness.plan import ScenarioPlan
 from harness.results import RunSummary, ScenarioResult
 
@@ -171,11 +171,15 @@ def with_baseline(
 def command_compare(args: argparse.Namespace) -> int:
     """Exit 0 when nothing regressed; 1 when a figure regressed past the tolerance, a verdict got worse, a
     scenario vanished, or a side has no scenario or ended early (nothing compared is not a pass); 2 when a
-    file is not a JSON report."""
+    file is not a JSON report or --markdown would overwrite one of them."""
     from harness.baseline import BadReport, compare_reports, read_report
     from harness.reports.comparison_markdown import write_comparison_markdown
     from harness.reports.comparison_text import render_comparison_text
 
+    for report in (args.old, args.new):
+        if args.markdown and _same_file(args.markdown, report):
+            print(f"distval: --markdown {args.markdown} is the report {report}: it would be overwritten", file=sys.stderr)
+            return EXIT_BAD_INPUT
     try:
         comparison = compare_reports(read_report(args.old), read_report(args.new), _tolerances(args), args.old, args.new)
     except BadReport as exc:

@@ -301,3 +301,12 @@ def test_a_report_path_that_is_the_baseline_is_refused_before_anything_runs(
     assert command_run(args, no_engine) == EXIT_CHECKS_FAILED
     assert "AssertionError: the run started" in capsys.readouterr().err
     assert good.read_text() == text
+
+
+def test_compare_refuses_a_markdown_path_that_is_one_of_its_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    old = tmp_path / "old.json"
+    text = json.dumps(report("old", entry(TWO_FIGURES, [case("env")])))
+    old.write_text(text)
+    os.symlink(old, tmp_path / "link.md")
+    assert main(["compare", str(old), str(old), "--markdown", str(tmp_path / "link.md")]) == EXIT_BAD_INPUT
+    assert "is the report" in capsys.readouterr().err and old.read_text() == text
