@@ -10,9 +10,28 @@ from collections.abc import Callable
 from typing import Any
 
 from harness import cli_values
+from harness.baseline import (
+    DEFAULT_BUSBW_SLACK_US,
+    DEFAULT_BUSBW_TOLERANCE,
+    DEFAULT_DURATION_SLACK_S,
+    DEFAULT_DURATION_TOLERANCE,
+    BadReport,
+    Tolerances,
+    apply_baseline,
+    combined_baseline,
+    compare_reports,
+    deltas,
+    failed_remeasures,
+    match,
+    read_report,
+    scenario_entries,
+    undecided,
+)
 from harness.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_PASSED, BadInput
 from harness.plan import ScenarioPlan
-from harness.results import RunSummary, ScenarioResult
+from harness.reports.comparison_markdown import write_comparison_markdown
+from harness.reports.comparison_text import render_comparison_text
+from harness.results import PASSED, RunSummary, ScenarioResult
 
 # Re-measured twice: between runs of one image on a shared 2-core VM, the default sweep's baseline failed
 # 24 of 120 comparisons with one re-measure and 12 of 360 with two (README "Noise"); a slower image pays
@@ -43,12 +62,6 @@ def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
-    from harness.baseline import (
-        DEFAULT_BUSBW_SLACK_US,
-        DEFAULT_BUSBW_TOLERANCE,
-        DEFAULT_DURATION_SLACK_S,
-        DEFAULT_DURATION_TOLERANCE,
-    )
 
     parser.add_argument(
         "--busbw-tolerance",
@@ -76,8 +89,7 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _tolerances(args: argparse.Namespace) -> Any:
-    from harness.baseline import Tolerances
+def _tolerances(args: argparse.Namespace) -> Tolerances:
 
     return Tolerances(busbw=args.busbw_tolerance, duration=args.duration_tolerance, busbw_slack_us=args.busbw_slack_us)
 
@@ -123,8 +135,6 @@ def remeasure(
     scenario whose re-measure failed is not run again: that failure fails its 'baseline' testcase anyway."""
     if not getattr(args, "baseline", None) or not summary.scenarios:
         return {}
-    from harness.baseline import combined_baseline, deltas, failed_remeasures, match, scenario_entries, undecided
-    from harness.results import PASSED
 
     path, baseline = combined_baseline(args.baseline)
     tolerances = _tolerances(args)
@@ -162,7 +172,6 @@ def with_baseline(
     """The summary with a 'baseline' testcase per scenario when --baseline was given (and scenarios ran)."""
     if not getattr(args, "baseline", None) or not summary.scenarios:
         return summary
-    from harness.baseline import apply_baseline, combined_baseline
 
     path, baseline = combined_baseline(args.baseline)
     return apply_baseline(summary, baseline, _tolerances(args), path, remeasures, bool(getattr(args, "fail_on_skip", False)))
@@ -172,9 +181,6 @@ def command_compare(args: argparse.Namespace) -> int:
     """Exit 0 when nothing regressed; 1 when a figure regressed past the tolerance, a verdict got worse, a
     scenario vanished, or a side has no scenario or ended early (nothing compared is not a pass); 2 when a
     file is not a JSON report or --markdown would overwrite one of them."""
-    from harness.baseline import BadReport, compare_reports, read_report
-    from harness.reports.comparison_markdown import write_comparison_markdown
-    from harness.reports.comparison_text import render_comparison_text
 
     for report in (args.old, args.new):
         if args.markdown and _same_file(args.markdown, report):
