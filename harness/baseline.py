@@ -47,6 +47,7 @@ from typing import Any
 
 from harness.bandwidth import count_range
 from harness.errors import BadInput
+from harness.reports.json_report import json_report
 from harness.results import ERROR, EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, RunSummary, ScenarioResult
 
 BASELINE_CASE = "baseline"
@@ -597,8 +598,6 @@ def apply_baseline(
     index in the summary, the results of the runs that re-measured it. When no scenario matched the
     baseline, every ``baseline`` testcase fails (the run compared nothing); ``fail_on_skip`` (--fail-on-skip)
     fails the skip of a scenario the baseline lacks."""
-    from harness.reports.json_report import json_report
-
     entries = json_report(summary)["scenarios"]
     cases = [
         baseline_case(entry, baseline, tolerances, path, scenario_entries(summary, (remeasures or {}).get(index, ())))
@@ -633,8 +632,6 @@ def _nothing_matched(case: CaseResult, baseline: Mapping[str, Any], path: str) -
 
 def scenario_entries(summary: RunSummary, results: Sequence[ScenarioResult]) -> list[dict[str, Any]]:
     """The JSON report entries of ``results`` (scenarios of the run ``summary`` describes)."""
-    from harness.reports.json_report import json_report
-
     if not results:
         return []
     return list(json_report(dataclasses.replace(summary, scenarios=tuple(results), early_error=None))["scenarios"])
