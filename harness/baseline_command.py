@@ -4,14 +4,34 @@ testcases it adds to a run's summary, and the ``distval compare`` command (harne
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from typing import Any
 
 from harness import cli_values
-from harness.errors import BadInput
+from harness.baseline import (
+    DEFAULT_BUSBW_SLACK_US,
+    DEFAULT_BUSBW_TOLERANCE,
+    DEFAULT_DURATION_SLACK_S,
+    DEFAULT_DURATION_TOLERANCE,
+    BadReport,
+    Tolerances,
+    apply_baseline,
+    combined_baseline,
+    compare_reports,
+    deltas,
+    failed_remeasures,
+    match,
+    read_report,
+    scenario_entries,
+    undecided,
+)
+from harness.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_PASSED, BadInput
 from harness.plan import ScenarioPlan
-from harness.results import RunSummary, ScenarioResult
+from harness.reports.comparison_markdown import write_comparison_markdown
+from harness.reports.comparison_text import render_comparison_text
+from harness.results import PASSED, RunSummary, ScenarioResult
 
 # Re-measured twice: between runs of one image on a shared 2-core VM, the default sweep's baseline failed
 # 24 of 120 comparisons with one re-measure and 12 of 360 with two (README "Noise"); a slower image pays
@@ -33,20 +53,15 @@ def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:
         "--remeasure",
         type=cli_values.count,
         metavar="N",
-        help=f"run a scenario again, up to N times (default {DEFAULT_REMEASURE}; 0: never), while a figure of it regressed "
-        "against --baseline in every run so far: a figure regresses only when it did in every run (a slower image is "
-        "slow every time, a burst of load on a shared machine passes)",
+        help=f"run a scenario again, up to N times (default {DEFAULT_REMEASURE}; 0: never), while a figure of it that "
+        "regressed against --baseline is undecided: a figure regresses when it did in more than half of the 1 + N runs "
+        "(a slower image is slow most times, a burst of load on a shared machine passes); a re-measure that fails "
+        "fails the run",
     )
     _tolerance_arguments(parser)
 
 
 def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
-    from harness.baseline import (
-        DEFAULT_BUSBW_SLACK_US,
-        DEFAULT_BUSBW_TOLERANCE,
-        DEFAULT_DURATION_SLACK_S,
-        DEFAULT_DURATION_TOLERANCE,
-    )
 
     parser.add_argument(
         "--busbw-tolerance",
@@ -74,8 +89,7 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _tolerances(args: argparse.Namespace) -> Any:
-    from harness.baseline import Tolerances
+def _tolerances(args: argparse.Namespace) -> Tolerances:
 
     return Tolerances(busbw=args.busbw_tolerance, duration=args.duration_tolerance, busbw_slack_us=args.busbw_slack_us)
 
@@ -86,34 +100,62 @@ def check_remeasure(args: argparse.Namespace) -> None:
         raise BadInput("--remeasure runs again the scenarios that regressed against --baseline: give --baseline too")
 
 
+def overwrites_baseline(args: argparse.Namespace, options: tuple[tuple[str, str], ...]) -> list[tuple[str, str, str]]:
+    """(option, path, why) for each report path among ``options`` ((option, attribute) pairs) that is a
+    --baseline file (the same file after symlinks and hard links): a run that stopped early would replace
+    the last good report with its own empty one. Asked before the run starts (exit code 2)."""
+    refused = []
+    # --baseline as parsed ((path, report) pairs), or as plain paths (the report options of a refused command line).
+    baselines = [item[0] if isinstance(item, tuple) else str(item) for item in getattr(args, "baseline", None) or ()]
+    for option, attribute in options:
+        path = getattr(args, attribute, None)
+        for good in baselines:
+            if path and _same_file(path, good):
+                refused.append((option, path, f"{path} is the --baseline {good}: the run would overwrite it"))
+                break
+    return refused
+
+
+def _same_file(one: str, other: str) -> bool:
+    try:
+        return os.path.samefile(one, other)
+    except OSError:  # one of them does not exist (the report not written yet): not the same file
+        return False
+
+
 def remeasure(
     summary: RunSummary,
     args: argparse.Namespace,
     run_again: Callable[[tuple[ScenarioPlan, ...]], list[ScenarioResult]],
     log: Callable[[str], None],
 ) -> dict[int, list[ScenarioResult]]:
-    """Up to --remeasure times, the scenarios whose 'baseline' testcase would fail (a figure regressed in the
-    run and in every re-measure so far) run again with ``run_again``; their results, by the scenario's
-    index in the summary (harness/baseline.py confirms each regression against them)."""
+    """Up to --remeasure times, the scenarios with a figure that regressed in the run and that the runs so far
+    have not decided (it regresses when it regressed in more than half of the 1 + N runs: harness/baseline.py
+    ``majority``) run again with ``run_again``; their results, by the scenario's index in the summary. A
+    scenario whose re-measure failed is not run again: that failure fails its 'baseline' testcase anyway."""
     if not getattr(args, "baseline", None) or not summary.scenarios:
         return {}
-    from harness.baseline import baseline_case, combined_baseline, scenario_entries
-    from harness.results import FAILED, PASSED
 
     path, baseline = combined_baseline(args.baseline)
     tolerances = _tolerances(args)
     entries = scenario_entries(summary, summary.scenarios)
+    previous = [match([s for s in baseline.get("scenarios", []) if isinstance(s, dict)], e, by_name=False)[0] for e in entries]
     found: dict[int, list[ScenarioResult]] = {}
     times = DEFAULT_REMEASURE if args.remeasure is None else args.remeasure
+
+    def suspect(index: int) -> bool:
+        old = previous[index]
+        if old is None or summary.scenarios[index].status != PASSED:
+            # Only scenarios whose checks passed: one that failed a check fails the run whatever its figures, and
+            # --keep-on-failure may hold its containers (a second run of it would clash with them).
+            return False
+        again = scenario_entries(summary, found.get(index, ()))
+        if failed_remeasures(again):
+            return False
+        return undecided(deltas(old, entries[index], tolerances), [deltas(old, e, tolerances) for e in again], 1 + times)
+
     for attempt in range(1, times + 1):
-        # Only scenarios whose checks passed: one that failed a check fails the run whatever its figures, and
-        # --keep-on-failure may hold its containers (a second run of it would clash with them).
-        suspects = [
-            index
-            for index, entry in enumerate(entries)
-            if summary.scenarios[index].status == PASSED
-            and baseline_case(entry, baseline, tolerances, path, scenario_entries(summary, found.get(index, ()))).status == FAILED
-        ]
+        suspects = [index for index in range(len(entries)) if suspect(index)]
         if not suspects:
             break
         names = ", ".join(summary.scenarios[i].plan.scenario.name for i in suspects)
@@ -130,18 +172,20 @@ def with_baseline(
     """The summary with a 'baseline' testcase per scenario when --baseline was given (and scenarios ran)."""
     if not getattr(args, "baseline", None) or not summary.scenarios:
         return summary
-    from harness.baseline import apply_baseline, combined_baseline
 
     path, baseline = combined_baseline(args.baseline)
-    return apply_baseline(summary, baseline, _tolerances(args), path, remeasures)
+    return apply_baseline(summary, baseline, _tolerances(args), path, remeasures, bool(getattr(args, "fail_on_skip", False)))
 
 
 def command_compare(args: argparse.Namespace) -> int:
-    """Exit 0 when no figure regressed past the tolerance, 1 when one did, 2 when a file is not a JSON report."""
-    from harness.baseline import BadReport, compare_reports, read_report
-    from harness.reports.comparison_markdown import write_comparison_markdown
-    from harness.reports.comparison_text import render_comparison_text
+    """Exit 0 when nothing regressed; 1 when a figure regressed past the tolerance, a verdict got worse, a
+    scenario vanished, or a side has no scenario or ended early (nothing compared is not a pass); 2 when a
+    file is not a JSON report or --markdown would overwrite one of them."""
 
+    for report in (args.old, args.new):
+        if args.markdown and _same_file(args.markdown, report):
+            print(f"distval: --markdown {args.markdown} is the report {report}: it would be overwritten", file=sys.stderr)
+            return EXIT_BAD_INPUT
     try:
         comparison = compare_reports(read_report(args.old), read_report(args.new), _tolerances(args), args.old, args.new)
     except BadReport as exc:
@@ -153,7 +197,7 @@ def command_compare(args: argparse.Namespace) -> int:
             write_comparison_markdown(comparison, args.markdown)
         except OSError as exc:
             print(f"distval: cannot write the Markdown comparison to {args.markdown}: {exc}", file=sys.stderr)
-    return 1 if comparison.regressed else 0
+    return EXIT_CHECKS_FAILED if comparison.regressed else EXIT_PASSED
 
 
 def add_compare_command(commands: Any) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from harness import __version__, cli_values
-from harness.baseline_command import add_baseline_arguments, add_compare_command
+from harness.baseline_command import add_baseline_arguments, add_compare_command, overwrites_baseline
 from harness.cleanup import RunDecision, by_run, decide
 from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
@@ -30,7 +30,7 @@ from harness.labels import LABEL_RUN
 from harness.plan import DEFAULT_IMAGE, plan_run
 from harness.plan_render import plan_as_data, render_plan
 from harness.results import RunSummary
-from harness.run_command import Progress, command_run, default_jobs, write_reports
+from harness.run_command import REPORT_OPTIONS, Progress, command_run, default_jobs, write_reports
 
 if TYPE_CHECKING:
     from harness.engine import Engine
@@ -219,10 +219,15 @@ def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
         return None
     reports = cli_values.UsageParser(prog="distval run", add_help=False)
     _add_report_options(reports)
+    reports.add_argument("--baseline", action="append")  # a report path that is a baseline is not written
     try:
         known, _ = reports.parse_known_args(argv[list(argv).index("run") + 1 :])
     except UsageError:
         return None
+    attributes = dict(REPORT_OPTIONS)
+    for option, _, why in overwrites_baseline(known, REPORT_OPTIONS):
+        print(f"distval: not writing {option}: {why}", file=sys.stderr)
+        setattr(known, attributes[option], None)
     return known
 
 

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from harness.baseline_command import check_remeasure, remeasure, with_baseline
+from harness.baseline_command import check_remeasure, overwrites_baseline, remeasure, with_baseline
 from harness.config import load_config
 from harness.config.yaml_nodes import shown
 from harness.errors import (
@@ -120,7 +120,7 @@ def _refused_reports(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         reason = refusal(path) if path else None
         if reason is not None:
             refused.append((option, path, reason))
-    return refused
+    return refused + overwrites_baseline(args, REPORT_OPTIONS)
 
 
 def write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset[str] = frozenset()) -> None:

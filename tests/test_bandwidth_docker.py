@@ -100,9 +100,13 @@ def test_a_slow_image_fails_the_good_images_baseline_and_the_default_tolerance_h
     baseline = cases(slow)["baseline"]
     assert (code_slow, baseline["status"]) == (1, "failed"), baseline["message"]
     assert "matched by scenario_hash_any_image" in baseline["message"]
-    # Confirmed by two more runs of the scenario (--remeasure 2, the default) before it fails.
-    assert "did in the run and in the 2 runs re-measuring it" in baseline["message"], baseline["message"]
-    assert baseline["details"]["remeasures"] == 2
+    # Confirmed by re-measuring before it fails: with --remeasure 2 (the default) a figure regresses in 2 of 3
+    # runs, and slow in the run and in the first re-measure decides the busbw figures; a duration near its
+    # tolerance can still ask for the third run.
+    assert re.search(
+        r"did in more than half of the [23] runs \(the run and the (run|2 runs) re-measuring it\)", baseline["message"]
+    ), baseline["message"]
+    assert baseline["details"]["remeasures"] in (1, 2)
     # Both numbers and the ratio, for the figure 5 ms per call ruins most: all_reduce at 64 KiB.
     found = re.search(
         r"busbw all_reduce 64KiB: ([0-9.e-]+) -> ([0-9.e-]+) GB/s \(([0-9.]+)x, tolerance -20%; best [0-9.e-]+ -> [0-9.e-]+ GB/s",

@@ -9,8 +9,8 @@ from typing import Any
 
 from harness.bandwidth import Figure, figures_from_details
 from harness.baseline import Comparison, facts, rows
+from harness.reports.escape import markdown_cell as _cell
 from harness.reports.files import write_atomically
-from harness.reports.markdown import _cell
 from harness.reports.mermaid import Series, chart_section
 
 
@@ -31,8 +31,9 @@ def render_comparison_markdown(comparison: Comparison) -> str:
     lines = [
         f"## distval compare: {verdict}",
         "",
-        f"Old `{_cell(comparison.old_path)}` (run `{comparison.old.get('run_id')}`), new `{_cell(comparison.new_path)}` "
-        f"(run `{comparison.new.get('run_id')}`). Tolerance: busbw -{t.busbw:.0%} and the call +{t.busbw_slack_us:g} us; "
+        f"Old {_cell(comparison.old_path)} (run {_cell(str(comparison.old.get('run_id')))}), new {_cell(comparison.new_path)} "
+        f"(run {_cell(str(comparison.new.get('run_id')))}). "
+        f"Tolerance: busbw -{t.busbw:.0%} and the call +{t.busbw_slack_us:g} us; "
         f"durations +{t.duration:.0%} and "
         f"+{t.duration_slack_s:g} s (process_group and exit_status not compared). "
         "busbw is the slowest rank's median of the stated iterations.",
@@ -47,14 +48,15 @@ def render_comparison_markdown(comparison: Comparison) -> str:
             "| | old | new |",
             "|---|---|---|",
             *(f"| {key} | {_cell(old[key])} | {_cell(new[key])} |" for key in ("image", "torch", "status", "duration")),
-            f"| bandwidth iterations | {scenario.iterations(scenario.old)} | {scenario.iterations(scenario.new)} |",
+            f"| bandwidth iterations | {_cell(scenario.iterations(scenario.old))} | {_cell(scenario.iterations(scenario.new))} |",
             "",
         ]
         body = rows(scenario)
         if body:
             lines += ["| testcase / figure | old | new | new/old | changed |", "|---|---:|---:|---:|---|"]
             lines += [
-                f"| {_cell(r.name)} | {r.old} | {r.new} | {r.ratio} | {'**' + _cell(r.change) + '**' if r.change else ''} |"
+                f"| {_cell(r.name)} | {_cell(r.old)} | {_cell(r.new)} | {_cell(r.ratio)} | "
+                f"{'**' + _cell(r.change) + '**' if r.change else ''} |"
                 for r in body
             ]
             lines.append("")
@@ -69,9 +71,10 @@ def render_comparison_markdown(comparison: Comparison) -> str:
         operations = list(dict.fromkeys(f.operation for s in series for f in s.figures))
         lines += chart_section(operations, series)
     regressions = [(s.name, d) for s in comparison.scenarios for d in s.regressions]
-    if regressions:
+    if regressions or comparison.problems:
         lines += ["### Regressions", ""]
         lines += [f"- {_cell(name)}: {_cell(delta.describe(t))}" for name, delta in regressions]
+        lines += [f"- {_cell(problem)}" for problem in comparison.problems]
         lines.append("")
     return "\n".join(lines)
 

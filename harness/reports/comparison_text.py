@@ -6,9 +6,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.baseline import Comparison, facts, rows
+from harness.reports.escape import terminal_line
+
+
+def _safe(cells: tuple[str, ...]) -> tuple[str, ...]:
+    """Cells that came from the reports (names, images, statuses: the image under test wrote some) as
+    terminal text: no escape sequence of theirs reaches the terminal."""
+    return tuple(terminal_line(c) for c in cells)
 
 
 def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> list[str]:
+    header, body = _safe(header), [_safe(r) for r in body]
     widths = [max(len(header[i]), *(len(r[i]) for r in body)) for i in range(len(header))]
 
     def line(cells: tuple[str, ...]) -> str:
@@ -20,8 +28,8 @@ def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> list[str
 def render_comparison_text(comparison: Comparison) -> str:
     t = comparison.tolerances
     lines = [
-        f"old: {comparison.old_path} (run {comparison.old.get('run_id')})",
-        f"new: {comparison.new_path} (run {comparison.new.get('run_id')})",
+        terminal_line(f"old: {comparison.old_path} (run {comparison.old.get('run_id')})"),
+        terminal_line(f"new: {comparison.new_path} (run {comparison.new.get('run_id')})"),
         f"tolerance: busbw -{t.busbw:.0%} and the call +{t.busbw_slack_us:g} us; "
         f"durations +{t.duration:.0%} and +{t.duration_slack_s:g} s "
         "(process_group and exit_status not compared)",
@@ -29,7 +37,7 @@ def render_comparison_text(comparison: Comparison) -> str:
     for scenario in comparison.scenarios:
         old, new = facts(scenario.old), facts(scenario.new)
         matched = f"matched by {scenario.matched_by}" if scenario.matched_by else "only in one report"
-        lines += ["", f"== {scenario.name} ({matched})"]
+        lines += ["", terminal_line(f"== {scenario.name} ({matched})")]
         lines += _table(
             ("", "old", "new"),
             [(key, old[key], new[key]) for key in ("image", "torch", "status", "duration")]
@@ -43,7 +51,12 @@ def render_comparison_text(comparison: Comparison) -> str:
     lines.append("")
     if regressions:
         lines.append(f"{len(regressions)} figure(s) regressed past the tolerance:")
-        lines += [f"  {name}: {delta.describe(t)}" for name, delta in regressions]
+        lines += [terminal_line(f"  {name}: {delta.describe(t)}") for name, delta in regressions]
     else:
         lines.append("no figure regressed past the tolerance")
+    problems = comparison.problems
+    if problems:
+        lines.append(f"{len(problems)} other regression(s) (each fails the comparison):")
+        lines += ["  " + terminal_line(problem) for problem in problems]
+    lines.append("verdict: " + ("regressed (exit code 1)" if comparison.regressed else "no regression (exit code 0)"))
     return "\n".join(lines) + "\n"

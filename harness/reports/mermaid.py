@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.bandwidth import Figure
+from harness.reports.escape import markdown_cell
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,8 @@ def chart_section(operations: Sequence[str], series: Sequence[Series]) -> list[s
         if chart is None:
             continue
         lines += ["```mermaid", chart, "```", ""]
-        lines.append("Lines in drawing order: " + "; ".join(f"{i}. {s.name}" for i, s in enumerate(series, start=1)) + ".")
+        lines.append(
+            "Lines in drawing order: " + "; ".join(f"{i}. {markdown_cell(s.name)}" for i, s in enumerate(series, start=1)) + "."
+        )
         lines.append("")
     return lines
