@@ -175,7 +175,9 @@ def _write_in(directory: int, target: Path, data: bytes) -> None:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temporary, target.name, src_dir_fd=directory, dst_dir_fd=directory)
+        # By path: the directory has no symbolic link in it (resolved above, opened level by level without
+        # following one), and a rename never follows a link at the target's name.
+        os.replace(target.parent / temporary, target)
     except BaseException:
         if temporary is not None:
             try:
