@@ -45,14 +45,17 @@ def _integer(value: object, low: int, high: int) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
-def _value_problem(value: object, path: str, depth: int, budget: list[int], strings_max: int | None) -> str | None:
-    """Why a parsed JSON value is unusable (a number not finite or past ±NUMBER_MAX, too deep, too many
-    values, a string longer than ``strings_max``); None when it is fine. ``budget``: values still allowed."""
+def _value_problem(
+    value: object, path: str, depth: int, budget: list[int], strings_max: int | None, depth_max: int = DETAILS_MAX_DEPTH
+) -> str | None:
+    """Why a parsed JSON value is unusable (a number not finite or past ±NUMBER_MAX, nested past ``depth_max``,
+    too many values, a string longer than ``strings_max``); None when it is fine. ``budget``: values still
+    allowed (a list, so that every level counts down the same one)."""
     budget[0] -= 1
     if budget[0] < 0:
-        return f"{path.split('.')[0].split('[')[0]} holds more than {DETAILS_MAX_ITEMS} values"
-    if depth > DETAILS_MAX_DEPTH:
-        return f"{path} is nested deeper than {DETAILS_MAX_DEPTH} levels"
+        return f"{path.split('.')[0].split('[')[0]} holds too many values"
+    if depth > depth_max:
+        return f"{path} is nested deeper than {depth_max} levels"
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
@@ -72,16 +75,22 @@ def _value_problem(value: object, path: str, depth: int, budget: list[int], stri
     else:
         return f"{path} is a {type(value).__name__}"  # json.loads makes no other type; a caller's object might
     for where, item in items:
-        problem = _value_problem(item, where, depth + 1, budget, strings_max)
+        problem = _value_problem(item, where, depth + 1, budget, strings_max, depth_max)
         if problem is not None:
             return problem
     return None
 
 
+# A whole document (a diagnosis file, a JSON report that holds records' details a few levels down).
+DOCUMENT_MAX_VALUES = 10 * DETAILS_MAX_ITEMS
+DOCUMENT_MAX_DEPTH = 64
+
+
 def json_problem(value: object, what: str = "the file") -> str | None:
-    """Why a parsed JSON document from the image under test (a diagnosis file) is unusable: a number that is
-    not finite or is past ±NUMBER_MAX, or nesting or a count past the bounds records have; None when usable."""
-    return _value_problem(value, what, 0, [DETAILS_MAX_ITEMS * 10], None)
+    """Why a parsed JSON document (a diagnosis file of the image's, a JSON report) is unusable: a number that
+    is not finite or is past ±NUMBER_MAX, more than DOCUMENT_MAX_VALUES values or DOCUMENT_MAX_DEPTH levels;
+    None when usable."""
+    return _value_problem(value, what, 0, [DOCUMENT_MAX_VALUES], None, DOCUMENT_MAX_DEPTH)
 
 
 def _shown(value: object) -> str:

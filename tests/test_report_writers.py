@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import harness.run_command
+from harness.baseline import BadReport, read_report
 from harness.reports.json_report import render_json
 from harness.reports.junit import render_junit
 from harness.reports.markdown import render_markdown
@@ -118,3 +119,23 @@ def test_a_writer_that_fails_costs_no_other_report_and_the_exit_is_not_zero(
         assert (tmp_path / file_name).exists() == (name != writer)
     assert "distval: passed" in step_summary.read_text(encoding="utf-8")
     assert FakeEngine.instances  # the run itself happened
+
+
+# -- a JSON report read back (compare, --baseline) ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("number", ["NaN", "Infinity", "-Infinity", "1e999", "1" * 400])
+def test_a_report_with_a_number_no_writer_can_write_is_refused_when_read(tmp_path: Path, number: str) -> None:
+    report = tmp_path / "old.json"
+    text = json.dumps({"schema_version": 1, "scenarios": [{"name": "s", "bandwidth": [{"busbw_gbps": 1.0}]}]})
+    report.write_text(text.replace("1.0", number), encoding="utf-8")
+    where = r"the report.scenarios\[0\].bandwidth\[0\].busbw_gbps is"
+    with pytest.raises(BadReport, match=f"not a usable distval JSON report: {where}"):
+        read_report(report)
+
+
+def test_a_report_nested_past_jsons_own_depth_is_refused_not_a_crash(tmp_path: Path) -> None:
+    report = tmp_path / "deep.json"
+    report.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
+    with pytest.raises(BadReport, match="is not JSON"):
+        read_report(report)
