@@ -139,3 +139,32 @@ def test_a_report_nested_past_jsons_own_depth_is_refused_not_a_crash(tmp_path: P
     report.write_text("[" * 100_000 + "]" * 100_000, encoding="utf-8")
     with pytest.raises(BadReport, match="is not JSON"):
         read_report(report)
+
+
+def test_diagnosis_files_with_numbers_no_writer_can_write_are_not_read() -> None:
+    """The flight recorder, launch facts and error file are the image's JSON too (harness/diagnosis.py)."""
+    inside, _ = plans()
+    entry = {"collective_seq_id": math.nan, "record_id": math.inf, "profiling_name": "gloo:all_reduce", "state": "scheduled"}
+    files = {
+        "rank-0.jsonl": (json.dumps(good(0)) + "\n").encode(),
+        "rank-1.jsonl": (json.dumps(good(1)) + "\n").encode(),
+        "flight-recorder-rank-1.json": json.dumps({"available": True, "entries": [entry], "took_s": math.nan}).encode(),
+        "launch-rank-0.json": json.dumps({"restart_count": math.inf, "use_agent_store": True}).encode(),
+        "torchelastic-error.json": json.dumps({"message": {"message": "boom", "extraInfo": {"timestamp": math.nan}}}).encode(),
+        "stacks-report.json": ("[" * 100_000).encode(),  # past json's own depth: RecursionError, not ValueError
+        "launch-rank-1.json": ("[" * 100_000).encode(),
+    }
+    c = inside.containers[0]
+    outcome = ScenarioOutcome(inside, "sha256:1", 1.0, (ContainerOutcome(c.name, c.node_rank, c.ranks, 1, False, "", "", files),))
+    summary = RunSummary(RUN_ID, (summarize_scenario(outcome),), host="h", config_path="c.yaml")
+    text = render_json(summary)
+    assert "NaN" not in text and "Infinity" not in text
+
+
+def test_a_record_line_nested_past_jsons_depth_is_an_unreadable_line_not_a_crash() -> None:
+    inside, _ = plans()
+    files = {"rank-0.jsonl": (json.dumps(good(0)) + "\n" + "[" * 100_000 + "\n").encode()}
+    c = inside.containers[0]
+    outcome = ScenarioOutcome(inside, "sha256:1", 1.0, (ContainerOutcome(c.name, c.node_rank, c.ranks, 0, False, "", "", files),))
+    cases = {case.name: case for case in summarize_scenario(outcome).cases}
+    assert cases["results"].message.endswith("rank-0.jsonl:2: unreadable result line (cut by a crash?)")

@@ -49,7 +49,7 @@ def render_summary(summary: RunSummary) -> str:
         for scenario, cases in failing:
             names = ", ".join(f"{terminal_line(c.name)} ({c.status})" for c in cases) or "no results"
             lines.append(f"  {terminal_line(scenario.plan.scenario.name)}: {names}")
-            lines.append(f"    {terminal_line(reproduce_command(summary, scenario))}")
+            lines.append(f"    {terminal_text(reproduce_command(summary, scenario))}")  # its blanks are the command's
     if summary.early_error is not None:
         kind, message = summary.early_error
         if lines:
