@@ -47,6 +47,7 @@ from typing import Any
 
 from harness.bandwidth import count_range
 from harness.errors import BadInput
+from harness.records import json_problem
 from harness.reports.json_report import json_report
 from harness.results import ERROR, EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, RunSummary, ScenarioResult
 
@@ -231,10 +232,14 @@ def read_report(path: str | Path) -> dict[str, Any]:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
         raise BadReport(f"cannot read the JSON report {path}: {exc.strerror or exc}") from exc
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise BadReport(f"{path} is not JSON: {exc}") from exc
     if not isinstance(data, dict) or data.get("schema_version") != 1 or not isinstance(data.get("scenarios"), list):
         raise BadReport(f"{path} is not a distval JSON report (expected schema_version 1 and a list of scenarios)")
+    # json reads NaN, Infinity and 1e999, which no report writer can write back (a comparison would crash).
+    problem = json_problem(data, "the report")
+    if problem is not None:
+        raise BadReport(f"{path} is not a usable distval JSON report: {problem}")
     return data
 
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from harness.engine_protocol import EngineAPI
 from harness.errors import EngineError
 from harness.processes import signal_workers, signal_workers_beside
+from harness.records import json_problem
 
 if TYPE_CHECKING:
     from harness.docker_spec import ContainerPlan
@@ -429,9 +430,10 @@ class Diagnosis:
 def _json_object(text: str) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
-    return value if isinstance(value, dict) else None
+    # Written by the image under test: NaN, Infinity or a 400-digit number would break a report writer later.
+    return value if isinstance(value, dict) and json_problem(value) is None else None
 
 
 # -- a scenario's files -> its diagnosis --------------------------------------------------------------

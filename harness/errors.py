@@ -18,6 +18,8 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
+from harness.reports.escape import terminal_text
+
 EXIT_PASSED = 0
 EXIT_CHECKS_FAILED = 1
 EXIT_BAD_INPUT = 2
@@ -38,6 +40,11 @@ def one_line(text: str) -> str:
 class DistvalError(Exception):
     exit_code = EXIT_CHECKS_FAILED
     kind = "error"
+
+    def __str__(self) -> str:
+        # Every "distval: ..." line on stderr is made of this; messages quote an Engine's reply or an image's
+        # output, whose escape sequences and bidi overrides must not reach the terminal.
+        return terminal_text(super().__str__())
 
 
 class BadInput(DistvalError):

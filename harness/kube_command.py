@@ -17,7 +17,7 @@ from typing import Any
 
 from harness import cli_values
 from harness.config import load_config
-from harness.errors import EXIT_BAD_INPUT, BadInput, ConfigError
+from harness.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError
 from harness.kube_export import LAYOUTS, export_config, render
 from harness.reports.files import write_atomically
 from harness.reports.summary import render_summary
@@ -68,9 +68,9 @@ def command_collect(args: argparse.Namespace) -> int:
         namespace = args.namespace or "default"
         sources, failure = read_api(KubernetesPods(), namespace, args.job)
         summary = summarize_sources(sources, from_api=True, fail_on_skip=args.fail_on_skip, job_failure=failure)
-    write_reports(summary, args)
+    written = write_reports(summary, args)
     sys.stdout.write(render_summary(summary))
-    return summary.exit_code
+    return summary.exit_code or (0 if written else InternalError.exit_code)
 
 
 def add_kubernetes_commands(commands: Any, add_report_options: Any) -> None:

@@ -24,6 +24,7 @@ from harness.plan import (
     StartContainer,
     Step,
 )
+from harness.reports.escape import terminal_text
 
 
 def describe_step(plan: ScenarioPlan, step: Step) -> str:
@@ -75,7 +76,9 @@ def render_plan(plan: RunPlan) -> str:
             if isinstance(step, CreateContainer):
                 lines += _container_lines(sp, step.container)
         lines += fault_lines(sp)
-    return "\n".join(lines) + "\n"
+    # Config values are refused with control characters at load; this keeps any other text (a config path,
+    # an image's name) from reaching the reviewer's terminal as escape sequences either.
+    return terminal_text("\n".join(lines)) + "\n"
 
 
 # The order a reader wants: what runs, then where, then the rest alphabetically.

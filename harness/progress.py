@@ -37,6 +37,7 @@ from typing import TextIO
 
 from harness.events import SETTING_UP
 from harness.plan import ScenarioPlan
+from harness.reports.escape import terminal_line
 from harness.results import ERROR, FAILED, PASSED, SKIPPED, ScenarioResult
 
 HEARTBEAT_S = 30.0
@@ -216,7 +217,8 @@ class ProgressDisplay:
         # One column short of the width: a line that fills it wraps on some terminals, and the cursor
         # movements then land in the wrong row.
         width = max(self._width() - 1, 10)
-        self._draw([line[:width] for line in lines])
+        # Controls out before the cut: scenario and case names, notes and build output are others' text.
+        self._draw([terminal_line(line)[:width] for line in lines])
 
     def _draw(self, lines: list[str]) -> None:
         """Replace the status lines on screen with ``lines``: back to the first one, rewrite each (spaces
@@ -243,7 +245,8 @@ class ProgressDisplay:
         """A permanent timestamped line (on a terminal: above the status lines, which are drawn again)."""
         if self.tty:
             self._draw([])
-        self._write(f"[{self._clock() - self._started:6.1f}s] {line}\n")
+        # The one place permanent lines are made: names and notes can be the image's text (ESC, OSC, bidi).
+        self._write(f"[{self._clock() - self._started:6.1f}s] {terminal_line(line)}\n")
         if self.tty:
             self._redraw()
 

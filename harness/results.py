@@ -30,6 +30,7 @@ from harness.host_plan import canonical_host_plan
 from harness.nccl_transport import describe as describe_transports
 from harness.nccl_transport import transports_between
 from harness.plan import LABEL_RUN, ContainerPlan, ScenarioPlan, ipv6_subnet
+from harness.records import error_record, validate_record
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 EXIT_STATUS_CASE = "exit_status"
@@ -244,10 +245,16 @@ def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object
                 continue
             try:
                 record = json.loads(line)
+                problem = validate_record(record)
+                if problem is not None:  # written by the image under test: its rank's error, not a crash later
+                    record = error_record(record, problem)
+                    if record is None:  # not even its rank and check can be told
+                        raise ValueError(problem)
+                    problems.append(f"{outcome.name}:{file_name}:{number}: {problem}")
                 rank = int(record["rank"])
                 record["check"] = str(record["check"])
                 record["duration_s"] = float(record.get("duration_s") or 0.0)
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: "[[[[..." past json's depth
                 problems.append(f"{outcome.name}:{file_name}:{number}: unreadable result line (cut by a crash?)")
                 continue
             by_rank.setdefault(rank, []).append(record)

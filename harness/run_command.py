@@ -123,15 +123,18 @@ def _refused_reports(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     return refused + overwrites_baseline(args, REPORT_OPTIONS)
 
 
-def write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset[str] = frozenset()) -> None:
+def write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset[str] = frozenset()) -> bool:
     """JUnit, JSON, Markdown and $GITHUB_STEP_SUMMARY; a report that cannot be written is one line on stderr.
-    ``skip``: the paths refused before the run (already said)."""
+    ``skip``: the paths refused before the run (already said). Each writer on its own: one that fails for a
+    bug of distval's (any exception but OSError) costs neither the others nor the terminal summary; it is
+    said as an internal error, and the return value is False then (the caller exits non-zero)."""
     writers: list[tuple[str, str | None, Callable[[], object]]] = [
         ("JUnit XML", args.junit, lambda: write_junit(summary, args.junit)),
         ("JSON report", args.json, lambda: write_json(summary, args.json)),
         ("Markdown summary", args.markdown, lambda: write_markdown(summary, args.markdown)),
         ("step summary", os.environ.get(STEP_SUMMARY_ENV), lambda: append_step_summary(summary)),
     ]
+    written = True
     for what, path, write in writers:
         if not path or path in skip:
             continue
@@ -139,6 +142,10 @@ def write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset
             write()
         except OSError as exc:
             print(f"distval: cannot write the {what} to {path}: {exc}", file=sys.stderr)
+        except Exception as exc:  # a bug of distval's, not the image's: the other reports still get written
+            print(f"distval: the {what} was not written to {path}: {InternalError(exc)}", file=sys.stderr)
+            written = False
+    return written
 
 
 def default_jobs() -> int:
@@ -381,10 +388,16 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             session.close()
         signal.signal(signal.SIGTERM, previous)
     summary = with_baseline(summary, args, remeasures)
-    write_reports(summary, args, frozenset(path for _, path, _ in refused))
-    sys.stdout.write(render_summary(summary))
+    exit_code = summary.exit_code
+    if not write_reports(summary, args, frozenset(path for _, path, _ in refused)):
+        exit_code = exit_code or InternalError.exit_code  # a report is missing: never a quiet 0
+    try:
+        sys.stdout.write(render_summary(summary))
+    except Exception as exc:  # a bug of distval's in the terminal summary: the reports above are written
+        print(f"distval: the terminal summary was not printed: {InternalError(exc)}", file=sys.stderr)
+        exit_code = exit_code or InternalError.exit_code
     for line in keeper.instructions():
         print(f"distval: {line}", file=sys.stderr)
     if args.host and summary.scenarios:
         print("(host mode: local processes with the local torch, no Docker; every testsuite is marked [host])")
-    return summary.exit_code
+    return exit_code

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from harness.reports.files import NotARegularFile, refusal, write_atomically
+from harness.reports.files import NotARegularFile, UnsafePath, refusal, write_atomically
 from harness.reports.json_report import render_json, write_json
 from harness.results import CaseResult, RunSummary
 from tests.fake_engine import FakeEngine
@@ -144,9 +144,9 @@ def test_no_temporary_file_is_left_when_the_target_turns_into_a_directory(
     target = tmp_path / "report.json"
     real_replace: Callable[..., None] = os.replace
 
-    def race(source: str, destination: str) -> None:
+    def race(source: str, destination: str, **kwargs: Any) -> None:
         target.mkdir()  # made a directory between the check and the rename
-        real_replace(source, destination)
+        real_replace(source, destination, **kwargs)
 
     monkeypatch.setattr(os, "replace", race)
     with pytest.raises(IsADirectoryError):
@@ -224,3 +224,99 @@ def test_a_clock_gone_wrong_still_gives_valid_json(duration: float) -> None:
     data = json.loads(render_json(report), parse_constant=_not_json)
     (written,) = data["scenarios"]
     assert {written["duration_s"], *(c["duration_s"] for c in written["cases"])} == {0.0}
+
+
+# -- symbolic links another user owns (fs.protected_symlinks' rule); the tests run as root ----------------
+OTHER_UID = 4242  # no one's: a user other than the caller (root) and the directory's owner
+
+
+def sticky_directory(tmp_path: Path, owner: int = 0) -> Path:
+    shared = tmp_path / "tmp"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # like /tmp: sticky and world-writable
+    os.chown(shared, owner, owner)
+    return shared
+
+
+def link_of(owner: int, link: Path, target: Path) -> Path:
+    link.symlink_to(target)
+    os.chown(link, owner, owner, follow_symlinks=False)
+    return link
+
+
+@pytest.fixture(autouse=False)
+def as_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the links are given to another user with chown")
+
+
+@pytest.mark.usefixtures("as_root")
+def test_another_users_link_in_a_sticky_directory_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    shared = sticky_directory(tmp_path)
+    victim = tmp_path / "etc" / "cron.d" / "job"
+    link = link_of(OTHER_UID, shared / "junit.xml", victim)
+    reason = refusal(link)
+    assert reason is not None and "another user's link" in reason and f"uid {OTHER_UID}" in reason
+    with pytest.raises(UnsafePath):
+        write_atomically(link, "<x/>")
+    assert not (tmp_path / "etc").exists()  # not even the parent directories
+    existing = tmp_path / "passwd"
+    existing.write_text("root", encoding="utf-8")
+    other = link_of(OTHER_UID, shared / "report.json", existing)
+    with pytest.raises(UnsafePath):
+        write_atomically(other, "{}")
+    assert existing.read_text(encoding="utf-8") == "root"
+
+
+@pytest.mark.usefixtures("as_root")
+def test_a_link_to_a_directory_in_a_sticky_directory_is_refused_too(tmp_path: Path) -> None:
+    shared = sticky_directory(tmp_path)
+    (tmp_path / "etc").mkdir()
+    link_of(OTHER_UID, shared / "out", tmp_path / "etc")
+    with pytest.raises(UnsafePath):
+        write_atomically(shared / "out" / "report.md", "x")
+    assert listing(tmp_path / "etc") == []
+
+
+@pytest.mark.usefixtures("as_root")
+def test_links_the_rule_allows_are_followed(tmp_path: Path) -> None:
+    shared = sticky_directory(tmp_path, owner=OTHER_UID)
+    mine = link_of(0, shared / "mine.xml", tmp_path / "a" / "mine.xml")  # the caller's own link
+    owners = link_of(OTHER_UID, shared / "owners.xml", tmp_path / "owners.xml")  # the directory owner's link
+    write_atomically(mine, "1")
+    write_atomically(owners, "2")
+    assert (tmp_path / "a" / "mine.xml").read_text(encoding="utf-8") == "1"
+    assert (tmp_path / "owners.xml").read_text(encoding="utf-8") == "2"
+    assert mine.is_symlink() and owners.is_symlink()
+
+
+@pytest.mark.usefixtures("as_root")
+def test_no_directory_is_created_through_another_users_link(tmp_path: Path) -> None:
+    private = tmp_path / "reports"
+    private.mkdir()  # not sticky: the rule above does not apply, but the link is still someone else's
+    link = link_of(OTHER_UID, private / "out", tmp_path / "elsewhere" / "deep")
+    with pytest.raises(UnsafePath, match="creates no directory"):
+        write_atomically(link / "report.json", "{}")
+    assert not (tmp_path / "elsewhere").exists()
+    (tmp_path / "elsewhere" / "deep").mkdir(parents=True)  # an existing directory is written into
+    write_atomically(link / "report.json", "{}")
+    assert (tmp_path / "elsewhere" / "deep" / "report.json").read_text(encoding="utf-8") == "{}"
+
+
+def test_the_temporary_file_is_never_opened_through_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """O_EXCL | O_NOFOLLOW: a link planted at the temporary name is not followed (the name is taken instead)."""
+    monkeypatch.setattr("harness.reports.files.secrets.token_hex", lambda _: "feed")
+    planted = tmp_path / "victim"
+    (tmp_path / ".report.json.feed.tmp").symlink_to(planted)
+    with pytest.raises(FileExistsError):
+        write_atomically(tmp_path / "report.json", "{}")
+    assert not planted.exists()
+
+
+@pytest.mark.usefixtures("as_root")
+def test_run_refuses_another_users_link_before_anything_runs(fake_docker: Path, tmp_path: Path) -> None:  # noqa: F811
+    shared = sticky_directory(tmp_path)
+    link = link_of(OTHER_UID, shared / "junit.xml", tmp_path / "made" / "junit.xml")
+    code = run(fake_docker, tmp_path, "--quiet", "--junit", str(link))
+    assert code == 2 and FakeEngine.instances == []
+    assert not (tmp_path / "made").exists()

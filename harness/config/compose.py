@@ -21,6 +21,7 @@ from typing import Any
 import yaml
 from yaml.resolver import Resolver
 
+from harness.config.values import text_problem
 from harness.config.yaml_nodes import SHOWN_MAX, Problems, child_path, describe, index_path, line_of, shown
 from harness.errors import ConfigError
 
@@ -104,6 +105,12 @@ class _Composer:
             if tag is None or tag == "!":
                 tag = _RESOLVER.resolve(yaml.ScalarNode, event.value, event.implicit)
             node = yaml.ScalarNode(tag, event.value, start, end, style=event.style)
+            # Every key and value of the file passes here once (an alias does not): the one check of its text.
+            problem = text_problem(event.value)
+            if problem is not None:
+                top = self.stack[-1] if self.stack else None
+                is_key = top is not None and isinstance(top.node, yaml.MappingNode) and top.key is None
+                self.problems.add_general(node, child_path(top.path, event.value) if top and is_key else self.path(), problem)
             self.anchor(event, node)
             self.add(node, 1)
         elif isinstance(event, (yaml.SequenceStartEvent, yaml.MappingStartEvent)):

@@ -34,6 +34,23 @@ RESERVED_ENV = ("RANK", "LOCAL_RANK", "GROUP_RANK", "WORLD_SIZE", "LOCAL_WORLD_S
 RESERVED_ENV_PREFIX = "DISTVAL_"
 # Characters no value that reaches a command line, an environment or a label may hold.
 CONTROL = re.compile("[\x00-\x1f\x7f]")
+# Characters no text in a config may hold at all (keys, values, extensions): C0 controls but tab, DEL, C1
+# controls (0x9b is CSI), and the bidi overrides, isolates and marks. YAML's reader refuses most of them
+# written raw, but its double-quoted escapes ("\e[2J", "\x9b", "\u202e") make any: printed in a plan, they
+# would rewrite what a reviewer reads (a hidden env value, a working_dir shown as another).
+TEXT_FORBIDDEN = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` (any scalar of a config, as written) cannot be in a config; None when it can."""
+    found = TEXT_FORBIDDEN.search(text)
+    if found is None:
+        return None
+    return (
+        f"expected text without control characters (C0 but tab, DEL, C1) or bidi overrides; "
+        f"got {shown(text)} (U+{ord(found.group()):04X} at character {found.start() + 1})"
+    )
+
 
 # Docker's image reference grammar (github.com/distribution/reference, reference.go's comment):
 #   reference := name [ ":" tag ] [ "@" digest ];  name := [domain '/'] path-component ['/' path-component]*

@@ -67,12 +67,24 @@ class Problems:
         self.path = file_label(path)
         self.lines: list[str] = []
         self._numbers: list[int] = []
+        self._general: dict[int, int] = {}  # id(node) -> index in lines of its add_general problem
 
     def add(self, node: yaml.Node | None, key_path: str, message: str) -> None:
         line = f":{node.start_mark.line + 1}" if node is not None else ""
         where = f"{key_path}: " if key_path else ""
-        self.lines.append(f"{self.path}{line}: {where}{message}")
+        text = f"{self.path}{line}: {where}{message}"
+        index = self._general.pop(id(node), None) if node is not None else None
+        if index is not None:  # the key's own reader says it more precisely: one problem per value
+            self.lines[index] = text
+            return
+        self.lines.append(text)
         self._numbers.append(node.start_mark.line if node is not None else -1)
+
+    def add_general(self, node: yaml.Node, key_path: str, message: str) -> None:
+        """A problem of any text in the file (found as it is composed), which a later ``add`` for the same
+        node (its key's reader) replaces."""
+        self.add(node, key_path, message)
+        self._general[id(node)] = len(self.lines) - 1
 
     def in_file_order(self) -> list[str]:
         """The problems by line (stable: those on one line in the order found); past PROBLEMS_SHOWN, one line

@@ -3,6 +3,7 @@
 One module per format: ``junit`` (JUnit XML), ``json_report`` (the JSON report), ``markdown`` (Markdown,
 also appended to ``$GITHUB_STEP_SUMMARY``), ``summary`` (the table on stdout). ``facts`` holds what
 several formats state alike (the command that reproduces a scenario, the pass count); ``files`` is the
-one atomic file writer every format writes through. Live progress while the run goes on is
+one atomic file writer every format writes through; ``escape`` makes the image's text (names, messages,
+labels) safe for a Markdown cell, inline code and a terminal line. Live progress while the run goes on is
 ``harness.progress``, not here.
 """

@@ -16,6 +16,7 @@ import unicodedata
 _BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061c"
 _CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]|#!~])")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def strip_controls(text: str) -> str:
@@ -25,9 +26,16 @@ def strip_controls(text: str) -> str:
     return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) != "Cf")
 
 
+def terminal_text(text: str) -> str:
+    """Text for a terminal, line breaks kept: controls removed, and lone surrogates (json.loads makes them of
+    a record's ``"\\udc80"``) as U+FFFD, which stdout's strict UTF-8 encoder would otherwise raise on."""
+    text = strip_controls(text)
+    return _SURROGATE.sub("\ufffd", text)
+
+
 def terminal_line(text: str) -> str:
     """One line for a terminal: controls removed, line breaks and tabs as spaces."""
-    return " ".join(strip_controls(text).split())
+    return " ".join(terminal_text(text).split())
 
 
 def markdown_cell(text: str) -> str:
@@ -35,3 +43,14 @@ def markdown_cell(text: str) -> str:
     characters backslash-escaped and HTML's <, >, & as entities (GitHub renders raw HTML in Markdown)."""
     one_line = " ".join(strip_controls(text).split())
     return _MARKDOWN_SPECIAL.sub(r"\\\1", html.escape(one_line, quote=False))
+
+
+def markdown_code(text: str) -> str:
+    """Inline code (a run id, a host name): one line, controls removed, between backtick fences longer than
+    any backtick run in it (a code span ends at the first run of its own length), padded with a space where
+    it starts or ends with a backtick. Markdown and HTML are not interpreted inside a code span."""
+    one_line = " ".join(strip_controls(text).split())
+    longest = max((len(run) for run in re.findall("`+", one_line)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if one_line.startswith("`") or one_line.endswith("`") else ""
+    return f"{fence}{pad}{one_line}{pad}{fence}"

@@ -4,8 +4,16 @@
 target that is not a regular file (a directory, a device, a FIFO, a socket: ``NotARegularFile``), writes
 the text to a new temporary file beside the target (same directory, so same filesystem), flushes it to
 the disk (fsync) and renames it over the target: a reader, or a run killed halfway, sees the old file or
-the new one, never a part. An existing target keeps its permission bits; parent directories are created.
-On any failure the temporary file is removed and the old file stays as it was.
+the new one, never a part. An existing target keeps its permission bits; missing parent directories are
+created. On any failure the temporary file is removed and the old file stays as it was.
+
+distval often runs as root with report paths in shared directories such as /tmp. The kernel's
+``fs.protected_symlinks`` refuses to follow a symbolic link in a sticky world-writable directory unless the
+link belongs to the follower or to the directory's owner; distval resolves the path itself, so it applies
+the same rule (``UnsafePath``): another user's link in /tmp must not make root write, or create
+directories, wherever that user wants. Parent directories are not created through another user's link
+either, and every directory is opened (and created) one level at a time with ``O_NOFOLLOW``, as is the
+temporary file, so that a link swapped in after the check is not followed.
 
 ``refusal`` is the same check, for the command line to make before a run starts.
 """
@@ -16,10 +24,16 @@ import errno
 import os
 import secrets
 import stat
+from collections import deque
+from dataclasses import dataclass
 from pathlib import Path
 
 # A temporary name no other writer uses (several runs may write reports into one directory).
 _TEMPORARY_ATTEMPTS = 16
+# The kernel's own limit on symbolic links in one path lookup (MAXSYMLINKS).
+_LINKS_MAX = 40
+# O_PATH opens a directory that can be searched but not read (mode 0711) as a base for the *at() calls.
+_DIRECTORY_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISCHR, "a character device"),
@@ -33,14 +47,87 @@ class NotARegularFile(OSError):
     """The report's path names something other than a regular file, which a report must never replace."""
 
 
+class UnsafePath(OSError):
+    """The report's path goes through a symbolic link that another user could point anywhere."""
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    path: str  # absolute, no symbolic link in it (as far as it exists)
+    problem: str | None  # why no report may be written there
+    foreign_link: str | None  # a followed symbolic link owned by another user than the caller
+
+
+def _protected_link(directory: str, link: str, link_stat: os.stat_result) -> str | None:
+    """fs.protected_symlinks' rule: in a sticky world-writable directory, follow only a link that belongs to
+    the caller or to the directory's owner."""
+    try:
+        parent = os.stat(directory)
+    except OSError:
+        return None
+    sticky_and_shared = parent.st_mode & stat.S_ISVTX and parent.st_mode & stat.S_IWOTH
+    if sticky_and_shared and link_stat.st_uid not in (parent.st_uid, os.geteuid()):
+        return (
+            f"{link} is a symbolic link of uid {link_stat.st_uid} in the sticky world-writable directory {directory}: "
+            "a report is never written through another user's link there (as fs.protected_symlinks refuses)"
+        )
+    return None
+
+
+def _resolve(path: str | os.PathLike[str]) -> _Resolved:
+    """``path`` with every symbolic link resolved (as os.path.realpath), checking each link as it is followed."""
+    text = os.fspath(path)
+    parts = deque(text.split("/") if os.path.isabs(text) else [*os.getcwd().split("/"), *text.split("/")])
+    resolved = "/"
+    links = 0
+    foreign: str | None = None
+    missing = False  # past a component that does not exist: nothing further can be a link
+    while parts:
+        name = parts.popleft()
+        if name in ("", "."):
+            continue
+        if name == "..":
+            resolved = os.path.dirname(resolved)
+            continue
+        candidate = os.path.join(resolved, name)
+        if missing:
+            resolved = candidate
+            continue
+        try:
+            status = os.lstat(candidate)
+        except OSError:
+            missing = True
+            resolved = candidate
+            continue
+        if not stat.S_ISLNK(status.st_mode):
+            resolved = candidate
+            continue
+        links += 1
+        if links > _LINKS_MAX:
+            return _Resolved(candidate, f"{text} is a loop of symbolic links, not a regular file", foreign)
+        problem = _protected_link(resolved, candidate, status)
+        if problem is not None:
+            return _Resolved(candidate, problem, foreign)
+        if status.st_uid != os.geteuid() and foreign is None:
+            foreign = candidate
+        target = os.readlink(candidate)
+        if target.startswith("/"):
+            resolved = "/"
+        parts.extendleft(reversed(target.split("/")))
+    return _Resolved(resolved, None, foreign)
+
+
 def refusal(path: str | os.PathLike[str]) -> str | None:
     """Why ``path`` cannot take a report, in words; None when it is a regular file, does not exist yet, or is a
     symbolic link to one of those. Problems only the write itself can find (permissions) are left to it."""
+    found = _resolve(path)
+    return found.problem if found.problem is not None else _kind_problem(found.path, path)
+
+
+def _kind_problem(resolved: str, path: str | os.PathLike[str]) -> str | None:
     try:
-        mode = os.stat(path).st_mode  # through symbolic links
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return f"{os.fspath(path)} is a loop of symbolic links, not a regular file"
+        mode = os.lstat(resolved).st_mode
+    except OSError:
         return None
     if stat.S_ISREG(mode):
         return None
@@ -53,48 +140,91 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
 
     Characters UTF-8 cannot encode (lone surrogates from rank output) are written as ``\\udcXX`` escapes.
     """
-    reason = refusal(path)
+    found = _resolve(path)
+    if found.problem is not None:
+        raise (NotARegularFile if "loop of symbolic links" in found.problem else UnsafePath)(found.problem)
+    reason = _kind_problem(found.path, path)
     if reason is not None:
         raise NotARegularFile(reason)
-    target = Path(os.path.realpath(path))
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = Path(found.path)
+    if found.foreign_link is not None and not os.path.isdir(target.parent):
+        raise UnsafePath(
+            f"{os.fspath(path)}: its directory {target.parent} does not exist and the path goes through "
+            f"{found.foreign_link}, another user's symbolic link: distval creates no directory there"
+        )
     data = text.encode("utf-8", "backslashreplace")
+    directory = _open_directory(target.parent)
     try:
-        mode: int | None = stat.S_IMODE(os.stat(target).st_mode)
+        _write_in(directory, target, data)
+        _fsync_directory(directory)
+    finally:
+        os.close(directory)
+
+
+def _write_in(directory: int, target: Path, data: bytes) -> None:
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(target.name, dir_fd=directory, follow_symlinks=False).st_mode)
     except FileNotFoundError:
         mode = None
-    temporary: Path | None = None
+    temporary: str | None = None
     try:
-        temporary, fd = _create_temporary(target)
+        temporary, fd = _create_temporary(directory, target.name)
         with os.fdopen(fd, "wb") as handle:
             if mode is not None:
                 os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        os.replace(temporary, target)
+        # By path: the directory has no symbolic link in it (resolved above, opened level by level without
+        # following one), and a rename never follows a link at the target's name.
+        os.replace(target.parent / temporary, target)
     except BaseException:
         if temporary is not None:
-            temporary.unlink(missing_ok=True)
+            try:
+                os.unlink(temporary, dir_fd=directory)
+            except FileNotFoundError:
+                pass
         raise
-    _fsync_directory(target.parent)
 
 
-def _create_temporary(target: Path) -> tuple[Path, int]:
-    """A new file beside ``target``, created exclusively with the mode a plain open() would give it (umask applies)."""
+def _open_directory(directory: Path) -> int:
+    """A descriptor of ``directory`` (symbolic-link free, from _resolve), opened from / one level at a time
+    without following links, creating the levels that are missing."""
+    fd = os.open("/", _DIRECTORY_FLAGS)
+    try:
+        for name in directory.parts[1:]:
+            try:
+                child = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
+            except FileNotFoundError:
+                try:
+                    os.mkdir(name, 0o777, dir_fd=fd)
+                except FileExistsError:
+                    pass  # made meanwhile by another writer: opened below like any other
+                child = os.open(name, _DIRECTORY_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _create_temporary(directory: int, name: str) -> tuple[str, int]:
+    """A new file beside ``name``, created exclusively with the mode a plain open() would give it (umask applies)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(_TEMPORARY_ATTEMPTS):
-        temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+        temporary = f".{name}.{secrets.token_hex(4)}.tmp"
         try:
-            return temporary, os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            return temporary, os.open(temporary, flags, 0o666, dir_fd=directory)
         except FileExistsError:
             continue
-    raise FileExistsError(f"no free temporary name beside {target}")
+    raise FileExistsError(errno.EEXIST, f"no free temporary name beside {name}")
 
 
-def _fsync_directory(directory: Path) -> None:
+def _fsync_directory(directory: int) -> None:
     """Make the rename itself durable; a filesystem that cannot open or sync a directory is left as it is."""
     try:
-        fd = os.open(directory, os.O_RDONLY)
+        fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY, dir_fd=directory)
     except OSError:
         return
     try:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from harness import __version__
 from harness.bandwidth import count_range
+from harness.reports.escape import markdown_cell, markdown_code, strip_controls
 from harness.reports.facts import failing_cases, passed_counts, reproduce_command, topology_rows_of
 from harness.reports.files import write_atomically
 from harness.reports.mermaid import Series, chart_section
@@ -23,16 +24,14 @@ MARKDOWN_MESSAGE_CHARS = 2000
 MARKDOWN_MAX_FAILURES = 50
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 VERDICT_ICONS = {PASSED: "✅", FAILED: "❌", ERROR: "❌", SKIPPED: "⏭️"}
-
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]<>|#!~])")
-
-
-def _cell(text: str) -> str:
-    """Text for a Markdown table cell: one line, Markdown and HTML characters escaped."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", " ".join(text.split()))
+# comparison_markdown.py still imports the former local helper by this name; it is escape.markdown_cell now.
+_cell = markdown_cell
 
 
 def _fenced(text: str) -> str:
+    """A fenced code block of ``text``: the fence is longer than any backtick run in it, so no line of the
+    text closes it; controls are removed (the file is also read with cat)."""
+    text = strip_controls(text)
     longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}\n{text}\n{fence}"
@@ -50,11 +49,11 @@ def render_markdown(summary: RunSummary) -> str:
     passed, total = passed_counts(summary)
     icon = "✅" if summary.exit_code == 0 else "❌"
     lines = [
-        f"## {icon} distval: {verdict(summary)}",
+        f"## {icon} distval: {markdown_cell(verdict(summary))}",
         "",
         f"{passed} of {total} check results passed in {len(summary.scenarios)} scenario(s); exit code {summary.exit_code}. "
-        f"Run `{summary.run_id}`, distval {__version__}, Docker Engine {summary.engine_version or 'unknown'}, "
-        f"host `{summary.host}`.",
+        f"Run {markdown_code(summary.run_id)}, distval {__version__}, "
+        f"Docker Engine {markdown_cell(summary.engine_version or 'unknown')}, host {markdown_code(summary.host)}.",
         "",
     ]
     if summary.scenarios:
@@ -66,7 +65,8 @@ def render_markdown(summary: RunSummary) -> str:
             s = scenario.plan.scenario
             count = {status: sum(1 for c in scenario.cases if c.status == status) for status in (PASSED, FAILED, ERROR, SKIPPED)}
             lines.append(
-                f"| {_cell(s.name)} | {s.topology} | {s.world_size} | {_cell(scenario.plan.image)} "
+                f"| {markdown_cell(s.name)} | {markdown_cell(s.topology)} | {s.world_size} "
+                f"| {markdown_cell(scenario.plan.image)} "
                 f"| {VERDICT_ICONS.get(scenario.status, '')} {scenario.status} | {count[PASSED]} | {count[FAILED]} "
                 f"| {count[ERROR]} | {count[SKIPPED]} | {scenario.duration_s:.1f} s |"
             )
@@ -74,7 +74,7 @@ def render_markdown(summary: RunSummary) -> str:
     lines += bandwidth_section(summary)
     if summary.early_error is not None:
         kind, message = summary.early_error
-        lines += [f"### The run stopped early: {_cell(kind)}", "", _fenced(message[:MARKDOWN_MESSAGE_CHARS]), ""]
+        lines += [f"### The run stopped early: {markdown_cell(kind)}", "", _fenced(message[:MARKDOWN_MESSAGE_CHARS]), ""]
     failures = [(s, c) for s in summary.scenarios for c in failing_cases(s)]
     if failures:
         lines += ["### Failures", ""]
@@ -83,7 +83,7 @@ def render_markdown(summary: RunSummary) -> str:
                 case.message if len(case.message) <= MARKDOWN_MESSAGE_CHARS else case.message[:MARKDOWN_MESSAGE_CHARS] + "..."
             )
             lines += [
-                f"#### {_cell(scenario.plan.scenario.name)} / {_cell(case.name)}: {case.status}",
+                f"#### {markdown_cell(scenario.plan.scenario.name)} / {markdown_cell(case.name)}: {markdown_cell(case.status)}",
                 "",
                 _fenced(message),
                 "",
@@ -111,14 +111,14 @@ def figure_table(series: list[Series]) -> list[str]:
     sizes = sorted({f.size for s in series for f in s.figures})
     labels = {f.size: f.label for s in series for f in s.figures}
     lines = [
-        "| scenario | operation | " + " | ".join(labels[size] for size in sizes) + " |",
+        "| scenario | operation | " + " | ".join(markdown_cell(labels[size]) for size in sizes) + " |",
         "|---|---|" + "---:|" * len(sizes),
     ]
     for s in series:
         for operation in dict.fromkeys(f.operation for f in s.figures):
             busbw = {f.size: f.busbw_gbps for f in s.figures if f.operation == operation}
             cells = [f"{busbw[size]:.3f}" if size in busbw else "" for size in sizes]
-            lines.append(f"| {_cell(s.name)} | {operation} | " + " | ".join(cells) + " |")
+            lines.append(f"| {markdown_cell(s.name)} | {markdown_cell(operation)} | " + " | ".join(cells) + " |")
     return lines
 
 
@@ -146,7 +146,7 @@ def bandwidth_section(summary: RunSummary) -> list[str]:
             "|---:|---|---:|---:|---:|---:|",
         ]
         lines += [
-            f"| {r.world_size} | {r.operation} | {r.label} | {r.in_container_busbw_gbps:.3f} "
+            f"| {r.world_size} | {markdown_cell(r.operation)} | {markdown_cell(r.label)} | {r.in_container_busbw_gbps:.3f} "
             f"| {r.cross_container_busbw_gbps:.3f} | {r.ratio:.2f} |"
             for r in rows
         ]

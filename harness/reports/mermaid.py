@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.bandwidth import Figure
-from harness.reports.escape import markdown_cell
+from harness.reports.escape import markdown_cell, strip_controls
 
 
 @dataclass(frozen=True)
@@ -21,9 +21,24 @@ class Series:
     figures: tuple[Figure, ...]  # one operation's figures
 
 
+# Labels come from rank records (operation names, size labels) and configs (scenario names): untrusted text.
+LABEL_MAX_CHARS = 80
+# Inside a Mermaid string: '"' would end it (it cannot be escaped), '<' and '>' could reach the SVG as
+# HTML where labels render as HTML, and '%%' starts a directive (%%{init: ...}%%) that Mermaid looks for
+# anywhere in the source; each becomes a look-alike that means nothing to Mermaid.
+_MERMAID_SPECIAL = str.maketrans({'"': "'", "<": "\u2039", ">": "\u203a", "`": "'"})
+
+
 def _quoted(text: str) -> str:
-    """A Mermaid string: double quotes cannot be escaped inside it, so they become single quotes."""
-    return '"' + " ".join(text.replace('"', "'").split()) + '"'
+    """A Mermaid string of untrusted text: one line without controls, at most LABEL_MAX_CHARS characters,
+    and nothing in it that ends the string, becomes markup or forms a directive."""
+    one_line = " ".join(strip_controls(text).split())
+    if len(one_line) > LABEL_MAX_CHARS:
+        one_line = one_line[: LABEL_MAX_CHARS - 3] + "..."
+    safe = one_line.translate(_MERMAID_SPECIAL)
+    while "%%" in safe:
+        safe = safe.replace("%%", "% %")
+    return f'"{safe}"'
 
 
 def _number(value: float) -> str:
@@ -69,8 +84,7 @@ def chart_section(operations: Sequence[str], series: Sequence[Series]) -> list[s
         if chart is None:
             continue
         lines += ["```mermaid", chart, "```", ""]
-        lines.append(
-            "Lines in drawing order: " + "; ".join(f"{i}. {markdown_cell(s.name)}" for i, s in enumerate(series, start=1)) + "."
-        )
+        names = "; ".join(f"{i}. {markdown_cell(s.name)}" for i, s in enumerate(series, start=1))
+        lines.append(f"Lines in drawing order: {names}.")
         lines.append("")
     return lines

@@ -3,6 +3,7 @@ the first line of its message, the command that reproduces each failing scenario
 
 from __future__ import annotations
 
+from harness.reports.escape import terminal_line, terminal_text
 from harness.reports.facts import failing_cases, passed_counts, reproduce_command
 from harness.results import ERROR, FAILED, PASSED, SKIPPED, RunSummary
 
@@ -11,7 +12,8 @@ TABLE_NAME_CHARS = 40
 
 
 def first_line(message: str, limit: int) -> str:
-    text = message.strip().splitlines()[0] if message.strip() else ""
+    """The first line of ``message`` for a terminal (controls removed: it can be the image's text), cut to ``limit``."""
+    text = terminal_line(message.strip().splitlines()[0]) if message.strip() else ""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
@@ -45,18 +47,19 @@ def render_summary(summary: RunSummary) -> str:
         lines.append("")
         lines.append("To reproduce:")
         for scenario, cases in failing:
-            names = ", ".join(f"{c.name} ({c.status})" for c in cases) or "no results"
-            lines.append(f"  {scenario.plan.scenario.name}: {names}")
-            lines.append(f"    {reproduce_command(summary, scenario)}")
+            names = ", ".join(f"{terminal_line(c.name)} ({c.status})" for c in cases) or "no results"
+            lines.append(f"  {terminal_line(scenario.plan.scenario.name)}: {names}")
+            lines.append(f"    {terminal_text(reproduce_command(summary, scenario))}")  # its blanks are the command's
     if summary.early_error is not None:
         kind, message = summary.early_error
         if lines:
             lines.append("")
-        lines.append(f"ERROR   {kind}: {first_line(message, 300)}")
+        lines.append(f"ERROR   {terminal_line(kind)}: {first_line(message, 300)}")
     passed, total = passed_counts(summary)
     if lines:
         lines.append("")
     if summary.nothing_validated:
         lines.append("nothing was validated: every scenario was skipped, each check with its reason above")
     lines.append(f"distval run {summary.run_id}: {passed} of {total} check results passed; exit code {summary.exit_code}")
-    return "\n".join(lines) + "\n"
+    # Each cell was made safe above (so the columns line up); this catches any line that was not.
+    return terminal_text("\n".join(lines)) + "\n"
