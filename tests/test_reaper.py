@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import importlib.util
+import shutil
 import socket
 import threading
 import time
@@ -15,14 +16,19 @@ from types import ModuleType
 
 import pytest
 
-import harness.fixtures.recipes
+import harness.fixtures.build
 import harness.reaper
+from harness import reaper_container
 from harness.cleanup import RunDecision
+from harness.config import load_config
 from harness.engine_protocol import ImageInfo, Resource
 from harness.errors import EngineError, Interrupted
-from harness.fixtures import FIXTURES, REAPER_ENTRYPOINT, REAPER_IMAGE, RECIPE_LABEL, recipe_hash
+from harness.fixtures import FILES, FIXTURES, REAPER_ENTRYPOINT, REAPER_IMAGE, RECIPE_LABEL, recipe_hash
+from harness.plan import plan_run
+from harness.plan_render import plan_as_data, render_plan
 from harness.reaper import REAPER_PORT, Reaper, ReaperLaunch, addresses, engine_socket_path, own_container
 
+ROOT = Path(__file__).resolve().parent.parent
 GRACE_S = 1.0  # reconnecting within it takes a few ms; room for a loaded machine
 KEY = b"k" * 32
 
@@ -612,8 +618,32 @@ def test_the_reaper_image_bakes_in_the_program_so_its_recipe_covers_it(monkeypat
     recipe = FIXTURES[REAPER_IMAGE].recipe
     assert "reaper_daemon.py" in getattr(recipe, "files", ())
     assert f"ENTRYPOINT {list(REAPER_ENTRYPOINT)!r}".replace("'", '"') in getattr(recipe, "dockerfile", "")
+    program = Path(harness.reaper.__file__).with_name("reaper_daemon.py")
+    assert (FILES / "reaper_daemon.py").read_bytes() == program.read_bytes(), "the image bakes in another program"
     before = recipe_hash(REAPER_IMAGE)
-    changed = tmp_path / "reaper_daemon.py"
-    changed.write_bytes(Path(harness.reaper.__file__).with_name("reaper_daemon.py").read_bytes() + b"# changed\n")
-    monkeypatch.setitem(harness.fixtures.recipes._HARNESS_FILES, "reaper_daemon.py", changed)
+    moved = tmp_path / "files"
+    shutil.copytree(FILES, moved)
+    (moved / "reaper_daemon.py").write_bytes(program.read_bytes() + b"# changed\n")
+    monkeypatch.setattr(harness.fixtures.build, "FILES", moved)
     assert recipe_hash(REAPER_IMAGE) != before, "a change to the reaper's program must rebuild its image"
+
+
+def test_the_plan_lists_the_reaper_with_its_image_user_privileges_mounts_and_network() -> None:
+    """``distval plan`` (text and JSON) shows what runs beside the ranks, as the Engine creates it."""
+    plan = plan_run(load_config(str(ROOT / "configs" / "default.yaml")), "r1", "example/torch:under-test", ())
+    text = render_plan(plan)
+    assert "beside the ranks: reaper distval-<run id>-reaper" in text
+    assert f"  image: {REAPER_IMAGE} (" in text and "never the image under test" in text
+    assert f"  entrypoint: {' '.join(REAPER_ENTRYPOINT)}\n" in text
+    assert "  user: 0:0\n" in text and "cap_drop ALL" in text and "read-only root file system: true" in text
+    assert "-> /var/run/docker.sock (rw)" in text and "  network: the host's network" in text
+    (reaper,) = plan_as_data(plan)["beside"]
+    assert reaper["image"] == REAPER_IMAGE != "example/torch:under-test"
+    assert reaper["entrypoint"] == list(REAPER_ENTRYPOINT) and reaper["user"] == "0:0"
+    assert reaper["privileges"] == {"cap_drop": ["ALL"], "read_only": True, "mem_limit": "64m"}
+    assert [m["target"] for m in reaper["mounts"]] == ["/var/run/docker.sock"]
+    # What the plan says is what the Engine is asked for (the same settings, one place).
+    assert {key: reaper_container.SETTINGS[key] for key in ("user", "cap_drop", "read_only", "mem_limit")} == {
+        "user": reaper["user"],
+        **reaper["privileges"],
+    }
