@@ -27,6 +27,7 @@ import docker.types
 import requests
 import urllib3.exceptions
 
+from harness import reaper_container
 from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
@@ -341,9 +342,10 @@ class Engine:
         created: Callable[[], None] | None = None,
         host_network: bool = False,
     ) -> tuple[str, int | None, list[str]]:
-        """Create and start the run's reaper (harness/reaper.py) as ``entrypoint`` in ``image``, as root (the
-        image's own user may not open the socket): the Engine's socket mounted, ``port`` published
-        on ``bind_address`` at a port the Engine picks, removed by the Engine once it exits, nothing else allowed.
+        """Create and start the run's reaper (harness/reaper.py) as ``entrypoint`` in ``image`` (distval's reaper
+        image; harness/reaper_container.py says what the container is), as root (the socket's owner): the
+        Engine's socket mounted, ``port`` published on ``bind_address`` at a port the Engine picks, removed by
+        the Engine once it exits, nothing else allowed.
         ``join``: the id of a container distval runs in; the reaper joins its networks, so distval reaches it
         there. ``created``: called once the container exists, before it starts. ``host_network``: in the
         Engine's host's network instead, listening at ``port`` there, nothing published (distval on that host:
@@ -365,17 +367,13 @@ class Engine:
                 image,
                 entrypoint=entrypoint,
                 command=[],
-                user="0:0",
-                working_dir="/",
                 name=name,
                 labels=self._labels({LABEL_ROLE: "reaper"}),
+                # Exactly the reaper's variables: nothing of distval's environment (PYTHONPATH, LD_PRELOAD).
                 environment=dict(environment),
-                volumes={socket_path: {"bind": "/var/run/docker.sock", "mode": "rw"}},
-                auto_remove=True,
-                cap_drop=["ALL"],
-                read_only=True,
-                mem_limit="64m",
+                volumes={socket_path: {"bind": reaper_container.SOCKET_INSIDE, "mode": "rw"}},
                 detach=True,
+                **reaper_container.SETTINGS,
                 **network,
             )
             if created is not None:

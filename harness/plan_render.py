@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import Any
 
+from harness import reaper_container
 from harness.fault_render import fault_data, fault_lines
 from harness.hosts_plan import hosts_data, hosts_lines
 from harness.placeholders import PLACEHOLDERS, placeholders_in
@@ -54,6 +55,7 @@ def _describe_step(plan: ScenarioPlan, step: Step) -> str:
 
 def render_plan(plan: RunPlan) -> str:
     lines = [f"run {plan.run_id} from {plan.config_path}: {len(plan.scenarios)} scenario(s)"]
+    lines += _beside_lines()
     for sp in plan.scenarios:
         s = sp.scenario
         lines.append("")
@@ -115,11 +117,32 @@ def _container_lines(sp: ScenarioPlan, name: str) -> list[str]:
     return lines
 
 
+def _beside_lines() -> list[str]:
+    """What distval starts beside the ranks for the whole run (the reaper); the fault helpers are listed with
+    their scenario's faults."""
+    reaper = reaper_container.description()
+    privileges = reaper["privileges"]
+    mount = reaper["mounts"][0]
+    return [
+        "",
+        f"beside the ranks: {reaper['role']} {reaper['name']}, {reaper['when']}",
+        f"  image: {reaper['image']} ({reaper['image_origin']})",
+        f"  entrypoint: {' '.join(reaper['entrypoint'])}",
+        f"  user: {reaper['user']}",
+        f"  privileges: cap_drop {','.join(privileges['cap_drop'])}; read-only root file system: "
+        f"{str(privileges['read_only']).lower()}; memory: {privileges['mem_limit']}",
+        f"  mounts: {mount['source']} -> {mount['target']} ({mount['mode']})",
+        f"  network: {reaper['network']}",
+        f"  environment: {', '.join(reaper['environment'])} (nothing else)",
+    ]
+
+
 def plan_as_data(plan: RunPlan) -> dict[str, Any]:
     """The plan as JSON-able data: what ``--format json`` prints."""
     return {
         "run_id": plan.run_id,
         "config": plan.config_path,
+        "beside": [reaper_container.description()],
         "placeholders": dict(PLACEHOLDERS),
         "scenarios": [
             {

@@ -1,15 +1,21 @@
 """The run's reaper, from distval's side: nothing is left behind when distval is killed with SIGKILL.
 
 One reaper per ``distval run`` (not one shared by all runs; README "Nothing left behind"): a container of
-the run's first image under test running harness/reaper_daemon.py with that image's Python (``-S``: no
-site-packages, no sitecustomize), with the Engine's socket mounted, listening on a TCP port: on the
-loopback of the host's network where distval shares that network (``_shares_this_network``: no network of
-its own to set up and tear down), else in a network of its own with the port published. The image is
-in the Engine already, so a reaper costs no build, no pull and no tool on the host. distval
-connects to it and says ``HELLO <run id> <secret>``, then holds that connection for the whole run. When
+distval's reaper image (``REAPER_IMAGE``, a fixture built from Debian's python3 with harness/reaper_daemon.py
+baked in, harness/fixtures/recipes.py) running that program with its fixed entrypoint in isolated mode and
+with no environment but the reaper's own variables, with the Engine's socket mounted, listening on a TCP
+port: on the loopback of the host's network where distval shares that network (``_shares_this_network``: no
+network of its own to set up and tear down), else in a network of its own with the port published. Never the
+image under test: the reaper is root with the Engine's socket, and whatever that image's Python runs (a
+planted hmac.py or sitecustomize, a python3 that is a script, LD_PRELOAD) would own the host (issue 19).
+The run builds the reaper's image like a missing fixture (``distval fixtures build`` builds it too); where
+the Engine does not hold the current one, the run refuses to start a reaper (one line) rather than use
+anything else. distval connects to it, reads ``CHALLENGE <nonce>`` and answers
+``HELLO <run id> <HMAC(key, nonce || run id)>`` (harness/reaper_daemon.py), then holds that connection for
+the whole run. When
 distval dies, however it dies, the kernel closes the connection; the reaper waits ``GRACE_S`` for it to come
 back, then removes every container and network labelled with the run id and exits (the Engine removes it).
-On a normal end (pass, fail, Ctrl-C, SIGTERM) distval sends ``DISARM`` first: the reaper exits without
+On a normal end (pass, fail, Ctrl-C, SIGTERM) distval sends ``DISARM <proof>`` on that connection first: the reaper exits without
 removing anything, so what ``--keep-on-failure`` keeps stays.
 
 The reaper's container is created before anything else of the run; it is started in a thread
@@ -22,7 +28,7 @@ run, the connection about 0.2 s. What a distval killed between the reaper's crea
 (one API call apart) leaves is never started, and carries its dead owner (harness/owner.py): ``distval
 cleanup`` removes it.
 
-Where the reaper cannot start or cannot be reached (an image without that Python, an Engine that does
+Where the reaper cannot start or cannot be reached (no current reaper image in the Engine, an Engine that does
 not let containers mount its socket, distval in a container on another network than the reaper), the run
 goes on without one after one line on stderr; ``distval cleanup`` is then the way to remove what a killed
 run left.
@@ -30,7 +36,6 @@ run left.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import secrets
@@ -38,12 +43,13 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from harness.errors import DistvalError, Interrupted
+from harness.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE, is_current, recipe_hash
 from harness.labels import LABEL_ROLE, LABEL_RUN
+from harness.reaper_daemon import proof
 
 if TYPE_CHECKING:
     from harness.engine import Engine
@@ -61,11 +67,10 @@ _CONTAINER_MOUNT = re.compile(r"/containers/([0-9a-f]{64})/")
 Log = Callable[[str], None]
 
 
-def daemon_command(python: str) -> list[str]:
-    """The reaper's entrypoint: its program, passed whole on the command line (the reaper's root file
-    system is read-only, so nothing is copied in)."""
-    source = (Path(__file__).resolve().parent / "reaper_daemon.py").read_text(encoding="utf-8")
-    return [python, "-S", "-u", "-c", source]
+def daemon_command() -> list[str]:
+    """The reaper's entrypoint: the program baked into its image, by Debian's Python's own path (not whatever
+    ``python3`` PATH finds), isolated (-I) and without site (-S). Given explicitly, not left to the image."""
+    return list(REAPER_ENTRYPOINT)
 
 
 def engine_socket_path(url: str | None = None) -> str:
@@ -116,12 +121,13 @@ class Reaper:
     """A started reaper that holds distval's connection; ``disarm`` at a normal end."""
 
     def __init__(
-        self, engine: Engine, name: str, secret: str, where: list[tuple[str, int]], log: Log, container_id: str | None = None
+        self, engine: Engine, name: str, key: bytes, where: list[tuple[str, int]], log: Log, container_id: str | None = None
     ) -> None:
         self.engine = engine
         self.container_id = container_id  # the reaper's container, whose removal disarm waits for
         self.name = name
-        self._secret = secret
+        self._key = key
+        self._nonce: bytes | None = None  # the held connection's: DISARM's proof is bound to it
         self._where = where
         self._log = log
         self._lock = threading.Lock()
@@ -135,25 +141,34 @@ class Reaper:
     def start(
         engine: Engine,
         log: Log,
-        image: str,
-        python: str,
         url: str | None = None,
         held: Log | None = None,
         created: Callable[[], None] | None = None,
     ) -> Reaper | None:
-        """Start the run's reaper in ``image`` with its ``python``; None (after one line through ``log``) when
-        its container cannot start. Returns once the container runs; the connection is made in the reaper's
-        thread, which tells ``held`` where it holds the reaper, or ``log`` (and removes the reaper) when it cannot
-        reach it. ``url``: the Engine's, across several hosts (default: DOCKER_HOST's). ``created``: called once
-        the reaper's container exists, before it starts (``ReaperLaunch``)."""
+        """Start the run's reaper in REAPER_IMAGE (never another image); None (after one line through ``log``)
+        when that image is not current in the Engine or its container cannot start. Returns once the container
+        runs; the connection is made in the reaper's thread, which tells ``held`` where it holds the reaper, or
+        ``log`` (and removes the reaper) when it cannot reach it. ``url``: the Engine's, across several hosts
+        (default: DOCKER_HOST's). ``created``: called once the reaper's container exists, before it starts
+        (``ReaperLaunch``)."""
         run_id = engine.run_id
         name = f"distval-{run_id}-reaper"
-        secret = secrets.token_hex(16)
+        if not _reaper_image_current(engine):
+            log(
+                _without_reaper(
+                    run_id,
+                    f"the Engine does not hold the current {REAPER_IMAGE} (recipe {recipe_hash(REAPER_IMAGE)}); "
+                    f"`distval fixtures build {REAPER_IMAGE}` builds it. The reaper never runs in another image",
+                )
+            )
+            return None
+        key = secrets.token_bytes(32)
         bind = "0.0.0.0" if _remote_host(url) else "127.0.0.1"  # a remote Engine's loopback is out of reach
         environment = {
             "DISTVAL_REAPER_RUN": run_id,
-            # Its hash only: whoever reads the container's environment cannot hold the reaper with it.
-            "DISTVAL_REAPER_SECRET_SHA256": hashlib.sha256(secret.encode()).hexdigest(),
+            # Only the Engine's API shows a container's environment, and whoever can ask it owns the host anyway;
+            # on the wire only proofs bound to a fresh nonce go (nothing sniffed can be replayed).
+            "DISTVAL_REAPER_KEY": key.hex(),
             "DISTVAL_REAPER_GRACE_S": str(GRACE_S),
             "DISTVAL_REAPER_FIRST_S": str(FIRST_CONNECTION_S),
         }
@@ -172,8 +187,8 @@ class Reaper:
 
             try:
                 container_id, host_port, own_addresses = engine.start_reaper(
-                    image,
-                    daemon_command(python),
+                    REAPER_IMAGE,
+                    daemon_command(),
                     name,
                     {**environment, **extra},
                     engine_socket_path(url),
@@ -200,7 +215,7 @@ class Reaper:
             log(_without_reaper(run_id, "; ".join(problems)))
             return None
         container_id, where = started
-        reaper = Reaper(engine, name, secret, where, log, container_id)
+        reaper = Reaper(engine, name, key, where, log, container_id)
         threading.Thread(target=reaper._hold, args=(held,), name="distval-reaper", daemon=True).start()
         return reaper
 
@@ -233,13 +248,18 @@ class Reaper:
                     continue
                 try:
                     sock.settimeout(DISARM_TIMEOUT_S)
-                    sock.sendall(f"HELLO {self.engine.run_id} {self._secret}\n".encode())
-                    answer = _read_line(sock)
+                    challenge = _read_line(sock)
+                    nonce = _nonce(challenge)
+                    if nonce is not None:
+                        sock.sendall(f"HELLO {self.engine.run_id} {proof(self._key, nonce, self.engine.run_id)}\n".encode())
+                        answer = _read_line(sock)
+                    else:
+                        answer = challenge
                 except OSError as exc:
                     sock.close()
                     problems[f"{address[0]}:{address[1]}"] = f"no answer to HELLO: {exc}"
                     continue
-                if answer != "OK":
+                if nonce is None or answer != "OK":
                     sock.close()
                     # DENIED: a reaper, not this run's (another run's at the same address); else Docker's proxy,
                     # which accepts on the published port before the reaper listens, then hangs up. Either way
@@ -249,7 +269,7 @@ class Reaper:
                     continue
                 sock.settimeout(None)
                 with self._lock:
-                    previous, self._sock, self.address = self._sock, sock, address
+                    previous, self._sock, self.address, self._nonce = self._sock, sock, address, nonce
                 if previous is not None:
                     previous.close()
                 return
@@ -292,11 +312,11 @@ class Reaper:
         # A connection still being made ends within one attempt (CONNECT_TIMEOUT_S per address).
         self._settled.wait(CONNECT_TIMEOUT_S * (len(self._where) + 1) + 1.0)
         with self._lock:
-            sock = self._sock
+            sock, nonce = self._sock, self._nonce
         told = False
-        if sock is not None:
+        if sock is not None and nonce is not None:
             try:
-                sock.sendall(b"DISARM\n")
+                sock.sendall(f"DISARM {proof(self._key, nonce, self.engine.run_id, b'DISARM')}\n".encode())
                 told = self._said_bye.wait(DISARM_TIMEOUT_S)
             except OSError:
                 told = False
@@ -368,6 +388,23 @@ class ReaperLaunch:
         """The started reaper, or None where it could not start; waits for its container to run."""
         self._done.wait()
         return self._reaper
+
+
+def _reaper_image_current(engine: Engine) -> bool:
+    """Whether the Engine holds REAPER_IMAGE built from this distval's recipe (its label names the recipe's hash,
+    which covers reaper_daemon.py): an older or foreign image of that name is not run."""
+    try:
+        return is_current(engine, REAPER_IMAGE)
+    except DistvalError:
+        return False
+
+
+def _nonce(challenge: str) -> bytes | None:
+    """The nonce of a ``CHALLENGE <hex>`` line; None for anything else (Docker's proxy hanging up, not a reaper)."""
+    words = challenge.split()
+    if len(words) != 2 or words[0] != "CHALLENGE" or not re.fullmatch(r"[0-9a-f]{16,128}", words[1]):
+        return None
+    return words[1].encode("ascii")
 
 
 def _without_reaper(run_id: str, why: str) -> str:

@@ -33,6 +33,7 @@ from harness.errors import (
     Interrupted,
 )
 from harness.events import RunEvents
+from harness.fixtures.recipes import REAPER_IMAGE
 from harness.host_runtime import HostSession
 from harness.hosts import check_hosts_allowed, run_hosts, tls_files
 from harness.keep import Keeper
@@ -208,12 +209,11 @@ def _launch_reaper(
         else:
             display.log(line)
 
-    # The reaper runs in the first image under test, with that scenario's python: it is in the Engine already.
+    # The reaper runs in distval's reaper image (REAPER_IMAGE, ensured before), never in an image under test.
     if not plan.scenarios:
         return None
-    first = plan.scenarios[0]
     return ReaperLaunch(
-        lambda created: Reaper.start(engine, warn, first.image, first.scenario.python, url, display.log, created),
+        lambda created: Reaper.start(engine, warn, url, display.log, created),
         warn,
         engine.run_id,
     )
@@ -302,7 +302,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
                     urls,
                     tls_files(args.tls_ca, args.tls_cert, args.tls_key),
                     args.image_distribution,
-                    images_of(plan),
+                    [*images_of(plan), REAPER_IMAGE],  # each Engine's reaper runs in it
                     lambda local, image: _ensure_images(local, [image], display.log),
                     display.log,
                 )
@@ -319,7 +319,11 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
                 engine = engine_for(run_id)
                 engine_version = _engine_version(engine)
                 _ensure_images(engine, images_of(plan), display.log)
-                # A stand-in Engine without reapers (the unit tests' FakeEngine) runs without one.
+                # A stand-in Engine without reapers (the unit tests' FakeEngine) runs without one. The reaper's
+                # image is built like a missing fixture; where it cannot be, the run stops (one line): never a
+                # reaper in another image.
+                if hasattr(engine, "start_reaper"):
+                    _ensure_images(engine, [REAPER_IMAGE], display.log)
                 launch = _launch_reaper(engine, display, args.quiet, plan) if hasattr(engine, "start_reaper") else None
                 if launch is not None:
                     launches[id(engine)] = launch  # kept first: the end waits for it, even after Ctrl-C

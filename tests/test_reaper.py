@@ -4,8 +4,9 @@ image, not as part of the harness package). The Engine side is tests/test_reaper
 
 from __future__ import annotations
 
-import hashlib
+import hmac
 import importlib.util
+import shutil
 import socket
 import threading
 import time
@@ -15,13 +16,28 @@ from types import ModuleType
 
 import pytest
 
+import harness.fixtures.build
 import harness.reaper
+from harness import reaper_container
 from harness.cleanup import RunDecision
-from harness.engine_protocol import Resource
+from harness.config import load_config
+from harness.engine_protocol import ImageInfo, Resource
 from harness.errors import EngineError, Interrupted
+from harness.fixtures import FILES, FIXTURES, REAPER_ENTRYPOINT, REAPER_IMAGE, RECIPE_LABEL, recipe_hash
+from harness.plan import plan_run
+from harness.plan_render import plan_as_data, render_plan
 from harness.reaper import REAPER_PORT, Reaper, ReaperLaunch, addresses, engine_socket_path, own_container
 
+ROOT = Path(__file__).resolve().parent.parent
 GRACE_S = 1.0  # reconnecting within it takes a few ms; room for a loaded machine
+KEY = b"k" * 32
+
+
+def reaper_image(reference: str) -> ImageInfo | None:
+    """The Engine's answer for the current reaper image (nothing else is in these stand-in Engines)."""
+    if reference != REAPER_IMAGE:
+        return None
+    return ImageInfo("sha256:reaper", (REAPER_IMAGE,), {RECIPE_LABEL: recipe_hash(REAPER_IMAGE)})
 
 
 def test_the_socket_the_reaper_mounts(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -59,10 +75,10 @@ def daemon() -> ModuleType:
 class Serving:
     """The reaper program's serve loop on a loopback port, in a thread; ``ended`` says how it ended and when."""
 
-    def __init__(self, first_s: float = 30.0, secret_sha256: str = hashlib.sha256(b"s3cret").hexdigest(), port: int = 0) -> None:
+    def __init__(self, first_s: float = 30.0, key: bytes = KEY, port: int = 0) -> None:
         self.server = socket.create_server(("127.0.0.1", port))
         self.port = self.server.getsockname()[1]
-        self.reaper = daemon().Reaper("run1", secret_sha256, GRACE_S, first_s)
+        self.reaper = daemon().Reaper("run1", key, GRACE_S, first_s)
         self.ended: tuple[str, float] | None = None
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
@@ -71,10 +87,44 @@ class Serving:
         how = self.reaper.serve(self.server)
         self.ended = (how, time.monotonic())
 
-    def send(self, line: bytes) -> tuple[socket.socket, str]:
+    def connect(self) -> tuple[socket.socket, bytes]:
+        """A connection and the nonce of the reaper's challenge."""
         sock = socket.create_connection(("127.0.0.1", self.port), timeout=5)
-        sock.sendall(line)
-        return sock, sock.makefile().readline().strip()
+        challenge = readline(sock).split()
+        assert len(challenge) == 2 and challenge[0] == "CHALLENGE", challenge
+        return sock, challenge[1].encode()
+
+    def send(self, line: bytes) -> tuple[socket.socket, str]:
+        """``line`` as the answer to the challenge (``{proof}`` replaced by the right proof for run1)."""
+        sock, nonce = self.connect()
+        sock.sendall(line.replace(b"{proof}", proof(KEY, nonce, b"run1").encode()))
+        return sock, readline(sock)
+
+    def hello(self) -> tuple[socket.socket, bytes]:
+        """An authenticated connection of run1 and its nonce."""
+        sock, nonce = self.connect()
+        sock.sendall(b"HELLO run1 " + proof(KEY, nonce, b"run1").encode() + b"\n")
+        assert readline(sock) == "OK"
+        return sock, nonce
+
+
+def proof(key: bytes, nonce: bytes, run_id: bytes, what: bytes = b"") -> str:
+    """Written out here, not imported from the daemon: the protocol as documented."""
+    return hmac.new(key, nonce + run_id + what, "sha256").hexdigest()
+
+
+def readline(sock: socket.socket) -> str:
+    data = b""
+    while not data.endswith(b"\n"):
+        chunk = sock.recv(1)
+        if not chunk:
+            break
+        data += chunk
+    return data.decode("ascii", "replace").strip()
+
+
+def disarm_line(nonce: bytes) -> bytes:
+    return b"DISARM " + proof(KEY, nonce, b"run1", b"DISARM").encode() + b"\n"
 
 
 @pytest.fixture
@@ -86,8 +136,17 @@ def serving() -> Iterator[Serving]:
 
 @pytest.mark.parametrize(
     "line",
-    [b"HELLO run1 wrong\n", b"HELLO run2 s3cret\n", b"HELLO run1\n", b"HELLO run1 s3cret extra\n", b"x" * 300],
-    ids=["wrong-secret", "wrong-run", "no-secret", "extra-word", "too-long"],
+    [
+        b"HELLO run1 wrong\n",
+        b"HELLO run2 {proof}\n",
+        b"HELLO run1\n",
+        b"HELLO run1 {proof} extra\n",
+        b"x" * 300,
+        b"HELLO \xff x\n",
+        b"HELLO run1 \xff\xfe\n",
+        b"HELLO \xff\xff\xff\xff {proof}\n",
+    ],
+    ids=["wrong-proof", "wrong-run", "no-proof", "extra-word", "too-long", "non-ascii-run", "non-ascii-proof", "non-ascii-both"],
 )
 def test_a_wrong_hello_is_refused_and_holds_nothing(serving: Serving, line: bytes) -> None:
     sock, answer = serving.send(line)
@@ -98,13 +157,100 @@ def test_a_wrong_hello_is_refused_and_holds_nothing(serving: Serving, line: byte
         rest = b""
     assert rest == b"", "expected the reaper to close a refused connection"
     assert serving.reaper.holders == {}
+    # Still serving: the next connection is challenged and held.
+    sock, _ = serving.hello()
+    sock.close()
+    assert serving.ended is None or serving.ended[0] == "reap", "the reaper must survive a hostile HELLO"
+
+
+def test_a_sniffed_hello_cannot_be_replayed(serving: Serving) -> None:
+    """What a sniffer on the published port saw (a nonce and its proof) holds nothing on a new connection."""
+    first, nonce = serving.hello()
+    seen = b"HELLO run1 " + proof(KEY, nonce, b"run1").encode() + b"\n"
+    replayed, _ = serving.connect()
+    replayed.sendall(seen)
+    assert readline(replayed).startswith("DENIED"), "a replayed HELLO must be refused: every connection has its own nonce"
+    assert len(serving.reaper.holders) == 1
+    first.close()
+    replayed.close()
+
+
+def test_a_disarm_is_good_only_on_its_own_connection_with_its_own_proof(serving: Serving) -> None:
+    """DISARM is bound to the authenticated connection's nonce: a bare DISARM, or one sniffed from another
+    connection, neither disarms nor breaks anything."""
+    first, first_nonce = serving.hello()
+    second, second_nonce = serving.hello()
+    second.sendall(b"DISARM\n" + disarm_line(first_nonce) + b"PING\n")
+    assert readline(second) == "PONG", "expected DISARMs without this connection's proof to be ignored"
+    stranger, _ = serving.connect()
+    stranger.sendall(disarm_line(second_nonce))
+    assert readline(stranger).startswith("DENIED")
+    assert serving.ended is None
+    second.sendall(disarm_line(second_nonce))
+    assert readline(second) == "BYE"
+    serving.thread.join(timeout=10)
+    assert serving.ended is not None and serving.ended[0] == "disarm"
+    first.close()
+    second.close()
+    stranger.close()
+
+
+def test_idle_connections_cannot_exhaust_the_reaper(serving: Serving) -> None:
+    """64 connections that never say HELLO: at most PENDING_MAX wait, the oldest dropped first; distval's own
+    connection after them is still challenged and held."""
+    limit = daemon().PENDING_MAX
+    idle = [serving.connect()[0] for _ in range(64)]
+    sock, _ = serving.hello()
+    assert len(serving.reaper.pending) <= limit, len(serving.reaper.pending)
+    dropped = 0
+    for each in idle[: 64 - limit]:
+        each.settimeout(5)
+        try:
+            rest = readline(each)
+        except ConnectionResetError:
+            rest = ""
+        dropped += rest == "" or rest.startswith("DENIED")
+    assert dropped == 64 - limit, "expected the oldest idle connections to be dropped"
+    assert len(serving.reaper.holders) == 1
+    for each in idle:
+        each.close()
+    sock.close()
+
+
+def test_a_connection_that_resets_at_once_drops_only_itself(serving: Serving) -> None:
+    for _ in range(5):
+        sock = socket.create_connection(("127.0.0.1", serving.port), timeout=5)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        sock.close()  # a reset, not a FIN
+    sock, _ = serving.hello()
+    assert serving.ended is None
+    sock.close()
+
+
+def test_an_error_while_handling_a_connection_drops_it_and_not_the_reaper(
+    serving: Serving, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever goes wrong inside one connection's handling (here, a bug stand-in) costs that connection only."""
+    original = serving.reaper.accepted
+
+    def broken(line: bytes, nonce: bytes) -> bool:
+        if b"boom" in line:
+            raise ValueError("a bug")
+        return bool(original(line, nonce))
+
+    monkeypatch.setattr(serving.reaper, "accepted", broken)
+    sock, _ = serving.connect()
+    sock.sendall(b"HELLO boom x\n")
+    assert readline(sock) == "", "expected the connection to be dropped"
+    held, _ = serving.hello()
+    assert serving.ended is None
+    held.close()
 
 
 def test_held_until_the_connection_drops_then_reaps_after_the_grace(serving: Serving) -> None:
-    sock, answer = serving.send(b"HELLO run1 s3cret\n")
-    assert answer == "OK"
+    sock, _ = serving.hello()
     sock.sendall(b"PING\n")
-    assert sock.makefile().readline().strip() == "PONG"
+    assert readline(sock) == "PONG"
     time.sleep(GRACE_S * 2)
     assert serving.ended is None, "expected the reaper to wait while its connection is held"
     dropped = time.monotonic()
@@ -115,16 +261,14 @@ def test_held_until_the_connection_drops_then_reaps_after_the_grace(serving: Ser
 
 
 def test_a_connection_back_within_the_grace_keeps_it_held(serving: Serving) -> None:
-    first, answer = serving.send(b"HELLO run1 s3cret\n")
-    assert answer == "OK"
+    first, _ = serving.hello()
     first.close()
     time.sleep(GRACE_S / 10)
-    second, answer = serving.send(b"HELLO run1 s3cret\n")
-    assert answer == "OK"
+    second, nonce = serving.hello()
     time.sleep(GRACE_S * 2)
     assert serving.ended is None, "expected a connection back within the grace period to hold the reaper"
-    second.sendall(b"DISARM\n")
-    assert second.makefile().readline().strip() == "BYE"
+    second.sendall(disarm_line(nonce))
+    assert readline(second) == "BYE"
     serving.thread.join(timeout=10)
     assert serving.ended is not None and serving.ended[0] == "disarm"
 
@@ -162,6 +306,9 @@ class Refusing:
     def bridge_interface(self) -> str | None:
         return None
 
+    def image(self, reference: str) -> ImageInfo | None:
+        return reaper_image(reference)
+
     def start_reaper(self, *args: object, **kwargs: object) -> tuple[str, int | None, str | None]:
         raise self.error
 
@@ -173,7 +320,7 @@ class Refusing:
 def test_a_reaper_that_cannot_start_is_one_line_and_removed() -> None:
     engine = Refusing(EngineError("start the reaper distval-r1-reaper: port is already allocated"))
     lines: list[str] = []
-    assert Reaper.start(engine, lines.append, "example/torch:test", "python3") is None  # type: ignore[arg-type]
+    assert Reaper.start(engine, lines.append) is None  # type: ignore[arg-type]
     assert lines == [
         "no reaper for run r1 (start the reaper distval-r1-reaper: port is already allocated): if distval is killed, "
         "`distval cleanup --run-id r1` removes its containers and networks"
@@ -185,7 +332,7 @@ def test_an_interrupt_while_the_reaper_starts_stops_the_run() -> None:
     engine = Refusing(Interrupted("interrupted by SIGTERM"))
     lines: list[str] = []
     with pytest.raises(Interrupted):
-        Reaper.start(engine, lines.append, "example/torch:test", "python3")  # type: ignore[arg-type]
+        Reaper.start(engine, lines.append)  # type: ignore[arg-type]
     assert lines == [] and engine.removed == [["distval.run=r1", "distval.role=reaper"]]
 
 
@@ -218,6 +365,9 @@ class Launching:
     def bridge_interface(self) -> str | None:
         return None  # the reaper gets a network of its own: its port, published, is on the loopback
 
+    def image(self, reference: str) -> ImageInfo | None:
+        return reaper_image(reference)
+
     def start_reaper(
         self, image: str, entrypoint: list[str], name: str, environment: dict[str, str], *rest: object, **kwargs: object
     ) -> tuple[str, int, list[str]]:
@@ -226,7 +376,10 @@ class Launching:
             port = closed.getsockname()[1]
             closed.close()
             return "cid-1", port, []
-        self.serving = Serving(secret_sha256=environment["DISTVAL_REAPER_SECRET_SHA256"])
+        self.asked_image = image
+        self.asked_entrypoint = entrypoint
+        self.asked_environment = environment
+        self.serving = Serving(key=bytes.fromhex(environment["DISTVAL_REAPER_KEY"]))
         return "cid-1", self.serving.port, []
 
     def remove_matching(self, labels: list[str]) -> tuple[int, int]:
@@ -246,7 +399,7 @@ def test_the_reaper_is_held_from_its_thread_and_disarmed_at_the_end() -> None:
     engine = Launching()
     lines: list[str] = []
     held: list[str] = []
-    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3", held=held.append)  # type: ignore[arg-type]
+    reaper = Reaper.start(engine, lines.append, held=held.append)  # type: ignore[arg-type]
     assert reaper is not None
     settle(reaper)
     assert engine.serving is not None
@@ -264,7 +417,7 @@ def test_a_reaper_that_cannot_be_reached_is_one_line_from_its_thread_and_removed
     engine = Launching(listen=False)
     lines: list[str] = []
     started = time.monotonic()
-    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3")  # type: ignore[arg-type]
+    reaper = Reaper.start(engine, lines.append)  # type: ignore[arg-type]
     assert reaper is not None and time.monotonic() - started < 0.5, "the run waits only for the reaper's container"
     settle(reaper)
     assert len(lines) == 1 and lines[0].startswith("no reaper for run run1 (cannot reach the reaper (127.0.0.1:"), lines
@@ -275,10 +428,10 @@ def test_a_reaper_that_cannot_be_reached_is_one_line_from_its_thread_and_removed
 
 def test_another_runs_reaper_at_an_address_does_not_stop_distval_from_reaching_its_own() -> None:
     """A reaper that answers DENIED (another run's, at an address of this run's list) is passed over."""
-    other = Serving(secret_sha256="0" * 64)  # no HELLO of this run matches its secret
-    own = Serving()  # the secret s3cret's
+    other = Serving(key=b"0" * 32)  # no HELLO of this run matches its key
+    own = Serving()  # KEY's
     where = [("127.0.0.1", other.port), ("127.0.0.1", own.port)]
-    reaper = Reaper(Launching(), "distval-run1-reaper", "s3cret", where, lambda line: None)  # type: ignore[arg-type]
+    reaper = Reaper(Launching(), "distval-run1-reaper", KEY, where, lambda line: None)  # type: ignore[arg-type]
     try:
         reaper._connect(5.0)
         assert reaper.address == ("127.0.0.1", own.port)
@@ -292,7 +445,7 @@ def test_another_runs_reaper_at_an_address_does_not_stop_distval_from_reaching_i
 def test_a_run_that_ends_while_the_reaper_is_being_reached_removes_it_without_a_line() -> None:
     engine = Launching(listen=False)  # CONNECT_WINDOW_S (15 s) would keep trying
     lines: list[str] = []
-    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3")  # type: ignore[arg-type]
+    reaper = Reaper.start(engine, lines.append)  # type: ignore[arg-type]
     assert reaper is not None
     started = time.monotonic()
     reaper.disarm()
@@ -327,7 +480,7 @@ class InHostNetwork(Launching):
             return super().start_reaper(image, entrypoint, name, environment)
         assert environment["DISTVAL_REAPER_BIND"] == "127.0.0.1"
         port = int(environment["DISTVAL_REAPER_PORT"])
-        self.serving = Serving(secret_sha256=environment["DISTVAL_REAPER_SECRET_SHA256"], port=port)
+        self.serving = Serving(key=bytes.fromhex(environment["DISTVAL_REAPER_KEY"]), port=port)
         return "cid-1", port, []
 
 
@@ -339,7 +492,7 @@ def test_a_local_engines_reaper_runs_in_the_host_network_at_a_loopback_port_dist
     engine = InHostNetwork()
     held: list[str] = []
     lines: list[str] = []
-    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3", held=held.append)  # type: ignore[arg-type]
+    reaper = Reaper.start(engine, lines.append, held=held.append)  # type: ignore[arg-type]
     assert reaper is not None
     settle(reaper)
     assert engine.asked == [True] and engine.serving is not None
@@ -354,7 +507,7 @@ def test_an_engine_that_refuses_the_host_network_gets_a_reaper_with_a_network_of
     monkeypatch.setattr(harness.reaper, "own_container", lambda: None)
     engine = InHostNetwork(refuse_host=True)
     lines: list[str] = []
-    reaper = Reaper.start(engine, lines.append, "example/torch:test", "python3")  # type: ignore[arg-type]
+    reaper = Reaper.start(engine, lines.append)  # type: ignore[arg-type]
     assert reaper is not None
     settle(reaper)
     assert engine.asked == [True, False] and lines == []
@@ -417,3 +570,80 @@ def test_a_launch_whose_start_fails_unexpectedly_is_one_line_and_no_reaper() -> 
         "no reaper for run run1 (ValueError: a bug): if distval is killed, `distval cleanup --run-id run1` removes "
         "its containers and networks"
     ]
+
+
+def test_the_reaper_runs_in_distvals_reaper_image_never_the_image_under_test() -> None:
+    """Reaper.start takes no image: it always asks for REAPER_IMAGE, with the fixed isolated entrypoint and
+    nothing in its environment but the reaper's own variables (issue 19)."""
+    engine = Launching()
+    reaper = Reaper.start(engine, lambda line: None)  # type: ignore[arg-type]
+    assert reaper is not None
+    settle(reaper)
+    assert engine.asked_image == REAPER_IMAGE == "distval-fixtures/reaper:bookworm"
+    assert engine.asked_entrypoint == list(REAPER_ENTRYPOINT)
+    assert engine.asked_entrypoint[:3] == ["/usr/bin/python3.11", "-I", "-S"]
+    assert all(name.startswith("DISTVAL_REAPER_") for name in engine.asked_environment), engine.asked_environment
+    reaper.disarm()
+
+
+class Stale(Launching):
+    """An Engine whose reaper image is absent, or built from another recipe (an older reaper_daemon.py)."""
+
+    def __init__(self, labels: dict[str, str] | None) -> None:
+        super().__init__()
+        self.labels = labels
+        self.started: list[str] = []
+
+    def image(self, reference: str) -> ImageInfo | None:
+        return None if self.labels is None else ImageInfo("sha256:x", (reference,), self.labels)
+
+    def start_reaper(
+        self, image: str, entrypoint: list[str], name: str, environment: dict[str, str], *rest: object, **kwargs: object
+    ) -> tuple[str, int, list[str]]:
+        self.started.append(image)
+        return super().start_reaper(image, entrypoint, name, environment)
+
+
+@pytest.mark.parametrize("labels", [None, {RECIPE_LABEL: "0" * 16}, {}], ids=["absent", "another-recipe", "no-label"])
+def test_without_the_current_reaper_image_no_reaper_is_started_in_any_image(labels: dict[str, str] | None) -> None:
+    engine = Stale(labels)
+    lines: list[str] = []
+    assert Reaper.start(engine, lines.append) is None  # type: ignore[arg-type]
+    assert engine.started == [], "expected no reaper container at all"
+    assert len(lines) == 1 and f"does not hold the current {REAPER_IMAGE}" in lines[0], lines
+    assert f"`distval fixtures build {REAPER_IMAGE}`" in lines[0]
+
+
+def test_the_reaper_image_bakes_in_the_program_so_its_recipe_covers_it(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    recipe = FIXTURES[REAPER_IMAGE].recipe
+    assert "reaper_daemon.py" in getattr(recipe, "files", ())
+    assert f"ENTRYPOINT {list(REAPER_ENTRYPOINT)!r}".replace("'", '"') in getattr(recipe, "dockerfile", "")
+    program = Path(harness.reaper.__file__).with_name("reaper_daemon.py")
+    assert (FILES / "reaper_daemon.py").read_bytes() == program.read_bytes(), "the image bakes in another program"
+    before = recipe_hash(REAPER_IMAGE)
+    moved = tmp_path / "files"
+    shutil.copytree(FILES, moved)
+    (moved / "reaper_daemon.py").write_bytes(program.read_bytes() + b"# changed\n")
+    monkeypatch.setattr(harness.fixtures.build, "FILES", moved)
+    assert recipe_hash(REAPER_IMAGE) != before, "a change to the reaper's program must rebuild its image"
+
+
+def test_the_plan_lists_the_reaper_with_its_image_user_privileges_mounts_and_network() -> None:
+    """``distval plan`` (text and JSON) shows what runs beside the ranks, as the Engine creates it."""
+    plan = plan_run(load_config(str(ROOT / "configs" / "default.yaml")), "r1", "example/torch:under-test", ())
+    text = render_plan(plan)
+    assert "beside the ranks: reaper distval-<run id>-reaper" in text
+    assert f"  image: {REAPER_IMAGE} (" in text and "never the image under test" in text
+    assert f"  entrypoint: {' '.join(REAPER_ENTRYPOINT)}\n" in text
+    assert "  user: 0:0\n" in text and "cap_drop ALL" in text and "read-only root file system: true" in text
+    assert "-> /var/run/docker.sock (rw)" in text and "  network: the host's network" in text
+    (reaper,) = plan_as_data(plan)["beside"]
+    assert reaper["image"] == REAPER_IMAGE != "example/torch:under-test"
+    assert reaper["entrypoint"] == list(REAPER_ENTRYPOINT) and reaper["user"] == "0:0"
+    assert reaper["privileges"] == {"cap_drop": ["ALL"], "read_only": True, "mem_limit": "64m"}
+    assert [m["target"] for m in reaper["mounts"]] == ["/var/run/docker.sock"]
+    # What the plan says is what the Engine is asked for (the same settings, one place).
+    assert {key: reaper_container.SETTINGS[key] for key in ("user", "cap_drop", "read_only", "mem_limit")} == {
+        "user": reaper["user"],
+        **reaper["privileges"],
+    }

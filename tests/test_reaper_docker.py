@@ -6,7 +6,7 @@ a run id of its own, and each test removes what is left of its runs by that id a
 
 from __future__ import annotations
 
-import hashlib
+import hmac
 import io
 import os
 import secrets
@@ -26,7 +26,9 @@ import harness.reaper
 from harness.cli import main
 from harness.docker_spec import ContainerPlan, NetworkPlan
 from harness.engine import Engine
+from harness.fixtures import REAPER_IMAGE
 from harness.reaper import GRACE_S, REAPER_PORT, addresses, daemon_command, engine_socket_path
+from harness.tarball import File, build_tar
 from tests.docker_helpers import ROOT, leftovers
 
 pytestmark = pytest.mark.docker
@@ -56,6 +58,7 @@ FAILING = """\
 @pytest.fixture
 def run_id(docker_client: Any, fixture_image: Callable[[str], str]) -> Iterator[str]:
     fixture_image(IMAGE)
+    fixture_image(REAPER_IMAGE)
     value = "tr" + secrets.token_hex(4)
     yield value
     Engine(value).remove_labelled()
@@ -190,8 +193,8 @@ def test_keep_on_failure_keeps_the_failed_scenario_and_prints_working_commands(
 def test_a_reaper_that_cannot_start_is_one_line_and_the_run_goes_on(
     run_id: str, docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # An image whose Python is not where the scenario says: the reaper's container cannot start.
-    monkeypatch.setattr(harness.reaper, "daemon_command", lambda python: ["/no/such/python3", "-c", "pass"])
+    # An entrypoint that is not in the reaper's image: the reaper's container cannot start.
+    monkeypatch.setattr(harness.reaper, "daemon_command", lambda: ["/no/such/python3", "-c", "pass"])
     assert main(["run", str(config(tmp_path)), "--image", IMAGE, "--run-id", run_id, "--quiet"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1, err
@@ -204,35 +207,52 @@ def test_a_reaper_that_cannot_start_is_one_line_and_the_run_goes_on(
 
 
 # -- the reaper on its own ------------------------------------------------------------------------------
-def start_reaper(run_id: str, secret: str, first_s: float = 60.0) -> list[tuple[str, int]]:
+KEY = b"right-key-of-32-bytes-----------"
+
+
+def start_reaper(run_id: str, key: bytes, first_s: float = 60.0) -> list[tuple[str, int]]:
     environment = {
         "DISTVAL_REAPER_RUN": run_id,
-        "DISTVAL_REAPER_SECRET_SHA256": hashlib.sha256(secret.encode()).hexdigest(),
+        "DISTVAL_REAPER_KEY": key.hex(),
         "DISTVAL_REAPER_GRACE_S": str(GRACE_S),
         "DISTVAL_REAPER_FIRST_S": str(first_s),
     }
     _, port, own = Engine(run_id).start_reaper(
-        IMAGE, daemon_command("python3"), f"distval-{run_id}-reaper", environment, engine_socket_path(), REAPER_PORT, "127.0.0.1"
+        REAPER_IMAGE, daemon_command(), f"distval-{run_id}-reaper", environment, engine_socket_path(), REAPER_PORT, "127.0.0.1"
     )
     return addresses(port, own)
 
 
-def hello(where: list[tuple[str, int]], line: str) -> tuple[socket.socket, str]:
-    """Send ``line`` to the reaper (retrying while it starts); (the connection, its answer)."""
+def proof(key: bytes, nonce: bytes, run_id: str, what: bytes = b"") -> str:
+    return hmac.new(key, nonce + run_id.encode() + what, "sha256").hexdigest()
+
+
+def hello(where: list[tuple[str, int]], line: Callable[[bytes], bytes]) -> tuple[socket.socket, str, bytes]:
+    """Read the reaper's challenge, send ``line(nonce)`` (retrying while it starts); (the connection, its
+    answer, the nonce)."""
     until = time.monotonic() + 30
     while True:
         for address in where:
             try:
                 sock = socket.create_connection(address, timeout=2)
-                sock.sendall(line.encode() + b"\n")
-                answer = sock.makefile().readline().strip()
+                reader = sock.makefile("rb")
+                challenge = reader.readline().split()
+                if len(challenge) != 2 or challenge[0] != b"CHALLENGE":
+                    sock.close()
+                    continue
+                sock.sendall(line(challenge[1]) + b"\n")
+                answer = reader.readline().decode("ascii", "replace").strip()
             except OSError:
                 continue
             if answer:
-                return sock, answer
+                return sock, answer, challenge[1]
             sock.close()
         assert time.monotonic() < until, f"no answer from the reaper at {where}"
         time.sleep(0.2)
+
+
+def right(run_id: str) -> Callable[[bytes], bytes]:
+    return lambda nonce: f"HELLO {run_id} {proof(KEY, nonce, run_id)}".encode()
 
 
 def sleeper(run_id: str, image: str) -> None:
@@ -245,16 +265,28 @@ def sleeper(run_id: str, image: str) -> None:
     engine.start(container)
 
 
-def test_the_reaper_refuses_a_wrong_secret_or_run_and_exits_when_disarmed(run_id: str, docker_client: Any) -> None:
-    where = start_reaper(run_id, "right")
-    for line in (f"HELLO {run_id} wrong", f"HELLO other{run_id} right", "HELLO", "GET / HTTP/1.0"):
-        sock, answer = hello(where, line)
+def test_the_reaper_refuses_a_wrong_proof_or_run_and_exits_when_disarmed(run_id: str, docker_client: Any) -> None:
+    where = start_reaper(run_id, KEY)
+    wrong: list[Callable[[bytes], bytes]] = [
+        lambda nonce: f"HELLO {run_id} {proof(b'wrong', nonce, run_id)}".encode(),
+        lambda nonce: f"HELLO other{run_id} {proof(KEY, nonce, 'other' + run_id)}".encode(),
+        lambda nonce: f"HELLO {run_id} {proof(KEY, b'0' * 64, run_id)}".encode(),  # another connection's proof
+        lambda nonce: b"HELLO",
+        lambda nonce: b"HELLO \xff x",  # crashed the reaper before (a str with non-ASCII in compare_digest)
+        lambda nonce: b"GET / HTTP/1.0",
+    ]
+    for line in wrong:
+        sock, answer, _ = hello(where, line)
         sock.close()
-        assert answer == "DENIED wrong run id or secret", (line, answer)
-    sock, answer = hello(where, f"HELLO {run_id} right")
+        assert answer == "DENIED wrong run id or proof", (line(b"nonce"), answer)
+    sock, answer, nonce = hello(where, right(run_id))
     assert answer == "OK"
-    sock.sendall(b"DISARM\n")
-    assert sock.makefile().readline().strip() == "BYE"
+    sock.sendall(b"DISARM\n")  # without this connection's proof: ignored
+    sock.sendall(b"PING\n")
+    reader = sock.makefile()
+    assert reader.readline().strip() == "PONG"
+    sock.sendall(f"DISARM {proof(KEY, nonce, run_id, b'DISARM')}\n".encode())
+    assert reader.readline().strip() == "BYE"
     sock.close()
     elapsed, left = wait_until_gone(docker_client, run_id, 20)
     assert left == [], f"expected the disarmed reaper to exit and be removed; the Engine still holds {left}"
@@ -268,8 +300,8 @@ def test_the_reaper_removes_its_run_only_when_its_connection_drops(
         base = fixture_image(harness.fixtures.recipes.HARNESS_BASE)
         sleeper(run_id, base)
         sleeper(other, base)
-        where = start_reaper(run_id, "right")
-        sock, answer = hello(where, f"HELLO {run_id} right")
+        where = start_reaper(run_id, KEY)
+        sock, answer, _ = hello(where, right(run_id))
         assert answer == "OK"
         time.sleep(GRACE_S + 2)  # held: nothing is removed
         assert sorted(leftovers(docker_client, run_id)) == [
@@ -290,7 +322,7 @@ def test_a_reaper_nobody_connects_to_reaps_after_its_first_connection_window(
     run_id: str, docker_client: Any, fixture_image: Callable[[str], str]
 ) -> None:
     sleeper(run_id, fixture_image(harness.fixtures.recipes.HARNESS_BASE))
-    start_reaper(run_id, "right", first_s=3)
+    start_reaper(run_id, KEY, first_s=3)
     elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
     assert left == [], f"expected the reaper to reap run {run_id} when distval never connected; the Engine holds {left}"
 
@@ -363,3 +395,118 @@ def test_in_the_harness_image_the_reaper_holds_the_run_and_reaps_it_after_sigkil
     finally:
         container.remove(force=True)
         harness_run.remove_labelled()
+
+
+# -- a hostile image under test never runs as the reaper (issue 19) ----------------------------------------
+# What a hostile image plants: code that, run with the Engine's socket, creates a network named after the
+# run (not labelled with it, so no cleanup of the run removes the evidence), then carries on as if nothing
+# happened (the ranks, without the socket, run normally).
+PAYLOAD = """\
+import json, os, socket, sys
+def _pwn(how):
+    try:
+        run = os.environ.get("DISTVAL_REAPER_RUN") or os.environ.get("PWN_RUN") or "none"
+        body = json.dumps({"Name": "pwned-" + how + "-" + run, "Labels": {"distval-test.pwned": run}}).encode()
+        s = socket.socket(socket.AF_UNIX)
+        s.connect("/var/run/docker.sock")
+        s.sendall(b"POST /networks/create HTTP/1.0\\r\\nContent-Type: application/json\\r\\nContent-Length: "
+                  + str(len(body)).encode() + b"\\r\\n\\r\\n" + body)
+        s.recv(4096)
+        s.close()
+    except OSError:
+        pass
+"""
+# hmac.py on the image's PYTHONPATH: `python -S` still honours PYTHONPATH, and the reaper imports hmac.
+PLANTED_HMAC = (
+    PAYLOAD
+    + """\
+_pwn("hmac")
+sys.path = [p for p in sys.path if p != os.path.dirname(os.path.abspath(__file__))]
+del sys.modules["hmac"]
+import hmac as _real
+sys.modules["hmac"] = _real
+globals().update({k: v for k, v in vars(_real).items() if not k.startswith("__")})
+"""
+)
+# python3 itself a script: whatever runs `python3` in the image runs this first.
+PLANTED_PYTHON = """\
+#!/bin/sh
+/usr/bin/python3.13 -S -c 'exec(open("/opt/evil/payload.py").read()); _pwn("python3")' 2>/dev/null
+exec /usr/bin/python3.13 "$@"
+"""
+HOSTILE_DOCKERFILE = f"""\
+FROM {IMAGE}
+COPY payload.py hmac.py python3 /opt/evil/
+RUN chmod 0755 /opt/evil/python3 && rm /usr/bin/python3 && cp /opt/evil/python3 /usr/bin/python3
+ENV PYTHONPATH=/opt/evil
+"""
+
+
+@pytest.fixture(scope="module")
+def hostile_image(docker_client: Any, fixture_image: Callable[[str], str]) -> Iterator[str]:
+    fixture_image(IMAGE)
+    tag = "distval-test/hostile-reaper:" + secrets.token_hex(3)
+    context = build_tar(
+        [
+            File("Dockerfile", HOSTILE_DOCKERFILE.encode()),
+            File("payload.py", PAYLOAD.encode()),
+            File("hmac.py", PLANTED_HMAC.encode()),
+            File("python3", PLANTED_PYTHON.encode()),
+        ]
+    )
+    Engine("tests-hostile-image").build(context, tag, {}, print)
+    yield tag
+    docker_client.images.remove(tag, force=True)
+
+
+def pwned(client: Any, marker: str) -> list[str]:
+    return [str(n["Name"]) for n in client.api.networks(filters={"label": [f"distval-test.pwned={marker}"]})]
+
+
+def remove_pwned(client: Any, marker: str) -> None:
+    for name in pwned(client, marker):
+        client.api.remove_network(name)
+
+
+def test_the_hostile_images_planted_code_is_armed(docker_client: Any, hostile_image: str) -> None:
+    """The reproducer works: the image's python3 and its hmac.py, run with the Engine's socket (as the reaper
+    ran before issue 19), reach the Engine. So the test below, where nothing is reached, means something."""
+    marker = "armed" + secrets.token_hex(3)
+    try:
+        docker_client.containers.run(
+            hostile_image,
+            ["python3", "-S", "-c", "import hmac; assert hmac.compare_digest(b'a', b'a')"],
+            environment={"PWN_RUN": marker},
+            volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}},
+            user="0:0",
+            remove=True,
+        )
+        assert sorted(pwned(docker_client, marker)) == [f"pwned-hmac-{marker}", f"pwned-python3-{marker}"]
+    finally:
+        remove_pwned(docker_client, marker)
+
+
+def test_a_hostile_image_under_test_never_runs_as_the_reaper(
+    run_id: str, docker_client: Any, tmp_path: Path, hostile_image: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run of the hostile image: its ranks run its python3 and hmac.py (without the socket: harmless), the
+    reaper holds the run from distval's own image, and nothing planted ever reached the Engine."""
+    seen: list[str] = []
+    original = Engine.start_reaper
+
+    def recording(self: Engine, image: str, entrypoint: list[str], *rest: Any, **kwargs: Any) -> Any:
+        seen.append(image)
+        return original(self, image, entrypoint, *rest, **kwargs)
+
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(Engine, "start_reaper", recording)
+            code = main(["run", str(config(tmp_path)), "--image", hostile_image, "--run-id", run_id, "--quiet"])
+        err = capsys.readouterr().err
+        assert code == 0, err[-3000:]
+        assert "no reaper" not in err, err
+        assert seen == [REAPER_IMAGE], seen
+        assert pwned(docker_client, run_id) == [], "the image under test reached the Engine's socket"
+        assert leftovers(docker_client, run_id) == []
+    finally:
+        remove_pwned(docker_client, run_id)
