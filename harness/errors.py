@@ -10,7 +10,8 @@ DistvalError                 1
 │       └── ImageMissing
 ├── Interrupted         128+N  Ctrl-C, SIGTERM
 │   └── RunStopped              a worker told to stop creates nothing more
-└── PlanError                1  a plan that cannot be executed as written (a bug, never the user's input)
+└── PlanError                4  a plan that cannot be executed as written (a bug, never the user's input)
+    (InternalError            4  any exception distval did not expect: a bug in distval, never the image's failure)
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ EXIT_PASSED = 0
 EXIT_CHECKS_FAILED = 1
 EXIT_BAD_INPUT = 2
 EXIT_ENVIRONMENT = 3
+# distval itself failed (a bug): distinct from 1 so that a pipeline never reads distval's own failure as the
+# image's.
+EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 
 
@@ -109,12 +113,14 @@ class RunStopped(Interrupted):
 class PlanError(DistvalError):
     """A plan that cannot be executed as written, e.g. a placeholder used before it is known."""
 
+    exit_code = EXIT_INTERNAL
     kind = "plan"
 
 
 class InternalError(DistvalError):
     """An exception distval did not expect (a bug): one line naming it and where it was raised."""
 
+    exit_code = EXIT_INTERNAL
     kind = "internal"
 
     def __init__(self, exc: BaseException) -> None:

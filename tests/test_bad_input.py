@@ -488,16 +488,16 @@ def test_an_internal_error_in_run_is_one_line_and_the_reports(
     report_options, paths = _reports(tmp_path)
     code = harness.cli.main(["run", str(ROOT / "configs" / "default.yaml"), "--quiet", *report_options])
     (line,) = capsys.readouterr().err.splitlines()
-    assert code == 1
+    assert code == 4  # distval's own failure, never the image's (1)
     assert line.startswith(
         "distval: internal error (a bug in distval; please report it): ZeroDivisionError: a bug over two lines at "
     )
-    _early_error_in_every_report(paths, "internal", 1, "ZeroDivisionError: a bug over two lines")
+    _early_error_in_every_report(paths, "internal", 4, "ZeroDivisionError: a bug over two lines")
 
 
 def test_an_internal_error_in_plan_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(harness.cli, "plan_run", _bug)
-    assert harness.cli.main(["plan", str(ROOT / "configs" / "default.yaml")]) == 1
+    assert harness.cli.main(["plan", str(ROOT / "configs" / "default.yaml")]) == 4
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("distval: internal error (a bug in distval; please report it): ZeroDivisionError: a bug")
 
