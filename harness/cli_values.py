@@ -26,9 +26,10 @@ RUN_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
 
 def run_id(value: str) -> str:
     """argparse type: the run id goes into container names and hostnames, so keep it short and plain."""
-    if not RUN_ID_PATTERN.match(value):
+    # fullmatch: with match, '$' also matches before a final line break ("abc\n" was accepted).
+    if not RUN_ID_PATTERN.fullmatch(value):
         raise argparse.ArgumentTypeError(
-            f"expected 1-16 lowercase letters, digits or '-' (starting with a letter or digit); got {value!r}"
+            f"expected 1-16 lowercase letters, digits or '-' (starting with a letter or digit); got {shown(value)}"
         )
     return value
 

@@ -573,7 +573,7 @@ def test_aliases_cannot_multiply_a_small_file_into_a_huge_one() -> None:
     doubling = "".join(f"x-{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, 40))
     text = f"x-0: &a0 [env, env]\n{doubling}{VALID}"
     started = time.perf_counter()
-    one_problem(text, 18, "x-17", f"expected at most {EXPANDED_MAX} nodes once aliases are expanded")
+    one_problem(text, 17, "x-16[0]", f"expected at most {EXPANDED_MAX} nodes in the file once aliases are expanded")
     assert time.perf_counter() - started < 1
 
 
@@ -582,3 +582,82 @@ def test_past_100_problems_one_line_counts_the_rest() -> None:
     problems = problems_of(text)
     assert len(problems) == PROBLEMS_SHOWN + 1
     assert problems[-1] == f"{FILE}: 150 more problems (the first {PROBLEMS_SHOWN} are shown)"
+
+
+# --- resource bounds that hold (issue 19) -------------------------------------------------------------
+
+
+def test_the_node_bound_holds_while_a_collection_is_still_open() -> None:
+    """Was: checked when a collection closed, so one long list built all its nodes first (4 MB: 620 MB)."""
+    text = "x-big: [" + "0," * (4 * EXPANDED_MAX) + "]\n" + VALID
+    started = time.perf_counter()
+    problems = problems_of(text)
+    # Refused at the node past the bound, inside the list: the 900,000 nodes after it are never built.
+    assert len(problems) == 1 and problems[0].startswith(f"{FILE}:1: x-big[{EXPANDED_MAX - 3}]: "), problems
+    assert f"expected at most {EXPANDED_MAX} nodes in the file" in problems[0]
+    assert time.perf_counter() - started < 5
+
+
+@pytest.mark.parametrize(
+    ("line", "key_path"),
+    [
+        (f"timeout_s: {'9' * 400}", "timeout_s"),
+        (f"timeout_s: 0x{'f' * 4300}", "timeout_s"),
+        (f"world_size_unused: 1\ncpus: {'9' * 5000}", None),
+        ("collective_timeout_s: 1" + ":0" * 2000, "collective_timeout_s"),
+        (f"cpus: 0b{'1' * 190}", "cpus"),
+    ],
+    ids=["400-digits", "hex-4300-digits", "5000-digits", "sexagesimal-2000-parts", "binary-2**190"],
+)
+def test_huge_integers_are_one_problem_not_an_internal_error(line: str, key_path: str | None) -> None:
+    """Was: OverflowError (float() of a 400-digit int) or ValueError (Python's 4300-digit cap): internal errors."""
+    if key_path is None:
+        line, key_path = line.split("\n", 1)[1], "cpus"
+    problem = one_problem(f"{line}\n{VALID}", 1, key_path)
+    assert "expected" in problem and ("far past any bound" in problem or "<=" in problem), problem
+
+
+@pytest.mark.parametrize(
+    "line",
+    [f"memory: {'9' * 5000}g", f"shm_size: {'9' * 5000}"],
+    ids=["memory-5000-digits-g", "shm-5000-digits"],
+)
+def test_huge_docker_sizes_are_one_problem(line: str) -> None:
+    one_problem(f"{line}\n{VALID}", 1, line.split(":")[0], "expected a Docker size")
+
+
+def test_a_huge_message_size_is_one_problem() -> None:
+    text = VALID.replace("checks: [env]", f"checks: [{{name: bandwidth, args: {{sizes: [{'9' * 5000}KiB]}}}}]")
+    one_problem(text, 5, "scenarios[0].checks[0].args.sizes[0]", "expected a message size")
+
+
+def test_huge_integers_via_the_cli_are_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = cli_plan(tmp_path, capsys, f"timeout_s: 0x{'f' * 4300}\n{VALID}")
+    assert code == 2 and len(err) == 1 and "bad.yaml:1: timeout_s: expected" in err[0], err
+
+
+def test_aliases_to_one_long_value_cost_linear_time() -> None:
+    """Was: every alias constructed its value again; a 40 KB sexagesimal integer took 60 ms per alias (86 KB of
+    such aliases: 105 s in plan, about 22 h at the alias bound)."""
+    value = "1" + ":0" * 20_000
+    text = f"x-v: &v {value}\nenv: {{" + ", ".join(f"A{i}: *v" for i in range(300)) + "}\n" + VALID
+    started = time.perf_counter()
+    problems = problems_of(text)
+    assert time.perf_counter() - started < 2
+    assert problems[0].startswith(f"{FILE}:1: env.A0: expected a value"), problems[0]
+
+
+def test_cpus_that_round_to_no_limit_are_refused() -> None:
+    """Was accepted: cpus 1.0e-10 became nano_cpus 0, which the Engine reads as no limit at all."""
+    one_problem(f"cpus: 1.0e-10\n{VALID}", 1, "cpus", "expected a number of CPUs >= 0.01")
+    one_problem(f"cpus: 0.009\n{VALID}", 1, "cpus", "expected a number of CPUs >= 0.01")
+    assert parse_config(f"cpus: 0.01\n{VALID}", FILE).scenarios[0].cpus == 0.01
+
+
+@pytest.mark.parametrize("value", ["abc\n", "abc\r", "ab\x1bc", "abc\x00"], ids=["newline", "cr", "esc", "nul"])
+def test_a_run_id_with_a_control_character_is_exit_2(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was accepted: RUN_ID_PATTERN.match lets '$' match before a final line break."""
+    code = harness.cli.main(["plan", str(ROOT / "configs" / "default.yaml"), "--run-id", value])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "--run-id" in err and "expected 1-16 lowercase letters" in err, err
