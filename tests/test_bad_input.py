@@ -7,16 +7,23 @@ traceback from the CLI.
 from __future__ import annotations
 
 import json
+import os
+import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import yaml
 
+import harness.baseline
 import harness.cli
 import harness.config.compose
+import harness.config.loader
+import harness.kube_collect
 import harness.run_command
+from harness.bounded_read import FileRefused, read_regular_file
 from harness.config import parse_config
 from harness.config.compose import EXPANDED_MAX, LOADER, MAX_DEPTH
 from harness.config.keys import EXTRA_NETWORKS_MAX, GPUS_PER_NODE_MAX, SCENARIOS_MAX
@@ -595,7 +602,7 @@ def test_the_node_bound_holds_while_a_collection_is_still_open() -> None:
     # Refused at the node past the bound, inside the list: the 900,000 nodes after it are never built.
     assert len(problems) == 1 and problems[0].startswith(f"{FILE}:1: x-big[{EXPANDED_MAX - 3}]: "), problems
     assert f"expected at most {EXPANDED_MAX} nodes in the file" in problems[0]
-    assert time.perf_counter() - started < 5
+    assert time.perf_counter() - started < 10  # about 2 s here: the bound's nodes, not the 1.2 million
 
 
 @pytest.mark.parametrize(
@@ -661,3 +668,79 @@ def test_a_run_id_with_a_control_character_is_exit_2(value: str, capsys: pytest.
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert "--run-id" in err and "expected 1-16 lowercase letters" in err, err
+
+
+# --- every reader of a report, a log or a config: a regular file of bounded size --------------------------
+
+
+def _special(tmp_path: Path, kind: str) -> str:
+    """A path that must not be read: a FIFO nobody writes (an open waits forever), /dev/zero (endless), a directory."""
+    if kind == "fifo":
+        path = tmp_path / "fifo"
+        os.mkfifo(path)
+        return str(path)
+    if kind == "directory":
+        return str(tmp_path)
+    return "/dev/zero"
+
+
+def _within(seconds: float, call: Callable[[], int]) -> int:
+    """``call()``, failing the test (instead of hanging it) if it has not returned within ``seconds``."""
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert result, f"still reading after {seconds} s (a FIFO waits forever, /dev/zero never ends)"
+    return result[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+@pytest.mark.parametrize("command", ["compare", "baseline", "collect", "plan"])
+def test_no_reader_reads_a_fifo_a_device_or_a_directory(
+    command: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: compare, --baseline and collect kubernetes read /dev/zero until memory ran out, waited on a FIFO
+    forever (so did plan); a directory was an error only by luck of the OS."""
+    path = _special(tmp_path, kind)
+    arguments = {
+        "compare": ["compare", path, path],
+        "baseline": ["run", str(ROOT / "configs" / "default.yaml"), "--baseline", path],
+        "collect": ["collect", "kubernetes", path],
+        "plan": ["plan", path],
+    }[command]
+    # /dev/zero read whole would not return within the bound (and would take the machine's memory first):
+    # the bounded reader refuses it at fstat, before reading a byte.
+    code = _within(10, lambda: harness.cli.main(arguments))
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    expected = {"fifo": "got a FIFO (named pipe)", "dev-zero": "got a device", "directory": "got a directory"}[kind]
+    assert expected in err, err
+
+
+@pytest.mark.parametrize("command", ["compare", "collect", "plan"])
+def test_no_reader_takes_a_file_over_its_bound(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each reader has a size bound, checked before reading (and again while reading: a growing file)."""
+    path = tmp_path / "big"
+    path.write_bytes(b" " * (2 * 2**20 + 1))
+    monkeypatch.setattr(harness.baseline, "REPORT_MAX_BYTES", 2 * 2**20)
+    monkeypatch.setattr(harness.kube_collect, "LOG_MAX_BYTES", 2 * 2**20)
+    monkeypatch.setattr(harness.config.loader, "FILE_MAX_BYTES", 2 * 2**20)
+    arguments = {"compare": ["compare", str(path), str(path)], "collect": ["collect", "kubernetes", str(path)]}
+    code = harness.cli.main(arguments.get(command, ["plan", str(path)]))
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"it has {2 * 2**20 + 1} bytes, more than 2 MiB" in err, err
+
+
+def test_the_bounded_reader_reads_at_most_one_byte_past_its_limit(tmp_path: Path) -> None:
+    path = tmp_path / "file"
+    path.write_bytes(b"x" * 100)
+    assert read_regular_file(path, 100) == b"x" * 100
+    with pytest.raises(FileRefused) as caught:
+        read_regular_file(path, 99)
+    assert caught.value.found == "it has 100 bytes, more than 99 bytes"
+    with pytest.raises(FileRefused) as caught:
+        read_regular_file(tmp_path / "absent", 99)
+    assert caught.value.missing

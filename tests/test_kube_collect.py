@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -572,3 +573,33 @@ def test_records_behind_a_launcher_prefix_are_read(tmp_path: Path) -> None:
         target.write_text("".join(f"[default{index}]:{line}\n" for line in path.read_text().splitlines()))
         paths.append(target)
     assert verdicts(collect(paths).scenarios[0]) == verdicts(by_name(collect(logs(GOOD)))["cross-container-2ranks"])
+
+
+# --- bounds on what a log line can make distval allocate (issue 19) -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        (f"{STDOUT_MARKER} v1 r=0 n=1 p=1/99999999999 {{}}", "garbled record line"),
+        (f"{STDOUT_MARKER} v1 r=0 n=1 p=1/999999999 {{}}", "claims 999999999 parts; expected at most 4096"),
+        (f"{STDOUT_MARKER} v1 r=0 n=1 p=1/{'9' * 5000} {{}}", "garbled record line"),
+        (f"{STDOUT_MARKER} v1 r={'9' * 5000} n=1 p=1/1 {{}}", "garbled record line"),
+    ],
+    ids=["46-byte-line", "parts-past-the-bound", "5000-digit-parts", "5000-digit-rank"],
+)
+def test_a_record_line_cannot_make_distval_allocate_by_its_numbers(line: str, fragment: str) -> None:
+    """Was: the 46-byte line p=1/99999999999 listed every absent part (memory exhausted); 5000 digits: ValueError."""
+    started = time.perf_counter()
+    (source,) = read_log("pod.log", line)
+    assert time.perf_counter() - started < 1
+    assert len(source.garbled) == 1 and fragment in source.garbled[0], source.garbled
+
+
+def test_a_record_numbered_a_billion_does_not_list_the_numbers_before_it() -> None:
+    """Was: the missing serials were found as set(range(max + 1)) - present: 10**9 numbers for n=999999999."""
+    record = json.dumps({"rank": 0, "check": "env", "status": "passed"})
+    started = time.perf_counter()
+    (source,) = read_log("pod.log", f"{STDOUT_MARKER} v1 r=0 n=999999999 p=1/1 {record}")
+    assert time.perf_counter() - started < 1
+    assert source.garbled == ["pod.log: rank 0's record(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 are missing between the ones present"]

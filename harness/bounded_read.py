@@ -1,0 +1,89 @@
+"""Reading a file that someone else wrote (a report, a pod log, a scenario file): a regular file of bounded size.
+
+A path given on the command line can name anything: ``/dev/zero`` (read until memory runs out), a FIFO (an
+``open`` that waits forever for a writer), a directory, a file that grows while it is read. Every reader of
+such a path goes through ``read_regular_file``: it opens without blocking and without following into a
+controlling terminal, refuses whatever is not a regular file, refuses a file over the limit before reading it,
+and reads at most ``limit + 1`` bytes, so that a file that grew past the limit is refused too.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+MIB = 2**20
+_CHUNK = 4 * MIB
+# distval's own JSON report (compare, --baseline): 10,000 scenarios with capped messages stay far below this.
+REPORT_MAX_BYTES = 256 * MIB
+# One pod's log or one log file given to collect kubernetes: records, their pieces and the output around them.
+LOG_MAX_BYTES = 256 * MIB
+
+
+class FileRefused(Exception):
+    """A file that is not read: not a regular file, over the limit, or not readable. The message is one line
+    saying what was expected and what was found (without the path: callers name the file their own way).
+    ``found``: what the file is, when it is there but not taken ("got a FIFO (named pipe)", "it has N bytes"),
+    for callers that say what they expected in their own words; ``missing``: there is no such file."""
+
+    def __init__(self, message: str, found: str | None = None, missing: bool = False) -> None:
+        super().__init__(message)
+        self.found = found
+        self.missing = missing
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a regular file"
+
+
+def size_text(size: int) -> str:
+    """A byte count for a message: 64 MiB, 3 KiB, 12 bytes."""
+    for unit, name in ((2**30, "GiB"), (MIB, "MiB"), (2**10, "KiB")):
+        if size >= unit and size % unit == 0:
+            return f"{size // unit} {name}"
+    return f"{size} bytes"
+
+
+def read_regular_file(path: str | Path, limit: int) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``limit`` of them; FileRefused otherwise."""
+    if "\x00" in str(path):
+        raise FileRefused("a path holds no NUL")
+    try:
+        # O_NONBLOCK: opening a FIFO for reading waits for a writer without it; it is cleared before reading.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as exc:
+        raise FileRefused(exc.strerror or str(exc), missing=isinstance(exc, FileNotFoundError)) from None
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            found = f"got {_kind(status.st_mode)}"
+            raise FileRefused(f"expected a regular file; {found}", found)
+        if status.st_size > limit:
+            found = f"it has {status.st_size} bytes, more than {size_text(limit)}"
+            raise FileRefused(f"expected a file of at most {size_text(limit)}; {found}", found)
+        os.set_blocking(fd, True)
+        chunks: list[bytes] = []
+        total = 0
+        while total <= limit:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        if total > limit:
+            found = f"it grew past {size_text(limit)} while read"
+            raise FileRefused(f"expected a file of at most {size_text(limit)}; {found}", found)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise FileRefused(exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
