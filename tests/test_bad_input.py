@@ -25,6 +25,7 @@ import harness.kube_collect
 import harness.run_command
 from harness.bounded_read import FileRefused, read_regular_file
 from harness.config import parse_config
+from harness.config.budget import CONTAINERS_MAX, PLAN_BYTES_MAX, Budget
 from harness.config.compose import EXPANDED_MAX, LOADER, MAX_DEPTH
 from harness.config.keys import EXTRA_NETWORKS_MAX, GPUS_PER_NODE_MAX, SCENARIOS_MAX
 from harness.config.layout import NODES_MAX, NPROC_PER_NODE_MAX, WORLD_SIZE_MAX
@@ -744,3 +745,69 @@ def test_the_bounded_reader_reads_at_most_one_byte_past_its_limit(tmp_path: Path
     with pytest.raises(FileRefused) as caught:
         read_regular_file(tmp_path / "absent", 99)
     assert caught.value.missing
+
+
+# --- one declared bound on what a file may ask distval to plan (harness/config/budget.py) ----------------
+
+
+def _matrix_of(count: int, world_size: int, extra: str = "", checks: str = "[env]") -> str:
+    images = ", ".join(f"i{k}" for k in range(count))
+    return (
+        f"scenarios:\n  - name: m\n    topology: cross-container\n    world_size: {world_size}\n{extra}"
+        f"    checks: {checks}\n    matrix: {{image: [{images}]}}\n"
+    )
+
+
+def test_ten_thousand_scenarios_of_256_nodes_are_refused_quickly() -> None:
+    """Was accepted: 2.56 million containers (about 19 minutes and 55 GB to plan, extrapolated)."""
+    started = time.perf_counter()
+    problem = one_problem(_matrix_of(SCENARIOS_MAX, 256), 2, "scenarios[0]")
+    assert f"expected at most {CONTAINERS_MAX} containers in a file" in problem and "start 2560000" in problem
+    assert time.perf_counter() - started < 5
+
+
+def test_message_sizes_repeated_in_every_container_are_bounded() -> None:
+    """Was: 147 KB of message sizes in a matrix entry gave 300 MB of plan."""
+    sizes = ", ".join(str(k) for k in range(1, 25_001))
+    text = _matrix_of(100, 8, checks=f"[{{name: bandwidth, args: {{sizes: [{sizes}]}}}}]")
+    assert len(text) < 170_000
+    problem = one_problem(text, 2, "scenarios[0]", f"expected a plan of at most {PLAN_BYTES_MAX // 2**20} MiB")
+    assert "about 128 MiB" in problem
+
+
+@pytest.mark.parametrize("key", ["env: {A: VALUE}", "working_dir: /VALUE"])
+def test_long_texts_repeated_in_every_container_are_bounded(key: str) -> None:
+    """Was: a 1 MB env value in a matrix of 100 scenarios of 8 nodes gave 100s of MB of plan."""
+    text = _matrix_of(100, 8, extra=f"    {key.replace('VALUE', 'x' * 1_000_000)}\n")
+    one_problem(text, 2, "scenarios[0]", f"expected a plan of at most {PLAN_BYTES_MAX // 2**20} MiB")
+
+
+def test_the_bound_holds_on_the_entries_together() -> None:
+    """Entries each under the bound, over it together: refused at the entry that crosses it."""
+    half = _matrix_of(SCENARIOS_MAX // 2, 3).split("scenarios:\n", 1)[1]
+    text = "scenarios:\n" + half + half.replace("name: m", "name: n")
+    problem = one_problem(text, 7, "scenarios[1]", f"expected at most {CONTAINERS_MAX} containers")
+    assert "start 30000" in problem
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _matrix_of(300, 2),
+        _matrix_of(20, 8, checks="[{name: bandwidth, args: {sizes: [" + ", ".join(map(str, range(1, 3000))) + "]}}]"),
+        _matrix_of(20, 8, extra="    env: {A: " + "é" * 5000 + ", B: '\"\\t'}\n    working_dir: /" + "w" * 3000 + "\n"),
+        VALID,
+    ],
+    ids=["many-scenarios", "long-sizes", "env-and-working-dir", "one"],
+)
+def test_the_plan_estimate_is_an_upper_bound_of_the_plan(text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The budget bounds the plan only if its estimate is at least what distval plan prints, in both formats."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text, encoding="utf-8")
+    budget = Budget()
+    budget.add(parse_config(text, FILE).scenarios)
+    for form in ("text", "json"):
+        capsys.readouterr()
+        assert harness.cli.main(["plan", "--format", form, str(path)]) == 0
+        printed = len(capsys.readouterr().out.encode("utf-8"))
+        assert printed <= budget.plan_bytes, (form, printed, budget.plan_bytes)

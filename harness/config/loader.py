@@ -13,6 +13,7 @@ from typing import Any
 import yaml
 
 from harness.bounded_read import FileRefused, read_regular_file
+from harness.config.budget import Budget
 from harness.config.compose import compose
 from harness.config.devices import resolve_devices
 from harness.config.faults import scenario_fault_issues
@@ -116,6 +117,7 @@ def _scenarios(node: yaml.Node, defaults: dict[str, Any], problems: Problems) ->
     scenarios: list[Scenario] = []
     # Scenario names and matrix names share one namespace: `distval plan` groups by the latter.
     seen: dict[str, int] = {}
+    budget = Budget()
     for index, entry_node in enumerate(node.value):
         if len(scenarios) > SCENARIOS_MAX:
             # Each entry adds at most SCENARIOS_MAX (a bigger matrix is refused): the rest is not expanded.
@@ -139,6 +141,11 @@ def _scenarios(node: yaml.Node, defaults: dict[str, Any], problems: Problems) ->
                 )
             seen.setdefault(name, index)
         scenarios.extend(entry)
+        budget.add(entry)
+        exceeded = budget.problem()
+        if exceeded is not None:
+            problems.add(entry_node, f"scenarios[{index}]", exceeded)
+            break
     return scenarios
 
 
