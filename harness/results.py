@@ -25,6 +25,7 @@ from harness.host_plan import canonical_host_plan
 from harness.nccl_transport import describe as describe_transports
 from harness.nccl_transport import transports_between
 from harness.plan import ScenarioPlan, plan_scenario
+from harness.text_caps import LOG_TAIL_MAX_CHARS, MESSAGE_MAX_CHARS, RANK_LOG_MAX_CHARS, capped, capped_end, capped_strings
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 EXIT_STATUS_CASE = "exit_status"
@@ -168,7 +169,7 @@ def scenario_hash(plan: ScenarioPlan, any_image: bool = False) -> str:
 
 
 def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
-    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+    return capped_end("\n".join(text.rstrip("\n").splitlines()[-lines:]), LOG_TAIL_MAX_CHARS)
 
 
 _EXCEPTION_LINE = re.compile(r"^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?")
@@ -199,10 +200,13 @@ def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object
                 continue
             try:
                 record = json.loads(line)
+                if "message" in record:
+                    record["message"] = capped(str(record["message"]), MESSAGE_MAX_CHARS)
+                record = capped_strings(record)  # the image's text: capped before it is kept
                 rank = int(record["rank"])
                 record["check"] = str(record["check"])
                 record["duration_s"] = float(record.get("duration_s") or 0.0)
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested 1000 deep
                 problems.append(f"{outcome.name}:{file_name}:{number}: unreadable result line (cut by a crash?)")
                 continue
             by_rank.setdefault(rank, []).append(record)
@@ -270,8 +274,8 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     scenario = plan.scenario
     properties = _properties(outcome)
     logs = "\n\n".join(
-        f"===== {o.name} (node {o.node_rank}, ranks {','.join(map(str, o.ranks))}) stdout =====\n{o.stdout}"
-        f"\n===== {o.name} stderr =====\n{o.stderr}"
+        f"===== {o.name} (node {o.node_rank}, ranks {','.join(map(str, o.ranks))}) stdout =====\n"
+        f"{capped_end(o.stdout, RANK_LOG_MAX_CHARS)}\n===== {o.name} stderr =====\n{capped_end(o.stderr, RANK_LOG_MAX_CHARS)}"
         for o in outcome.containers
     )
     if outcome.setup_skipped and outcome.setup_error is not None:

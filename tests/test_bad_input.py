@@ -6,6 +6,7 @@ traceback from the CLI.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -31,6 +32,10 @@ from harness.config.keys import EXTRA_NETWORKS_MAX, GPUS_PER_NODE_MAX, SCENARIOS
 from harness.config.layout import NODES_MAX, NPROC_PER_NODE_MAX, WORLD_SIZE_MAX
 from harness.config.values import IMAGE_NAME_MAX, SECONDS_MAX
 from harness.config.yaml_nodes import PROBLEMS_SHOWN, SHOWN_MAX
+from harness.plan import plan_scenario
+from harness.reports.junit import render_junit
+from harness.results import ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
+from harness.text_caps import RANK_LOG_MAX_CHARS
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -811,3 +816,55 @@ def test_the_plan_estimate_is_an_upper_bound_of_the_plan(text: str, tmp_path: Pa
         assert harness.cli.main(["plan", "--format", form, str(path)]) == 0
         printed = len(capsys.readouterr().out.encode("utf-8"))
         assert printed <= budget.plan_bytes, (form, printed, budget.plan_bytes)
+
+
+# --- the image's text kept in reports is capped (harness/text_caps.py) ------------------------------------
+
+
+def _outcome_with(message: str, stdout: str = "", traceback: str = "") -> ScenarioOutcome:
+    scenario = parse_config(VALID.replace("checks: [env]", "checks: [env, all_reduce]"), FILE).scenarios[0]
+    plan = plan_scenario(scenario, "feedf00d", None)
+    containers = []
+    for cp in plan.containers:
+        files = {}
+        for rank in cp.ranks:
+            records = [
+                {"check": "env", "rank": rank, "status": "passed", "message": "torch", "duration_s": 0.1, "details": {}},
+                {
+                    "check": "all_reduce",
+                    "rank": rank,
+                    "status": "failed",
+                    "message": message,
+                    "duration_s": 0.1,
+                    "details": {"traceback": traceback},
+                },
+            ]
+            files[f"rank-{rank}.jsonl"] = "".join(json.dumps(r) + "\n" for r in records).encode()
+        containers.append(ContainerOutcome(cp.name, cp.node_rank, cp.ranks, 1, False, stdout, "", files, None))
+    return ScenarioOutcome(plan, "feedf00d", 1.0, tuple(containers))
+
+
+def test_a_5mb_failure_message_does_not_make_a_20mb_junit() -> None:
+    """Was: the message went whole into the case, its JUnit failure attribute, its text and the output."""
+    result = summarize_scenario(_outcome_with("m" * 5_000_000, traceback="t" * 5_000_000))
+    case = next(c for c in result.cases if c.name == "all_reduce")
+    assert case.status == "failed" and "[... cut: 5000000 characters in all, the first 4096 shown]" in case.message
+    junit = render_junit(RunSummary("feedf00d", (result,)))
+    assert len(junit) < 1_000_000, len(junit)
+    assert "5000000 characters in all" in junit
+
+
+def test_a_rank_log_of_50mb_is_kept_by_its_end() -> None:
+    """Was: a rank's whole stdout went into the report (and JUnit's system-out)."""
+    result = summarize_scenario(_outcome_with("bad", stdout="x" * 50_000_000 + "\nRuntimeError: the end"))
+    junit = render_junit(RunSummary("feedf00d", (result,)))
+    assert len(junit) < 10 * RANK_LOG_MAX_CHARS, len(junit)
+    assert "RuntimeError: the end" in junit and "50000022 characters in all" in junit
+
+
+def test_a_record_nested_2000_deep_is_an_unreadable_line_not_an_internal_error() -> None:
+    outcome = _outcome_with("bad")
+    deep = '{"check": "env", "rank": 0, "details": ' + "[" * 2000 + "]" * 2000 + "}\n"
+    first = dataclasses.replace(outcome.containers[0], result_files={"rank-0.jsonl": deep.encode()})
+    result = summarize_scenario(dataclasses.replace(outcome, containers=(first, *outcome.containers[1:])))
+    assert "unreadable result line" in str([c.message for c in result.cases])
