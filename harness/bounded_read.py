@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 
 MIB = 2**20
@@ -19,6 +21,10 @@ _CHUNK = 4 * MIB
 REPORT_MAX_BYTES = 256 * MIB
 # One pod's log or one log file given to collect kubernetes: records, their pieces and the output around them.
 LOG_MAX_BYTES = 256 * MIB
+# A container's results directory as the Engine's archive of it: records, stacks, flight-recorder dumps.
+RESULTS_MAX_BYTES = 256 * MIB
+# A container's stdout (or stderr) as kept: its end, where a failure shows.
+CONTAINER_LOG_MAX_BYTES = 8 * MIB
 
 
 class FileRefused(Exception):
@@ -87,3 +93,32 @@ def read_regular_file(path: str | Path, limit: int) -> bytes:
         raise FileRefused(exc.strerror or str(exc)) from None
     finally:
         os.close(fd)
+
+
+def joined_within(chunks: Iterable[bytes], limit: int) -> bytes:
+    """The chunks of a stream joined, at most ``limit`` bytes; FileRefused as soon as it holds more (the rest
+    is never read)."""
+    kept: list[bytes] = []
+    total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            found = f"it holds more than {size_text(limit)}"
+            raise FileRefused(f"expected at most {size_text(limit)}; {found}", found)
+        kept.append(chunk)
+    return b"".join(kept)
+
+
+def end_of(chunks: Iterable[bytes], limit: int) -> tuple[bytes, int]:
+    """The last ``limit`` bytes of a stream, and how many bytes it had: memory stays within the limit however
+    much the stream holds (a container's log is the image's output)."""
+    kept: deque[bytes] = deque()
+    kept_bytes = total = 0
+    for chunk in chunks:
+        total += len(chunk)
+        kept.append(chunk)
+        kept_bytes += len(chunk)
+        while kept_bytes - len(kept[0]) >= limit:
+            kept_bytes -= len(kept.popleft())
+    data = b"".join(kept)
+    return data[-limit:] if len(data) > limit else data, total

@@ -12,8 +12,9 @@ import os
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -24,7 +25,7 @@ import harness.config.compose
 import harness.config.loader
 import harness.kube_collect
 import harness.run_command
-from harness.bounded_read import FileRefused, read_regular_file
+from harness.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, read_regular_file
 from harness.config import parse_config
 from harness.config.budget import CONTAINERS_MAX, PLAN_BYTES_MAX, Budget
 from harness.config.compose import EXPANDED_MAX, LOADER, MAX_DEPTH
@@ -32,6 +33,8 @@ from harness.config.keys import EXTRA_NETWORKS_MAX, GPUS_PER_NODE_MAX, SCENARIOS
 from harness.config.layout import NODES_MAX, NPROC_PER_NODE_MAX, WORLD_SIZE_MAX
 from harness.config.values import IMAGE_NAME_MAX, SECONDS_MAX
 from harness.config.yaml_nodes import PROBLEMS_SHOWN, SHOWN_MAX
+from harness.engine import Engine
+from harness.errors import EngineError
 from harness.plan import plan_scenario
 from harness.reports.junit import render_junit
 from harness.results import ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
@@ -868,3 +871,60 @@ def test_a_record_nested_2000_deep_is_an_unreadable_line_not_an_internal_error()
     first = dataclasses.replace(outcome.containers[0], result_files={"rank-0.jsonl": deep.encode()})
     result = summarize_scenario(dataclasses.replace(outcome, containers=(first, *outcome.containers[1:])))
     assert "unreadable result line" in str([c.message for c in result.cases])
+
+
+# --- what the Engine hands back from the image's container is bounded (harness/engine.py) -----------------
+
+
+class _Pinging:
+    def ping(self) -> bool:
+        return True
+
+
+class _Endless:
+    """A container whose log and results never end: each read hands out 1 MiB chunks until told to stop."""
+
+    name = "endless"
+
+    def __init__(self, chunks: int) -> None:
+        self.chunks = chunks
+        self.handed = 0
+
+    def _stream(self) -> Iterator[bytes]:
+        for _ in range(self.chunks):
+            self.handed += 1
+            yield b"x" * (2**20 - 1) + b"\n"
+
+    def logs(self, stdout: bool, stderr: bool, stream: bool = False, follow: bool | None = None) -> Any:
+        assert stream and follow is False, "read whole, or followed: a log of any size, or one that never ends"
+        return self._stream()
+
+    def get_archive(self, path: str) -> tuple[Iterator[bytes], dict[str, Any]]:
+        return self._stream(), {}
+
+
+def test_a_container_log_of_any_size_is_kept_by_its_end() -> None:
+    """Was: container.logs() read whole into memory (a rank printing without end filled the host's)."""
+    engine = Engine("feedf00d", client=_Pinging())
+    container = _Endless(3 * CONTAINER_LOG_MAX_BYTES // 2**20)
+    out, _ = engine.logs(container)
+    assert len(out) < CONTAINER_LOG_MAX_BYTES + 2**20
+    assert out.startswith(f"[... cut: {3 * CONTAINER_LOG_MAX_BYTES} bytes in all, the last ")
+
+
+def test_results_past_their_bound_are_a_problem_read_no_further() -> None:
+    """Was: get_archive's stream joined whole, of any size."""
+    engine = Engine("feedf00d", client=_Pinging())
+    container = _Endless(RESULTS_MAX_BYTES // 2**20 + 100)
+    with pytest.raises(EngineError) as caught:
+        engine.read_files(container, "/results")
+    assert f"it holds more than {RESULTS_MAX_BYTES // 2**20} MiB" in str(caught.value)
+    assert container.handed == RESULTS_MAX_BYTES // 2**20 + 1
+
+
+def test_the_end_of_a_stream_is_exact() -> None:
+    data = bytes(range(256)) * 100
+    for size in (1, 7, 256, 1000):
+        chunks = [data[i : i + size] for i in range(0, len(data), size)]
+        assert end_of(chunks, 1000) == (data[-1000:], len(data))
+        assert end_of(chunks, 10**6) == (data, len(data))
