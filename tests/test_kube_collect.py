@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 import harness.cli
+import harness.kube_collect
 from harness.errors import EnvironmentUnusable
 from harness.kube_collect import CollectError, KubernetesPods, PodLog, read_api, read_files, read_log, summarize_sources
 from harness.results import (
@@ -453,6 +454,8 @@ class _StubApi(http.server.BaseHTTPRequestHandler):
     terminated with 137, OOMKilled), each pod's log, and the Job's Failed condition."""
 
     pods = {0: 0, 1: 137}
+    log_limits: list[str] = []  # the limitBytes each log request carried
+    index_text: str | None = None  # the completion index annotation, when not the pod's index
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         url = urllib.parse.urlsplit(self.path)
@@ -463,7 +466,7 @@ class _StubApi(http.server.BaseHTTPRequestHandler):
                 {
                     "metadata": {
                         "name": f"{CROSS}-{i}-abcde",
-                        "annotations": {"batch.kubernetes.io/job-completion-index": str(i)},
+                        "annotations": {"batch.kubernetes.io/job-completion-index": self.index_text or str(i)},
                     },
                     "status": {
                         "containerStatuses": [
@@ -484,7 +487,10 @@ class _StubApi(http.server.BaseHTTPRequestHandler):
         elif url.path.startswith("/api/v1/namespaces/ml/pods/") and url.path.endswith("/log"):
             assert query["container"] == ["suite"]
             index = int(url.path.split("/")[-2].removeprefix(f"{CROSS}-").split("-")[0])
-            self._send("text/plain", (GOOD / f"{CROSS}-{index}.log").read_text())
+            text = (GOOD / f"{CROSS}-{index}.log").read_text()
+            self.log_limits.extend(query.get("limitBytes", ["none"]))
+            limit = int(query.get("limitBytes", [len(text.encode())])[0])
+            self._send("text/plain", text.encode()[:limit].decode("utf-8", "replace"))  # as the API cuts it
         elif url.path == "/apis/batch/v1/namespaces/ml/jobs":
             condition = {
                 "type": "Failed",
@@ -603,3 +609,22 @@ def test_a_record_numbered_a_billion_does_not_list_the_numbers_before_it() -> No
     (source,) = read_log("pod.log", f"{STDOUT_MARKER} v1 r=0 n=999999999 p=1/1 {record}")
     assert time.perf_counter() - started < 1
     assert source.garbled == ["pod.log: rank 0's record(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 are missing between the ones present"]
+
+
+def test_through_the_api_a_log_is_read_to_its_bound_and_no_further(stub_cluster: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: the whole log asked for, of any size (the image's output). Now limit_bytes, and past it an error."""
+    monkeypatch.setattr(_StubApi, "log_limits", [])
+    monkeypatch.setattr(harness.kube_collect, "LOG_MAX_BYTES", 1000)
+    with pytest.raises(CollectError) as caught:
+        read_api(KubernetesPods(), "ml", CROSS)
+    assert str(caught.value) == f"the log of pod {CROSS}-0-abcde is larger than 1000 bytes; expected less"
+    assert _StubApi.log_limits == ["1001"]
+
+
+def test_through_the_api_a_completion_index_of_5000_digits_is_unknown(
+    stub_cluster: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: int() of the annotation, a ValueError past 4300 digits (an internal error)."""
+    monkeypatch.setattr(_StubApi, "index_text", "9" * 5000)
+    sources, _ = read_api(KubernetesPods(), "ml", CROSS)
+    assert {s.node_rank for s in sources} == {None}
