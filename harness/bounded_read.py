@@ -9,6 +9,7 @@ and reads at most ``limit + 1`` bytes, so that a file that grew past the limit i
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections import deque
@@ -59,24 +60,40 @@ def size_text(size: int) -> str:
     return f"{size} bytes"
 
 
-def read_regular_file(path: str | Path, limit: int) -> bytes:
-    """The bytes of the regular file at ``path``, at most ``limit`` of them; FileRefused otherwise."""
+def _open_regular(path: str | Path, follow_links: bool) -> tuple[int, os.stat_result]:
+    """A descriptor of the regular file at ``path`` and its status; FileRefused otherwise (nothing left open)."""
     if "\x00" in str(path):
         raise FileRefused("a path holds no NUL")
+    # O_NONBLOCK: opening a FIFO for reading waits for a writer without it; it is cleared before reading.
+    flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
     try:
-        # O_NONBLOCK: opening a FIFO for reading waits for a writer without it; it is cleared before reading.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, flags)
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_links:
+            raise FileRefused("expected a regular file; got a symbolic link", "got a symbolic link") from None
         raise FileRefused(exc.strerror or str(exc), missing=isinstance(exc, FileNotFoundError)) from None
     try:
         status = os.fstat(fd)
         if not stat.S_ISREG(status.st_mode):
             found = f"got {_kind(status.st_mode)}"
             raise FileRefused(f"expected a regular file; {found}", found)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, status
+
+
+def read_regular_file(path: str | Path, limit: int, follow_links: bool = True) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``limit`` of them; FileRefused otherwise.
+    ``follow_links``: False for a path in a directory that the image under test writes."""
+    fd, status = _open_regular(path, follow_links)
+    try:
         if status.st_size > limit:
             found = f"it has {status.st_size} bytes, more than {size_text(limit)}"
             raise FileRefused(f"expected a file of at most {size_text(limit)}; {found}", found)
-        os.set_blocking(fd, True)
         chunks: list[bytes] = []
         total = 0
         while total <= limit:
@@ -122,3 +139,29 @@ def end_of(chunks: Iterable[bytes], limit: int) -> tuple[bytes, int]:
             kept_bytes -= len(kept.popleft())
     data = b"".join(kept)
     return data[-limit:] if len(data) > limit else data, total
+
+
+def end_of_file(path: str | Path, limit: int) -> tuple[bytes, int]:
+    """The last ``limit`` bytes of the regular file at ``path`` (not followed if a link), and its size."""
+    fd, status = _open_regular(path, follow_links=False)
+    try:
+        os.lseek(fd, max(0, status.st_size - limit), os.SEEK_SET)
+        chunks: list[bytes] = []
+        total = 0
+        while total < limit:
+            chunk = os.read(fd, min(_CHUNK, limit - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+        return b"".join(chunks), max(status.st_size, total)
+    except OSError as exc:
+        raise FileRefused(exc.strerror or str(exc)) from None
+    finally:
+        os.close(fd)
+
+
+def kept_end(data: bytes, total: int) -> str:
+    """The end of a log as text, saying how much was cut before it."""
+    text = data.decode("utf-8", "replace")
+    return text if total <= len(data) else f"[... cut: {total} bytes in all, the last {len(data)} kept]\n{text}"

@@ -27,7 +27,7 @@ import docker.types
 import requests
 import urllib3.exceptions
 
-from harness.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, joined_within
+from harness.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, joined_within, kept_end
 from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
@@ -308,9 +308,7 @@ class Engine:
             # Streamed, keeping the end: the log is the image's output, of any size (follow=False: docker-py
             # follows a streamed log unless told not to).
             stream = container.logs(stdout=stdout, stderr=not stdout, stream=True, follow=False)
-            data, total = end_of(stream, CONTAINER_LOG_MAX_BYTES)
-            text = data.decode("utf-8", "replace")
-            return text if total == len(data) else f"[... cut: {total} bytes in all, the last {len(data)} kept]\n{text}"
+            return kept_end(*end_of(stream, CONTAINER_LOG_MAX_BYTES))
 
         out = self._call(f"read logs of {container.name}", lambda: end(True))
         err = self._call(f"read logs of {container.name}", lambda: end(False))

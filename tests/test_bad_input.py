@@ -25,7 +25,15 @@ import harness.config.compose
 import harness.config.loader
 import harness.kube_collect
 import harness.run_command
-from harness.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, read_regular_file
+from harness.bounded_read import (
+    CONTAINER_LOG_MAX_BYTES,
+    RESULTS_MAX_BYTES,
+    FileRefused,
+    end_of,
+    end_of_file,
+    kept_end,
+    read_regular_file,
+)
 from harness.config import parse_config
 from harness.config.budget import CONTAINERS_MAX, PLAN_BYTES_MAX, Budget
 from harness.config.compose import EXPANDED_MAX, LOADER, MAX_DEPTH
@@ -928,3 +936,22 @@ def test_the_end_of_a_stream_is_exact() -> None:
         chunks = [data[i : i + size] for i in range(0, len(data), size)]
         assert end_of(chunks, 1000) == (data[-1000:], len(data))
         assert end_of(chunks, 10**6) == (data, len(data))
+
+
+def test_a_link_in_a_directory_the_ranks_write_is_not_followed(tmp_path: Path) -> None:
+    """Host runs read the ranks' results directory: a link there to a file of the host's is not read."""
+    secret = tmp_path / "secret"
+    secret.write_text("host's own")
+    (tmp_path / "rank-0.jsonl").symlink_to(secret)
+    with pytest.raises(FileRefused) as caught:
+        read_regular_file(tmp_path / "rank-0.jsonl", 100, follow_links=False)
+    assert caught.value.found == "got a symbolic link"
+    assert read_regular_file(tmp_path / "rank-0.jsonl", 100) == b"host's own"  # a path given on the command line
+
+
+def test_the_end_of_a_log_file_is_read_without_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "stdout.log"
+    path.write_bytes(b"a" * 5000 + b"the end")
+    assert end_of_file(path, 7) == (b"the end", 5007)
+    assert kept_end(*end_of_file(path, 7)) == "[... cut: 5007 bytes in all, the last 7 kept]\nthe end"
+    assert kept_end(*end_of_file(path, 10**6)) == "a" * 5000 + "the end"
