@@ -6,6 +6,7 @@ traceback from the CLI.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -21,6 +22,7 @@ import yaml
 
 import harness.baseline
 import harness.cli
+import harness.cli_values as cli_values
 import harness.config.compose
 import harness.config.loader
 import harness.kube_collect
@@ -955,3 +957,13 @@ def test_the_end_of_a_log_file_is_read_without_the_rest(tmp_path: Path) -> None:
     assert end_of_file(path, 7) == (b"the end", 5007)
     assert kept_end(*end_of_file(path, 7)) == "[... cut: 5007 bytes in all, the last 7 kept]\nthe end"
     assert kept_end(*end_of_file(path, 10**6)) == "a" * 5000 + "the end"
+
+
+@pytest.mark.parametrize(
+    "value", [f"{'9' * 400}d", "36501d", f"{'9' * 5000}s"], ids=["400-digits", "past-100-years", "5000-digits"]
+)
+def test_a_duration_past_a_century_is_a_usage_error(value: str) -> None:
+    """Was: 400 digits of days became an infinite float of seconds, handed to the clock arithmetic."""
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a duration of at most 100 years"):
+        cli_values.duration(value)
+    assert cli_values.duration("36500d") == 36500 * 86400
