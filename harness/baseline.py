@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.bandwidth import count_range
+from harness.bounded_read import REPORT_MAX_BYTES, FileRefused, read_regular_file
 from harness.errors import BadInput
 from harness.records import json_problem
 from harness.reports.json_report import json_report
@@ -229,9 +230,9 @@ def iterations_of(scenario: Mapping[str, Any] | None) -> str:
 def read_report(path: str | Path) -> dict[str, Any]:
     """A distval JSON report (schema_version 1) from a file; BadReport (exit code 2) otherwise."""
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BadReport(f"cannot read the JSON report {path}: {exc.strerror or exc}") from exc
+        data = json.loads(read_regular_file(path, REPORT_MAX_BYTES).decode("utf-8"))
+    except FileRefused as exc:
+        raise BadReport(f"cannot read the JSON report {path}: {exc}") from exc
     except (ValueError, RecursionError) as exc:
         raise BadReport(f"{path} is not JSON: {exc}") from exc
     if not isinstance(data, dict) or data.get("schema_version") != 1 or not isinstance(data.get("scenarios"), list):

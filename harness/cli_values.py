@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 from collections.abc import Callable
 from typing import Any, NoReturn
@@ -26,9 +27,10 @@ RUN_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
 
 def run_id(value: str) -> str:
     """argparse type: the run id goes into container names and hostnames, so keep it short and plain."""
-    if not RUN_ID_PATTERN.match(value):
+    # fullmatch: with match, '$' also matches before a final line break ("abc\n" was accepted).
+    if not RUN_ID_PATTERN.fullmatch(value):
         raise argparse.ArgumentTypeError(
-            f"expected 1-16 lowercase letters, digits or '-' (starting with a letter or digit); got {value!r}"
+            f"expected 1-16 lowercase letters, digits or '-' (starting with a letter or digit); got {shown(value)}"
         )
     return value
 
@@ -89,12 +91,19 @@ def microseconds(value: str) -> float:
     return number
 
 
+DURATION_MAX_S = 100 * 365 * 86400  # a century: far past any run's age, far below what a timedelta takes
+
+
 def duration(value: str) -> float:
-    """argparse type: a duration such as 30m or 2h, in seconds."""
+    """argparse type: a duration such as 30m or 2h, in seconds, at most DURATION_MAX_S (400 digits of days
+    were an infinite float, which timedelta and the clock arithmetic refuse with an internal error)."""
     try:
-        return parse_duration(value)
+        seconds = parse_duration(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
+    if not math.isfinite(seconds) or seconds > DURATION_MAX_S:
+        raise argparse.ArgumentTypeError(f"expected a duration of at most 100 years (36500d); got {shown(value)}")
+    return seconds
 
 
 def fraction(value: str) -> float:

@@ -28,6 +28,7 @@ import requests
 import urllib3.exceptions
 
 from harness import reaper_container
+from harness.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, joined_within, kept_end
 from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
@@ -304,18 +305,27 @@ class Engine:
             raise _mapped(f"kill {container.name}", exc) from None
 
     def logs(self, container: Any) -> tuple[str, str]:
-        out = self._call(f"read logs of {container.name}", lambda: container.logs(stdout=True, stderr=False))
-        err = self._call(f"read logs of {container.name}", lambda: container.logs(stdout=False, stderr=True))
-        return out.decode("utf-8", "replace"), err.decode("utf-8", "replace")
+        def end(stdout: bool) -> str:
+            # Streamed, keeping the end: the log is the image's output, of any size (follow=False: docker-py
+            # follows a streamed log unless told not to).
+            stream = container.logs(stdout=stdout, stderr=not stdout, stream=True, follow=False)
+            return kept_end(*end_of(stream, CONTAINER_LOG_MAX_BYTES))
+
+        out = self._call(f"read logs of {container.name}", lambda: end(True))
+        err = self._call(f"read logs of {container.name}", lambda: end(False))
+        return out, err
 
     def read_files(self, container: Any, path: str) -> dict[str, bytes]:
         """Regular files under ``path`` in the container (running or exited), by base name."""
 
         def fetch() -> bytes:
             stream, _stat = container.get_archive(path)
-            return b"".join(stream)
+            return joined_within(stream, RESULTS_MAX_BYTES)  # the image writes them: bounded before joined
 
-        data = self._call(f"copy {path} out of {container.name}", fetch)
+        try:
+            data = self._call(f"copy {path} out of {container.name}", fetch)
+        except FileRefused as exc:
+            raise EngineError(f"copy {path} out of {container.name}: {exc}") from None
         try:
             return regular_files(data)
         except tarfile.TarError as exc:

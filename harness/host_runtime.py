@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from harness.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of_file, kept_end, read_regular_file
 from harness.config import Config
 from harness.docker_spec import ContainerPlan
 from harness.errors import EnvironmentUnusable, PlanError, RunStopped
@@ -342,8 +343,8 @@ def _wait(nodes: list[_Node], deadline: float, events: RunEvents, plan: Scenario
 
 def _read(path: Path) -> str:
     try:
-        return path.read_bytes().decode("utf-8", "replace")
-    except OSError:
+        return kept_end(*end_of_file(path, CONTAINER_LOG_MAX_BYTES))  # the ranks' output, of any size: its end
+    except FileRefused:
         return ""
 
 
@@ -356,11 +357,13 @@ def _collect(node: _Node, killed: bool) -> ContainerOutcome:
             stream.flush()
     files: dict[str, bytes] = {}
     problem = None
+    left = RESULTS_MAX_BYTES  # the ranks write this directory: regular files only, not followed, bounded
     try:
         for path in sorted(Path(cp.results_dir).iterdir()):
-            if path.is_file():
-                files[path.name] = path.read_bytes()
-    except OSError as exc:
+            if path.is_file() and not path.is_symlink():
+                files[path.name] = read_regular_file(path, left, follow_links=False)
+                left -= len(files[path.name])
+    except (OSError, FileRefused) as exc:
         problem = f"results could not be read from {cp.results_dir}: {exc}"
     return ContainerOutcome(
         name=cp.name,

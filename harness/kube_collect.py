@@ -19,9 +19,9 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
+from harness.bounded_read import LOG_MAX_BYTES, FileRefused, read_regular_file, size_text
 from harness.errors import BadInput, EnvironmentUnusable, one_line
 from harness.kube_export import CONTAINER_NAME, LABEL_JOB
 from harness.kube_origin import Origin, origin_from_data
@@ -39,7 +39,11 @@ from harness.results import (
 )
 from suite.records import STDOUT_MARKER
 
-RECORD_LINE = re.compile(r"v1 r=(\d+) n=(\d+) p=(\d+)/(\d+) (.*)$")
+# Numbers of at most 9 digits: the log is the image's text, and int() of thousands of digits raises or is slow.
+RECORD_LINE = re.compile(r"v1 r=(\d{1,9}) n=(\d{1,9}) p=(\d{1,9})/(\d{1,9}) (.*)$")
+# Pieces of one record, at most (3500 characters each: suite/records.py): a record of some 14 MB. A line
+# claiming p=1/99999999999 once made the part check list every absent part, exhausting memory.
+RECORD_PARTS_MAX = 4096
 RECORD_EXPECTED = f"'{STDOUT_MARKER} v1 r=<rank> n=<number> p=<part>/<parts> <JSON piece>'"
 # kubectl logs --prefix: "[pod/<pod>/<container>] "; --timestamps: an RFC 3339 time and a space. kubectl
 # writes the prefix first; either may be absent.
@@ -114,6 +118,12 @@ def read_log(label: str, text: str) -> list[_Source]:
         rank, serial, part, parts = (int(match.group(i)) for i in range(1, 5))
         key = (rank, serial)
         known = source.parts.setdefault(key, (parts, where))
+        if parts > RECORD_PARTS_MAX:
+            source.garbled.append(
+                f"{where}: garbled record line: rank {rank}'s record {serial} claims {parts} parts; "
+                f"expected at most {RECORD_PARTS_MAX}"
+            )
+            continue
         if not 1 <= part <= parts or known[0] != parts:
             source.garbled.append(
                 f"{where}: garbled record line: part {part}/{parts} of rank {rank}'s record {serial} does not fit"
@@ -139,7 +149,8 @@ def _assemble(source: _Source, label: str) -> None:
         parts, where = source.parts[(rank, serial)]
         if len(pieces) != parts:
             absent = [str(p) for p in range(1, parts + 1) if p not in pieces]
-            source.garbled.append(f"{where}: rank {rank}'s record {serial} lacks part(s) {', '.join(absent)} of {parts}")
+            shown = ", ".join(absent[:10]) + (f", ... ({len(absent)} in all)" if len(absent) > 10 else "")
+            source.garbled.append(f"{where}: rank {rank}'s record {serial} lacks part(s) {shown} of {parts}")
             continue
         text = "".join(pieces[p][1] for p in range(1, parts + 1))
         try:
@@ -160,12 +171,28 @@ def _assemble(source: _Source, label: str) -> None:
         except (ValueError, KeyError, TypeError) as exc:
             source.garbled.append(f"{where}: rank {rank}'s record {serial} is not a distval record ({one_line(str(exc))[:120]})")
     for rank, records in source.records.items():
-        serials = {serial for serial, _ in records} | {0}  # 0 is the start line
-        missing = sorted(set(range(max(serials) + 1)) - serials)
+        missing = _gaps(sorted({serial for serial, _ in records} | {0}))  # 0 is the start line
         if missing:
             source.garbled.append(
                 f"{label}: rank {rank}'s record(s) {', '.join(map(str, missing[:10]))} are missing between the ones present"
             )
+
+
+def _completion_index(text: Any) -> int | None:
+    """The Job's completion index annotation: a small whole number, else unknown (int() of it could raise)."""
+    ok = isinstance(text, str) and text.isascii() and text.isdigit() and len(text) <= 9
+    return int(text) if ok else None
+
+
+def _gaps(serials: list[int], shown: int = 10) -> list[int]:
+    """The first ``shown`` numbers missing between sorted ``serials``: walked gap by gap, never by the range
+    (a record numbered n=999999999 must not make a list of a billion numbers)."""
+    missing: list[int] = []
+    for before, after in zip(serials, serials[1:], strict=False):
+        missing.extend(range(before + 1, min(after, before + 1 + shown - len(missing))))
+        if len(missing) >= shown:
+            break
+    return missing
 
 
 # -- the API --------------------------------------------------------------------------------------------
@@ -214,11 +241,18 @@ class KubernetesPods:
             index = annotations.get("batch.kubernetes.io/job-completion-index")
             status = next((s for s in pod.status.container_statuses or [] if s.name == CONTAINER_NAME), None)
             terminated = status.state.terminated if status is not None and status.state is not None else None
-            log = self._core.read_namespaced_pod_log(pod.metadata.name, namespace, container=CONTAINER_NAME)
+            # limit_bytes: the log is the image's output; one byte past the bound says it was cut.
+            log = self._core.read_namespaced_pod_log(
+                pod.metadata.name, namespace, container=CONTAINER_NAME, limit_bytes=LOG_MAX_BYTES + 1
+            )
+            if len(log.encode("utf-8", "surrogateescape")) > LOG_MAX_BYTES:
+                raise CollectError(f"the log of pod {pod.metadata.name} is larger than {size_text(LOG_MAX_BYTES)}; expected less")
             found.append(
                 PodLog(
                     name=pod.metadata.name,
-                    completion_index=int(index) if index is not None else None,
+                    completion_index=int(index)
+                    if isinstance(index, str) and index.isascii() and index.isdigit() and len(index) <= 9
+                    else None,
                     log=log,
                     exit_code=terminated.exit_code if terminated is not None else None,
                     reason=terminated.reason if terminated is not None else None,
@@ -402,9 +436,9 @@ def read_files(paths: Iterable[str]) -> list[_Source]:
     sources = []
     for path in paths:
         try:
-            text = Path(path).read_bytes().decode("utf-8", "replace")
-        except OSError as exc:
-            raise CollectError(f"cannot read the log {path}: {exc.strerror or exc}") from exc
+            text = read_regular_file(path, LOG_MAX_BYTES).decode("utf-8", "replace")
+        except FileRefused as exc:
+            raise CollectError(f"cannot read the log {path}: {exc}") from exc
         sources += read_log(path, text)
     return sources
 

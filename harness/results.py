@@ -31,6 +31,7 @@ from harness.nccl_transport import describe as describe_transports
 from harness.nccl_transport import transports_between
 from harness.plan import LABEL_RUN, ContainerPlan, ScenarioPlan, ipv6_subnet
 from harness.records import error_record, validate_record
+from harness.text_caps import LOG_TAIL_MAX_CHARS, MESSAGE_MAX_CHARS, RANK_LOG_MAX_CHARS, capped, capped_end, capped_strings
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 EXIT_STATUS_CASE = "exit_status"
@@ -214,7 +215,7 @@ def _without_run(value: Any, run_id: str, slug: str, exact: Mapping[str, str], k
 
 
 def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
-    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+    return capped_end("\n".join(text.rstrip("\n").splitlines()[-lines:]), LOG_TAIL_MAX_CHARS)
 
 
 _EXCEPTION_LINE = re.compile(r"^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?")
@@ -245,6 +246,9 @@ def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object
                 continue
             try:
                 record = json.loads(line)
+                if isinstance(record, dict) and "message" in record:
+                    record["message"] = capped(str(record["message"]), MESSAGE_MAX_CHARS)
+                record = capped_strings(record)  # the image's text: capped before it is checked and kept
                 problem = validate_record(record)
                 if problem is not None:  # written by the image under test: its rank's error, not a crash later
                     record = error_record(record, problem)
@@ -322,8 +326,8 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     scenario = plan.scenario
     properties = _properties(outcome)
     logs = "\n\n".join(
-        f"===== {o.name} (node {o.node_rank}, ranks {','.join(map(str, o.ranks))}) stdout =====\n{o.stdout}"
-        f"\n===== {o.name} stderr =====\n{o.stderr}"
+        f"===== {o.name} (node {o.node_rank}, ranks {','.join(map(str, o.ranks))}) stdout =====\n"
+        f"{capped_end(o.stdout, RANK_LOG_MAX_CHARS)}\n===== {o.name} stderr =====\n{capped_end(o.stderr, RANK_LOG_MAX_CHARS)}"
         for o in outcome.containers
     )
     if outcome.setup_skipped and outcome.setup_error is not None:

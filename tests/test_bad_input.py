@@ -6,23 +6,49 @@ traceback from the CLI.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
+import os
+import threading
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
+import harness.baseline
 import harness.cli
+import harness.cli_values as cli_values
 import harness.config.compose
+import harness.config.loader
+import harness.kube_collect
 import harness.run_command
+from harness.bounded_read import (
+    CONTAINER_LOG_MAX_BYTES,
+    RESULTS_MAX_BYTES,
+    FileRefused,
+    end_of,
+    end_of_file,
+    kept_end,
+    read_regular_file,
+)
 from harness.config import parse_config
+from harness.config.budget import CONTAINERS_MAX, PLAN_BYTES_MAX, Budget
 from harness.config.compose import EXPANDED_MAX, LOADER, MAX_DEPTH
 from harness.config.keys import EXTRA_NETWORKS_MAX, GPUS_PER_NODE_MAX, SCENARIOS_MAX
 from harness.config.layout import NODES_MAX, NPROC_PER_NODE_MAX, WORLD_SIZE_MAX
 from harness.config.values import IMAGE_NAME_MAX, SECONDS_MAX
 from harness.config.yaml_nodes import PROBLEMS_SHOWN, SHOWN_MAX
+from harness.engine import Engine
+from harness.errors import EngineError
+from harness.plan import plan_scenario
+from harness.reports.junit import render_junit
+from harness.results import ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
+from harness.text_caps import RANK_LOG_MAX_CHARS
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -573,7 +599,7 @@ def test_aliases_cannot_multiply_a_small_file_into_a_huge_one() -> None:
     doubling = "".join(f"x-{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, 40))
     text = f"x-0: &a0 [env, env]\n{doubling}{VALID}"
     started = time.perf_counter()
-    one_problem(text, 18, "x-17", f"expected at most {EXPANDED_MAX} nodes once aliases are expanded")
+    one_problem(text, 17, "x-16[0]", f"expected at most {EXPANDED_MAX} nodes in the file once aliases are expanded")
     assert time.perf_counter() - started < 1
 
 
@@ -582,3 +608,362 @@ def test_past_100_problems_one_line_counts_the_rest() -> None:
     problems = problems_of(text)
     assert len(problems) == PROBLEMS_SHOWN + 1
     assert problems[-1] == f"{FILE}: 150 more problems (the first {PROBLEMS_SHOWN} are shown)"
+
+
+# --- resource bounds that hold (issue 19) -------------------------------------------------------------
+
+
+def test_the_node_bound_holds_while_a_collection_is_still_open() -> None:
+    """Was: checked when a collection closed, so one long list built all its nodes first (4 MB: 620 MB)."""
+    text = "x-big: [" + "0," * (4 * EXPANDED_MAX) + "]\n" + VALID
+    started = time.perf_counter()
+    problems = problems_of(text)
+    # Refused at the node past the bound, inside the list: the 900,000 nodes after it are never built.
+    assert len(problems) == 1 and problems[0].startswith(f"{FILE}:1: x-big[{EXPANDED_MAX - 3}]: "), problems
+    assert f"expected at most {EXPANDED_MAX} nodes in the file" in problems[0]
+    assert time.perf_counter() - started < 10  # about 2 s here: the bound's nodes, not the 1.2 million
+
+
+@pytest.mark.parametrize(
+    ("line", "key_path"),
+    [
+        (f"timeout_s: {'9' * 400}", "timeout_s"),
+        (f"timeout_s: 0x{'f' * 4300}", "timeout_s"),
+        (f"world_size_unused: 1\ncpus: {'9' * 5000}", None),
+        ("collective_timeout_s: 1" + ":0" * 2000, "collective_timeout_s"),
+        (f"cpus: 0b{'1' * 190}", "cpus"),
+    ],
+    ids=["400-digits", "hex-4300-digits", "5000-digits", "sexagesimal-2000-parts", "binary-2**190"],
+)
+def test_huge_integers_are_one_problem_not_an_internal_error(line: str, key_path: str | None) -> None:
+    """Was: OverflowError (float() of a 400-digit int) or ValueError (Python's 4300-digit cap): internal errors."""
+    if key_path is None:
+        line, key_path = line.split("\n", 1)[1], "cpus"
+    problem = one_problem(f"{line}\n{VALID}", 1, key_path)
+    assert "expected" in problem and ("far past any bound" in problem or "<=" in problem), problem
+
+
+@pytest.mark.parametrize(
+    "line",
+    [f"memory: {'9' * 5000}g", f"shm_size: {'9' * 5000}"],
+    ids=["memory-5000-digits-g", "shm-5000-digits"],
+)
+def test_huge_docker_sizes_are_one_problem(line: str) -> None:
+    one_problem(f"{line}\n{VALID}", 1, line.split(":")[0], "expected a Docker size")
+
+
+def test_a_huge_message_size_is_one_problem() -> None:
+    text = VALID.replace("checks: [env]", f"checks: [{{name: bandwidth, args: {{sizes: [{'9' * 5000}KiB]}}}}]")
+    one_problem(text, 5, "scenarios[0].checks[0].args.sizes[0]", "expected a message size")
+
+
+def test_huge_integers_via_the_cli_are_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, err = cli_plan(tmp_path, capsys, f"timeout_s: 0x{'f' * 4300}\n{VALID}")
+    assert code == 2 and len(err) == 1 and "bad.yaml:1: timeout_s: expected" in err[0], err
+
+
+def test_aliases_to_one_long_value_cost_linear_time() -> None:
+    """Was: every alias constructed its value again; a 40 KB sexagesimal integer took 60 ms per alias (86 KB of
+    such aliases: 105 s in plan, about 22 h at the alias bound)."""
+    value = "1" + ":0" * 20_000
+    text = f"x-v: &v {value}\nenv: {{" + ", ".join(f"A{i}: *v" for i in range(300)) + "}\n" + VALID
+    started = time.perf_counter()
+    problems = problems_of(text)
+    assert time.perf_counter() - started < 2
+    assert problems[0].startswith(f"{FILE}:1: env.A0: expected a value"), problems[0]
+
+
+def test_cpus_that_round_to_no_limit_are_refused() -> None:
+    """Was accepted: cpus 1.0e-10 became nano_cpus 0, which the Engine reads as no limit at all."""
+    one_problem(f"cpus: 1.0e-10\n{VALID}", 1, "cpus", "expected a number of CPUs >= 0.01")
+    one_problem(f"cpus: 0.009\n{VALID}", 1, "cpus", "expected a number of CPUs >= 0.01")
+    assert parse_config(f"cpus: 0.01\n{VALID}", FILE).scenarios[0].cpus == 0.01
+
+
+@pytest.mark.parametrize("value", ["abc\n", "abc\r", "ab\x1bc", "abc\x00"], ids=["newline", "cr", "esc", "nul"])
+def test_a_run_id_with_a_control_character_is_exit_2(value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Was accepted: RUN_ID_PATTERN.match lets '$' match before a final line break."""
+    code = harness.cli.main(["plan", str(ROOT / "configs" / "default.yaml"), "--run-id", value])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "--run-id" in err and "expected 1-16 lowercase letters" in err, err
+
+
+# --- every reader of a report, a log or a config: a regular file of bounded size --------------------------
+
+
+def _special(tmp_path: Path, kind: str) -> str:
+    """A path that must not be read: a FIFO nobody writes (an open waits forever), /dev/zero (endless), a directory."""
+    if kind == "fifo":
+        path = tmp_path / "fifo"
+        os.mkfifo(path)
+        return str(path)
+    if kind == "directory":
+        return str(tmp_path)
+    return "/dev/zero"
+
+
+def _within(seconds: float, call: Callable[[], int]) -> int:
+    """``call()``, failing the test (instead of hanging it) if it has not returned within ``seconds``."""
+    result: list[int] = []
+    thread = threading.Thread(target=lambda: result.append(call()), daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert result, f"still reading after {seconds} s (a FIFO waits forever, /dev/zero never ends)"
+    return result[0]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])
+@pytest.mark.parametrize("command", ["compare", "baseline", "collect", "plan"])
+def test_no_reader_reads_a_fifo_a_device_or_a_directory(
+    command: str, kind: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: compare, --baseline and collect kubernetes read /dev/zero until memory ran out, waited on a FIFO
+    forever (so did plan); a directory was an error only by luck of the OS."""
+    path = _special(tmp_path, kind)
+    arguments = {
+        "compare": ["compare", path, path],
+        "baseline": ["run", str(ROOT / "configs" / "default.yaml"), "--baseline", path],
+        "collect": ["collect", "kubernetes", path],
+        "plan": ["plan", path],
+    }[command]
+    # /dev/zero read whole would not return within the bound (and would take the machine's memory first):
+    # the bounded reader refuses it at fstat, before reading a byte.
+    code = _within(10, lambda: harness.cli.main(arguments))
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    expected = {"fifo": "got a FIFO (named pipe)", "dev-zero": "got a device", "directory": "got a directory"}[kind]
+    assert expected in err, err
+
+
+@pytest.mark.parametrize("command", ["compare", "collect", "plan"])
+def test_no_reader_takes_a_file_over_its_bound(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each reader has a size bound, checked before reading (and again while reading: a growing file)."""
+    path = tmp_path / "big"
+    path.write_bytes(b" " * (2 * 2**20 + 1))
+    monkeypatch.setattr(harness.baseline, "REPORT_MAX_BYTES", 2 * 2**20)
+    monkeypatch.setattr(harness.kube_collect, "LOG_MAX_BYTES", 2 * 2**20)
+    monkeypatch.setattr(harness.config.loader, "FILE_MAX_BYTES", 2 * 2**20)
+    arguments = {"compare": ["compare", str(path), str(path)], "collect": ["collect", "kubernetes", str(path)]}
+    code = harness.cli.main(arguments.get(command, ["plan", str(path)]))
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.splitlines()) == 1, err
+    assert f"it has {2 * 2**20 + 1} bytes, more than 2 MiB" in err, err
+
+
+def test_the_bounded_reader_reads_at_most_one_byte_past_its_limit(tmp_path: Path) -> None:
+    path = tmp_path / "file"
+    path.write_bytes(b"x" * 100)
+    assert read_regular_file(path, 100) == b"x" * 100
+    with pytest.raises(FileRefused) as caught:
+        read_regular_file(path, 99)
+    assert caught.value.found == "it has 100 bytes, more than 99 bytes"
+    with pytest.raises(FileRefused) as caught:
+        read_regular_file(tmp_path / "absent", 99)
+    assert caught.value.missing
+
+
+# --- one declared bound on what a file may ask distval to plan (harness/config/budget.py) ----------------
+
+
+def _matrix_of(count: int, world_size: int, extra: str = "", checks: str = "[env]") -> str:
+    images = ", ".join(f"i{k}" for k in range(count))
+    return (
+        f"scenarios:\n  - name: m\n    topology: cross-container\n    world_size: {world_size}\n{extra}"
+        f"    checks: {checks}\n    matrix: {{image: [{images}]}}\n"
+    )
+
+
+def test_ten_thousand_scenarios_of_256_nodes_are_refused_quickly() -> None:
+    """Was accepted: 2.56 million containers (about 19 minutes and 55 GB to plan, extrapolated)."""
+    started = time.perf_counter()
+    problem = one_problem(_matrix_of(SCENARIOS_MAX, 256), 2, "scenarios[0]")
+    assert f"expected at most {CONTAINERS_MAX} containers in a file" in problem and "start 2560000" in problem
+    assert time.perf_counter() - started < 5
+
+
+def test_message_sizes_repeated_in_every_container_are_bounded() -> None:
+    """Was: 147 KB of message sizes in a matrix entry gave 300 MB of plan."""
+    sizes = ", ".join(str(k) for k in range(1, 25_001))
+    text = _matrix_of(100, 8, checks=f"[{{name: bandwidth, args: {{sizes: [{sizes}]}}}}]")
+    assert len(text) < 170_000
+    problem = one_problem(text, 2, "scenarios[0]", f"expected a plan of at most {PLAN_BYTES_MAX // 2**20} MiB")
+    assert "about 128 MiB" in problem
+
+
+@pytest.mark.parametrize("key", ["env: {A: VALUE}", "working_dir: /VALUE"])
+def test_long_texts_repeated_in_every_container_are_bounded(key: str) -> None:
+    """Was: a 1 MB env value in a matrix of 100 scenarios of 8 nodes gave 100s of MB of plan."""
+    text = _matrix_of(100, 8, extra=f"    {key.replace('VALUE', 'x' * 1_000_000)}\n")
+    one_problem(text, 2, "scenarios[0]", f"expected a plan of at most {PLAN_BYTES_MAX // 2**20} MiB")
+
+
+def test_the_bound_holds_on_the_entries_together() -> None:
+    """Entries each under the bound, over it together: refused at the entry that crosses it."""
+    half = _matrix_of(SCENARIOS_MAX // 2, 3).split("scenarios:\n", 1)[1]
+    text = "scenarios:\n" + half + half.replace("name: m", "name: n")
+    problem = one_problem(text, 7, "scenarios[1]", f"expected at most {CONTAINERS_MAX} containers")
+    assert "start 30000" in problem
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        _matrix_of(300, 2),
+        _matrix_of(20, 8, checks="[{name: bandwidth, args: {sizes: [" + ", ".join(map(str, range(1, 3000))) + "]}}]"),
+        _matrix_of(20, 8, extra="    env: {A: " + "é" * 5000 + ", B: '\"\\t'}\n    working_dir: /" + "w" * 3000 + "\n"),
+        VALID,
+    ],
+    ids=["many-scenarios", "long-sizes", "env-and-working-dir", "one"],
+)
+def test_the_plan_estimate_is_an_upper_bound_of_the_plan(text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The budget bounds the plan only if its estimate is at least what distval plan prints, in both formats."""
+    path = tmp_path / "c.yaml"
+    path.write_text(text, encoding="utf-8")
+    budget = Budget()
+    budget.add(parse_config(text, FILE).scenarios)
+    for form in ("text", "json"):
+        capsys.readouterr()
+        assert harness.cli.main(["plan", "--format", form, str(path)]) == 0
+        printed = len(capsys.readouterr().out.encode("utf-8"))
+        assert printed <= budget.plan_bytes, (form, printed, budget.plan_bytes)
+
+
+# --- the image's text kept in reports is capped (harness/text_caps.py) ------------------------------------
+
+
+def _outcome_with(message: str, stdout: str = "", traceback: str = "") -> ScenarioOutcome:
+    scenario = parse_config(VALID.replace("checks: [env]", "checks: [env, all_reduce]"), FILE).scenarios[0]
+    plan = plan_scenario(scenario, "feedf00d", None)
+    containers = []
+    for cp in plan.containers:
+        files = {}
+        for rank in cp.ranks:
+            records = [
+                {"check": "env", "rank": rank, "status": "passed", "message": "torch", "duration_s": 0.1, "details": {}},
+                {
+                    "check": "all_reduce",
+                    "rank": rank,
+                    "status": "failed",
+                    "message": message,
+                    "duration_s": 0.1,
+                    "details": {"traceback": traceback},
+                },
+            ]
+            files[f"rank-{rank}.jsonl"] = "".join(json.dumps(r) + "\n" for r in records).encode()
+        containers.append(ContainerOutcome(cp.name, cp.node_rank, cp.ranks, 1, False, stdout, "", files, None))
+    return ScenarioOutcome(plan, "feedf00d", 1.0, tuple(containers))
+
+
+def test_a_5mb_failure_message_does_not_make_a_20mb_junit() -> None:
+    """Was: the message went whole into the case, its JUnit failure attribute, its text and the output."""
+    result = summarize_scenario(_outcome_with("m" * 5_000_000, traceback="t" * 5_000_000))
+    case = next(c for c in result.cases if c.name == "all_reduce")
+    assert case.status == "failed" and "[... cut: 5000000 characters in all, the first 4096 shown]" in case.message
+    junit = render_junit(RunSummary("feedf00d", (result,)))
+    assert len(junit) < 1_000_000, len(junit)
+    assert "5000000 characters in all" in junit
+
+
+def test_a_rank_log_of_50mb_is_kept_by_its_end() -> None:
+    """Was: a rank's whole stdout went into the report (and JUnit's system-out)."""
+    result = summarize_scenario(_outcome_with("bad", stdout="x" * 50_000_000 + "\nRuntimeError: the end"))
+    junit = render_junit(RunSummary("feedf00d", (result,)))
+    assert len(junit) < 10 * RANK_LOG_MAX_CHARS, len(junit)
+    assert "RuntimeError: the end" in junit and "50000022 characters in all" in junit
+
+
+def test_a_record_nested_2000_deep_is_an_unreadable_line_not_an_internal_error() -> None:
+    outcome = _outcome_with("bad")
+    deep = '{"check": "env", "rank": 0, "details": ' + "[" * 2000 + "]" * 2000 + "}\n"
+    first = dataclasses.replace(outcome.containers[0], result_files={"rank-0.jsonl": deep.encode()})
+    result = summarize_scenario(dataclasses.replace(outcome, containers=(first, *outcome.containers[1:])))
+    assert "unreadable result line" in str([c.message for c in result.cases])
+
+
+# --- what the Engine hands back from the image's container is bounded (harness/engine.py) -----------------
+
+
+class _Pinging:
+    def ping(self) -> bool:
+        return True
+
+
+class _Endless:
+    """A container whose log and results never end: each read hands out 1 MiB chunks until told to stop."""
+
+    name = "endless"
+
+    def __init__(self, chunks: int) -> None:
+        self.chunks = chunks
+        self.handed = 0
+
+    def _stream(self) -> Iterator[bytes]:
+        for _ in range(self.chunks):
+            self.handed += 1
+            yield b"x" * (2**20 - 1) + b"\n"
+
+    def logs(self, stdout: bool, stderr: bool, stream: bool = False, follow: bool | None = None) -> Any:
+        assert stream and follow is False, "read whole, or followed: a log of any size, or one that never ends"
+        return self._stream()
+
+    def get_archive(self, path: str) -> tuple[Iterator[bytes], dict[str, Any]]:
+        return self._stream(), {}
+
+
+def test_a_container_log_of_any_size_is_kept_by_its_end() -> None:
+    """Was: container.logs() read whole into memory (a rank printing without end filled the host's)."""
+    engine = Engine("feedf00d", client=_Pinging())
+    container = _Endless(3 * CONTAINER_LOG_MAX_BYTES // 2**20)
+    out, _ = engine.logs(container)
+    assert len(out) < CONTAINER_LOG_MAX_BYTES + 2**20
+    assert out.startswith(f"[... cut: {3 * CONTAINER_LOG_MAX_BYTES} bytes in all, the last ")
+
+
+def test_results_past_their_bound_are_a_problem_read_no_further() -> None:
+    """Was: get_archive's stream joined whole, of any size."""
+    engine = Engine("feedf00d", client=_Pinging())
+    container = _Endless(RESULTS_MAX_BYTES // 2**20 + 100)
+    with pytest.raises(EngineError) as caught:
+        engine.read_files(container, "/results")
+    assert f"it holds more than {RESULTS_MAX_BYTES // 2**20} MiB" in str(caught.value)
+    assert container.handed == RESULTS_MAX_BYTES // 2**20 + 1
+
+
+def test_the_end_of_a_stream_is_exact() -> None:
+    data = bytes(range(256)) * 100
+    for size in (1, 7, 256, 1000):
+        chunks = [data[i : i + size] for i in range(0, len(data), size)]
+        assert end_of(chunks, 1000) == (data[-1000:], len(data))
+        assert end_of(chunks, 10**6) == (data, len(data))
+
+
+def test_a_link_in_a_directory_the_ranks_write_is_not_followed(tmp_path: Path) -> None:
+    """Host runs read the ranks' results directory: a link there to a file of the host's is not read."""
+    secret = tmp_path / "secret"
+    secret.write_text("host's own")
+    (tmp_path / "rank-0.jsonl").symlink_to(secret)
+    with pytest.raises(FileRefused) as caught:
+        read_regular_file(tmp_path / "rank-0.jsonl", 100, follow_links=False)
+    assert caught.value.found == "got a symbolic link"
+    assert read_regular_file(tmp_path / "rank-0.jsonl", 100) == b"host's own"  # a path given on the command line
+
+
+def test_the_end_of_a_log_file_is_read_without_the_rest(tmp_path: Path) -> None:
+    path = tmp_path / "stdout.log"
+    path.write_bytes(b"a" * 5000 + b"the end")
+    assert end_of_file(path, 7) == (b"the end", 5007)
+    assert kept_end(*end_of_file(path, 7)) == "[... cut: 5007 bytes in all, the last 7 kept]\nthe end"
+    assert kept_end(*end_of_file(path, 10**6)) == "a" * 5000 + "the end"
+
+
+@pytest.mark.parametrize(
+    "value", [f"{'9' * 400}d", "36501d", f"{'9' * 5000}s"], ids=["400-digits", "past-100-years", "5000-digits"]
+)
+def test_a_duration_past_a_century_is_a_usage_error(value: str) -> None:
+    """Was: 400 digits of days became an infinite float of seconds, handed to the clock arithmetic."""
+    with pytest.raises(argparse.ArgumentTypeError, match="expected a duration of at most 100 years"):
+        cli_values.duration(value)
+    assert cli_values.duration("36500d") == 36500 * 86400

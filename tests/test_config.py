@@ -868,7 +868,7 @@ def test_load_config_directory(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         load_config(tmp_path)
     assert len(caught.value.problems) == 1
-    assert caught.value.problems[0].startswith(f"{tmp_path}: cannot read the file: ")
+    assert caught.value.problems == [f"{tmp_path}: expected a YAML scenario file; got a directory"]
 
 
 def test_load_config_not_utf8(tmp_path: Path) -> None:

@@ -85,9 +85,9 @@ class FakeContainer:
         self.calls("container.wait")
         return {"StatusCode": 0}
 
-    def logs(self, stdout: bool = True, stderr: bool = True) -> bytes:
+    def logs(self, stdout: bool = True, stderr: bool = True, stream: bool = False, follow: bool | None = None) -> Any:
         self.calls("container.logs")
-        return b"2\n"
+        return iter([b"2\n"]) if stream else b"2\n"  # docker-py: a generator of chunks when streamed
 
     def exec_run(self, cmd: list[str], stdout: bool = True, stderr: bool = True) -> Any:
         self.calls("container.exec_run")

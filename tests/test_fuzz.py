@@ -379,3 +379,61 @@ def test_cli_plan_of_fuzzed_files(text: str, extra: list[str]) -> None:
     path = _DIR / "fuzzed.yaml"
     path.write_text(text, encoding="utf-8", errors="surrogateescape")
     check_cli(["plan", str(path), *extra], {0, 2})
+
+
+# --- numbers as YAML writes them: any length, any base (issue 19) -----------------------------------------
+
+
+def _long(alphabet: str) -> st.SearchStrategy[str]:
+    """Text of 1 to 6000 characters of ``alphabet``: a short random pattern repeated to a random length (plain
+    st.text rarely reaches the lengths that matter here: 309 digits overflow a float, 4301 pass Python's cap)."""
+    return st.tuples(st.integers(min_value=1, max_value=6000), st.text(alphabet=alphabet, min_size=1, max_size=8)).map(
+        lambda t: (t[1] * t[0])[: t[0]]
+    )
+
+
+_DIGITS = _long("0123456789")
+_NUMBER_TEXTS = st.one_of(
+    _DIGITS,
+    _DIGITS.map(lambda d: f"-{d}"),
+    _long("0123456789abcdef").map(lambda d: f"0x{d}"),
+    _long("01").map(lambda d: f"0b{d}"),
+    _long("01234567").map(lambda d: f"0{d}"),
+    st.tuples(st.integers(min_value=1, max_value=3000), st.integers(min_value=0, max_value=59)).map(
+        lambda t: "1" + f":{t[1]}" * t[0]
+    ),
+    st.tuples(_DIGITS, st.sampled_from(["", "b", "k", "m", "g", "B", "KiB", "MiB", "GiB"])).map("".join),
+    st.tuples(_DIGITS, _DIGITS, st.sampled_from(["", "e+400", "e-400", "e-10"])).map(lambda t: f"{t[0]}.{t[1]}{t[2]}"),
+)
+_NUMBER_KEYS = st.sampled_from(
+    [
+        "timeout_s",
+        "collective_timeout_s",
+        "cpus",
+        "memory",
+        "shm_size",
+        "extra_networks",
+        "max_restarts",
+        "scenarios[0].world_size",
+        "scenarios[0].nodes",
+        "scenarios[0].checks[0].args.sizes[0]",
+        "scenarios[0].env.A",
+    ]
+)
+
+
+@FUZZ
+@given(_NUMBER_KEYS, _NUMBER_TEXTS)
+def test_numbers_of_any_length_and_base(key: str, number: str) -> None:
+    """Was: a 400-digit integer (float overflow), a 4300-digit hex one (Python's digit cap) or a long
+    sexagesimal one (quadratic) was an internal error or took seconds: now a value or one problem line, fast."""
+    if key == "scenarios[0].checks[0].args.sizes[0]":
+        text = VALID.replace("checks: [env, all_reduce]", f"checks: [{{name: bandwidth, args: {{sizes: [{number}]}}}}]")
+    elif key == "scenarios[0].env.A":
+        text = VALID.replace("    checks:", f"    env: {{A: {number}}}\n    checks:")
+    elif key.startswith("scenarios[0]."):
+        name = key.removeprefix("scenarios[0].")
+        text = VALID.replace("world_size: 2", "world_size: 2" if name != "world_size" else "") + f"    {name}: {number}\n"
+    else:
+        text = f"{key}: {number}\n{VALID}"
+    check_loader(text)

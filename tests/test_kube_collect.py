@@ -23,6 +23,7 @@ import os
 import re
 import sys
 import threading
+import time
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,7 @@ import pytest
 import yaml
 
 import harness.cli
+import harness.kube_collect
 from harness.errors import EnvironmentUnusable
 from harness.kube_collect import CollectError, KubernetesPods, PodLog, read_api, read_files, read_log, summarize_sources
 from harness.results import (
@@ -452,6 +454,8 @@ class _StubApi(http.server.BaseHTTPRequestHandler):
     terminated with 137, OOMKilled), each pod's log, and the Job's Failed condition."""
 
     pods = {0: 0, 1: 137}
+    log_limits: list[str] = []  # the limitBytes each log request carried
+    index_text: str | None = None  # the completion index annotation, when not the pod's index
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         url = urllib.parse.urlsplit(self.path)
@@ -462,7 +466,7 @@ class _StubApi(http.server.BaseHTTPRequestHandler):
                 {
                     "metadata": {
                         "name": f"{CROSS}-{i}-abcde",
-                        "annotations": {"batch.kubernetes.io/job-completion-index": str(i)},
+                        "annotations": {"batch.kubernetes.io/job-completion-index": self.index_text or str(i)},
                     },
                     "status": {
                         "containerStatuses": [
@@ -483,7 +487,10 @@ class _StubApi(http.server.BaseHTTPRequestHandler):
         elif url.path.startswith("/api/v1/namespaces/ml/pods/") and url.path.endswith("/log"):
             assert query["container"] == ["suite"]
             index = int(url.path.split("/")[-2].removeprefix(f"{CROSS}-").split("-")[0])
-            self._send("text/plain", (GOOD / f"{CROSS}-{index}.log").read_text())
+            text = (GOOD / f"{CROSS}-{index}.log").read_text()
+            self.log_limits.extend(query.get("limitBytes", ["none"]))
+            limit = int(query.get("limitBytes", [len(text.encode())])[0])
+            self._send("text/plain", text.encode()[:limit].decode("utf-8", "replace"))  # as the API cuts it
         elif url.path == "/apis/batch/v1/namespaces/ml/jobs":
             condition = {
                 "type": "Failed",
@@ -572,3 +579,52 @@ def test_records_behind_a_launcher_prefix_are_read(tmp_path: Path) -> None:
         target.write_text("".join(f"[default{index}]:{line}\n" for line in path.read_text().splitlines()))
         paths.append(target)
     assert verdicts(collect(paths).scenarios[0]) == verdicts(by_name(collect(logs(GOOD)))["cross-container-2ranks"])
+
+
+# --- bounds on what a log line can make distval allocate (issue 19) -------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "fragment"),
+    [
+        (f"{STDOUT_MARKER} v1 r=0 n=1 p=1/99999999999 {{}}", "garbled record line"),
+        (f"{STDOUT_MARKER} v1 r=0 n=1 p=1/999999999 {{}}", "claims 999999999 parts; expected at most 4096"),
+        (f"{STDOUT_MARKER} v1 r=0 n=1 p=1/{'9' * 5000} {{}}", "garbled record line"),
+        (f"{STDOUT_MARKER} v1 r={'9' * 5000} n=1 p=1/1 {{}}", "garbled record line"),
+    ],
+    ids=["46-byte-line", "parts-past-the-bound", "5000-digit-parts", "5000-digit-rank"],
+)
+def test_a_record_line_cannot_make_distval_allocate_by_its_numbers(line: str, fragment: str) -> None:
+    """Was: the 46-byte line p=1/99999999999 listed every absent part (memory exhausted); 5000 digits: ValueError."""
+    started = time.perf_counter()
+    (source,) = read_log("pod.log", line)
+    assert time.perf_counter() - started < 1
+    assert len(source.garbled) == 1 and fragment in source.garbled[0], source.garbled
+
+
+def test_a_record_numbered_a_billion_does_not_list_the_numbers_before_it() -> None:
+    """Was: the missing serials were found as set(range(max + 1)) - present: 10**9 numbers for n=999999999."""
+    record = json.dumps({"rank": 0, "check": "env", "status": "passed"})
+    started = time.perf_counter()
+    (source,) = read_log("pod.log", f"{STDOUT_MARKER} v1 r=0 n=999999999 p=1/1 {record}")
+    assert time.perf_counter() - started < 1
+    assert source.garbled == ["pod.log: rank 0's record(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 are missing between the ones present"]
+
+
+def test_through_the_api_a_log_is_read_to_its_bound_and_no_further(stub_cluster: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was: the whole log asked for, of any size (the image's output). Now limit_bytes, and past it an error."""
+    monkeypatch.setattr(_StubApi, "log_limits", [])
+    monkeypatch.setattr(harness.kube_collect, "LOG_MAX_BYTES", 1000)
+    with pytest.raises(CollectError) as caught:
+        read_api(KubernetesPods(), "ml", CROSS)
+    assert str(caught.value) == f"the log of pod {CROSS}-0-abcde is larger than 1000 bytes; expected less"
+    assert _StubApi.log_limits == ["1001"]
+
+
+def test_through_the_api_a_completion_index_of_5000_digits_is_unknown(
+    stub_cluster: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Was: int() of the annotation, a ValueError past 4300 digits (an internal error)."""
+    monkeypatch.setattr(_StubApi, "index_text", "9" * 5000)
+    sources, _ = read_api(KubernetesPods(), "ml", CROSS)
+    assert {s.node_rank for s in sources} == {None}

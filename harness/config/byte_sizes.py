@@ -12,7 +12,8 @@ import yaml
 from harness.config.yaml_nodes import Problems, describe, scalar, written
 
 UNITS = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
-BYTE_SIZE_PATTERN = re.compile(r"^\s*([0-9]+)\s*(B|KiB|MiB|GiB)?\s*$", re.IGNORECASE)
+# At most 20 digits: int() of thousands of digits raises (Python caps it at 4300) or costs quadratic time.
+BYTE_SIZE_PATTERN = re.compile(r"^\s*([0-9]{1,20})\s*(B|KiB|MiB|GiB)?\s*$", re.IGNORECASE)
 # The largest message the sweep accepts: 1 GiB per rank is already past what a CI machine should move.
 MAX_BYTES = 1024**3
 SIZE_EXPECTED = "a message size > 0 and <= 1GiB: bytes, or a number with B, KiB, MiB or GiB (e.g. 4KiB, 64MiB)"

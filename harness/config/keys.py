@@ -300,8 +300,8 @@ KEYS: tuple[Key, ...] = (
     Key(
         name="cpus",
         doc="CPUs per container (none: no limit)",
-        read=values.number("CPUs", values.CPUS_MAX),
-        schema={"type": "number", "exclusiveMinimum": 0, "maximum": values.CPUS_MAX},
+        read=values.cpus,
+        schema={"type": "number", "minimum": values.CPUS_MIN, "maximum": values.CPUS_MAX},
         top=13,
     ),
     Key(name="memory", doc="memory per container, a Docker size like 512m or 2g", read=values.size, schema=_SIZE, top=14),

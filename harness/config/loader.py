@@ -6,14 +6,14 @@ reported one per line as ``FILE:LINE: KEY.PATH: expected ..., got ...``, in file
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from harness.bounded_read import FileRefused, read_regular_file
+from harness.config.budget import Budget
 from harness.config.compose import compose
 from harness.config.devices import resolve_devices
 from harness.config.faults import scenario_fault_issues
@@ -117,6 +117,7 @@ def _scenarios(node: yaml.Node, defaults: dict[str, Any], problems: Problems) ->
     scenarios: list[Scenario] = []
     # Scenario names and matrix names share one namespace: `distval plan` groups by the latter.
     seen: dict[str, int] = {}
+    budget = Budget()
     for index, entry_node in enumerate(node.value):
         if len(scenarios) > SCENARIOS_MAX:
             # Each entry adds at most SCENARIOS_MAX (a bigger matrix is refused): the rest is not expanded.
@@ -140,6 +141,11 @@ def _scenarios(node: yaml.Node, defaults: dict[str, Any], problems: Problems) ->
                 )
             seen.setdefault(name, index)
         scenarios.extend(entry)
+        budget.add(entry)
+        exceeded = budget.problem()
+        if exceeded is not None:
+            problems.add(entry_node, f"scenarios[{index}]", exceeded)
+            break
     return scenarios
 
 
@@ -178,18 +184,13 @@ FILE_MAX_BYTES = 64 * 2**20
 
 def load_config(path: str | Path) -> Config:
     name = file_label(str(path))
-    if "\x00" in str(path):
-        raise ConfigError([f"{name}: cannot read the file: a path holds no NUL"])
     try:
-        with open(path, "rb") as handle:
-            if stat.S_ISCHR(os.fstat(handle.fileno()).st_mode) or stat.S_ISBLK(os.fstat(handle.fileno()).st_mode):
-                raise ConfigError([f"{name}: expected a YAML scenario file; got a device"])
-            data = handle.read(FILE_MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise ConfigError([f"{name}: no such file; expected a YAML scenario file"]) from None
-    except OSError as exc:
-        raise ConfigError([f"{name}: cannot read the file: {exc.strerror or exc}"]) from None
-    if len(data) > FILE_MAX_BYTES:
-        raise ConfigError([f"{name}: expected a YAML scenario file of at most {FILE_MAX_BYTES // 2**20} MiB; it is larger"])
+        data = read_regular_file(path, FILE_MAX_BYTES)
+    except FileRefused as exc:
+        if exc.missing:
+            raise ConfigError([f"{name}: no such file; expected a YAML scenario file"]) from None
+        if exc.found is not None:
+            raise ConfigError([f"{name}: expected a YAML scenario file; {exc.found}"]) from None
+        raise ConfigError([f"{name}: cannot read the file: {exc}"]) from None
     # Bytes that are not UTF-8 become lone surrogates, which the YAML reader refuses with their line and key path.
     return parse_config(data.decode("utf-8", "surrogateescape"), str(path))

@@ -26,7 +26,8 @@ VERSION_PATTERN = re.compile(
     r"^\s*(?:(?:==|!=|>=|<=|>|<)\s*)?[0-9]+(?:\.[0-9]+)*(?:\.\*)?\s*"
     r"(?:,\s*(?:(?:==|!=|>=|<=|>|<)\s*)?[0-9]+(?:\.[0-9]+)*(?:\.\*)?\s*)*$"
 )
-SIZE_PATTERN = re.compile(r"^[0-9]+[bkmg]?$", re.IGNORECASE)
+# At most 20 digits: int() of thousands of digits raises (Python caps it at 4300) or costs quadratic time.
+SIZE_PATTERN = re.compile(r"^[0-9]{1,20}[bkmg]?$", re.IGNORECASE)
 ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 USER_PATTERN = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*(:[A-Za-z0-9_][A-Za-z0-9_.-]*)?$")
 # Variables the harness or the launcher set in the containers: a scenario's env must not shadow them.
@@ -120,7 +121,20 @@ def fraction(node: yaml.Node, key_path: str, problems: Problems) -> float | None
 
 SECONDS_MAX = 7 * 86400  # a week: a bound on every timeout (torch turns seconds into a timedelta)
 CPUS_MAX = 1024
+# Docker's least CPU limit (10^7 nano-CPUs): below it the Engine refuses the container, and a value under
+# 1e-9 became nano_cpus 0, which the Engine reads as "no limit" -- the opposite of what was asked.
+CPUS_MIN = 0.01
 seconds = number("seconds", SECONDS_MAX, " (a week)")
+_any_cpus = number("CPUs", CPUS_MAX)
+
+
+def cpus(node: yaml.Node, key_path: str, problems: Problems) -> float | None:
+    """CPUs per container, CPUS_MIN to CPUS_MAX."""
+    value: float | None = _any_cpus(node, key_path, problems)
+    if value is not None and value < CPUS_MIN:
+        problems.add(node, key_path, f"expected a number of CPUs >= {CPUS_MIN} (Docker's least CPU limit); got {describe(node)}")
+        return None
+    return value
 
 
 def string(expected: str) -> Reader:

@@ -8,6 +8,7 @@ unquoted ``1000:50`` as the integer 60050 and ``3.10`` as 3.1).
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -103,6 +104,8 @@ def describe(node: yaml.Node) -> str:
     if isinstance(node, yaml.SequenceNode):
         return "a list"
     text = shown(node.value) if node.value != "" else "nothing"
+    if scalar(node) is INVALID and node in _TOO_BIG:
+        return f"{text} ({TOO_BIG})"
     if scalar(node) is INVALID:
         tag = str(node.tag)
         if tag.startswith(_YAML_TAG):
@@ -115,14 +118,39 @@ INVALID = object()
 _YAML_TAG = "tag:yaml.org,2002:"
 
 
+# An integer's text, at most: int() and PyYAML's sexagesimal reading (1:0:0:...) cost more than linear time in
+# the digits. And an integer's size, at most: a float() of a 400-digit integer overflows (every number key
+# compares as a float). Both far above any value distval takes (a googol of ranks is still refused by its bound).
+INTEGER_CHARS_MAX = 200
+INTEGER_BITS_MAX = 512
+TOO_BIG = f"an integer of more than {INTEGER_CHARS_MAX} characters or above 2**{INTEGER_BITS_MAX}: far past any bound"
+_INT_TAG = "tag:yaml.org,2002:int"
+# A node's value, constructed once: an alias hands the same node to every reader again, and constructing it
+# on each read made a file of aliases to one long value cost (aliases x value length).
+_VALUES: weakref.WeakKeyDictionary[yaml.Node, Any] = weakref.WeakKeyDictionary()
+_TOO_BIG: weakref.WeakSet[yaml.Node] = weakref.WeakSet()
+
+
 def scalar(node: yaml.Node) -> Any:
     """The Python value of a scalar node as the safe loader constructs it; INVALID for a tag it refuses or a
     value its tag does not allow (PyYAML's constructors raise ValueError, KeyError, ... on those, not YAMLError:
-    ``2024-02-30``, ``!!int abc``, ``!!bool maybe``)."""
+    ``2024-02-30``, ``!!int abc``, ``!!bool maybe``), and for an integer past INTEGER_CHARS_MAX or INTEGER_BITS_MAX."""
     try:
-        return yaml.constructor.SafeConstructor().construct_object(node, deep=True)
-    except Exception:  # untrusted text: any constructor failure means "not a valid value of its tag"
-        return INVALID
+        return _VALUES[node]
+    except KeyError:
+        pass
+    value: Any = INVALID
+    if node.tag != _INT_TAG or len(str(node.value)) <= INTEGER_CHARS_MAX:
+        try:
+            value = yaml.constructor.SafeConstructor().construct_object(node, deep=True)
+        except Exception:  # untrusted text: any constructor failure means "not a valid value of its tag"
+            value = INVALID
+    if node.tag == _INT_TAG and (value is INVALID or value.bit_length() > INTEGER_BITS_MAX):
+        if value is not INVALID or len(str(node.value)) > INTEGER_CHARS_MAX:
+            _TOO_BIG.add(node)
+        value = INVALID
+    _VALUES[node] = value
+    return value
 
 
 def written(node: yaml.Node) -> str | None:
