@@ -11,7 +11,7 @@ import dataclasses
 import json
 from typing import Any
 
-from harness import reaper_container
+from harness import beside_container, reaper_container
 from harness.fault_render import fault_data, fault_lines
 from harness.hosts_plan import hosts_data, hosts_lines
 from harness.placeholders import PLACEHOLDERS, placeholders_in
@@ -117,24 +117,45 @@ def _container_lines(sp: ScenarioPlan, name: str) -> list[str]:
     return lines
 
 
+def _beside() -> list[dict[str, Any]]:
+    """What distval starts beside the ranks, each from the declaration its Engine call uses; the fault helpers
+    are listed with their scenario's faults."""
+    return [reaper_container.description(), beside_container.description()]
+
+
+def _privileges_text(privileges: dict[str, Any]) -> str:
+    words = {
+        "cap_drop": lambda v: f"cap_drop {','.join(v)}",
+        "cap_add": lambda v: f"cap_add {','.join(v)}",
+        "read_only": lambda v: f"read-only root file system: {str(v).lower()}",
+        "security_opt": lambda v: f"security_opt {','.join(v)}",
+        "mem_limit": lambda v: f"memory: {v}",
+        "pids_limit": lambda v: f"processes: {v}",
+    }
+    return "; ".join(words[key](value) if key in words else f"{key}: {value}" for key, value in privileges.items())
+
+
 def _beside_lines() -> list[str]:
-    """What distval starts beside the ranks for the whole run (the reaper); the fault helpers are listed with
-    their scenario's faults."""
-    reaper = reaper_container.description()
-    privileges = reaper["privileges"]
-    mount = reaper["mounts"][0]
-    return [
-        "",
-        f"beside the ranks: {reaper['role']} {reaper['name']}, {reaper['when']}",
-        f"  image: {reaper['image']} ({reaper['image_origin']})",
-        f"  entrypoint: {' '.join(reaper['entrypoint'])}",
-        f"  user: {reaper['user']}",
-        f"  privileges: cap_drop {','.join(privileges['cap_drop'])}; read-only root file system: "
-        f"{str(privileges['read_only']).lower()}; memory: {privileges['mem_limit']}",
-        f"  mounts: {mount['source']} -> {mount['target']} ({mount['mode']})",
-        f"  network: {reaper['network']}",
-        f"  environment: {', '.join(reaper['environment'])} (nothing else)",
-    ]
+    lines: list[str] = []
+    for each in _beside():
+        lines += [
+            "",
+            f"beside the ranks: {each['role']} {each['name']}, {each['when']}",
+            f"  image: {each['image']} ({each['image_origin']})",
+            f"  entrypoint: {' '.join(each['entrypoint'])}",
+        ]
+        if each.get("command"):
+            lines.append(f"  command: {' '.join(each['command'])}")
+        lines.append(f"  user: {each['user']}")
+        lines.append(f"  privileges: {_privileges_text(each['privileges'])}")
+        if each.get("pid_mode"):
+            lines.append(f"  pid namespace: {each['pid_mode']}")
+        mounts = [f"{m['source']} -> {m['target']} ({m['mode']})" for m in each["mounts"]]
+        lines.append(f"  mounts: {'; '.join(mounts) or 'none'}")
+        lines.append(f"  network: {each['network']}")
+        environment = ", ".join(each["environment"])
+        lines.append(f"  environment: {environment + ' (nothing else)' if environment else 'nothing added to the image ENV'}")
+    return lines
 
 
 def plan_as_data(plan: RunPlan) -> dict[str, Any]:
@@ -142,7 +163,7 @@ def plan_as_data(plan: RunPlan) -> dict[str, Any]:
     return {
         "run_id": plan.run_id,
         "config": plan.config_path,
-        "beside": [reaper_container.description()],
+        "beside": _beside(),
         "placeholders": dict(PLACEHOLDERS),
         "scenarios": [
             {
