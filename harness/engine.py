@@ -27,7 +27,7 @@ import docker.types
 import requests
 import urllib3.exceptions
 
-from harness import beside_container, reaper_container
+from harness import beside_container, gpu_probe_container, reaper_container
 from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
@@ -443,18 +443,11 @@ class Engine:
             return self._gpu_support[image, python]
 
     def _probe_gpus(self, image: str, python: str) -> GpuSupport:
-        count_devices = "import glob; print(len(glob.glob('/dev/nvidia[0-9]*')))"
         name = f"distval-{self.run_id}-gpu-probe-{hashlib.sha256(image.encode()).hexdigest()[:8]}"
         try:
-            container = self.client.containers.create(
-                image,
-                entrypoint=[python, "-c", count_devices],
-                name=name,
-                labels=self._labels({}),
-                network_mode="none",
-                device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])],
-                detach=True,
-            )
+            # Exactly as harness/gpu_probe_container.py declares it (the plan shows the same).
+            kwargs = gpu_probe_container.create_kwargs(image, python, name)
+            container = self.client.containers.create(**kwargs, labels=self._labels({}))
             try:
                 container.start()
                 container.wait(timeout=GPU_PROBE_TIMEOUT_S)

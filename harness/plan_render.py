@@ -11,9 +11,9 @@ import dataclasses
 import json
 from typing import Any
 
-from harness import beside_container, reaper_container
+from harness import beside_container, gpu_probe_container, reaper_container
 from harness.fault_render import fault_data, fault_lines
-from harness.hosts_plan import hosts_data, hosts_lines
+from harness.hosts_plan import hosts_data, hosts_lines, probe_description
 from harness.placeholders import PLACEHOLDERS, placeholders_in
 from harness.plan import (
     CreateContainer,
@@ -75,7 +75,7 @@ def render_plan(plan: RunPlan) -> str:
         lines.append("  steps:")
         for number, step in enumerate(sp.steps, start=1):
             lines.append(f"    {number}. {describe_step(sp, step)}")
-            if isinstance(step, CreateContainer):
+            if isinstance(step, CreateContainer | ProbeHost):
                 lines += _container_lines(sp, step.container)
         lines += fault_lines(sp)
     # Config values are refused with control characters at load; this keeps any other text (a config path,
@@ -113,14 +113,20 @@ def _container_lines(sp: ScenarioPlan, name: str) -> list[str]:
             lines.append(f"       copy in: directory {copy.path} (mode {copy.mode:o})")
         else:
             lines.append(f"       copy in: {copy.path} (mode {copy.mode:o}): {copy.text}")
-    lines.append(f"       results out: {c.results_dir}/rank-<rank>.jsonl")
+    if c.results_dir:  # a host probe has none: it prints its answer
+        lines.append(f"       results out: {c.results_dir}/rank-<rank>.jsonl")
     return lines
 
 
 def _beside() -> list[dict[str, Any]]:
     """What distval starts beside the ranks, each from the declaration its Engine call uses; the fault helpers
     are listed with their scenario's faults."""
-    return [reaper_container.description(), beside_container.description()]
+    return [
+        reaper_container.description(),
+        beside_container.description(),
+        gpu_probe_container.description(),
+        probe_description(),
+    ]
 
 
 def _privileges_text(privileges: dict[str, Any]) -> str:
@@ -130,6 +136,7 @@ def _privileges_text(privileges: dict[str, Any]) -> str:
         "read_only": lambda v: f"read-only root file system: {str(v).lower()}",
         "security_opt": lambda v: f"security_opt {','.join(v)}",
         "mem_limit": lambda v: f"memory: {v}",
+        "device_requests": lambda v: f"GPUs: {v}",
         "pids_limit": lambda v: f"processes: {v}",
     }
     return "; ".join(words[key](value) if key in words else f"{key}: {value}" for key, value in privileges.items())
@@ -154,7 +161,9 @@ def _beside_lines() -> list[str]:
         lines.append(f"  mounts: {'; '.join(mounts) or 'none'}")
         lines.append(f"  network: {each['network']}")
         environment = ", ".join(each["environment"])
-        lines.append(f"  environment: {environment + ' (nothing else)' if environment else 'nothing added to the image ENV'}")
+        # The image under test keeps its own ENV; distval's images have only theirs.
+        added = " (added to the image's ENV)" if each["image_origin"].startswith("the image under test") else " (nothing else)"
+        lines.append(f"  environment: {environment + added if environment else 'nothing added to the image ENV'}")
     return lines
 
 

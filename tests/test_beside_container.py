@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness import beside_container
+from harness import beside_container, gpu_probe_container
+from harness.config import parse_config
 from harness.engine import Engine
 from harness.engine_protocol import ExecResult
 from harness.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
-from harness.plan import RunPlan
+from harness.hosts_plan import PROBE_CAP_DROP
+from harness.plan import RunPlan, plan_run
 from harness.plan_render import plan_as_data, render_plan
 from harness.processes import WORKER_SCRIPT, signal_workers_beside
+from tests.config_helpers import FILE, yaml_text
 from tests.fake_engine import FakeEngine
 from tests.test_engine_errors import Calls, FakeClient, FakeContainer
 
@@ -89,3 +92,60 @@ def test_the_plan_lists_the_beside_helper_from_its_declaration() -> None:
     text = render_plan(plan)
     assert "beside the ranks: beside-helper" in text
     assert "cap_drop ALL; cap_add DAC_READ_SEARCH,KILL,SYS_PTRACE" in text
+
+
+# What no container distval starts beside the ranks may have: the Engine's socket or other mounts, the host's
+# PID or IPC namespace, privileged mode, added devices.
+FORBIDDEN = ("volumes", "mounts", "privileged", "pid_mode", "ipc_mode", "devices", "cap_add")
+
+
+def test_the_gpu_probe_runs_the_image_under_test_with_less_than_the_ranks() -> None:
+    calls = Calls()
+    client = FakeClient(calls)
+    Engine("r1", client=client).gpu_support(HOSTILE, "python3")
+    (created,) = client.containers.created
+    assert isinstance(created, dict)
+    assert created["image"] == HOSTILE  # on purpose: it probes what that image gets
+    assert created["network_mode"] == "none" and created["cap_drop"] == ["ALL"]
+    assert created["security_opt"] == ["no-new-privileges"] and created["pids_limit"] == 64
+    assert created["device_requests"] == gpu_probe_container.DEVICE_REQUESTS
+    for absent in FORBIDDEN:
+        assert absent not in created, absent
+    expected = gpu_probe_container.create_kwargs(HOSTILE, "python3", created["name"])
+    assert {k: v for k, v in created.items() if k != "labels"} == expected
+
+
+def test_the_host_probes_get_no_capability_and_the_ranks_user() -> None:
+    config = parse_config(yaml_text(CROSS_AS_USER), FILE)
+    (plan,) = plan_run(config, "r1", hosts=("tcp://10.0.0.1:2375", "tcp://10.0.0.2:2375")).scenarios
+    assert plan.probes
+    for probe in plan.probes:
+        kwargs = probe.create_kwargs()
+        assert kwargs["image"] == plan.image and kwargs["network_mode"] == "host"  # as the ranks across hosts
+        assert kwargs["user"] == "1000:1000" == plan.containers[0].create_kwargs()["user"]
+        assert kwargs["cap_drop"] == ["ALL"] and kwargs["security_opt"] == ["no-new-privileges"]
+        for absent in FORBIDDEN:
+            assert absent not in kwargs, absent
+    # The plan shows each probe's exact arguments under its step.
+    text = render_plan(RunPlan("r1", FILE, (plan,)))
+    assert text.count('       cap_drop: ["ALL"]') == len(plan.probes), text
+
+
+def test_the_plan_lists_every_container_beside_the_ranks() -> None:
+    beside = plan_as_data(RunPlan("r1", "distval.yaml", ()))["beside"]
+    assert [b["role"] for b in beside] == ["reaper", "beside-helper", "gpu-probe", "host-probe"]
+    for each in beside:
+        assert {"image", "user", "privileges", "mounts", "network"} <= set(each), each
+    assert beside[2]["privileges"]["cap_drop"] == gpu_probe_container.SETTINGS["cap_drop"]
+    assert beside[3]["privileges"]["cap_drop"] == list(PROBE_CAP_DROP) and "only under --hosts" in beside[3]["network"]
+
+
+CROSS_AS_USER = """
+version: 1
+scenarios:
+  - name: cross
+    topology: cross-container
+    world_size: 2
+    user: "1000:1000"
+    checks: [env]
+"""
