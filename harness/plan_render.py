@@ -183,6 +183,8 @@ def plan_as_data(plan: RunPlan) -> dict[str, Any]:
                 "networks": [n.create_kwargs() for n in sp.networks],
                 **({"hosts": list(sp.hosts)} if sp.hosts else {}),
                 **hosts_data(sp),
+                # Across hosts: the probes' exact creation arguments (the image under test, host networking).
+                **({"probes": [p.create_kwargs() for p in sp.probes]} if sp.probes else {}),
                 "containers": [
                     {
                         "node_rank": c.node_rank,

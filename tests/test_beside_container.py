@@ -129,6 +129,8 @@ def test_the_host_probes_get_no_capability_and_the_ranks_user() -> None:
     # The plan shows each probe's exact arguments under its step.
     text = render_plan(RunPlan("r1", FILE, (plan,)))
     assert text.count('       cap_drop: ["ALL"]') == len(plan.probes), text
+    (data,) = plan_as_data(RunPlan("r1", FILE, (plan,)))["scenarios"]
+    assert data["probes"] == [p.create_kwargs() for p in plan.probes]
 
 
 def test_the_plan_lists_every_container_beside_the_ranks() -> None:
