@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from harness.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
+from harness.labels import LABEL_NODE, LABEL_SCENARIO
 from harness.processes import WORKER_SCRIPT
 
 IMAGE = REAPER_IMAGE
@@ -40,6 +41,16 @@ SETTINGS: dict[str, Any] = {
     "pids_limit": 16,
     "environment": {},
 }
+
+
+# The rank container's labels the helper takes (the scenario's cleanup then removes it if the Engine call cannot):
+# only distval's own, which the Engine sets on every rank container. Its other labels may come from the image
+# under test (a LABEL distval.role=reaper would exempt the helper from the reaper).
+COPIED_LABELS = (LABEL_SCENARIO, LABEL_NODE)
+
+
+def labels_of(rank_labels: dict[str, str]) -> dict[str, str]:
+    return {key: rank_labels[key] for key in COPIED_LABELS if key in rank_labels}
 
 
 def create_kwargs(name: str, container_id: str, arguments: list[str]) -> dict[str, Any]:

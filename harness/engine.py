@@ -419,8 +419,8 @@ class Engine:
             kwargs = beside_container.create_kwargs(
                 f"{container.name}-beside-{os.urandom(3).hex()}", str(container.id), list(arguments)
             )
-            # The container's own labels (run, scenario): the scenario's cleanup removes it if this cannot.
-            kwargs["labels"] = self._labels(dict(((container.attrs or {}).get("Config") or {}).get("Labels") or {}))
+            rank_labels = dict(((container.attrs or {}).get("Config") or {}).get("Labels") or {})
+            kwargs["labels"] = self._labels(beside_container.labels_of(rank_labels))
             beside = self.client.containers.create(**kwargs)
             try:
                 beside.start()

@@ -25,7 +25,9 @@ HOSTILE = "hostile/torch:latest"
 
 def _rank_container(calls: Calls) -> FakeContainer:
     container = FakeContainer(calls, "distval-r1-s-n1")
-    container.attrs = {"Config": {"Image": HOSTILE, "Labels": {"distval.scenario": "s"}}, "Image": "sha256:" + "e" * 64}
+    # The image's own LABELs reach the container's: one of them claims to be the reaper.
+    labels = {"distval.scenario": "s", "distval.node": "1", "distval.role": "reaper", "evil": "x"}
+    container.attrs = {"Config": {"Image": HOSTILE, "Labels": labels}, "Image": "sha256:" + "e" * 64}
     return container
 
 
@@ -49,7 +51,13 @@ def test_the_beside_helper_runs_distvals_image_never_the_image_under_test() -> N
     assert created["entrypoint"] == [REAPER_ENTRYPOINT[0], "-I", "-S", "-c", WORKER_SCRIPT]
     assert created["command"] == ["10", "all"]
     assert created["name"].startswith("distval-r1-s-n1-beside-")
-    assert created["labels"]["distval.scenario"] == "s"
+    # distval's labels only: an image's LABEL distval.role=reaper would exempt the helper from the reaper.
+    assert {k: v for k, v in created["labels"].items() if not k.startswith("distval.owner.")} == {
+        "distval.scenario": "s",
+        "distval.node": "1",
+        "distval.managed": "true",
+        "distval.run": "r1",
+    }
 
 
 def test_the_beside_helper_has_exactly_the_declared_restrictions() -> None:
