@@ -118,7 +118,7 @@ def _diagnose_container(engine: EngineAPI, container: Any, cp: ContainerPlan, py
             # A frozen node (a freeze fault) runs no exec: its workers are signalled from a container beside it
             # in its PID namespace, then thawed. The signal is delivered as they thaw, before they run on, so
             # their stacks show where the freeze held them. The node is killed right after.
-            workers = signal_workers_beside(engine, container, cp.image, python, signal.SIGUSR1)
+            workers = signal_workers_beside(engine, container, signal.SIGUSR1)
             engine.unpause(container)
             thawed = "frozen: signalled from beside it, then unpaused; "
         else:

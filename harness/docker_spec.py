@@ -58,6 +58,9 @@ class ContainerOptions:
     # Host GPUs by device id, never by count: a count hands every container the same devices
     # (nvidia-container-toolkit#521), and NCCL refuses two ranks on one GPU.
     gpu_device_ids: tuple[str, ...] = ()
+    # Restrictions beyond the Engine's defaults (the host probes': harness/hosts_plan.py); empty: none.
+    cap_drop: tuple[str, ...] = ()
+    security_opt: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -121,6 +124,10 @@ class ContainerPlan:
             kwargs["device_requests"] = [
                 {"Driver": "", "Count": 0, "DeviceIDs": list(options.gpu_device_ids), "Capabilities": [["gpu"]], "Options": {}}
             ]
+        if options.cap_drop:
+            kwargs["cap_drop"] = list(options.cap_drop)
+        if options.security_opt:
+            kwargs["security_opt"] = list(options.security_opt)
         return kwargs
 
 

@@ -27,7 +27,7 @@ import docker.types
 import requests
 import urllib3.exceptions
 
-from harness import reaper_container
+from harness import beside_container, gpu_probe_container, reaper_container
 from harness.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, joined_within, kept_end
 from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
@@ -419,24 +419,19 @@ class Engine:
         kwargs["labels"] = self._labels(kwargs["labels"])
         return self._call(f"create container {helper.name}", lambda: self.client.containers.create(**kwargs))
 
-    def run_beside(self, container: Any, image: str, argv: Sequence[str], timeout_s: float) -> ExecResult:
-        """Run ``argv`` in a short-lived container of ``image`` that shares ``container``'s PID namespace, as
-        root, without a network; its output and exit code, then it is removed. A paused container runs no
-        exec, but a process beside it can still signal its processes (delivered when they thaw)."""
+    def run_beside(self, container: Any, arguments: Sequence[str], timeout_s: float) -> ExecResult:
+        """Run the worker script with ``arguments`` in the beside-helper: a short-lived container of distval's
+        own image sharing ``container``'s PID namespace, exactly as harness/beside_container.py declares it
+        (never the image under test); its output and exit code, then it is removed. A paused container runs
+        no exec, but a process beside it can still signal its processes (delivered when they thaw)."""
 
         def run() -> ExecResult:
-            beside = self.client.containers.create(
-                image,
-                entrypoint=list(argv),
-                command=[],
-                name=f"{container.name}-beside-{os.urandom(3).hex()}",
-                # The container's own labels (run, scenario): the scenario's cleanup removes it if this cannot.
-                labels=self._labels(dict(((container.attrs or {}).get("Config") or {}).get("Labels") or {})),
-                pid_mode=f"container:{container.id}",
-                network_mode="none",
-                user="0:0",
-                detach=True,
+            kwargs = beside_container.create_kwargs(
+                f"{container.name}-beside-{os.urandom(3).hex()}", str(container.id), list(arguments)
             )
+            rank_labels = dict(((container.attrs or {}).get("Config") or {}).get("Labels") or {})
+            kwargs["labels"] = self._labels(beside_container.labels_of(rank_labels))
+            beside = self.client.containers.create(**kwargs)
             try:
                 beside.start()
                 status = beside.wait(timeout=timeout_s)
@@ -458,18 +453,11 @@ class Engine:
             return self._gpu_support[image, python]
 
     def _probe_gpus(self, image: str, python: str) -> GpuSupport:
-        count_devices = "import glob; print(len(glob.glob('/dev/nvidia[0-9]*')))"
         name = f"distval-{self.run_id}-gpu-probe-{hashlib.sha256(image.encode()).hexdigest()[:8]}"
         try:
-            container = self.client.containers.create(
-                image,
-                entrypoint=[python, "-c", count_devices],
-                name=name,
-                labels=self._labels({}),
-                network_mode="none",
-                device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])],
-                detach=True,
-            )
+            # Exactly as harness/gpu_probe_container.py declares it (the plan shows the same).
+            kwargs = gpu_probe_container.create_kwargs(image, python, name)
+            container = self.client.containers.create(**kwargs, labels=self._labels({}))
             try:
                 container.start()
                 container.wait(timeout=GPU_PROBE_TIMEOUT_S)

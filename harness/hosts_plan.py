@@ -57,6 +57,12 @@ MASTER_PORT = placeholder("master_port")
 C10D_PORT = placeholder("c10d_port")
 PROBED_PORTS = 2  # master_port, c10d_port
 PROBE_MODULE = "suite.host_probe"
+# The probe runs the image under test in the host's network (as the ranks across hosts do): as the ranks' user,
+# with no capability (a UDP connect, an ioctl reading addresses, binding port 0 need none) and no new privileges,
+# so it has less than the ranks, never more (issue 19). No read-only root: the suite is copied in.
+PROBE_CAP_DROP = ("ALL",)
+PROBE_SECURITY_OPT = ("no-new-privileges",)
+PROBE_ENV = (("PYTHONDONTWRITEBYTECODE", "1"),)
 
 
 TRANSFER_HOW = (
@@ -72,6 +78,26 @@ HOST_NETWORK_WHAT = (
 def host_networked(plan: ScenarioPlan) -> tuple[str, ...]:
     """The containers of ``plan`` that run in their host's network namespace."""
     return tuple(c.name for c in plan.containers + plan.probes if c.network_mode == "host")
+
+
+def probe_description() -> dict[str, object]:
+    """The host probe as ``distval plan`` lists it beside the ranks; each scenario across hosts also shows its
+    probes' exact creation arguments under their steps."""
+    return {
+        "role": "host-probe",
+        "name": "<scenario container base>-probe<index>",
+        "when": "only across several hosts (--hosts, hosts in the config): once per host running a node, before "
+        "the scenario's containers; removed once it exits",
+        "image": "<the image under test>",
+        "image_origin": "the image under test on purpose: it learns that host's address, interface and free ports "
+        f"as the ranks will see them ({PROBE_MODULE})",
+        "entrypoint": ["<the scenario's python>", "-m", PROBE_MODULE],
+        "user": "the scenario's user (else the image's own), as the ranks",
+        "privileges": {"cap_drop": list(PROBE_CAP_DROP), "security_opt": list(PROBE_SECURITY_OPT)},
+        "mounts": [],
+        "network": "host (the host's network, as the ranks across hosts; only under --hosts)",
+        "environment": [name for name, _ in PROBE_ENV],
+    }
 
 
 def hosts_lines(plan: ScenarioPlan) -> list[str]:
@@ -198,10 +224,11 @@ def plan_across_hosts(scenario: Scenario, run_id: str, image: str, slug: str, ho
             node_rank=-1,
             ranks=(),
             argv=(scenario.python, "-m", PROBE_MODULE, *((target, str(PROBED_PORTS)) if index == 0 else (NODE0_IP, "0"))),
-            env=(("PYTHONDONTWRITEBYTECODE", "1"),),
+            env=PROBE_ENV,
             labels=common_labels,
             working_dir=CONTAINER_ROOT,
             image=image,
+            options=ContainerOptions(user=scenario.user, cap_drop=PROBE_CAP_DROP, security_opt=PROBE_SECURITY_OPT),
             files=suite_files,
             host=host,
             network_mode="host",

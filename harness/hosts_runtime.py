@@ -90,8 +90,8 @@ class HostEngine:
     def create_helper(self, helper: HelperPlan) -> Any:
         return self._on(lambda: self.engine.create_helper(helper))
 
-    def run_beside(self, container: Any, image: str, argv: Sequence[str], timeout_s: float) -> ExecResult:
-        return self._on(lambda: self.engine.run_beside(container, image, argv, timeout_s))
+    def run_beside(self, container: Any, arguments: Sequence[str], timeout_s: float) -> ExecResult:
+        return self._on(lambda: self.engine.run_beside(container, arguments, timeout_s))
 
     def exec_run(self, container: Any, argv: Sequence[str]) -> ExecResult:
         return self._on(lambda: self.engine.exec_run(container, argv))

@@ -11,9 +11,9 @@ import dataclasses
 import json
 from typing import Any
 
-from harness import reaper_container
+from harness import beside_container, gpu_probe_container, reaper_container
 from harness.fault_render import fault_data, fault_lines
-from harness.hosts_plan import hosts_data, hosts_lines
+from harness.hosts_plan import hosts_data, hosts_lines, probe_description
 from harness.placeholders import PLACEHOLDERS, placeholders_in
 from harness.plan import (
     CreateContainer,
@@ -75,7 +75,7 @@ def render_plan(plan: RunPlan) -> str:
         lines.append("  steps:")
         for number, step in enumerate(sp.steps, start=1):
             lines.append(f"    {number}. {describe_step(sp, step)}")
-            if isinstance(step, CreateContainer):
+            if isinstance(step, CreateContainer | ProbeHost):
                 lines += _container_lines(sp, step.container)
         lines += fault_lines(sp)
     # Config values are refused with control characters at load; this keeps any other text (a config path,
@@ -113,28 +113,58 @@ def _container_lines(sp: ScenarioPlan, name: str) -> list[str]:
             lines.append(f"       copy in: directory {copy.path} (mode {copy.mode:o})")
         else:
             lines.append(f"       copy in: {copy.path} (mode {copy.mode:o}): {copy.text}")
-    lines.append(f"       results out: {c.results_dir}/rank-<rank>.jsonl")
+    if c.results_dir:  # a host probe has none: it prints its answer
+        lines.append(f"       results out: {c.results_dir}/rank-<rank>.jsonl")
     return lines
 
 
-def _beside_lines() -> list[str]:
-    """What distval starts beside the ranks for the whole run (the reaper); the fault helpers are listed with
-    their scenario's faults."""
-    reaper = reaper_container.description()
-    privileges = reaper["privileges"]
-    mount = reaper["mounts"][0]
+def _beside() -> list[dict[str, Any]]:
+    """What distval starts beside the ranks, each from the declaration its Engine call uses; the fault helpers
+    are listed with their scenario's faults."""
     return [
-        "",
-        f"beside the ranks: {reaper['role']} {reaper['name']}, {reaper['when']}",
-        f"  image: {reaper['image']} ({reaper['image_origin']})",
-        f"  entrypoint: {' '.join(reaper['entrypoint'])}",
-        f"  user: {reaper['user']}",
-        f"  privileges: cap_drop {','.join(privileges['cap_drop'])}; read-only root file system: "
-        f"{str(privileges['read_only']).lower()}; memory: {privileges['mem_limit']}",
-        f"  mounts: {mount['source']} -> {mount['target']} ({mount['mode']})",
-        f"  network: {reaper['network']}",
-        f"  environment: {', '.join(reaper['environment'])} (nothing else)",
+        reaper_container.description(),
+        beside_container.description(),
+        gpu_probe_container.description(),
+        probe_description(),
     ]
+
+
+def _privileges_text(privileges: dict[str, Any]) -> str:
+    words = {
+        "cap_drop": lambda v: f"cap_drop {','.join(v)}",
+        "cap_add": lambda v: f"cap_add {','.join(v)}",
+        "read_only": lambda v: f"read-only root file system: {str(v).lower()}",
+        "security_opt": lambda v: f"security_opt {','.join(v)}",
+        "mem_limit": lambda v: f"memory: {v}",
+        "device_requests": lambda v: f"GPUs: {v}",
+        "pids_limit": lambda v: f"processes: {v}",
+    }
+    return "; ".join(words[key](value) if key in words else f"{key}: {value}" for key, value in privileges.items())
+
+
+def _beside_lines() -> list[str]:
+    lines: list[str] = []
+    for each in _beside():
+        lines += [
+            "",
+            f"beside the ranks: {each['role']} {each['name']}, {each['when']}",
+            f"  image: {each['image']} ({each['image_origin']})",
+            f"  entrypoint: {' '.join(each['entrypoint'])}",
+        ]
+        if each.get("command"):
+            lines.append(f"  command: {' '.join(each['command'])}")
+        lines.append(f"  user: {each['user']}")
+        lines.append(f"  privileges: {_privileges_text(each['privileges'])}")
+        if each.get("pid_mode"):
+            lines.append(f"  pid namespace: {each['pid_mode']}")
+        mounts = [f"{m['source']} -> {m['target']} ({m['mode']})" for m in each["mounts"]]
+        lines.append(f"  mounts: {'; '.join(mounts) or 'none'}")
+        lines.append(f"  network: {each['network']}")
+        environment = ", ".join(each["environment"])
+        # The image under test keeps its own ENV; distval's images have only theirs.
+        added = " (added to the image's ENV)" if each["image_origin"].startswith("the image under test") else " (nothing else)"
+        lines.append(f"  environment: {environment + added if environment else 'nothing added to the image ENV'}")
+    return lines
 
 
 def plan_as_data(plan: RunPlan) -> dict[str, Any]:
@@ -142,7 +172,7 @@ def plan_as_data(plan: RunPlan) -> dict[str, Any]:
     return {
         "run_id": plan.run_id,
         "config": plan.config_path,
-        "beside": [reaper_container.description()],
+        "beside": _beside(),
         "placeholders": dict(PLACEHOLDERS),
         "scenarios": [
             {
@@ -153,6 +183,8 @@ def plan_as_data(plan: RunPlan) -> dict[str, Any]:
                 "networks": [n.create_kwargs() for n in sp.networks],
                 **({"hosts": list(sp.hosts)} if sp.hosts else {}),
                 **hosts_data(sp),
+                # Across hosts: the probes' exact creation arguments (the image under test, host networking).
+                **({"probes": [p.create_kwargs() for p in sp.probes]} if sp.probes else {}),
                 "containers": [
                     {
                         "node_rank": c.node_rank,

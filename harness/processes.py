@@ -20,7 +20,7 @@ from harness.errors import EngineError
 # A worker is a process whose command line runs suite.main and whose environment has LOCAL_RANK (set
 # by torchrun for workers, never for its agent, whose command line also names suite.main) or, for a
 # rank started without a launcher, RANK.
-_SCRIPT = r"""
+WORKER_SCRIPT = r"""
 import json, os, sys
 signum = int(sys.argv[1])
 wanted = None if sys.argv[2] == "all" else set(int(r) for r in sys.argv[2].split(",") if r)
@@ -75,17 +75,16 @@ def signal_workers(
     selected = "all" if ranks is None else ",".join(str(rank) for rank in sorted(ranks))
     # -S: no site module, so no sitecustomize: an image's (a broken fixture's imports torch) would cost
     # seconds per exec, tens of seconds on a loaded machine; the script needs the standard library only.
-    result = engine.exec_run(container, [python, "-S", "-c", _SCRIPT, str(signum), selected])
+    result = engine.exec_run(container, [python, "-S", "-c", WORKER_SCRIPT, str(signum), selected])
     return parse_workers(result.exit_code, result.output)
 
 
-def signal_workers_beside(
-    engine: EngineAPI, container: Any, image: str, python: str, signum: int, timeout_s: float = 60.0
-) -> tuple[Worker, ...]:
-    """``signal_workers`` for a paused container, which runs no exec: the same script in a container of
-    ``image`` beside it, in its PID namespace. The signal is delivered when the workers thaw, before
-    they run anything else."""
-    result = engine.run_beside(container, image, [python, "-S", "-c", _SCRIPT, str(signum), "all"], timeout_s)
+def signal_workers_beside(engine: EngineAPI, container: Any, signum: int, timeout_s: float = 60.0) -> tuple[Worker, ...]:
+    """``signal_workers`` for a paused container, which runs no exec: the same script in the beside-helper
+    (harness/beside_container.py: distval's own image, never the image under test) in its PID namespace,
+    the signal and "all" its only arguments. The signal is delivered when the workers thaw, before they run
+    anything else."""
+    result = engine.run_beside(container, [str(signum), "all"], timeout_s)
     return parse_workers(result.exit_code, result.output)
 
 

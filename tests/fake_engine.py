@@ -71,7 +71,7 @@ class FakeEngine:
     def read_files(self, container: Any, path: str) -> dict[str, bytes]:
         return {}
 
-    def run_beside(self, container: Any, image: str, argv: Sequence[str], timeout_s: float) -> ExecResult:
+    def run_beside(self, container: Any, arguments: Sequence[str], timeout_s: float) -> ExecResult:
         self.calls.append("run_beside")
         return ExecResult(0, "")
 

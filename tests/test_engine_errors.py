@@ -273,7 +273,7 @@ METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "logs": lambda e, c: e.logs(c),
     "read_files": lambda e, c: e.read_files(c, "/distval/results"),
     "exec_run": lambda e, c: e.exec_run(c, ["true"]),
-    "run_beside": lambda e, c: e.run_beside(c, "img", ["true"], 5.0),
+    "run_beside": lambda e, c: e.run_beside(c, ["10", "all"], 5.0),
     "pause": lambda e, c: e.pause(c),
     "unpause": lambda e, c: e.unpause(c),
     "disconnect": lambda e, c: e.disconnect("net", c),

@@ -13,9 +13,10 @@ from typing import Any
 
 import pytest
 
+from harness import beside_container
 from harness.engine_protocol import ExecResult
 from harness.errors import EngineError
-from harness.processes import find_workers, parse_workers, signal_workers
+from harness.processes import find_workers, parse_workers, signal_workers, signal_workers_beside
 from tests.fake_engine import FakeEngine
 
 
@@ -63,6 +64,22 @@ def test_signals_only_the_chosen_ranks(workers: list[subprocess.Popen[bytes]]) -
     assert _mine(signalled, workers) == [(workers[1].pid, 3, 1)]
     assert workers[1].wait(timeout=10) == -signal.SIGTERM
     assert workers[0].poll() is None
+
+
+class LocalBeside(FakeEngine):
+    """Runs the beside-helper's fixed entrypoint (harness/beside_container.py) on this machine, under this
+    python instead of the reaper image's: /proc here is the shared PID namespace there."""
+
+    def run_beside(self, container: Any, arguments: Sequence[str], timeout_s: float) -> ExecResult:
+        argv = [sys.executable, *beside_container.ENTRYPOINT[1:], *arguments]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, env={"PYTHONPATH": "/nonexistent"})
+        return ExecResult(done.returncode, done.stdout + done.stderr)
+
+
+def test_the_beside_helpers_isolated_script_finds_every_worker(workers: list[subprocess.Popen[bytes]]) -> None:
+    # Signal 0: "all" would reach any other suite worker on this machine; finding them is the script's part.
+    found = signal_workers_beside(LocalBeside("r"), None, 0)
+    assert _mine(found, workers) == [(workers[0].pid, 2, 0), (workers[1].pid, 3, 1)]
 
 
 def test_a_script_that_cannot_run_is_an_engine_error_with_its_output() -> None:

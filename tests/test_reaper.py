@@ -637,7 +637,7 @@ def test_the_plan_lists_the_reaper_with_its_image_user_privileges_mounts_and_net
     assert f"  entrypoint: {' '.join(REAPER_ENTRYPOINT)}\n" in text
     assert "  user: 0:0\n" in text and "cap_drop ALL" in text and "read-only root file system: true" in text
     assert "-> /var/run/docker.sock (rw)" in text and "  network: the host's network" in text
-    (reaper,) = plan_as_data(plan)["beside"]
+    (reaper,) = [each for each in plan_as_data(plan)["beside"] if each["image"] == REAPER_IMAGE and each.get("mounts")]
     assert reaper["image"] == REAPER_IMAGE != "example/torch:under-test"
     assert reaper["entrypoint"] == list(REAPER_ENTRYPOINT) and reaper["user"] == "0:0"
     assert reaper["privileges"] == {"cap_drop": ["ALL"], "read_only": True, "mem_limit": "64m"}
