@@ -29,6 +29,7 @@ from harness.events import NoEvents
 from harness.interrupts import Interrupt, install, signals_deferred
 from harness.plan import ScenarioPlan, plan_run
 from harness.runtime import run_scenario
+from tests import load
 from tests.fake_engine import FakeEngine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,18 +43,8 @@ PHASES = ["images", "networks", "containers", "copying", "starting", "waiting", 
 
 @pytest.fixture
 def cpu_hog() -> Iterator[None]:
-    """Two busy processes beside the test, as on a loaded 2-core CI runner."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
-    try:
+    with load.cpu_hog():
         yield
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
-
-
-def _inherit_sigint_ignored() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # what `cmd &` in a non-interactive shell gives its children
 
 
 def _config(tmp_path: Path, timeout_s: int, scenarios: int = 1) -> Path:
@@ -74,7 +65,7 @@ def _run_and_signal(tmp_path: Path, phase: str, signum: int, *extra: str, timeou
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_inherit_sigint_ignored,  # noqa: PLW1509 - a single call, no locks: the test's point
+        preexec_fn=load.sigint_ignored,  # noqa: PLW1509 - a single call, no locks: the test's point
     )
     try:
         assert process.stdout is not None
