@@ -16,19 +16,20 @@ import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from harness.config import load_config
-from harness.engine_protocol import ContainerState
+from harness.engine_protocol import ContainerState, ImageInfo
 from harness.errors import EngineError, Interrupted
 from harness.events import NoEvents
 from harness.interrupts import Interrupt, install, signals_deferred
 from harness.plan import ScenarioPlan, plan_run
 from harness.runtime import run_scenario
+from harness.transfer import same_image
 from tests import load
 from tests.fake_engine import FakeEngine
 
@@ -214,3 +215,46 @@ def test_an_engine_error_while_interrupted_is_still_the_interrupt() -> None:
             raise EngineError("host 1 (tcp://x): inspect n1: 404 Not Found")
     finally:
         restore()
+
+
+class _SlowHost:
+    """An ImageHost whose ``docker save`` streams for STREAM_S (a large image on a slow link)."""
+
+    STREAM_S = 30.0
+
+    def __init__(self, where: str, images: dict[str, ImageInfo]) -> None:
+        self.where, self.images = where, images
+
+    def image(self, reference: str) -> ImageInfo | None:
+        return self.images.get(reference)
+
+    def save_image(self, reference: str) -> Iterator[bytes]:
+        until = time.monotonic() + self.STREAM_S
+        while time.monotonic() < until:
+            time.sleep(0.01)
+            yield b"x" * 1024
+
+    def load_image(self, chunks: Iterable[bytes]) -> list[str]:
+        for _ in chunks:
+            pass
+        return []
+
+    def pull_digest(self, reference: str) -> None:
+        raise AssertionError("transfer mode pulls nothing")
+
+
+def test_a_signal_while_an_image_is_copied_to_other_hosts_ends_the_copy_within_seconds() -> None:
+    image = ImageInfo("sha256:" + "ab" * 32, ("img:1",), {})
+    hosts = [_SlowHost("h0", {"img:1": image}), _SlowHost("h1", {}), _SlowHost("h2", {})]
+    restore = install()
+    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGTERM))
+    try:
+        started = time.monotonic()
+        timer.start()
+        with pytest.raises(Interrupt):
+            same_image(hosts, "img:1", "transfer", lambda line: None)
+        took = time.monotonic() - started - 0.5
+    finally:
+        timer.cancel()
+        restore()
+    assert took <= EXIT_BOUND_S, f"{took:.1f} s: the copy went on after the signal"
