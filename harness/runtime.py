@@ -231,7 +231,7 @@ def _wait(
         if faults is not None and faults.poll(running):
             events.note(plan, faults.ended or "faults ended the scenario")
             # The verdict is decided; what still runs (a frozen node, survivors lingering) shows its stacks first.
-            diagnosis.before_kill(of(next(iter(running))), running, plan, events)
+            diagnosis.before_kill(of(next(iter(running))), running, plan, events, stop)
             faults.thaw()
             for other, handle in running.items():
                 of(other).kill(handle)
@@ -241,7 +241,7 @@ def _wait(
                 events.phase(plan, KILLING)
                 events.note(plan, f"deadline of {plan.deadline_s:g} s reached; killing {', '.join(sorted(running))}")
                 # Stacks and flight recorder, bounded. Each handle carries its own Engine's client.
-                diagnosis.before_kill(of(next(iter(running))), running, plan, events)
+                diagnosis.before_kill(of(next(iter(running))), running, plan, events, stop)
             for other, handle in running.items():
                 of(other).kill(handle)
             return set(running)

@@ -114,9 +114,15 @@ def test_a_signal_in_each_phase_ends_the_run_within_seconds(cpu_hog: None, tmp_p
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_while_two_scenarios_wait_in_worker_threads_ends_the_run(cpu_hog: None, tmp_path: Path, signum: int) -> None:
-    took, stdout, stderr, code = _run_and_signal(tmp_path, "waiting", signum, "--jobs", "2")
-    print(f"--jobs 2, waiting: exited {took:.2f} s after the signal")
+@pytest.mark.parametrize("phase", ["waiting", "diagnosing"])
+def test_a_signal_while_two_scenarios_run_in_worker_threads_ends_the_run(
+    cpu_hog: None, tmp_path: Path, phase: str, signum: int
+) -> None:
+    """--jobs 2 (the default on 2 cores): the scenarios run in worker threads, which see the stop request."""
+    took, stdout, stderr, code = _run_and_signal(
+        tmp_path, phase, signum, "--jobs", "2", timeout_s=1 if phase == "diagnosing" else 300
+    )
+    print(f"--jobs 2, {phase}: exited {took:.2f} s after the signal")
     assert took <= EXIT_BOUND_S, stderr
     assert (code, "Traceback" in stderr, "REMOVED\n" in stdout) == (128 + signum, False, True), stderr
 
