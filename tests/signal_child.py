@@ -95,6 +95,9 @@ class HoldingEngine(FakeEngine):
         if self.phase == "removing" and extra_label is not None:
             entered("removing")
             time.sleep(REMOVAL_S)
+        if self.phase == "final" and extra_label is None:  # the run's own cleanup at its end
+            entered("final")
+            time.sleep(REMOVAL_S)
         result = super().remove_labelled(extra_label)
         print("REMOVED" if extra_label is None else "REMOVED scenario", flush=True)
         return result
