@@ -47,6 +47,8 @@ NODE_FILE = "diagnosis-node-%d.json"  # what before_kill measured in that contai
 WAIT_S = 3.0
 # The exec runs this bound plus its own start; a container that does not answer by then is killed anyway.
 EXEC_MARGIN_S = 20.0
+# How often the wait for the stacks looks at a stop request (issue 20: the run's Ctrl-C from a worker thread).
+STOP_CHECK_S = 0.2
 FR_SHOWN = 5  # the last collectives shown per rank
 STACK_LINES_MAX = 60  # per rank, in the reports
 
@@ -86,11 +88,14 @@ print(json.dumps(report))
 
 
 # -- before the kill ----------------------------------------------------------------------------------
-def before_kill(engine: EngineAPI, running: Mapping[str, Any], plan: ScenarioPlan, events: RunEvents) -> float:
+def before_kill(
+    engine: EngineAPI, running: Mapping[str, Any], plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None
+) -> float:
     """Collect every still-running worker's stacks and flight-recorder dump inside its container, all
     containers at once; returns the seconds it took (the kill waits that long, at most WAIT_S plus the
     execs). Failures (a paused container, an image without the python) become notes, never errors:
-    the kill must happen whatever this finds."""
+    the kill must happen whatever this finds. ``stop`` (Ctrl-C or SIGTERM seen by the run, this in a worker
+    thread): the wait for the stacks ends within STOP_CHECK_S, so the kill and the cleanup come at once."""
     started = time.monotonic()
     notes: dict[str, str] = {}
 
@@ -103,8 +108,10 @@ def before_kill(engine: EngineAPI, running: Mapping[str, Any], plan: ScenarioPla
     threads = [threading.Thread(target=one, args=item, daemon=True) for item in running.items()]
     for thread in threads:
         thread.start()
+    until = started + WAIT_S + EXEC_MARGIN_S
     for thread in threads:
-        thread.join(max(0.0, started + WAIT_S + EXEC_MARGIN_S - time.monotonic()))
+        while thread.is_alive() and time.monotonic() < until and not (stop is not None and stop.is_set()):
+            thread.join(min(STOP_CHECK_S, max(0.0, until - time.monotonic())))
     took_s = time.monotonic() - started
     for name in sorted(running):
         events.note(plan, f"{name}: {notes.get(name, 'no answer before the kill')}")

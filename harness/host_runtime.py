@@ -42,10 +42,11 @@ from harness.errors import EnvironmentUnusable, PlanError, RunStopped
 from harness.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
 from harness.host_plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
 from harness.host_watchdog import SESSION_MARKER, processes_with
+from harness.interrupts import signals_deferred
 from harness.placeholders import resolve
 from harness.plan import CreateContainer, RunPlan, ScenarioPlan, StartContainer, run_slugs
 from harness.results import ContainerOutcome, ScenarioOutcome
-from harness.runtime import signals_deferred, suite_dir
+from harness.runtime import suite_dir
 
 POLL_INTERVAL_S = 0.2
 PROBE_TIMEOUT_S = 120.0

@@ -16,7 +16,6 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from harness.baseline_command import check_remeasure, overwrites_baseline, remeasure, with_baseline
@@ -36,6 +35,7 @@ from harness.events import RunEvents
 from harness.fixtures.recipes import REAPER_IMAGE
 from harness.host_runtime import HostSession
 from harness.hosts import check_hosts_allowed, run_hosts, tls_files
+from harness.interrupts import Interrupt, install, signals_deferred
 from harness.keep import Keeper
 from harness.owner import current_owner
 from harness.plan import RunPlan, ScenarioPlan, images_of, plan_run
@@ -47,7 +47,7 @@ from harness.reports.junit import write_junit
 from harness.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
 from harness.reports.summary import render_summary
 from harness.results import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
-from harness.runtime import run_scenario, signals_deferred
+from harness.runtime import run_scenario
 
 if TYPE_CHECKING:
     from harness.engine import Engine
@@ -55,16 +55,6 @@ if TYPE_CHECKING:
 
 Progress = Callable[[str], None]
 Execute = Callable[[ScenarioPlan, RunEvents, threading.Event], ScenarioOutcome]
-
-
-class _Interrupt(Interrupted):
-    def __init__(self, signum: int) -> None:
-        super().__init__(f"interrupted by {signal.Signals(signum).name}; the run's containers and networks were removed")
-        self.exit_code = 128 + signum
-
-
-def _raise_interrupt(signum: int, _frame: FrameType | None) -> None:
-    raise _Interrupt(signum)
 
 
 def _ensure_images(engine: Engine, images: list[str], progress: Progress) -> None:
@@ -193,7 +183,9 @@ def _run_scenarios(
         stop.set()  # the workers kill their containers and clean up; shutdown below waits for them
         raise
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        # A second Ctrl-C must not end the wait: a worker still creating would outlive the run's cleanup.
+        with signals_deferred():
+            pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _launch_reaper(
@@ -259,7 +251,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     summary: RunSummary
     remeasures: dict[int, list[ScenarioResult]] = {}  # by the scenario's index: the runs that re-measured it
     refused = _refused_reports(args)
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
+    restore_handlers = install()  # SIGINT too: it may have been inherited ignored (harness/interrupts.py)
     try:
         if refused:
             raise BadInput("; ".join(f"{option} {reason}" for option, _, reason in refused))
@@ -351,10 +343,10 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             lambda plans: _run_scenarios(again or execute, plans, display, jobs, args.require_gpu, args.fail_on_skip),
             display.log,
         )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a SIGINT before the handlers were installed
         display.close()
         keeper.forget()
-        interrupt = _Interrupt(signal.SIGINT)
+        interrupt = Interrupt(signal.SIGINT)
         summary = summarize((interrupt.kind, str(interrupt)), interrupt.exit_code)
     except DistvalError as exc:
         display.close()
@@ -372,36 +364,47 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         print(f"distval: {internal}", file=sys.stderr)
         summary = summarize((internal.kind, str(internal)), internal.exit_code)
     finally:
-        display.close()
-        for each in ([engine] if engine is not None else []) + others:  # every host is cleaned, whichever fails
-            target: Any = getattr(each, "engine", each)  # a HostEngine's own Engine
-            with signals_deferred():
-                launched = launches.get(id(target))
-                held = launched.ready() if launched is not None else None  # a start still going on ends first
-                try:
-                    if held is not None or (each is engine and keeper.kept):
-                        # All but what is kept, and the reaper last: it covers a distval killed meanwhile.
-                        keeper.remove_run(target)
-                    else:
-                        each.remove_labelled()
-                except EngineError as exc:
-                    print(f"distval: cleanup failed: {exc}", file=sys.stderr)
-                if held is not None:
-                    held.disarm()  # a normal end: it exits without removing anything, so what is kept stays
-        if session is not None:
-            session.close()
-        signal.signal(signal.SIGTERM, previous)
-    summary = with_baseline(summary, args, remeasures)
-    exit_code = summary.exit_code
-    if not write_reports(summary, args, frozenset(path for _, path, _ in refused)):
-        exit_code = exit_code or InternalError.exit_code  # a report is missing: never a quiet 0
-    try:
-        sys.stdout.write(render_summary(summary))
-    except Exception as exc:  # a bug of distval's in the terminal summary: the reports above are written
-        print(f"distval: the terminal summary was not printed: {InternalError(exc)}", file=sys.stderr)
-        exit_code = exit_code or InternalError.exit_code
-    for line in keeper.instructions():
-        print(f"distval: {line}", file=sys.stderr)
-    if args.host and summary.scenarios:
-        print("(host mode: local processes with the local torch, no Docker; every testsuite is marked [host])")
+        # One deferral for the whole cleanup: a signal between two hosts must not skip the second one.
+        with signals_deferred(raise_after=False) as late:
+            display.close()
+            for each in ([engine] if engine is not None else []) + others:  # every host is cleaned, whichever fails
+                _clean_up(each, engine, launches, keeper)
+            if session is not None:
+                session.close()
+    if late.signum is not None and summary.early_exit_code is None:  # stopped while the run's end was cleaned up
+        interrupt = Interrupt(late.signum)
+        summary = summarize((interrupt.kind, str(interrupt)), interrupt.exit_code)
+    # Ctrl-C while the reports are written: they are written whole, then distval exits (nothing runs any more).
+    with signals_deferred(raise_after=False):
+        summary = with_baseline(summary, args, remeasures)
+        exit_code = summary.exit_code
+        if not write_reports(summary, args, frozenset(path for _, path, _ in refused)):
+            exit_code = exit_code or InternalError.exit_code  # a report is missing: never a quiet 0
+        try:
+            sys.stdout.write(render_summary(summary))
+        except Exception as exc:  # a bug of distval's in the terminal summary: the reports above are written
+            print(f"distval: the terminal summary was not printed: {InternalError(exc)}", file=sys.stderr)
+            exit_code = exit_code or InternalError.exit_code
+        for line in keeper.instructions():
+            print(f"distval: {line}", file=sys.stderr)
+        if args.host and summary.scenarios:
+            print("(host mode: local processes with the local torch, no Docker; every testsuite is marked [host])")
+    restore_handlers()
     return exit_code
+
+
+def _clean_up(each: Engine | HostEngine, engine: Engine | None, launches: dict[int, ReaperLaunch], keeper: Keeper) -> None:
+    """The end of a run on one Engine: all but what is kept, and the reaper last (it covers a distval killed
+    meanwhile); a reaper still starting ends first."""
+    target: Any = getattr(each, "engine", each)  # a HostEngine's own Engine
+    launched = launches.get(id(target))
+    held = launched.ready() if launched is not None else None
+    try:
+        if held is not None or (each is engine and keeper.kept):
+            keeper.remove_run(target)
+        else:
+            each.remove_labelled()
+    except EngineError as exc:
+        print(f"distval: cleanup failed: {exc}", file=sys.stderr)
+    if held is not None:
+        held.disarm()  # a normal end: it exits without removing anything, so what is kept stays

@@ -9,11 +9,9 @@ happens, the scenario's containers and networks are removed before this returns 
 
 from __future__ import annotations
 
-import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from harness.engine_protocol import EngineAPI
 from harness.errors import EngineError, RunStopped
 from harness.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
 from harness.fault_runtime import FaultRunner
+from harness.interrupts import signals_deferred as signals_deferred  # also harness/keep.py's, from here
 from harness.labels import LABEL_SCENARIO
 from harness.placeholders import facts_for_address, facts_on_host, resolve
 from harness.plan import CreateContainer, CreateNetwork, LearnAddress, LearnSubnets, ProbeHost, ScenarioPlan, StartContainer
@@ -57,17 +56,6 @@ def files_archive(files: tuple[FileCopy, ...]) -> bytes:
         if copy.suite:
             entries += [File(f"{path}/{source.name}", source.read_bytes()) for source in sorted(suite_dir().glob("*.py"))]
     return build_tar(entries)
-
-
-@contextmanager
-def signals_deferred() -> Iterator[None]:
-    """Hold SIGINT/SIGTERM while cleaning up, so a second Ctrl-C cannot cut the cleanup short."""
-    blocked = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, blocked)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def gpu_shortfall(engine: EngineAPI, plan: ScenarioPlan) -> str | None:
@@ -243,7 +231,7 @@ def _wait(
         if faults is not None and faults.poll(running):
             events.note(plan, faults.ended or "faults ended the scenario")
             # The verdict is decided; what still runs (a frozen node, survivors lingering) shows its stacks first.
-            diagnosis.before_kill(of(next(iter(running))), running, plan, events)
+            diagnosis.before_kill(of(next(iter(running))), running, plan, events, stop)
             faults.thaw()
             for other, handle in running.items():
                 of(other).kill(handle)
@@ -253,7 +241,7 @@ def _wait(
                 events.phase(plan, KILLING)
                 events.note(plan, f"deadline of {plan.deadline_s:g} s reached; killing {', '.join(sorted(running))}")
                 # Stacks and flight recorder, bounded. Each handle carries its own Engine's client.
-                diagnosis.before_kill(of(next(iter(running))), running, plan, events)
+                diagnosis.before_kill(of(next(iter(running))), running, plan, events, stop)
             for other, handle in running.items():
                 of(other).kill(handle)
             return set(running)

@@ -11,13 +11,14 @@ host, and a mismatch refuses the run with one line naming the hosts and ids.
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from harness.engine_protocol import ImageInfo
-from harness.errors import EnvironmentUnusable, ImageMissing
+from harness.errors import EnvironmentUnusable, ImageMissing, RunStopped
 
 MODES = ("transfer", "pull")
 PROGRESS_EVERY_BYTES = 256 * 2**20
@@ -63,6 +64,8 @@ def same_image(
     if source is None:
         raise ImageMissing(f"image {image} is not on {named} ({origin.where}); distval copies it from there to the others")
 
+    stopping = threading.Event()
+
     def one(index: int) -> Moved:
         engine = engines[index]
         present = engine.image(image)
@@ -74,7 +77,7 @@ def same_image(
             progress(f"image {image}: pulling {digest} on host {index} ({engine.where})")
             engine.pull_digest(digest)
             return Moved(index, "pull", 0, time.monotonic() - started)
-        counted = _Counter(origin.save_image(source.id if not source.tags else image), image, index, progress)
+        counted = _Counter(origin.save_image(source.id if not source.tags else image), image, index, progress, stopping)
         progress(f"image {image}: copying it from {named} to host {index} ({engine.where}): docker save | docker load")
         engine.load_image(iter(counted))
         seconds = time.monotonic() - started
@@ -84,7 +87,13 @@ def same_image(
     # One stream per host at once: each is one thread waiting on two sockets, so hosts overlap.
     targets = [i for i, engine in enumerate(engines) if engine is not origin]
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(targets)), thread_name_prefix="distval-transfer") as pool:
-        moved = list(pool.map(one, targets))
+        try:
+            moved = list(pool.map(one, targets))
+        except BaseException:
+            # Ctrl-C or SIGTERM (raised here, in the main thread): each stream ends at its next chunk instead
+            # of the pool's exit waiting for gigabytes still to be copied (issue 20).
+            stopping.set()
+            raise
     check_same(engines, image, source, f"{named}, {origin.where}")
     return moved
 
@@ -104,13 +113,18 @@ def check_same(engines: Sequence[ImageHost], image: str, source: ImageInfo, orig
 class _Counter:
     """The save stream, counted as it passes, with a progress line every PROGRESS_EVERY_BYTES."""
 
-    def __init__(self, chunks: Iterator[bytes], image: str, host: int, progress: Progress) -> None:
+    def __init__(
+        self, chunks: Iterator[bytes], image: str, host: int, progress: Progress, stopping: threading.Event | None = None
+    ) -> None:
         self.chunks, self.image, self.host, self.progress = chunks, image, host, progress
+        self.stopping = stopping or threading.Event()
         self.total = 0
 
     def __iter__(self) -> Iterator[bytes]:
         next_report = PROGRESS_EVERY_BYTES
         for chunk in self.chunks:
+            if self.stopping.is_set():
+                raise RunStopped()  # the load fails on a cut stream: the Engine keeps no partial image
             self.total += len(chunk)
             if self.total >= next_report:
                 self.progress(f"image {self.image}: {self.total / 2**20:.0f} MiB sent to host {self.host}")

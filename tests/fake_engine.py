@@ -10,6 +10,7 @@ from typing import Any, ClassVar
 
 from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, EngineAPI, ExecResult, GpuSupport, ImageInfo
+from harness.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
 
 NO_GPUS = GpuSupport(0, "no GPUs in the fake Engine")
 
@@ -32,7 +33,9 @@ class FakeEngine:
         return "27.5.1"
 
     def image(self, reference: str) -> ImageInfo | None:
-        return ImageInfo(id="sha256:" + "ab" * 32, tags=(reference,), labels={})
+        # Every image is there; distval's own (fixtures, the reaper's) as built from today's recipe.
+        labels = {RECIPE_LABEL: recipe_hash(reference)} if reference in FIXTURES else {}
+        return ImageInfo(id="sha256:" + "ab" * 32, tags=(reference,), labels=labels)
 
     def create_network(self, network: NetworkPlan) -> None:
         self.calls.append("create_network")

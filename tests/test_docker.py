@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import main
+from tests import load
 from tests.docker_helpers import DEFAULT_CONFIG, ROOT, cases, config_images, leftovers, outcome, validate
 
 pytestmark = pytest.mark.docker
@@ -133,10 +134,16 @@ def test_debian_stock_torch_is_caught_with_its_root_cause(
         assert "exited with code 1" in message
 
 
+# From the signal to distval's exit with a hung rank, a reaper and a 2-core machine at a load of 10: the wait sees
+# the signal at once, then the kill, the removal of two containers and a network and the reaper's disarm.
+SIGNAL_TO_EXIT_S = 10.0
+
+
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
 def test_signal_mid_run_removes_everything_and_still_writes_junit(
     fixture_image: Callable[[str], str], docker_client: object, run_id: str, tmp_path: Path, signum: int
 ) -> None:
+    """The run starts as a CI script starts it (SIGINT inherited ignored, issue 20) with a CPU hog beside it."""
     image = fixture_image("distval-fixtures/broken:allreduce-hangs")
     config = tmp_path / "hang.yaml"
     config.write_text("timeout_s: 300\nscenarios:\n  - {topology: cross-container, world_size: 2, checks: [env, all_reduce]}\n")
@@ -160,24 +167,30 @@ def test_signal_mid_run_removes_everything_and_still_writes_junit(
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        preexec_fn=load.sigint_ignored,  # noqa: PLW1509 - a single call, no locks
     )
-    try:
-        deadline = time.monotonic() + 60
-        while len([n for n in leftovers(docker_client, run_id) if n.endswith(("-n0", "-n1"))]) < 2:
-            assert process.poll() is None, process.communicate()
-            assert time.monotonic() < deadline, "the run never created its containers"
-            time.sleep(0.2)
-        time.sleep(3)  # the ranks are up and stuck in all_reduce
-        process.send_signal(signum)
+    with load.cpu_hog():
         try:
-            _, err = process.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            out, err = process.communicate()
-            pytest.fail(f"distval did not exit within 120 s of {signal.Signals(signum).name}:\n{out}\n{err}")
-    finally:
-        if process.poll() is None:
-            process.kill()
+            deadline = time.monotonic() + 60
+            while len([n for n in leftovers(docker_client, run_id) if n.endswith(("-n0", "-n1"))]) < 2:
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the run never created its containers"
+                time.sleep(0.2)
+            time.sleep(3)  # the ranks are up and stuck in all_reduce
+            signalled = time.monotonic()
+            process.send_signal(signum)
+            try:
+                _, err = process.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                out, err = process.communicate()
+                pytest.fail(f"distval did not exit within 120 s of {signal.Signals(signum).name}:\n{out}\n{err}")
+            took = time.monotonic() - signalled
+        finally:
+            if process.poll() is None:
+                process.kill()
+    print(f"{signal.Signals(signum).name} to exit: {took:.1f} s")
+    assert took <= SIGNAL_TO_EXIT_S, err
     assert process.returncode == 128 + signum, err
     assert "Traceback" not in err
     assert leftovers(docker_client, run_id) == []

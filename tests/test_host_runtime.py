@@ -24,8 +24,11 @@ from harness.host_runtime import MARKER, LocalTorch, free_ports, process_environ
 from harness.placeholders import placeholders_in
 from harness.plan import ScenarioPlan
 from harness.results import ERROR, PASSED, SKIPPED, ScenarioResult, summarize_scenario
+from tests import load
 
 RUN_ID = "h0st"
+# From a signal to the exit of a host-mode run: the wait polls every 0.2 s, then each node is SIGKILLed.
+SIGNAL_TO_EXIT_S = 10.0
 # Stands in for a Python with torch: answers the GPU probe, and for a node's command line reports what
 # it was given (one JSON line on stdout) and writes a passing record per check for each of its ranks.
 # FAKE_MODE=hang: sleeps, with a child in a session of its own (as torchrun's workers are).
@@ -333,7 +336,9 @@ def test_image_with_host_is_bad_input(fake_python: Path, tmp_path: Path) -> None
     assert line.startswith("distval: --image names a container image, --host runs the local Python's torch")
 
 
-def test_sigterm_kills_every_node_process_and_removes_the_directories(fake_python: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_kills_every_node_process_and_removes_the_directories(fake_python: Path, tmp_path: Path, signum: int) -> None:
+    """SIGINT as a CI script's ``cmd &`` leaves it (inherited ignored), with a CPU hog beside the run (issue 20)."""
     tag = secrets.token_hex(4)
     config = tmp_path / "hang.yaml"
     config.write_text(
@@ -347,19 +352,24 @@ def test_sigterm_kills_every_node_process_and_removes_the_directories(fake_pytho
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=load.sigint_ignored,  # noqa: PLW1509 - a single call, no locks
     )
-    try:
-        deadline = time.monotonic() + 60
-        while len(tagged_processes(tag)) < 4 and time.monotonic() < deadline:  # 2 nodes, each with a child
-            time.sleep(0.1)
-        assert len(tagged_processes(tag)) == 4
-        process.send_signal(signal.SIGTERM)
-        _, stderr = process.communicate(timeout=60)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    assert process.returncode == 128 + signal.SIGTERM, stderr
+    with load.cpu_hog():
+        try:
+            deadline = time.monotonic() + 60
+            while len(tagged_processes(tag)) < 4 and time.monotonic() < deadline:  # 2 nodes, each with a child
+                time.sleep(0.1)
+            assert len(tagged_processes(tag)) == 4
+            signalled = time.monotonic()
+            process.send_signal(signum)
+            _, stderr = process.communicate(timeout=60)
+            took = time.monotonic() - signalled
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 128 + signum, stderr
+    assert took <= SIGNAL_TO_EXIT_S, f"{took:.1f} s from the signal to the exit"
     assert tagged_processes(tag) == []
     assert not list(tmp_path.glob("distval-*"))
     (case,) = ET.parse(junit).getroot().iter("testcase")

@@ -4,15 +4,19 @@ real one (FakeEngine's containers have always exited)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 from harness.config import load_config
-from harness.engine_protocol import ContainerState
+from harness.engine import Engine
+from harness.engine_protocol import ContainerState, EngineAPI
+from harness.errors import EngineError
 from harness.events import NoEvents
+from harness.hosts_runtime import HostEngine
 from harness.plan import ScenarioPlan, plan_run
-from harness.runtime import WAIT_SLICE_S, _wait
+from harness.runtime import HOST_WATCH_S, WAIT_SLICE_S, _wait, run_scenario
 from tests.fake_engine import FakeEngine
 
 
@@ -91,3 +95,45 @@ def test_a_stop_request_kills_within_one_slice() -> None:
     killed = _wait(lambda name: engine, {"a": "a"}, now + 30, Recorder(), scenario_plan(), stop)
     assert killed == {"a"}
     assert time.monotonic() - now < 0.2 + WAIT_SLICE_S + 1.0
+
+
+class StoppedEngine(ScriptedEngine):
+    """A node's Engine that was stopped mid-run: every call fails as docker-py's NotFound did, once mapped."""
+
+    where = "tcp://192.0.2.1:2375"
+
+    def state(self, container: Any) -> ContainerState:
+        raise EngineError(f"inspect {container}: 404 Client Error for http+docker://x/containers/{container}/json: Not Found")
+
+    def wait_stopped(self, container: Any, timeout_s: float) -> bool:
+        return bool(self.state(container))
+
+    def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
+        self.state("cleanup")
+        return 0, 0
+
+
+def test_a_stopped_node_engine_is_that_hosts_error_and_the_other_engine_is_cleaned() -> None:
+    """Issue 20: a NotFound from an Engine being stopped is that host's error (HostEngine names it), never a
+    traceback, seen within HOST_WATCH_S of the stop, and the scenario is still removed from the other Engine."""
+    plan = scenario_plan_across(("tcp://a:2375", "tcp://192.0.2.1:2375"))
+    survivor = ScriptedEngine({name: None for name in (c.name for c in plan.containers)})
+    survivor.where = "tcp://a:2375"  # type: ignore[attr-defined] # what HostEngine names
+    stopped = StoppedEngine({})
+    hosts: dict[str, EngineAPI] = {
+        "tcp://a:2375": HostEngine(0, cast(Engine, survivor)),
+        "tcp://192.0.2.1:2375": HostEngine(1, cast(Engine, stopped)),
+    }
+    started = time.monotonic()
+    outcome = run_scenario(survivor, plan, NoEvents(), hosts=hosts)
+    assert outcome.setup_error is not None
+    assert outcome.setup_error.startswith("host 1 (tcp://192.0.2.1:2375): inspect "), outcome.setup_error
+    assert time.monotonic() - started < HOST_WATCH_S + 5.0
+    assert survivor.removed == 1
+
+
+def scenario_plan_across(hosts: tuple[str, str]) -> ScenarioPlan:
+    """The default cross-container scenario with its containers alternately on two Engines."""
+    plan = plan_run(load_config("configs/default.yaml"), "0123abcd", "x/y:z").scenarios[1]
+    containers = tuple(dataclasses.replace(c, host=hosts[i % 2]) for i, c in enumerate(plan.containers))
+    return dataclasses.replace(plan, containers=containers, hosts=hosts)

@@ -1,0 +1,130 @@
+"""``distval run`` against a fake Engine that holds the run in one phase, for tests/test_signals.py (run as
+``python -m tests.signal_child PHASE CONFIG JUNIT [distval options]`` from the repository root).
+
+The Engine prints ``IN <phase>`` on stdout when the run reaches the phase and then blocks there the way the real
+Engine does (a call that does not return; a rank that never exits; a slow removal), so that the parent can
+deliver a real signal in that phase and measure the time to exit. ``REMOVED`` is printed once the run's
+cleanup has removed its resources."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any
+
+import harness.cli
+from harness.engine_protocol import ContainerState, ExecResult, ImageInfo
+from harness.errors import EngineError
+from tests.fake_engine import FakeEngine
+
+# How long the cleanup's removal takes in the "removing" phase: the signal must not cut it short.
+REMOVAL_S = 2.0
+# Far beyond any test's bound: a hook that is not interrupted holds the run this long.
+FOREVER_S = 3600.0
+
+
+def entered(phase: str) -> None:
+    print(f"IN {phase}", flush=True)
+
+
+class HoldingEngine(FakeEngine):
+    """FakeEngine whose call in phase ``PHASE`` (sys.argv[1]) blocks; its ranks never exit (a hung all_reduce)."""
+
+    phase = ""
+
+    def __init__(self, run_id: str) -> None:
+        super().__init__(run_id)
+        self.exited: set[Any] = set()
+        # A real run always has another thread (the reaper's): the kernel may deliver a signal to it.
+        threading.Thread(target=time.sleep, args=(FOREVER_S,), daemon=True).start()
+
+    def _hold(self, phase: str) -> None:
+        if self.phase == phase:
+            entered(phase)
+            time.sleep(FOREVER_S)  # the main thread blocked in a call, as in a socket read
+
+    def image(self, reference: str) -> ImageInfo | None:
+        self._hold("images")
+        return super().image(reference)
+
+    def create_network(self, network: Any) -> None:
+        self._hold("networks")
+        super().create_network(network)
+
+    def create_container(self, container: Any) -> Any:
+        self._hold("containers")
+        return super().create_container(container)
+
+    def put_archive(self, container: Any, path: str, data: bytes) -> None:
+        self._hold("copying")
+        super().put_archive(container, path, data)
+
+    def start(self, container: Any) -> None:
+        self._hold("starting")
+        super().start(container)
+
+    def state(self, container: Any) -> ContainerState:
+        if self.phase == "collecting" or container in self.exited:
+            return ContainerState("exited", 0, False)
+        return ContainerState("running", None, False)
+
+    def wait_stopped(self, container: Any, timeout_s: float) -> bool:
+        if self.phase == "collecting":
+            return True
+        if self.phase == "waiting" and not getattr(self, "_said_waiting", False):
+            self._said_waiting = True
+            entered("waiting")
+        time.sleep(timeout_s)  # the Engine's wait API for a rank that never exits: the slice passes
+        return False
+
+    def read_files(self, container: Any, path: str) -> dict[str, bytes]:
+        self._hold("collecting")
+        return {}
+
+    def exec_run(self, container: Any, argv: Any) -> ExecResult:
+        # The diagnosis at the deadline: each container's exec, from the diagnosis' threads.
+        self._hold("diagnosing")
+        return ExecResult(1, "")
+
+    def kill(self, container: Any) -> None:
+        super().kill(container)
+        self.exited.add(container)
+
+    def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
+        if self.phase == "removing" and extra_label is not None:
+            entered("removing")
+            time.sleep(REMOVAL_S)
+        if self.phase == "final" and extra_label is None:  # the run's own cleanup at its end
+            entered("final")
+            time.sleep(REMOVAL_S)
+        result = super().remove_labelled(extra_label)
+        print("REMOVED" if extra_label is None else "REMOVED scenario", flush=True)
+        return result
+
+
+class ReaperHoldingEngine(HoldingEngine):
+    """An Engine with a reaper whose start blocks (the reaper's container being created)."""
+
+    def bridge_interface(self) -> str | None:
+        return None
+
+    def start_reaper(self, *args: Any, **kwargs: Any) -> tuple[str, int | None, list[str]]:
+        entered("reaper")
+        threading.Event().wait(REMOVAL_S)
+        raise EngineError("start the reaper: the Engine did not answer")
+
+    def remove_matching(self, labels: list[str]) -> tuple[int, int]:
+        return 0, 0
+
+
+def main() -> int:
+    phase, *argv = sys.argv[1:]
+    HoldingEngine.phase = phase
+    engine_class = ReaperHoldingEngine if phase == "reaper" else HoldingEngine
+    harness.cli.Engine = engine_class  # type: ignore[attr-defined] # cli._engine's stand-in hook
+    return harness.cli.main(["run", *argv])
+
+
+if __name__ == "__main__":
+    sys.exit(main())
