@@ -4,14 +4,17 @@ is judged by the ``faults`` testcase, and a netem scenario on a kernel without n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 
 from harness.config import parse_config
-from harness.expectations import FaultLog, Injected
+from harness.config.faults import Expectation
+from harness.expectations import CONNECTION_CLOSED, KILLED, ContainerExit, FaultLog, Injected
+from harness.fault_results import fault_cases
 from harness.plan import plan_scenario
-from harness.results import ContainerOutcome, ScenarioOutcome, summarize_scenario
+from harness.results import CaseResult, ContainerOutcome, ScenarioOutcome, summarize_scenario
 from tests.config_helpers import yaml_text
 
 FAULT_AT = 2000.0
@@ -111,3 +114,115 @@ def test_a_fault_scenario_run_without_containers_passes_nothing() -> None:
     result = summarize_scenario(ScenarioOutcome(sp, None, 1.0, containers))  # type: ignore[arg-type]
     assert {status for status, _ in statuses(result).values()} == {"skipped"}
     assert statuses(result)["faults"][1].startswith("faults are injected only into containers")
+
+
+# fault_cases on its own, for what the scenario-level tests above do not reach (each test below kills
+# mutants of harness/fault_results.py that tools/mutation_pass.py found surviving).
+SURVIVORS_CLOSED = (
+    Expectation("survivors", (CONNECTION_CLOSED,), (0.0, 5.0)),
+    Expectation("victims", (KILLED,), (0.0, 1.0)),
+)
+SLOW = FaultLog(injected=(Injected(0, "slow", 1, (1,), FAULT_AT, "tc qdisc add", kills=False),))
+
+
+def rec(status: str, at: float, message: str = "ok") -> dict[str, object]:
+    return {"status": status, "ended_at": at, "message": message}
+
+
+def judge(
+    cases: list[CaseResult],
+    records: dict[int, dict[str, dict[str, object]]],
+    log: FaultLog = KILL,
+    expect: tuple[Expectation, ...] = SURVIVORS_CLOSED,
+    containers: tuple[ContainerOutcome, ...] = (),
+    world_size: int = 2,
+) -> dict[str, CaseResult]:
+    judged = fault_cases(cases, log, expect, records, containers, world_size, 30.0)
+    assert len({c.name for c in judged}) == len(judged), f"a testcase twice: {[c.name for c in judged]}"
+    return {c.name: c for c in judged}
+
+
+def test_an_exit_is_named_by_its_containers_first_error_line_stderr_before_stdout() -> None:
+    exits = (
+        ContainerExit("n0", (0,), FAULT_AT + 0.5, 1, False),  # both streams: stderr's line
+        ContainerExit("n1", (1,), FAULT_AT + 0.6, 1, False),  # nothing on stderr: stdout's line
+        ContainerExit("n2", (2,), FAULT_AT + 0.7, 1, False, "RuntimeError: Connection reset by peer"),  # read already
+        ContainerExit("gone", (3,), FAULT_AT + 0.8, 1, False),  # no outcome for it: its own words
+    )
+    containers = (
+        ContainerOutcome("n0", 0, (0,), 1, False, "ValueError: printed to stdout", "DistNetworkError: Broken pipe"),
+        ContainerOutcome("n1", 1, (1,), 1, False, "RuntimeError: Timed out waiting 10000ms for recv", ""),
+        ContainerOutcome("n2", 2, (2,), 1, False, "", "ValueError: not the line the runtime read"),
+    )
+    log = dataclasses.replace(SLOW, exits=exits)
+    ranks = judge([], {}, log, (), containers, world_size=4)["faults"].details["ranks"]
+    seen = {rank: v["seen"] for rank, v in ranks.items()}  # type: ignore[attr-defined]
+    assert seen == {
+        "0": "connection_closed after 0.50 s: DistNetworkError: Broken pipe",
+        "1": "timeout after 0.60 s: RuntimeError: Timed out waiting 10000ms for recv",
+        "2": "connection_closed after 0.70 s: RuntimeError: Connection reset by peer",
+        "3": "other after 0.80 s: the container exited (exit code 1)",
+    }
+
+
+def test_a_scenario_skipped_for_its_faults_still_lists_every_check_skipped() -> None:
+    log = FaultLog(skip_reason="no sch_netem here")
+    cases = [CaseResult("all_reduce", "passed", "ok", 1.0), CaseResult("exit_status", "passed", "ok", 0.0)]
+    judged = judge(cases, {}, log)
+    assert [(c.name, c.status, c.message) for c in judged.values()] == [
+        ("all_reduce", "skipped", "no sch_netem here"),
+        ("exit_status", "skipped", "no sch_netem here"),
+        ("faults", "skipped", "no sch_netem here"),
+    ]
+    assert judged["faults"].duration_s == 0.0, "nothing ran: no time to report"
+
+
+def test_the_faults_output_says_which_ranks_were_wrong_which_fault_failed_and_why_the_runtime_stopped() -> None:
+    log = dataclasses.replace(KILL, ended="the faults' verdict is decided")
+    output = judge([], {0: {"collective_loop": rec("error", FAULT_AT + 0.3, CLOSED)}}, log)["faults"].output.splitlines()
+    assert output[0].startswith("rank 0: ok: expected connection_closed")
+    assert output[1].startswith("rank 1: ok: expected killed")
+    assert output[2:] == [
+        "fault 0 (kill, node 1) at 2000.000 (the Engine took 0.00 s): kill container distval-r1-f-n1",
+        "the runtime: the faults' verdict is decided",
+    ]
+    quiet = judge([], {}, KILL)["faults"].output.splitlines()
+    assert quiet[0].startswith("rank 0: WRONG: expected connection_closed") and not quiet[-1].startswith("the runtime")
+    broken = Injected(1, "partition", 0, (0,), FAULT_AT + 1, "iptables", kills=False, error="exit 2")
+    failed = judge([], {}, FaultLog(injected=(broken,)))["faults"].output
+    assert failed == "fault 1 (partition, node 0) at 2001.000 (the Engine took 0.00 s): iptables (failed: exit 2)"
+
+
+def test_exit_status_says_the_runtime_stopped_the_containers_or_keeps_its_own_words() -> None:
+    exit_case = [CaseResult("exit_status", "failed", "n0 exited 137", 0.0)]
+    stopped = judge(exit_case, {}, dataclasses.replace(KILL, ended="decided"))["exit_status"]
+    assert (stopped.status, stopped.message) == (
+        "skipped",
+        "the faults ended containers on purpose (faults judges it): the runtime stopped them: decided",
+    )
+    own = judge(exit_case, {}, KILL)["exit_status"]
+    assert own.message == "the faults ended containers on purpose (faults judges it): n0 exited 137"
+
+
+def test_with_no_expectation_every_check_keeps_its_own_verdict() -> None:
+    cases = [CaseResult("collective_loop", "failed", "timed out", 9.0), CaseResult("exit_status", "failed", "n1: 1", 0.0)]
+    records = {1: {"collective_loop": rec("failed", FAULT_AT + 3, "timed out")}}
+    judged = judge(cases, records, SLOW, ())
+    assert judged["collective_loop"].status == "failed" and judged["exit_status"].status == "failed"
+
+
+def test_unreadable_results_stay_one_error() -> None:
+    cases = [CaseResult("all_reduce", "passed", "ok", 1.0), CaseResult("results", "error", "rank-1.jsonl:3: unreadable", 0.0)]
+    records = {r: {"all_reduce": rec("passed", FAULT_AT - 1)} for r in (0, 1)}
+    judged = judge(cases, records)
+    assert (judged["results"].status, judged["all_reduce"].status) == ("error", "passed")
+
+
+def test_a_check_that_ended_at_the_faults_own_instant_is_not_known_to_be_before_it() -> None:
+    records = {r: {"all_reduce": rec("passed", FAULT_AT)} for r in (0, 1)}
+    assert judge([CaseResult("all_reduce", "passed", "ok", 1.0)], records)["all_reduce"].status == "skipped"
+
+
+def test_a_wrong_answer_before_the_fault_stays_red_when_another_rank_never_finished_the_check() -> None:
+    records = {1: {"all_reduce": rec("failed", FAULT_AT - 2, "expected 3.0, got 4.0")}}
+    assert judge([CaseResult("all_reduce", "failed", "wrong", 1.0)], records)["all_reduce"].status == "failed"

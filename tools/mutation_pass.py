@@ -1,0 +1,468 @@
+"""A small mutation pass: does any plausible change to a module's logic survive the module's fast tests?
+
+    python tools/mutation_pass.py harness/expectations.py [harness/fault_results.py ...] [--jobs N]
+
+For each module it parses the source with ``ast``, makes one mutant per plausible slip (a comparison's
+operator or boundary, a numeric constant off by one or by an epsilon, ``and``/``or``, a negated condition,
+two ``if`` branches of a chain in the other order, a sort reversed or keyed differently, ``min``/``max``
+swapped, a verdict constant returned in place of another, a ``continue`` dropped), runs the tests that
+cover the module against each mutant and prints one table row per mutant: killed, survived, or
+equivalent (a survivor listed in ``EQUIVALENT`` with the reason no test can tell it from the original).
+
+The mutants are written into a temporary copy of the repository (one per job); the working tree is never
+touched. Each test run is its own ``pytest`` process (``-x``, no cache, no bytecode: two mutants written
+in the same second must not share a stale ``.pyc``), with a timeout: a mutant that hangs the tests is
+killed too. Exit status: 0 when no mutant survived outside ``EQUIVALENT``, 1 otherwise, 2 for bad use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# The fast (no Docker, no host venv) test files that exercise each module, directly or through its callers:
+# fault_results.fault_cases calls expectations.evaluate, fault_runtime calls decided and first_failures.
+TESTS: dict[str, tuple[str, ...]] = {
+    "harness/expectations.py": ("tests/test_expectations.py", "tests/test_faults_results.py", "tests/test_faults_plan.py"),
+    "harness/fault_results.py": ("tests/test_faults_results.py",),
+}
+
+# Survivors that are no behaviour change, keyed by "path:line:col mutation" (the table's first two columns),
+# with why no test can kill them. Anything surviving outside this list is a gap in the tests.
+EQUIVALENT: dict[str, str] = {
+    "harness/expectations.py:110:0 early-return ifs at lines 111 and 113 swapped": (
+        'ranks == "victims" and ranks == "survivors" exclude each other'
+    ),
+    "harness/expectations.py:112:15 sorted(..., reverse=True)": (
+        "evaluate, the only caller, gives every rank of one expectation the same entry: the order is unused"
+    ),
+    "harness/expectations.py:115:11 sorted(..., reverse=True)": (
+        "evaluate, the only caller, gives every rank of one expectation the same entry: the order is unused"
+    ),
+    "harness/expectations.py:135:12 if/elif branches in the other order": (
+        'status == "passed" and status in ("failed", "error") exclude each other'
+    ),
+    "harness/expectations.py:193:15 `and` -> `or`": "after is None exactly when failure is None",
+}
+
+# The module-level names a function returns as a verdict; a mutant returns another of the same family.
+VERDICT_FAMILIES: tuple[tuple[str, ...], ...] = (
+    ("TIMEOUT", "CONNECTION_CLOSED", "KILLED", "OOM", "OTHER"),
+    ("PASSED", "FAILED", "SKIPPED"),
+)
+
+_CMP_SWAPS: dict[type[ast.cmpop], tuple[type[ast.cmpop], ...]] = {
+    ast.Lt: (ast.LtE, ast.Gt),
+    ast.LtE: (ast.Lt, ast.GtE),
+    ast.Gt: (ast.GtE, ast.Lt),
+    ast.GtE: (ast.Gt, ast.LtE),
+    ast.Eq: (ast.NotEq,),
+    ast.NotEq: (ast.Eq,),
+    ast.In: (ast.NotIn,),
+    ast.NotIn: (ast.In,),
+    ast.Is: (ast.IsNot,),
+    ast.IsNot: (ast.Is,),
+}
+_CMP_TEXT: dict[type[ast.cmpop], str] = {
+    ast.Lt: "<",
+    ast.LtE: "<=",
+    ast.Gt: ">",
+    ast.GtE: ">=",
+    ast.Eq: "==",
+    ast.NotEq: "!=",
+    ast.In: "in",
+    ast.NotIn: "not in",
+    ast.Is: "is",
+    ast.IsNot: "is not",
+}
+EPSILON = 1e-6
+
+
+@dataclass(frozen=True)
+class Mutant:
+    path: str  # relative to the repository root
+    line: int
+    col: int
+    description: str
+    source: str  # the whole mutated module
+
+    @property
+    def key(self) -> str:
+        return f"{self.path}:{self.line}:{self.col} {self.description}"
+
+
+# A mutation applies to the node at one position of ``ast.walk`` in a fresh copy of the tree; it changes
+# that node (or its parent's fields) in place and returns a description, or None when it does not apply.
+Apply = Callable[[ast.AST], str | None]
+
+
+def _compare_mutations(node: ast.AST) -> Iterator[Apply]:
+    if not isinstance(node, ast.Compare):
+        return
+    for i, op in enumerate(node.ops):
+        for new in _CMP_SWAPS.get(type(op), ()):
+
+            def apply(n: ast.AST, i: int = i, new: type[ast.cmpop] = new) -> str:
+                assert isinstance(n, ast.Compare)
+                before = _short(n)
+                n.ops[i] = new()
+                return f"`{before}` -> `{_short(n)}`"
+
+            yield apply
+
+
+def _short(node: ast.AST, limit: int = 70) -> str:
+    text = ast.unparse(node).replace("|", "\\|")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _constant_mutations(node: ast.AST) -> Iterator[Apply]:
+    if not isinstance(node, ast.Constant) or isinstance(node.value, bool):
+        return
+    value = node.value
+    if isinstance(value, int):
+        steps: tuple[int | float, ...] = (1, -1)
+    elif isinstance(value, float):
+        steps = (EPSILON, -EPSILON)
+    else:
+        return
+    for step in steps:
+
+        def apply(n: ast.AST, step: int | float = step) -> str:
+            assert isinstance(n, ast.Constant) and isinstance(n.value, int | float)
+            old = n.value
+            n.value = old + step
+            return f"constant {old!r} -> {n.value!r}"
+
+        yield apply
+
+
+def _boolop_mutations(node: ast.AST) -> Iterator[Apply]:
+    if isinstance(node, ast.BoolOp):
+
+        def apply(n: ast.AST) -> str:
+            assert isinstance(n, ast.BoolOp)
+            old, n.op = ("and", ast.Or()) if isinstance(n.op, ast.And) else ("or", ast.And())
+            return f"`{old}` -> `{'or' if old == 'and' else 'and'}`"
+
+        yield apply
+
+
+def _negate(test: ast.expr) -> ast.expr:
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand
+    return ast.UnaryOp(op=ast.Not(), operand=test)
+
+
+def _condition_mutations(node: ast.AST) -> Iterator[Apply]:
+    if isinstance(node, ast.If | ast.IfExp | ast.While):
+
+        def apply(n: ast.AST) -> str:
+            assert isinstance(n, ast.If | ast.IfExp | ast.While)
+            n.test = _negate(n.test)
+            return f"negated {type(n).__name__} condition"
+
+        yield apply
+    if isinstance(node, ast.comprehension):
+        for i in range(len(node.ifs)):
+
+            def apply_if(n: ast.AST, i: int = i) -> str:
+                assert isinstance(n, ast.comprehension)
+                n.ifs[i] = _negate(n.ifs[i])
+                return "negated comprehension filter"
+
+            yield apply_if
+
+
+def _branch_order_mutations(node: ast.AST) -> Iterator[Apply]:
+    # if/elif: the first two tests swap places (bodies follow their tests); only the order changes.
+    if isinstance(node, ast.If) and len(node.orelse) == 1 and isinstance(node.orelse[0], ast.If):
+
+        def apply_elif(n: ast.AST) -> str:
+            assert isinstance(n, ast.If) and isinstance(n.orelse[0], ast.If)
+            inner = n.orelse[0]
+            n.test, inner.test = inner.test, n.test
+            n.body, inner.body = inner.body, n.body
+            return "if/elif branches in the other order"
+
+        yield apply_elif
+    # A chain of early-return ``if``s (classify): two adjacent ones swap places.
+    body = getattr(node, "body", None)
+    if not isinstance(body, list):
+        return
+    for i in range(len(body) - 1):
+        a, b = body[i], body[i + 1]
+        if _returning_if(a) and _returning_if(b):
+
+            def apply_swap(n: ast.AST, i: int = i) -> str:
+                stmts = getattr(n, "body")  # noqa: B009 - the same list as above, in the copy
+                stmts[i], stmts[i + 1] = stmts[i + 1], stmts[i]
+                return f"early-return ifs at lines {stmts[i + 1].lineno} and {stmts[i].lineno} swapped"
+
+            yield apply_swap
+
+
+def _returning_if(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.If) and not stmt.orelse and isinstance(stmt.body[-1], ast.Return)
+
+
+def _call_name(node: ast.AST) -> str | None:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+        return node.func.id
+    return None
+
+
+def _sort_mutations(node: ast.AST) -> Iterator[Apply]:
+    name = _call_name(node)
+    if name in ("min", "max"):
+
+        def apply_minmax(n: ast.AST) -> str:
+            assert isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            old = n.func.id
+            n.func.id = "max" if old == "min" else "min"
+            return f"`{old}` -> `{n.func.id}`"
+
+        yield apply_minmax
+    if name == "sorted":
+
+        def apply_reverse(n: ast.AST) -> str:
+            assert isinstance(n, ast.Call)
+            for kw in n.keywords:
+                if kw.arg == "reverse":
+                    kw.value = _negate(kw.value)
+                    return "sorted(reverse) flipped"
+            n.keywords.append(ast.keyword(arg="reverse", value=ast.Constant(True)))
+            return "sorted(..., reverse=True)"
+
+        yield apply_reverse
+    if name not in ("min", "max", "sorted"):
+        return
+    assert isinstance(node, ast.Call)
+    for kw in node.keywords:
+        if kw.arg != "key" or not isinstance(kw.value, ast.Lambda) or not isinstance(kw.value.body, ast.Tuple):
+            continue
+        size = len(kw.value.body.elts)
+        for drop in range(size):
+
+            def apply_drop(n: ast.AST, drop: int = drop) -> str:
+                elts = _key_elts(n)
+                gone = ast.unparse(elts.pop(drop))
+                return f"{name} key without `{gone}`"
+
+            yield apply_drop
+        for i in range(size - 1):
+
+            def apply_order(n: ast.AST, i: int = i) -> str:
+                elts = _key_elts(n)
+                elts[i], elts[i + 1] = elts[i + 1], elts[i]
+                return f"{name} key: `{ast.unparse(elts[i + 1])}` and `{ast.unparse(elts[i])}` in the other order"
+
+            yield apply_order
+
+
+def _key_elts(node: ast.AST) -> list[ast.expr]:
+    assert isinstance(node, ast.Call)
+    key = next(kw.value for kw in node.keywords if kw.arg == "key")
+    assert isinstance(key, ast.Lambda) and isinstance(key.body, ast.Tuple)
+    return key.body.elts
+
+
+def _verdict_mutations(node: ast.AST) -> Iterator[Apply]:
+    # A verdict name where a value is produced: returned, assigned, a keyword's value or an IfExp's branch.
+    if not isinstance(node, ast.Return | ast.IfExp | ast.keyword | ast.Assign):
+        return
+    for field in ("value", "body", "orelse"):
+        target = getattr(node, field, None)
+        if not isinstance(target, ast.Name):
+            continue
+        for family in VERDICT_FAMILIES:
+            if target.id not in family:
+                continue
+            for other in family:
+                if other == target.id:
+                    continue
+
+                def apply(n: ast.AST, field: str = field, other: str = other) -> str:
+                    name = getattr(n, field)
+                    assert isinstance(name, ast.Name)
+                    old, name.id = name.id, other
+                    return f"verdict `{old}` -> `{other}`"
+
+                yield apply
+
+
+def _continue_mutations(node: ast.AST) -> Iterator[Apply]:
+    body = getattr(node, "body", None)
+    if not isinstance(body, list):
+        return
+    for i, stmt in enumerate(body):
+        if isinstance(stmt, ast.Continue):
+
+            def apply(n: ast.AST, i: int = i) -> str:
+                getattr(n, "body")[i] = ast.Pass()  # noqa: B009 - the copy's list
+                return "`continue` dropped"
+
+            yield apply
+
+
+OPERATORS: tuple[Callable[[ast.AST], Iterator[Apply]], ...] = (
+    _compare_mutations,
+    _constant_mutations,
+    _boolop_mutations,
+    _condition_mutations,
+    _branch_order_mutations,
+    _sort_mutations,
+    _verdict_mutations,
+    _continue_mutations,
+)
+
+
+def _untouchable(tree: ast.Module) -> set[int]:
+    """ids of the nodes no mutant touches: annotations and dataclass field declarations (a default's value
+    is not a decision), return annotations."""
+    skip: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.AnnAssign):
+            skip.update(id(n) for n in ast.walk(node))
+        elif isinstance(node, ast.arg) and node.annotation is not None:
+            skip.update(id(n) for n in ast.walk(node.annotation))
+        elif isinstance(node, ast.FunctionDef) and node.returns is not None:
+            skip.update(id(n) for n in ast.walk(node.returns))
+    return skip
+
+
+def mutants(path: str) -> list[Mutant]:
+    source = (ROOT / path).read_text()
+    tree = ast.parse(source)
+    skip = _untouchable(tree)
+    found: list[Mutant] = []
+    for index, node in enumerate(ast.walk(tree)):
+        if id(node) in skip:
+            continue
+        for operator in OPERATORS:
+            for apply in operator(node):
+                mutated = copy.deepcopy(tree)
+                target = list(ast.walk(mutated))[index]
+                description = apply(target)
+                if description is None:
+                    continue
+                ast.fix_missing_locations(mutated)
+                found.append(Mutant(path, *_position(node), description, ast.unparse(mutated)))
+    return sorted(found, key=lambda m: (m.line, m.col))
+
+
+def _position(node: ast.AST) -> tuple[int, int]:
+    # A comprehension has no position of its own: its first filter's (the one a mutant negates) stands in.
+    for n in ast.walk(node):
+        if isinstance(n, ast.expr | ast.stmt):
+            return n.lineno, n.col_offset
+    return 0, 0
+
+
+@dataclass(frozen=True)
+class Outcome:
+    mutant: Mutant
+    result: str  # killed, survived, equivalent, timeout (counts as killed)
+    seconds: float
+
+
+def _copy_tree(into: Path) -> Path:
+    copy_root = into / "repo"
+    shutil.copytree(ROOT, copy_root, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", ".mypy_cache", ".ruff_cache"))
+    return copy_root
+
+
+def _run_tests(copy_root: Path, tests: Sequence[str], timeout_s: float) -> str:
+    env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(copy_root)}
+    command = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not docker and not host", *tests]
+    try:
+        done = subprocess.run(command, cwd=copy_root, env=env, capture_output=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return "timeout"
+    # 1: a test failed. Anything else (collection error, usage error) also means the mutant did not pass.
+    return "survived" if done.returncode == 0 else "killed"
+
+
+def run_pass(paths: Sequence[str], jobs: int, timeout_s: float, only: str | None) -> list[Outcome]:
+    todo = [m for path in paths for m in mutants(path) if only is None or only in m.key]
+    with tempfile.TemporaryDirectory(prefix="mutation-pass-") as tmp:
+        copies = [_copy_tree(Path(tmp) / str(j)) for j in range(jobs)]
+        for path in paths:  # the unmutated (but unparsed) module must pass, or every mutant reads as killed
+            original = ast.unparse(ast.parse((ROOT / path).read_text()))
+            (copies[0] / path).write_text(original)
+            if _run_tests(copies[0], TESTS[path], timeout_s) != "survived":
+                raise SystemExit(f"mutation_pass: the tests fail on the unmutated {path}; fix them first")
+            (copies[0] / path).write_text((ROOT / path).read_text())
+        free = list(copies)
+
+        def one(mutant: Mutant) -> Outcome:
+            root = free.pop()
+            target = root / mutant.path
+            original = target.read_text()
+            started = time.monotonic()
+            try:
+                target.write_text(mutant.source)
+                result = _run_tests(root, TESTS[mutant.path], timeout_s)
+            finally:
+                target.write_text(original)
+                free.append(root)
+            if result == "survived" and mutant.key in EQUIVALENT:
+                result = "equivalent"
+            print(f"{result:10} {mutant.key}", file=sys.stderr, flush=True)
+            return Outcome(mutant, result, time.monotonic() - started)
+
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            return list(pool.map(one, todo))
+
+
+def table(outcomes: Sequence[Outcome]) -> str:
+    rows = ["| location | mutation | result |", "|---|---|---|"]
+    for o in outcomes:
+        note = f" ({EQUIVALENT[o.mutant.key]})" if o.result == "equivalent" else ""
+        rows.append(f"| {o.mutant.path}:{o.mutant.line}:{o.mutant.col} | {o.mutant.description} | {o.result}{note} |")
+    counts = {r: sum(1 for o in outcomes if o.result == r) for r in ("killed", "timeout", "survived", "equivalent")}
+    rows.append("")
+    rows.append(
+        f"generated {len(outcomes)}, killed {counts['killed'] + counts['timeout']} (of them by timeout {counts['timeout']}), "
+        f"survived {counts['survived']}, equivalent {counts['equivalent']}"
+    )
+    return "\n".join(rows)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("modules", nargs="+", help=f"module paths relative to the repository root: {', '.join(TESTS)}")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants tested at once (each in its own copy)")
+    parser.add_argument("--timeout", type=float, default=120.0, help="seconds one test run may take (default 120)")
+    parser.add_argument("--only", help="only the mutants whose 'path:line:col mutation' contains this text")
+    parser.add_argument("--list", action="store_true", help="list the mutants without running the tests")
+    args = parser.parse_args(argv)
+    unknown = [m for m in args.modules if m not in TESTS]
+    if unknown or args.jobs < 1:
+        print(f"mutation_pass: unknown module {unknown[0]}; known: {', '.join(TESTS)}" if unknown else "--jobs must be >= 1")
+        return 2
+    if args.list:
+        for path in args.modules:
+            for mutant in mutants(path):
+                print(mutant.key)
+        return 0
+    outcomes = run_pass(args.modules, args.jobs, args.timeout, args.only)
+    print(table(outcomes))
+    return 1 if any(o.result == "survived" for o in outcomes) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
