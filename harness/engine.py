@@ -33,7 +33,7 @@ from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
 from harness.hosts import HostSpec
-from harness.labels import LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
+from harness.labels import DISTVAL_LABELS, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from harness.owner import Owner, current_owner
 from harness.tarball import regular_files
 
@@ -106,8 +106,10 @@ class Engine:
             raise _mapped(what, exc) from None
 
     def _labels(self, labels: Mapping[str, str]) -> dict[str, str]:
-        """The one place labels are given: the caller's, then distval's own, which nothing overrides."""
-        merged = dict(labels)
+        """The one place labels are given: every label distval reads (empty unless given: none comes from the
+        image), the caller's, then distval's own, which nothing overrides."""
+        merged = dict.fromkeys(DISTVAL_LABELS, "")
+        merged.update(labels)
         merged.update(self.owner.labels())
         merged[LABEL_MANAGED] = "true"
         merged[LABEL_RUN] = self.run_id

@@ -17,4 +17,19 @@ LABEL_OWNER_STARTED = "distval.owner.started"  # its start time ("<boot id>:<pid
 # The machine it ran on (/etc/machine-id, else a random id kept under distval's cache directory): a host name
 # alone does not tell two CI runners sharing one Engine apart.
 LABEL_OWNER_MACHINE = "distval.owner.machine"
-LABEL_ROLE = "distval.role"  # "reaper" on a run's reaper container (harness/reaper.py); absent elsewhere
+LABEL_ROLE = "distval.role"  # "reaper" on a run's reaper container (harness/reaper.py); empty elsewhere
+
+# Every label distval reads. The Engine gives each of them a value on every resource it creates (empty where
+# the caller gave none): a container inherits its image's LABELs, so an image under test with
+# `LABEL distval.role=reaper` would otherwise exempt its rank containers from the reaper and from cleanup.
+DISTVAL_LABELS = (
+    LABEL_MANAGED,
+    LABEL_RUN,
+    LABEL_SCENARIO,
+    LABEL_NODE,
+    LABEL_OWNER_HOST,
+    LABEL_OWNER_PID,
+    LABEL_OWNER_STARTED,
+    LABEL_OWNER_MACHINE,
+    LABEL_ROLE,
+)

@@ -57,6 +57,7 @@ def test_the_beside_helper_runs_distvals_image_never_the_image_under_test() -> N
         "distval.node": "1",
         "distval.managed": "true",
         "distval.run": "r1",
+        "distval.role": "",  # given, so that no image's LABEL decides it
     }
 
 

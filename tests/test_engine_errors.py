@@ -20,7 +20,7 @@ from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
 from harness.engine import Engine
 from harness.engine_protocol import GpuSupport, Resource
 from harness.errors import EngineError, ImageMissing
-from harness.labels import LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_RUN
+from harness.labels import DISTVAL_LABELS, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_RUN
 from harness.owner import Owner, current_owner
 
 ERRORS: dict[str, Callable[[], BaseException]] = {
@@ -472,3 +472,13 @@ def test_a_network_that_keeps_its_endpoints_is_an_engine_error_naming_it(monkeyp
     with pytest.raises(EngineError, match="remove network net: .*has active endpoints"):
         Engine("r", client=client).remove_resources(RESOURCES)
     assert calls.names.count("api.remove_network") >= 2
+
+
+def test_every_label_distval_reads_gets_a_value_from_distval_never_from_the_image() -> None:
+    """An image's LABELs reach its containers unless the create call gives the same key: distval gives every
+    label it reads (an image with `LABEL distval.role=reaper` would otherwise exempt its ranks from the
+    reaper)."""
+    labels = Engine("r", client=FakeClient([]))._labels({"distval.scenario": "good"})
+    assert set(DISTVAL_LABELS) <= set(labels)
+    assert labels["distval.role"] == "" and labels["distval.scenario"] == "good" and labels["distval.run"] == "r"
+    assert Engine("r", client=FakeClient([]))._labels({"distval.role": "reaper"})["distval.role"] == "reaper"

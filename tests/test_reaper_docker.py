@@ -439,6 +439,9 @@ FROM {IMAGE}
 COPY payload.py hmac.py python3 /opt/evil/
 RUN chmod 0755 /opt/evil/python3 && rm /usr/bin/python3 && cp /opt/evil/python3 /usr/bin/python3
 ENV PYTHONPATH=/opt/evil
+# Containers inherit their image's labels: these would exempt the ranks from the reaper and from cleanup, and
+# tie them to another scenario, unless distval gives each of its labels a value itself.
+LABEL distval.role=reaper distval.scenario=another distval.node=7
 """
 
 
@@ -510,3 +513,18 @@ def test_a_hostile_image_under_test_never_runs_as_the_reaper(
         assert leftovers(docker_client, run_id) == []
     finally:
         remove_pwned(docker_client, run_id)
+
+
+def test_a_hostile_images_labels_do_not_exempt_its_ranks_from_the_reaper(
+    run_id: str, docker_client: Any, tmp_path: Path, hostile_image: str
+) -> None:
+    """The image says `LABEL distval.role=reaper`: its rank containers still carry distval's own values, and a
+    SIGKILLed distval's reaper removes them."""
+    process = distval_run(config(tmp_path), run_id, "--image", hostile_image)
+    wait_for_line(process, "started 2 container(s)", f"reaper distval-{run_id}-reaper holds run {run_id}")
+    rank = docker_client.containers.get(f"distval-{run_id}-good-n1")
+    assert rank.labels["distval.role"] == "" and rank.labels["distval.scenario"] == "good", rank.labels
+    process.kill()
+    process.wait()
+    elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
+    assert left == [], f"expected nothing of run {run_id} {REAP_BOUND_S:g} s after SIGKILL; the Engine still holds {left}"
