@@ -6,7 +6,7 @@ implementation gives differs from what the broken one gives, and every value is 
 from __future__ import annotations
 
 import itertools
-from typing import Callable, List
+from collections.abc import Callable
 
 import pytest
 
@@ -27,19 +27,19 @@ from suite.answers import (
 
 WORLDS = range(2, 9)
 NUMELS = (MIN_NUMEL, 5, 8, 1001)
-Vector = List[int]
+Vector = list[int]
 
 
 def vector(function: Callable[[int], int], numel: int) -> Vector:
     return [int(function(i)) for i in range(numel)]
 
 
-def elementwise(op: str, buffers: List[Vector]) -> Vector:
+def elementwise(op: str, buffers: list[Vector]) -> Vector:
     """What an implementation that runs ``op`` (maybe the wrong one) on these inputs returns."""
     return [fold(op, [b[i] for b in buffers]) for i in range(len(buffers[0]))]
 
 
-def inputs(op: str, world: int, numel: int) -> List[Vector]:
+def inputs(op: str, world: int, numel: int) -> list[Vector]:
     return [vector(lambda i, r=r: reduce_input(op, r, world, i), numel) for r in range(world)]
 
 
@@ -50,10 +50,10 @@ def exact_everywhere(value: int) -> bool:
     return 0 <= value <= 256 or (power_of_two and value <= 2**14)
 
 
-def wrong_answers(op: str, buffers: List[Vector]) -> dict[str, Vector]:
+def wrong_answers(op: str, buffers: list[Vector]) -> dict[str, Vector]:
     """Each plausible broken result: another op on the same inputs, or one rank's buffer."""
-    shortcuts = {"op %s" % other: elementwise(other, buffers) for other in REDUCE_OPS if other != op}
-    shortcuts.update({"rank %d's buffer" % r: b for r, b in enumerate(buffers)})
+    shortcuts = {f"op {other}": elementwise(other, buffers) for other in REDUCE_OPS if other != op}
+    shortcuts.update({f"rank {r}'s buffer": b for r, b in enumerate(buffers)})
     return shortcuts
 
 
@@ -77,7 +77,7 @@ def test_reduce_to_every_root_differs_from_the_roots_own_buffer(world: int) -> N
     """dist.reduce that leaves the root's buffer alone (a no-op) is caught at every root."""
     for op, root in itertools.product(REDUCE_OPS, range(world)):
         buffers = inputs(op, world, MIN_NUMEL)
-        assert vector(lambda i: reduce_expected(op, world, i), MIN_NUMEL) != buffers[root], (op, root)
+        assert vector(lambda i, o=op: reduce_expected(o, world, i), MIN_NUMEL) != buffers[root], (op, root)
 
 
 @pytest.mark.parametrize("world", WORLDS)
@@ -86,7 +86,7 @@ def test_every_rank_buffer_is_distinct_so_every_root_and_slot_shows(world: int) 
     at every element (not only somewhere)."""
     buffers = [vector(lambda i, r=r: plain_input(r, world, i), MIN_NUMEL) for r in range(world)]
     for a, b in itertools.combinations(range(world), 2):
-        assert all(x != y for x, y in zip(buffers[a], buffers[b])), (a, b)
+        assert all(x != y for x, y in zip(buffers[a], buffers[b], strict=True)), (a, b)
     for r in range(world):
         chunk = vector(lambda i, r=r: scatter_chunk(r, world, i), MIN_NUMEL)
         assert all(chunk != b for b in buffers), ("scatter chunk equals a rank's own buffer", r)
@@ -116,7 +116,7 @@ def test_reduce_scatter_and_all_to_all_chunks_are_distinct(world: int) -> None:
 @pytest.mark.parametrize("world", WORLDS)
 def test_every_value_and_answer_is_exact_in_every_dtype(world: int) -> None:
     numel = 15  # every residue of index % 3 and % 5
-    values: List[int] = []
+    values: list[int] = []
     for op in REDUCE_OPS:
         values += [v for b in inputs(op, world, numel) for v in b]
         values += vector(lambda i, o=op: reduce_expected(o, world, i), numel)

@@ -1,0 +1,58 @@
+"""Where a skip may come from: which collective operation and dtype an image may lack, by backend and
+torch version (standard library only, tested on the host).
+
+A skip never comes from the words of an error. For an (operation, dtype) this table lists as possibly
+missing on this torch version, the suite first makes a capability probe: one call on a few elements,
+before the real calls, on every rank; when it raises on every rank, the operation (or dtype) is skipped
+with the probe's result as the reason. Everything the table does not list must work: an exception
+there, or later in a real call of a probed operation, is an error, whatever it says.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+from suite.versions import version_tuple
+
+ANY = "*"
+# (backend family, operation, dtype or ANY) -> (first torch version known to have it, what may be missing).
+# Versions are the ones measured (docs/field notes): gloo on torch 2.14.1 runs reduce_scatter, all_to_all
+# and AVG (AVG since 2.8, PR #149781); Debian's 1.13 and 2.6 do not have them all.
+MAY_LACK: Dict[Tuple[str, str, str], Tuple[Tuple[int, ...], str]] = {
+    ("gloo", "all_gather_into_tensor", ANY): ((2, 14), "gloo's all_gather_into_tensor (_allgather_base)"),
+    ("gloo", "reduce_scatter", ANY): ((2, 14), "gloo's reduce_scatter"),
+    ("gloo", "all_to_all", ANY): ((2, 14), "gloo's all_to_all"),
+    ("gloo", "all_reduce.avg", ANY): ((2, 8), "gloo's ReduceOp.AVG"),
+    ("gloo", ANY, "bfloat16"): ((2, 14), "gloo's bfloat16 support in every operation"),
+    ("gloo", ANY, "float16"): ((2, 14), "gloo's float16 support in every operation"),
+    # No torch version is known to average integer tensors with gloo: always probed.
+    ("gloo", "all_reduce.avg", "int64"): ((999,), "gloo's ReduceOp.AVG on integer tensors"),
+}
+
+
+def probe_reason(family: str, operation: str, dtype: str, torch_version: str) -> Optional[str]:
+    """Why ``operation`` on ``dtype`` may be missing with this backend and torch version, so that a
+    capability probe decides; None when it must work (no probe: any exception is an error)."""
+    have = version_tuple(torch_version)
+    for key in ((family, operation, dtype), (family, operation, ANY), (family, ANY, dtype)):
+        entry = MAY_LACK.get(key)
+        if entry is not None and have < entry[0]:
+            first = ".".join(map(str, entry[0]))
+            since = "no torch version known to have it" if entry[0] == (999,) else "known from torch %s on" % first
+            return "%s may be missing in torch %s (%s)" % (entry[1], torch_version, since)
+    return None
+
+
+def probe_verdict(outcomes: Dict[int, Optional[str]]) -> Tuple[str, str]:
+    """Every rank's probe outcome (None: the call returned; else what it raised) -> ("run", ""),
+    ("skip", reason) when it raised on every rank, or ("error", why) when the ranks disagree."""
+    raised = {rank: text for rank, text in outcomes.items() if text is not None}
+    if not raised:
+        return "run", ""
+    if len(raised) == len(outcomes):
+        first = min(raised)
+        return "skip", "the capability probe raised on every rank (rank %d: %s)" % (first, raised[first])
+    ran = sorted(set(outcomes) - set(raised))
+    first = min(raised)
+    text = raised[first]
+    return "error", "the capability probe raised on rank(s) %s but not on %s (rank %d: %s)" % (sorted(raised), ran, first, text)
