@@ -41,7 +41,7 @@ import torch.distributed as dist
 from suite.core import Context, check
 from suite.devices import backend_family
 from suite.records import ERROR, FAILED, PASSED, SKIPPED
-from suite.support import probe_reason, probe_verdict
+from suite.support import ABSENT, MUST, probe_verdict, support
 
 KIB = 1024
 DEFAULT_SIZES = tuple(4 * KIB * 4**i for i in range(8))  # 4 KiB, 16 KiB, ..., 64 MiB
@@ -193,11 +193,14 @@ def _synchronize(device: torch.device) -> None:
 def _probe(ctx: Context, operation: str) -> Tuple[str, str]:
     """suite/support.py's verdict for ``operation`` here: ("run", "") when it must work (no probe) or its
     capability probe (one call on one element per rank, before any timed call) returned on every rank;
-    ("skip", why) when the table says it may be missing and the probe raised on every rank; ("error", why)
+    ("skip", why) when the version gate says it is absent (no call), or the table says it may be missing
+    and the probe raised on every rank; ("error", why)
     when the ranks disagree. What the probe raised is reported, never read."""
-    reason = probe_reason(backend_family(ctx.backend), operation, "float32", torch.__version__)
-    if reason is None:
+    kind, reason = support(backend_family(ctx.backend), operation, "float32", torch.__version__)
+    if kind == MUST:
         return "run", ""
+    if kind == ABSENT:
+        return "skip", reason
     ctx.step(operation, "capability probe")
     fill, run, _ = PREPARERS[operation](dist.get_rank(), dist.get_world_size(), 1, ctx.device)
     outcome: Optional[str] = None

@@ -33,7 +33,7 @@ from suite import answers
 from suite.core import CheckFailed, CheckOutcome, Context, check, require_world
 from suite.devices import backend_family, is_nccl
 from suite.records import ERROR, FAILED, PASSED, SKIPPED
-from suite.support import probe_reason, probe_verdict
+from suite.support import ABSENT, MUST, probe_verdict, support
 from suite.tally import summarize_runs
 
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bfloat16)
@@ -94,12 +94,27 @@ def _index(numel: int, device: torch.device) -> torch.Tensor:
     return torch.arange(numel, dtype=torch.int64, device=device)
 
 
-def _tensor(formula: Callable[[Any], Any], v: Variant) -> torch.Tensor:
-    """A formula of suite/answers.py over the element index, in the variant's dtype (a fresh tensor)."""
-    value = formula(_index(v.numel, v.device))
+@functools.lru_cache(maxsize=24)
+def _values(
+    formula: Callable[..., Any], params: Tuple[Any, ...], numel: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """``formula(*params, index)`` over the element index, in ``dtype``. Cached: at 16 MiB building a tensor
+    from its formula costs 10-30x the collective itself (2 ranks, gloo), and every root, form and repeat
+    uses the same values."""
+    value = formula(*params, _index(numel, device))
     if not isinstance(value, torch.Tensor):
-        value = torch.full((v.numel,), int(value), dtype=torch.int64, device=v.device)
-    return value.to(v.dtype)
+        value = torch.full((numel,), int(value), dtype=torch.int64, device=device)
+    return value.to(dtype)
+
+
+def _tensor(v: Variant, formula: Callable[..., Any], *params: Any) -> torch.Tensor:
+    """A formula of suite/answers.py, the element index appended to ``params``, as a fresh tensor of the
+    variant's size, dtype and device (a copy: collectives write into their inputs)."""
+    return _values(formula, params, v.numel, v.dtype, v.device).clone()
+
+
+def _reduce_expected_formula(op: str, world: int, index: Any) -> Any:
+    return answers.reduce_expected(op, world, index, maximum=torch.maximum, minimum=torch.minimum)
 
 
 def _guarded(v: Variant, count: int = 1) -> Tuple[List[torch.Tensor], Callable[[], Optional[str]]]:
@@ -185,12 +200,12 @@ ROOTED_REDUCE_OPS = ("SUM", "PRODUCT", "MIN", "MAX")
 
 
 def _reduce_expected(op: str, v: Variant) -> torch.Tensor:
-    return _tensor(lambda i: answers.reduce_expected(op, v.world, i, maximum=torch.maximum, minimum=torch.minimum), v)
+    return _tensor(v, _reduce_expected_formula, op, v.world)
 
 
 def _all_reduce(op_name: str) -> Operation:
     def run(v: Variant) -> Optional[str]:
-        tensor, outside = _placed(_tensor(lambda i: answers.reduce_input(op_name, v.rank, v.world, i), v), v)
+        tensor, outside = _placed(_tensor(v, answers.reduce_input, op_name, v.rank, v.world), v)
         _call(v, dist.all_reduce, tensor, op=getattr(dist.ReduceOp, op_name))
         rtol = AVG_RTOL.get(v.dtype, 0.0) if op_name == "AVG" else 0.0
         return _first(_compare("all_reduce(%s)" % op_name, tensor, _reduce_expected(op_name, v), rtol), outside())
@@ -199,14 +214,14 @@ def _all_reduce(op_name: str) -> Operation:
 
 
 def _broadcast(v: Variant) -> Optional[str]:
-    tensor, outside = _placed(_tensor(lambda i: answers.plain_input(v.rank, v.world, i), v), v)
+    tensor, outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
     _call(v, dist.broadcast, tensor, src=v.root)
-    expected = _tensor(lambda i: answers.plain_input(v.root, v.world, i), v)
+    expected = _tensor(v, answers.plain_input, v.root, v.world)
     return _first(_compare("broadcast from rank %d" % v.root, tensor, expected), outside())
 
 
 def _reduce(v: Variant) -> Optional[str]:
-    tensor, outside = _placed(_tensor(lambda i: answers.reduce_input(v.op, v.rank, v.world, i), v), v)
+    tensor, outside = _placed(_tensor(v, answers.reduce_input, v.op, v.rank, v.world), v)
     _call(v, dist.reduce, tensor, dst=v.root, op=getattr(dist.ReduceOp, v.op))
     if v.rank != v.root:
         return outside()  # the other ranks' buffers are scratch space (documented), but not what lies around them
@@ -219,10 +234,10 @@ def _slots(label: str, outputs: List[torch.Tensor], expected: Callable[[int], to
 
 def _all_gather(v: Variant) -> Optional[str]:
     outputs, outside = _guarded(v, v.world)
-    data, data_outside = _placed(_tensor(lambda i: answers.plain_input(v.rank, v.world, i), v), v)
+    data, data_outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
     _call(v, dist.all_gather, outputs, data)
     return _first(
-        _slots("all_gather", outputs, lambda s: _tensor(lambda i: answers.plain_input(s, v.world, i), v)),
+        _slots("all_gather", outputs, lambda s: _tensor(v, answers.plain_input, s, v.world)),
         outside(),
         data_outside(),
     )
@@ -231,44 +246,44 @@ def _all_gather(v: Variant) -> Optional[str]:
 def _all_gather_into_tensor(v: Variant) -> Optional[str]:
     function = dist.all_gather_into_tensor
     (output,), outside = _guarded(v._replace(numel=v.numel * v.world))
-    data, data_outside = _placed(_tensor(lambda i: answers.plain_input(v.rank, v.world, i), v), v)
+    data, data_outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
     _call(v, function, output, data)
-    expected = torch.cat([_tensor(lambda i, s=s: answers.plain_input(s, v.world, i), v) for s in range(v.world)])
+    expected = torch.cat([_tensor(v, answers.plain_input, s, v.world) for s in range(v.world)])
     return _first(_compare("all_gather_into_tensor", output, expected), outside(), data_outside())
 
 
 def _gather(v: Variant) -> Optional[str]:
     outputs, outside = _guarded(v, v.world)
-    data, data_outside = _placed(_tensor(lambda i: answers.plain_input(v.rank, v.world, i), v), v)
+    data, data_outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
     _call(v, dist.gather, data, gather_list=outputs if v.rank == v.root else None, dst=v.root)
     if v.rank != v.root:
         return data_outside()
     label = "gather to rank %d" % v.root
-    return _first(_slots(label, outputs, lambda s: _tensor(lambda i: answers.plain_input(s, v.world, i), v)), outside())
+    return _first(_slots(label, outputs, lambda s: _tensor(v, answers.plain_input, s, v.world)), outside())
 
 
 def _scatter(v: Variant) -> Optional[str]:
-    inputs = [_tensor(lambda i, d=d: answers.scatter_chunk(d, v.world, i), v) for d in range(v.world)]
+    inputs = [_tensor(v, answers.scatter_chunk, d, v.world) for d in range(v.world)]
     (output,), outside = _guarded(v)
     _call(v, dist.scatter, output, scatter_list=inputs if v.rank == v.root else None, src=v.root)
-    expected = _tensor(lambda i: answers.scatter_chunk(v.rank, v.world, i), v)
+    expected = _tensor(v, answers.scatter_chunk, v.rank, v.world)
     return _first(_compare("scatter from rank %d" % v.root, output, expected), outside())
 
 
 def _reduce_scatter(v: Variant) -> Optional[str]:
-    inputs = [_tensor(lambda i, j=j: answers.reduce_scatter_chunk(v.rank, v.world, j, i), v) for j in range(v.world)]
+    inputs = [_tensor(v, answers.reduce_scatter_chunk, v.rank, v.world, j) for j in range(v.world)]
     (output,), outside = _guarded(v)
     _call(v, dist.reduce_scatter, output, inputs, op=dist.ReduceOp.SUM)
-    expected = _tensor(lambda i: answers.reduce_scatter_expected(v.rank, v.world, i), v)
+    expected = _tensor(v, answers.reduce_scatter_expected, v.rank, v.world)
     return _first(_compare("reduce_scatter(SUM)", output, expected), outside())
 
 
 def _all_to_all(v: Variant) -> Optional[str]:
-    inputs = [_tensor(lambda i, j=j: answers.all_to_all_chunk(v.rank, v.world, j, i), v) for j in range(v.world)]
+    inputs = [_tensor(v, answers.all_to_all_chunk, v.rank, v.world, j) for j in range(v.world)]
     outputs, outside = _guarded(v, v.world)
     _call(v, dist.all_to_all, outputs, inputs)
     label = "all_to_all to rank %d" % v.rank
-    sent_by = lambda s: _tensor(lambda i: answers.all_to_all_chunk(s, v.world, v.rank, i), v)  # noqa: E731
+    sent_by = lambda s: _tensor(v, answers.all_to_all_chunk, s, v.world, v.rank)  # noqa: E731
     return _first(_slots(label, outputs, sent_by), outside())
 
 
@@ -276,11 +291,11 @@ def _send_recv_ring(v: Variant) -> Optional[str]:
     """isend to the right, irecv from the left, both waited on (a blocking ring could deadlock)."""
     right, left = (v.rank + 1) % v.world, (v.rank - 1) % v.world
     (received,), outside = _guarded(v)
-    sent, sent_outside = _placed(_tensor(lambda i: answers.plain_input(v.rank, v.world, i), v), v)
+    sent, sent_outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
     requests = [dist.isend(sent, dst=right), dist.irecv(received, src=left)]
     for request in requests:
         request.wait()
-    expected = _tensor(lambda i: answers.plain_input(left, v.world, i), v)
+    expected = _tensor(v, answers.plain_input, left, v.world)
     return _first(_compare("recv from rank %d" % left, received, expected), outside(), sent_outside())
 
 
@@ -332,7 +347,7 @@ def variants(spec: Spec, rank: int, world: int, dtype: torch.dtype, device: torc
 def large_numel(large_mib: int, dtype: torch.dtype) -> int:
     """``large_mib`` MiB of ``dtype``, plus one element: an odd count past every power of two below it."""
     element = torch.tensor([], dtype=dtype).element_size()
-    return large_mib * 2**20 // element + 1
+    return int(large_mib * 2**20 // element + 1)
 
 
 BARRIER_LATE_S = 0.2
@@ -389,7 +404,7 @@ def _subgroup(rank: int, world: int, device: torch.device) -> Optional[str]:
 
     def plain(r: int) -> torch.Tensor:
         layout = Variant(r, world, SMALL_NUMEL, torch.float32, device, IN_PLACE, 0, "SUM")
-        return _tensor(lambda i: answers.plain_input(r, world, i), layout)
+        return _tensor(layout, answers.plain_input, r, world)
 
     tensor = plain(rank)
     if rank in members:
@@ -433,13 +448,16 @@ def _absent(part: str) -> Optional[str]:
 
 def _probe(ctx: Context, part: str, spec: Spec, dtype: torch.dtype, rank: int, world: int) -> Tuple[str, str]:
     """("run", "") when this (operation, dtype) must work here or its capability probe passed on every
-    rank; ("skip", why) when suite/support.py lists it as possibly missing and the probe, one call on
-    MIN_NUMEL elements before the real ones, raised on every rank; ("error", why) when the ranks disagree.
+    rank; ("skip", why) when suite/support.py's version gate says it is absent (no call), or lists it as
+    possibly missing and the probe, one call on MIN_NUMEL elements before the real ones, raised on every
+    rank; ("error", why) when the ranks disagree.
     The probe's words are reported, never read: any exception in it counts the same."""
     dtype_name = str(dtype).replace("torch.", "")
-    reason = probe_reason(backend_family(ctx.backend), part, dtype_name, torch.__version__)
-    if reason is None:
+    kind, reason = support(backend_family(ctx.backend), part, dtype_name, torch.__version__)
+    if kind == MUST:
         return "run", ""
+    if kind == ABSENT:
+        return "skip", reason
     ctx.step(part, "capability probe, %s" % dtype_name)
     probe = Variant(rank, world, answers.MIN_NUMEL, dtype, ctx.device, IN_PLACE, world - 1, spec.reduce_ops[0])
     outcome: Optional[str] = None

@@ -15,32 +15,36 @@ from typing import Dict, Optional, Tuple
 from suite.versions import version_tuple
 
 ANY = "*"
-# (backend family, operation, dtype or ANY) -> (first torch version known to have it, what may be missing).
+MUST, PROBE, ABSENT = "must", "probe", "absent"
+# (backend family, operation, dtype or ANY) -> (first torch version known to have it, what may be missing,
+# what to do below that version: PROBE, or ABSENT where calling it is known to do harm).
 # Versions are the ones measured (docs/field notes): gloo on torch 2.14.1 runs reduce_scatter, all_to_all
-# and AVG (AVG since 2.8, PR #149781); Debian's 1.13 and 2.6 do not have them all.
-MAY_LACK: Dict[Tuple[str, str, str], Tuple[Tuple[int, ...], str]] = {
-    ("gloo", "all_gather_into_tensor", ANY): ((2, 14), "gloo's all_gather_into_tensor (_allgather_base)"),
-    ("gloo", "reduce_scatter", ANY): ((2, 14), "gloo's reduce_scatter"),
-    ("gloo", "all_to_all", ANY): ((2, 14), "gloo's all_to_all"),
-    ("gloo", "all_reduce.avg", ANY): ((2, 8), "gloo's ReduceOp.AVG"),
-    ("gloo", ANY, "bfloat16"): ((2, 14), "gloo's bfloat16 support in every operation"),
-    ("gloo", ANY, "float16"): ((2, 14), "gloo's float16 support in every operation"),
-    # No torch version is known to average integer tensors with gloo: always probed.
-    ("gloo", "all_reduce.avg", "int64"): ((999,), "gloo's ReduceOp.AVG on integer tensors"),
+# and AVG; Debian's 1.13 and 2.6 do not have them all. Their gloo refuses reduce_scatter and all_to_all
+# when called (a probe is harmless), but refuses AVG inside the work (2.6, 3 ranks): the error comes
+# back again from the next barrier, so AVG is declared absent before 2.8 (PR #149781) and never called.
+MAY_LACK: Dict[Tuple[str, str, str], Tuple[Tuple[int, ...], str, str]] = {
+    ("gloo", "all_gather_into_tensor", ANY): ((2, 14), "gloo's all_gather_into_tensor (_allgather_base)", PROBE),
+    ("gloo", "reduce_scatter", ANY): ((2, 14), "gloo's reduce_scatter", PROBE),
+    ("gloo", "all_to_all", ANY): ((2, 14), "gloo's all_to_all", PROBE),
+    ("gloo", "all_reduce.avg", ANY): ((2, 8), "gloo's ReduceOp.AVG", ABSENT),
+    ("gloo", ANY, "bfloat16"): ((2, 14), "gloo's bfloat16 support in every operation", PROBE),
+    ("gloo", ANY, "float16"): ((2, 14), "gloo's float16 support in every operation", PROBE),
 }
 
 
-def probe_reason(family: str, operation: str, dtype: str, torch_version: str) -> Optional[str]:
-    """Why ``operation`` on ``dtype`` may be missing with this backend and torch version, so that a
-    capability probe decides; None when it must work (no probe: any exception is an error)."""
+def support(family: str, operation: str, dtype: str, torch_version: str) -> Tuple[str, str]:
+    """(MUST, "") when ``operation`` on ``dtype`` must work with this backend and torch version (no probe:
+    any exception is an error); (PROBE, why) when it may be missing, so that a capability probe decides;
+    (ABSENT, why) when this version is known not to have it (skipped without a call)."""
     have = version_tuple(torch_version)
     for key in ((family, operation, dtype), (family, operation, ANY), (family, ANY, dtype)):
         entry = MAY_LACK.get(key)
         if entry is not None and have < entry[0]:
             first = ".".join(map(str, entry[0]))
-            since = "no torch version known to have it" if entry[0] == (999,) else "known from torch %s on" % first
-            return "%s may be missing in torch %s (%s)" % (entry[1], torch_version, since)
-    return None
+            if entry[2] == ABSENT:
+                return ABSENT, "%s is missing before torch %s; the image has %s (version gate)" % (entry[1], first, torch_version)
+            return PROBE, "%s may be missing in torch %s (known from torch %s on)" % (entry[1], torch_version, first)
+    return MUST, ""
 
 
 def probe_verdict(outcomes: Dict[int, Optional[str]]) -> Tuple[str, str]:

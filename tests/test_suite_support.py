@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from suite.support import probe_reason, probe_verdict
+from suite.support import ABSENT, MUST, PROBE, probe_verdict, support
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -16,19 +16,19 @@ def test_operations_every_torch_has_are_never_probed() -> None:
     for version in ("1.13.1", "2.6.0", "2.15.0+cu130"):
         for operation in ("all_reduce.sum", "broadcast", "reduce", "gather", "scatter", "all_gather"):
             for dtype in ("float32", "float64", "int64"):
-                assert probe_reason("gloo", operation, dtype, version) is None, (version, operation, dtype)
+                assert support("gloo", operation, dtype, version) == (MUST, ""), (version, operation, dtype)
 
 
-def test_what_older_torch_may_lack_is_probed_and_newer_torch_must_have() -> None:
-    assert "gloo's reduce_scatter may be missing in torch 2.6.0" in (
-        probe_reason("gloo", "reduce_scatter", "float32", "2.6.0") or ""
-    )
-    assert probe_reason("gloo", "reduce_scatter", "float32", "2.15.0+cu130") is None
-    assert probe_reason("gloo", "all_reduce.avg", "float32", "2.6.0") is not None
-    assert probe_reason("gloo", "all_reduce.avg", "float32", "2.8.0") is None
-    assert probe_reason("gloo", "all_reduce.sum", "bfloat16", "1.13.1") is not None
-    assert probe_reason("gloo", "all_reduce.sum", "bfloat16", "2.15.0") is None
-    assert probe_reason("nccl", "reduce_scatter", "float16", "2.6.0") is None
+def test_what_older_torch_may_lack_is_probed_or_gated_and_newer_torch_must_have() -> None:
+    kind, reason = support("gloo", "reduce_scatter", "float32", "2.6.0")
+    assert kind == PROBE and "gloo's reduce_scatter may be missing in torch 2.6.0" in reason
+    assert support("gloo", "reduce_scatter", "float32", "2.15.0+cu130") == (MUST, "")
+    kind, reason = support("gloo", "all_reduce.avg", "float32", "2.6.0")
+    assert kind == ABSENT and "missing before torch 2.8" in reason and "version gate" in reason
+    assert support("gloo", "all_reduce.avg", "int64", "2.8.0") == (MUST, "")
+    assert support("gloo", "all_reduce.sum", "bfloat16", "1.13.1")[0] == PROBE
+    assert support("gloo", "all_reduce.sum", "bfloat16", "2.15.0")[0] == MUST
+    assert support("nccl", "reduce_scatter", "float16", "2.6.0")[0] == MUST
 
 
 def test_the_probe_verdict_skips_only_when_every_rank_raised() -> None:
