@@ -33,7 +33,7 @@ from suite import answers
 from suite.core import CheckFailed, CheckOutcome, Context, check, require_world
 from suite.devices import backend_family, is_nccl
 from suite.records import ERROR, FAILED, PASSED, SKIPPED
-from suite.support import ABSENT, MUST, probe_verdict, support
+from suite.support import ABSENT, MUST, UNDEFINED, probe_verdict, support
 from suite.tally import summarize_runs
 
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bfloat16)
@@ -456,6 +456,8 @@ def _probe(ctx: Context, part: str, spec: Spec, dtype: torch.dtype, rank: int, w
     kind, reason = support(backend_family(ctx.backend), part, dtype_name, torch.__version__)
     if kind == MUST:
         return "run", ""
+    if kind == UNDEFINED:
+        return "undefined", reason
     if kind == ABSENT:
         return "skip", reason
     ctx.step(part, "capability probe, %s" % dtype_name)
@@ -503,6 +505,8 @@ def check_collectives(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
         for dtype in dtypes:
             verdict, why = _probe(ctx, part, spec, dtype, rank, world)
             dtype_name = str(dtype).replace("torch.", "")
+            if verdict == "undefined":
+                continue  # no torch defines it (suite/support.py): not a variant, not a skip
             if verdict == "skip":
                 skipped.append("%s (%s)" % (dtype_name, why))
                 continue

@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from suite.support import ABSENT, MUST, PROBE, probe_verdict, support
+from suite.support import ABSENT, MUST, PROBE, UNDEFINED, probe_verdict, support
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,7 +25,8 @@ def test_what_older_torch_may_lack_is_probed_or_gated_and_newer_torch_must_have(
     assert support("gloo", "reduce_scatter", "float32", "2.15.0+cu130") == (MUST, "")
     kind, reason = support("gloo", "all_reduce.avg", "float32", "2.6.0")
     assert kind == ABSENT and "missing before torch 2.8" in reason and "version gate" in reason
-    assert support("gloo", "all_reduce.avg", "int64", "2.8.0") == (MUST, "")
+    assert support("gloo", "all_reduce.avg", "float32", "2.8.0") == (MUST, "")
+    assert support("gloo", "all_reduce.avg", "int64", "2.15.0")[0] == UNDEFINED
     assert support("gloo", "all_reduce.sum", "bfloat16", "1.13.1")[0] == PROBE
     assert support("gloo", "all_reduce.sum", "bfloat16", "2.15.0")[0] == MUST
     assert support("nccl", "reduce_scatter", "float16", "2.6.0")[0] == MUST
