@@ -60,7 +60,7 @@ def test_default_config_passes_with_every_skip_explained(
         assert {status for status, _ in found.values()} <= {"passed", "skipped"}, found
         for name in ("env", "identity", "process_group", "launch", "all_reduce", "ddp_sync", "ddp_sampler", "store", "timeout"):
             assert found[name][0] == "passed", (topology, name, found[name])
-        assert sum(1 for name in found if name.startswith("collectives.")) == 18
+        assert sum(1 for name in found if name.startswith("collectives.")) == 19
 
 
 def test_junit_says_which_timeout_path_ran(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
@@ -201,6 +201,57 @@ BROKEN = [
         ("env",),
     ),
 ]
+
+
+# Known answers (issue 19): each image breaks exactly what an old known answer could not tell apart.
+KNOWN_ANSWERS = [
+    Broken(
+        "distval-fixtures/broken:product-is-max",
+        f"[env, all_reduce, {COLLECTIVES}]",
+        {"collectives.all_reduce.product": ("all_reduce(PRODUCT): element",), "collectives.reduce": ("reduce(PRODUCT) to rank",)},
+        ("env", "all_reduce", "collectives.all_reduce.max", "collectives.all_reduce.sum", "collectives.broadcast"),
+    ),
+    Broken(
+        "distval-fixtures/broken:minmax-one-rank",
+        f"[env, all_reduce, {COLLECTIVES}]",
+        {
+            "collectives.all_reduce.min": ("all_reduce(MIN): element",),
+            "collectives.all_reduce.max": ("all_reduce(MAX): element",),
+        },
+        ("env", "all_reduce", "collectives.all_reduce.sum", "collectives.all_reduce.product", "collectives.broadcast"),
+    ),
+    Broken(
+        "distval-fixtures/broken:async-work-ignored",
+        f"[env, all_reduce, {COLLECTIVES}]",
+        {
+            "collectives.all_reduce.sum": ("7 elements, async: all_reduce(SUM): element",),
+            "collectives.broadcast": ("7 elements, async, root ",),
+            "collectives.all_gather": ("7 elements, async: all_gather, slot of rank",),
+        },
+        ("env", "all_reduce", "collectives.gather", "collectives.scatter", "collectives.reduce"),
+    ),
+    Broken(
+        "distval-fixtures/broken:view-offset-ignored",
+        f"[env, all_reduce, {COLLECTIVES}]",
+        {
+            "collectives.all_reduce.sum": ("7 elements, view at offset 1: all_reduce(SUM): element",),
+            "collectives.broadcast": ("7 elements, view at offset 1, root ",),
+        },
+        ("env", "all_reduce", "collectives.all_gather", "collectives.gather", "collectives.reduce"),
+    ),
+    Broken(
+        "distval-fixtures/broken:ddp-sums-gradients",
+        "[env, all_reduce, ddp_sync]",
+        {
+            "ddp_sync": (
+                "expected the parameters of one SGD step on the gradient averaged over all 2 ranks' batches",
+                "summing the gradients instead of averaging would give",
+            )
+        },
+        ("env", "all_reduce"),
+    ),
+]
+BROKEN += KNOWN_ANSWERS
 
 
 @pytest.mark.parametrize("broken", BROKEN, ids=[b.image.split(":")[1] for b in BROKEN])
@@ -366,3 +417,24 @@ def test_repeated_runs_are_counted_once_each(fixture_image: Callable[[str], str]
     assert message.startswith("rank 0: 5 of 20 runs wrong; first: run 1, float64, small, 5 elements: all_reduce(SUM): "), message
     assert "; 5 of 20 runs raised; first: run 1, bfloat16, small, 5 elements: RuntimeError: distval-broken" in message
     assert results["in-container"]["collectives.broadcast"][0] == "passed"
+
+
+def test_a_defect_past_2_22_elements_is_caught_by_the_default_size(
+    fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
+) -> None:
+    """broken:allreduce-large-truncated reduces only the first 2**22 elements: the old 4 MiB default passed
+    it; the default config's 16 MiB (+1 element) fails all_reduce in every dtype at the large size."""
+    image = fixture_image("distval-fixtures/broken:allreduce-large-truncated")
+    config = tmp_path / "large.yaml"
+    config.write_text(
+        "timeout_s: 600\ncheck_timeout_s: 400\nscenarios:\n"
+        "  - {topology: in-container, world_size: 2, checks: [env, all_reduce, {name: collectives, args: {large_mib: 16}}]}\n"
+    )
+    code, results = run(str(config), image, run_id, tmp_path / "results.xml")
+    assert code != 0
+    (found,) = results.values()
+    for name in ("collectives.all_reduce.sum", "collectives.all_reduce.max", "collectives.all_reduce.product"):
+        status, message = found[name]
+        assert status == "failure" and "4194305 elements, in place: all_reduce(" in message, (name, found[name])
+    for name in ("env", "all_reduce", "collectives.broadcast", "collectives.all_gather"):
+        assert found[name][0] == "passed", (name, found[name])
