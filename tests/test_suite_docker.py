@@ -121,13 +121,13 @@ BROKEN = [
     Broken(
         "distval-fixtures/broken:broadcast-ignores-root",
         f"[env, all_reduce, {COLLECTIVES}]",
-        {"collectives.broadcast": ("broadcast from rank 1: element 0: expected 2.0, got 1.0",)},
+        {"collectives.broadcast": ("in place, root 1: broadcast from rank 1: element 0: expected 1.0, got 2.0",)},
         ("env", "all_reduce", "collectives.all_reduce.sum", "collectives.scatter", "collectives.broadcast_object_list"),
     ),
     Broken(
         "distval-fixtures/broken:allgather-stale",
         f"[env, launch, {COLLECTIVES}, ddp_sync, ddp_sampler]",
-        {"collectives.all_gather": ("all_gather slot of rank 0: element 0: expected 1.0, got -1.0",)},
+        {"collectives.all_gather": ("in place: all_gather, slot of rank 0: element 0: expected 2.0, got -7.0",)},
         ("env", "launch", "collectives.all_gather_object", "ddp_sync", "ddp_sampler"),
     ),
     Broken(
@@ -402,8 +402,12 @@ def test_a_defect_on_one_rank_is_one_red_testcase_and_costs_no_timeout(
 
 # -- counts over repeated runs ---------------------------------------------------------------------------
 def test_repeated_runs_are_counted_once_each(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
-    """all_reduce.sum with repeat 4 is 20 runs (4 small dtypes and one large tensor, 4 times). On the
-    flaky image calls 2, 6, 10, 14, 18 are wrong and 4, 8, 12, 16, 20 raise: 5 of 20 each, not 5 of 25."""
+    """all_reduce.sum with repeat 4 is 64 runs (4 dtypes x (3 call forms at 7 elements + 1 large), 4 times).
+    The flaky image's all_reduce is call-counted: every 2nd call wrong, every 4th raises, and it returns no
+    work handle for async_op=True (an error of its own). Per dtype and repeat the calls are in place, async,
+    view, large; float32, float64 and int64 take calls 1-48 (async and large raise: 2 errors per repeat),
+    bfloat16's capability probe call 49, and bfloat16 calls 50-65 (in place wrong, async and view raise):
+    4 wrong and 32 raised of 64, each run counted once."""
     config = tmp_path / "flaky.yaml"
     config.write_text(
         "scenarios:\n"
@@ -414,8 +418,9 @@ def test_repeated_runs_are_counted_once_each(fixture_image: Callable[[str], str]
     assert code == 1
     status, message = results["in-container"]["collectives.all_reduce.sum"]
     assert status == "failure"
-    assert message.startswith("rank 0: 5 of 20 runs wrong; first: run 1, float64, small, 5 elements: all_reduce(SUM): "), message
-    assert "; 5 of 20 runs raised; first: run 1, bfloat16, small, 5 elements: RuntimeError: distval-broken" in message
+    first_wrong = "rank 0: 4 of 64 runs wrong; first: run 1, bfloat16, 7 elements, in place: all_reduce(SUM): "
+    assert message.startswith(first_wrong), message
+    assert "; 32 of 64 runs raised; first: run 1, float32, 7 elements, async: RuntimeError: " in message
     assert results["in-container"]["collectives.broadcast"][0] == "passed"
 
 
