@@ -72,6 +72,7 @@ def check_all_reduce(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     # Several elements by default: one element cannot show an implementation that reduces only the first.
     numel = int(args.get("numel", SMALL_NUMEL))
     rank, world = dist.get_rank(), dist.get_world_size()
+    require_world(2, world, "all_reduce (one rank proves nothing for a collective)")
     tensor = torch.full((numel,), float(rank + 1), dtype=torch.float32, device=ctx.device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     expected = world * (world + 1) / 2.0
