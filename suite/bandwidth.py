@@ -21,15 +21,16 @@ rank. Sizes and bandwidths follow nccl-tests (PERFORMANCE.md):
   for broadcast.
 
 Every call's result is compared with its known answer (values that change with the iteration, so a
-stale buffer shows): wrong data fails the operation's testcase. An operation the image's backend does
-not have is skipped with torch's own words. ``min_busbw_gbps`` (one number, or size -> number) fails an
-operation whose busbw at a size is below it, with the numbers in the message.
+stale buffer shows): wrong data fails the operation's testcase. An operation is skipped only when
+suite/support.py says this backend and torch version may lack it and a capability probe (one call on one
+element, before any timed call) raised on every rank; any other exception is an error.
+``min_busbw_gbps`` (one number, or size -> number) fails an operation whose busbw at a size is below it,
+with the numbers in the message.
 """
 
 from __future__ import annotations
 
 import math
-import re
 import statistics
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -38,7 +39,9 @@ import torch
 import torch.distributed as dist
 
 from suite.core import Context, check
+from suite.devices import backend_family
 from suite.records import ERROR, FAILED, PASSED, SKIPPED
+from suite.support import ABSENT, MUST, probe_verdict, support
 
 KIB = 1024
 DEFAULT_SIZES = tuple(4 * KIB * 4**i for i in range(8))  # 4 KiB, 16 KiB, ..., 64 MiB
@@ -49,7 +52,6 @@ DEFAULT_WARMUP = 1
 DEFAULT_MIN_TIME_S = 0.1  # timed calls per figure add up to at least this (README "Noise")
 MAX_ITERATIONS = 1000  # however short a call: a bound on the calls of one figure
 OPERATIONS = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all")
-UNSUPPORTED = re.compile(r"(?i)not supported|unsupported|no support|not implemented|does not support")
 ELEMENT_BYTES = 4  # float32
 
 
@@ -188,10 +190,36 @@ def _synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
+def _probe(ctx: Context, operation: str) -> Tuple[str, str]:
+    """suite/support.py's verdict for ``operation`` here: ("run", "") when it must work (no probe) or its
+    capability probe (one call on one element per rank, before any timed call) returned on every rank;
+    ("skip", why) when the version gate says it is absent (no call), or the table says it may be missing
+    and the probe raised on every rank; ("error", why)
+    when the ranks disagree. What the probe raised is reported, never read."""
+    kind, reason = support(backend_family(ctx.backend), operation, "float32", torch.__version__)
+    if kind == MUST:
+        return "run", ""
+    if kind == ABSENT:
+        return "skip", reason
+    ctx.step(operation, "capability probe")
+    fill, run, _ = PREPARERS[operation](dist.get_rank(), dist.get_world_size(), 1, ctx.device)
+    outcome: Optional[str] = None
+    try:
+        fill(0)
+        run()
+        _synchronize(ctx.device)
+    except Exception as exc:  # noqa: BLE001 - the probe's result, whatever it raised
+        outcome = "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[0][:300] if str(exc).strip() else "")
+    everyone = ctx.exchange("bandwidth/%s/probe" % operation, outcome)
+    verdict, text = probe_verdict(dict(enumerate(everyone)))
+    return verdict, "%s; %s" % (reason, text)
+
+
 def _measure(
     ctx: Context, operation: str, size: int, warmup: int, iterations: int, min_time_s: float
-) -> Tuple[List[float], Optional[str], Optional[str]]:
-    """(this rank's timed seconds, the first wrong answer, why the operation cannot run here)."""
+) -> Tuple[List[float], Optional[str]]:
+    """(this rank's timed seconds, the first wrong answer). An exception is the check's error: whether the
+    operation exists here was settled by _probe before the first call."""
     rank, world, device = dist.get_rank(), dist.get_world_size(), ctx.device
     part = max(1, size // (ELEMENT_BYTES * world))
     times: List[float] = []
@@ -204,12 +232,7 @@ def _measure(
         _synchronize(device)
         dist.barrier()
         started = time.perf_counter()
-        try:
-            run()
-        except RuntimeError as exc:
-            if it == 0 and UNSUPPORTED.search(str(exc)):
-                return [], None, "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[0][:300])
-            raise
+        run()
         _synchronize(device)
         elapsed = time.perf_counter() - started
         if it >= warmup:
@@ -219,7 +242,7 @@ def _measure(
         it += 1
         if it == warmup + iterations and min_time_s > 0:
             total = warmup + _agreed_count(ctx, operation, size, times, iterations, min_time_s)
-    return times, problem, None
+    return times, problem
 
 
 def _agreed_count(ctx: Context, operation: str, size: int, times: List[float], iterations: int, min_time_s: float) -> int:
@@ -270,25 +293,23 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
         bests: List[float] = []
         counts: List[int] = []  # timed calls per size: the same on every rank
         problem: Optional[str] = None
-        unsupported: Optional[str] = None
+        verdict, why = _probe(ctx, operation)
+        if verdict == "skip":
+            ctx.report(operation, SKIPPED, "not supported by this image: %s" % why, time.monotonic() - started)
+            continue
+        if verdict == "error":
+            ctx.report(operation, ERROR, why, time.monotonic() - started)
+            continue
         for size in sizes:
             ctx.step(operation, size_label(size))
-            times, wrong, unsupported = _measure(ctx, operation, size, warmup, iterations, min_time_s)
-            if unsupported is not None:
-                break
+            times, wrong = _measure(ctx, operation, size, warmup, iterations, min_time_s)
             medians.append(statistics.median(times))
             bests.append(min(times))
             counts.append(len(times))
             problem = problem or (wrong and "%s: %s" % (size_label(size), wrong))
         # The ranks agree through the store (not another collective) on the slowest median and on what was wrong.
-        everyone = ctx.exchange(
-            "bandwidth/%s" % operation, {"medians": medians, "bests": bests, "problem": problem, "skip": unsupported}
-        )
+        everyone = ctx.exchange("bandwidth/%s" % operation, {"medians": medians, "bests": bests, "problem": problem})
         duration_s = time.monotonic() - started
-        skips = [e["skip"] for e in everyone if e["skip"]]
-        if skips:
-            ctx.report(operation, SKIPPED, "not supported by this image: %s" % skips[0], duration_s)
-            continue
         slowest = [max(e["medians"][i] for e in everyone) for i in range(len(sizes))]
         slowest_best = [max(e["bests"][i] for e in everyone) for i in range(len(sizes))]
         figures = _figures(operation, sizes, slowest, world, slowest_best, counts)

@@ -1,13 +1,21 @@
 """The collective checks: ``all_reduce`` (one SUM, the quick signal) and ``collectives`` (every
 collective against a known answer, one result per operation).
 
-In ``collectives`` each tensor operation runs on float32, float64, int64 and bfloat16 at a few
-elements, and on float32 at ``large_mib`` MiB (16 by default, past gloo's chunking). The inputs depend
-on the rank and on the element index (stale, shuffled or wrong-rank data shows), and every expected
-value is a small integer, exact in every dtype. A dtype or operation this image's backend does not
-support is skipped with torch's own reason. With NCCL (``backend: nccl`` or ``nccl-legacy``) float16
-and all_reduce AVG are checked too; with ``device: cuda`` every tensor, input and answer, lives on the
-rank's CUDA device. ``repeat: N`` runs everything N times and reports k of N failures.
+In ``collectives`` each tensor operation runs on float32, float64, int64 and bfloat16 (float16 too with
+NCCL) at 7 elements and at ``large_mib`` MiB (16 by default: past gloo's segment sizes and past 2**20
+elements in every dtype; one element more, so that the count is odd), in the call forms training code
+uses: in place, asynchronous (``async_op=True``, checked after ``wait()``) and on a view at storage
+offset 1 inside a larger buffer (the elements around it must stay untouched); rooted operations
+(broadcast, reduce, gather, scatter) from every root. The inputs and answers come from suite/answers.py,
+which a host test proves tell every reduce op, root and rank's buffer apart; every value is a small
+integer, exact in every dtype, so answers are compared exactly (AVG under NCCL within a tolerance).
+
+A skip comes only from suite/support.py: an operation or dtype the table says this backend and torch
+version may lack gets a capability probe (a call on a few elements, before the real ones) and is
+skipped when the probe raises on every rank; any other exception is an error, whatever its words.
+Variants skipped beside variants that ran make the part skipped (partially), never passed. With
+``device: cuda`` every tensor, input and answer, lives on the rank's CUDA device. ``repeat: N`` runs
+everything N times and reports k of N failures.
 """
 
 from __future__ import annotations
@@ -16,31 +24,55 @@ import functools
 import itertools
 import re
 import time
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
 import torch
 import torch.distributed as dist
 
-from suite.core import CheckFailed, CheckOutcome, Context, check
-from suite.devices import is_nccl
+from suite import answers
+from suite.core import CheckFailed, CheckOutcome, Context, check, require_world
+from suite.devices import backend_family, is_nccl
 from suite.records import ERROR, FAILED, PASSED, SKIPPED
+from suite.support import ABSENT, MUST, UNDEFINED, probe_verdict, support
 from suite.tally import summarize_runs
 
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bfloat16)
-SMALL_NUMEL = 5
-UNSUPPORTED = re.compile(r"(?i)not supported|unsupported|no support|invalid scalar type|not implemented|does not support")
+SMALL_NUMEL = 7
+DEFAULT_LARGE_MIB = 16
+# What no formula in suite/answers.py produces (they are all positive): output buffers start as it, and
+# the elements around a view must still hold it after the call.
+GUARD = -7
+IN_PLACE, ASYNC, VIEW = "in place", "async", "view at offset 1"
+FORMS = (IN_PLACE, ASYNC, VIEW)
 NUMPY_MISSING = re.compile(r"(?i)numpy is not available|no module named .?numpy")
 
 
-class Unsupported(Exception):
-    pass
+class Variant(NamedTuple):
+    rank: int
+    world: int
+    numel: int
+    dtype: torch.dtype
+    device: torch.device
+    form: str
+    root: int
+    op: str  # the reduce op of rooted reductions ("SUM" elsewhere)
+
+    def describe(self, rooted: bool, reducing: bool) -> str:
+        parts = [str(self.dtype).replace("torch.", ""), "%d elements" % self.numel, self.form]
+        if reducing:
+            parts.append(self.op)
+        if rooted:
+            parts.append("root %d" % self.root)
+        return ", ".join(parts)
 
 
 @check("all_reduce")
 def check_all_reduce(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     ctx.process_group()
-    numel = int(args.get("numel", 1))
+    # Several elements by default: one element cannot show an implementation that reduces only the first.
+    numel = int(args.get("numel", SMALL_NUMEL))
     rank, world = dist.get_rank(), dist.get_world_size()
+    require_world(2, world, "all_reduce (one rank proves nothing for a collective)")
     tensor = torch.full((numel,), float(rank + 1), dtype=torch.float32, device=ctx.device)
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     expected = world * (world + 1) / 2.0
@@ -59,23 +91,72 @@ def check_all_reduce(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
 
 @functools.lru_cache(maxsize=8)
 def _index(numel: int, device: torch.device) -> torch.Tensor:
-    """The element index mod 7 (cached: building 16 MiB of it costs more than reducing it)."""
-    return torch.arange(numel, dtype=torch.int64, device=device) % 7
+    """The element index (cached: building 16 MiB of it costs more than reducing it)."""
+    return torch.arange(numel, dtype=torch.int64, device=device)
 
 
-@functools.lru_cache(maxsize=64)
-def _base_cached(rank: int, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return (_index(numel, device) + (rank + 1)).to(dtype)
+@functools.lru_cache(maxsize=24)
+def _values(
+    formula: Callable[..., Any], params: Tuple[Any, ...], numel: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """``formula(*params, index)`` over the element index, in ``dtype``. Cached: at 16 MiB building a tensor
+    from its formula costs 10-30x the collective itself (2 ranks, gloo), and every root, form and repeat
+    uses the same values."""
+    value = formula(*params, _index(numel, device))
+    if not isinstance(value, torch.Tensor):
+        value = torch.full((numel,), int(value), dtype=torch.int64, device=device)
+    return value.to(dtype)
 
 
-def _base(rank: int, numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """rank+1 plus the element index mod 7: values 1..(world+6), exact in bfloat16 and float16. A fresh
-    copy: collectives write into their inputs."""
-    return _base_cached(rank, numel, dtype, device).clone()
+def _tensor(v: Variant, formula: Callable[..., Any], *params: Any) -> torch.Tensor:
+    """A formula of suite/answers.py, the element index appended to ``params``, as a fresh tensor of the
+    variant's size, dtype and device (a copy: collectives write into their inputs)."""
+    return _values(formula, params, v.numel, v.dtype, v.device).clone()
 
 
-def _sentinel(numel: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    return torch.full((numel,), -1, dtype=dtype, device=device)
+def _reduce_expected_formula(op: str, world: int, index: Any) -> Any:
+    return answers.reduce_expected(op, world, index, maximum=torch.maximum, minimum=torch.minimum)
+
+
+def _guarded(v: Variant, count: int = 1) -> Tuple[List[torch.Tensor], Callable[[], Optional[str]]]:
+    """``count`` output tensors of ``v.numel`` elements holding GUARD, in the variant's form: separate
+    tensors, or consecutive views of one buffer that starts one element in and ends three early (an
+    implementation that ignores the storage offset, or writes whole buffers, changes those elements)."""
+    if v.form != VIEW:
+        return [torch.full((v.numel,), GUARD, dtype=v.dtype, device=v.device) for _ in range(count)], lambda: None
+    total = v.numel * count
+    buffer = torch.full((total + 4,), GUARD, dtype=v.dtype, device=v.device)
+    views = [buffer[1 + i * v.numel : 1 + (i + 1) * v.numel] for i in range(count)]
+
+    def outside() -> Optional[str]:
+        around = torch.cat([buffer[:1], buffer[1 + total :]])
+        if torch.equal(around, torch.full_like(around, GUARD)):
+            return None
+        return "the elements around the view (storage offset 1) changed: expected %s, got %s" % (
+            [GUARD] * around.numel(),
+            around.tolist(),
+        )
+
+    return views, outside
+
+
+def _placed(data: torch.Tensor, v: Variant) -> Tuple[torch.Tensor, Callable[[], Optional[str]]]:
+    """``data`` in the variant's form (a view at offset 1 inside a guarded buffer, or itself)."""
+    (tensor,), outside = _guarded(v)
+    tensor.copy_(data)
+    return tensor, outside
+
+
+def _call(v: Variant, function: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+    """Call a collective in the variant's form; the asynchronous one waits on its work handle, and every
+    answer is checked only after that wait (where training code may use the data)."""
+    if v.form == ASYNC:
+        work = function(*args, async_op=True, **kwargs)
+        if work is None:
+            raise RuntimeError("%s(async_op=True) returned no work handle" % getattr(function, "__name__", "collective"))
+        work.wait()
+    else:
+        function(*args, **kwargs)
 
 
 def _wrong(tensor: torch.Tensor, expected: torch.Tensor, rtol: float) -> torch.Tensor:
@@ -106,155 +187,168 @@ def _compare(label: str, tensor: torch.Tensor, expected: torch.Tensor, rtol: flo
     return "%s: %s" % (label, _describe(tensor, expected, rtol))
 
 
-# Each operation: (rank, world, numel, dtype, device) -> None when correct, else "what was expected, what was seen".
-Operation = Callable[[int, int, int, torch.dtype, torch.device], Optional[str]]
+def _first(*problems: Optional[str]) -> Optional[str]:
+    return next((p for p in problems if p), None)
+
+
+# Each operation: a variant -> None when correct, else "what was expected, what was seen".
+Operation = Callable[[Variant], Optional[str]]
 
 # AVG may be computed as a sum of inputs pre-multiplied by 1/world (NCCL's ncclAvg on floating types),
 # which rounds when the world size is not a power of two: exact only up to the dtype's precision.
 AVG_RTOL = {torch.float16: 1e-2, torch.bfloat16: 2e-2, torch.float32: 1e-5, torch.float64: 1e-12}
+ROOTED_REDUCE_OPS = ("SUM", "PRODUCT", "MIN", "MAX")
+
+
+def _reduce_expected(op: str, v: Variant) -> torch.Tensor:
+    return _tensor(v, _reduce_expected_formula, op, v.world)
 
 
 def _all_reduce(op_name: str) -> Operation:
-    def run(rank: int, world: int, numel: int, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-        op = getattr(dist.ReduceOp, op_name)
-        if op_name == "PRODUCT":
-            # 2 at the elements this rank owns (index % world == rank), else 1: the product is 2 everywhere.
-            tensor = torch.ones(numel, dtype=dtype, device=device)
-            tensor[rank::world] = 2
-            expected = torch.full((numel,), 2, dtype=dtype, device=device)
-        elif op_name == "AVG":
-            # 2*rank+1 averages to world over ranks 0..world-1: an integer answer, index + world.
-            tensor = (_index(numel, device) + (2 * rank + 1)).to(dtype)
-            expected = (_index(numel, device) + world).to(dtype)
-        else:
-            tensor = _base(rank, numel, dtype, device)
-            index = _index(numel, device)
-            expected = {
-                "SUM": index * world + world * (world + 1) // 2,
-                "MAX": index + world,
-                "MIN": index + 1,
-            }[op_name].to(dtype)
-        dist.all_reduce(tensor, op=op)
-        return _compare("all_reduce(%s)" % op_name, tensor, expected, AVG_RTOL.get(dtype, 0.0) if op_name == "AVG" else 0.0)
+    def run(v: Variant) -> Optional[str]:
+        tensor, outside = _placed(_tensor(v, answers.reduce_input, op_name, v.rank, v.world), v)
+        _call(v, dist.all_reduce, tensor, op=getattr(dist.ReduceOp, op_name))
+        rtol = AVG_RTOL.get(v.dtype, 0.0) if op_name == "AVG" else 0.0
+        return _first(_compare("all_reduce(%s)" % op_name, tensor, _reduce_expected(op_name, v), rtol), outside())
 
     return run
 
 
-def _broadcast(rank: int, world: int, numel: int, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    root = world - 1
-    tensor = _base(rank, numel, dtype, device)
-    dist.broadcast(tensor, src=root)
-    return _compare("broadcast from rank %d" % root, tensor, _base(root, numel, dtype, device))
+def _broadcast(v: Variant) -> Optional[str]:
+    tensor, outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
+    _call(v, dist.broadcast, tensor, src=v.root)
+    expected = _tensor(v, answers.plain_input, v.root, v.world)
+    return _first(_compare("broadcast from rank %d" % v.root, tensor, expected), outside())
 
 
-def _reduce(rank: int, world: int, numel: int, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    root = world - 1
-    tensor = _base(rank, numel, dtype, device)
-    dist.reduce(tensor, dst=root, op=dist.ReduceOp.SUM)
-    if rank != root:
-        return None
-    expected = (_index(numel, device) * world + world * (world + 1) // 2).to(dtype)
-    return _compare("reduce(SUM) to rank %d" % root, tensor, expected)
+def _reduce(v: Variant) -> Optional[str]:
+    tensor, outside = _placed(_tensor(v, answers.reduce_input, v.op, v.rank, v.world), v)
+    _call(v, dist.reduce, tensor, dst=v.root, op=getattr(dist.ReduceOp, v.op))
+    if v.rank != v.root:
+        return outside()  # the other ranks' buffers are scratch space (documented), but not what lies around them
+    return _first(_compare("reduce(%s) to rank %d" % (v.op, v.root), tensor, _reduce_expected(v.op, v)), outside())
 
 
-def _all_gather(rank: int, world: int, numel: int, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    outputs = [_sentinel(numel, dtype, device) for _ in range(world)]
-    dist.all_gather(outputs, _base(rank, numel, dtype, device))
-    for source, tensor in enumerate(outputs):
-        problem = _compare("all_gather slot of rank %d" % source, tensor, _base(source, numel, dtype, device))
-        if problem:
-            return problem
-    return None
+def _slots(label: str, outputs: List[torch.Tensor], expected: Callable[[int], torch.Tensor]) -> Optional[str]:
+    return _first(*(_compare("%s, slot of rank %d" % (label, source), t, expected(source)) for source, t in enumerate(outputs)))
 
 
-def _all_gather_into_tensor(rank: int, world: int, numel: int, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    function = getattr(dist, "all_gather_into_tensor", None)
-    if function is None:
-        raise Unsupported("torch.distributed.all_gather_into_tensor does not exist in torch %s" % torch.__version__)
-    output = _sentinel(numel * world, dtype, device)
-    function(output, _base(rank, numel, dtype, device))
-    return _compare("all_gather_into_tensor", output, torch.cat([_base(r, numel, dtype, device) for r in range(world)]))
+def _all_gather(v: Variant) -> Optional[str]:
+    outputs, outside = _guarded(v, v.world)
+    data, data_outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
+    _call(v, dist.all_gather, outputs, data)
+    return _first(
+        _slots("all_gather", outputs, lambda s: _tensor(v, answers.plain_input, s, v.world)),
+        outside(),
+        data_outside(),
+    )
 
 
-def _gather(rank: int, world: int, numel: int, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    root = world - 1
-    outputs = [_sentinel(numel, dtype, device) for _ in range(world)] if rank == root else None
-    dist.gather(_base(rank, numel, dtype, device), gather_list=outputs, dst=root)
-    for source, tensor in enumerate(outputs or []):
-        problem = _compare("gather to rank %d, slot of rank %d" % (root, source), tensor, _base(source, numel, dtype, device))
-        if problem:
-            return problem
-    return None
+def _all_gather_into_tensor(v: Variant) -> Optional[str]:
+    function = dist.all_gather_into_tensor
+    (output,), outside = _guarded(v._replace(numel=v.numel * v.world))
+    data, data_outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
+    _call(v, function, output, data)
+    expected = torch.cat([_tensor(v, answers.plain_input, s, v.world) for s in range(v.world)])
+    return _first(_compare("all_gather_into_tensor", output, expected), outside(), data_outside())
 
 
-def _scatter(rank: int, world: int, numel: int, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    root = world - 1
-    inputs = [_base(r, numel, dtype, device) * 2 for r in range(world)] if rank == root else None
-    output = _sentinel(numel, dtype, device)
-    dist.scatter(output, scatter_list=inputs, src=root)
-    return _compare("scatter from rank %d" % root, output, _base(rank, numel, dtype, device) * 2)
+def _gather(v: Variant) -> Optional[str]:
+    outputs, outside = _guarded(v, v.world)
+    data, data_outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
+    _call(v, dist.gather, data, gather_list=outputs if v.rank == v.root else None, dst=v.root)
+    if v.rank != v.root:
+        return data_outside()
+    label = "gather to rank %d" % v.root
+    return _first(_slots(label, outputs, lambda s: _tensor(v, answers.plain_input, s, v.world)), outside())
 
 
-def _reduce_scatter(rank: int, world: int, numel: int, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    inputs = [_base(rank, numel, dtype, device) + j for j in range(world)]
-    output = _sentinel(numel, dtype, device)
-    dist.reduce_scatter(output, inputs, op=dist.ReduceOp.SUM)
-    expected = (_index(numel, device) * world + world * (world + 1) // 2 + world * rank).to(dtype)
-    return _compare("reduce_scatter(SUM)", output, expected)
+def _scatter(v: Variant) -> Optional[str]:
+    inputs = [_tensor(v, answers.scatter_chunk, d, v.world) for d in range(v.world)]
+    (output,), outside = _guarded(v)
+    _call(v, dist.scatter, output, scatter_list=inputs if v.rank == v.root else None, src=v.root)
+    expected = _tensor(v, answers.scatter_chunk, v.rank, v.world)
+    return _first(_compare("scatter from rank %d" % v.root, output, expected), outside())
 
 
-def _all_to_all(rank: int, world: int, numel: int, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    inputs = [torch.full((numel,), rank * world + j + 1, dtype=dtype, device=device) for j in range(world)]
-    outputs = [_sentinel(numel, dtype, device) for _ in range(world)]
-    dist.all_to_all(outputs, inputs)
-    for source, tensor in enumerate(outputs):
-        problem = _compare(
-            "all_to_all slot from rank %d" % source,
-            tensor,
-            torch.full((numel,), source * world + rank + 1, dtype=dtype, device=device),
-        )
-        if problem:
-            return problem
-    return None
+def _reduce_scatter(v: Variant) -> Optional[str]:
+    inputs = [_tensor(v, answers.reduce_scatter_chunk, v.rank, v.world, j) for j in range(v.world)]
+    (output,), outside = _guarded(v)
+    _call(v, dist.reduce_scatter, output, inputs, op=dist.ReduceOp.SUM)
+    expected = _tensor(v, answers.reduce_scatter_expected, v.rank, v.world)
+    return _first(_compare("reduce_scatter(SUM)", output, expected), outside())
 
 
-def _send_recv_ring(rank: int, world: int, numel: int, dtype: torch.dtype, device: torch.device) -> Optional[str]:
-    if world < 2:
-        raise Unsupported("a ring needs at least 2 ranks")
-    right, left = (rank + 1) % world, (rank - 1) % world
-    received = _sentinel(numel, dtype, device)
-    requests = [dist.isend(_base(rank, numel, dtype, device), dst=right), dist.irecv(received, src=left)]
+def _all_to_all(v: Variant) -> Optional[str]:
+    inputs = [_tensor(v, answers.all_to_all_chunk, v.rank, v.world, j) for j in range(v.world)]
+    outputs, outside = _guarded(v, v.world)
+    _call(v, dist.all_to_all, outputs, inputs)
+    label = "all_to_all to rank %d" % v.rank
+    sent_by = lambda s: _tensor(v, answers.all_to_all_chunk, s, v.world, v.rank)  # noqa: E731
+    return _first(_slots(label, outputs, sent_by), outside())
+
+
+def _send_recv_ring(v: Variant) -> Optional[str]:
+    """isend to the right, irecv from the left, both waited on (a blocking ring could deadlock)."""
+    right, left = (v.rank + 1) % v.world, (v.rank - 1) % v.world
+    (received,), outside = _guarded(v)
+    sent, sent_outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
+    requests = [dist.isend(sent, dst=right), dist.irecv(received, src=left)]
     for request in requests:
         request.wait()
-    return _compare("recv from rank %d" % left, received, _base(left, numel, dtype, device))
+    expected = _tensor(v, answers.plain_input, left, v.world)
+    return _first(_compare("recv from rank %d" % left, received, expected), outside(), sent_outside())
 
 
-TENSOR_OPERATIONS: List[Tuple[str, Operation]] = [
-    ("all_reduce.sum", _all_reduce("SUM")),
-    ("all_reduce.max", _all_reduce("MAX")),
-    ("all_reduce.min", _all_reduce("MIN")),
-    ("all_reduce.product", _all_reduce("PRODUCT")),
-    ("broadcast", _broadcast),
-    ("reduce", _reduce),
-    ("all_gather", _all_gather),
-    ("all_gather_into_tensor", _all_gather_into_tensor),
-    ("gather", _gather),
-    ("scatter", _scatter),
-    ("reduce_scatter", _reduce_scatter),
-    ("all_to_all", _all_to_all),
-    ("send_recv_ring", _send_recv_ring),
+class Spec(NamedTuple):
+    operation: Operation
+    rooted: bool = False  # run from every root
+    reduce_ops: Tuple[str, ...] = ("SUM",)  # rooted reductions run each of these
+    min_world: int = 1
+
+
+TENSOR_OPERATIONS: List[Tuple[str, Spec]] = [
+    ("all_reduce.sum", Spec(_all_reduce("SUM"))),
+    ("all_reduce.max", Spec(_all_reduce("MAX"))),
+    ("all_reduce.min", Spec(_all_reduce("MIN"))),
+    ("all_reduce.product", Spec(_all_reduce("PRODUCT"))),
+    ("all_reduce.avg", Spec(_all_reduce("AVG"))),
+    ("broadcast", Spec(_broadcast, rooted=True)),
+    ("reduce", Spec(_reduce, rooted=True, reduce_ops=ROOTED_REDUCE_OPS)),
+    ("all_gather", Spec(_all_gather)),
+    ("all_gather_into_tensor", Spec(_all_gather_into_tensor)),
+    ("gather", Spec(_gather, rooted=True)),
+    ("scatter", Spec(_scatter, rooted=True)),
+    ("reduce_scatter", Spec(_reduce_scatter)),
+    ("all_to_all", Spec(_all_to_all)),
+    ("send_recv_ring", Spec(_send_recv_ring, min_world=2)),
 ]
-# What NCCL reduces beyond gloo's set: float16 in every operation, and AVG (ncclAvg, NCCL >= 2.10).
+# What NCCL reduces beyond gloo's set: float16 in every operation.
 NCCL_EXTRA_DTYPES = (torch.float16,)
-NCCL_EXTRA_OPERATIONS: List[Tuple[str, Operation]] = [("all_reduce.avg", _all_reduce("AVG"))]
 
 
-def operations_for(backend: str) -> Tuple[Tuple[torch.dtype, ...], List[Tuple[str, Operation]]]:
-    """The small-tensor dtypes and the operations checked with ``backend``."""
-    if not is_nccl(backend):
-        return DTYPES, TENSOR_OPERATIONS
-    position = [name for name, _ in TENSOR_OPERATIONS].index("all_reduce.product") + 1
-    return DTYPES + NCCL_EXTRA_DTYPES, TENSOR_OPERATIONS[:position] + NCCL_EXTRA_OPERATIONS + TENSOR_OPERATIONS[position:]
+def operations_for(backend: str) -> Tuple[Tuple[torch.dtype, ...], List[Tuple[str, Spec]]]:
+    """The dtypes and the operations checked with ``backend``."""
+    return (DTYPES + NCCL_EXTRA_DTYPES if is_nccl(backend) else DTYPES), TENSOR_OPERATIONS
+
+
+def variants(spec: Spec, rank: int, world: int, dtype: torch.dtype, device: torch.device, large_numel: int) -> List[Variant]:
+    """Every call form, root and rooted reduce op at the small size; the large size once, in place,
+    from the last rank (the size class is what it covers: the forms and roots are covered above)."""
+    roots = range(world) if spec.rooted else (world - 1,)
+    small = [
+        Variant(rank, world, SMALL_NUMEL, dtype, device, form, root, op)
+        for form in FORMS
+        for root in roots
+        for op in spec.reduce_ops
+    ]
+    return small + [Variant(rank, world, large_numel, dtype, device, IN_PLACE, world - 1, spec.reduce_ops[0])]
+
+
+def large_numel(large_mib: int, dtype: torch.dtype) -> int:
+    """``large_mib`` MiB of ``dtype``, plus one element: an odd count past every power of two below it."""
+    element = torch.tensor([], dtype=dtype).element_size()
+    return int(large_mib * 2**20 // element + 1)
 
 
 BARRIER_LATE_S = 0.2
@@ -308,16 +402,21 @@ def _subgroup(rank: int, world: int, device: torch.device) -> Optional[str]:
     """A collective inside new_group(ranks 1..world-1) must leave rank 0 alone, and the world group working."""
     members = list(range(1, world))
     group = dist.new_group(ranks=members)
-    tensor = _base(rank, SMALL_NUMEL, torch.float32, device)
+
+    def plain(r: int) -> torch.Tensor:
+        layout = Variant(r, world, SMALL_NUMEL, torch.float32, device, IN_PLACE, 0, "SUM")
+        return _tensor(layout, answers.plain_input, r, world)
+
+    tensor = plain(rank)
     if rank in members:
         dist.all_reduce(tensor, group=group)
-        expected = sum(_base(r, SMALL_NUMEL, torch.float32, device) for r in members)
+        expected = functools.reduce(torch.add, [plain(r) for r in members])
         problem = _compare("all_reduce inside new_group(%s)" % members, tensor, expected)
     else:
         problem = _compare(
             "rank %d outside new_group(%s) after the group's all_reduce" % (rank, members),
             tensor,
-            _base(rank, SMALL_NUMEL, torch.float32, device),
+            plain(rank),
         )
     world_tensor = torch.ones(SMALL_NUMEL, device=device)
     dist.all_reduce(world_tensor)
@@ -326,60 +425,112 @@ def _subgroup(rank: int, world: int, device: torch.device) -> Optional[str]:
     )
 
 
+def _exception_text(exc: BaseException) -> str:
+    return "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
+
+
 def _classify(exc: BaseException) -> Tuple[str, str]:
-    text = "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
-    if isinstance(exc, Unsupported) or UNSUPPORTED.search(str(exc)):
-        return SKIPPED, text
+    """An exception is an error; numpy missing (the object collectives' documented need) is the image's
+    defect, a failure. Never a skip: skips come from suite/support.py's probes only."""
+    text = _exception_text(exc)
     if NUMPY_MISSING.search(str(exc)):
         return FAILED, ("numpy is missing from the image: torch's object collectives need it on the receiving ranks (%s)" % text)
     return ERROR, text
+
+
+def _absent(part: str) -> Optional[str]:
+    """An API this torch does not have at all (looked up, not called)."""
+    if part == "all_gather_into_tensor" and not hasattr(dist, "all_gather_into_tensor"):
+        return "torch.distributed.all_gather_into_tensor does not exist in torch %s" % torch.__version__
+    if part == "all_reduce.avg" and not hasattr(dist.ReduceOp, "AVG"):
+        return "torch.distributed.ReduceOp.AVG does not exist in torch %s" % torch.__version__
+    return None
+
+
+def _probe(ctx: Context, part: str, spec: Spec, dtype: torch.dtype, rank: int, world: int) -> Tuple[str, str]:
+    """("run", "") when this (operation, dtype) must work here or its capability probe passed on every
+    rank; ("skip", why) when suite/support.py's version gate says it is absent (no call), or lists it as
+    possibly missing and the probe, one call on MIN_NUMEL elements before the real ones, raised on every
+    rank; ("error", why) when the ranks disagree.
+    The probe's words are reported, never read: any exception in it counts the same."""
+    dtype_name = str(dtype).replace("torch.", "")
+    kind, reason = support(backend_family(ctx.backend), part, dtype_name, torch.__version__)
+    if kind == MUST:
+        return "run", ""
+    if kind == UNDEFINED:
+        return "undefined", reason
+    if kind == ABSENT:
+        return "skip", reason
+    ctx.step(part, "capability probe, %s" % dtype_name)
+    probe = Variant(rank, world, answers.MIN_NUMEL, dtype, ctx.device, IN_PLACE, world - 1, spec.reduce_ops[0])
+    outcome: Optional[str] = None
+    try:
+        spec.operation(probe)
+    except Exception as exc:  # noqa: BLE001 - the probe's result, whatever it raised
+        outcome = _exception_text(exc)
+    everyone = ctx.exchange("collectives/probe/%s/%s" % (part, dtype_name), outcome)
+    verdict, text = probe_verdict(dict(enumerate(everyone)))
+    return verdict, "%s; %s" % (reason, text)
 
 
 @check("collectives")
 def check_collectives(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     ctx.process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
+    # One rank exchanges nothing: every collective is its identity there, so it would prove nothing.
+    require_world(2, world, "collectives (one rank proves nothing for a collective)")
     repeat = int(args.get("repeat", 1))
-    large_numel_bytes = int(args.get("large_mib", 16)) * 2**20
+    large_mib = int(args.get("large_mib", DEFAULT_LARGE_MIB))
     device = ctx.device
-    small_dtypes, operations = operations_for(ctx.backend)
-    sizes = [("small", SMALL_NUMEL, small_dtypes), ("large", large_numel_bytes // 4, (torch.float32,))]
+    dtypes, operations = operations_for(ctx.backend)
 
     def run_part(part: str, attempt: Callable[[], Optional[str]], variant: str) -> Tuple[str, str]:
         ctx.step(part, variant)
         try:
             problem = attempt()
-        except Exception as exc:  # noqa: BLE001 - classified: unsupported, numpy missing, or error
+        except Exception as exc:  # noqa: BLE001 - an error (or numpy missing): never a skip
             return _classify(exc)
         return (FAILED, problem) if problem else (PASSED, "")
 
-    for part, operation in operations:
+    for part, spec in operations:
         started = time.monotonic()
         failures: List[str] = []
         skipped: List[str] = []
         errors: List[str] = []
         runs = 0
-        for iteration in range(repeat):
-            for size_name, numel, dtypes in sizes:
-                for dtype in dtypes:
-                    variant = "%s, %s, %d elements" % (str(dtype).replace("torch.", ""), size_name, numel)
-                    status, text = run_part(part, functools.partial(operation, rank, world, numel, dtype, device), variant)
-                    if status == SKIPPED:
-                        if iteration == 0:
-                            skipped.append("%s (%s)" % (variant, text))
-                        continue
+        absent = _absent(part)
+        if absent is not None:
+            skipped.append("every dtype (%s)" % absent)
+            _report(ctx, part, runs, failures, errors, skipped, repeat, time.monotonic() - started)
+            continue
+        for dtype in dtypes:
+            verdict, why = _probe(ctx, part, spec, dtype, rank, world)
+            dtype_name = str(dtype).replace("torch.", "")
+            if verdict == "undefined":
+                continue  # no torch defines it (suite/support.py): not a variant, not a skip
+            if verdict == "skip":
+                skipped.append("%s (%s)" % (dtype_name, why))
+                continue
+            if verdict == "error":
+                runs += 1
+                errors.append("%s: %s" % (dtype_name, why))
+                continue
+            for iteration in range(repeat):
+                for v in variants(spec, rank, world, dtype, device, large_numel(large_mib, dtype)):
+                    label = v.describe(spec.rooted, len(spec.reduce_ops) > 1)
+                    status, text = run_part(part, functools.partial(spec.operation, v), label)
                     runs += 1
                     if status == FAILED:
-                        failures.append("run %d, %s: %s" % (iteration + 1, variant, text))
+                        failures.append("run %d, %s: %s" % (iteration + 1, label, text))
                     elif status == ERROR:
-                        errors.append("run %d, %s: %s" % (iteration + 1, variant, text))
+                        errors.append("run %d, %s: %s" % (iteration + 1, label, text))
         _report(ctx, part, runs, failures, errors, skipped, repeat, time.monotonic() - started)
 
     # Each object collective completes its communication before it unpickles, so a rank that fails
     # (numpy missing on a receiving rank) stays in step with the others for the next call.
     others: List[Tuple[str, Callable[[], Optional[str]]]] = [
         ("barrier", lambda: _barrier(rank, world)),
-        ("subgroup", lambda: _subgroup(rank, world, device) if world >= 2 else None),
+        ("subgroup", lambda: _subgroup(rank, world, device)),
         ("broadcast_object_list", lambda: _broadcast_object_list(rank, world)),
         ("all_gather_object", lambda: _all_gather_object(rank, world)),
         ("gather_object", lambda: _gather_object(rank, world)),
@@ -394,7 +545,13 @@ def check_collectives(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
 def _report(
     ctx: Context, part: str, runs: int, failures: List[str], errors: List[str], skipped: List[str], repeat: int, duration_s: float
 ) -> None:
-    details = {"runs": runs, "failures": failures[:20], "errors": errors[:20], "skipped": skipped}
+    details = {
+        "runs": runs,
+        "failures": failures[:20],
+        "errors": errors[:20],
+        "skipped": skipped,
+        "partial": bool(runs and skipped),
+    }
     status, message = summarize_runs(runs, failures, errors, skipped, repeat)
     ctx.report(part, status, message, duration_s, details)
 

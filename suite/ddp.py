@@ -6,6 +6,7 @@ parameters are compared on the CPU after the step (through the store, not a coll
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Dict, List
 
 import torch
@@ -25,7 +26,8 @@ def _gather_flat(ctx: Context, label: str, tensor: torch.Tensor) -> List[torch.T
 
 @check("ddp_sync")
 def check_ddp_sync(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
-    """Different data on every rank; after one step every rank holds the same, changed parameters."""
+    """Different data on every rank; after one step every rank holds the same parameters, and they are
+    the reference step computed locally from every rank's batch (the gradients averaged, not summed)."""
     ctx.process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
     require_world(2, world, "ddp_sync")
@@ -43,9 +45,12 @@ def check_ddp_sync(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             "differ from rank 0 by up to %.3g"
             % (unsynced, max(float((initial_everyone[r] - initial_everyone[0]).abs().max()) for r in unsynced))
         )
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
-    inputs = (torch.full((8, 4), float(rank + 1)) * torch.arange(1, 9, dtype=torch.float32).unsqueeze(1)).to(device)
-    loss = model(inputs).pow(2).mean()
+    # The reference, known by construction: every rank's batch is a formula of its rank, so each rank
+    # computes locally what one step must give: rank 0's parameters minus lr times the gradient averaged
+    # over all ranks' batches (DDP's documented semantics), on a plain copy of the model on the CPU.
+    reference = copy.deepcopy(model.module).cpu()
+    optimizer = torch.optim.SGD(model.parameters(), lr=SYNC_LR)
+    loss = model(_sync_batch(rank).to(device)).pow(2).mean()
     loss.backward()
     optimizer.step()
     after = torch.cat([p.detach().flatten() for p in model.parameters()]).cpu()
@@ -59,7 +64,45 @@ def check_ddp_sync(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
         )
     if torch.equal(after, initial):
         raise CheckFailed("expected the optimizer step to change the parameters; they are unchanged")
-    return "after one step the %d parameters are identical on all %d ranks and changed" % (after.numel(), world), {}
+    expected = _sync_reference(reference, world)
+    details = {"world_size": world, "max_difference": float((after - expected).abs().max())}
+    if not torch.allclose(after, expected, rtol=SYNC_RTOL, atol=SYNC_ATOL):
+        worst = int((after - expected).abs().argmax())
+        summed = initial + world * (expected - initial)
+        raise CheckFailed(
+            "expected the parameters of one SGD step on the gradient averaged over all %d ranks' batches "
+            "(computed on each rank from every rank's batch); parameter %d: expected %.6g, got %.6g "
+            "(summing the gradients instead of averaging would give %.6g)"
+            % (world, worst, float(expected[worst]), float(after[worst]), float(summed[worst])),
+            details,
+        )
+    return (
+        "after one step the %d parameters are identical on all %d ranks and match the reference step "
+        "(gradient averaged over every rank's batch)" % (after.numel(), world),
+        details,
+    )
+
+
+SYNC_LR = 0.5
+# Float32 sums in another order (DDP's bucketed all_reduce) differ from the local reference by rounding
+# only; summing instead of averaging is off by a factor of the world size.
+SYNC_RTOL, SYNC_ATOL = 1e-4, 1e-5
+
+
+def _sync_batch(rank: int) -> torch.Tensor:
+    """Rank ``rank``'s batch in ddp_sync: 8 rows of (rank + 1) * (row + 1), different on every rank."""
+    return torch.full((8, 4), float(rank + 1)) * torch.arange(1, 9, dtype=torch.float32).unsqueeze(1)
+
+
+def _sync_reference(module: nn.Module, world: int) -> torch.Tensor:
+    """The flat parameters after one SGD step on the mean over ranks of each rank's gradient."""
+    grads: List[torch.Tensor] = []
+    for r in range(world):
+        module.zero_grad()
+        module(_sync_batch(r)).pow(2).mean().backward()
+        grads.append(torch.cat([p.grad.detach().flatten().clone() for p in module.parameters()]))
+    start = torch.cat([p.detach().flatten() for p in module.parameters()])
+    return start - SYNC_LR * torch.stack(grads).mean(dim=0)
 
 
 class _Pairs(Dataset):  # type: ignore[misc, type-arg, unused-ignore]  # generic with torch's stubs, Any without torch

@@ -11,7 +11,10 @@ from suite.records import ERROR, FAILED, PASSED, SKIPPED
 def summarize_runs(runs: int, failures: List[str], errors: List[str], skipped: List[str], repeat: int) -> Tuple[str, str]:
     """``runs`` counts every run that was not skipped: the wrong ones (``failures``), the ones that
     raised (``errors``) and the correct ones, each once. Wrong answers make the part failed, with the
-    runs that raised counted beside them; runs that only raised make it an error."""
+    runs that raised counted beside them; runs that only raised make it an error. Variants skipped beside
+    correct runs make the part skipped ("partially skipped"), never passed: a skip must stay visible to
+    --fail-on-skip and ``required: true``, which read the status, not the message. The wire format is
+    unchanged (status "skipped"); the message and ``details.partial`` say that some variants ran."""
     skip_note = "; skipped: %s" % skipped_summary(skipped) if skipped else ""
     raised = "%d of %d runs raised; first: %s" % (len(errors), runs, errors[0]) if errors else ""
     if failures:
@@ -21,7 +24,13 @@ def summarize_runs(runs: int, failures: List[str], errors: List[str], skipped: L
         return ERROR, raised + skip_note
     if runs == 0:
         return SKIPPED, "not supported by this image: %s" % skipped_summary(skipped)
-    return PASSED, "%d runs correct (repeat %d)%s" % (runs, repeat, skip_note)
+    if skipped:
+        return SKIPPED, "partially skipped: %d runs correct (repeat %d); not supported by this image: %s" % (
+            runs,
+            repeat,
+            skipped_summary(skipped),
+        )
+    return PASSED, "%d runs correct (repeat %d)" % (runs, repeat)
 
 
 def skipped_summary(skipped: List[str]) -> str:

@@ -28,11 +28,17 @@ TOPOLOGIES = ("in-container", "cross-container")
 # timeout path its torch takes. The host-mode tests hold torch 2.15 on the host to the same verdicts.
 GOOD = {
     "distval-fixtures/torch:1.13-debian": (
-        {"collectives.all_gather_into_tensor", "collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
+        {
+            "collectives.all_gather_into_tensor",
+            "collectives.reduce_scatter",
+            "collectives.all_to_all",
+            "collectives.all_reduce.avg",
+            "reconfigure",
+        },
         "new_group(timeout=...)",
     ),
     "distval-fixtures/torch:2.6-debian": (
-        {"collectives.reduce_scatter", "collectives.all_to_all", "reconfigure"},
+        {"collectives.reduce_scatter", "collectives.all_to_all", "collectives.all_reduce.avg", "reconfigure"},
         "new_group(timeout=...)",
     ),
     "distval-fixtures/torch:2.15-pypi": (set(), "set_timeout() on a live group"),

@@ -1022,7 +1022,7 @@ def test_default_yaml_loads() -> None:
         args = {c.name: dict(c.args) for c in scenario.checks if c.args}
         assert args == {
             "identity": {"backends": ("gloo",)},
-            "collectives": {"large_mib": 4},
+            "collectives": {"large_mib": 16},
             "timeout": {"deadline_s": 0.5, "margin_s": 1.0},
         }
         assert not any(c.required for c in scenario.checks)

@@ -61,7 +61,7 @@ def test_default_config_passes_with_the_container_runs_verdicts(torch_python: st
         # The same verdict per (scenario, check) as the container run: passed, except its skips (none).
         assert {n for n, (status, _) in verdicts.items() if status == "skipped"} == expected_skips, topology
         assert {status for status, _ in verdicts.values()} <= {"passed", "skipped"}, verdicts
-        assert sum(1 for name in verdicts if name.startswith("collectives.")) == 18
+        assert sum(1 for name in verdicts if name.startswith("collectives.")) == 19
         for name in ("env", "identity", "process_group", "launch", "all_reduce", "ddp_sync", "ddp_sampler", "store"):
             assert verdicts[name][0] == "passed", (topology, name, verdicts[name])
     # The same timeout path as in the container: torch 2.15's set_timeout() on a live group.

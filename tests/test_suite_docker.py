@@ -60,7 +60,7 @@ def test_default_config_passes_with_every_skip_explained(
         assert {status for status, _ in found.values()} <= {"passed", "skipped"}, found
         for name in ("env", "identity", "process_group", "launch", "all_reduce", "ddp_sync", "ddp_sampler", "store", "timeout"):
             assert found[name][0] == "passed", (topology, name, found[name])
-        assert sum(1 for name in found if name.startswith("collectives.")) == 18
+        assert sum(1 for name in found if name.startswith("collectives.")) == 19
 
 
 def test_junit_says_which_timeout_path_ran(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
@@ -121,13 +121,13 @@ BROKEN = [
     Broken(
         "distval-fixtures/broken:broadcast-ignores-root",
         f"[env, all_reduce, {COLLECTIVES}]",
-        {"collectives.broadcast": ("broadcast from rank 1: element 0: expected 2.0, got 1.0",)},
+        {"collectives.broadcast": ("in place, root 1: broadcast from rank 1: element 0: expected 1.0, got 2.0",)},
         ("env", "all_reduce", "collectives.all_reduce.sum", "collectives.scatter", "collectives.broadcast_object_list"),
     ),
     Broken(
         "distval-fixtures/broken:allgather-stale",
         f"[env, launch, {COLLECTIVES}, ddp_sync, ddp_sampler]",
-        {"collectives.all_gather": ("all_gather slot of rank 0: element 0: expected 1.0, got -1.0",)},
+        {"collectives.all_gather": ("in place: all_gather, slot of rank 0: element 0: expected 2.0, got -7.0",)},
         ("env", "launch", "collectives.all_gather_object", "ddp_sync", "ddp_sampler"),
     ),
     Broken(
@@ -201,6 +201,57 @@ BROKEN = [
         ("env",),
     ),
 ]
+
+
+# Known answers (issue 19): each image breaks exactly what an old known answer could not tell apart.
+KNOWN_ANSWERS = [
+    Broken(
+        "distval-fixtures/broken:product-is-max",
+        f"[env, all_reduce, {COLLECTIVES}]",
+        {"collectives.all_reduce.product": ("all_reduce(PRODUCT): element",), "collectives.reduce": ("reduce(PRODUCT) to rank",)},
+        ("env", "all_reduce", "collectives.all_reduce.max", "collectives.all_reduce.sum", "collectives.broadcast"),
+    ),
+    Broken(
+        "distval-fixtures/broken:minmax-one-rank",
+        f"[env, all_reduce, {COLLECTIVES}]",
+        {
+            "collectives.all_reduce.min": ("all_reduce(MIN): element",),
+            "collectives.all_reduce.max": ("all_reduce(MAX): element",),
+        },
+        ("env", "all_reduce", "collectives.all_reduce.sum", "collectives.all_reduce.product", "collectives.broadcast"),
+    ),
+    Broken(
+        "distval-fixtures/broken:async-work-ignored",
+        f"[env, all_reduce, {COLLECTIVES}]",
+        {
+            "collectives.all_reduce.sum": ("7 elements, async: all_reduce(SUM): element",),
+            "collectives.broadcast": ("7 elements, async, root ",),
+            "collectives.all_gather": ("7 elements, async: all_gather, slot of rank",),
+        },
+        ("env", "all_reduce", "collectives.gather", "collectives.scatter", "collectives.reduce"),
+    ),
+    Broken(
+        "distval-fixtures/broken:view-offset-ignored",
+        f"[env, all_reduce, {COLLECTIVES}]",
+        {
+            "collectives.all_reduce.sum": ("7 elements, view at offset 1: all_reduce(SUM): element",),
+            "collectives.broadcast": ("7 elements, view at offset 1, root ",),
+        },
+        ("env", "all_reduce", "collectives.all_gather", "collectives.gather", "collectives.reduce"),
+    ),
+    Broken(
+        "distval-fixtures/broken:ddp-sums-gradients",
+        "[env, all_reduce, ddp_sync]",
+        {
+            "ddp_sync": (
+                "expected the parameters of one SGD step on the gradient averaged over all 2 ranks' batches",
+                "summing the gradients instead of averaging would give",
+            )
+        },
+        ("env", "all_reduce"),
+    ),
+]
+BROKEN += KNOWN_ANSWERS
 
 
 @pytest.mark.parametrize("broken", BROKEN, ids=[b.image.split(":")[1] for b in BROKEN])
@@ -351,8 +402,12 @@ def test_a_defect_on_one_rank_is_one_red_testcase_and_costs_no_timeout(
 
 # -- counts over repeated runs ---------------------------------------------------------------------------
 def test_repeated_runs_are_counted_once_each(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
-    """all_reduce.sum with repeat 4 is 20 runs (4 small dtypes and one large tensor, 4 times). On the
-    flaky image calls 2, 6, 10, 14, 18 are wrong and 4, 8, 12, 16, 20 raise: 5 of 20 each, not 5 of 25."""
+    """all_reduce.sum with repeat 4 is 64 runs (4 dtypes x (3 call forms at 7 elements + 1 large), 4 times).
+    The flaky image's all_reduce is call-counted: every 2nd call wrong, every 4th raises, and it returns no
+    work handle for async_op=True (an error of its own). Per dtype and repeat the calls are in place, async,
+    view, large; float32, float64 and int64 take calls 1-48 (async and large raise: 2 errors per repeat),
+    bfloat16's capability probe call 49, and bfloat16 calls 50-65 (in place wrong, async and view raise):
+    4 wrong and 32 raised of 64, each run counted once."""
     config = tmp_path / "flaky.yaml"
     config.write_text(
         "scenarios:\n"
@@ -363,6 +418,28 @@ def test_repeated_runs_are_counted_once_each(fixture_image: Callable[[str], str]
     assert code == 1
     status, message = results["in-container"]["collectives.all_reduce.sum"]
     assert status == "failure"
-    assert message.startswith("rank 0: 5 of 20 runs wrong; first: run 1, float64, small, 5 elements: all_reduce(SUM): "), message
-    assert "; 5 of 20 runs raised; first: run 1, bfloat16, small, 5 elements: RuntimeError: distval-broken" in message
+    first_wrong = "rank 0: 4 of 64 runs wrong; first: run 1, bfloat16, 7 elements, in place: all_reduce(SUM): "
+    assert message.startswith(first_wrong), message
+    assert "; 32 of 64 runs raised; first: run 1, float32, 7 elements, async: RuntimeError: " in message
     assert results["in-container"]["collectives.broadcast"][0] == "passed"
+
+
+def test_a_defect_past_2_22_elements_is_caught_by_the_default_size(
+    fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
+) -> None:
+    """broken:allreduce-large-truncated reduces only the first 2**22 elements: the old 4 MiB default passed
+    it; the default config's 16 MiB (+1 element) fails all_reduce in every dtype at the large size."""
+    image = fixture_image("distval-fixtures/broken:allreduce-large-truncated")
+    config = tmp_path / "large.yaml"
+    config.write_text(
+        "timeout_s: 600\ncheck_timeout_s: 400\nscenarios:\n"
+        "  - {topology: in-container, world_size: 2, checks: [env, all_reduce, {name: collectives, args: {large_mib: 16}}]}\n"
+    )
+    code, results = run(str(config), image, run_id, tmp_path / "results.xml")
+    assert code != 0
+    (found,) = results.values()
+    for name in ("collectives.all_reduce.sum", "collectives.all_reduce.max", "collectives.all_reduce.product"):
+        status, message = found[name]
+        assert status == "failure" and "4194305 elements, in place: all_reduce(" in message, (name, found[name])
+    for name in ("env", "all_reduce", "collectives.broadcast", "collectives.all_gather"):
+        assert found[name][0] == "passed", (name, found[name])

@@ -44,6 +44,8 @@ TORCH_FREE = (
     "suite.records",
     "suite.tally",
     "suite.watchdog",
+    "suite.answers",
+    "suite.support",
 )
 
 
@@ -603,3 +605,15 @@ def test_runs_are_counted_once_whether_wrong_or_raised() -> None:
     assert summarize_runs(4, [], [], [], repeat=4) == (PASSED, "4 runs correct (repeat 4)")
     status, message = summarize_runs(0, [], [], ["bfloat16, small, 5 elements (RuntimeError: unsupported)"], repeat=1)
     assert (status, message) == ("skipped", "not supported by this image: RuntimeError: unsupported [bfloat16]")
+
+
+def test_a_part_with_skipped_variants_beside_correct_runs_is_skipped_not_passed() -> None:
+    """Partial skips are visible in the status (--fail-on-skip and required: read it), not only in the message."""
+    skipped = ["bfloat16 (gloo's bfloat16 support may be missing; the capability probe raised on every rank)"]
+    status, message = summarize_runs(12, [], [], skipped, repeat=1)
+    assert status == "skipped"
+    assert message.startswith("partially skipped: 12 runs correct (repeat 1); not supported by this image: ")
+    assert "[bfloat16]" in message
+    # A wrong answer or an error still outranks the skip.
+    assert summarize_runs(12, ["run 1, float32: wrong"], [], skipped, repeat=1)[0] == FAILED
+    assert summarize_runs(12, [], ["run 1, float32: RuntimeError: x"], skipped, repeat=1)[0] == ERROR
