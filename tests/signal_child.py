@@ -24,8 +24,15 @@ REMOVAL_S = 2.0
 FOREVER_S = 3600.0
 
 
+_PRINTING = threading.Lock()
+
+
 def entered(phase: str) -> None:
-    print(f"IN {phase}", flush=True)
+    # One write under a lock: print() from two diagnosis threads interleaved "IN xIN x\n\n", a line the test
+    # never matched, so it failed as "ended before diagnosing".
+    with _PRINTING:
+        sys.stdout.write(f"IN {phase}\n")
+        sys.stdout.flush()
 
 
 class HoldingEngine(FakeEngine):
