@@ -115,25 +115,24 @@ def machine_id_file() -> str:
     return os.path.join(base, "machine-id")
 
 
+def _kept_id(path: str) -> str | None:
+    """The machine id in ``path``, if it holds one in the expected form."""
+    try:
+        with open(path, encoding="ascii") as handle:
+            text = handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if _MACHINE_ID_FORM.fullmatch(text) else None
+
+
 @functools.cache
 def machine_id(system_file: str = _MACHINE_ID, kept_file: str | None = None) -> str:
     """This machine's id: /etc/machine-id, else a random one kept in ``kept_file`` (made once, 0600 from its
     creation, in a directory only its owner can read)."""
-    try:
-        with open(system_file, encoding="ascii") as handle:
-            text = handle.read().strip()
-        if _MACHINE_ID_FORM.fullmatch(text):
-            return text
-    except (OSError, UnicodeDecodeError):
-        pass
     path = kept_file or machine_id_file()
-    try:
-        with open(path, encoding="ascii") as handle:
-            text = handle.read().strip()
-        if _MACHINE_ID_FORM.fullmatch(text):
-            return text
-    except (OSError, UnicodeDecodeError):
-        pass
+    found = _kept_id(system_file) or _kept_id(path)
+    if found is not None:
+        return found
     text = secrets.token_hex(16)
     try:
         os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
@@ -142,9 +141,7 @@ def machine_id(system_file: str = _MACHINE_ID, kept_file: str | None = None) -> 
         with os.fdopen(fd, "w", encoding="ascii") as handle:
             handle.write(text + "\n")
     except FileExistsError:
-        with open(path, encoding="ascii") as handle:
-            kept = handle.read().strip()
-        return kept if _MACHINE_ID_FORM.fullmatch(kept) else text
+        return _kept_id(path) or text
     except OSError:
         pass  # nowhere to keep it: this process's own id (its resources look like another machine's to later runs)
     return text

@@ -18,35 +18,10 @@ from harness.reports.json_report import render_json
 from harness.reports.junit import render_junit
 from harness.reports.markdown import render_markdown
 from harness.reports.summary import render_summary
-from harness.results import ERROR, PASSED, ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
+from harness.results import ERROR, ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
 from tests.fake_engine import FakeEngine
 from tests.report_helpers import RUN_ID, plans, run
-
-
-def good(rank: int = 0, **changes: Any) -> dict[str, Any]:
-    record: dict[str, Any] = {
-        "check": "bandwidth",
-        "case": "bandwidth.all_reduce",
-        "rank": rank,
-        "status": PASSED,
-        "message": "ok",
-        "duration_s": 0.5,
-        "ended_at": 1.7e9,
-        "started_at": 1.7e9,
-        "hostname": "n0",
-        "attempt": 0,
-        "details": {
-            "iterations": 5,
-            "world_size": 2,
-            "figures": [
-                {"size": 1024, "label": "1KiB", "time_us": 10.0, "algbw_gbps": 0.1, "busbw_gbps": 0.1},
-                {"size": 2048, "label": "2KiB", "time_us": 11.0, "algbw_gbps": 0.2, "busbw_gbps": 0.2},
-            ],
-        },
-    }
-    record.update(changes)
-    return record
-
+from tests.test_records import good
 
 # -- end to end: a hostile record, then every report ------------------------------------------------------
 
