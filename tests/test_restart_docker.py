@@ -126,7 +126,7 @@ collective_timeout_s: 60
 check_timeout_s: 60
 scenarios:
   - {{topology: cross-container, world_size: 2, rendezvous: c10d, max_restarts: 2, share_rdzv_store: false,
-      rdzv_join_timeout_s: 60, checks: [env, all_reduce], env: {{DISTVAL_BROKEN_WRONG_AT: "{wrong_at}"}}}}
+      rdzv_join_timeout_s: 60, checks: [env, all_reduce], env: {{MOVING_WRONG_AT: "{wrong_at}"}}}}
 """
 
 
