@@ -161,11 +161,29 @@ def rounds_by_node(outcome: ScenarioOutcome) -> dict[int, list[tuple[int, int]]]
     return {node: [(rank, attempt) for _, rank, attempt in processes] for node, processes in sorted(found.items())}
 
 
+def all_reduce_records(outcome: ScenarioOutcome) -> list[tuple[int, int, int, str]]:
+    """Every all_reduce record written, as (node, global rank, restart count, status), per node oldest first."""
+    found: list[tuple[int, int, int, str]] = []
+    for container in sorted(outcome.containers, key=lambda c: c.node_rank):
+        records = [
+            json.loads(line)
+            for name, data in container.result_files.items()
+            if name.startswith("rank-") and name.endswith(".jsonl")
+            for line in data.decode().splitlines()
+            if line.strip()
+        ]
+        for record in sorted(records, key=lambda r: float(r["started_at"])):
+            if record["check"] == "all_reduce":
+                found.append((container.node_rank, int(record["rank"]), int(record["attempt"]), str(record["status"])))
+    return found
+
+
 def show(outcome: ScenarioOutcome) -> dict[str, str]:
     result = summarize_scenario(outcome)
     for case in result.cases:
         print(f"{case.name}: {case.status}: {case.message[:300]}")
     print(f"scenario: {result.status}; rounds by node (rank, restart count): {rounds_by_node(outcome)}")
+    print(f"all_reduce records (node, rank, restart count, status): {all_reduce_records(outcome)}")
     return {**{case.name: case.status for case in result.cases}, "scenario": result.status}
 
 
@@ -183,6 +201,9 @@ def test_a_moved_rank_whose_newest_attempt_fails_fails_the_scenario(
     outcome = run_moving(fixture_image, docker_client, tmp_path, wrong_at="0:2")
     statuses = show(outcome)
     assert rounds_by_node(outcome) == MOVES, "the ranks did not move between the nodes as planned"
+    # The older pass is in the files, with the higher restart count: it is what must not win.
+    assert (1, 0, 1, "passed") in all_reduce_records(outcome)
+    assert all_reduce_records(outcome)[2] == (0, 0, 0, "failed")
     assert statuses == {
         "env": "passed",
         "process_group": "passed",
@@ -202,6 +223,9 @@ def test_a_moved_rank_whose_newest_attempt_passes_passes(
     outcome = run_moving(fixture_image, docker_client, tmp_path, wrong_at="1:1")
     statuses = show(outcome)
     assert rounds_by_node(outcome) == MOVES, "the ranks did not move between the nodes as planned"
+    # The older failure is in the files, with the higher restart count: it is what must not win.
+    assert (1, 0, 1, "failed") in all_reduce_records(outcome)
+    assert all_reduce_records(outcome)[2] == (0, 0, 0, "passed")
     assert statuses == {
         "env": "passed",
         "process_group": "passed",
