@@ -118,3 +118,132 @@ def test_a_killed_worker_is_restarted_and_the_job_completes(
         "all_reduce",
         "exit_status",
     ]
+
+
+MOVING = "distval-fixtures/broken:ranks-move-each-round"
+MOVING_CONFIG = """timeout_s: 400
+collective_timeout_s: 60
+check_timeout_s: 60
+scenarios:
+  - {{topology: cross-container, world_size: 2, rendezvous: c10d, max_restarts: 2, share_rdzv_store: false,
+      rdzv_join_timeout_s: 60, checks: [env, all_reduce], env: {{MOVING_WRONG_AT: "{wrong_at}", MOVING_ROTATE: "{rotate}"}}}}
+"""
+
+
+def run_moving(
+    fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path, wrong_at: str, rotate: bool = True
+) -> ScenarioOutcome:
+    image = fixture_image(MOVING)
+    config = tmp_path / "moving.yaml"
+    config.write_text(MOVING_CONFIG.format(wrong_at=wrong_at, rotate=int(rotate)))
+    run_id = "r" + secrets.token_hex(4)
+    (plan,) = plan_run(load_config(config), run_id, image).scenarios
+    engine = Engine(run_id)
+    try:
+        outcome = run_scenario(engine, plan, NoEvents())
+    finally:
+        engine.remove_labelled()
+    assert leftovers(docker_client, run_id) == [], "the run left containers or networks behind"
+    return outcome
+
+
+def rounds_by_node(outcome: ScenarioOutcome) -> dict[int, list[tuple[int, int]]]:
+    """Per node (its container's node rank): the (global rank, TORCHELASTIC_RESTART_COUNT) of each worker that
+    wrote records there, oldest first. One node, one clock: its workers' start times order them."""
+    found: dict[int, list[tuple[float, int, int]]] = {}
+    for container in outcome.containers:
+        processes = set()
+        for name, data in container.result_files.items():
+            if name.startswith("rank-") and name.endswith(".jsonl"):
+                for line in data.decode().splitlines():
+                    if line.strip():
+                        record = json.loads(line)
+                        processes.add((float(record["started_at"]), int(record["rank"]), int(record["attempt"])))
+        found[container.node_rank] = sorted(processes)
+    return {node: [(rank, attempt) for _, rank, attempt in processes] for node, processes in sorted(found.items())}
+
+
+def all_reduce_records(outcome: ScenarioOutcome) -> list[tuple[int, int, int, str]]:
+    """Every all_reduce record written, as (node, global rank, restart count, status), per node oldest first."""
+    found: list[tuple[int, int, int, str]] = []
+    for container in sorted(outcome.containers, key=lambda c: c.node_rank):
+        records = [
+            json.loads(line)
+            for name, data in container.result_files.items()
+            if name.startswith("rank-") and name.endswith(".jsonl")
+            for line in data.decode().splitlines()
+            if line.strip()
+        ]
+        for record in sorted(records, key=lambda r: float(r["started_at"])):
+            if record["check"] == "all_reduce":
+                found.append((container.node_rank, int(record["rank"]), int(record["attempt"]), str(record["status"])))
+    return found
+
+
+def show(outcome: ScenarioOutcome) -> dict[str, str]:
+    result = summarize_scenario(outcome)
+    for case in result.cases:
+        print(f"{case.name}: {case.status}: {case.message[:300]}")
+    print(f"scenario: {result.status}; rounds by node (rank, restart count): {rounds_by_node(outcome)}")
+    print(f"all_reduce records (node, rank, restart count, status): {all_reduce_records(outcome)}")
+    return {**{case.name: case.status for case in result.cases}, "scenario": result.status}
+
+
+def test_torchs_own_c10d_keeps_every_rank_on_its_node_across_restarts(
+    fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path
+) -> None:
+    """Why the image rotates the node ranks: torch 2.6's c10d ranks the nodes by sorting descriptors (fqdn, agent
+    pid, per-process id) that each agent makes once, so with the same two agents in every round rank 0 stays on
+    n0 and rank 1 on n1 through both restarts. (A rank moves where a node is replaced, which one run cannot do.)"""
+    outcome = run_moving(fixture_image, docker_client, tmp_path, wrong_at="none", rotate=False)
+    statuses = show(outcome)
+    assert rounds_by_node(outcome) == {0: [(0, 0), (0, 0), (0, 0)], 1: [(1, 0), (1, 1), (1, 2)]}
+    assert statuses["scenario"] == "passed"
+
+
+# Three rounds (two restarts, both counted by node 1's agent only); the image rotates node ranks each round:
+# round 0: n0 runs rank 0, n1 rank 1 | round 1: n0 rank 1, n1 rank 0 | round 2: n0 rank 0, n1 rank 1.
+# Rank 0's attempts: n0 count 0, then n1 count 1, then n0 count 0 again: the newest has the LOWEST count.
+MOVES = {0: [(0, 0), (1, 0), (0, 0)], 1: [(1, 0), (0, 1), (1, 2)]}
+
+
+def test_a_moved_rank_whose_newest_attempt_fails_fails_the_scenario(
+    fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path
+) -> None:
+    """Rank 0 passes all_reduce on n1 in round 1 (restart count 1) and fails it on n0 in round 2 (count 0):
+    the failure is the newest verdict. The old rule (highest (count, start) per rank) took round 1's pass."""
+    outcome = run_moving(fixture_image, docker_client, tmp_path, wrong_at="0:2")
+    statuses = show(outcome)
+    assert rounds_by_node(outcome) == MOVES, "the ranks did not move between the nodes as planned"
+    # The older pass is in the files, with the higher restart count: it is what must not win.
+    assert (1, 0, 1, "passed") in all_reduce_records(outcome)
+    assert all_reduce_records(outcome)[2] == (0, 0, 0, "failed")
+    assert statuses == {
+        "env": "passed",
+        "process_group": "passed",
+        "all_reduce": "failed",
+        "exit_status": "passed",
+        "scenario": "failed",
+    }
+    all_reduce = next(c for c in summarize_scenario(outcome).cases if c.name == "all_reduce")
+    assert all_reduce.message.startswith("rank 0:"), all_reduce.message
+
+
+def test_a_moved_rank_whose_newest_attempt_passes_passes(
+    fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path
+) -> None:
+    """The converse: rank 0 fails all_reduce on n1 in round 1 (count 1) and passes it on n0 in round 2 (count 0):
+    the failure was an older attempt's, and the scenario passes, with its restarts reported."""
+    outcome = run_moving(fixture_image, docker_client, tmp_path, wrong_at="1:1")
+    statuses = show(outcome)
+    assert rounds_by_node(outcome) == MOVES, "the ranks did not move between the nodes as planned"
+    # The older failure is in the files, with the higher restart count: it is what must not win.
+    assert (1, 0, 1, "failed") in all_reduce_records(outcome)
+    assert all_reduce_records(outcome)[2] == (0, 0, 0, "passed")
+    assert statuses == {
+        "env": "passed",
+        "process_group": "passed",
+        "all_reduce": "passed",
+        "exit_status": "passed",
+        "scenario": "passed",
+    }
