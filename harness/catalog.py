@@ -34,6 +34,12 @@ def _info(name: str, description: str, *, collective: bool = False, **args: ArgS
     return CheckInfo(name=name, description=description, args=MappingProxyType(args), collective=collective)
 
 
+# The testcase that judges how the ranks reacted to a scenario's faults (harness/fault_results.py). Not a
+# check of the catalog, but a verdict: a fault scenario whose checks were interrupted on purpose is validated
+# by it, and by nothing else.
+FAULTS_CASE = "faults"
+
+
 def is_check(case_name: str) -> bool:
     """Whether a testcase is a catalog check's (``<check>`` or ``<check>.<part>``), not bookkeeping
     (``exit_status``, ``process_group``, ``results``, ``setup``, ``faults``)."""

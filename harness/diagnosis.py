@@ -579,10 +579,11 @@ def current_attempts(
     agent, one host). With fixed membership every agent takes part in every round, so a container's newest
     processes are the last round's, and any process of that container that is provably older (``older_than``)
     is stale, whichever rank it ran: this drops the records a rank left on a node it has since moved away from
-    (c10d sorts its participants anew each round; torch 2.6 and 2.15 keep the order, measured, but a replaced
-    node, or a launcher that assigns ranks itself, moves a rank: tests/test_restart_docker.py). A rank whose records remain in several containers (a node that
-    ran nothing after it, unknown times) has attempts that cannot be ordered: every one is returned, and the
-    caller lets the worse outcome win (harness/results.py) rather than guess which is newer.
+    (c10d sorts its participants anew each round; torch 2.6 and 2.15 keep the order, measured, but a
+    replaced node, or a launcher that assigns ranks itself, moves a rank: tests/test_restart_docker.py). A
+    rank whose records remain in several containers (a node that ran nothing after it, unknown times) has
+    attempts that cannot be ordered: every one is returned, and the caller lets the worse outcome win
+    (harness/results.py) rather than guess which is newer.
     """
     found: dict[int, list[tuple[str, list[dict[str, Any]]]]] = {}
     for container, by_rank in by_container:

@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
+from harness.catalog import FAULTS_CASE
 from harness.expectations import FaultLog, evaluate
 from harness.results import EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, first_error_line
 
-FAULTS_CASE = "faults"
 # A fault scenario that ran without the fault runtime (host mode runs local processes, no containers):
 # nothing was injected, so nothing about the faults may pass.
 NOT_INJECTED = FaultLog(skip_reason="faults are injected only into containers; this run had none (host mode)")

@@ -21,7 +21,7 @@ from typing import Any
 
 from harness import __version__
 from harness.bandwidth import Figure, figure_properties, figures_of
-from harness.catalog import is_check, is_collective
+from harness.catalog import FAULTS_CASE, is_check, is_collective
 from harness.config import NCCL_BACKENDS
 from harness.diagnosis import Diagnosis, current_attempts, diagnose, is_record_file
 from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
@@ -99,9 +99,17 @@ class ScenarioResult:
             return FAILED
         # A scenario passes only through a check it lists that passed. Bookkeeping cases (exit_status,
         # process_group, results) and records of checks it does not list validate nothing: a scenario in which
-        # every check was skipped is skipped, with its reasons in its cases.
+        # every check was skipped is skipped, with its reasons in its cases. The faults verdict of a scenario with
+        # faults validates too: its checks may all have been interrupted on purpose.
         listed = {check.name for check in self.plan.scenario.checks}
-        validated = any(c.status == PASSED and is_check(c.name) and c.name.split(".", 1)[0] in listed for c in self.cases)
+        validated = any(
+            c.status == PASSED
+            and (
+                (is_check(c.name) and c.name.split(".", 1)[0] in listed)
+                or (c.name == FAULTS_CASE and self.plan.faults is not None)
+            )
+            for c in self.cases
+        )
         return PASSED if validated else SKIPPED
 
 

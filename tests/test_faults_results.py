@@ -226,3 +226,16 @@ def test_a_check_that_ended_at_the_faults_own_instant_is_not_known_to_be_before_
 def test_a_wrong_answer_before_the_fault_stays_red_when_another_rank_never_finished_the_check() -> None:
     records = {1: {"all_reduce": rec("failed", FAULT_AT - 2, "expected 3.0, got 4.0")}}
     assert judge([CaseResult("all_reduce", "failed", "wrong", 1.0)], records)["all_reduce"].status == "failed"
+
+
+def test_a_fault_scenario_whose_checks_were_all_interrupted_is_validated_by_its_faults_verdict() -> None:
+    """The faults case is a verdict: when the fault interrupts every listed check on purpose and the ranks
+    reacted as expected, the scenario passed (it is not 'skipped'); without the faults verdict it would be."""
+    before = [line("process_group", "process_group", r, "passed", FAULT_AT - 3) for r in (0, 1)]
+    ar = line("all_reduce", "all_reduce", 0, "error", FAULT_AT + 0.3, CLOSED)
+    result = summarize_scenario(outcome([before[0], ar], [before[1]], KILL))
+    cases = statuses(result)
+    assert cases["all_reduce"][0] == "skipped" and cases["faults"][0] == "passed", cases
+    assert result.status == "passed"
+    failing = dataclasses.replace(result, cases=tuple(c for c in result.cases if c.name != "faults"))
+    assert failing.status == "skipped"  # the same cases without the faults verdict validate nothing
