@@ -393,7 +393,10 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         name="hosts",
-        doc="Docker Engine URLs (unix://, tcp://, https:// with TLS, ssh://) the nodes go on, in order; --hosts overrides",
+        doc=(
+            "Docker Engine URLs (unix://, tcp://, https:// with TLS, ssh://) the nodes go on, in order; honoured only with "
+            "--hosts-from-config (the image is sent to each and the nodes use their host's network); --hosts overrides"
+        ),
         read=_hosts,
         schema={
             "type": "array",
