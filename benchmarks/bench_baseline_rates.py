@@ -1,0 +1,109 @@
+"""Benchmark: the baseline's error rates, both kinds: false alarms (the same image judged against itself) and
+misses (an image whose collectives are slower by a known fraction, judged against the good image).
+
+Runs the default bandwidth sweep (one container and across two, 2 ranks each; bench_bandwidth_spread's
+config) ``--repeat`` times for each image, interleaved (good, slow 25 %, slow 40 %, good, ...) so that the
+machine's drift hits every image alike. Then judges, as ``distval run --baseline`` would (harness.baseline):
+
+- false alarm: a baseline made of good runs (one, or the median of three) against another good run, its
+  re-measures being other good runs: every ordered choice; the comparison fails when any scenario's
+  ``baseline`` testcase fails;
+- miss: the same baselines against a slow run, re-measured by other runs of the same slow image; a miss is
+  a comparison in which no scenario's ``baseline`` failed.
+
+The slow images (``distval-fixtures/broken:slow-busbw-25``, ``-40``) lower every timed collective's bus
+bandwidth to 75 % and 60 % of the good image's (harness/fixtures/files/slow_by_fraction.py). The load
+average is printed with every run.
+
+    python benchmarks/bench_baseline_rates.py --repeat 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
+from common import BenchError, check_image, distval_executable
+
+from harness.baseline import Tolerances, baseline_case, combined_baseline
+from harness.baseline_command import DEFAULT_REMEASURE
+
+SLOW_IMAGES = ("distval-fixtures/broken:slow-busbw-25", "distval-fixtures/broken:slow-busbw-40")
+
+
+def failed_comparisons(
+    good: Sequence[dict[str, Any]], candidates: Sequence[dict[str, Any]], same: bool, remeasures: int, baselines: int
+) -> tuple[int, int]:
+    """(comparisons whose `baseline` failed, comparisons): every choice of ``baselines`` good runs as the
+    baseline, every candidate run (another good run when ``same``) as the new one, every ordered choice of
+    ``remeasures`` other candidate runs as its re-measures."""
+    failed = comparisons = 0
+    for chosen in itertools.combinations(range(len(good)), baselines):
+        path, old = combined_baseline([(f"good{i + 1}.json", good[i]) for i in chosen])
+        pool = [i for i in range(len(candidates)) if not (same and i in chosen)]
+        for combo in itertools.permutations(pool, 1 + remeasures):
+            new, again = candidates[combo[0]], [candidates[k] for k in combo[1:]]
+            comparisons += 1
+            for index, scenario in enumerate(new["scenarios"]):
+                remeasured = [run["scenarios"][index] for run in again]
+                if baseline_case(scenario, old, Tolerances(), path, remeasured).status == "failed":
+                    failed += 1
+                    break
+    return failed, comparisons
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--repeat", type=int, default=6, help="runs of each image, interleaved (default 6; at least 4)")
+    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"the good image (default {DEFAULT_IMAGE})")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write every report and the rates here")
+    args = parser.parse_args(argv)
+    if args.repeat < 4:
+        parser.error("--repeat must be at least 4 (a baseline of 3 and a run to judge)")
+    images = (args.image, *SLOW_IMAGES)
+    for image in images:
+        check_image(image)
+    distval = distval_executable(None)
+    reports: dict[str, list[dict[str, Any]]] = {image: [] for image in images}
+    with tempfile.TemporaryDirectory(prefix="bench-rates-") as tmp:
+        config = Path(tmp) / "bw.yaml"
+        config.write_text(CONFIG, encoding="utf-8")
+        for i in range(1, args.repeat + 1):
+            for n, image in enumerate(images):
+                report = Path(tmp) / f"run{i}-{n}.json"
+                reports[image].append(run_once(distval, config, image, report, f"bench-rates-{i}-{n}"))
+                load = "/".join(f"{v:.1f}" for v in os.getloadavg())
+                print(f"run {i} {image}: load {load}", flush=True)
+    good = reports[args.image]
+    rows = []
+    for remeasures, baselines in ((0, 1), (DEFAULT_REMEASURE, 1), (DEFAULT_REMEASURE, 3)):
+        rule = f"--remeasure {remeasures}, {'one baseline' if baselines == 1 else f'median of {baselines} baselines'}"
+        row: dict[str, Any] = {"rule": rule}
+        row["false_alarms"] = failed_comparisons(good, good, True, remeasures, baselines)
+        for image in SLOW_IMAGES:
+            caught, comparisons = failed_comparisons(good, reports[image], False, remeasures, baselines)
+            row[image] = (comparisons - caught, comparisons)  # misses
+        rows.append(row)
+        alarms = row["false_alarms"]
+        misses = "; ".join(f"{image.rsplit(':', 1)[1]} missed {row[image][0]} of {row[image][1]}" for image in SLOW_IMAGES)
+        print(f"{rule}: false alarms {alarms[0]} of {alarms[1]}; {misses}")
+    if args.json:
+        args.json.write_text(json.dumps({"images": images, "reports": reports, "rates": rows}, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        print(f"bench_baseline_rates: {exc}", file=sys.stderr)
+        sys.exit(1)
