@@ -559,8 +559,10 @@ class _Process:
     def older_than(self, other: _Process) -> bool:
         """Provably an earlier round than ``other``, a process of the SAME agent (container): a higher restart
         count there, or ``other`` started after this one had written its last record. An agent stops all its
-        workers before it starts the next round's, so the second never holds within one round; unknown
-        times prove nothing (the process then stays, and the worse outcome decides)."""
+        workers before it starts the next round's, so the second never holds within one round: ``started_at``
+        is the kernel's spawn time (suite/records.py), and an agent spawns a round's workers within
+        milliseconds, long before any of them can write a record; unknown times prove nothing (the process
+        then stays, and the worse outcome decides)."""
         if other.attempt != self.attempt:
             return other.attempt > self.attempt
         return other.started_at is not None and self.last_ended_at is not None and other.started_at >= self.last_ended_at

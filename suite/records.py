@@ -32,6 +32,29 @@ ERROR = "error"
 SKIPPED = "skipped"
 
 
+def process_started_at() -> float:
+    """When the kernel started this process, in seconds since the epoch (10 ms resolution).
+
+    The harness orders a container's attempts by it (harness/diagnosis.py: a process that started after
+    another one's last record is of a later round). It must be the spawn, not the moment this code runs:
+    torchrun spawns a round's workers within milliseconds, but one of them may import torch, run checks
+    that need no peer (env, a version-gated skip) and write its last record before a slower sibling got
+    here, which made the sibling look like a later round and dropped the first one's records. Where
+    /proc cannot say, the time now (a later start, so an older round is never mistaken for a newer one
+    by more than this process's start-up)."""
+    try:
+        with open("/proc/self/stat", encoding="ascii", errors="replace") as handle:
+            text = handle.read()
+        with open("/proc/uptime", encoding="ascii") as handle:
+            uptime_s = float(handle.read().split()[0])
+        now = time.time()
+        # The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
+        ticks = int(text[text.rindex(")") + 2 :].split()[19])  # field 22: starttime, clock ticks after boot
+        return round(now - (uptime_s - ticks / os.sysconf("SC_CLK_TCK")), 3)
+    except (OSError, ValueError, IndexError):
+        return round(time.time(), 3)
+
+
 class RecordWriter:
     def __init__(self, results_dir: str, rank: int, stdout_records: Optional[Dict[str, Any]] = None) -> None:
         os.makedirs(results_dir, exist_ok=True)
@@ -46,7 +69,7 @@ class RecordWriter:
         # The count is per agent, not per job: an agent whose own workers did not fail restarts them for the
         # new rendezvous without counting (measured on torch 2.6 and 2.15). This process's start tells
         # the attempts apart where the count does not.
-        self.started_at = round(time.time(), 3)
+        self.started_at = process_started_at()
         self.stdout_records = stdout_records is not None
         self._stdout_lines = 0
         if stdout_records is not None:

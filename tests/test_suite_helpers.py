@@ -617,3 +617,24 @@ def test_a_part_with_skipped_variants_beside_correct_runs_is_skipped_not_passed(
     # A wrong answer or an error still outranks the skip.
     assert summarize_runs(12, ["run 1, float32: wrong"], [], skipped, repeat=1)[0] == FAILED
     assert summarize_runs(12, [], ["run 1, float32: RuntimeError: x"], skipped, repeat=1)[0] == ERROR
+
+
+def test_a_records_start_is_the_process_spawn_not_when_the_writer_was_made(tmp_path: Path) -> None:
+    """A worker that spends a second before it makes its RecordWriter (a slow torch import) still says it
+    started when it was spawned: a sibling of the same round that already wrote its last record must not
+    look older than it (harness/diagnosis.py orders a container's attempts by this time)."""
+    code = textwrap.dedent(
+        f"""
+        import json, sys, time
+        spawned = time.time()
+        time.sleep(1.0)
+        sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
+        from suite.records import RecordWriter
+        writer = RecordWriter({str(tmp_path)!r}, 0)
+        print(json.dumps({{"spawned": spawned, "started_at": writer.started_at, "now": time.time()}}))
+        """
+    )
+    found = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    # Spawned before the first line ran (interpreter start-up), at 10 ms resolution, a second before now.
+    assert found["started_at"] <= found["spawned"] + 0.02
+    assert found["now"] - found["started_at"] >= 1.0
