@@ -69,3 +69,12 @@ def test_gitlab_job_reports_the_junit() -> None:
 def test_an_unknown_option_would_be_caught() -> None:
     with pytest.raises(UsageError, match="unrecognized arguments: --no-such-option"):
         build_parser().parse_args(["run", "x.yaml", "--image", "i", "--junit", "r.xml", "--no-such-option"])
+
+
+@pytest.mark.parametrize("name", ["github-actions.yml", "gitlab-ci.yml"])
+def test_example_runs_a_scenario_file_that_exists(name: str) -> None:
+    """The examples check distval out into ./distval and run one of its configs: that file must exist here."""
+    repository = DOCS.parent.parent
+    for arguments in distval_commands(yaml.safe_load((DOCS / name).read_text())):
+        config = build_parser().parse_args(arguments).config
+        assert (repository / str(config).removeprefix("distval/")).is_file(), f"{name}: {config} is not a config of distval"
