@@ -1,4 +1,5 @@
-"""distval's errors: one tree, each class with the exit code the CLI returns for it (README.md, "Exit codes").
+"""distval's errors: one tree, each class with the exit code the CLI returns for it (README.md, "Exit codes";
+EXIT_MEANINGS below).
 
 DistvalError                 1
 ├── BadInput                 2  the config, the command line
@@ -29,6 +30,17 @@ EXIT_ENVIRONMENT = 3
 # image's.
 EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
+
+# What each code means: README.md's "Exit codes" table starts each row with these words (tests/test_readme.py
+# keeps the two equal). EXIT_INTERRUPTED is Ctrl-C's 128+N; the table's row is 128+N.
+EXIT_MEANINGS = {
+    EXIT_PASSED: "every check of every scenario passed or was skipped with its reason",
+    EXIT_CHECKS_FAILED: "a check failed or errored",
+    EXIT_BAD_INPUT: "bad input",
+    EXIT_ENVIRONMENT: "the environment is unusable",
+    EXIT_INTERNAL: "distval itself failed",
+    EXIT_INTERRUPTED: "interrupted by signal N",
+}
 
 
 # A message from elsewhere (argparse echoes the arguments as given), at most this long.

@@ -1,19 +1,26 @@
-"""README.md is the user documentation: its internal links lead to a heading, and every `distval <command>`
-option it shows is one the command line accepts. Pure text and argparse: no Docker, no torch."""
+"""README.md, docs/*.md and CONTRIBUTING.md are the documentation: their links lead to a file and a heading
+that exist, every `distval <command>` option they show is one the command line accepts, and README's exit-code
+table is the one harness/errors.py declares. Pure text and argparse: no Docker, no torch."""
 
 from __future__ import annotations
 
 import argparse
 import re
 import shlex
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from harness import errors
 from harness.cli import build_parser
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+# Every page of the documentation: the front door, the topic pages and the developers' page.
+DOC_FILES = [README, ROOT / "CONTRIBUTING.md", *sorted((ROOT / "docs").glob("*.md"))]
+DOC_IDS = [str(path.relative_to(ROOT)) for path in DOC_FILES]
 
 # Flags of other tools that README shows in their own command lines (torchrun, docker, docker-compose,
 # kubectl, pip, pytest, the benchmarks). A `--flag` in README that is neither one of these nor an option of
@@ -66,6 +73,9 @@ OTHER_TOOLS_FLAGS = frozenset(
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
 _LINK = re.compile(r"\]\(#([^)\s]*)\)")
+# A link to another file, with or without a heading: [text](docs/x.md#y), [text](../README.md), [text](scale.md).
+_FILE_LINK = re.compile(r"\]\(([^)\s#]+)(?:#([^)\s]*))?\)")
+_EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)  # https:, mailto:
 _CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9_-]*")
 
@@ -131,6 +141,23 @@ def broken_links(text: str) -> list[str]:
     ]
 
 
+def broken_file_links(text: str, where: Path) -> list[str]:
+    """'line N: target' for each link to another file (relative to ``where``, the linking file's folder) that
+    leads to no file, or to a Markdown file without the heading it names."""
+    problems = []
+    for number, line in prose_lines(text):
+        for target, anchor in _FILE_LINK.findall(line):
+            if _EXTERNAL.match(target):
+                continue
+            path = where / target
+            shown = f"{target}#{anchor}" if anchor else target
+            if not path.exists():
+                problems.append(f"line {number}: {shown} (no such file)")
+            elif anchor and (path.suffix != ".md" or anchor not in anchors(path.read_text(encoding="utf-8"))):
+                problems.append(f"line {number}: {shown} (no such heading)")
+    return problems
+
+
 def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
@@ -184,21 +211,64 @@ def unknown_flags(text: str, parser: argparse.ArgumentParser) -> list[str]:
     return sorted({flag for code in code_texts(text) for flag in _FLAG.findall(code) if flag not in known})
 
 
-def test_every_internal_link_has_its_heading() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert _LINK.search(text), "README has no internal link: the check below would pass on anything"
-    assert broken_links(text) == []
+def test_the_documentation_has_links_of_both_kinds() -> None:
+    """Without links the checks below would pass on anything."""
+    texts = [path.read_text(encoding="utf-8") for path in DOC_FILES]
+    assert any(_LINK.search(text) for text in texts), "no link to a heading of the same page"
+    assert any("docs/" in target for target, _ in _FILE_LINK.findall(README.read_text(encoding="utf-8")))
+    assert any(target.startswith("../") for text in texts for target, _ in _FILE_LINK.findall(text))
 
 
-def test_every_distval_command_line_uses_options_its_command_accepts() -> None:
-    text = README.read_text(encoding="utf-8")
-    parser = build_parser()
-    assert "distval run" in text
-    assert unknown_command_options(text, parser) == []
+def test_readme_links_every_docs_page() -> None:
+    linked = {target for target, _ in _FILE_LINK.findall(README.read_text(encoding="utf-8"))}
+    pages = {str(path.relative_to(ROOT)) for path in DOC_FILES if path != README}
+    assert pages - linked == set()
 
 
-def test_every_flag_in_readme_exists_somewhere() -> None:
-    assert unknown_flags(README.read_text(encoding="utf-8"), build_parser()) == []
+@pytest.mark.parametrize("path", DOC_FILES, ids=DOC_IDS)
+def test_every_internal_link_has_its_heading(path: Path) -> None:
+    assert broken_links(path.read_text(encoding="utf-8")) == []
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=DOC_IDS)
+def test_every_link_to_another_file_leads_to_it_and_its_heading(path: Path) -> None:
+    assert broken_file_links(path.read_text(encoding="utf-8"), path.parent) == []
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=DOC_IDS)
+def test_every_distval_command_line_uses_options_its_command_accepts(path: Path) -> None:
+    assert unknown_command_options(path.read_text(encoding="utf-8"), build_parser()) == []
+
+
+def test_readme_shows_distval_run() -> None:
+    assert "distval run" in README.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("path", DOC_FILES, ids=DOC_IDS)
+def test_every_flag_in_the_documentation_exists_somewhere(path: Path) -> None:
+    assert unknown_flags(path.read_text(encoding="utf-8"), build_parser()) == []
+
+
+def exit_code_table(text: str) -> dict[str, str]:
+    """README's "Exit codes" table: code (as written, e.g. '128+N') -> meaning."""
+    section = ("\n" + text).split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|") for line in section.splitlines() if line.startswith("| ") and not line.startswith("| code ")]
+    return {cells[1].strip(): cells[2].strip() for cells in rows}
+
+
+def test_readme_exit_codes_are_the_declared_ones() -> None:
+    """Each code harness/errors.py declares (EXIT_*) is a row of README's table starting with its meaning, and
+    the table has no other row. Interrupted is 128+N, the declared EXIT_INTERRUPTED being Ctrl-C's."""
+    declared = {value for name, value in vars(errors).items() if name.startswith("EXIT_") and isinstance(value, int)}
+    assert set(errors.EXIT_MEANINGS) == declared
+    assert errors.EXIT_INTERRUPTED == 128 + signal.SIGINT
+    table = exit_code_table(README.read_text(encoding="utf-8"))
+    written = {
+        "128+N" if code == errors.EXIT_INTERRUPTED else str(code): meaning for code, meaning in errors.EXIT_MEANINGS.items()
+    }
+    assert set(table) == set(written)
+    for code, meaning in written.items():
+        assert table[code].startswith(meaning), f"exit code {code}: README says {table[code][:80]!r}"
 
 
 @pytest.mark.parametrize(
@@ -213,6 +283,26 @@ def test_every_flag_in_readme_exists_somewhere() -> None:
 )
 def test_slug_follows_githubs_rules(heading: str, anchor: str) -> None:
     assert anchors(heading) == {anchor}
+
+
+def test_a_link_to_a_missing_file_or_heading_of_another_file_is_found(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "faults.md").write_text("# Faults\n\n## Expectations\n")
+    text = (
+        "[a](docs/faults.md#faults) [b](docs/faults.md#expectations) [c](docs/faults.md#kinds)\n"
+        "[d](docs/nothing.md) [e](https://example.com/x.md#y) [f](#local)\n"
+    )
+    assert broken_file_links(text, tmp_path) == [
+        "line 1: docs/faults.md#kinds (no such heading)",
+        "line 2: docs/nothing.md (no such file)",
+    ]
+    up = "[up](../README.md#exit-codes)\n"
+    assert broken_file_links(up, tmp_path / "docs") == ["line 1: ../README.md#exit-codes (no such file)"]
+
+
+def test_an_exit_code_table_is_read_row_by_row() -> None:
+    text = "## Exit codes\n\n| code | meaning |\n|---|---|\n| 0 | passed |\n| 128+N | interrupted |\n\n## Next\n| 9 | no |\n"
+    assert exit_code_table(text) == {"0": "passed", "128+N": "interrupted"}
 
 
 def test_a_link_to_a_missing_heading_is_found() -> None:
