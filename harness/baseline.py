@@ -8,7 +8,7 @@ against the last good one), else by name for ``distval compare`` only. Compared,
   iterations): a regression when new < old x (1 - busbw tolerance), and, where both reports have it, the
   best busbw (the slowest rank's fastest iteration) dropped past the tolerance too. Noise on a shared
   machine only ever slows a call down, so it moves the median and hardly the best; a slower image moves
-  both (README "Noise": measured spread of either between two runs of one image);
+  both (docs/measurements.md, "Noise": measured spread of either between two runs of one image);
 - every check's duration (its testcases; not ``process_group`` and ``exit_status``, which are not checks
   but the group forming and the containers' whole life: startup noise that swings by seconds on a
   shared machine, measured 0.1 s vs 2.8 s for process_group; nor ``baseline`` itself): a regression
@@ -58,7 +58,7 @@ DEFAULT_DURATION_TOLERANCE = 0.50
 DEFAULT_DURATION_SLACK_S = 1.0
 # A busbw figure regresses only when its call also got slower by more than this: a call of a small message
 # takes 0.2-0.7 ms on a shared 2-core VM with gloo, and its time moved by up to ~0.1 ms between runs of one
-# image even as the median of 100+ calls (README "Noise"). Lower it on a dedicated runner (NCCL's small
+# image even as the median of 100+ calls (docs/measurements.md, "Noise"). Lower it on a dedicated runner (NCCL's small
 # calls take tens of microseconds); 0 judges by the fraction alone.
 DEFAULT_BUSBW_SLACK_US = 100.0
 NOT_COMPARED = ("process_group", EXIT_STATUS_CASE, BASELINE_CASE)

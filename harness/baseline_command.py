@@ -34,7 +34,7 @@ from harness.reports.comparison_text import render_comparison_text
 from harness.results import PASSED, RunSummary, ScenarioResult
 
 # Re-measured twice: between runs of one image on a shared 2-core VM, the default sweep's baseline failed
-# 24 of 120 comparisons with one re-measure and 12 of 360 with two (README "Noise"); a slower image pays
+# 24 of 120 comparisons with one re-measure and 12 of 360 with two (docs/measurements.md, "Noise"); a slower image pays
 # two more runs of its regressed scenarios.
 DEFAULT_REMEASURE = 2
 

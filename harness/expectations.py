@@ -3,7 +3,7 @@ the runtime observed (harness/fault_runtime.py) and what the ranks recorded.
 
 ``classify`` turns an error into a kind from its text (the rank's record, or the launcher's last error
 line), the exit code and the Engine's OOMKilled. The texts are the ones measured across containers
-(README "Faults"): gloo's ``Connection closed by peer`` / ``Connection reset by peer`` when a peer's
+(docs/measurements.md, "Faults"): gloo's ``Connection closed by peer`` / ``Connection reset by peer`` when a peer's
 process is gone, ``Timed out waiting Nms for recv operation to complete`` at the process-group timeout
 when a peer is frozen or cut off (gloo sets no TCP keepalive, so never earlier), ``Broken pipe`` from
 the store after its host died.

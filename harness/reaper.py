@@ -1,6 +1,6 @@
 """The run's reaper, from distval's side: nothing is left behind when distval is killed with SIGKILL.
 
-One reaper per ``distval run`` (not one shared by all runs; README "Nothing left behind"): a container of
+One reaper per ``distval run`` (not one shared by all runs; docs/how-a-run-works.md, "Nothing left behind, ever"): a container of
 distval's reaper image (``REAPER_IMAGE``, a fixture built from Debian's python3 with harness/reaper_daemon.py
 baked in, harness/fixtures/recipes.py) running that program with its fixed entrypoint in isolated mode and
 with no environment but the reaper's own variables, with the Engine's socket mounted, listening on a TCP

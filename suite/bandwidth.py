@@ -9,7 +9,7 @@ operation returned (after a CUDA synchronize on CUDA); then more timed calls unt
 the count, from the slowest rank's median of the first ones). A small message takes a fraction of a
 millisecond: five calls of it are a sample of the machine's scheduling at one instant, whose median moved
 0.3-2x between two runs of one image on a shared 2-core VM; 50 calls moved it 0.6-1.4x
-(README "Noise"). The figure of a size is the median time of one rank's iterations; the ranks agree
+(docs/measurements.md, "Noise"). The figure of a size is the median time of one rank's iterations; the ranks agree
 through the rendezvous store on the slowest rank's median, since a collective is as slow as its slowest
 rank. Sizes and bandwidths follow nccl-tests (PERFORMANCE.md):
 
@@ -45,11 +45,11 @@ from suite.support import ABSENT, MUST, probe_verdict, support
 
 KIB = 1024
 DEFAULT_SIZES = tuple(4 * KIB * 4**i for i in range(8))  # 4 KiB, 16 KiB, ..., 64 MiB
-# Measured on 2 CPU cores with gloo (README "Bandwidth and last-known-good"): the default sweep takes a
+# Measured on 2 CPU cores with gloo (docs/measurements.md, "The bandwidth check"): the default sweep takes a
 # few seconds per scenario with these.
 DEFAULT_ITERATIONS = 5
 DEFAULT_WARMUP = 1
-DEFAULT_MIN_TIME_S = 0.1  # timed calls per figure add up to at least this (README "Noise")
+DEFAULT_MIN_TIME_S = 0.1  # timed calls per figure add up to at least this (docs/measurements.md, "Noise")
 MAX_ITERATIONS = 1000  # however short a call: a bound on the calls of one figure
 OPERATIONS = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all")
 ELEMENT_BYTES = 4  # float32

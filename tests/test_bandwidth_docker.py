@@ -89,7 +89,7 @@ def test_a_slow_image_fails_the_good_images_baseline_and_the_default_tolerance_h
         ("broadcast", "1MiB"),
     }
 
-    # The same image again passes its own baseline at the default tolerances (README "Noise": how often
+    # The same image again passes its own baseline at the default tolerances (docs/measurements.md, "Noise": how often
     # two runs of one image failed each other before min_time_s, the call-time slack and the re-measure).
     code_again, again = distval(config, GOOD, tmp_path / "again.json", run_ids(), "--baseline", str(tmp_path / "good.json"))
     same = cases(again)["baseline"]

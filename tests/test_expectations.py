@@ -23,7 +23,7 @@ from harness.expectations import (
     evaluate,
 )
 
-# Real texts: collective_loop's records and launcher lines seen on torch 2.6 and 2.15 (README "Faults").
+# Real texts: collective_loop's records and launcher lines seen on torch 2.6 and 2.15 (docs/measurements.md, "Faults").
 CLOSED = (
     "all_reduce iteration 355 raised after 3.63 s in the loop: RuntimeError: [./gloo/transport/tcp/pair.cc:534] "
     "Connection closed by peer [192.168.64.2]:23952"

@@ -3,7 +3,7 @@ scenario's verdict passes, each measured fault-to-failure time lies inside the s
 netem scenario is skipped with the kernel's own answer, and two expectations that are wrong for what
 happens (a freeze expected to close connections, a slow link expected to fail a rank) are reported
 failed with what was expected and what was seen. All scenarios of one image run in one ``distval run``
-(--jobs 3); the measured times are printed (pytest -s) for the README's table. Marked ``docker``."""
+(--jobs 3); the measured times are printed (pytest -s) for the table in docs/measurements.md ("Faults"). Marked ``docker``."""
 
 from __future__ import annotations
 

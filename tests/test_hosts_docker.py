@@ -3,7 +3,7 @@ TLS) started once per session, the 2.6 fixture copied to them by distval itself,
 cross-container scenario with one node per Engine on 2 and on 3 Engines, and a node Engine stopped mid-run.
 
 Slow where the machine is loaded (every node holds its own copy of the 1.2 GB image): they print their
-durations, which the README quotes."""
+durations, which docs/measurements.md quotes ("Several Docker hosts")."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from tests.docker_helpers import DEFAULT_CONFIG, GOOD, ROOT
 
 pytestmark = pytest.mark.docker
 IMAGE = "distval-fixtures/torch:2.6-debian"
-REAP_BOUND_S = 60.0  # from SIGKILL to nothing of the run on any host (one host: 4-7 s measured, README)
+REAP_BOUND_S = 60.0  # from SIGKILL to nothing of the run on any host (one host: 4-7 s measured, docs/measurements.md)
 RUN_TIMEOUT_S = 1500  # a run that copies the image to two hosts on a machine at load 30 took 14 min
 
 

@@ -8,7 +8,7 @@ re-measures, as in ``distval run --baseline``: a lucky baseline makes every run 
 verdicts are correlated and p**3 is only the uncorrelated approximation. A figure is re-measured only when
 it regressed in the run (what the run command does), so every rule's detection is at most p.
 
-``python -m tests.test_remeasure_rule [TRIALS]`` prints the table the README quotes.
+``python -m tests.test_remeasure_rule [TRIALS]`` prints the table docs/measurements.md quotes ("Noise").
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ DEFAULT_CHECK_TIMEOUT_S = 120.0
 DEFAULT_PYTHON = "python3"
 NAME_MAX = 80
 NAME_PATTERN = re.compile(rf"^[A-Za-z0-9][A-Za-z0-9_.-]{{0,{NAME_MAX - 1}}}$")
-# distval's upper bounds (README "Strictness"), declared with their keys below; the layout's (world_size,
+# distval's upper bounds (docs/scenarios.md, "Strictness"), declared with their keys below; the layout's (world_size,
 # nodes, nproc_per_node) live in layout.py, which checks them on derived values too.
 GPUS_PER_NODE_MAX = NPROC_PER_NODE_MAX
 EXTRA_NETWORKS_MAX = 16
@@ -69,7 +69,7 @@ class Key:
     default: Any = None
     kind: str = VALUE
     # The key's place among the top level's keys (it is then a default for every scenario) and among the
-    # matrix axes (it is then an axis); None: not there. Messages and the README list them in this order.
+    # matrix axes (it is then an axis); None: not there. Messages and docs/scenarios.md ("Matrices") list them in this order.
     top: int | None = None
     axis: int | None = None
 
@@ -337,7 +337,7 @@ KEYS: tuple[Key, ...] = (
         schema={"type": "string", "pattern": r"^/[^\u0000\r\n]*$"},
         top=18,
     ),
-    # Diagnosis and elastic restarts (README "Diagnosis of hangs and crashes", "Elastic restarts").
+    # Diagnosis and elastic restarts (docs/diagnosis.md).
     Key(
         name="distributed_debug",
         doc="TORCH_DISTRIBUTED_DEBUG for the ranks: off, info, or detail (mismatched collectives are reported at once)",

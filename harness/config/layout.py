@@ -17,7 +17,7 @@ RENDEZVOUS = ("static", "c10d", "env", "tcp")
 NO_LAUNCHER_RENDEZVOUS = ("env", "tcp")
 # How the other nodes address node 0: its DNS name, or its IP address learned at run time.
 MASTER_ADDRS = ("name", "ip")
-# distval's upper bounds on a layout (README "Strictness"): checked on the keys (keys.py declares them
+# distval's upper bounds on a layout (docs/scenarios.md, "Strictness"): checked on the keys (keys.py declares them
 # with these) and on the values that follow from the others (world_size 1000 cross-container is 1000 nodes).
 WORLD_SIZE_MAX = 1024
 NODES_MAX = 256

@@ -1,4 +1,4 @@
-"""RunSummary -> the JSON report: everything the JUnit file holds, as data (schema_version 1, README.md)."""
+"""RunSummary -> the JSON report: everything the JUnit file holds, as data (schema_version 1, docs/reports.md)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _known(value: str | None) -> str | None:
 
 
 def json_report(summary: RunSummary) -> dict[str, Any]:
-    """Everything the JUnit file holds, as data (schema_version 1, described in README.md)."""
+    """Everything the JUnit file holds, as data (schema_version 1, described in docs/reports.md)."""
     scenarios = []
     for scenario in summary.scenarios:
         s = scenario.plan.scenario
