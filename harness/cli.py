@@ -2,8 +2,7 @@
 line) and the small commands (plan, schema, fixtures, cleanup). ``distval run`` is run_command.py, ``distval
 compare`` and ``--baseline`` baseline_command.py, the option value types cli_values.py.
 
-Exit codes (README.md): 0 all passed, 1 a check failed or errored, 2 bad input, 3 environment unusable (Docker
-unreachable, image missing), 128+N interrupted by signal N.
+Exit codes: harness/errors.py declares them (EXIT_MEANINGS); the top-level help and README's table derive from it.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from harness.baseline_command import add_baseline_arguments, add_compare_command
 from harness.cleanup import RunDecision, by_run, decide
 from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
-from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError
+from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError, exit_codes_line
 from harness.hosts import FROM_CONFIG_FLAG, check_hosts_allowed
 from harness.kube_command import add_kubernetes_commands
 from harness.labels import LABEL_RUN
@@ -235,8 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = cli_values.UsageParser(
         prog="distval",
         description="Validate that distributed training works in a PyTorch container image.",
-        epilog="Exit codes: 0 all passed; 1 a check failed or errored; 2 bad input; 3 environment unusable "
-        "(Docker unreachable, image missing); 128+N interrupted by signal N (130 Ctrl-C, 143 SIGTERM).",
+        epilog="Exit codes: " + exit_codes_line(),
     )
     parser.add_argument("--version", action="version", version=f"distval {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)

@@ -43,6 +43,15 @@ EXIT_MEANINGS = {
 }
 
 
+def exit_codes_line() -> str:
+    """The codes for a command's help, from EXIT_MEANINGS: '0 every check ...; 1 ...; 128+N interrupted ...'."""
+    return "; ".join(
+        f"{'128+N' if code == EXIT_INTERRUPTED else code} {meaning}"
+        + (" (130 Ctrl-C, 143 SIGTERM)" if code == EXIT_INTERRUPTED else "")
+        for code, meaning in EXIT_MEANINGS.items()
+    )
+
+
 # A message from elsewhere (argparse echoes the arguments as given), at most this long.
 MESSAGE_MAX = 500
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from harness.cli import build_parser, main
+from harness.errors import EXIT_INTERRUPTED, EXIT_MEANINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -47,3 +48,9 @@ def test_fixtures_list_names_every_fixture(capsys: pytest.CaptureFixture[str]) -
         "distval-fixtures/torch:2.6-debian-stock",
     ):
         assert tag in out
+
+
+def test_the_top_level_help_lists_every_declared_exit_code() -> None:
+    text = " ".join(build_parser().format_help().split())
+    for code, meaning in EXIT_MEANINGS.items():
+        assert f"{'128+N' if code == EXIT_INTERRUPTED else code} {meaning}" in text, (code, text)
