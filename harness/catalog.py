@@ -28,10 +28,32 @@ class CheckInfo:
     # The check compares what several ranks did (a collective, DDP, the shared store): with one rank it compares
     # nothing, so at world size 1 its pass validates nothing (harness/results.py reports it skipped).
     collective: bool = False
+    # The oldest torch the check runs on: below it the suite skips it (suite/core.py's require_torch, called with
+    # the same numbers; tests/test_catalog.py keeps the two equal). None: every torch the suite supports.
+    torch_minimum: tuple[int, int] | None = None
+    # The dtypes whose operations the check asks suite/support.py's version table about (MAY_LACK): those a torch
+    # version may lack are probed, or skipped without a call (tests/test_catalog.py: the suite files that ask the
+    # table register these checks). Empty: the check never asks it.
+    probed_dtypes: tuple[str, ...] = ()
 
 
-def _info(name: str, description: str, *, collective: bool = False, **args: ArgSpec) -> CheckInfo:
-    return CheckInfo(name=name, description=description, args=MappingProxyType(args), collective=collective)
+def _info(
+    name: str,
+    description: str,
+    *,
+    collective: bool = False,
+    torch_minimum: tuple[int, int] | None = None,
+    probed_dtypes: tuple[str, ...] = (),
+    **args: ArgSpec,
+) -> CheckInfo:
+    return CheckInfo(
+        name=name,
+        description=description,
+        args=MappingProxyType(args),
+        collective=collective,
+        torch_minimum=torch_minimum,
+        probed_dtypes=probed_dtypes,
+    )
 
 
 # The testcase that judges how the ranks reacted to a scenario's faults (harness/fault_results.py). Not a
@@ -93,6 +115,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "collectives",
                 "every collective on float32/float64/int64/bfloat16 (NCCL: float16, AVG), small and large, against known answers",
                 collective=True,
+                probed_dtypes=("float32", "float64", "int64", "bfloat16", "float16"),
                 repeat=ArgSpec("int", "run every collective this many times and report k of N failures", minimum=1),
                 large_mib=ArgSpec("int", "size of the large float32 tensors in MiB (default 16)", minimum=1),
             ),
@@ -117,6 +140,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "collective bandwidth per operation and message size (time, algbw, busbw as nccl-tests defines them), "
                 "every result checked against a known answer",
                 collective=True,
+                probed_dtypes=("float32",),  # suite/bandwidth.py measures float32 only
                 sizes=ArgSpec("sizes", "message sizes, e.g. [4KiB, 1MiB, 64MiB] (default 4KiB..64MiB, powers of 4)"),
                 iterations=ArgSpec("int", "timed iterations per operation and size; the median counts (default 5)", minimum=1),
                 min_time_s=ArgSpec(
@@ -132,7 +156,10 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 min_busbw_gbps=ArgSpec("busbw", "fail below this busbw in GB/s: one number, or size -> GB/s"),
             ),
             _info(
-                "reconfigure", "torch >= 2.14: a gloo group reconfigured twice keeps giving correct collectives", collective=True
+                "reconfigure",
+                "torch >= 2.14: a gloo group reconfigured twice keeps giving correct collectives",
+                collective=True,
+                torch_minimum=(2, 14),
             ),
             _info(
                 "collective_loop",

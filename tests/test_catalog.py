@@ -253,3 +253,44 @@ def test_suite_package_imports_nothing() -> None:
     """suite/__init__.py is imported by the harness on the host (to locate the suite): no torch there."""
     tree = _tree(SUITE_DIR / "__init__.py")
     assert not [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def torch_minimums(path: Path) -> dict[str, tuple[int, int]]:
+    """check name -> (major, minor) of each ``require_torch(major, minor, ...)`` called in that check's function."""
+    found = {}
+    for function in _tree(path).body:
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        name = registered_name(function)
+        for node in ast.walk(function):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "require_torch":
+                major, minor = node.args[0], node.args[1]
+                assert isinstance(major, ast.Constant) and isinstance(minor, ast.Constant), ast.dump(node)
+                assert name is not None, f"{path.name}:{node.lineno}: require_torch outside a check"
+                found[name] = (major.value, minor.value)
+    return found
+
+
+def test_the_catalog_s_torch_minimum_is_the_suite_s_require_torch() -> None:
+    in_suite = {name: version for path in SUITE_FILES for name, version in torch_minimums(path).items()}
+    declared = {name: info.torch_minimum for name, info in CATALOG.items() if info.torch_minimum is not None}
+    assert declared == in_suite
+    assert in_suite  # else the comparison above says nothing
+
+
+def calls_support_table(path: Path) -> bool:
+    """Whether the module calls suite/support.py's ``support(...)``."""
+    calls = (node for node in ast.walk(_tree(path)) if isinstance(node, ast.Call))
+    return any(isinstance(call.func, ast.Name) and call.func.id == "support" for call in calls)
+
+
+def test_the_checks_with_probed_dtypes_are_the_ones_that_ask_the_support_table() -> None:
+    """A check declaring probed_dtypes is registered in a module that asks suite/support.py, and each such module
+    registers one (distval checks lists the table's gates for those checks)."""
+    asking = [path for path in SUITE_FILES if path.name != "support.py" and calls_support_table(path)]
+    assert asking
+    probed = {name for name, info in CATALOG.items() if info.probed_dtypes}
+    for path in asking:
+        assert set(registered_checks(path)) & probed, path.name
+    registered_in_asking = {name for path in asking for name in registered_checks(path)}
+    assert probed <= registered_in_asking
