@@ -65,7 +65,7 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument(
         "--busbw-tolerance",
-        type=cli_values.fraction,
+        type=cli_values.fraction_of_drop,
         default=DEFAULT_BUSBW_TOLERANCE,
         metavar="F",
         help=f"a busbw lower by more than this fraction (0.2 or 20%%) regresses (default {DEFAULT_BUSBW_TOLERANCE * 100:.0f}%%)",
@@ -81,7 +81,7 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--duration-tolerance",
-        type=cli_values.fraction,
+        type=cli_values.fraction_of_growth,
         default=DEFAULT_DURATION_TOLERANCE,
         metavar="F",
         help=f"a duration longer by more than this fraction (and by more than {DEFAULT_DURATION_SLACK_S:g} s) regresses "

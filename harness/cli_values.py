@@ -106,16 +106,34 @@ def duration(value: str) -> float:
     return seconds
 
 
-def fraction(value: str) -> float:
-    """argparse type: a tolerance as a fraction (0.2) or a percentage (20%)."""
+def _fraction(value: str, below: float, bound: str) -> float:
+    """A tolerance as a fraction (0.2) or a percentage (20%), at least 0 and below ``below`` (``bound`` in words)."""
     text = value.strip()
     try:
         number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         number = -1.0
-    if not 0 <= number < 100:
-        raise argparse.ArgumentTypeError(f"expected a fraction like 0.2 or a percentage like 20%; got {value!r}")
+    if not 0 <= number < below:  # NaN and infinity fail this too
+        raise argparse.ArgumentTypeError(
+            f"expected a fraction like 0.2 or a percentage like 20%, at least 0 and {bound}; got {shown(value)}"
+        )
     return number
+
+
+def fraction_of_drop(value: str) -> float:
+    """argparse type of a tolerated drop (--busbw-tolerance: a regression is new < old x (1 - tolerance)): below
+    100%, since a drop of 100% or more is no figure at all, and with such a tolerance nothing could ever regress."""
+    return _fraction(value, 1.0, "below 100%")
+
+
+# A tolerated growth past this (new > old x (1 + tolerance)) is a hundredfold: no comparison a pipeline means.
+GROWTH_MAX = 100.0
+
+
+def fraction_of_growth(value: str) -> float:
+    """argparse type of a tolerated growth (--duration-tolerance: a regression is new > old x (1 + tolerance)):
+    more than 100% is meaningful here (150%: two and a half times as long), so the bound is GROWTH_MAX."""
+    return _fraction(value, GROWTH_MAX, f"below {GROWTH_MAX * 100:.0f}%")
 
 
 def report_file(path: str) -> tuple[str, dict[str, Any]]:
