@@ -123,6 +123,8 @@ class RunSummary:
     host: str = field(default_factory=socket.gethostname)
     config_path: str | None = None  # as given on the command line: the reproduce commands name it
     mode: str = "docker"  # "host" for distval run --host (local processes, no Docker): a property of every testsuite
+    # What the terminal summary ends with when the image was not the user's choice (run_command.SAMPLE_IMAGE_NOTE).
+    image_note: str | None = None
 
     @property
     def exit_code(self) -> int:
