@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from harness import __version__, cli_values
 from harness.baseline_command import add_baseline_arguments, add_compare_command, overwrites_baseline
+from harness.checks_reference import FORMATS, REFERENCE_PAGE, render_checks
 from harness.cleanup import RunDecision, by_run, decide
 from harness.config import load_config
 from harness.config.schema import SHIPPED, render_schema
@@ -30,6 +31,7 @@ from harness.plan import DEFAULT_IMAGE, plan_run
 from harness.plan_render import plan_as_data, render_plan
 from harness.results import RunSummary
 from harness.run_command import REPORT_OPTIONS, Progress, command_run, default_jobs, write_reports
+from harness.shipped_configs import DEFAULT_CONFIG, STARTER_NAME, write_starter
 
 if TYPE_CHECKING:
     from harness.engine import Engine
@@ -63,7 +65,7 @@ def _progress(quiet: bool) -> Progress:
 
 def command_plan(args: argparse.Namespace) -> int:
     try:
-        config = load_config(args.config)
+        config = load_config(args.config or DEFAULT_CONFIG)
     except ConfigError as exc:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
@@ -82,12 +84,29 @@ def command_schema(_args: argparse.Namespace) -> int:
     return 0
 
 
+def command_checks(args: argparse.Namespace) -> int:
+    sys.stdout.write(render_checks(args.format))
+    return 0
+
+
+def command_init(args: argparse.Namespace) -> int:
+    write_starter(args.path)  # an existing file: BadInput, one line from main
+    print(f"wrote {args.path}; run it with: distval run {args.path} --image <your image>")
+    return 0
+
+
 def command_fixtures(args: argparse.Namespace) -> int:
-    from harness.fixtures import FIXTURES, build_fixtures, recipe_hash
+    from harness.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
 
     if args.action == "list":
+        hidden = 0
         for tag, fixture in FIXTURES.items():
+            if tag.startswith(BROKEN_PREFIX) and not args.all:
+                hidden += 1
+                continue
             print(f"{tag}  recipe {recipe_hash(tag)}  {fixture.description}")
+        if hidden:
+            print(f"(and {hidden} {BROKEN_PREFIX}* images for distval's own tests: distval fixtures list --all)")
         return 0
     progress = _progress(False)
     try:
@@ -206,7 +225,13 @@ def _add_report_options(parser: argparse.ArgumentParser) -> None:
         "--markdown",
         metavar="PATH",
         type=cli_values.file_path("the Markdown summary"),
-        help="write the Markdown summary here (also appended to $GITHUB_STEP_SUMMARY when set)",
+        help="write the Markdown summary here (the summary also goes to $GITHUB_STEP_SUMMARY when that is set, with "
+        "or without this option; --no-step-summary turns that off)",
+    )
+    parser.add_argument(
+        "--no-step-summary",
+        action="store_true",
+        help="do not append the Markdown summary to $GITHUB_STEP_SUMMARY (by default it is, whenever that is set)",
     )
 
 
@@ -241,7 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run the scenarios of a config against an image")
     run.add_argument(
-        "config", type=cli_values.file_path("a YAML scenario file"), help="YAML scenario file, e.g. configs/default.yaml"
+        "config",
+        nargs="?",
+        type=cli_values.file_path("a YAML scenario file"),
+        help="YAML scenario file, e.g. configs/default.yaml (default: distval's configs/default.yaml)",
     )
     run.add_argument(
         "--image",
@@ -305,7 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_command(commands)
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")
-    plan.add_argument("config", type=cli_values.file_path("a YAML scenario file"))
+    plan.add_argument(
+        "config",
+        nargs="?",
+        type=cli_values.file_path("a YAML scenario file"),
+        help="YAML scenario file (default: distval's configs/default.yaml)",
+    )
     plan.add_argument("--image", type=cli_values.image_reference)
     plan.add_argument("--run-id", type=cli_values.run_id)
     _add_hosts_options(plan, from_config=True)
@@ -317,15 +350,40 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("schema", help=f"print the JSON Schema of scenario files (shipped as {SHIPPED})")
     schema.set_defaults(handler=command_schema)
 
+    checks = commands.add_parser(
+        "checks",
+        help="list every check a scenario can name, with its arguments, what it needs and its version gates",
+    )
+    checks.add_argument(
+        "--format",
+        choices=FORMATS,
+        default="text",
+        help=f"text for people (default), JSON, or the Markdown of {REFERENCE_PAGE}",
+    )
+    checks.set_defaults(handler=command_checks)
+
+    init = commands.add_parser("init", help=f"write a commented starter scenario file (default {STARTER_NAME})")
+    init.add_argument(
+        "path",
+        nargs="?",
+        default=STARTER_NAME,
+        type=cli_values.file_path("the scenario file to write"),
+        help=f"where to write it (default {STARTER_NAME}); an existing file is never overwritten",
+    )
+    init.set_defaults(handler=command_init)
+
     fixtures = commands.add_parser("fixtures", help="build or list the fixture images (no registry needed)")
     fixtures.add_argument("action", choices=("build", "list"))
     fixtures.add_argument("tags", nargs="*", help="fixtures to build (default: all)")
     fixtures.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    fixtures.add_argument("--all", action="store_true", help="list: also the broken:* images, made for distval's own tests")
     fixtures.set_defaults(handler=command_fixtures)
 
+    # Test infrastructure (docs/several-hosts.md): given no help=, argparse lists no line for it, and the command
+    # list (metavar, set below) leaves it out; `distval nodes ...` still works.
     nodes = commands.add_parser(
         "nodes",
-        help="start or remove node Engines: separate Docker Engines in containers here, to run across several hosts",
+        description="start or remove node Engines: separate Docker Engines in containers here, to run across several hosts",
     )
     nodes.add_argument("action", choices=("up", "down"))
     nodes.add_argument("count", nargs="?", type=cli_values.jobs_count, default=2, help="up: how many (default 2)")
@@ -362,6 +420,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hosts_options(cleanup, tls=True)
     cleanup.set_defaults(handler=command_cleanup)
     add_kubernetes_commands(commands, _add_report_options)
+    # The command list of the usage line and help: the commands that have a help line (argparse's default lists
+    # every choice, the hidden ones too).
+    commands.metavar = "{" + ",".join(action.dest for action in commands._choices_actions) + "}"
     return parser
 
 

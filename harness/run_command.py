@@ -38,7 +38,7 @@ from harness.hosts import check_hosts_allowed, run_hosts, tls_files
 from harness.interrupts import Interrupt, install, signals_deferred
 from harness.keep import Keeper
 from harness.owner import current_owner
-from harness.plan import RunPlan, ScenarioPlan, images_of, plan_run
+from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
 from harness.progress import ProgressDisplay
 from harness.reaper import Reaper, ReaperLaunch
 from harness.reports.files import refusal
@@ -48,6 +48,7 @@ from harness.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, writ
 from harness.reports.summary import render_summary
 from harness.results import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
 from harness.runtime import run_scenario
+from harness.shipped_configs import DEFAULT_CONFIG
 
 if TYPE_CHECKING:
     from harness.engine import Engine
@@ -123,7 +124,11 @@ def write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset
         ("JUnit XML", args.junit, lambda: write_junit(summary, args.junit)),
         ("JSON report", args.json, lambda: write_json(summary, args.json)),
         ("Markdown summary", args.markdown, lambda: write_markdown(summary, args.markdown)),
-        ("step summary", os.environ.get(STEP_SUMMARY_ENV), lambda: append_step_summary(summary)),
+        (
+            "step summary",
+            None if getattr(args, "no_step_summary", False) else os.environ.get(STEP_SUMMARY_ENV),
+            lambda: append_step_summary(summary),
+        ),
     ]
     written = True
     for what, path, write in writers:
@@ -211,6 +216,17 @@ def _launch_reaper(
     )
 
 
+# Said first in the progress and last in the summary when the image under test is distval's sample image because
+# no --image was given: a first run must not be read as a verdict on the user's image.
+SAMPLE_IMAGE_NOTE = f"no --image: validating distval's sample image {DEFAULT_IMAGE}"
+
+
+def sample_image_note(plan: RunPlan, image_option: str | None) -> str | None:
+    """SAMPLE_IMAGE_NOTE when no --image was given and some scenario runs the default image (one that names no
+    image of its own); else None."""
+    return SAMPLE_IMAGE_NOTE if image_option is None and DEFAULT_IMAGE in images_of(plan) else None
+
+
 def announce_run(run_id: str) -> str:
     """The line a run starts with (stderr, not with --quiet): what to clean up by hand if distval is killed."""
     owner = current_owner()
@@ -232,6 +248,8 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     launches: dict[int, ReaperLaunch] = {}  # a reaper per Engine (several across hosts): by id() of the Engine
     keeper = Keeper(None, False)
     mode = "host" if args.host else "docker"
+    # No config given: the shipped default (inside the package, so an installed distval has it too).
+    config_path = args.config or str(DEFAULT_CONFIG)
     others: list[HostEngine] = []  # across several hosts: the Engines besides host 0's (``engine``)
 
     def covered(on: Engine, **options: Any) -> Execute:
@@ -245,8 +263,12 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             options["before_start"] = reapers_ready
         return functools.partial(run_scenario, on, **options)
 
+    note: str | None = None  # SAMPLE_IMAGE_NOTE, once the plan says the sample image runs
+
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
-        return RunSummary(run_id, tuple(results), early_error, early_exit_code, engine_version, host, args.config, mode)
+        return RunSummary(
+            run_id, tuple(results), early_error, early_exit_code, engine_version, host, config_path, mode, image_note=note
+        )
 
     summary: RunSummary
     remeasures: dict[int, list[ScenarioResult]] = {}  # by the scenario's index: the runs that re-measured it
@@ -266,19 +288,22 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
                 raise BadInput("--keep-on-failure keeps containers; --host runs local processes: give one, not both")
             if getattr(args, "hosts", None):
                 raise BadInput("--hosts names Docker Engines, --host runs local processes without Docker: give one, not both")
-            config = load_config(args.config)
+            config = load_config(config_path)
             session = HostSession(run_id, args.python)
             plan = select_scenarios(session.plan_run(config), args.filter)
             execute = session.run_scenario
         else:
             if args.python:
                 raise BadInput("--python names the local Python of host mode: it needs --host")
-            config = load_config(args.config)
+            config = load_config(config_path)
             override = getattr(args, "hosts", None) or ()
             check_hosts_allowed(
                 config.path, [(s.name, s.hosts) for s in config.scenarios], override, getattr(args, "hosts_from_config", False)
             )
             plan = select_scenarios(plan_run(config, run_id, args.image, override), args.filter)
+            note = sample_image_note(plan, args.image)
+            if note is not None:
+                display.log(note)
             display.log(announce_run(run_id))
             urls = run_hosts([s.hosts for s in plan.scenarios], override)
             if urls:  # several Docker hosts (harness/hosts_runtime.py): an Engine per URL, the images the same on all

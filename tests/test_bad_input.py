@@ -488,13 +488,17 @@ def test_usage_errors_write_the_reports_asked_for(
     _early_error_in_every_report(paths, "usage", 2, message.split(" (see ")[0])
 
 
-def test_a_usage_error_without_the_config_still_writes_the_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_usage_error_without_the_config_still_writes_the_reports(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without a config `distval run` runs the shipped default one (no usage error): here a bad option is the
+    usage error, and the Engine is never asked."""
+    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
     report_options, paths = _reports(tmp_path)
-    assert harness.cli.main(["run", *report_options]) == 2
-    assert capsys.readouterr().err.splitlines() == [
-        "distval run: error: the following arguments are required: config (see distval run --help)"
-    ]
-    _early_error_in_every_report(paths, "usage", 2, "the following arguments are required: config")
+    assert harness.cli.main(["run", "--jobs", "0", *report_options]) == 2
+    message = "argument --jobs: expected a whole number >= 1; got '0'"
+    assert capsys.readouterr().err.splitlines() == [f"distval run: error: {message} (see distval run --help)"]
+    _early_error_in_every_report(paths, "usage", 2, message)
 
 
 def _no_engine(*args: object, **kwargs: object) -> None:

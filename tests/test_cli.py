@@ -40,7 +40,7 @@ def test_bad_run_id_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_fixtures_list_names_every_fixture(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["fixtures", "list"]) == 0
+    assert main(["fixtures", "list", "--all"]) == 0
     out = capsys.readouterr().out
     for tag in (
         "distval-fixtures/torch:2.6-debian ",
