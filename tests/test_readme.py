@@ -67,6 +67,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         # benchmarks/*.py
         "--repeat",
         "--config",
+        "--reports",
     }
 )
 
