@@ -155,7 +155,9 @@ def test_unknown_scenario_key() -> None:
         """
     )
     problems = problems_of(text)
-    assert problems == [f"{FILE}:4: scenarios[0].wold_size: unknown key; expected one of {SCENARIO_KEYS}"]
+    assert problems == [
+        f"{FILE}:4: scenarios[0].wold_size: unknown key; expected one of {SCENARIO_KEYS}; did you mean 'world_size'?"
+    ]
 
 
 def test_unknown_check_name_as_string_and_as_mapping() -> None:
@@ -1185,3 +1187,22 @@ def test_cuda_version_patterns_load_and_a_pattern_with_an_order_is_refused() -> 
         "c.yaml:2: scenarios[0].checks[0].args.cuda: expected a version requirement like '>=2.6,<2.7', '2.15.0' or '13.*'; "
         "got '>=13.*'"
     ]
+
+
+def test_a_misspelt_check_or_argument_names_the_closest_and_a_far_one_names_none() -> None:
+    text = yaml_text(
+        """
+        scenarios:
+          - topology: in-container
+            world_size: 2
+            checks:
+              - allreduce
+              - {name: collectives, args: {large_mb: 1}}
+              - zzz
+        """
+    )
+    problems = problems_of(text)
+    the_problem(problems, line_of(text, "allreduce"), "scenarios[0].checks[0]", "got 'allreduce'; did you mean 'all_reduce'?")
+    the_problem(problems, line_of(text, "large_mb"), "scenarios[0].checks[1].args.large_mb", "did you mean 'large_mib'?")
+    (far,) = [p for p in problems if "'zzz'" in p]
+    assert "did you mean" not in far, far

@@ -37,12 +37,12 @@ def _argument(spec: ArgSpec, node: yaml.Node, key_path: str, problems: Problems)
 def _check(node: yaml.Node, key_path: str, problems: Problems) -> CheckSpec | None:
     known = ", ".join(CATALOG)
     if isinstance(node, yaml.ScalarNode):
-        name = typed(node, key_path, problems, f"a check name ({known})", lambda v: v in CATALOG)
+        name = typed(node, key_path, problems, f"a check name ({known})", lambda v: v in CATALOG, CATALOG)
         return None if name is None else CheckSpec(name=name)
     fields = mapping(node, key_path, ("name", "args", "required"), ("name",), problems)
     if fields is None or "name" not in fields:
         return None
-    name = typed(fields["name"], f"{key_path}.name", problems, f"a check name ({known})", lambda v: v in CATALOG)
+    name = typed(fields["name"], f"{key_path}.name", problems, f"a check name ({known})", lambda v: v in CATALOG, CATALOG)
     if name is None:
         return None
     required = False

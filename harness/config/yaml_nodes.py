@@ -7,9 +7,10 @@ unquoted ``1000:50`` as the integer 60050 and ``3.10`` as 3.1).
 
 from __future__ import annotations
 
+import difflib
 import re
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import yaml
@@ -189,7 +190,7 @@ def mapping(
             continue
         if key is None or key not in allowed or not isinstance(scalar(key_node), str):
             expected = f"expected one of {', '.join(allowed)}" if allowed else "expected no keys here"
-            problems.add(key_node, child, f"unknown key; {expected}")
+            problems.add(key_node, child, f"unknown key; {expected}{did_you_mean(key, allowed)}")
         elif key in result:
             problems.add(key_node, child, "duplicate key")
         else:
@@ -200,17 +201,28 @@ def mapping(
     return result
 
 
+def did_you_mean(given: object, choices: Iterable[str]) -> str:
+    """'; did you mean 'large_mib'?' for a string close to one of ``choices`` (a misspelt key or name), else ''.
+    difflib's ratio at 0.75 takes one slip in a short word (wold_size, allreduce, large_mb) and nothing far."""
+    if not isinstance(given, str):
+        return ""
+    close = difflib.get_close_matches(given, list(choices), n=1, cutoff=0.75)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
 def typed(
     node: yaml.Node,
     key_path: str,
     problems: Problems,
     expected: str,
     accept: Callable[[Any], bool],
+    choices: Iterable[str] = (),
 ) -> Any:
-    """A scalar's value if ``accept`` takes it; else a problem and None."""
+    """A scalar's value if ``accept`` takes it; else a problem (with the closest of ``choices``, if any is
+    close) and None."""
     value = scalar(node) if isinstance(node, yaml.ScalarNode) else None
     if not isinstance(node, yaml.ScalarNode) or not accept(value):
-        problems.add(node, key_path, f"expected {expected}; got {describe(node)}")
+        problems.add(node, key_path, f"expected {expected}; got {describe(node)}{did_you_mean(value, choices)}")
         return None
     return value
 
