@@ -193,18 +193,24 @@ def _cleanup_one(engine: Engine, args: argparse.Namespace) -> int:
         else:
             decisions = decide(engine.list_managed(), args.older_than, time.time(), socket.gethostname())
         removed_containers = removed_networks = 0
+        # --dry-run: the same decisions, the same lines, in the conditional ("would remove"); nothing removed.
+        verb, keep = ("would remove", "would keep") if args.dry_run else ("removed", "kept")
         for decision in decisions:
             if not decision.remove:
-                print(f"kept run {decision.run_id} ({decision.counts()}): {decision.reason}")
+                print(f"{keep} run {decision.run_id} ({decision.counts()}): {decision.reason}")
                 continue
-            containers, networks = engine.remove_resources(list(decision.resources))
+            if args.dry_run:
+                containers = sum(1 for r in decision.resources if r.kind == "container")
+                networks = len(decision.resources) - containers
+            else:
+                containers, networks = engine.remove_resources(list(decision.resources))
             removed_containers, removed_networks = removed_containers + containers, removed_networks + networks
-            print(f"removed run {decision.run_id} ({containers} container(s), {networks} network(s)): {decision.reason}")
+            print(f"{verb} run {decision.run_id} ({containers} container(s), {networks} network(s)): {decision.reason}")
     except DistvalError as exc:
         print(f"distval: {exc}", file=sys.stderr)
         return exc.exit_code
     kept = sum(1 for d in decisions if not d.remove)
-    print(f"removed {removed_containers} container(s) and {removed_networks} network(s); kept {kept} run(s)")
+    print(f"{verb} {removed_containers} container(s) and {removed_networks} network(s); {keep} {kept} run(s)")
     return 0
 
 
@@ -416,6 +422,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DURATION",
         help="also remove runs whose newest container or network is older than this (e.g. 30m, 2h), "
         "whether their owner runs or not, on any host",
+    )
+    cleanup.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="say which runs would be removed and which kept, and why, without removing anything",
     )
     _add_hosts_options(cleanup, tls=True)
     cleanup.set_defaults(handler=command_cleanup)

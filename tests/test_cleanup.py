@@ -296,3 +296,18 @@ def test_cleanup_usage_errors(argv: list[str], expected: str, capsys: pytest.Cap
 def test_decisions_count_their_resources() -> None:
     decision = RunDecision("r", tuple(resources("r", None)), False, "")
     assert decision.counts() == "1 container(s), 1 network(s)"
+
+
+def test_cleanup_dry_run_says_the_same_decisions_and_removes_nothing(engine: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    me, dead = current_owner(), dead_owner()
+    engine.held = resources("live", me) + resources("dead", dead)
+    assert main(["cleanup", "--dry-run"]) == 0
+    assert remaining() == ["dead", "live"]
+    assert capsys.readouterr().out.splitlines() == [
+        f"would keep run live (1 container(s), 1 network(s)): its owner, pid {me.pid} on {me.host}, is still running; "
+        "--run-id live removes it anyway",
+        f"would remove run dead (1 container(s), 1 network(s)): its owner, pid {dead.pid} on {dead.host}, is gone",
+        "would remove 1 container(s) and 1 network(s); would keep 1 run(s)",
+    ]
+    assert main(["cleanup", "--all", "--dry-run"]) == 0 and remaining() == ["dead", "live"]
+    assert main(["cleanup"]) == 0 and remaining() == ["live"]  # the real one does what the dry run said
