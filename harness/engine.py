@@ -30,6 +30,7 @@ import urllib3.exceptions
 from harness import beside_container, gpu_probe_container, reaper_container
 from harness.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, joined_within, kept_end
 from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
+from harness.engine_advice import advice
 from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from harness.errors import EngineError, ImageMissing
 from harness.hosts import HostSpec
@@ -95,7 +96,7 @@ class Engine:
             self.client = client
             self.client.ping()
         except TRANSPORT_ERRORS as exc:
-            raise EngineError(f"cannot reach the Docker Engine at {self.where}: {_text(exc)}") from None
+            raise EngineError(f"cannot reach the Docker Engine at {self.where}: {_text(exc)}{advice(exc, self.where)}") from None
         self._gpu_lock = threading.Lock()
         self._gpu_support: dict[tuple[str, str], GpuSupport] = {}  # by (image, python)
 

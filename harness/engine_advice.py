@@ -1,0 +1,79 @@
+"""What to do when the Docker Engine cannot be reached: one clause appended to the one-line error (issue 22:
+environment errors say what to do, not only a Python repr).
+
+The advice is chosen from the OS error inside docker-py's exception chain (requests wraps urllib3, which wraps
+the socket's OSError in its arguments), never decides a verdict, and is empty where nothing is known. docker-py
+reads only DOCKER_HOST (docker.from_env), not the Docker CLI's current context: where a context other
+than the default is in use and DOCKER_HOST is unset, the advice says how to hand its address to distval.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+from pathlib import Path
+
+CHAIN_DEPTH_MAX = 8  # how deep the exception chain is searched: docker-py's is 3-4 deep
+CONFIG_BYTES_MAX = 1 << 20  # ~/.docker/config.json read at most this far (it is the user's, but still bounded)
+WITHOUT_DOCKER = "or run without Docker: distval run --host (local processes)"
+
+
+def os_error_in(exc: BaseException) -> OSError | None:
+    """The first OSError in the exception, its arguments, causes and contexts (breadth-first, bounded)."""
+    queue: list[object] = [exc]
+    seen: set[int] = set()
+    for _ in range(CHAIN_DEPTH_MAX * 4):
+        if not queue:
+            return None
+        item = queue.pop(0)
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, OSError) and isinstance(item.errno, int):  # OSError("text", x) puts "text" in errno
+            return item
+        if isinstance(item, BaseException):
+            queue += [*item.args, item.__cause__, item.__context__]
+    return None
+
+
+def current_context(home: Path | None = None) -> str | None:
+    """The Docker CLI's current context when it is not the default one and DOCKER_HOST does not override it."""
+    if os.environ.get("DOCKER_HOST") or os.environ.get("DOCKER_CONTEXT") in ("", "default"):
+        return None
+    named = os.environ.get("DOCKER_CONTEXT")
+    if named:
+        return named
+    config = Path(os.environ.get("DOCKER_CONFIG") or (home or Path.home()) / ".docker") / "config.json"
+    try:
+        with open(config, "rb") as handle:
+            data = json.loads(handle.read(CONFIG_BYTES_MAX))
+    except (OSError, ValueError):
+        return None
+    context = data.get("currentContext") if isinstance(data, dict) else None
+    return context if isinstance(context, str) and context not in ("", "default") else None
+
+
+def advice(exc: BaseException, where: str, home: Path | None = None) -> str:
+    """'; <what to do>' for an Engine that did not answer at ``where``, or '' where nothing useful is known."""
+    context = current_context(home)
+    if context is not None:
+        return (
+            f"; the Docker CLI uses context {context!r}, which docker-py does not read: "
+            f"export DOCKER_HOST=\"$(docker context inspect {context} --format '{{{{.Endpoints.docker.Host}}}}')\""
+        )
+    error = os_error_in(exc)
+    code = error.errno if error is not None else None
+    if code in (errno.ENOENT, errno.ECONNREFUSED) and where.startswith("unix://"):
+        return (
+            "; no Engine listens on that socket: start Docker (sudo systemctl start docker, or sudo service docker "
+            f"start), or set DOCKER_HOST to a running Engine's address, {WITHOUT_DOCKER}"
+        )
+    if code in (errno.EACCES, errno.EPERM):
+        return "; this user may not use the Engine's socket: run as root or as a member of the docker group"
+    if code in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ETIMEDOUT):
+        return (
+            f"; nothing answers at that address: check DOCKER_HOST (or --hosts) and that the Engine listens there, "
+            f"{WITHOUT_DOCKER}"
+        )
+    return ""
