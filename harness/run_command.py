@@ -304,9 +304,9 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             note = sample_image_note(plan, args.image)
             if note is not None:
                 display.log(note)
-            display.log(announce_run(run_id))
             urls = run_hosts([s.hosts for s in plan.scenarios], override)
             if urls:  # several Docker hosts (harness/hosts_runtime.py): an Engine per URL, the images the same on all
+                display.log(announce_run(run_id))
                 if args.keep_on_failure:
                     raise BadInput(
                         "--keep-on-failure keeps the containers of one Docker Engine; it does not work across --hosts yet"
@@ -334,6 +334,9 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
                 execute = covered(engine, hosts=hosts)
             else:
                 engine = engine_for(run_id)
+                # Said once the Engine answered: before that nothing can be created, and a cleanup hint for an
+                # Engine that is not there only misleads.
+                display.log(announce_run(run_id))
                 engine_version = _engine_version(engine)
                 _ensure_images(engine, images_of(plan), display.log)
                 # A stand-in Engine without reapers (the unit tests' FakeEngine) runs without one. The reaper's

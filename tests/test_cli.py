@@ -54,3 +54,15 @@ def test_the_top_level_help_lists_every_declared_exit_code() -> None:
     text = " ".join(build_parser().format_help().split())
     for code, meaning in EXIT_MEANINGS.items():
         assert f"{'128+N' if code == EXIT_INTERRUPTED else code} {meaning}" in text, (code, text)
+
+
+def test_an_unreachable_engine_gets_no_cleanup_hint_and_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing was created, so no `distval cleanup --run-id` line; the error line says what to do instead."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "no-config"))  # no Docker CLI context in play
+    assert main(["run", str(ROOT / "configs" / "default.yaml"), "--image", "distval-fixtures/torch:2.6-debian"]) == 3
+    err = capsys.readouterr().err
+    assert "if distval is killed" not in err and "distval cleanup" not in err, err
+    assert "no Engine listens on that socket: start Docker" in err, err
