@@ -19,6 +19,8 @@ import sys
 import time
 from typing import Dict, List, NamedTuple, Optional
 
+from suite.records import started_at_epoch, stat_fields
+
 FRESH = "fresh"
 STALE = "stale"
 MISSING = "missing"
@@ -241,13 +243,6 @@ def details(result: Survey) -> Dict[str, object]:
 
 
 # -- when this launch started ------------------------------------------------------------------------
-def _stat_fields(pid: int) -> List[str]:
-    with open("/proc/%d/stat" % pid, encoding="ascii", errors="replace") as handle:
-        text = handle.read()
-    # The command name (field 2) is in parentheses and may itself hold spaces or parentheses.
-    return text[text.rindex(")") + 2 :].split()
-
-
 # How a launcher that imports torch before starting the workers shows on its command line.
 LAUNCHER_WORDS = ("torch.distributed.run", "torch.distributed.launch", "torchrun")
 
@@ -259,18 +254,13 @@ def launch_started_at() -> Optional[float]:
     counts as recompiled by this launch). Older ancestors are never taken: a long-lived Python that
     started a launcher-less run (a test runner, a notebook) may predate a torch installed since."""
     try:
-        ticks = os.sysconf("SC_CLK_TCK")
-        with open("/proc/uptime", encoding="ascii") as handle:
-            uptime_s = float(handle.read().split()[0])
-        now = time.time()
-        fields = _stat_fields(os.getpid())
-        started = int(fields[19])  # field 22: starttime, clock ticks after boot
-        parent = int(fields[1])  # field 4: ppid
+        pid = os.getpid()
+        parent = int(stat_fields(pid)[1])  # field 4: ppid
         if parent > 0 and _is_launcher(parent, os.readlink("/proc/self/exe")):
-            started = int(_stat_fields(parent)[19])
+            pid = parent
+        return started_at_epoch(pid)
     except (OSError, ValueError, IndexError):
         return None
-    return now - (uptime_s - started / ticks)
 
 
 def _is_launcher(pid: int, executable: str) -> bool:

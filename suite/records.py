@@ -17,7 +17,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 # A record on stdout: "@distval-record v1 r=<rank> n=<line number> p=<part>/<parts> <JSON text piece>".
 STDOUT_MARKER = "@distval-record"
@@ -32,6 +32,23 @@ ERROR = "error"
 SKIPPED = "skipped"
 
 
+def stat_fields(pid: int) -> List[str]:
+    """/proc/<pid>/stat's fields after the command name (field 3 on): index 1 is the ppid, 19 the start tick."""
+    with open("/proc/%d/stat" % pid, encoding="ascii", errors="replace") as handle:
+        text = handle.read()
+    # The command name (field 2) is in parentheses and may itself hold spaces or parentheses.
+    return text[text.rindex(")") + 2 :].split()
+
+
+def started_at_epoch(pid: int) -> float:
+    """When the kernel started process ``pid``, in seconds since the epoch (10 ms resolution); OSError,
+    ValueError or IndexError where /proc cannot say."""
+    ticks = int(stat_fields(pid)[19])  # field 22: starttime, clock ticks after boot
+    with open("/proc/uptime", encoding="ascii") as handle:
+        uptime_s = float(handle.read().split()[0])
+    return time.time() - (uptime_s - ticks / os.sysconf("SC_CLK_TCK"))
+
+
 def process_started_at() -> float:
     """When the kernel started this process, in seconds since the epoch (10 ms resolution).
 
@@ -43,14 +60,7 @@ def process_started_at() -> float:
     /proc cannot say, the time now (a later start, so an older round is never mistaken for a newer one
     by more than this process's start-up)."""
     try:
-        with open("/proc/self/stat", encoding="ascii", errors="replace") as handle:
-            text = handle.read()
-        with open("/proc/uptime", encoding="ascii") as handle:
-            uptime_s = float(handle.read().split()[0])
-        now = time.time()
-        # The command name (field 2) is in parentheses and may hold spaces or parentheses itself.
-        ticks = int(text[text.rindex(")") + 2 :].split()[19])  # field 22: starttime, clock ticks after boot
-        return round(now - (uptime_s - ticks / os.sysconf("SC_CLK_TCK")), 3)
+        return round(started_at_epoch(os.getpid()), 3)
     except (OSError, ValueError, IndexError):
         return round(time.time(), 3)
 
