@@ -14,8 +14,8 @@ ARG PIP_NO_INDEX=
 ENV PIP_NO_INDEX=${PIP_NO_INDEX} PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
 COPY wheels/ /src/wheels/
 COPY pyproject.toml README.md /src/
-COPY harness /src/harness
-COPY suite /src/suite
+COPY distval /src/distval
+COPY distval_suite /src/distval_suite
 COPY configs /src/configs
 RUN python3 -m pip install --no-cache-dir --find-links /src/wheels /src && rm -rf /src/wheels
 WORKDIR /src

@@ -6,10 +6,10 @@ A) distval: wall time of ``distval run CONFIG --quiet --run-id bench-<i>`` as a 
    the config: in-container 2 ranks and cross-container 2 ranks, the whole gloo suite). The process is
    started with subprocess.Popen and reaped with os.wait4, whose rusage gives the harness's peak resident
    memory (ru_maxrss, KiB on Linux). Its exit code must be 0.
-B) by hand: for each scenario of the same plan (harness.config.load_config + harness.plan.plan_run with run id
+B) by hand: for each scenario of the same plan (distval.config.load_config + distval.plan.model.plan_run with run id
    ``bench-hand-<i>``, so names, hostnames, command lines, env, labels and working dir are exactly distval's):
    ``docker network create --internal``, ``docker network inspect`` (the subnets distval puts in the spec),
-   ``docker create`` per container, ``docker cp -`` of the tar made by harness.runtime.files_archive from the
+   ``docker create`` per container, ``docker cp -`` of the tar made by distval.targets.docker.runtime.files_archive from the
    container's plan, ``docker start``, ``docker wait``, ``docker cp <container>:/distval/results -``
    (every rank must have written its rank-<rank>.jsonl with only passed or skipped records for every check,
    else the benchmark fails loudly), then ``docker rm -f`` and ``docker network rm``. Everything created carries
@@ -57,8 +57,8 @@ from common import (
     verify,
 )
 
-from harness.config import load_config
-from harness.plan import RunPlan, ScenarioPlan, plan_run
+from distval.config import load_config
+from distval.plan.model import RunPlan, ScenarioPlan, plan_run
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 RATIO_TARGET = 1.03  # issue 13

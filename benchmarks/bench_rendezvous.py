@@ -9,12 +9,12 @@ What is measured, in one run:
 
    A) distval: wall time of ``distval run CONFIG --filter <scenario> --quiet --run-id <unique>`` as a
       subprocess; its exit code must be 0.
-   B) by hand: the same plan (harness.config.load_config + harness.plan.plan_run with this sample's run id, so
+   B) by hand: the same plan (distval.config.load_config + distval.plan.model.plan_run with this sample's run id, so
       network, container names, hostnames, env, labels, working dir and command lines are exactly distval's)
       launched with the docker CLI: ``docker network create --internal`` (the plan's network name and labels),
       ``docker network inspect`` (the subnets, the one placeholder these static scenarios hold: they address
       node 0 by name, so there is no node 0 address to learn; the benchmark checks that), ``docker create`` per
-      container, ``docker cp -`` of the container's planned files (harness.runtime.files_archive), ``docker
+      container, ``docker cp -`` of the container's planned files (distval.targets.docker.runtime.files_archive), ``docker
       start`` of all in distval's order, ``docker wait`` of all (every exit code must be 0), ``docker cp
       <container>:/distval/results -`` (every rank must have written records, all ``passed``, for env, launch,
       all_reduce and store), then ``docker rm -f``
@@ -92,12 +92,12 @@ from common import (
     verify,
 )
 
-from harness.config import Config, load_config
-from harness.docker_spec import ContainerOptions
-from harness.labels import LABEL_MANAGED, LABEL_RUN
-from harness.placeholders import placeholders_in
-from harness.plan import ScenarioPlan, plan_run
-from harness.run_command import default_jobs
+from distval.cli.run import default_jobs
+from distval.config import Config, load_config
+from distval.labels import LABEL_MANAGED, LABEL_RUN
+from distval.plan.model import ScenarioPlan, plan_run
+from distval.plan.placeholders import placeholders_in
+from distval.plan.specs import ContainerOptions
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "rendezvous.yaml"
 LAYOUT_SCENARIOS = ("torchrun.static.n2.p1", "torchrun.static.n4.p1", "torchrun.static.n8.p1", "torchrun.static.n4.p2")
@@ -551,7 +551,7 @@ def main(argv: list[str] | None = None) -> int:
     default_j = default_jobs()  # the same function distval asks
     if help_jobs is not None and help_jobs != default_j:
         raise BenchError(
-            f"`distval run --help` says the default --jobs is {help_jobs}, harness.run_command.default_jobs() says {default_j}"
+            f"`distval run --help` says the default --jobs is {help_jobs}, distval.cli.run.default_jobs() says {default_j}"
         )
 
     plan0 = plan_run(config, f"{prefix}-plan")

@@ -7,15 +7,15 @@ runs on a warmer Engine):
 A) distval: wall time of ``distval run CONFIG --image IMAGE --quiet --run-id bench-suite-<i>`` as a
    subprocess. This runs every scenario of the config (default: in-container 2 ranks and cross-container
    2 ranks, the whole gloo suite). Its exit code must be 0.
-B) the floor: the same plan (harness.config.load_config + harness.plan.plan_run with run id
+B) the floor: the same plan (distval.config.load_config + distval.plan.model.plan_run with run id
    ``bench-floor-<i>`` and the same image, so network, container names, hostnames, env, labels, working dir
    and torch.distributed.run command line are exactly distval's), except that the trailing
-   ``-m suite.main /distval/spec.json`` of each command line is replaced by ``/distval/init_only.py``, a
+   ``-m distval_suite.main /distval/spec.json`` of each command line is replaced by ``/distval/init_only.py``, a
    script that only initializes the process group (gloo, env://), destroys it and exits. It is launched by
    hand with the docker CLI, one scenario after the other like distval does: ``docker network create
    --internal``, ``docker network inspect`` (the subnets distval puts in the spec), ``docker create`` per
    container (only the plan's env is added, so the image's own env, such as USE_LIBUV, is kept), ``docker
-   cp -`` of a tar holding the container's planned files (harness.runtime.files_archive) plus init_only.py,
+   cp -`` of a tar holding the container's planned files (distval.targets.docker.runtime.files_archive) plus init_only.py,
    ``docker start`` (in distval's order), ``docker wait`` (every exit code must be 0), ``docker rm -f`` and
    ``docker network rm``. Everything created carries ``distval.managed=true`` and
    ``distval.run=bench-floor-<i>`` and is removed in ``finally``; leftovers of this benchmark's run ids
@@ -28,7 +28,7 @@ distval run's time went: each check's median duration from its JSON report, per 
 the scenario (containers, torchrun, imports, teardown) as 'outside the checks'.
 
 Before timing, every fixture image must be present and current (its recipe label equal to the recipe in
-harness.fixtures): otherwise ``distval run`` would rebuild it inside the timed run, so the benchmark stops
+distval.fixtures): otherwise ``distval run`` would rebuild it inside the timed run, so the benchmark stops
 and says which ``distval fixtures build`` to run. Nothing is ever pulled.
 
 Run from the repository root, with the project installed (``pip install -e .``)::
@@ -68,9 +68,9 @@ from common import (
     sweep,
 )
 
-from harness.config import Config, load_config
-from harness.plan import CONTAINER_ROOT, SPEC_PATH, ContainerPlan, RunPlan, ScenarioPlan, plan_run
-from harness.tarball import File, build_tar, read_entries
+from distval.config import Config, load_config
+from distval.plan.model import CONTAINER_ROOT, SPEC_PATH, ContainerPlan, RunPlan, ScenarioPlan, plan_run
+from distval.tarball import File, build_tar, read_entries
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 DEFAULT_IMAGES = (
@@ -84,7 +84,7 @@ DISTVAL_RUN_ID = "bench-suite-{i}"
 FLOOR_RUN_ID = "bench-floor-{i}"
 
 # What the plan's launcher ends with, and what the floor puts there instead.
-SUITE_ENTRY = ("-m", "suite.main", SPEC_PATH)
+SUITE_ENTRY = ("-m", "distval_suite.main", SPEC_PATH)
 INIT_ONLY_PATH = f"{CONTAINER_ROOT}/init_only.py"
 # Runs inside the image under test (Python >= 3.9, torch >= 1.13): keep it plain.
 INIT_ONLY_SCRIPT = '''\

@@ -17,13 +17,13 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.docker_spec import ContainerOptions, ContainerPlan, NetworkPlan
-from harness.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
-from harness.labels import LABEL_MANAGED, LABEL_RUN
-from harness.placeholders import placeholders_in, resolve
-from harness.plan import ScenarioPlan, StartContainer
-from harness.runtime import files_archive
-from harness.tarball import regular_files
+from distval.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
+from distval.labels import LABEL_MANAGED, LABEL_RUN
+from distval.plan.model import ScenarioPlan, StartContainer
+from distval.plan.placeholders import placeholders_in, resolve
+from distval.plan.specs import ContainerOptions, ContainerPlan, NetworkPlan
+from distval.tarball import regular_files
+from distval.targets.docker.runtime import files_archive
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DOCKER_CALL_TIMEOUT_S = 120.0
@@ -110,7 +110,7 @@ def network_create_args(network: NetworkPlan, run_id: str) -> list[str]:
 
 
 def create_args(sp: ScenarioPlan, cp: ContainerPlan, run_id: str, argv: Sequence[str] | None = None) -> list[str]:
-    """``docker create`` arguments equal to what harness.engine.Engine.create_container asks of the Engine
+    """``docker create`` arguments equal to what distval.targets.docker.engine.Engine.create_container asks of the Engine
     (``cp`` resolved: see ``resolved_containers``), running ``argv`` instead of the plan's command line where
     given (bench_suite's floor).
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import docker
 
-from harness.labels import LABEL_MANAGED, LABEL_RUN
+from distval.labels import LABEL_MANAGED, LABEL_RUN
 
 IMAGES = ("distval-fixtures/torch:1.13-debian", "distval-fixtures/torch:2.6-debian", "distval-fixtures/torch:2.15-pypi")
 ITERATIONS = 40

@@ -2,7 +2,7 @@
 
 ``distval cleanup`` and the per-scenario cleanup find what to remove by these labels alone. The owner
 labels are added by the Engine when it creates a resource (``Engine._labels``), not by the planner: they
-name the process that runs (harness/owner.py), which a plan does not know.
+name the process that runs (distval/owner.py), which a plan does not know.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ LABEL_OWNER_STARTED = "distval.owner.started"  # its start time ("<boot id>:<pid
 # The machine it ran on (/etc/machine-id, else a random id kept under distval's cache directory): a host name
 # alone does not tell two CI runners sharing one Engine apart.
 LABEL_OWNER_MACHINE = "distval.owner.machine"
-LABEL_ROLE = "distval.role"  # "reaper" on a run's reaper container (harness/reaper.py); empty elsewhere
+LABEL_ROLE = "distval.role"  # "reaper" on a run's reaper container (distval/targets/docker/reaper.py); empty elsewhere
 
 # Every label distval reads. The Engine gives each of them a value on every resource it creates (empty where
 # the caller gave none): a container inherits its image's LABELs, so an image under test with

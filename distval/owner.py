@@ -1,6 +1,6 @@
 """Which process owns a run's containers and networks, and whether that process still lives.
 
-Every resource carries its owner as four labels (harness.labels): the machine id, the host name, the pid and
+Every resource carries its owner as four labels (distval.labels): the machine id, the host name, the pid and
 the process's start time. The machine id (``/etc/machine-id``, else a random id distval keeps in its cache
 directory) tells two machines with one host name apart (CI runners sharing an Engine): a process of another
 machine cannot be checked from here, whatever its host name. Labels of a distval before the machine id are
@@ -25,7 +25,7 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from harness.labels import LABEL_OWNER_HOST, LABEL_OWNER_MACHINE, LABEL_OWNER_PID, LABEL_OWNER_STARTED
+from distval.labels import LABEL_OWNER_HOST, LABEL_OWNER_MACHINE, LABEL_OWNER_PID, LABEL_OWNER_STARTED
 
 UNKNOWN = "unknown"
 _BOOT_ID = "/proc/sys/kernel/random/boot_id"

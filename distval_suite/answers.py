@@ -2,7 +2,7 @@
 
 Standard library only: tests/test_suite_answers.py evaluates them over Python ints and proves, for every
 world size 2..8, that each operation's answer differs from every other operation's and from every single
-rank's buffer. suite/collectives.py evaluates the same formulas with ``index`` an int64 tensor (every
+rank's buffer. distval_suite/collectives.py evaluates the same formulas with ``index`` an int64 tensor (every
 formula uses only ``+ * % == **`` so that both work), so what runs is what was proved.
 
 Why these values:

@@ -22,7 +22,7 @@ rank. Sizes and bandwidths follow nccl-tests (PERFORMANCE.md):
 
 Every call's result is compared with its known answer (values that change with the iteration, so a
 stale buffer shows): wrong data fails the operation's testcase. An operation is skipped only when
-suite/support.py says this backend and torch version may lack it and a capability probe (one call on one
+distval_suite/support.py says this backend and torch version may lack it and a capability probe (one call on one
 element, before any timed call) raised on every rank; any other exception is an error.
 ``min_busbw_gbps`` (one number, or size -> number) fails an operation whose busbw at a size is below it,
 with the numbers in the message.
@@ -38,10 +38,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from suite.core import Context, check
-from suite.devices import backend_family
-from suite.records import ERROR, FAILED, PASSED, SKIPPED
-from suite.support import ABSENT, MUST, probe_verdict, support
+from distval_suite.core import Context, check
+from distval_suite.devices import backend_family
+from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED
+from distval_suite.support import ABSENT, MUST, probe_verdict, support
 
 KIB = 1024
 DEFAULT_SIZES = tuple(4 * KIB * 4**i for i in range(8))  # 4 KiB, 16 KiB, ..., 64 MiB
@@ -191,7 +191,7 @@ def _synchronize(device: torch.device) -> None:
 
 
 def _probe(ctx: Context, operation: str) -> Tuple[str, str]:
-    """suite/support.py's verdict for ``operation`` here: ("run", "") when it must work (no probe) or its
+    """distval_suite/support.py's verdict for ``operation`` here: ("run", "") when it must work (no probe) or its
     capability probe (one call on one element per rank, before any timed call) returned on every rank;
     ("skip", why) when the version gate says it is absent (no call), or the table says it may be missing
     and the probe raised on every rank; ("error", why)

@@ -4,7 +4,7 @@ A timestamp-based .pyc (PEP 552, flags 0) holds its source's mtime and size; whe
 changes the sources' mtimes afterwards (mmdebstrap's or BuildKit's mtime clamping, SOURCE_DATE_EPOCH,
 ``touch``, a COPY of a venv) or drops __pycache__, every .pyc is stale or missing and Python compiles
 every module again on import: measured on torch 2.15, ``import torch`` 9.9 s instead of 2.4 s, in every
-fresh container, on every rank of a job. suite.image runs this on torch's package; everything that
+fresh container, on every rank of a job. distval_suite.image runs this on torch's package; everything that
 reads headers and decides lives here, so it is unit-tested on the host without torch.
 
 Only the 16-byte header of each .pyc is read (and, for a checked hash-based .pyc, its source), so
@@ -19,7 +19,7 @@ import sys
 import time
 from typing import Dict, List, NamedTuple, Optional
 
-from suite.records import started_at_epoch, stat_fields
+from distval_suite.records import started_at_epoch, stat_fields
 
 FRESH = "fresh"
 STALE = "stale"

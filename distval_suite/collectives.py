@@ -6,11 +6,11 @@ NCCL) at 7 elements and at ``large_mib`` MiB (16 by default: past gloo's segment
 elements in every dtype; one element more, so that the count is odd), in the call forms training code
 uses: in place, asynchronous (``async_op=True``, checked after ``wait()``) and on a view at storage
 offset 1 inside a larger buffer (the elements around it must stay untouched); rooted operations
-(broadcast, reduce, gather, scatter) from every root. The inputs and answers come from suite/answers.py,
+(broadcast, reduce, gather, scatter) from every root. The inputs and answers come from distval_suite/answers.py,
 which a host test proves tell every reduce op, root and rank's buffer apart; every value is a small
 integer, exact in every dtype, so answers are compared exactly (AVG under NCCL within a tolerance).
 
-A skip comes only from suite/support.py: an operation or dtype the table says this backend and torch
+A skip comes only from distval_suite/support.py: an operation or dtype the table says this backend and torch
 version may lack gets a capability probe (a call on a few elements, before the real ones) and is
 skipped when the probe raises on every rank; any other exception is an error, whatever its words.
 Variants skipped beside variants that ran make the part skipped (partially), never passed. With
@@ -29,17 +29,17 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from suite import answers
-from suite.core import CheckFailed, CheckOutcome, Context, check, require_world
-from suite.devices import backend_family, is_nccl
-from suite.records import ERROR, FAILED, PASSED, SKIPPED
-from suite.support import ABSENT, MUST, UNDEFINED, probe_verdict, support
-from suite.tally import summarize_runs
+from distval_suite import answers
+from distval_suite.core import CheckFailed, CheckOutcome, Context, check, require_world
+from distval_suite.devices import backend_family, is_nccl
+from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED
+from distval_suite.support import ABSENT, MUST, UNDEFINED, probe_verdict, support
+from distval_suite.tally import summarize_runs
 
 DTYPES = (torch.float32, torch.float64, torch.int64, torch.bfloat16)
 SMALL_NUMEL = 7
 DEFAULT_LARGE_MIB = 16
-# What no formula in suite/answers.py produces (they are all positive): output buffers start as it, and
+# What no formula in distval_suite/answers.py produces (they are all positive): output buffers start as it, and
 # the elements around a view must still hold it after the call.
 GUARD = -7
 IN_PLACE, ASYNC, VIEW = "in place", "async", "view at offset 1"
@@ -109,7 +109,7 @@ def _values(
 
 
 def _tensor(v: Variant, formula: Callable[..., Any], *params: Any) -> torch.Tensor:
-    """A formula of suite/answers.py, the element index appended to ``params``, as a fresh tensor of the
+    """A formula of distval_suite/answers.py, the element index appended to ``params``, as a fresh tensor of the
     variant's size, dtype and device (a copy: collectives write into their inputs)."""
     return _values(formula, params, v.numel, v.dtype, v.device).clone()
 
@@ -431,7 +431,7 @@ def _exception_text(exc: BaseException) -> str:
 
 def _classify(exc: BaseException) -> Tuple[str, str]:
     """An exception is an error; numpy missing (the object collectives' documented need) is the image's
-    defect, a failure. Never a skip: skips come from suite/support.py's probes only."""
+    defect, a failure. Never a skip: skips come from distval_suite/support.py's probes only."""
     text = _exception_text(exc)
     if NUMPY_MISSING.search(str(exc)):
         return FAILED, ("numpy is missing from the image: torch's object collectives need it on the receiving ranks (%s)" % text)
@@ -449,7 +449,7 @@ def _absent(part: str) -> Optional[str]:
 
 def _probe(ctx: Context, part: str, spec: Spec, dtype: torch.dtype, rank: int, world: int) -> Tuple[str, str]:
     """("run", "") when this (operation, dtype) must work here or its capability probe passed on every
-    rank; ("skip", why) when suite/support.py's version gate says it is absent (no call), or lists it as
+    rank; ("skip", why) when distval_suite/support.py's version gate says it is absent (no call), or lists it as
     possibly missing and the probe, one call on MIN_NUMEL elements before the real ones, raised on every
     rank; ("error", why) when the ranks disagree.
     The probe's words are reported, never read: any exception in it counts the same."""
@@ -507,7 +507,7 @@ def check_collectives(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             verdict, why = _probe(ctx, part, spec, dtype, rank, world)
             dtype_name = str(dtype).replace("torch.", "")
             if verdict == "undefined":
-                continue  # no torch defines it (suite/support.py): not a variant, not a skip
+                continue  # no torch defines it (distval_suite/support.py): not a variant, not a skip
             if verdict == "skip":
                 skipped.append("%s (%s)" % (dtype_name, why))
                 continue

@@ -18,10 +18,10 @@ from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 import torch
 import torch.distributed as dist
 
-from suite.devices import device_kind, is_nccl, local_device_index, no_device_reason
-from suite.network import parse_subnets, select_socket_interfaces
-from suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
-from suite.watchdog import Watchdog
+from distval_suite.devices import device_kind, is_nccl, local_device_index, no_device_reason
+from distval_suite.network import parse_subnets, select_socket_interfaces
+from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
+from distval_suite.watchdog import Watchdog
 
 T = TypeVar("T")
 
@@ -136,7 +136,7 @@ class Context:
         self.watchdog.step(self.current_case, variant)
 
     def still_running(self) -> None:
-        """Raise Abandoned in the thread of a check this rank has given up on (see suite.main)."""
+        """Raise Abandoned in the thread of a check this rank has given up on (see distval_suite.main)."""
         if threading.current_thread() in self.abandoned_threads:
             raise Abandoned()
 
@@ -246,7 +246,7 @@ class Context:
 
     def publish_outcome(self, status: str, message: str) -> None:
         """Tell the other ranks how this check ended here (a rank still inside it stops waiting for
-        this one: see suite.main)."""
+        this one: see distval_suite.main)."""
 
         def publish(store: Any) -> None:
             _publish(store, self._key("outcome", self.rank), json.dumps({"status": status, "message": message[:500]}))
@@ -287,7 +287,7 @@ class Context:
     def _drop_group(self) -> None:
         # What the failed check left in reference cycles (a DDP model holding the group) goes first, so
         # that the old group is not kept alive beside the fresh one. (It does not unblock a peer stuck in
-        # the old group's collective: measured on 2.6, gloo keeps the connections; see suite.main.)
+        # the old group's collective: measured on 2.6, gloo keeps the connections; see distval_suite.main.)
         gc.collect()
         if dist.is_available() and dist.is_initialized():
             dist.destroy_process_group()

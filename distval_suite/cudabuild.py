@@ -1,6 +1,6 @@
 """The verdict of ``cuda_build`` from facts gathered inside the image: standard library only.
 
-suite.image gathers the facts with torch and importlib.metadata; everything that decides pass or
+distval_suite.image gathers the facts with torch and importlib.metadata; everything that decides pass or
 fail lives here, so it is unit-tested on the host. The defects it is for are real releases: a
 "CUDA" nightly that held a CPU build (pytorch#125879), cuDNN and NCCL libraries that disagree with
 what torch was built against or requires (pytorch#122571, #150049).
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 
-from suite.requirements import Requirement, applicable, normalize, specifier_matches
-from suite.versions import version_matches, version_tuple
+from distval_suite.requirements import Requirement, applicable, normalize, specifier_matches
+from distval_suite.versions import version_matches, version_tuple
 
 # torch's own requirements that are CUDA libraries (nvidia-nccl-cu13, nvidia-cudnn-cu13, ...), and the
 # meta-packages that pull them in through extras (torch 2.15: cuda-toolkit[cublas,cudart,...]==13.2.2).
@@ -78,7 +78,7 @@ class Verdict(NamedTuple):
 
 
 def assess(facts: Dict[str, Any], args: Dict[str, Any]) -> Verdict:
-    """Pass or fail the image's CUDA build identity from ``facts`` (see suite.image.cuda_facts)."""
+    """Pass or fail the image's CUDA build identity from ``facts`` (see distval_suite.image.cuda_facts)."""
     problems: List[str] = []
     passed: List[str] = []
     skipped: List[str] = []

@@ -16,7 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
-from suite.core import CheckFailed, CheckOutcome, Context, check, require_world
+from distval_suite.core import CheckFailed, CheckOutcome, Context, check, require_world
 
 
 def _gather_flat(ctx: Context, label: str, tensor: torch.Tensor) -> List[torch.Tensor]:

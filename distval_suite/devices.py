@@ -1,6 +1,6 @@
 """Which device a rank's tensors live on, which backends need one, and when a missing device is a skip.
 
-Standard library only (unit-tested on the host without torch); suite.core applies it with torch.
+Standard library only (unit-tested on the host without torch); distval_suite.core applies it with torch.
 """
 
 from __future__ import annotations

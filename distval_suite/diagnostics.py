@@ -1,4 +1,4 @@
-"""What a rank leaves behind for the harness to diagnose a hang or a crash (harness/diagnosis.py reads it).
+"""What a rank leaves behind for the harness to diagnose a hang or a crash (distval/results/diagnosis.py reads it).
 
 - Python stacks on SIGUSR1: ``faulthandler`` prints every thread's stack into ``stacks-rank-N.txt`` in
   the results directory. faulthandler writes from its C signal handler, so it prints a rank whose main

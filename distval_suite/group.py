@@ -12,9 +12,9 @@ from typing import Any, Dict, List
 import torch
 import torch.distributed as dist
 
-from suite.core import CheckFailed, CheckOutcome, Context, Skip, check, require_torch, require_world, torch_version
-from suite.devices import is_nccl
-from suite.records import FAILED
+from distval_suite.core import CheckFailed, CheckOutcome, Context, Skip, check, require_torch, require_world, torch_version
+from distval_suite.devices import is_nccl
+from distval_suite.records import FAILED
 
 TIMEOUT_WORDS = re.compile(r"(?i)timed? ?out|timing out|timeout|deadline")
 # Read by ProcessGroupNCCL when a group is created (the old spelling before torch 2.2): with it, a

@@ -1,5 +1,5 @@
 """What the harness learns on one Docker host before a scenario across several hosts: run in a short container
-with host networking (``python3 -m suite.host_probe TOWARD PORTS``), it prints one JSON line with
+with host networking (``python3 -m distval_suite.host_probe TOWARD PORTS``), it prints one JSON line with
 
 - ``address``: this host's source address on the route toward TOWARD (a name or an address: the other hosts'
   rendezvous point, or TOWARD itself when it is one of this host's addresses);
@@ -15,7 +15,7 @@ import socket
 import sys
 from typing import Dict, List
 
-from suite.network import ipv4_addresses
+from distval_suite.network import ipv4_addresses
 
 
 def source_address(toward: str) -> str:

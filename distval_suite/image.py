@@ -1,7 +1,7 @@
 """Checks of the image itself, before any process group: env, identity, cuda_build, bytecode.
 
-cuda_build gathers facts here with torch; suite.cudabuild (torch-free) decides. bytecode surveys
-torch's package directory with suite.bytecode (torch-free).
+cuda_build gathers facts here with torch; distval_suite.cudabuild (torch-free) decides. bytecode surveys
+torch's package directory with distval_suite.bytecode (torch-free).
 """
 
 from __future__ import annotations
@@ -14,12 +14,20 @@ from typing import Any, Callable, Dict, List, Optional
 import torch
 import torch.distributed as dist
 
-from suite import bytecode
-from suite.core import CheckFailed, CheckOutcome, Context, Skip, backend_unknown_reason, check
-from suite.cudabuild import CUDA_PREFIXES, assess, cuda_requirements, cuda_version_text, cudnn_version_text, find_package, summary
-from suite.devices import backend_family
-from suite.requirements import marker_environment, normalize
-from suite.versions import version_matches
+from distval_suite import bytecode
+from distval_suite.core import CheckFailed, CheckOutcome, Context, Skip, backend_unknown_reason, check
+from distval_suite.cudabuild import (
+    CUDA_PREFIXES,
+    assess,
+    cuda_requirements,
+    cuda_version_text,
+    cudnn_version_text,
+    find_package,
+    summary,
+)
+from distval_suite.devices import backend_family
+from distval_suite.requirements import marker_environment, normalize
+from distval_suite.versions import version_matches
 
 
 def _backend_availability() -> Dict[str, bool]:

@@ -8,7 +8,7 @@ from typing import Any, Dict, List
 
 import torch.distributed as dist
 
-from suite.core import CheckFailed, CheckOutcome, Context, check, torch_version
+from distval_suite.core import CheckFailed, CheckOutcome, Context, check, torch_version
 
 LAUNCH_VARIABLES = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK")
 

@@ -1,4 +1,4 @@
-"""Entry point of one rank: ``python -m suite.main SPEC_JSON``.
+"""Entry point of one rank: ``python -m distval_suite.main SPEC_JSON``.
 
 Runs every check of the scenario in this one process (torch is imported once per rank), each
 isolated: an exception in one check is that check's error and the next check runs. Checks that
@@ -16,19 +16,19 @@ import time
 import traceback
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from suite import diagnostics
-from suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
+from distval_suite import diagnostics
+from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
 
 # The modules holding the checks, one concern each.
 CHECK_MODULES = (
-    "suite.image",
-    "suite.launch",
-    "suite.collectives",
-    "suite.ddp",
-    "suite.store",
-    "suite.group",
-    "suite.bandwidth",
-    "suite.steady",
+    "distval_suite.image",
+    "distval_suite.launch",
+    "distval_suite.collectives",
+    "distval_suite.ddp",
+    "distval_suite.store",
+    "distval_suite.group",
+    "distval_suite.bandwidth",
+    "distval_suite.steady",
 )
 
 
@@ -37,13 +37,13 @@ def _ordered(entries: List[Dict[str, Any]], run_last: Tuple[str, ...]) -> List[D
 
 
 def run(spec: Dict[str, Any]) -> int:
-    # First, before torch: stacks on SIGUSR1 and the flight-recorder thread (harness/diagnosis.py).
+    # First, before torch: stacks on SIGUSR1 and the flight-recorder thread (distval/results/diagnosis.py).
     diagnostics.install(spec["results_dir"], int(os.environ["RANK"]))
     writer = RecordWriter(spec["results_dir"], int(os.environ["RANK"]), spec.get("stdout_records"))
     import torch.distributed as dist
 
-    from suite.core import CHECKS, RUN_LAST, Context
-    from suite.watchdog import Watchdog
+    from distval_suite.core import CHECKS, RUN_LAST, Context
+    from distval_suite.watchdog import Watchdog
 
     for module in CHECK_MODULES:
         importlib.import_module(module)  # each registers its checks in core.CHECKS on import
@@ -87,7 +87,7 @@ def _run_in_thread(ctx: Any, function: Callable[..., Any], entry: Dict[str, Any]
     result: List[Tuple[Optional[str], str, Dict[str, Any]]] = []
 
     def target() -> None:
-        from suite.core import Abandoned
+        from distval_suite.core import Abandoned
 
         try:
             ctx.adopt_thread()
@@ -119,7 +119,7 @@ def _run_in_thread(ctx: Any, function: Callable[..., Any], entry: Dict[str, Any]
 
 def _run_one(ctx: Any, function: Callable[..., Any], entry: Dict[str, Any]) -> Tuple[Optional[str], str, Dict[str, Any]]:
     """The check's own result (status, message, details), or status None when it reported its parts."""
-    from suite.core import CheckFailed, ProcessGroupUnavailable, Skip
+    from distval_suite.core import CheckFailed, ProcessGroupUnavailable, Skip
 
     try:
         outcome = function(ctx, entry.get("args", {}))
@@ -177,7 +177,7 @@ def _agree(ctx: Any, name: str, status: str, message: str) -> None:
 
 def main(argv: List[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m suite.main SPEC_JSON", file=sys.stderr)
+        print("usage: python -m distval_suite.main SPEC_JSON", file=sys.stderr)
         return 2
     with open(argv[1], encoding="utf-8") as handle:
         spec = json.load(handle)

@@ -6,7 +6,7 @@ it belongs to (``check``, as listed in the scenario) and its testcase (``case``:
 ``<check>.<part>`` for checks that report several results, like ``collectives.broadcast``).
 
 Where no harness copies files out (a Kubernetes pod), the spec's ``stdout_records`` turns on a copy of
-every record on stdout, as ``@distval-record`` lines that harness/kube_collect.py reads back from pod logs.
+every record on stdout, as ``@distval-record`` lines that distval/targets/kubernetes/collect.py reads back from pod logs.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def started_at_epoch(pid: int) -> float:
 def process_started_at() -> float:
     """When the kernel started this process, in seconds since the epoch (10 ms resolution).
 
-    The harness orders a container's attempts by it (harness/diagnosis.py: a process that started after
+    The harness orders a container's attempts by it (distval/results/diagnosis.py: a process that started after
     another one's last record is of a later round). It must be the spawn, not the moment this code runs:
     torchrun spawns a round's workers within milliseconds, but one of them may import torch, run checks
     that need no peer (env, a version-gated skip) and write its last record before a slower sibling got
@@ -74,7 +74,7 @@ class RecordWriter:
         self._lock = threading.Lock()  # the watchdog thread writes too
         self.worst = PASSED
         # torchrun's restart count: a restarted job appends its records to the same file, and the harness
-        # keeps the last attempt's only (harness/diagnosis.py).
+        # keeps the last attempt's only (distval/results/diagnosis.py).
         self.attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)
         # The count is per agent, not per job: an agent whose own workers did not fail restarts them for the
         # new rendezvous without counting (measured on torch 2.6 and 2.15). This process's start tells

@@ -15,7 +15,7 @@ import re
 import sys
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
-from suite.versions import version_matches
+from distval_suite.versions import version_matches
 
 
 class Requirement(NamedTuple):

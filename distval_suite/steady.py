@@ -3,9 +3,9 @@ for ``duration_s``: the workload a fault lands in) and ``allocate`` (one rank ta
 container may have: the oom fault's check).
 
 A fault makes a collective raise on the surviving ranks; the harness judges that error's text and time
-(harness/expectations.py), so collective_loop writes its record the moment the collective raised (the
+(distval/checks/expectations.py), so collective_loop writes its record the moment the collective raised (the
 record's ``ended_at`` is the failure time) and then stays in the check for the group timeout: a rank
-that leaves a check failed makes the others give up on it 5 s later (suite/main.py's cut-off), which
+that leaves a check failed makes the others give up on it 5 s later (distval_suite/main.py's cut-off), which
 would hide the error the image's torch itself raises.
 """
 
@@ -18,8 +18,8 @@ from typing import Any, Dict, List
 import torch
 import torch.distributed as dist
 
-from suite.core import CheckOutcome, Context, check
-from suite.records import ERROR, FAILED, PASSED
+from distval_suite.core import CheckOutcome, Context, check
+from distval_suite.records import ERROR, FAILED, PASSED
 
 DEFAULT_DURATION_S = 30.0
 DEFAULT_NUMEL = 1024

@@ -7,7 +7,7 @@ from typing import Any, Dict
 
 import torch.distributed as dist
 
-from suite.core import CheckFailed, CheckOutcome, Context, check
+from distval_suite.core import CheckFailed, CheckOutcome, Context, check
 
 
 @check("store")

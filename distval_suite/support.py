@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Dict, Optional, Tuple
 
-from suite.versions import version_tuple
+from distval_suite.versions import version_tuple
 
 ANY = "*"
 MUST, PROBE, ABSENT, UNDEFINED = "must", "probe", "absent", "undefined"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Tuple
 
-from suite.records import ERROR, FAILED, PASSED, SKIPPED
+from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED
 
 
 def summarize_runs(runs: int, failures: List[str], errors: List[str], skipped: List[str], repeat: int) -> Tuple[str, str]:

@@ -1,6 +1,6 @@
 """Version requirements as scenarios state them (``>=2.6,<2.7``, ``2.6``, ``13.*``): torch-free.
 
-The harness validates the same strings on the host (harness.config) and the suite evaluates them
+The harness validates the same strings on the host (distval.config) and the suite evaluates them
 inside the image, so this module imports only the standard library and is unit-tested on the host.
 """
 
@@ -58,7 +58,7 @@ def parse_specifier(specifier: str) -> List[Tuple[str, Tuple[int, ...]]]:
 
 
 def readable(specifier: str) -> bool:
-    """Whether version_matches can read ``specifier``: harness.config can validate a scenario's version
+    """Whether version_matches can read ``specifier``: distval.config can validate a scenario's version
     arguments with this, so the host accepts exactly what the suite evaluates (``13.*`` included)."""
     try:
         parse_specifier(specifier)

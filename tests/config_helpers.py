@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from harness.config import parse_config
-from harness.errors import ConfigError
+from distval.config import parse_config
+from distval.errors import ConfigError
 
 FILE = "scen.yaml"
 

@@ -14,10 +14,10 @@ from typing import NoReturn
 
 import pytest
 
-from harness.config import load_config
-from harness.errors import DistvalError
-from harness.fixtures import FIXTURES
-from harness.plan import images_of, plan_run
+from distval.config import load_config
+from distval.errors import DistvalError
+from distval.fixtures import FIXTURES
+from distval.plan.model import images_of, plan_run
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = str(ROOT / "configs" / "default.yaml")
@@ -115,7 +115,7 @@ class FixtureUnavailable(Exception):
 class FixtureImages:
     """Builds each requested fixture image (with its parents) when missing or stale, once per session.
 
-    ``build`` is ``harness.fixtures.build_fixtures`` bound to an Engine. Requests are serialised: two
+    ``build`` is ``distval.fixtures.build_fixtures`` bound to an Engine. Requests are serialised: two
     builds at once would only compete for the same CPUs and download the same files. A tag that failed
     to build fails again at once, with the first reason, instead of retrying for every test.
     """
@@ -127,7 +127,7 @@ class FixtureImages:
 
     def __call__(self, tag: str) -> str:
         if tag not in FIXTURES:
-            raise ValueError(f"{tag} is not a fixture image (harness.fixtures.FIXTURES)")
+            raise ValueError(f"{tag} is not a fixture image (distval.fixtures.FIXTURES)")
         with self._lock:
             if tag not in self._problems:
                 try:

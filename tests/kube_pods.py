@@ -1,7 +1,7 @@
 """An exported scenario's pods run as Docker containers, as a cluster would run them (no cluster here).
 
 ``pods_plan`` reads the manifests ``distval export kubernetes`` wrote (Indexed Job layout) and makes the
-ScenarioPlan that harness/runtime.py executes against the real Engine: one container per pod with the pod
+ScenarioPlan that distval/targets/docker/runtime.py executes against the real Engine: one container per pod with the pod
 template's command, environment (the completion index filled in where the downward API gives it), the
 ConfigMap's files at their mount paths, emptyDirs as directories, and the pod's DNS name
 ``<job>-<index>.<service>`` as its container name (Docker's DNS resolves it on the network; the hostname is
@@ -20,14 +20,14 @@ from typing import Any
 
 import yaml
 
-from harness.docker_spec import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan
-from harness.events import NoEvents
-from harness.kube_export import COMPLETION_INDEX, GPU_RESOURCE
-from harness.kube_origin import origin_from_data
-from harness.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
-from harness.plan import CreateContainer, CreateNetwork, LearnSubnets, ScenarioPlan, StartContainer, Step
-from harness.results import ScenarioOutcome
-from harness.runtime import run_scenario
+from distval.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
+from distval.plan.model import CreateContainer, CreateNetwork, LearnSubnets, ScenarioPlan, StartContainer, Step
+from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan
+from distval.results.scenario import ScenarioOutcome
+from distval.run.events import NoEvents
+from distval.targets.docker.runtime import run_scenario
+from distval.targets.kubernetes.export import COMPLETION_INDEX, GPU_RESOURCE
+from distval.targets.kubernetes.origin import origin_from_data
 
 DATA = Path(__file__).resolve().parent / "data" / "kube"
 _DOCKER_SIZE = {"Ki": "k", "Mi": "m", "Gi": "g"}
@@ -139,9 +139,9 @@ def save(outcome: ScenarioOutcome, out: Path) -> None:
 def record(image: str, out: Path, names: list[str]) -> None:
     """Export the default config's scenarios (all, or those named) for ``image``, run their pods in the Engine,
     save each pod's log and the Docker outcome."""
-    from harness.config import load_config
-    from harness.engine import Engine
-    from harness.kube_export import export_config, render
+    from distval.config import load_config
+    from distval.targets.docker.engine import Engine
+    from distval.targets.kubernetes.export import export_config, render
 
     engine = Engine("kube-rec")
     config = load_config("configs/default.yaml")  # relative: the logs name it as a user's would

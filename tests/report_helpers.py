@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 
-import harness.cli
-import harness.run_command
-from harness.cli import main
-from harness.config import parse_config
-from harness.events import RunEvents
-from harness.plan import ScenarioPlan, plan_scenario
-from harness.results import (
+import distval.cli.main
+import distval.cli.run
+from distval.cli.main import main
+from distval.config import parse_config
+from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.results.scenario import (
     ERROR,
     FAILED,
     PASSED,
@@ -29,6 +28,7 @@ from harness.results import (
     ScenarioOutcome,
     ScenarioResult,
 )
+from distval.run.events import RunEvents
 from tests.fake_engine import FakeEngine
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-10.xsd"
@@ -137,8 +137,8 @@ def fake_run_scenario(engine: Any, plan: ScenarioPlan, events: RunEvents, stop: 
 def use_fake_docker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """`distval run` against FakeEngine and fake_run_scenario; returns the config to run (conftest's fake_docker)."""
     FakeEngine.instances = []
-    monkeypatch.setattr(harness.cli, "Engine", FakeEngine)
-    monkeypatch.setattr(harness.run_command, "run_scenario", fake_run_scenario)
+    monkeypatch.setattr(distval.cli.main, "Engine", FakeEngine)
+    monkeypatch.setattr(distval.cli.run, "run_scenario", fake_run_scenario)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     config = tmp_path / "suite.yaml"
     config.write_text(CONFIG.replace("world_size: 3", "world_size: 2"), encoding="utf-8")

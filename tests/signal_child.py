@@ -13,9 +13,9 @@ import threading
 import time
 from typing import Any
 
-import harness.cli
-from harness.engine_protocol import ContainerState, ExecResult, ImageInfo
-from harness.errors import EngineError
+import distval.cli.main
+from distval.errors import EngineError
+from distval.targets.docker.engine_protocol import ContainerState, ExecResult, ImageInfo
 from tests.fake_engine import FakeEngine
 
 # How long the cleanup's removal takes in the "removing" phase: the signal must not cut it short.
@@ -129,8 +129,8 @@ def main() -> int:
     phase, *argv = sys.argv[1:]
     HoldingEngine.phase = phase
     engine_class = ReaperHoldingEngine if phase == "reaper" else HoldingEngine
-    harness.cli.Engine = engine_class  # type: ignore[attr-defined] # cli._engine's stand-in hook
-    return harness.cli.main(["run", *argv])
+    distval.cli.main.Engine = engine_class  # type: ignore[attr-defined] # cli._engine's stand-in hook
+    return distval.cli.main.main(["run", *argv])
 
 
 if __name__ == "__main__":

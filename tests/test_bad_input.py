@@ -20,14 +20,14 @@ from typing import Any
 import pytest
 import yaml
 
-import harness.baseline
-import harness.cli
-import harness.cli_values as cli_values
-import harness.config.compose
-import harness.config.loader
-import harness.kube_collect
-import harness.run_command
-from harness.bounded_read import (
+import distval.cli.main
+import distval.cli.run
+import distval.cli.values as cli_values
+import distval.config.compose
+import distval.config.loader
+import distval.results.baseline
+import distval.targets.kubernetes.collect
+from distval.bounded_read import (
     CONTAINER_LOG_MAX_BYTES,
     RESULTS_MAX_BYTES,
     FileRefused,
@@ -36,19 +36,19 @@ from harness.bounded_read import (
     kept_end,
     read_regular_file,
 )
-from harness.config import parse_config
-from harness.config.budget import CONTAINERS_MAX, PLAN_BYTES_MAX, Budget
-from harness.config.compose import EXPANDED_MAX, LOADER, MAX_DEPTH
-from harness.config.keys import EXTRA_NETWORKS_MAX, GPUS_PER_NODE_MAX, SCENARIOS_MAX
-from harness.config.layout import NODES_MAX, NPROC_PER_NODE_MAX, WORLD_SIZE_MAX
-from harness.config.values import IMAGE_NAME_MAX, SECONDS_MAX
-from harness.config.yaml_nodes import PROBLEMS_SHOWN, SHOWN_MAX
-from harness.engine import Engine
-from harness.errors import EngineError
-from harness.plan import plan_scenario
-from harness.reports.junit import render_junit
-from harness.results import ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
-from harness.text_caps import RANK_LOG_MAX_CHARS
+from distval.config import parse_config
+from distval.config.budget import CONTAINERS_MAX, PLAN_BYTES_MAX, Budget
+from distval.config.compose import EXPANDED_MAX, LOADER, MAX_DEPTH
+from distval.config.keys import EXTRA_NETWORKS_MAX, GPUS_PER_NODE_MAX, SCENARIOS_MAX
+from distval.config.layout import NODES_MAX, NPROC_PER_NODE_MAX, WORLD_SIZE_MAX
+from distval.config.values import IMAGE_NAME_MAX, SECONDS_MAX
+from distval.config.yaml_nodes import PROBLEMS_SHOWN, SHOWN_MAX
+from distval.errors import EngineError
+from distval.plan.model import plan_scenario
+from distval.reports.junit import render_junit
+from distval.results.scenario import ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
+from distval.targets.docker.engine import Engine
+from distval.text_caps import RANK_LOG_MAX_CHARS
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +80,7 @@ def cli_plan(tmp_path: Path, capsys: pytest.CaptureFixture[str], text: str | byt
         path.write_bytes(text)
     else:
         path.write_text(text, encoding="utf-8")
-    code = harness.cli.main(["plan", str(path), *extra])
+    code = distval.cli.main.main(["plan", str(path), *extra])
     err = capsys.readouterr().err
     assert "Traceback" not in err
     return code, err.splitlines()
@@ -427,7 +427,7 @@ def test_every_problem_has_the_same_line_with_either_parser(monkeypatch: pytest.
         """
     )
     with_c = problems_of(text)
-    monkeypatch.setattr(harness.config.compose, "LOADER", yaml.SafeLoader)
+    monkeypatch.setattr(distval.config.compose, "LOADER", yaml.SafeLoader)
     assert problems_of(text) == with_c
     assert [p.split(":")[1] for p in with_c] == ["1", "3", "4", "5", "6", "7"]
 
@@ -438,7 +438,7 @@ def test_the_c_parser_is_used_where_pyyaml_has_it() -> None:
 
 def test_a_device_as_config_is_refused_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Was: /dev/zero was read until memory ran out."""
-    code = harness.cli.main(["plan", "/dev/zero"])
+    code = distval.cli.main.main(["plan", "/dev/zero"])
     assert code == 2
     assert capsys.readouterr().err.splitlines() == ["/dev/zero: expected a YAML scenario file; got a device"]
 
@@ -479,9 +479,9 @@ def test_usage_errors_write_the_reports_asked_for(
     arguments: list[str], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Was: argparse printed usage and exited 2 before any report was written (a CI job then shows no test results)."""
-    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
+    monkeypatch.setattr(distval.cli.main, "Engine", _no_engine)
     report_options, paths = _reports(tmp_path)
-    code = harness.cli.main(["run", str(ROOT / "configs" / "default.yaml"), *report_options, *arguments])
+    code = distval.cli.main.main(["run", str(ROOT / "configs" / "default.yaml"), *report_options, *arguments])
     (line,) = capsys.readouterr().err.splitlines()
     assert code == 2
     assert line.startswith(message)
@@ -493,9 +493,9 @@ def test_a_usage_error_without_the_config_still_writes_the_reports(
 ) -> None:
     """Without a config `distval run` runs the shipped default one (no usage error): here a bad option is the
     usage error, and the Engine is never asked."""
-    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
+    monkeypatch.setattr(distval.cli.main, "Engine", _no_engine)
     report_options, paths = _reports(tmp_path)
-    assert harness.cli.main(["run", "--jobs", "0", *report_options]) == 2
+    assert distval.cli.main.main(["run", "--jobs", "0", *report_options]) == 2
     message = "argument --jobs: expected a whole number >= 1; got '0'"
     assert capsys.readouterr().err.splitlines() == [f"distval run: error: {message} (see distval run --help)"]
     _early_error_in_every_report(paths, "usage", 2, message)
@@ -513,10 +513,10 @@ def test_an_internal_error_in_run_is_one_line_and_the_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Was: a traceback, and no report at all."""
-    monkeypatch.setattr(harness.run_command, "plan_run", _bug)
-    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
+    monkeypatch.setattr(distval.cli.run, "plan_run", _bug)
+    monkeypatch.setattr(distval.cli.main, "Engine", _no_engine)
     report_options, paths = _reports(tmp_path)
-    code = harness.cli.main(["run", str(ROOT / "configs" / "default.yaml"), "--quiet", *report_options])
+    code = distval.cli.main.main(["run", str(ROOT / "configs" / "default.yaml"), "--quiet", *report_options])
     (line,) = capsys.readouterr().err.splitlines()
     assert code == 4  # distval's own failure, never the image's (1)
     assert line.startswith(
@@ -526,8 +526,8 @@ def test_an_internal_error_in_run_is_one_line_and_the_reports(
 
 
 def test_an_internal_error_in_plan_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(harness.cli, "plan_run", _bug)
-    assert harness.cli.main(["plan", str(ROOT / "configs" / "default.yaml")]) == 4
+    monkeypatch.setattr(distval.cli.main, "plan_run", _bug)
+    assert distval.cli.main.main(["plan", str(ROOT / "configs" / "default.yaml")]) == 4
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("distval: internal error (a bug in distval; please report it): ZeroDivisionError: a bug")
 
@@ -536,10 +536,10 @@ def test_a_filter_message_lists_a_few_names_and_cuts_the_pattern(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Was: every scenario name (thousands, for a matrix) and the whole pattern on one line."""
-    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
+    monkeypatch.setattr(distval.cli.main, "Engine", _no_engine)
     config = tmp_path / "m.yaml"
     config.write_text(_matrix(500), encoding="utf-8")
-    assert harness.cli.main(["run", str(config), "--quiet", "--filter", "x" * 10_000]) == 2
+    assert distval.cli.main.main(["run", str(config), "--quiet", "--filter", "x" * 10_000]) == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert len(line) < 1000
     assert line.endswith("its scenarios: m.i0, m.i1, m.i2, m.i3, m.i4, m.i5, m.i6, m.i7, m.i8, m.i9, ... (500 in all)")
@@ -572,14 +572,14 @@ def test_odd_paths_and_arguments_are_one_line_usage_errors(
 ) -> None:
     """Were: ': no such file' naming no file, 'embedded null byte' as a traceback, a JUnit file silently not
     written, and argparse's message broken over two lines by a carriage return."""
-    assert harness.cli.main(arguments) == 2
+    assert distval.cli.main.main(arguments) == 2
     (printed,) = capsys.readouterr().err.splitlines()
     assert printed.startswith(line), printed
 
 
 def test_a_file_name_with_a_line_break_is_quoted_in_messages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "two\nlines.yaml"
-    assert harness.cli.main(["plan", str(missing)]) == 2
+    assert distval.cli.main.main(["plan", str(missing)]) == 2
     assert capsys.readouterr().err.splitlines() == [f"{str(missing)!r}: no such file; expected a YAML scenario file"]
 
 
@@ -687,7 +687,7 @@ def test_cpus_that_round_to_no_limit_are_refused() -> None:
 @pytest.mark.parametrize("value", ["abc\n", "abc\r", "ab\x1bc", "abc\x00"], ids=["newline", "cr", "esc", "nul"])
 def test_a_run_id_with_a_control_character_is_exit_2(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Was accepted: RUN_ID_PATTERN.match lets '$' match before a final line break."""
-    code = harness.cli.main(["plan", str(ROOT / "configs" / "default.yaml"), "--run-id", value])
+    code = distval.cli.main.main(["plan", str(ROOT / "configs" / "default.yaml"), "--run-id", value])
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert "--run-id" in err and "expected 1-16 lowercase letters" in err, err
@@ -733,7 +733,7 @@ def test_no_reader_reads_a_fifo_a_device_or_a_directory(
     }[command]
     # /dev/zero read whole would not return within the bound (and would take the machine's memory first):
     # the bounded reader refuses it at fstat, before reading a byte.
-    code = _within(10, lambda: harness.cli.main(arguments))
+    code = _within(10, lambda: distval.cli.main.main(arguments))
     err = capsys.readouterr().err
     assert code == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
     expected = {"fifo": "got a FIFO (named pipe)", "dev-zero": "got a device", "directory": "got a directory"}[kind]
@@ -747,11 +747,11 @@ def test_no_reader_takes_a_file_over_its_bound(
     """Each reader has a size bound, checked before reading (and again while reading: a growing file)."""
     path = tmp_path / "big"
     path.write_bytes(b" " * (2 * 2**20 + 1))
-    monkeypatch.setattr(harness.baseline, "REPORT_MAX_BYTES", 2 * 2**20)
-    monkeypatch.setattr(harness.kube_collect, "LOG_MAX_BYTES", 2 * 2**20)
-    monkeypatch.setattr(harness.config.loader, "FILE_MAX_BYTES", 2 * 2**20)
+    monkeypatch.setattr(distval.results.baseline, "REPORT_MAX_BYTES", 2 * 2**20)
+    monkeypatch.setattr(distval.targets.kubernetes.collect, "LOG_MAX_BYTES", 2 * 2**20)
+    monkeypatch.setattr(distval.config.loader, "FILE_MAX_BYTES", 2 * 2**20)
     arguments = {"compare": ["compare", str(path), str(path)], "collect": ["collect", "kubernetes", str(path)]}
-    code = harness.cli.main(arguments.get(command, ["plan", str(path)]))
+    code = distval.cli.main.main(arguments.get(command, ["plan", str(path)]))
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1, err
     assert f"it has {2 * 2**20 + 1} bytes, more than 2 MiB" in err, err
@@ -769,7 +769,7 @@ def test_the_bounded_reader_reads_at_most_one_byte_past_its_limit(tmp_path: Path
     assert caught.value.missing
 
 
-# --- one declared bound on what a file may ask distval to plan (harness/config/budget.py) ----------------
+# --- one declared bound on what a file may ask distval to plan (distval/config/budget.py) ----------------
 
 
 def _matrix_of(count: int, world_size: int, extra: str = "", checks: str = "[env]") -> str:
@@ -830,12 +830,12 @@ def test_the_plan_estimate_is_an_upper_bound_of_the_plan(text: str, tmp_path: Pa
     budget.add(parse_config(text, FILE).scenarios)
     for form in ("text", "json"):
         capsys.readouterr()
-        assert harness.cli.main(["plan", "--format", form, str(path)]) == 0
+        assert distval.cli.main.main(["plan", "--format", form, str(path)]) == 0
         printed = len(capsys.readouterr().out.encode("utf-8"))
         assert printed <= budget.plan_bytes, (form, printed, budget.plan_bytes)
 
 
-# --- the image's text kept in reports is capped (harness/text_caps.py) ------------------------------------
+# --- the image's text kept in reports is capped (distval/text_caps.py) ------------------------------------
 
 
 def _outcome_with(message: str, stdout: str = "", traceback: str = "") -> ScenarioOutcome:
@@ -887,7 +887,7 @@ def test_a_record_nested_2000_deep_is_an_unreadable_line_not_an_internal_error()
     assert "unreadable result line" in str([c.message for c in result.cases])
 
 
-# --- what the Engine hands back from the image's container is bounded (harness/engine.py) -----------------
+# --- what the Engine hands back from the image's container is bounded (distval/targets/docker/engine.py) -----------------
 
 
 class _Pinging:

@@ -24,8 +24,18 @@ from typing import Any
 
 import pytest
 
-from harness.bandwidth import figure_properties, figures_from_details, topology_rows
-from harness.baseline import (
+from distval.cli.baseline import remeasure
+from distval.cli.main import main
+from distval.config import parse_config
+from distval.config.byte_sizes import byte_size_value
+from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.reports.comparison_markdown import render_comparison_markdown
+from distval.reports.comparison_text import render_comparison_text
+from distval.reports.json_report import json_report
+from distval.reports.markdown import render_markdown
+from distval.reports.mermaid import Series, busbw_chart
+from distval.results.bandwidth import figure_properties, figures_from_details, topology_rows
+from distval.results.baseline import (
     BASELINE_CASE,
     Tolerances,
     apply_baseline,
@@ -35,18 +45,17 @@ from harness.baseline import (
     confirm,
     deltas,
 )
-from harness.baseline_command import remeasure
-from harness.cli import main
-from harness.config import parse_config
-from harness.config.byte_sizes import byte_size_value
-from harness.plan import ScenarioPlan, plan_scenario
-from harness.reports.comparison_markdown import render_comparison_markdown
-from harness.reports.comparison_text import render_comparison_text
-from harness.reports.json_report import json_report
-from harness.reports.markdown import render_markdown
-from harness.reports.mermaid import Series, busbw_chart
-from harness.results import FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, RunSummary, ScenarioOutcome, ScenarioResult
-from harness.results import summarize_scenario as summarize
+from distval.results.scenario import (
+    FAILED,
+    PASSED,
+    SKIPPED,
+    CaseResult,
+    ContainerOutcome,
+    RunSummary,
+    ScenarioOutcome,
+    ScenarioResult,
+)
+from distval.results.scenario import summarize_scenario as summarize
 
 CONFIG = """\
 scenarios:

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from harness.baseline import Tolerances, baseline_case
-from harness.cli import main
+from distval.cli.main import main
+from distval.results.baseline import Tolerances, baseline_case
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker

@@ -12,17 +12,17 @@ from typing import Any
 
 import pytest
 
-from harness.baseline import BASELINE_CASE, Tolerances, apply_baseline, baseline_case, compare_reports
-from harness.baseline_command import remeasure, with_baseline
-from harness.cli import build_parser, main
-from harness.config import parse_config
-from harness.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_PASSED
-from harness.plan import ScenarioPlan, plan_scenario
-from harness.reports.comparison_markdown import render_comparison_markdown
-from harness.reports.comparison_text import render_comparison_text
-from harness.reports.json_report import json_report
-from harness.results import ERROR, FAILED, PASSED, SKIPPED, CaseResult, RunSummary, ScenarioResult
-from harness.run_command import command_run
+from distval.cli.baseline import remeasure, with_baseline
+from distval.cli.main import build_parser, main
+from distval.cli.run import command_run
+from distval.config import parse_config
+from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_PASSED
+from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.reports.comparison_markdown import render_comparison_markdown
+from distval.reports.comparison_text import render_comparison_text
+from distval.reports.json_report import json_report
+from distval.results.baseline import BASELINE_CASE, Tolerances, apply_baseline, baseline_case, compare_reports
+from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, CaseResult, RunSummary, ScenarioResult
 
 CONFIG = """\
 scenarios:
@@ -48,7 +48,7 @@ def case(name: str, status: str = PASSED, duration_s: float = 1.0, message: str 
 def entry(
     bandwidth: list[dict[str, Any]], cases: list[dict[str, Any]], name: str = "bw", status: str = PASSED, image: str = "img"
 ) -> dict[str, Any]:
-    """A scenario's entry of a JSON report (what harness/reports/json_report.py writes)."""
+    """A scenario's entry of a JSON report (what distval/reports/json_report.py writes)."""
     properties = {"scenario_hash": f"h-{name}", "scenario_hash_any_image": f"a-{name}"}
     return {"name": name, "image": image, "status": status, "properties": properties, "bandwidth": bandwidth, "cases": cases}
 

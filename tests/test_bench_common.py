@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from harness.config import load_config
-from harness.plan import ContainerPlan, ScenarioPlan, plan_run
-from harness.tarball import Directory, File, build_tar
+from distval.config import load_config
+from distval.plan.model import ContainerPlan, ScenarioPlan, plan_run
+from distval.tarball import Directory, File, build_tar
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""harness/beside_container.py: the beside-helper that signals a paused rank container's workers runs
+"""distval/targets/docker/beside.py: the beside-helper that signals a paused rank container's workers runs
 distval's own image with the declared restrictions, never the image under test (issue 19), and the plan shows
 exactly what the Engine creates."""
 
@@ -7,15 +7,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness import beside_container, gpu_probe_container
-from harness.config import parse_config
-from harness.engine import Engine
-from harness.engine_protocol import ExecResult
-from harness.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
-from harness.hosts_plan import PROBE_CAP_DROP
-from harness.plan import RunPlan, plan_run
-from harness.plan_render import plan_as_data, render_plan
-from harness.processes import WORKER_SCRIPT, signal_workers_beside
+from distval.config import parse_config
+from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
+from distval.plan.model import RunPlan, plan_run
+from distval.plan.render import plan_as_data, render_plan
+from distval.targets.docker import beside as beside_container
+from distval.targets.docker import gpu_probe as gpu_probe_container
+from distval.targets.docker.engine import Engine
+from distval.targets.docker.engine_protocol import ExecResult
+from distval.targets.docker.processes import WORKER_SCRIPT, signal_workers_beside
+from distval.targets.engines.plan import PROBE_CAP_DROP
 from tests.config_helpers import FILE, yaml_text
 from tests.fake_engine import FakeEngine
 from tests.test_engine_errors import Calls, FakeClient, FakeContainer

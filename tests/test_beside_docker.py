@@ -1,4 +1,4 @@
-"""The beside-helper (harness/beside_container.py) against the real Engine: from distval's own image, with
+"""The beside-helper (distval/targets/docker/beside.py) against the real Engine: from distval's own image, with
 only its declared capabilities, it finds and signals the workers of a paused container whose ranks run as
 root or as another user, and a freeze scenario's frozen rank still has its stacks. Marked ``docker``."""
 
@@ -16,15 +16,15 @@ from typing import Any
 
 import pytest
 
-from harness.engine import Engine
-from harness.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
-from harness.labels import LABEL_MANAGED, LABEL_RUN
-from harness.processes import signal_workers_beside
+from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
+from distval.labels import LABEL_MANAGED, LABEL_RUN
+from distval.targets.docker.engine import Engine
+from distval.targets.docker.processes import signal_workers_beside
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parent.parent
-# A stand-in worker: its command line names suite.main and its environment has RANK, as a suite worker's
+# A stand-in worker: its command line names distval_suite.main and its environment has RANK, as a suite worker's
 # does; SIGUSR1 makes it print and exit.
 WORKER = (
     "import signal, sys, time\n"
@@ -49,7 +49,7 @@ def test_the_beside_helper_signals_a_paused_containers_workers(
     fixture_image(REAPER_IMAGE)  # the stand-in rank's image too: small, with a python
     rank = docker_client.containers.create(
         REAPER_IMAGE,
-        entrypoint=[REAPER_ENTRYPOINT[0], "-c", WORKER, "-m", "suite.main"],
+        entrypoint=[REAPER_ENTRYPOINT[0], "-c", WORKER, "-m", "distval_suite.main"],
         command=[],
         name=f"distval-{run_id}-n0",
         user=user,
@@ -100,7 +100,7 @@ def test_a_frozen_ranks_stacks_are_collected_from_beside_it(
     report = tmp_path / "report.json"
     run_id = "b" + secrets.token_hex(4)
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(config), "--image", image, "--json", str(report)]
+        [sys.executable, "-m", "distval", "run", str(config), "--image", image, "--json", str(report)]
         + ["--run-id", run_id, "--quiet"],
         cwd=ROOT,
         capture_output=True,

@@ -1,4 +1,4 @@
-"""suite.bytecode on real .pyc files that py_compile writes: each header kind, fresh and stale, and the
+"""distval_suite.bytecode on real .pyc files that py_compile writes: each header kind, fresh and stale, and the
 verdict. Torch-free, so it runs on the host (the Docker test runs the check on the fixture images)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from suite import bytecode
-from suite.bytecode import FRESH, MISSING, RECOMPILED, STALE, UNREADABLE
+from distval_suite import bytecode
+from distval_suite.bytecode import FRESH, MISSING, RECOMPILED, STALE, UNREADABLE
 
 TIMESTAMP = py_compile.PycInvalidationMode.TIMESTAMP
 CHECKED = py_compile.PycInvalidationMode.CHECKED_HASH
@@ -234,7 +234,7 @@ PARENT = """
 import subprocess, sys, time
 print(time.time(), flush=True)
 time.sleep(1.5)
-child = "import sys; sys.path.insert(0, sys.argv[1]); from suite import bytecode; print(bytecode.launch_started_at())"
+child = "import sys; sys.path.insert(0, sys.argv[1]); from distval_suite import bytecode; print(bytecode.launch_started_at())"
 subprocess.run([sys.executable, "-c", child, sys.argv[1]], check=True)
 """
 

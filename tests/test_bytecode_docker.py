@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from distval.cli.main import main
 from tests.docker_helpers import cases, leftovers, outcome, validate
 
 pytestmark = pytest.mark.docker
@@ -79,7 +79,7 @@ def test_stale_bytecode_fails_with_what_was_expected_and_seen(
     # recompiled by this launch (the layer left every one of them stale).
     assert not_fresh == total and total > 1000 and 0 < stale <= total, message
     assert "source mtime 2030-01-01 00:00:00 UTC, its .pyc header says " in message, message
-    # distval's containers run with PYTHONDONTWRITEBYTECODE=1 (harness/plan.py): nothing is repaired during the run.
+    # distval's containers run with PYTHONDONTWRITEBYTECODE=1 (distval/plan/model.py): nothing is repaired during the run.
     cost = (
         "every fresh container compiles torch's Python again on import (here every process does: PYTHONDONTWRITEBYTECODE is set)"
     )

@@ -1,6 +1,6 @@
 """The harness's check catalog and the in-image suite stay in step, and the suite stays portable.
 
-suite/ runs inside the image under test (Python >= 3.9, torch, nothing else), so it is read here with
+distval_suite/ runs inside the image under test (Python >= 3.9, torch, nothing else), so it is read here with
 ``ast`` only: importing the check modules would need torch, which the host does not have.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.catalog import CATALOG
+from distval.checks.catalog import CATALOG
 
-SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
+SUITE_DIR = Path(__file__).resolve().parent.parent / "distval_suite"
 SUITE_FILES = sorted(SUITE_DIR.glob("*.py"))
 ALLOWED_THIRD_PARTY = {"torch"}
 
@@ -54,7 +54,7 @@ def imported_top_levels(tree: ast.Module) -> set[str]:
             modules.update(alias.name.split(".")[0] for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative: inside suite itself
-                modules.add("suite")
+                modules.add("distval_suite")
             elif node.module:
                 modules.add(node.module.split(".")[0])
     return modules
@@ -82,24 +82,24 @@ def test_suite_files_exist() -> None:
 
 
 def test_main_imports_every_module_that_registers_checks() -> None:
-    """suite.main imports CHECK_MODULES to register the checks: a module missing there is a check that never runs."""
+    """distval_suite.main imports CHECK_MODULES to register the checks: a module missing there is a check that never runs."""
     main = _tree(SUITE_DIR / "main.py")
     listed: list[str] = []
     for node in ast.walk(main):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "CHECK_MODULES" for t in node.targets):
             listed = [ast.literal_eval(e) for e in node.value.elts]  # type: ignore[attr-defined]
-    registering = {f"suite.{p.stem}" for p in SUITE_FILES if registered_checks(p)}
+    registering = {f"distval_suite.{p.stem}" for p in SUITE_FILES if registered_checks(p)}
     assert set(listed) == registering
 
 
 def test_registered_checks_equal_the_catalog() -> None:
     names = [name for path in SUITE_FILES for name in registered_checks(path)]
-    assert names, "no @check registrations found in suite/"
+    assert names, "no @check registrations found in distval_suite/"
     assert len(names) == len(set(names)), f"a check is registered twice: {names}"
     assert set(names) == set(CATALOG)
 
 
-# The kinds harness.config knows how to validate (and tests/test_config.py tests one by one).
+# The kinds distval.config knows how to validate (and tests/test_config.py tests one by one).
 ARG_KINDS = ("int", "seconds", "fraction", "version", "choice", "names", "sizes", "busbw")
 
 
@@ -225,7 +225,7 @@ def test_args_reader_finds_every_form() -> None:
 
 @pytest.mark.parametrize("path", SUITE_FILES, ids=[p.name for p in SUITE_FILES])
 def test_suite_imports_only_stdlib_torch_and_itself(path: Path) -> None:
-    allowed = set(sys.stdlib_module_names) | ALLOWED_THIRD_PARTY | {"suite"}
+    allowed = set(sys.stdlib_module_names) | ALLOWED_THIRD_PARTY | {"distval_suite"}
     imported = imported_top_levels(_tree(path))
     assert imported <= allowed, f"{path.name} imports {sorted(imported - allowed)}"
     assert "harness" not in imported
@@ -246,7 +246,7 @@ def test_grammar_check_can_fail() -> None:
 
 def test_import_check_can_fail() -> None:
     tree = ast.parse("import yaml\nfrom docker import errors\nfrom . import records\nimport torch.distributed as dist\n")
-    assert imported_top_levels(tree) == {"yaml", "docker", "suite", "torch"}
+    assert imported_top_levels(tree) == {"yaml", "docker", "distval_suite", "torch"}
 
 
 def test_suite_package_imports_nothing() -> None:
@@ -279,13 +279,13 @@ def test_the_catalog_s_torch_minimum_is_the_suite_s_require_torch() -> None:
 
 
 def calls_support_table(path: Path) -> bool:
-    """Whether the module calls suite/support.py's ``support(...)``."""
+    """Whether the module calls distval_suite/support.py's ``support(...)``."""
     calls = (node for node in ast.walk(_tree(path)) if isinstance(node, ast.Call))
     return any(isinstance(call.func, ast.Name) and call.func.id == "support" for call in calls)
 
 
 def test_the_checks_with_probed_dtypes_are_the_ones_that_ask_the_support_table() -> None:
-    """A check declaring probed_dtypes is registered in a module that asks suite/support.py, and each such module
+    """A check declaring probed_dtypes is registered in a module that asks distval_suite/support.py, and each such module
     registers one (distval checks lists the table's gates for those checks)."""
     asking = [path for path in SUITE_FILES if path.name != "support.py" and calls_support_table(path)]
     assert asking

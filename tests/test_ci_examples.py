@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.cli import build_parser
-from harness.errors import UsageError
+from distval.cli.main import build_parser
+from distval.errors import UsageError
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "ci"
 

@@ -8,11 +8,9 @@ from typing import Any
 
 import pytest
 
-import harness.cli
-from harness.cleanup import RunDecision, decide, format_duration, parse_duration
-from harness.cli import main
-from harness.engine_protocol import Resource
-from harness.labels import (
+import distval.cli.main
+from distval.cli.main import main
+from distval.labels import (
     LABEL_MANAGED,
     LABEL_OWNER_HOST,
     LABEL_OWNER_MACHINE,
@@ -20,7 +18,9 @@ from harness.labels import (
     LABEL_OWNER_STARTED,
     LABEL_RUN,
 )
-from harness.owner import UNKNOWN, Owner, current_owner, machine_id, owner_alive, start_time
+from distval.owner import UNKNOWN, Owner, current_owner, machine_id, owner_alive, start_time
+from distval.targets.docker.cleanup import RunDecision, decide, format_duration, parse_duration
+from distval.targets.docker.engine_protocol import Resource
 
 NOW = 1_800_000_000.0
 
@@ -97,7 +97,7 @@ def test_owner_labels_round_trip_and_garbage_names_no_owner() -> None:
 def test_another_machine_with_this_host_name_is_kept_unless_named_or_old(
     engine: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(harness.cli.time, "time", lambda: NOW)
+    monkeypatch.setattr(distval.cli.main.time, "time", lambda: NOW)
     me, dead = current_owner(), dead_owner()
     other = "f" * 32
     assert me.machine and me.machine != other
@@ -229,7 +229,7 @@ class FakeEngine:
 
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> type[FakeEngine]:
-    monkeypatch.setattr(harness.cli, "Engine", FakeEngine)
+    monkeypatch.setattr(distval.cli.main, "Engine", FakeEngine)
     FakeEngine.held = []
     return FakeEngine
 
@@ -265,7 +265,7 @@ def test_cleanup_run_id_and_all_remove_live_runs(engine: Any, capsys: pytest.Cap
 
 
 def test_cleanup_older_than(engine: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(harness.cli.time, "time", lambda: NOW)
+    monkeypatch.setattr(distval.cli.main.time, "time", lambda: NOW)
     me = current_owner()
     engine.held = resources("old", me, age_s=3 * 3600) + resources("young", me, age_s=60)
     assert main(["cleanup", "--older-than", "2h"]) == 0

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-import harness.cli
-from harness.cli import main
-from harness.docker_spec import ContainerPlan, NetworkPlan
-from harness.engine import Engine
-from harness.owner import UNKNOWN, Owner, current_owner, start_time
+import distval.cli.main
+from distval.cli.main import main
+from distval.owner import UNKNOWN, Owner, current_owner, start_time
+from distval.plan.specs import ContainerPlan, NetworkPlan
+from distval.targets.docker.engine import Engine
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker
@@ -37,7 +37,7 @@ def token(docker_client: Any, fixture_image: Callable[[str], str], monkeypatch: 
         def list_managed(self, labels: list[str] | None = None) -> list[Any]:
             return super().list_managed([*(labels or []), f"{TEST_LABEL}={value}"])
 
-    monkeypatch.setattr(harness.cli, "Engine", ScopedEngine)
+    monkeypatch.setattr(distval.cli.main, "Engine", ScopedEngine)
     yield value
     Engine("t-cleanup").remove_matching([f"{TEST_LABEL}={value}"])
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import build_parser, main
-from harness.errors import EXIT_INTERRUPTED, EXIT_MEANINGS
+from distval.cli.main import build_parser, main
+from distval.errors import EXIT_INTERRUPTED, EXIT_MEANINGS
 
 ROOT = Path(__file__).resolve().parent.parent
 

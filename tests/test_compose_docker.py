@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.tarball import regular_files
+from distval.tarball import regular_files
 from tests.docker_helpers import ROOT, cases, leftovers, outcome, validate
 
 pytestmark = pytest.mark.docker
@@ -82,7 +82,7 @@ def _harness_context(tmp_path: Path) -> bytes:
     )  # fmt: skip
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for name in ("Dockerfile", "pyproject.toml", "README.md", "harness", "suite", "configs"):
+        for name in ("Dockerfile", "pyproject.toml", "README.md", "distval", "distval_suite", "configs"):
             archive.add(ROOT / name, arcname=name, filter=lambda info: None if "__pycache__" in info.name else info)
         archive.add(wheels, arcname="wheels")
     return buffer.getvalue()
@@ -91,7 +91,7 @@ def _harness_context(tmp_path: Path) -> bytes:
 def test_harness_image_validates_the_fixture_through_the_socket(
     fixture_image: Callable[[str], str], docker_client: object, tmp_path: Path
 ) -> None:
-    from harness.engine import Engine
+    from distval.targets.docker.engine import Engine
 
     base, image = fixture_image("distval-fixtures/harness-base:trixie"), fixture_image("distval-fixtures/torch:2.6-debian")
 

@@ -1,4 +1,4 @@
-"""harness.config: the strict YAML loader, against bad input of every kind and against good input.
+"""distval.config: the strict YAML loader, against bad input of every kind and against good input.
 
 Every problem must be ONE line ``FILE:LINE: KEY.PATH: <what was expected / what is wrong>`` and every
 problem in a file must be reported, not just the first.
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-import harness.cli
-from harness.catalog import CATALOG, ArgSpec
-from harness.config import (
+import distval.cli.main
+from distval.checks.catalog import CATALOG, ArgSpec
+from distval.config import (
     DEFAULT_CHECK_TIMEOUT_S,
     DEFAULT_COLLECTIVE_TIMEOUT_S,
     DEFAULT_PYTHON,
@@ -25,8 +25,8 @@ from harness.config import (
     load_config,
     parse_config,
 )
-from harness.config.compose import LOADER
-from harness.errors import EXIT_BAD_INPUT, ConfigError
+from distval.config.compose import LOADER
+from distval.errors import EXIT_BAD_INPUT, ConfigError
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -1120,9 +1120,9 @@ def test_cli_run_with_bad_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     )
     junit = tmp_path / "reports" / "out.xml"
     # command_run loads the config before it creates an Engine: the run must stop before any Docker call.
-    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
+    monkeypatch.setattr(distval.cli.main, "Engine", _no_engine)
 
-    code = harness.cli.main(["run", str(bad), "--junit", str(junit), "--run-id", "cafe0001"])
+    code = distval.cli.main.main(["run", str(bad), "--junit", str(junit), "--run-id", "cafe0001"])
 
     captured = capsys.readouterr()
     assert code == EXIT_BAD_INPUT == 2
@@ -1154,8 +1154,8 @@ def test_cli_run_with_bad_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 def test_cli_run_with_missing_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing.yaml"
     junit = tmp_path / "out.xml"
-    monkeypatch.setattr(harness.cli, "Engine", _no_engine)
-    code = harness.cli.main(["run", str(missing), "--junit", str(junit), "--quiet"])
+    monkeypatch.setattr(distval.cli.main, "Engine", _no_engine)
+    code = distval.cli.main.main(["run", str(missing), "--junit", str(junit), "--quiet"])
     captured = capsys.readouterr()
     assert code == 2
     assert captured.err.splitlines() == [f"{missing}: no such file; expected a YAML scenario file"]
@@ -1168,7 +1168,7 @@ def test_cli_run_with_missing_config(tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_cli_plan_with_bad_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("scenarios:\n  - topology: in-container\n    world_size: 0\n    checks: []\n", encoding="utf-8")
-    assert harness.cli.main(["plan", str(bad)]) == 2
+    assert distval.cli.main.main(["plan", str(bad)]) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.splitlines() == [

@@ -1,5 +1,5 @@
 """cuda_build and the NCCL skips against real images, driving the suite directly (one rank, no launcher,
-no harness run): ``python3 -m suite.main spec.json`` in a container created with docker-py, the suite
+no harness run): ``python3 -m distval_suite.main spec.json`` in a container created with docker-py, the suite
 copied in with put_archive. Marked ``docker``; builds only the fixtures it uses.
 
 cuda_build passes on the CUDA 2.15 fixture and on the CPU fixtures stated as CPU builds, and fails on
@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from harness.tarball import Directory, File, build_tar, regular_files
+from distval.tarball import Directory, File, build_tar, regular_files
 
 pytestmark = pytest.mark.docker
 
-SUITE_DIR = Path(__file__).resolve().parent.parent / "suite"
+SUITE_DIR = Path(__file__).resolve().parent.parent / "distval_suite"
 TORCH_215 = "distval-fixtures/torch:2.15-pypi"
 TORCH_26 = "distval-fixtures/torch:2.6-debian"
 TORCH_113 = "distval-fixtures/torch:1.13-debian"
@@ -62,7 +62,7 @@ def run_suite(
     environment = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
     container = client.containers.create(
         image,
-        ["python3", "-m", "suite.main", "/distval/spec.json"],
+        ["python3", "-m", "distval_suite.main", "/distval/spec.json"],
         working_dir="/distval",
         environment=environment,
         labels={"distval.managed": "true", "distval.run": "tests-cuda-" + secrets.token_hex(3)},

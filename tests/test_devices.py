@@ -1,4 +1,4 @@
-"""harness.config: the GPU keys -- backend nccl and nccl-legacy, device, gpus_per_node -- their defaults,
+"""distval.config: the GPU keys -- backend nccl and nccl-legacy, device, gpus_per_node -- their defaults,
 the rules between them and the layout, and device as a matrix axis.
 """
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config import BACKENDS, MATRIX_AXES, Scenario, parse_config
+from distval.config import BACKENDS, MATRIX_AXES, Scenario, parse_config
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 

@@ -1,4 +1,4 @@
-"""harness.diagnosis without Docker: stacks, flight-recorder dumps, error files and launch facts, good and bad,
+"""distval.results.diagnosis without Docker: stacks, flight-recorder dumps, error files and launch facts, good and bad,
 and how results and reports carry them (restarted ranks keep their last attempt only)."""
 
 from __future__ import annotations
@@ -6,8 +6,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from harness.config import Scenario
-from harness.diagnosis import (
+from distval.config import Scenario
+from distval.plan.model import plan_scenario
+from distval.results.diagnosis import (
     Diagnosis,
     FlightRecorder,
     current_attempts,
@@ -20,9 +21,8 @@ from harness.diagnosis import (
     parse_stacks,
     stacks_summary,
 )
-from harness.engine_protocol import ContainerState, ExecResult
-from harness.plan import plan_scenario
-from harness.results import ERROR, FAILED, PASSED, ContainerOutcome, ScenarioOutcome, summarize_scenario
+from distval.results.scenario import ERROR, FAILED, PASSED, ContainerOutcome, ScenarioOutcome, summarize_scenario
+from distval.targets.docker.engine_protocol import ContainerState, ExecResult
 
 HUNG = """Thread 0x00007f1c2a1ff6c0 (most recent call first):
   File "/opt/distval-broken/sitecustomize.py", line 9 in _all_reduce_that_never_returns
@@ -128,7 +128,7 @@ def test_last_attempt_keeps_the_restarted_records_only() -> None:
 
 
 def timed(rank: int, check: str, status: str, attempt: int, started_at: float, ended_at: float) -> dict[str, Any]:
-    """A record as suite/records.py writes it: the agent's restart count, the process's start, the write time."""
+    """A record as distval_suite/records.py writes it: the agent's restart count, the process's start, the write time."""
     return {
         "check": check,
         "rank": rank,
@@ -349,8 +349,8 @@ class ExecEngine:
 def test_before_kill_signals_then_waits_and_never_raises() -> None:
     import signal
 
-    from harness.diagnosis import before_kill
-    from harness.errors import EngineError
+    from distval.errors import EngineError
+    from distval.results.diagnosis import before_kill
 
     scenario = Scenario("s", "in-container", 2, "gloo", None, 60.0, 30.0, 30.0, "python3", ())
     plan = plan_scenario(scenario, "r1", None)
@@ -376,13 +376,13 @@ def test_before_kill_signals_then_waits_and_never_raises() -> None:
     notes.clear()
     before_kill(frozen, {name: object()}, plan, Events())  # type: ignore[arg-type]
     assert [c[0] for c in frozen.calls] == ["beside", "unpause", "python3"], frozen.calls
-    # The beside-helper gets only the signal and "all": its image and program are distval's (harness/beside_container.py).
+    # The beside-helper gets only the signal and "all": its image and program are distval's (distval/targets/docker/beside.py).
     assert frozen.calls[0] == ["beside", str(int(signal.SIGUSR1)), "all"], frozen.calls
     assert notes[0].startswith(f"{name}: frozen: signalled from beside it, then unpaused; stacks of rank(s)")
 
 
 def test_a_chained_root_cause_names_its_innermost_exception() -> None:
-    from harness.diagnosis import parse_error_file
+    from distval.results.diagnosis import parse_error_file
 
     trace = (
         'Traceback (most recent call last):\n  File "api.py", line 1, in create\n'

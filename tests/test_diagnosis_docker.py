@@ -16,16 +16,16 @@ from typing import Any
 
 import pytest
 
-from harness.config import load_config
-from harness.diagnosis import before_kill
-from harness.engine import Engine
-from harness.errors import EngineError
-from harness.events import NoEvents
-from harness.plan import RESULTS_DIR, ScenarioPlan, plan_run
-from harness.reports.json_report import json_report
-from harness.reports.junit import render_junit
-from harness.results import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
-from harness.runtime import run_scenario
+from distval.config import load_config
+from distval.errors import EngineError
+from distval.plan.model import RESULTS_DIR, ScenarioPlan, plan_run
+from distval.reports.json_report import json_report
+from distval.reports.junit import render_junit
+from distval.results.diagnosis import before_kill
+from distval.results.scenario import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
+from distval.run.events import NoEvents
+from distval.targets.docker.engine import Engine
+from distval.targets.docker.runtime import run_scenario
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker
@@ -194,7 +194,7 @@ def test_a_worker_that_dies_shows_its_root_cause_traceback(
     fixture_image: Callable[[str], str], docker_client: object, tmp_path: Path
 ) -> None:
     """Rank 1's worker dies with an exception after its checks: the report shows the traceback from
-    torchrun's error file (TORCHELASTIC_ERROR_FILE, suite.main wrapped with record), not "exit code 1"."""
+    torchrun's error file (TORCHELASTIC_ERROR_FILE, distval_suite.main wrapped with record), not "exit code 1"."""
     image = fixture_image(DIES)
     text = "timeout_s: 300\nscenarios:\n  - {topology: in-container, world_size: 2, checks: [all_reduce]}\n"
     result, summary, _ = run_config(tmp_path, docker_client, text, image)

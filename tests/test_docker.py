@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from distval.cli.main import main
 from tests import load
 from tests.docker_helpers import DEFAULT_CONFIG, ROOT, cases, config_images, leftovers, outcome, validate
 
@@ -154,7 +154,7 @@ def test_signal_mid_run_removes_everything_and_still_writes_junit(
         [
             sys.executable,
             "-m",
-            "harness.cli",
+            "distval",
             "run",
             str(config),
             "--image",

@@ -1,4 +1,4 @@
-"""What an unreachable Engine's one line tells the user to do (harness/engine_advice.py)."""
+"""What an unreachable Engine's one line tells the user to do (distval/targets/docker/engine_advice.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.engine_advice import advice, os_error_in
+from distval.targets.docker.engine_advice import advice, os_error_in
 
 
 def wrapped(error: OSError) -> Exception:

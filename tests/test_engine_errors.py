@@ -1,4 +1,4 @@
-"""harness.engine without Docker: every docker-py or transport error, at every docker-py call of every Engine
+"""distval.targets.docker.engine without Docker: every docker-py or transport error, at every docker-py call of every Engine
 method, leaves the Engine as distval's own error (EngineError; ImageMissing for a missing image), never as
 docker-py's, requests' or urllib3's. A fake docker-py client is injected; it fails at its k-th call."""
 
@@ -15,13 +15,13 @@ import pytest
 import requests
 import urllib3.exceptions
 
-import harness.engine
-from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
-from harness.engine import Engine
-from harness.engine_protocol import GpuSupport, Resource
-from harness.errors import EngineError, ImageMissing
-from harness.labels import DISTVAL_LABELS, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_RUN
-from harness.owner import Owner, current_owner
+import distval.targets.docker.engine
+from distval.errors import EngineError, ImageMissing
+from distval.labels import DISTVAL_LABELS, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_RUN
+from distval.owner import Owner, current_owner
+from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
+from distval.targets.docker.engine import Engine
+from distval.targets.docker.engine_protocol import GpuSupport, Resource
 
 ERRORS: dict[str, Callable[[], BaseException]] = {
     "APIError": lambda: docker.errors.APIError("boom"),
@@ -443,7 +443,7 @@ ACTIVE_ENDPOINTS = "error while removing network: network distval-r-s id 3f2a ha
 
 
 def test_a_network_still_releasing_its_endpoints_is_removed_once_the_engine_let_go(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(harness.engine, "ACTIVE_ENDPOINTS_RETRY_S", 0.01)
+    monkeypatch.setattr(distval.targets.docker.engine, "ACTIVE_ENDPOINTS_RETRY_S", 0.01)
     calls = Calls()
     client = FakeClient(calls)
     refusals = [docker.errors.APIError(ACTIVE_ENDPOINTS), docker.errors.APIError(ACTIVE_ENDPOINTS)]
@@ -459,8 +459,8 @@ def test_a_network_still_releasing_its_endpoints_is_removed_once_the_engine_let_
 
 
 def test_a_network_that_keeps_its_endpoints_is_an_engine_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(harness.engine, "ACTIVE_ENDPOINTS_RETRY_S", 0.01)
-    monkeypatch.setattr(harness.engine, "ACTIVE_ENDPOINTS_WAIT_S", 0.05)
+    monkeypatch.setattr(distval.targets.docker.engine, "ACTIVE_ENDPOINTS_RETRY_S", 0.01)
+    monkeypatch.setattr(distval.targets.docker.engine, "ACTIVE_ENDPOINTS_WAIT_S", 0.05)
     calls = Calls()
     client = FakeClient(calls)
 

@@ -1,6 +1,6 @@
 """Text from the image under test (op names, size labels, case names, messages) and from configs is data:
 never Markdown or HTML in a report, never a Mermaid directive, never an escape sequence on a terminal; and a
-config cannot carry control characters or bidi overrides at all (harness/reports/escape.py, config/values.py)."""
+config cannot carry control characters or bidi overrides at all (distval/reports/escape.py, config/values.py)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-import harness.cli
-from harness.config import parse_config
-from harness.errors import EngineError
-from harness.plan import RunPlan
-from harness.plan_render import render_plan
-from harness.progress import ProgressDisplay
-from harness.reports.escape import markdown_cell, markdown_code, strip_controls, terminal_line
-from harness.reports.markdown import render_markdown
-from harness.reports.mermaid import Series, busbw_chart
-from harness.reports.summary import render_summary
-from harness.results import ContainerOutcome, RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
+import distval.cli.main
+from distval.config import parse_config
+from distval.errors import EngineError
+from distval.plan.model import RunPlan
+from distval.plan.render import render_plan
+from distval.reports.escape import markdown_cell, markdown_code, strip_controls, terminal_line
+from distval.reports.markdown import render_markdown
+from distval.reports.mermaid import Series, busbw_chart
+from distval.reports.summary import render_summary
+from distval.results.scenario import ContainerOutcome, RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
+from distval.run.progress import ProgressDisplay
 from tests.config_helpers import FILE, problems_of, yaml_text
 from tests.report_helpers import plans
 
@@ -157,7 +157,7 @@ def test_an_error_message_quoting_others_text_reaches_stderr_without_controls() 
 def test_the_plan_shows_no_escape_sequence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / f"suite{ESCAPES}.yaml"
     config.write_text(yaml_text(VALID), encoding="utf-8")
-    assert harness.cli.main(["plan", str(config), "--image", "example/torch:1"]) == 0
+    assert distval.cli.main.main(["plan", str(config), "--image", "example/torch:1"]) == 0
     out = capsys.readouterr().out
     assert "scenario" in out and FORBIDDEN_ON_TERMINAL.search(out) is None, repr(out[:300])
 
@@ -209,7 +209,7 @@ def test_distval_plan_refuses_an_escape_in_working_dir_with_one_line_and_exit_2(
 ) -> None:
     config = tmp_path / "bad.yaml"
     config.write_text(yaml_text(VALID) + 'working_dir: "/work\\e[1A\\e[2K/safe"\n', encoding="utf-8")
-    assert harness.cli.main(["plan", str(config), "--image", "example/torch:1"]) == 2
+    assert distval.cli.main.main(["plan", str(config), "--image", "example/torch:1"]) == 2
     captured = capsys.readouterr()
     assert captured.out == "" and "Traceback" not in captured.err
     (line,) = captured.err.splitlines()

@@ -7,8 +7,7 @@ import dataclasses
 
 import pytest
 
-from harness.config.faults import Expectation
-from harness.expectations import (
+from distval.checks.expectations import (
     CONNECTION_CLOSED,
     KILLED,
     OOM,
@@ -22,6 +21,7 @@ from harness.expectations import (
     decided,
     evaluate,
 )
+from distval.config.faults import Expectation
 
 # Real texts: collective_loop's records and launcher lines seen on torch 2.6 and 2.15 (docs/measurements.md, "Faults").
 CLOSED = (
@@ -61,7 +61,7 @@ SIGKILL_LINE = "torch.distributed.elastic.multiprocessing.api: failed (exitcode:
         ("whatever it printed", 1, True, OOM),
         ("ValueError: wrong answer", 1, False, OTHER),
         (None, None, False, OTHER),
-        # Only the rank's own error counts, not what suite/main.py adds about the others.
+        # Only the rank's own error counts, not what distval_suite/main.py adds about the others.
         (
             "cut off in collective_loop (after rank 1 had left the check: rank 1 error: Connection closed by peer)",
             0,
@@ -197,7 +197,7 @@ def test_finishing_is_not_failing() -> None:
 
 
 # The boundaries and the order of evaluate/first_failures/decided (each test below kills mutants of
-# harness/expectations.py that tools/mutation_pass.py found surviving).
+# distval/checks/expectations.py that tools/mutation_pass.py found surviving).
 def seen(verdict: Verdict) -> dict[int, str]:
     return {v.rank: v.seen for v in verdict.ranks}
 

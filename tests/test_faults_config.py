@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import load_config, parse_config
-from harness.config.faults import Expectation, FaultSpec, Trigger
+from distval.config import load_config, parse_config
+from distval.config.faults import Expectation, FaultSpec, Trigger
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from harness.config import load_config
-from harness.fixtures.recipes import FAULT_HELPER
+from distval.config import load_config
+from distval.fixtures.recipes import FAULT_HELPER
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker
@@ -51,7 +51,7 @@ def run_faults(image: str, tmp_path: Path, docker_client: object) -> dict[str, A
     report = tmp_path / "report.json"
     run_id = "f" + secrets.token_hex(4)
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(config), "--image", image, "--jobs", "3"]
+        [sys.executable, "-m", "distval", "run", str(config), "--image", image, "--jobs", "3"]
         + ["--json", str(report), "--run-id", run_id, "--quiet"],
         cwd=ROOT,
         capture_output=True,
@@ -133,7 +133,7 @@ def test_collective_loop_catches_a_wrong_all_reduce(fixture_image: Callable[[str
     report = tmp_path / "report.json"
     run_id = "tl" + secrets.token_hex(4)
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(config), "--image", image, "--json", str(report)]
+        [sys.executable, "-m", "distval", "run", str(config), "--image", image, "--json", str(report)]
         + ["--run-id", run_id, "--quiet"],
         capture_output=True,
         text=True,

@@ -8,12 +8,12 @@ import signal
 from collections.abc import Sequence
 from typing import Any
 
-from harness.config import parse_config
-from harness.engine_protocol import ContainerState, ExecResult
-from harness.fault_render import fault_data
-from harness.fault_runtime import FaultRunner
-from harness.plan import RunPlan, plan_scenario
-from harness.plan_render import render_plan
+from distval.config import parse_config
+from distval.faults.render import fault_data
+from distval.faults.runtime import FaultRunner
+from distval.plan.model import RunPlan, plan_scenario
+from distval.plan.render import render_plan
+from distval.targets.docker.engine_protocol import ContainerState, ExecResult
 from tests.config_helpers import yaml_text
 from tests.fake_engine import FakeEngine
 
@@ -152,9 +152,9 @@ def test_the_runner_injects_delay_s_after_the_trigger_record_and_stops_once_deci
     names = [c.name for c in plan.containers]
     containers = {name: name for name in names}
     clock = [1000.0]
-    monkeypatch.setattr("harness.fault_runtime.time.time", lambda: clock[0])
+    monkeypatch.setattr("distval.faults.runtime.time.time", lambda: clock[0])
     monotonic = [0.0]
-    monkeypatch.setattr("harness.fault_runtime.time.monotonic", lambda: monotonic[0])
+    monkeypatch.setattr("distval.faults.runtime.time.monotonic", lambda: monotonic[0])
     notes: list[str] = []
     runner = FaultRunner(engine, plan, containers, notes.append, deadline=100.0)
 
@@ -189,7 +189,7 @@ def test_the_runner_skips_the_scenario_where_the_kernel_has_no_netem(monkeypatch
 
 
 def test_the_scenario_hash_covers_the_faults() -> None:
-    from harness.results import scenario_hash
+    from distval.results.scenario import scenario_hash
 
     two = plan_of("[{kind: kill, node: 1, after: {check: all_reduce, delay_s: 2}}]")
     three = plan_of("[{kind: kill, node: 1, after: {check: all_reduce, delay_s: 3}}]")
@@ -208,7 +208,7 @@ def test_the_runner_notices_a_worker_gone_while_its_launcher_still_runs(monkeypa
     containers = {name: name for name in names}
     engine.files[names[0]] = {"rank-0.jsonl": line("all_reduce", "passed", 1000.0)}
     clock = [1000.5]
-    monkeypatch.setattr("harness.fault_runtime.time.time", lambda: clock[0])
+    monkeypatch.setattr("distval.faults.runtime.time.time", lambda: clock[0])
     runner = FaultRunner(engine, plan, containers, lambda text: None, deadline=1e12)
     runner.poll(dict(containers))  # trigger seen and due: node 0 killed
     assert f"kill {names[0]}" in engine.calls
@@ -227,7 +227,7 @@ def test_a_pause_the_freezer_refuses_once_is_retried(monkeypatch: Any) -> None:
 
     def pause(container: Any) -> None:
         if refusals:
-            from harness.errors import EngineError
+            from distval.errors import EngineError
 
             raise EngineError(refusals.pop())
         engine.calls.append(f"pause {container}")

@@ -9,12 +9,12 @@ import json
 
 import pytest
 
-from harness.config import parse_config
-from harness.config.faults import Expectation
-from harness.expectations import CONNECTION_CLOSED, KILLED, ContainerExit, FaultLog, Injected
-from harness.fault_results import fault_cases
-from harness.plan import plan_scenario
-from harness.results import CaseResult, ContainerOutcome, ScenarioOutcome, summarize_scenario
+from distval.checks.expectations import CONNECTION_CLOSED, KILLED, ContainerExit, FaultLog, Injected
+from distval.config import parse_config
+from distval.config.faults import Expectation
+from distval.faults.results import fault_cases
+from distval.plan.model import plan_scenario
+from distval.results.scenario import CaseResult, ContainerOutcome, ScenarioOutcome, summarize_scenario
 from tests.config_helpers import yaml_text
 
 FAULT_AT = 2000.0
@@ -117,7 +117,7 @@ def test_a_fault_scenario_run_without_containers_passes_nothing() -> None:
 
 
 # fault_cases on its own, for what the scenario-level tests above do not reach (each test below kills
-# mutants of harness/fault_results.py that tools/mutation_pass.py found surviving).
+# mutants of distval/faults/results.py that tools/mutation_pass.py found surviving).
 SURVIVORS_CLOSED = (
     Expectation("survivors", (CONNECTION_CLOSED,), (0.0, 5.0)),
     Expectation("victims", (KILLED,), (0.0, 1.0)),

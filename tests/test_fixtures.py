@@ -1,4 +1,4 @@
-"""harness.fixtures without Docker: recipe hashes, build order, and what a layer build hands the Engine."""
+"""distval.fixtures without Docker: recipe hashes, build order, and what a layer build hands the Engine."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-import harness.fixtures.build as build
-from harness.engine_protocol import ImageInfo
-from harness.errors import EnvironmentUnusable
-from harness.fixtures import FILES, FIXTURES, RECIPE_LABEL, ImageBuilder, LayerRecipe, build_fixtures, build_order, recipe_hash
-from harness.tarball import regular_files
+import distval.fixtures.build as build
+from distval.errors import EnvironmentUnusable
+from distval.fixtures import FILES, FIXTURES, RECIPE_LABEL, ImageBuilder, LayerRecipe, build_fixtures, build_order, recipe_hash
+from distval.tarball import regular_files
+from distval.targets.docker.engine_protocol import ImageInfo
 
 DEFAULT = "distval-fixtures/torch:2.6-debian"
 STOCK = "distval-fixtures/torch:2.6-debian-stock"
@@ -23,7 +23,7 @@ NOOP = "distval-fixtures/broken:allreduce-noop"
 
 class FakeBuilder:
     """Which images exist (with their recipe labels) and what was built; imports nothing (no root
-    filesystems in unit tests). Type-checked against harness.fixtures.ImageBuilder, the Engine's side."""
+    filesystems in unit tests). Type-checked against distval.fixtures.ImageBuilder, the Engine's side."""
 
     def __init__(self, current: set[str]) -> None:
         self.images = {
@@ -152,5 +152,5 @@ def test_a_stale_layer_is_rebuilt_with_everything_above_it_from_its_context() ->
 
 def test_importing_the_fixtures_imports_no_docker_py() -> None:
     """Host mode's tests take cache_dir from here where docker-py may be missing; only building needs it."""
-    code = "import sys, harness.fixtures; sys.exit('docker' in sys.modules)"
+    code = "import sys, distval.fixtures; sys.exit('docker' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0

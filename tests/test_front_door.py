@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-import harness.run_command
-from harness.catalog import CATALOG
-from harness.checks_reference import REFERENCE_PAGE, checks_data, render_checks
-from harness.cli import build_parser, main
-from harness.config import load_config
-from harness.fixtures import BROKEN_PREFIX, FIXTURES
-from harness.plan import DEFAULT_IMAGE
-from harness.run_command import SAMPLE_IMAGE_NOTE
-from harness.shipped_configs import DEFAULT_CONFIG, SCHEMA_COMMENT_PREFIX, SCHEMA_FILE, STARTER_NAME, starter_config
-from suite.support import MAY_LACK
+import distval.cli.run
+from distval.checks.catalog import CATALOG
+from distval.checks.reference import REFERENCE_PAGE, checks_data, render_checks
+from distval.cli.main import build_parser, main
+from distval.cli.run import SAMPLE_IMAGE_NOTE
+from distval.config import load_config
+from distval.config.shipped import DEFAULT_CONFIG, SCHEMA_COMMENT_PREFIX, SCHEMA_FILE, STARTER_NAME, starter_config
+from distval.fixtures import BROKEN_PREFIX, FIXTURES
+from distval.plan.model import DEFAULT_IMAGE
+from distval_suite.support import MAY_LACK
 from tests.report_helpers import IMAGE, RUN_ID, TIMESTAMP
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,7 +107,7 @@ def test_the_default_config_is_shipped_inside_the_package() -> None:
     assert DEFAULT_CONFIG.parent.is_symlink() and DEFAULT_CONFIG.parent.resolve() == (ROOT / "configs").resolve()
     assert DEFAULT_CONFIG.read_bytes() == (ROOT / "configs" / "default.yaml").read_bytes()
     # tomllib is Python >= 3.11; distval supports 3.10: the line as written.
-    assert '\n"harness" = ["configs/*.yaml", "configs/*.json"]\n' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert '\n"distval" = ["configs/*.yaml", "configs/*.json"]\n' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
 
 
 def test_plan_without_a_config_plans_the_default_one(capsys: pytest.CaptureFixture[str]) -> None:
@@ -121,7 +121,7 @@ def test_plan_without_a_config_plans_the_default_one(capsys: pytest.CaptureFixtu
 @pytest.fixture
 def default_run(fake_docker: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`distval run` against the fake Engine with the default image taken as present (nothing is built)."""
-    monkeypatch.setattr(harness.run_command, "_ensure_images", lambda engine, images, progress: None)
+    monkeypatch.setattr(distval.cli.run, "_ensure_images", lambda engine, images, progress: None)
 
 
 def test_run_without_config_or_image_says_it_validates_the_sample_image(

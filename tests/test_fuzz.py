@@ -31,15 +31,15 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import harness.cli
-import harness.run_command
-from harness.config import parse_config
-from harness.config.keys import MATRIX_AXES, SCENARIO_KEYS
-from harness.config.loader import TOP_KEYS
-from harness.engine import EngineError
-from harness.errors import ConfigError, EnvironmentUnusable
-from harness.plan import plan_run
-from harness.reports.markdown import STEP_SUMMARY_ENV
+import distval.cli.main
+import distval.cli.run
+from distval.config import parse_config
+from distval.config.keys import MATRIX_AXES, SCENARIO_KEYS
+from distval.config.loader import TOP_KEYS
+from distval.errors import ConfigError, EnvironmentUnusable
+from distval.plan.model import plan_run
+from distval.reports.markdown import STEP_SUMMARY_ENV
+from distval.targets.docker.engine import EngineError
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = "fuzz.yaml"
@@ -334,8 +334,8 @@ def _isolated() -> Iterator[io.StringIO]:
             contextlib.redirect_stdout(out),
             contextlib.redirect_stderr(err),
             mock.patch.dict(os.environ, environment, clear=True),
-            mock.patch.object(harness.cli, "Engine", _unreachable),
-            mock.patch.object(harness.run_command, "HostSession", _no_host),  # --ho abbreviates --host: no local torch
+            mock.patch.object(distval.cli.main, "Engine", _unreachable),
+            mock.patch.object(distval.cli.run, "HostSession", _no_host),  # --ho abbreviates --host: no local torch
         ):
             yield err
     finally:
@@ -346,7 +346,7 @@ def check_cli(arguments: list[str], allowed: set[int]) -> None:
     started = time.monotonic()
     with _isolated() as err:
         try:
-            code = harness.cli.main(arguments)
+            code = distval.cli.main.main(arguments)
         except SystemExit as exc:  # --help and --version only
             assert exc.code == 0, (arguments, exc.code)
             return

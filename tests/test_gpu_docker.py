@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from harness.cli import main
-from harness.config import load_config
+from distval.cli.main import main
+from distval.config import load_config
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker

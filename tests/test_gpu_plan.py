@@ -8,13 +8,13 @@ import os
 import threading
 from pathlib import Path
 
-from harness.config import load_config, parse_config
-from harness.engine_protocol import EngineAPI, GpuSupport
-from harness.events import NO_EVENTS
-from harness.plan import NCCL_SHM_SIZE, ScenarioPlan, plan_run
-from harness.plan_render import render_plan
-from harness.results import FAILED, SKIPPED, RunSummary, summarize_scenario
-from harness.runtime import run_scenario
+from distval.config import load_config, parse_config
+from distval.plan.model import NCCL_SHM_SIZE, ScenarioPlan, plan_run
+from distval.plan.render import render_plan
+from distval.results.scenario import FAILED, SKIPPED, RunSummary, summarize_scenario
+from distval.run.events import NO_EVENTS
+from distval.targets.docker.engine_protocol import EngineAPI, GpuSupport
+from distval.targets.docker.runtime import run_scenario
 from tests.fake_engine import FakeEngine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,7 +110,7 @@ def test_enough_gpus_runs_the_steps() -> None:
 
 
 def test_the_report_names_the_transport_nccl_chose_between_each_pair() -> None:
-    from harness.results import ContainerOutcome, ScenarioOutcome
+    from distval.results.scenario import ContainerOutcome, ScenarioOutcome
 
     plan = plans()["nccl.nccl.cross"]
     logs = (
@@ -127,7 +127,7 @@ def test_the_report_names_the_transport_nccl_chose_between_each_pair() -> None:
 
 
 def test_nothing_starts_before_the_runs_reaper_runs_while_setup_goes_on_beside_its_start() -> None:
-    """``before_start`` (the reaper's launch, harness/reaper.py ReaperLaunch) comes before the GPU probe and
+    """``before_start`` (the reaper's launch, distval/targets/docker/reaper.py ReaperLaunch) comes before the GPU probe and
     before the first start, after the networks and containers are created."""
     engine = FakeEngine(RUN_ID, GpuSupport(2, ""))
     probed: list[str] = []

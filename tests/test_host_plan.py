@@ -1,4 +1,4 @@
-"""harness.host_plan: the same scenarios planned as local processes (host mode), without Docker."""
+"""distval.targets.local.plan: the same scenarios planned as local processes (host mode), without Docker."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ import textwrap
 
 import pytest
 
-from harness.config import Config, parse_config
-from harness.docker_spec import ContainerPlan
-from harness.errors import PlanError
-from harness.host_plan import CANONICAL_ROOT, LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
-from harness.placeholders import placeholders_in, resolve
-from harness.plan import CreateContainer, ScenarioPlan, StartContainer, plan_scenario
-from harness.results import scenario_hash
+from distval.config import Config, parse_config
+from distval.errors import PlanError
+from distval.plan.model import CreateContainer, ScenarioPlan, StartContainer, plan_scenario
+from distval.plan.placeholders import placeholders_in, resolve
+from distval.plan.specs import ContainerPlan
+from distval.results.scenario import scenario_hash
+from distval.targets.local.plan import CANONICAL_ROOT, LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
 
 RUN_ID = "0123abcd"
 PYTHON = "/opt/venv/bin/python"
@@ -60,13 +60,13 @@ def test_in_container_is_one_standalone_launcher_in_its_own_directory() -> None:
         "--nproc_per_node=3",
         "--max_restarts=0",
         "-m",
-        "suite.main",
+        "distval_suite.main",
         f"{directory}/spec.json",
     )
     assert node.working_dir == directory and node.results_dir == f"{directory}/results"
     assert [(f.path, f.suite, f.text is None) for f in node.files] == [
         (directory, False, True),
-        (f"{directory}/suite", True, True),
+        (f"{directory}/distval_suite", True, True),
         (f"{directory}/results", False, True),
         (f"{directory}/spec.json", False, False),
     ]
@@ -112,7 +112,7 @@ def test_c10d_says_which_local_agent_hosts_the_store() -> None:
 def test_launcher_less_forms_get_their_rendezvous_from_the_environment_and_spec() -> None:
     env_plan = host_plan(CROSS.replace("RDZV", "env").replace("nproc_per_node: 2", "nproc_per_node: 1"))
     for node in env_plan.containers:
-        assert node.argv == (PYTHON, "-m", "suite.main", f"{node.working_dir}/spec.json")
+        assert node.argv == (PYTHON, "-m", "distval_suite.main", f"{node.working_dir}/spec.json")
         assert (env(node)["MASTER_ADDR"], env(node)["MASTER_PORT"]) == (LOOPBACK, "{master_port}")
         assert (env(node)["RANK"], env(node)["WORLD_SIZE"]) == (str(node.node_rank), "2")
     tcp_plan = host_plan(CROSS.replace("RDZV", "tcp").replace("nproc_per_node: 2", "nproc_per_node: 1"))

@@ -1,4 +1,4 @@
-"""harness.host_runtime and ``distval run --host`` with a fake ``python`` standing in for torch: files on
+"""distval.targets.local.runtime and ``distval run --host`` with a fake ``python`` standing in for torch: files on
 disk, resolved ports, the deadline, stop and SIGTERM, no process left behind, GPU skips, and no docker-py."""
 
 from __future__ import annotations
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import parse_config
-from harness.events import COLLECTING, KILLING, REMOVING, RUNNING
-from harness.host_plan import plan_host_scenario
-from harness.host_runtime import MARKER, LocalTorch, free_ports, process_environment, run_host_scenario
-from harness.placeholders import placeholders_in
-from harness.plan import ScenarioPlan
-from harness.results import ERROR, PASSED, SKIPPED, ScenarioResult, summarize_scenario
+from distval.config import parse_config
+from distval.plan.model import ScenarioPlan
+from distval.plan.placeholders import placeholders_in
+from distval.results.scenario import ERROR, PASSED, SKIPPED, ScenarioResult, summarize_scenario
+from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING
+from distval.targets.local.plan import plan_host_scenario
+from distval.targets.local.runtime import MARKER, LocalTorch, free_ports, process_environment, run_host_scenario
 from tests import load
 
 RUN_ID = "h0st"
@@ -289,7 +289,7 @@ def no_docker_env(tmp_path: Path, extra: dict[str, str] | None = None) -> dict[s
 
 def distval(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args], env=env, capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-m", "distval", *args], env=env, capture_output=True, text=True, timeout=120, check=False
     )
 
 
@@ -347,7 +347,18 @@ def test_a_signal_kills_every_node_process_and_removes_the_directories(fake_pyth
     )
     junit = tmp_path / "results.xml"
     process = subprocess.Popen(
-        [sys.executable, "-m", "harness.cli", "run", "--host", "--python", str(fake_python), str(config), "--junit", str(junit)],
+        [
+            sys.executable,
+            "-m",
+            "distval",
+            "run",
+            "--host",
+            "--python",
+            str(fake_python),
+            str(config),
+            "--junit",
+            str(junit),
+        ],
         env=no_docker_env(tmp_path),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

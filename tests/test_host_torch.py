@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from distval.cli.main import main
 from tests.docker_helpers import DEFAULT_CONFIG, GOOD, TOPOLOGIES, cases, outcome, unavailable
 from tests.host_venv import torch_venv
 

@@ -15,16 +15,16 @@ from typing import Any
 
 import pytest
 
-from harness.config import load_config, parse_config
-from harness.engine_protocol import ContainerState, ImageInfo
-from harness.errors import BadInput, EngineError, ImageMissing
-from harness.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files, url_problem
-from harness.hosts_plan import rendezvous_target
-from harness.placeholders import facts_on_host, host_fact, resolve
-from harness.plan import CreateContainer, ProbeHost, StartContainer, plan_run
-from harness.plan_render import plan_as_data, render_plan
-from harness.results import scenario_hash
-from harness.transfer import ImageMismatch, same_image
+from distval.config import load_config, parse_config
+from distval.errors import BadInput, EngineError, ImageMissing
+from distval.plan.model import CreateContainer, ProbeHost, StartContainer, plan_run
+from distval.plan.placeholders import facts_on_host, host_fact, resolve
+from distval.plan.render import plan_as_data, render_plan
+from distval.results.scenario import scenario_hash
+from distval.targets.docker.engine_protocol import ContainerState, ImageInfo
+from distval.targets.engines.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files, url_problem
+from distval.targets.engines.plan import rendezvous_target
+from distval.targets.engines.transfer import ImageMismatch, same_image
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 from tests.fake_engine import FakeEngine
 
@@ -87,7 +87,7 @@ def test_the_command_line_refuses_bad_hosts_with_exit_2_and_one_line(tmp_path: P
     config = tmp_path / "c.yaml"
     config.write_text(yaml_text(CROSS))
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "plan", str(config), "--hosts", "tcp://10.0.0.1"],
+        [sys.executable, "-m", "distval", "plan", str(config), "--hosts", "tcp://10.0.0.1"],
         capture_output=True,
         text=True,
         check=False,
@@ -275,7 +275,7 @@ def test_an_image_missing_on_host_0_is_said_so() -> None:
 
 
 def test_host_engine_errors_name_the_host() -> None:
-    from harness.hosts_runtime import HostEngine
+    from distval.targets.engines.runtime import HostEngine
 
     class Unreachable:
         where, run_id = "tcp://10.0.0.9:2375", "r"
@@ -293,7 +293,7 @@ def test_steps_without_hosts_keep_their_old_fields() -> None:
 
 
 def test_the_host_probe_finds_the_route_its_interface_and_free_ports(capsys: pytest.CaptureFixture[str]) -> None:
-    from suite import host_probe
+    from distval_suite import host_probe
 
     assert host_probe.source_address("127.0.0.1") == "127.0.0.1"
     assert host_probe.interface_of("10.1.2.3", {"lo": "127.0.0.1", "eth7": "10.1.2.3"}) == "eth7"
@@ -341,9 +341,9 @@ class ProbedEngine(FakeEngine):
 
 
 def test_the_runtime_runs_each_step_on_its_host_and_an_unreachable_one_is_that_hosts_error() -> None:
-    from harness.events import NoEvents
-    from harness.hosts_runtime import HostEngine
-    from harness.runtime import run_scenario
+    from distval.run.events import NoEvents
+    from distval.targets.docker.runtime import run_scenario
+    from distval.targets.engines.runtime import HostEngine
 
     plan = plan_run(parse_config(yaml_text(CROSS), FILE), "r1", hosts=(A, B)).scenarios[0]
     first, second = ProbedEngine("a", "eth0"), ProbedEngine("b", "ens5", unreachable_after_start=True)
@@ -377,12 +377,12 @@ def test_an_engine_that_stops_answering_while_another_hosts_node_is_waited_on_is
 ) -> None:
     """The wait blocks on node 0 (host 0), which runs on: host 1, gone, is its error within HOST_WATCH_S
     (here 0.05 s), not at the scenario's deadline (240 s)."""
-    import harness.runtime
-    from harness.events import NoEvents
-    from harness.hosts_runtime import HostEngine
-    from harness.runtime import run_scenario
+    import distval.targets.docker.runtime
+    from distval.run.events import NoEvents
+    from distval.targets.docker.runtime import run_scenario
+    from distval.targets.engines.runtime import HostEngine
 
-    monkeypatch.setattr(harness.runtime, "HOST_WATCH_S", 0.05)
+    monkeypatch.setattr(distval.targets.docker.runtime, "HOST_WATCH_S", 0.05)
     plan = plan_run(parse_config(yaml_text(CROSS), FILE), "r1", hosts=(A, B)).scenarios[0]
     first, second = RunningEngine("a", "eth0"), RunningEngine("b", "ens5", unreachable_after_start=True)
     hosts = {A: HostEngine(0, first), B: HostEngine(1, second)}  # type: ignore[arg-type]
@@ -397,7 +397,7 @@ def test_hosts_and_host_mode_are_refused_together_in_one_line(tmp_path: Path) ->
     config = tmp_path / "c.yaml"
     config.write_text(yaml_text(CROSS))
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(config), "--host", "--hosts", A, "--quiet"],
+        [sys.executable, "-m", "distval", "run", str(config), "--host", "--hosts", A, "--quiet"],
         capture_output=True,
         text=True,
         check=False,
@@ -407,8 +407,8 @@ def test_hosts_and_host_mode_are_refused_together_in_one_line(tmp_path: Path) ->
 
 
 def test_cleanup_with_hosts_cleans_each_engine(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    import harness.cli
-    from harness.hosts import HostSpec
+    import distval.cli.main
+    from distval.targets.engines.hosts import HostSpec
 
     seen: list[str] = []
 
@@ -420,9 +420,9 @@ def test_cleanup_with_hosts_cleans_each_engine(monkeypatch: pytest.MonkeyPatch, 
         def list_managed(self, labels: list[str] | None = None) -> list[object]:
             return []
 
-    monkeypatch.setattr(harness.cli, "Engine", Engine, raising=False)
+    monkeypatch.setattr(distval.cli.main, "Engine", Engine, raising=False)
     other = "tcp://10.0.0.3:2375"
-    assert harness.cli.main(["cleanup", "--hosts", f"{A},{other}"]) == 0
+    assert distval.cli.main.main(["cleanup", "--hosts", f"{A},{other}"]) == 0
     assert seen == [A, other]
     out = capsys.readouterr().out
     assert f"on {A}:\n" in out and f"on {other}:\n" in out and out.count("removed 0 container(s)") == 2
@@ -436,7 +436,7 @@ def test_placement_puts_nodes_where_the_scenario_says_and_a_wrong_one_is_one_lin
     config = tmp_path / "c.yaml"
     config.write_text(yaml_text(placed))
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "plan", str(config), "--hosts", A], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "distval", "plan", str(config), "--hosts", A], capture_output=True, text=True, check=False
     )
     assert done.returncode == 2
     assert done.stderr == "distval: scenario cross: placement: expected host indexes 0..0 (one per --hosts entry); got 1\n"
@@ -448,13 +448,13 @@ def _plan_command(tmp_path: Path, text: str, *options: str) -> subprocess.Comple
     config = tmp_path / "c.yaml"
     config.write_text(yaml_text(text))
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", "plan", str(config), *options], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "distval", "plan", str(config), *options], capture_output=True, text=True, check=False
     )
 
 
 def test_a_scenario_with_faults_is_refused_across_hosts_never_run_without_them(tmp_path: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "plan", "configs/faults.yaml", "--hosts", f"{A},tcp://10.0.0.3:2375"],
+        [sys.executable, "-m", "distval", "plan", "configs/faults.yaml", "--hosts", f"{A},tcp://10.0.0.3:2375"],
         capture_output=True,
         text=True,
         check=False,
@@ -489,7 +489,7 @@ def test_a_hosts_key_in_the_file_needs_the_command_lines_consent(tmp_path: Path)
     config = tmp_path / "hosts.yaml"
     config.write_text(yaml_text(text))
     run = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", str(config), "--quiet"],
+        [sys.executable, "-m", "distval", "run", str(config), "--quiet"],
         capture_output=True,
         text=True,
         check=False,

@@ -1,4 +1,4 @@
-"""Several Docker hosts against real, separate Docker Engines: three node Engines (harness/nodes.py; node 2 over
+"""Several Docker hosts against real, separate Docker Engines: three node Engines (distval/targets/engines/dind.py; node 2 over
 TLS) started once per session, the 2.6 fixture copied to them by distval itself, the default config's
 cross-container scenario with one node per Engine on 2 and on 3 Engines, and a node Engine stopped mid-run.
 
@@ -19,8 +19,8 @@ import docker.errors
 import pytest
 import yaml
 
-from harness.fixtures import NODE_ENGINE
-from harness.labels import LABEL_RUN
+from distval.fixtures import NODE_ENGINE
+from distval.labels import LABEL_RUN
 from tests.docker_helpers import DEFAULT_CONFIG, GOOD, ROOT
 
 pytestmark = pytest.mark.docker
@@ -31,7 +31,7 @@ RUN_TIMEOUT_S = 1500  # a run that copies the image to two hosts on a machine at
 
 @pytest.fixture(scope="session")
 def nodes(fixture_image: Callable[[str], str]) -> Iterator[Any]:
-    from harness.nodes import start_nodes, stop_nodes
+    from distval.targets.engines.dind import start_nodes, stop_nodes
 
     fixture_image(NODE_ENGINE)
     fixture_image(IMAGE)
@@ -45,7 +45,7 @@ def nodes(fixture_image: Callable[[str], str]) -> Iterator[Any]:
 
 
 def _client(node: Any) -> Any:
-    from harness.engine import Engine
+    from distval.targets.docker.engine import Engine
 
     return Engine("tests-hosts", host=node.host).client
 
@@ -68,7 +68,7 @@ def _command(config: Path, hosts: list[Any], run_id: str, report: Path) -> list[
     return [
         sys.executable,
         "-m",
-        "harness.cli",
+        "distval",
         "run",
         str(config),
         "--image",
@@ -161,7 +161,7 @@ def test_a_node_engine_stopped_mid_run_is_that_hosts_error_and_the_others_are_cl
     for node in (hosts[0], hosts[2]):
         assert _leftovers(node, run_id) == [], f"{node.url} kept containers of run {run_id}"
     # Bring the node back for whatever runs next in this session, and remove what the dead Engine kept.
-    from harness.nodes import wait_ready
+    from distval.targets.engines.dind import wait_ready
 
     docker_client.containers.get(victim.name).start()
     wait_ready(victim, time.monotonic())

@@ -1,4 +1,4 @@
-"""harness.reports.junit: a RunSummary -> JUnit XML that Jenkins' xunit schema accepts, and that says what happened."""
+"""distval.reports.junit: a RunSummary -> JUnit XML that Jenkins' xunit schema accepts, and that says what happened."""
 
 from __future__ import annotations
 
@@ -16,12 +16,12 @@ from hypothesis import strategies as st
 from junitparser import JUnitXml
 from lxml import etree
 
-import harness.reports.junit
-from harness import __version__
-from harness.config import parse_config
-from harness.plan import ScenarioPlan, plan_scenario
-from harness.reports.junit import MESSAGE_CHARS, SYSTEM_OUT_CHARS, render_junit, write_junit, xml_text
-from harness.results import (
+import distval.reports.junit
+from distval import __version__
+from distval.config import parse_config
+from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.reports.junit import MESSAGE_CHARS, SYSTEM_OUT_CHARS, render_junit, write_junit, xml_text
+from distval.results.scenario import (
     ERROR,
     FAILED,
     PASSED,
@@ -471,7 +471,7 @@ def test_write_junit_replaces_atomically(tmp_path: Path, summary: RunSummary, mo
         assert destination_path.read_text(encoding="utf-8") == "OLD REPORT"
         real_replace(source, destination)
 
-    monkeypatch.setattr(os, "replace", spy)  # harness.reports.files calls os.replace
+    monkeypatch.setattr(os, "replace", spy)  # distval.reports.files calls os.replace
     write_junit(summary, str(target))
     assert len(renames) == 1 and renames[0][1] == target
     assert ET.parse(target).getroot().tag == "testsuites"
@@ -487,7 +487,7 @@ def test_write_junit_keeps_the_old_file_when_rendering_fails(
     def broken(_summary: RunSummary) -> str:
         raise RuntimeError("render failed")
 
-    monkeypatch.setattr(harness.reports.junit, "render_junit", broken)
+    monkeypatch.setattr(distval.reports.junit, "render_junit", broken)
     with pytest.raises(RuntimeError):
         write_junit(summary, target)
     assert target.read_text(encoding="utf-8") == "OLD REPORT"

@@ -1,4 +1,4 @@
-"""--keep-on-failure's decisions without Docker (harness/keep.py): which scenarios are kept, what the run's final
+"""--keep-on-failure's decisions without Docker (distval/targets/docker/keep.py): which scenarios are kept, what the run's final
 cleanup removes, and the lines printed. Against the real Engine: tests/test_reaper_docker.py."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from harness.cli import main
-from harness.engine_protocol import Resource
-from harness.keep import Keeper, inspect_commands
-from harness.results import ERROR, FAILED, PASSED, SKIPPED
+from distval.cli.main import main
+from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED
+from distval.targets.docker.engine_protocol import Resource
+from distval.targets.docker.keep import Keeper, inspect_commands
 
 
 class Held:

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from harness.config import load_config
-from harness.kube_collect import KubernetesPods, read_api, summarize_sources
-from harness.kube_export import export_config
-from harness.labels import LABEL_RUN
-from harness.results import PASSED
+from distval.config import load_config
+from distval.labels import LABEL_RUN
+from distval.results.scenario import PASSED
+from distval.targets.kubernetes.collect import KubernetesPods, read_api, summarize_sources
+from distval.targets.kubernetes.export import export_config
 
 ROOT = Path(__file__).resolve().parent.parent
 NAMESPACE = os.environ.get("DISTVAL_KUBE_NAMESPACE", "default")

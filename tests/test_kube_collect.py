@@ -1,4 +1,4 @@
-"""harness.kube_collect: pod logs -> the verdicts of a Docker run, on logs recorded from real runs.
+"""distval.targets.kubernetes.collect: pod logs -> the verdicts of a Docker run, on logs recorded from real runs.
 
 tests/data/kube/<image>/ holds, per exported scenario of configs/default.yaml, each pod's log and what the
 Docker path read from the same containers (``<job>.outcome.json``: exit codes and result files). They were
@@ -32,11 +32,10 @@ from typing import Any
 import pytest
 import yaml
 
-import harness.cli
-import harness.kube_collect
-from harness.errors import EnvironmentUnusable
-from harness.kube_collect import CollectError, KubernetesPods, PodLog, read_api, read_files, read_log, summarize_sources
-from harness.results import (
+import distval.cli.main
+import distval.targets.kubernetes.collect
+from distval.errors import EnvironmentUnusable
+from distval.results.scenario import (
     ERROR,
     EXIT_STATUS_CASE,
     FAILED,
@@ -48,7 +47,16 @@ from harness.results import (
     ScenarioResult,
     summarize_scenario,
 )
-from suite.records import STDOUT_MARKER, STDOUT_PIECE_CHARS, RecordWriter
+from distval.targets.kubernetes.collect import (
+    CollectError,
+    KubernetesPods,
+    PodLog,
+    read_api,
+    read_files,
+    read_log,
+    summarize_sources,
+)
+from distval_suite.records import STDOUT_MARKER, STDOUT_PIECE_CHARS, RecordWriter
 from tests.docker_helpers import cases, outcome, validate
 
 DATA = Path(__file__).resolve().parent / "data" / "kube"
@@ -310,13 +318,13 @@ def test_records_stay_off_stdout_without_the_spec_option(tmp_path: Path, capfd: 
 def test_logs_without_records_are_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plain = tmp_path / "nginx.log"
     plain.write_text("GET / 200\n")
-    assert harness.cli.main(["collect", "kubernetes", str(plain)]) == 2
+    assert distval.cli.main.main(["collect", "kubernetes", str(plain)]) == 2
     err = capsys.readouterr().err
     assert err == "distval: no distval record in the logs given (was the job exported by distval export kubernetes?)\n"
-    assert harness.cli.main(["collect", "kubernetes", str(tmp_path / "absent.log")]) == 2
+    assert distval.cli.main.main(["collect", "kubernetes", str(tmp_path / "absent.log")]) == 2
     err = capsys.readouterr().err
     assert err == f"distval: cannot read the log {tmp_path / 'absent.log'}: No such file or directory\n"
-    assert harness.cli.main(["collect", "kubernetes"]) == 2
+    assert distval.cli.main.main(["collect", "kubernetes"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
 
 
@@ -340,7 +348,7 @@ def test_collect_command_writes_the_reports_of_a_docker_run(tmp_path: Path, caps
         "--markdown",
         str(markdown),
     ]
-    assert harness.cli.main(argv) == 1
+    assert distval.cli.main.main(argv) == 1
     root = validate(junit)
     found = cases(root)
     suite = "cross-container-2ranks (cross-container, 2x1, 2 ranks, static)"
@@ -430,7 +438,7 @@ def test_without_the_kubernetes_client_collect_says_so_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "kubernetes", None)  # import kubernetes -> ImportError
-    assert harness.cli.main(["collect", "kubernetes", "--job", CROSS]) == EnvironmentUnusable.exit_code
+    assert distval.cli.main.main(["collect", "kubernetes", "--job", CROSS]) == EnvironmentUnusable.exit_code
     assert capsys.readouterr().err == (
         "distval: reading pod logs through the API needs the kubernetes Python client (pip install kubernetes); "
         "or pass the logs as files (kubectl logs ... > FILE)\n"
@@ -438,7 +446,7 @@ def test_without_the_kubernetes_client_collect_says_so_in_one_line(
 
 
 def test_files_and_job_together_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    assert harness.cli.main(["collect", "kubernetes", "x.log", "--job", "j"]) == 2
+    assert distval.cli.main.main(["collect", "kubernetes", "x.log", "--job", "j"]) == 2
     assert capsys.readouterr().err == "distval: collect kubernetes: expected log files or --job (with --namespace), not both\n"
 
 
@@ -545,7 +553,7 @@ def test_the_kubernetes_client_reads_pods_logs_and_the_job(stub_cluster: Path, c
     """KubernetesPods through the real client: the exit codes, reasons and image ids of the pods, their logs and
     the Job's failure reach the verdict."""
     assert (
-        harness.cli.main(
+        distval.cli.main.main(
             ["collect", "kubernetes", "--namespace", "ml", "--job", CROSS, "--json", str(stub_cluster.parent / "r.json")]
         )
         == 1
@@ -566,7 +574,7 @@ def test_without_a_kubeconfig_collect_says_so_in_one_line(
     pytest.importorskip("kubernetes", reason="the kubernetes Python client is not installed (pip install kubernetes)")
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert harness.cli.main(["collect", "kubernetes", "--job", CROSS]) == EnvironmentUnusable.exit_code
+    assert distval.cli.main.main(["collect", "kubernetes", "--job", CROSS]) == EnvironmentUnusable.exit_code
     err = capsys.readouterr().err
     assert err.startswith("distval: no usable kubeconfig ($KUBECONFIG or ~/.kube/config): ") and err.count("\n") == 1
 
@@ -614,7 +622,7 @@ def test_a_record_numbered_a_billion_does_not_list_the_numbers_before_it() -> No
 def test_through_the_api_a_log_is_read_to_its_bound_and_no_further(stub_cluster: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Was: the whole log asked for, of any size (the image's output). Now limit_bytes, and past it an error."""
     monkeypatch.setattr(_StubApi, "log_limits", [])
-    monkeypatch.setattr(harness.kube_collect, "LOG_MAX_BYTES", 1000)
+    monkeypatch.setattr(distval.targets.kubernetes.collect, "LOG_MAX_BYTES", 1000)
     with pytest.raises(CollectError) as caught:
         read_api(KubernetesPods(), "ml", CROSS)
     assert str(caught.value) == f"the log of pod {CROSS}-0-abcde is larger than 1000 bytes; expected less"

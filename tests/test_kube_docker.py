@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import load_config
-from harness.engine import Engine
-from harness.kube_collect import read_files, summarize_sources
-from harness.kube_export import export_config, render
-from harness.results import EXIT_STATUS_CASE, PASSED, SKIPPED, summarize_scenario
+from distval.config import load_config
+from distval.results.scenario import EXIT_STATUS_CASE, PASSED, SKIPPED, summarize_scenario
+from distval.targets.docker.engine import Engine
+from distval.targets.kubernetes.collect import read_files, summarize_sources
+from distval.targets.kubernetes.export import export_config, render
 from tests.kube_pods import run_pods, save
 
 pytestmark = pytest.mark.docker

@@ -1,4 +1,4 @@
-"""harness.kube_export: the manifests of ``distval export kubernetes``, validated offline and golden-tested.
+"""distval.targets.kubernetes.export: the manifests of ``distval export kubernetes``, validated offline and golden-tested.
 
 Validation: the core kinds (ConfigMap, Service, NetworkPolicy, Job) with kubernetes-validate, strict (unknown
 fields rejected), against the newest and the oldest Kubernetes its bundled schemas cover (1.37 and 1.25 in
@@ -29,9 +29,11 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml
 
-import harness.cli
-from harness.config import load_config, parse_config
-from harness.kube_export import (
+import distval.cli.main
+from distval.config import load_config, parse_config
+from distval.results.scenario import scenario_hash
+from distval.targets.docker.runtime import suite_dir
+from distval.targets.kubernetes.export import (
     COMPLETION_INDEX,
     GPU_RESOURCE,
     NAME_MAX,
@@ -41,9 +43,7 @@ from harness.kube_export import (
     quantity,
     render,
 )
-from harness.kube_origin import Origin, origin_data, origin_from_data
-from harness.results import scenario_hash
-from harness.runtime import suite_dir
+from distval.targets.kubernetes.origin import Origin, origin_data, origin_from_data
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ("default.yaml", "rendezvous.yaml", "nccl.yaml", "gpu-smoke.yaml")
@@ -173,7 +173,7 @@ def test_kubernetes_validate_works_offline_from_its_bundled_schemas() -> None:
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_golden_manifests_of_one_scenario(layout: str) -> None:
     """The cross-container scenario of the default config, whole, with the suite's files named instead of
-    written out (their content is checked against suite/ below)."""
+    written out (their content is checked against distval_suite/ below)."""
     scenario = exported("default.yaml", layout)[1]
     text = render(scenario)
     for path in sorted(suite_dir().glob("*.py")):
@@ -333,7 +333,7 @@ def test_a_bad_origin_is_refused_with_what_was_expected() -> None:
 
 def test_export_command_writes_one_file_per_scenario(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "out"
-    code = harness.cli.main(
+    code = distval.cli.main.main(
         ["export", "kubernetes", str(ROOT / "configs" / "rendezvous.yaml"), "--image", IMAGE, "--out", str(out), "--run-id", "r1"]
     )
     captured = capsys.readouterr()
@@ -349,13 +349,13 @@ def test_export_command_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[
     config.write_text(
         "version: 1\nscenarios:\n  - {name: by-ip, topology: cross-container, nodes: 2, master_addr: ip, checks: [env]}\n"
     )
-    assert harness.cli.main(["export", "kubernetes", str(config), "--image", IMAGE, "--out", str(tmp_path / "o")]) == 2
+    assert distval.cli.main.main(["export", "kubernetes", str(config), "--image", IMAGE, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err[-1] == f"distval: no scenario of {config} has a Kubernetes form (see the lines above)"
-    assert harness.cli.main(["export", "kubernetes", str(config)]) == 2
+    assert distval.cli.main.main(["export", "kubernetes", str(config)]) == 2
     assert "the following arguments are required: --image" in capsys.readouterr().err
     config.write_text("version: 1\nscenarios:\n  - {name: x, topology: sideways, world_size: 2, checks: [env]}\n")
-    assert harness.cli.main(["export", "kubernetes", str(config), "--image", IMAGE]) == 2
+    assert distval.cli.main.main(["export", "kubernetes", str(config), "--image", IMAGE]) == 2
     assert "topology" in capsys.readouterr().err
 
 

@@ -1,4 +1,4 @@
-"""harness.config: layouts (nodes x nproc_per_node), rendezvous forms, network and container options, and
+"""distval.config: layouts (nodes x nproc_per_node), rendezvous forms, network and container options, and
 scenario matrices -- expansion, names, excludes and invalid combinations.
 
 Like tests/test_config.py: every problem is ONE line ``FILE:LINE: KEY.PATH: ...`` and all are reported.
@@ -10,14 +10,14 @@ import dataclasses
 
 import pytest
 
-from harness.config import (
+from distval.config import (
     MATRIX_AXES,
     NAME_MAX,
     RESERVED_ENV,
     Scenario,
     parse_config,
 )
-from harness.errors import ConfigError
+from distval.errors import ConfigError
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 
 

@@ -1,4 +1,4 @@
-"""harness.nccl_transport on NCCL_DEBUG=INFO output shaped like real logs (hosts, pids and bus ids
+"""distval.results.nccl_transport on NCCL_DEBUG=INFO output shaped like real logs (hosts, pids and bus ids
 made up; the line formats are NCCL's, old and new: ``Channel 09 :`` and ``Channel 00/0 :``, device
 indices and PCI bus ids, ``[send]``/``[receive]`` on network connections, launcher prefixes)."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.nccl_transport import Connection, describe, parse_connections, transport_name, transports_between
+from distval.results.nccl_transport import Connection, describe, parse_connections, transport_name, transports_between
 
 # Two ranks in one container on two GPUs with peer access.
 ONE_CONTAINER = """\

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-import harness.nodes
-from harness.docker_spec import NetworkPlan
-from harness.errors import BadInput
-from harness.hosts import HostSpec, TlsFiles
-from harness.nodes import LABEL_NODES, NodeEngine, NodeSet, node_create_kwargs, start_nodes
+import distval.targets.engines.dind
+from distval.errors import BadInput
+from distval.plan.specs import NetworkPlan
+from distval.targets.engines.dind import LABEL_NODES, NodeEngine, NodeSet, node_create_kwargs, start_nodes
+from distval.targets.engines.hosts import HostSpec, TlsFiles
 
 
 def test_a_node_is_docker_in_docker_without_privileged() -> None:
@@ -92,9 +92,9 @@ class NodeDocker:
 @pytest.fixture
 def node_docker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> type[NodeDocker]:
     NodeDocker.networks, NodeDocker.created, NodeDocker.archives, NodeDocker.clients = [], [], {}, []
-    monkeypatch.setattr(harness.nodes, "Engine", NodeDocker)
-    monkeypatch.setattr(harness.nodes, "build_fixtures", lambda *args: None)
-    monkeypatch.setattr(harness.nodes, "cache_dir", lambda: tmp_path / "cache")
+    monkeypatch.setattr(distval.targets.engines.dind, "Engine", NodeDocker)
+    monkeypatch.setattr(distval.targets.engines.dind, "build_fixtures", lambda *args: None)
+    monkeypatch.setattr(distval.targets.engines.dind, "cache_dir", lambda: tmp_path / "cache")
     return NodeDocker
 
 
@@ -137,7 +137,7 @@ def test_a_plain_node_is_asked_for_by_index(node_docker: Any) -> None:
 
 
 def test_a_key_file_is_never_written_through_a_link_or_into_a_shared_directory(tmp_path: Path) -> None:
-    from harness.nodes_tls import private_directory, write_file
+    from distval.targets.engines.dind_tls import private_directory, write_file
 
     (tmp_path / "target").write_text("")
     os.symlink(tmp_path / "target", tmp_path / "key.pem")

@@ -1,4 +1,4 @@
-"""harness.plan: the Docker-free launch plan, as a golden text and as structural facts.
+"""distval.plan.model: the Docker-free launch plan, as a golden text and as structural facts.
 
 Regenerate the golden file after an intended change of the plan's text:
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-import harness.cli
-from harness.config import Config, load_config, parse_config
-from harness.plan import (
+import distval.cli.main
+from distval.config import Config, load_config, parse_config
+from distval.plan.model import (
     CONTAINER_ROOT,
     DEFAULT_IMAGE,
     LABEL_MANAGED,
@@ -35,7 +35,7 @@ from harness.plan import (
     plan_run,
     plan_scenario,
 )
-from harness.plan_render import render_plan
+from distval.plan.render import render_plan
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden" / "default_plan.txt"
@@ -62,7 +62,7 @@ TORCH_1_13_FLAGS = ("--nproc_per_node", "--node_rank", "--master_addr", "--maste
 
 
 def assert_torch_1_13_spellings(argv: tuple[str, ...]) -> None:
-    launcher_flags = argv[: argv.index("-m", 3)]  # up to the suite's own "-m suite.main"
+    launcher_flags = argv[: argv.index("-m", 3)]  # up to the suite's own "-m distval_suite.main"
     for flag in launcher_flags[3:]:
         name = flag.split("=", 1)[0]
         assert "-" not in name[2:], f"{flag}: torch 1.13's launcher does not know the dash spelling"
@@ -112,7 +112,7 @@ def test_render_is_deterministic(default_plan: RunPlan) -> None:
 
 def test_cli_plan_prints_the_golden_text(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(ROOT)
-    assert harness.cli.main(["plan", "configs/default.yaml", "--run-id", RUN_ID]) == 0
+    assert distval.cli.main.main(["plan", "configs/default.yaml", "--run-id", RUN_ID]) == 0
     captured = capsys.readouterr()
     assert captured.out == GOLDEN.read_text(encoding="utf-8")
     assert captured.err == ""
@@ -120,7 +120,7 @@ def test_cli_plan_prints_the_golden_text(monkeypatch: pytest.MonkeyPatch, capsys
 
 def test_cli_plan_image_override(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.chdir(ROOT)
-    assert harness.cli.main(["plan", "configs/default.yaml", "--run-id", RUN_ID, "--image", "mine/torch:x"]) == 0
+    assert distval.cli.main.main(["plan", "configs/default.yaml", "--run-id", RUN_ID, "--image", "mine/torch:x"]) == 0
     out = capsys.readouterr().out
     assert out.count("\n  image: mine/torch:x\n") == 2  # each scenario's header
     assert out.count("\n       image: mine/torch:x\n") == 3  # each container's creation arguments
@@ -142,7 +142,7 @@ def test_in_container_topology(default_plan: RunPlan) -> None:
     assert "--nnodes=1" in argv
     assert "--nproc_per_node=2" in argv
     assert not any(a.startswith(("--master_addr", "--node_rank", "--master-addr", "--node-rank")) for a in argv)
-    assert argv[-4:] == ("--max_restarts=0", "-m", "suite.main", SPEC_PATH)
+    assert argv[-4:] == ("--max_restarts=0", "-m", "distval_suite.main", SPEC_PATH)
     assert_torch_1_13_spellings(argv)
 
 
@@ -182,7 +182,7 @@ def test_cross_container_topology(world_size: int) -> None:
         assert f"--nnodes={world_size}" in argv
         assert "--nproc_per_node=1" in argv
         assert "--standalone" not in argv
-        assert argv[-4:] == ("--max_restarts=0", "-m", "suite.main", SPEC_PATH)
+        assert argv[-4:] == ("--max_restarts=0", "-m", "distval_suite.main", SPEC_PATH)
         assert_torch_1_13_spellings(argv)
         assert dict(container.labels)[LABEL_NODE] == str(index)
         assert dict(container.env)["DISTVAL_NODE_RANK"] == str(index)
@@ -286,7 +286,7 @@ def test_default_plan_names_fit(default_plan: RunPlan) -> None:
 def test_cli_rejects_bad_run_id(run_id: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Was: --run-id went verbatim into container names and hostnames (over 63 characters, or names Docker rejects)."""
     monkeypatch.chdir(ROOT)
-    code = harness.cli.main(["plan", "configs/default.yaml", "--run-id", run_id])
+    code = distval.cli.main.main(["plan", "configs/default.yaml", "--run-id", run_id])
     captured = capsys.readouterr()
     assert code == 2
     assert captured.out == ""

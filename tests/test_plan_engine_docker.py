@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from harness.config import load_config
-from harness.docker_spec import ContainerPlan, NetworkPlan
-from harness.engine import Engine
-from harness.events import NO_EVENTS
-from harness.placeholders import facts_for_address, resolve
-from harness.plan import CreateContainer, CreateNetwork, ScenarioPlan, StartContainer, plan_run
-from harness.results import PASSED, summarize_scenario
-from harness.runtime import run_scenario
+from distval.config import load_config
+from distval.plan.model import CreateContainer, CreateNetwork, ScenarioPlan, StartContainer, plan_run
+from distval.plan.placeholders import facts_for_address, resolve
+from distval.plan.specs import ContainerPlan, NetworkPlan
+from distval.results.scenario import PASSED, summarize_scenario
+from distval.run.events import NO_EVENTS
+from distval.targets.docker.engine import Engine
+from distval.targets.docker.runtime import run_scenario
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 
-from harness.config import parse_config
-from harness.docker_spec import ContainerPlan
-from harness.placeholders import facts_for_address, resolve
-from harness.plan import NODE0_HOST, NODE0_IP, SPEC_PATH, SUBNETS, ScenarioPlan, plan_run
-from harness.results import SKIPPED, ScenarioOutcome, summarize_scenario
-from harness.run_command import default_jobs
+from distval.cli.run import default_jobs
+from distval.config import parse_config
+from distval.plan.model import NODE0_HOST, NODE0_IP, SPEC_PATH, SUBNETS, ScenarioPlan, plan_run
+from distval.plan.placeholders import facts_for_address, resolve
+from distval.plan.specs import ContainerPlan
+from distval.results.scenario import SKIPPED, ScenarioOutcome, summarize_scenario
 
 RUN_ID = "0123abcd"
 
@@ -48,7 +48,7 @@ def test_c10d_has_no_node_rank_and_a_run_unique_id() -> None:
 
 def test_env_and_tcp_run_without_a_launcher() -> None:
     env_plan = plan_of("{name: e, topology: cross-container, nodes: 2, rendezvous: env, checks: [env]}")
-    assert env_plan.containers[1].argv == ("python3", "-m", "suite.main", "/distval/spec.json")
+    assert env_plan.containers[1].argv == ("python3", "-m", "distval_suite.main", "/distval/spec.json")
     assert {k: env_of(env_plan, 1)[k] for k in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")} == {
         "RANK": "1",
         "WORLD_SIZE": "2",

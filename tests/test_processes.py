@@ -1,4 +1,4 @@
-"""harness/processes.py: the worker-finding script, run here against real processes (as exec would run it
+"""distval/targets/docker/processes.py: the worker-finding script, run here against real processes (as exec would run it
 in a container), and the parsing of what it prints."""
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from harness import beside_container
-from harness.engine_protocol import ExecResult
-from harness.errors import EngineError
-from harness.processes import find_workers, parse_workers, signal_workers, signal_workers_beside
+from distval.errors import EngineError
+from distval.targets.docker import beside as beside_container
+from distval.targets.docker.engine_protocol import ExecResult
+from distval.targets.docker.processes import find_workers, parse_workers, signal_workers, signal_workers_beside
 from tests.fake_engine import FakeEngine
 
 
@@ -35,12 +35,12 @@ def _sleeper(*argv: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
 @pytest.fixture
 def workers() -> Iterator[list[subprocess.Popen[bytes]]]:
     processes = [
-        _sleeper("-m", "suite.main", "/distval/spec.json", env={"RANK": "2", "LOCAL_RANK": "0"}),
-        _sleeper("-m", "suite.main", "/distval/spec.json", env={"RANK": "3", "LOCAL_RANK": "1"}),
-        # torchrun's agent names suite.main too; it is not a worker.
-        _sleeper("-m", "torch.distributed.run", "-m", "suite.main", env={"RANK": "9"}),
+        _sleeper("-m", "distval_suite.main", "/distval/spec.json", env={"RANK": "2", "LOCAL_RANK": "0"}),
+        _sleeper("-m", "distval_suite.main", "/distval/spec.json", env={"RANK": "3", "LOCAL_RANK": "1"}),
+        # torchrun's agent names distval_suite.main too; it is not a worker.
+        _sleeper("-m", "torch.distributed.run", "-m", "distval_suite.main", env={"RANK": "9"}),
         # Without RANK a process is not a rank.
-        _sleeper("-m", "suite.main", env={}),
+        _sleeper("-m", "distval_suite.main", env={}),
     ]
     time.sleep(0.3)
     yield processes
@@ -67,7 +67,7 @@ def test_signals_only_the_chosen_ranks(workers: list[subprocess.Popen[bytes]]) -
 
 
 class LocalBeside(FakeEngine):
-    """Runs the beside-helper's fixed entrypoint (harness/beside_container.py) on this machine, under this
+    """Runs the beside-helper's fixed entrypoint (distval/targets/docker/beside.py) on this machine, under this
     python instead of the reaper image's: /proc here is the shared PID namespace there."""
 
     def run_beside(self, container: Any, arguments: Sequence[str], timeout_s: float) -> ExecResult:

@@ -1,4 +1,4 @@
-"""harness.progress: live progress from the runtime's events, on a terminal and off it, with scenarios
+"""distval.run.progress: live progress from the runtime's events, on a terminal and off it, with scenarios
 running one at a time and several at once (``--jobs`` > 1: events from several threads)."""
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ import time
 import pyte
 import pytest
 
-from harness.config import parse_config
-from harness.events import COLLECTING, REMOVING, RUNNING, RunEvents
-from harness.plan import ScenarioPlan, plan_scenario
-from harness.progress import ProgressDisplay, layout
-from harness.results import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ScenarioResult
+from distval.config import parse_config
+from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ScenarioResult
+from distval.run.events import COLLECTING, REMOVING, RUNNING, RunEvents
+from distval.run.progress import ProgressDisplay, layout
 from tests.report_helpers import CONFIG, IMAGE, RUN_ID
 from tests.terminal import Clock, Terminal, screen
 

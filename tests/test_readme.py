@@ -1,6 +1,6 @@
 """README.md, docs/*.md and CONTRIBUTING.md are the documentation: their links lead to a file and a heading
 that exist, every `distval <command>` option they show is one the command line accepts, and README's exit-code
-table is the one harness/errors.py declares. Pure text and argparse: no Docker, no torch."""
+table is the one distval/errors.py declares. Pure text and argparse: no Docker, no torch."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import errors
-from harness.cli import build_parser
+from distval import errors
+from distval.cli.main import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
@@ -258,7 +258,7 @@ def exit_code_table(text: str) -> dict[str, str]:
 
 
 def test_readme_exit_codes_are_the_declared_ones() -> None:
-    """Each code harness/errors.py declares (EXIT_*) is a row of README's table starting with its meaning, and
+    """Each code distval/errors.py declares (EXIT_*) is a row of README's table starting with its meaning, and
     the table has no other row. Interrupted is 128+N, the declared EXIT_INTERRUPTED being Ctrl-C's."""
     declared = {value for name, value in vars(errors).items() if name.startswith("EXIT_") and isinstance(value, int)}
     assert set(errors.EXIT_MEANINGS) == declared

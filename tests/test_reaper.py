@@ -1,5 +1,5 @@
 """The reaper's logic without Docker: where distval looks for it, and the reaper program's protocol over real
-sockets on the loopback (harness/reaper_daemon.py, loaded from its file: it runs in the reaper's
+sockets on the loopback (distval/targets/docker/reaper_daemon.py, loaded from its file: it runs in the reaper's
 image, not as part of the harness package). The Engine side is tests/test_reaper_docker.py."""
 
 from __future__ import annotations
@@ -16,17 +16,17 @@ from types import ModuleType
 
 import pytest
 
-import harness.fixtures.build
-import harness.reaper
-from harness import reaper_container
-from harness.cleanup import RunDecision
-from harness.config import load_config
-from harness.engine_protocol import ImageInfo, Resource
-from harness.errors import EngineError, Interrupted
-from harness.fixtures import FILES, FIXTURES, REAPER_ENTRYPOINT, REAPER_IMAGE, RECIPE_LABEL, recipe_hash
-from harness.plan import plan_run
-from harness.plan_render import plan_as_data, render_plan
-from harness.reaper import REAPER_PORT, Reaper, ReaperLaunch, addresses, engine_socket_path, own_container
+import distval.fixtures.build
+import distval.targets.docker.reaper
+from distval.config import load_config
+from distval.errors import EngineError, Interrupted
+from distval.fixtures import FILES, FIXTURES, REAPER_ENTRYPOINT, REAPER_IMAGE, RECIPE_LABEL, recipe_hash
+from distval.plan.model import plan_run
+from distval.plan.render import plan_as_data, render_plan
+from distval.targets.docker import reaper_container
+from distval.targets.docker.cleanup import RunDecision
+from distval.targets.docker.engine_protocol import ImageInfo, Resource
+from distval.targets.docker.reaper import REAPER_PORT, Reaper, ReaperLaunch, addresses, engine_socket_path, own_container
 
 ROOT = Path(__file__).resolve().parent.parent
 GRACE_S = 1.0  # reconnecting within it takes a few ms; room for a loaded machine
@@ -65,7 +65,9 @@ def test_where_distval_looks_for_its_reaper(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def daemon() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("reaper_daemon", Path(harness.reaper.__file__).with_name("reaper_daemon.py"))
+    spec = importlib.util.spec_from_file_location(
+        "reaper_daemon", Path(distval.targets.docker.reaper.__file__).with_name("reaper_daemon.py")
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -413,7 +415,7 @@ def test_the_reaper_is_held_from_its_thread_and_disarmed_at_the_end() -> None:
 
 
 def test_a_reaper_that_cannot_be_reached_is_one_line_from_its_thread_and_removed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(harness.reaper, "CONNECT_WINDOW_S", 0.5)
+    monkeypatch.setattr(distval.targets.docker.reaper, "CONNECT_WINDOW_S", 0.5)
     engine = Launching(listen=False)
     lines: list[str] = []
     started = time.monotonic()
@@ -488,7 +490,7 @@ def test_a_local_engines_reaper_runs_in_the_host_network_at_a_loopback_port_dist
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("DOCKER_HOST", raising=False)
-    monkeypatch.setattr(harness.reaper, "own_container", lambda: None)
+    monkeypatch.setattr(distval.targets.docker.reaper, "own_container", lambda: None)
     engine = InHostNetwork()
     held: list[str] = []
     lines: list[str] = []
@@ -504,7 +506,7 @@ def test_an_engine_that_refuses_the_host_network_gets_a_reaper_with_a_network_of
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("DOCKER_HOST", raising=False)
-    monkeypatch.setattr(harness.reaper, "own_container", lambda: None)
+    monkeypatch.setattr(distval.targets.docker.reaper, "own_container", lambda: None)
     engine = InHostNetwork(refuse_host=True)
     lines: list[str] = []
     reaper = Reaper.start(engine, lines.append)  # type: ignore[arg-type]
@@ -535,12 +537,12 @@ def test_where_the_reaper_may_share_distvals_network(
         monkeypatch.setenv("DOCKER_HOST", docker_host)
     engine = InHostNetwork(interface=interface)
     joined = "c" * 64 if in_container else None
-    assert harness.reaper._shares_this_network(engine, None, joined) is expected  # type: ignore[arg-type]
+    assert distval.targets.docker.reaper._shares_this_network(engine, None, joined) is expected  # type: ignore[arg-type]
 
 
 def test_the_launch_waits_for_the_reaper_container_to_exist_and_then_to_run() -> None:
     """``created`` returns once the container exists, ``ready`` once it runs: what the run creates and starts
-    waits for each (harness/runtime.py before_start)."""
+    waits for each (distval/targets/docker/runtime.py before_start)."""
     may_start = threading.Event()
     steps: list[str] = []
 
@@ -618,13 +620,13 @@ def test_the_reaper_image_bakes_in_the_program_so_its_recipe_covers_it(monkeypat
     recipe = FIXTURES[REAPER_IMAGE].recipe
     assert "reaper_daemon.py" in getattr(recipe, "files", ())
     assert f"ENTRYPOINT {list(REAPER_ENTRYPOINT)!r}".replace("'", '"') in getattr(recipe, "dockerfile", "")
-    program = Path(harness.reaper.__file__).with_name("reaper_daemon.py")
+    program = Path(distval.targets.docker.reaper.__file__).with_name("reaper_daemon.py")
     assert (FILES / "reaper_daemon.py").read_bytes() == program.read_bytes(), "the image bakes in another program"
     before = recipe_hash(REAPER_IMAGE)
     moved = tmp_path / "files"
     shutil.copytree(FILES, moved)
     (moved / "reaper_daemon.py").write_bytes(program.read_bytes() + b"# changed\n")
-    monkeypatch.setattr(harness.fixtures.build, "FILES", moved)
+    monkeypatch.setattr(distval.fixtures.build, "FILES", moved)
     assert recipe_hash(REAPER_IMAGE) != before, "a change to the reaper's program must rebuild its image"
 
 

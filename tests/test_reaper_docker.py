@@ -1,4 +1,5 @@
-"""The reaper (harness/reaper.py, harness/reaper_daemon.py) against the real Engine. Marked ``docker``.
+"""The reaper (distval/targets/docker/reaper.py, distval/targets/docker/reaper_daemon.py) against the real Engine.
+Marked ``docker``.
 
 ``distval run`` runs as a subprocess that the tests kill with SIGKILL or SIGINT, or let end; every run has
 a run id of its own, and each test removes what is left of its runs by that id at its end.
@@ -22,13 +23,13 @@ from typing import Any
 
 import pytest
 
-import harness.reaper
-from harness.cli import main
-from harness.docker_spec import ContainerPlan, NetworkPlan
-from harness.engine import Engine
-from harness.fixtures import REAPER_IMAGE
-from harness.reaper import GRACE_S, REAPER_PORT, addresses, daemon_command, engine_socket_path
-from harness.tarball import File, build_tar
+import distval.targets.docker.reaper
+from distval.cli.main import main
+from distval.fixtures import REAPER_IMAGE
+from distval.plan.specs import ContainerPlan, NetworkPlan
+from distval.tarball import File, build_tar
+from distval.targets.docker.engine import Engine
+from distval.targets.docker.reaper import GRACE_S, REAPER_PORT, addresses, daemon_command, engine_socket_path
 from tests.docker_helpers import ROOT, leftovers
 
 pytestmark = pytest.mark.docker
@@ -71,7 +72,7 @@ def config(tmp_path: Path, failing: bool = False) -> Path:
 
 
 def distval_run(path: Path, run_id: str, *extra: str) -> subprocess.Popen[str]:
-    command = [sys.executable, "-m", "harness.cli", "run", str(path), "--image", IMAGE, "--run-id", run_id, *extra]
+    command = [sys.executable, "-m", "distval", "run", str(path), "--image", IMAGE, "--run-id", run_id, *extra]
     return subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -126,7 +127,7 @@ def test_a_local_engines_reaper_shares_distvals_network_and_still_reaps_after_si
     published (no network of its own to set up and tear down: about 0.2 s of every run, issue 13)."""
     interface = Engine(run_id).bridge_interface()
     names = [name for _, name in socket.if_nameindex()]
-    if interface not in names or harness.reaper.own_container() is not None:
+    if interface not in names or distval.targets.docker.reaper.own_container() is not None:
         pytest.skip(f"the Engine's bridge {interface} is not an interface here ({names}): the reaper gets a network of its own")
     process = distval_run(config(tmp_path), run_id)
     lines = wait_for_line(process, "started 2 container(s)", f"reaper distval-{run_id}-reaper holds run {run_id} (at 127.0.0.1:")
@@ -194,7 +195,7 @@ def test_a_reaper_that_cannot_start_is_one_line_and_the_run_goes_on(
     run_id: str, docker_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # An entrypoint that is not in the reaper's image: the reaper's container cannot start.
-    monkeypatch.setattr(harness.reaper, "daemon_command", lambda: ["/no/such/python3", "-c", "pass"])
+    monkeypatch.setattr(distval.targets.docker.reaper, "daemon_command", lambda: ["/no/such/python3", "-c", "pass"])
     assert main(["run", str(config(tmp_path)), "--image", IMAGE, "--run-id", run_id, "--quiet"]) == 0
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1, err
@@ -297,7 +298,7 @@ def test_the_reaper_removes_its_run_only_when_its_connection_drops(
 ) -> None:
     other = "tr" + secrets.token_hex(4)
     try:
-        base = fixture_image(harness.fixtures.recipes.HARNESS_BASE)
+        base = fixture_image(distval.fixtures.recipes.HARNESS_BASE)
         sleeper(run_id, base)
         sleeper(other, base)
         where = start_reaper(run_id, KEY)
@@ -321,7 +322,7 @@ def test_the_reaper_removes_its_run_only_when_its_connection_drops(
 def test_a_reaper_nobody_connects_to_reaps_after_its_first_connection_window(
     run_id: str, docker_client: Any, fixture_image: Callable[[str], str]
 ) -> None:
-    sleeper(run_id, fixture_image(harness.fixtures.recipes.HARNESS_BASE))
+    sleeper(run_id, fixture_image(distval.fixtures.recipes.HARNESS_BASE))
     start_reaper(run_id, KEY, first_s=3)
     elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
     assert left == [], f"expected the reaper to reap run {run_id} when distval never connected; the Engine holds {left}"
@@ -340,7 +341,7 @@ def harness_context(tmp_path: Path) -> bytes:
     )  # fmt: skip
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for name in ("Dockerfile", "pyproject.toml", "README.md", "harness", "suite", "configs"):
+        for name in ("Dockerfile", "pyproject.toml", "README.md", "distval", "distval_suite", "configs"):
             archive.add(ROOT / name, arcname=name, filter=lambda info: None if "__pycache__" in info.name else info)
         archive.add(wheels, arcname="wheels")
     return buffer.getvalue()
@@ -350,7 +351,7 @@ def harness_context(tmp_path: Path) -> bytes:
 def harness_image(
     docker_client: Any, fixture_image: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    base = fixture_image(harness.fixtures.recipes.HARNESS_BASE)
+    base = fixture_image(distval.fixtures.recipes.HARNESS_BASE)
     tag = "distval-test/harness-reaper:" + secrets.token_hex(3)
     context = harness_context(tmp_path_factory.mktemp("harness"))
     Engine("tests-harness-image").build(context, tag, {}, print, buildargs={"BASE": base, "PIP_NO_INDEX": "1"})

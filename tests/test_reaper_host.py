@@ -1,4 +1,4 @@
-"""Host mode's watchdog (harness/host_watchdog.py): a distval killed with SIGKILL leaves no local process behind.
+"""Host mode's watchdog (distval/targets/local/watchdog.py): a distval killed with SIGKILL leaves no local process behind.
 
 The first tests need no torch: a stand-in for distval starts its HostSession's watchdog and a process tree
 like torchrun's (a worker in a session of its own), then is SIGKILLed. The last one is marked ``host``: a real
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.host_runtime import HostSession
-from harness.host_watchdog import SESSION_MARKER, processes_with
+from distval.targets.local.runtime import HostSession
+from distval.targets.local.watchdog import SESSION_MARKER, processes_with
 from tests.docker_helpers import ROOT, unavailable
 
 # From SIGKILL to no process of the run: measured 0.2 s here (the watchdog reads EOF at once, then one
@@ -27,8 +27,8 @@ KILL_BOUND_S = 10.0
 
 STAND_IN = """\
 import subprocess, sys, time
-from harness.host_runtime import HostSession, process_environment
-from harness.host_watchdog import SESSION_MARKER, kill_all
+from distval.targets.local.runtime import HostSession, process_environment
+from distval.targets.local.watchdog import SESSION_MARKER, kill_all
 session = HostSession(sys.argv[1], None)
 session._start_watchdog()
 # Like torchrun: the launcher in a session of its own, its worker in yet another one.
@@ -152,7 +152,18 @@ def test_sigkill_of_a_host_mode_run_leaves_no_local_process(pytestconfig: pytest
         "     checks: [env, {name: timeout, args: {deadline_s: 60, margin_s: 5}}]}\n",
         encoding="utf-8",
     )
-    command = [sys.executable, "-m", "harness.cli", "run", str(config), "--host", "--python", str(python), "--run-id", run_id]
+    command = [
+        sys.executable,
+        "-m",
+        "distval",
+        "run",
+        str(config),
+        "--host",
+        "--python",
+        str(python),
+        "--run-id",
+        run_id,
+    ]
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     # The workers are up: torchrun's agents and their workers, each carrying the run's session marker.
     waited = wait_for(lambda: len(with_prefix(run_id + "-")) >= 4, 300)

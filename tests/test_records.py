@@ -1,4 +1,4 @@
-"""Rank records are the image's text and numbers: validated when read (harness/records.py), so that NaN,
+"""Rank records are the image's text and numbers: validated when read (distval/results/records.py), so that NaN,
 Infinity, 400-digit integers or megabytes of text become that rank's error instead of crashing every
 report writer (tests/test_report_writers.py runs them end to end)."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from harness.records import MESSAGE_MAX_CHARS, error_record, json_problem, validate_record
-from harness.results import ERROR, PASSED
+from distval.results.records import MESSAGE_MAX_CHARS, error_record, json_problem, validate_record
+from distval.results.scenario import ERROR, PASSED
 
 
 def good(rank: int = 0, **changes: Any) -> dict[str, Any]:

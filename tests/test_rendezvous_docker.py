@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import parse_config
-from harness.engine import Engine
-from harness.events import NO_EVENTS
-from harness.plan import plan_run
-from harness.results import ERROR, FAILED, summarize_scenario
-from harness.runtime import run_scenario
+from distval.config import parse_config
+from distval.plan.model import plan_run
+from distval.results.scenario import ERROR, FAILED, summarize_scenario
+from distval.run.events import NO_EVENTS
+from distval.targets.docker.engine import Engine
+from distval.targets.docker.runtime import run_scenario
 from tests.docker_helpers import config_images, leftovers
 
 pytestmark = pytest.mark.docker
@@ -59,7 +59,7 @@ def test_every_rendezvous_form_passes_with_the_planned_layout(
         fixture_image(image)
     report_path = tmp_path / "report.json"
     code = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", MATRIX, "--json", str(report_path), "--run-id", run_id, "--quiet"],
+        [sys.executable, "-m", "distval", "run", MATRIX, "--json", str(report_path), "--run-id", run_id, "--quiet"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -147,7 +147,7 @@ def test_the_same_scenarios_twice_at_once_do_not_collide(
     run_ids = ["c" + secrets.token_hex(4) for _ in range(2)]
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "harness.cli", "run", str(config), "--run-id", rid, "--quiet", "--jobs", "2"],
+            [sys.executable, "-m", "distval", "run", str(config), "--run-id", rid, "--quiet", "--jobs", "2"],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -175,7 +175,7 @@ def test_ipv6_works_with_every_rendezvous_form(
     literal in --rdzv_endpoint and tcp://, a bare one in --master_addr and MASTER_ADDR)."""
     fixture_image(image)
     report_path = tmp_path / "report.json"
-    command = [sys.executable, "-m", "harness.cli", "run", MATRIX, "--filter", "ipv6.*", "--image", image]
+    command = [sys.executable, "-m", "distval", "run", MATRIX, "--filter", "ipv6.*", "--image", image]
     command += ["--json", str(report_path), "--run-id", run_id, "--quiet"]
     code = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900).returncode
     report = json.loads(report_path.read_text())

@@ -1,4 +1,4 @@
-"""harness.reports (every format, the atomic file writer) and the reporting side of ``distval run``, without
+"""distval.reports (every format, the atomic file writer) and the reporting side of ``distval run``, without
 Docker: summaries are built by hand (like tests/test_results.py) and ``distval run`` runs against a fake
 Engine and a fake runtime. The JUnit format has its own tests/test_junit.py, live progress tests/test_progress.py."""
 
@@ -16,19 +16,17 @@ from typing import Any
 import pytest
 from lxml import etree
 
-import harness.run_command
-from harness import __version__
-from harness.cli import main
-from harness.config import parse_config
-from harness.engine import EngineError
-from harness.events import RunEvents
-from harness.plan import ScenarioPlan, plan_scenario
-from harness.reports.files import write_atomically
-from harness.reports.json_report import render_json, write_json
-from harness.reports.junit import write_junit
-from harness.reports.markdown import render_markdown, write_markdown
-from harness.reports.summary import render_summary
-from harness.results import (
+import distval.cli.run
+from distval import __version__
+from distval.cli.main import main
+from distval.config import parse_config
+from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.reports.files import write_atomically
+from distval.reports.json_report import render_json, write_json
+from distval.reports.junit import write_junit
+from distval.reports.markdown import render_markdown, write_markdown
+from distval.reports.summary import render_summary
+from distval.results.scenario import (
     FAILED,
     PASSED,
     RunSummary,
@@ -36,6 +34,8 @@ from harness.results import (
     ScenarioResult,
     scenario_hash,
 )
+from distval.run.events import RunEvents
+from distval.targets.docker.engine import EngineError
 from tests.fake_engine import FakeEngine
 from tests.report_helpers import (
     ANNOUNCEMENT,
@@ -134,7 +134,7 @@ def both_at_once(fake_docker: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         together.wait()
         return fake_run_scenario(engine, plan, events, stop)
 
-    monkeypatch.setattr(harness.run_command, "run_scenario", run_scenario)
+    monkeypatch.setattr(distval.cli.run, "run_scenario", run_scenario)
     return fake_docker
 
 

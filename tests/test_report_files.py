@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from harness.reports.files import NotARegularFile, UnsafePath, refusal, write_atomically
-from harness.reports.json_report import render_json, write_json
-from harness.results import CaseResult, RunSummary
+from distval.reports.files import NotARegularFile, UnsafePath, refusal, write_atomically
+from distval.reports.json_report import render_json, write_json
+from distval.results.scenario import CaseResult, RunSummary
 from tests.fake_engine import FakeEngine
 from tests.report_helpers import run, summary
 
@@ -305,7 +305,7 @@ def test_no_directory_is_created_through_another_users_link(tmp_path: Path) -> N
 
 def test_the_temporary_file_is_never_opened_through_a_link(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """O_EXCL | O_NOFOLLOW: a link planted at the temporary name is not followed (the name is taken instead)."""
-    monkeypatch.setattr("harness.reports.files.secrets.token_hex", lambda _: "feed")
+    monkeypatch.setattr("distval.reports.files.secrets.token_hex", lambda _: "feed")
     planted = tmp_path / "victim"
     (tmp_path / ".report.json.feed.tmp").symlink_to(planted)
     with pytest.raises(FileExistsError):

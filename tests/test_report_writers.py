@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-import harness.run_command
-from harness.baseline import BadReport, read_report
-from harness.reports.json_report import render_json
-from harness.reports.junit import render_junit
-from harness.reports.markdown import render_markdown
-from harness.reports.summary import render_summary
-from harness.results import ERROR, ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
+import distval.cli.run
+from distval.reports.json_report import render_json
+from distval.reports.junit import render_junit
+from distval.reports.markdown import render_markdown
+from distval.reports.summary import render_summary
+from distval.results.baseline import BadReport, read_report
+from distval.results.scenario import ERROR, ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
 from tests.fake_engine import FakeEngine
 from tests.report_helpers import RUN_ID, plans, run
 from tests.test_records import good
@@ -80,7 +80,7 @@ def test_a_writer_that_fails_costs_no_other_report_and_the_exit_is_not_zero(
     capsys: pytest.CaptureFixture[str],
     writer: str,
 ) -> None:
-    monkeypatch.setattr(harness.run_command, writer, broken)
+    monkeypatch.setattr(distval.cli.run, writer, broken)
     step_summary = tmp_path / "step.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     code = run(fake_docker, tmp_path, "--quiet", "--filter", "inside", "--markdown", str(tmp_path / "r.md"))
@@ -117,7 +117,7 @@ def test_a_report_nested_past_jsons_own_depth_is_refused_not_a_crash(tmp_path: P
 
 
 def test_diagnosis_files_with_numbers_no_writer_can_write_are_not_read() -> None:
-    """The flight recorder, launch facts and error file are the image's JSON too (harness/diagnosis.py)."""
+    """The flight recorder, launch facts and error file are the image's JSON too (distval/results/diagnosis.py)."""
     inside, _ = plans()
     entry = {"collective_seq_id": math.nan, "record_id": math.inf, "profiling_name": "gloo:all_reduce", "state": "scheduled"}
     files = {

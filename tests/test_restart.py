@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import load_config
-from harness.errors import ConfigError
-from harness.plan import plan_run
+from distval.config import load_config
+from distval.errors import ConfigError
+from distval.plan.model import plan_run
 
 CROSS = """scenarios:
   - {{topology: cross-container, world_size: 2, rendezvous: {rdzv}, checks: [env]{extra}}}

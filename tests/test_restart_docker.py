@@ -16,14 +16,14 @@ from typing import Any
 
 import pytest
 
-from harness.config import load_config
-from harness.engine import Engine
-from harness.errors import EngineError
-from harness.events import NoEvents
-from harness.plan import RESULTS_DIR, plan_run
-from harness.processes import signal_workers
-from harness.results import ScenarioOutcome, summarize_scenario
-from harness.runtime import run_scenario
+from distval.config import load_config
+from distval.errors import EngineError
+from distval.plan.model import RESULTS_DIR, plan_run
+from distval.results.scenario import ScenarioOutcome, summarize_scenario
+from distval.run.events import NoEvents
+from distval.targets.docker.engine import Engine
+from distval.targets.docker.processes import signal_workers
+from distval.targets.docker.runtime import run_scenario
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker

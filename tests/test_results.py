@@ -1,4 +1,4 @@
-"""harness.results: raw outcomes (hand-made, no Docker) -> one case per check -> the run's exit code."""
+"""distval.results.scenario: raw outcomes (hand-made, no Docker) -> one case per check -> the run's exit code."""
 
 from __future__ import annotations
 
@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from harness import __version__
-from harness.catalog import is_collective
-from harness.config import CheckSpec, load_config, parse_config
-from harness.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_PASSED, ConfigError
-from harness.plan import ScenarioPlan, plan_run, plan_scenario
-from harness.results import (
+from distval import __version__
+from distval.checks.catalog import is_collective
+from distval.config import CheckSpec, load_config, parse_config
+from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_PASSED, ConfigError
+from distval.plan.model import ScenarioPlan, plan_run, plan_scenario
+from distval.results.scenario import (
     ERROR,
     EXIT_STATUS_CASE,
     FAILED,
@@ -448,7 +448,7 @@ def multi_plan(checks: str = "[env, identity, all_reduce, collectives, store]") 
 
 
 def case_record(check: str, case: str | None, rank: int, status: str = PASSED, message: str = "ok") -> str:
-    """A record as suite/records.py writes it now: the check it belongs to and its testcase."""
+    """A record as distval_suite/records.py writes it now: the check it belongs to and its testcase."""
     data = json.loads(record(check, rank, status, message))
     data["case"] = case
     return json.dumps(data, sort_keys=True)

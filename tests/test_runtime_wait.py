@@ -1,4 +1,4 @@
-"""harness.runtime._wait without Docker: it blocks on the Engine's wait API (no polling), sees every exit,
+"""distval.targets.docker.runtime._wait without Docker: it blocks on the Engine's wait API (no polling), sees every exit,
 kills only what still runs at the deadline, and honours a stop request. A scripted Engine stands in for the
 real one (FakeEngine's containers have always exited)."""
 
@@ -9,14 +9,14 @@ import threading
 import time
 from typing import Any, cast
 
-from harness.config import load_config
-from harness.engine import Engine
-from harness.engine_protocol import ContainerState, EngineAPI
-from harness.errors import EngineError
-from harness.events import NoEvents
-from harness.hosts_runtime import HostEngine
-from harness.plan import ScenarioPlan, plan_run
-from harness.runtime import HOST_WATCH_S, WAIT_SLICE_S, _wait, run_scenario
+from distval.config import load_config
+from distval.errors import EngineError
+from distval.plan.model import ScenarioPlan, plan_run
+from distval.run.events import NoEvents
+from distval.targets.docker.engine import Engine
+from distval.targets.docker.engine_protocol import ContainerState, EngineAPI
+from distval.targets.docker.runtime import HOST_WATCH_S, WAIT_SLICE_S, _wait, run_scenario
+from distval.targets.engines.runtime import HostEngine
 from tests.fake_engine import FakeEngine
 
 

@@ -1,4 +1,4 @@
-"""The JSON Schema of scenario files (harness/config/schema.py, shipped as configs/distval.schema.json):
+"""The JSON Schema of scenario files (distval/config/schema.py, shipped as configs/distval.schema.json):
 generated from the one declaration per key, valid, referenced by every shipped config, and in agreement
 with the loader on a corpus of valid and invalid documents.
 
@@ -19,11 +19,11 @@ import jsonschema
 import pytest
 import yaml
 
-from harness.cli import main
-from harness.config import Scenario, parse_config
-from harness.config.keys import DEFAULT_KEYS, ENTRY, KEYS, MATRIX_AXES
-from harness.config.schema import SHIPPED, json_schema, render_schema
-from harness.errors import ConfigError
+from distval.cli.main import main
+from distval.config import Scenario, parse_config
+from distval.config.keys import DEFAULT_KEYS, ENTRY, KEYS, MATRIX_AXES
+from distval.config.schema import SHIPPED, json_schema, render_schema
+from distval.errors import ConfigError
 from tests.config_helpers import FILE
 
 ROOT = Path(__file__).resolve().parent.parent

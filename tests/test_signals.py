@@ -22,14 +22,14 @@ from typing import Any
 
 import pytest
 
-from harness.config import load_config
-from harness.engine_protocol import ContainerState, ImageInfo
-from harness.errors import EngineError, Interrupted
-from harness.events import NoEvents
-from harness.interrupts import Interrupt, install, signals_deferred
-from harness.plan import ScenarioPlan, plan_run
-from harness.runtime import run_scenario
-from harness.transfer import same_image
+from distval.config import load_config
+from distval.errors import EngineError, Interrupted
+from distval.plan.model import ScenarioPlan, plan_run
+from distval.run.events import NoEvents
+from distval.run.interrupts import Interrupt, install, signals_deferred
+from distval.targets.docker.engine_protocol import ContainerState, ImageInfo
+from distval.targets.docker.runtime import run_scenario
+from distval.targets.engines.transfer import same_image
 from tests import load
 from tests.fake_engine import FakeEngine
 

@@ -1,4 +1,4 @@
-"""Property tests of the collectives' known answers (suite/answers.py, torch-free): for every world size
+"""Property tests of the collectives' known answers (distval_suite/answers.py, torch-free): for every world size
 2..8, every reduce op, every root and every "one rank's buffer" shortcut, the answer a correct
 implementation gives differs from what the broken one gives, and every value is exact in every dtype.
 """
@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from suite import answers
-from suite.answers import (
+from distval_suite import answers
+from distval_suite.answers import (
     MIN_NUMEL,
     REDUCE_OPS,
     all_to_all_chunk,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import main
+from distval.cli.main import main
 from tests.docker_helpers import DEFAULT_CONFIG, GOOD, TOPOLOGIES, cases, leftovers, outcome, validate
 
 pytestmark = pytest.mark.docker

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from suite.cudabuild import (
+from distval_suite.cudabuild import (
     RequirementCheck,
     assess,
     cuda_requirements,
@@ -25,27 +25,27 @@ from suite.cudabuild import (
     find_package,
     summary,
 )
-from suite.devices import backend_family, device_kind, is_nccl, local_device_index, no_device_reason
-from suite.network import parse_subnets, select_socket_interfaces
-from suite.records import ERROR, FAILED, PASSED, RecordWriter
-from suite.requirements import marker_holds, normalize, parse_requirement, specifier_matches
-from suite.tally import summarize_runs
-from suite.versions import readable, version_matches, version_tuple
-from suite.watchdog import Watchdog
+from distval_suite.devices import backend_family, device_kind, is_nccl, local_device_index, no_device_reason
+from distval_suite.network import parse_subnets, select_socket_interfaces
+from distval_suite.records import ERROR, FAILED, PASSED, RecordWriter
+from distval_suite.requirements import marker_holds, normalize, parse_requirement, specifier_matches
+from distval_suite.tally import summarize_runs
+from distval_suite.versions import readable, version_matches, version_tuple
+from distval_suite.watchdog import Watchdog
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_FREE = (
-    "suite",
-    "suite.versions",
-    "suite.requirements",
-    "suite.cudabuild",
-    "suite.devices",
-    "suite.network",
-    "suite.records",
-    "suite.tally",
-    "suite.watchdog",
-    "suite.answers",
-    "suite.support",
+    "distval_suite",
+    "distval_suite.versions",
+    "distval_suite.requirements",
+    "distval_suite.cudabuild",
+    "distval_suite.devices",
+    "distval_suite.network",
+    "distval_suite.records",
+    "distval_suite.tally",
+    "distval_suite.watchdog",
+    "distval_suite.answers",
+    "distval_suite.support",
 )
 
 
@@ -85,7 +85,7 @@ def test_torch_blocker_can_fail() -> None:
                 return None
 
         sys.meta_path.insert(0, NoTorch())
-        import suite.core
+        import distval_suite.core
         """
     )
     result = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, check=False)
@@ -622,14 +622,14 @@ def test_a_part_with_skipped_variants_beside_correct_runs_is_skipped_not_passed(
 def test_a_records_start_is_the_process_spawn_not_when_the_writer_was_made(tmp_path: Path) -> None:
     """A worker that spends a second before it makes its RecordWriter (a slow torch import) still says it
     started when it was spawned: a sibling of the same round that already wrote its last record must not
-    look older than it (harness/diagnosis.py orders a container's attempts by this time)."""
+    look older than it (distval/results/diagnosis.py orders a container's attempts by this time)."""
     code = textwrap.dedent(
         f"""
         import json, sys, time
         spawned = time.time()
         time.sleep(1.0)
         sys.path.insert(0, {str(Path(__file__).resolve().parent.parent)!r})
-        from suite.records import RecordWriter
+        from distval_suite.records import RecordWriter
         writer = RecordWriter({str(tmp_path)!r}, 0)
         print(json.dumps({{"spawned": spawned, "started_at": writer.started_at, "now": time.time()}}))
         """

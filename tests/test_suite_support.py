@@ -1,4 +1,4 @@
-"""suite/support.py: a skip comes only from the version table and a capability probe's result, never
+"""distval_suite/support.py: a skip comes only from the version table and a capability probe's result, never
 from an error's words (torch-free, on the host)."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from suite.support import ABSENT, MUST, PROBE, UNDEFINED, probe_verdict, support
+from distval_suite.support import ABSENT, MUST, PROBE, UNDEFINED, probe_verdict, support
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -41,9 +41,9 @@ def test_the_probe_verdict_skips_only_when_every_rank_raised() -> None:
 
 
 def test_no_suite_module_turns_an_error_into_a_skip_by_its_words() -> None:
-    """The old UNSUPPORTED regexes (suite/collectives.py, suite/bandwidth.py) are gone: no module matches
+    """The old UNSUPPORTED regexes (distval_suite/collectives.py, distval_suite/bandwidth.py) are gone: no module matches
     "not supported"-like words, and the only skip sources are Skip, the support table and probes."""
-    for path in sorted((ROOT / "suite").glob("*.py")):
+    for path in sorted((ROOT / "distval_suite").glob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         assert "UNSUPPORTED" not in names, path

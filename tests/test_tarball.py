@@ -1,4 +1,4 @@
-"""harness.tarball: the archives the harness gives the Engine and reads back from it."""
+"""distval.tarball: the archives the harness gives the Engine and reads back from it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import tarfile
 
 import pytest
 
-from harness.tarball import Directory, Entry, File, build_tar, read_entries, regular_files
+from distval.tarball import Directory, Entry, File, build_tar, read_entries, regular_files
 
 SUITE_LIKE: list[Entry] = [
     Directory("distval", 0o755),

@@ -1,6 +1,6 @@
 """The harness's catalog of suite checks: names and arguments, used to validate configs strictly.
 
-suite/ registers the implementations under the same names; tests/test_catalog.py keeps the two in
+distval_suite/ registers the implementations under the same names; tests/test_catalog.py keeps the two in
 step without importing torch.
 """
 
@@ -26,12 +26,12 @@ class CheckInfo:
     description: str
     args: Mapping[str, ArgSpec]
     # The check compares what several ranks did (a collective, DDP, the shared store): with one rank it compares
-    # nothing, so at world size 1 its pass validates nothing (harness/results.py reports it skipped).
+    # nothing, so at world size 1 its pass validates nothing (distval/results/scenario.py reports it skipped).
     collective: bool = False
-    # The oldest torch the check runs on: below it the suite skips it (suite/core.py's require_torch, called with
+    # The oldest torch the check runs on: below it the suite skips it (distval_suite/core.py's require_torch, called with
     # the same numbers; tests/test_catalog.py keeps the two equal). None: every torch the suite supports.
     torch_minimum: tuple[int, int] | None = None
-    # The dtypes whose operations the check asks suite/support.py's version table about (MAY_LACK): those a torch
+    # The dtypes whose operations the check asks distval_suite/support.py's version table about (MAY_LACK): those a torch
     # version may lack are probed, or skipped without a call (tests/test_catalog.py: the suite files that ask the
     # table register these checks). Empty: the check never asks it.
     probed_dtypes: tuple[str, ...] = ()
@@ -56,7 +56,7 @@ def _info(
     )
 
 
-# The testcase that judges how the ranks reacted to a scenario's faults (harness/fault_results.py). Not a
+# The testcase that judges how the ranks reacted to a scenario's faults (distval/faults/results.py). Not a
 # check of the catalog, but a verdict: a fault scenario whose checks were interrupted on purpose is validated
 # by it, and by nothing else.
 FAULTS_CASE = "faults"
@@ -140,7 +140,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "collective bandwidth per operation and message size (time, algbw, busbw as nccl-tests defines them), "
                 "every result checked against a known answer",
                 collective=True,
-                probed_dtypes=("float32",),  # suite/bandwidth.py measures float32 only
+                probed_dtypes=("float32",),  # distval_suite/bandwidth.py measures float32 only
                 sizes=ArgSpec("sizes", "message sizes, e.g. [4KiB, 1MiB, 64MiB] (default 4KiB..64MiB, powers of 4)"),
                 iterations=ArgSpec("int", "timed iterations per operation and size; the median counts (default 5)", minimum=1),
                 min_time_s=ArgSpec(

@@ -1,5 +1,5 @@
 """How the ranks reacted to a scenario's faults, judged against its ``expect:`` -- pure functions over what
-the runtime observed (harness/fault_runtime.py) and what the ranks recorded.
+the runtime observed (distval/faults/runtime.py) and what the ranks recorded.
 
 ``classify`` turns an error into a kind from its text (the rank's record, or the launcher's last error
 line), the exit code and the Engine's OOMKilled. The texts are the ones measured across containers
@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from harness.config.faults import Expectation
+from distval.config.faults import Expectation
 
 TIMEOUT, CONNECTION_CLOSED, KILLED, OOM, OTHER = "timeout", "connection_closed", "killed", "oom", "other"
 _TIMEOUT = re.compile(r"(?i)timed out|timeout|deadline exceeded|pair closure")
@@ -25,7 +25,7 @@ _CLOSED = re.compile(
 )
 KILLED_BY_FAULT = "killed by the fault"
 _KILLED = re.compile(r"(?i)signal 9\b|SIGKILL|exitcode\s*:\s*-9\b|killed")
-# suite/main.py appends what the other ranks said to a failed check's message; only the rank's own counts.
+# distval_suite/main.py appends what the other ranks said to a failed check's message; only the rank's own counts.
 _PEERS_NOTE = re.compile(r" \(after ranks? [0-9, ]+ had left the check: .*$", re.S)
 
 

@@ -1,5 +1,5 @@
 """Last-known-good: the options of ``distval run --baseline`` (the report and the tolerances), the baseline
-testcases it adds to a run's summary, and the ``distval compare`` command (harness/baseline.py compares)."""
+testcases it adds to a run's summary, and the ``distval compare`` command (distval/results/baseline.py compares)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from harness import cli_values
-from harness.baseline import (
+from distval.cli import values as cli_values
+from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_PASSED, BadInput
+from distval.plan.model import ScenarioPlan
+from distval.reports.comparison_markdown import write_comparison_markdown
+from distval.reports.comparison_text import render_comparison_text
+from distval.results.baseline import (
     DEFAULT_BUSBW_SLACK_US,
     DEFAULT_BUSBW_TOLERANCE,
     DEFAULT_DURATION_SLACK_S,
@@ -27,11 +31,7 @@ from harness.baseline import (
     scenario_entries,
     undecided,
 )
-from harness.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_PASSED, BadInput
-from harness.plan import ScenarioPlan
-from harness.reports.comparison_markdown import write_comparison_markdown
-from harness.reports.comparison_text import render_comparison_text
-from harness.results import PASSED, RunSummary, ScenarioResult
+from distval.results.scenario import PASSED, RunSummary, ScenarioResult
 
 # Re-measured twice: between runs of one image on a shared 2-core VM, the default sweep's baseline failed
 # 24 of 120 comparisons with one re-measure and 12 of 360 with two (docs/measurements.md, "Noise"); a slower image pays
@@ -130,7 +130,7 @@ def remeasure(
     log: Callable[[str], None],
 ) -> dict[int, list[ScenarioResult]]:
     """Up to --remeasure times, the scenarios with a figure that regressed in the run and that the runs so far
-    have not decided (it regresses when it regressed in more than half of the 1 + N runs: harness/baseline.py
+    have not decided (it regresses when it regressed in more than half of the 1 + N runs: distval/results/baseline.py
     ``majority``) run again with ``run_again``; their results, by the scenario's index in the summary. A
     scenario whose re-measure failed is not run again: that failure fails its 'baseline' testcase anyway."""
     if not getattr(args, "baseline", None) or not summary.scenarios:

@@ -1,8 +1,8 @@
 """``distval export kubernetes`` and ``distval collect kubernetes``: their options and what they print.
 
-export: one YAML file of manifests per scenario (harness/kube_export.py), a line per file, and a line on stderr
+export: one YAML file of manifests per scenario (distval/targets/kubernetes/export.py), a line per file, and a line on stderr
 per scenario that has no Kubernetes form; exit 0, or 2 when no scenario could be exported.
-collect: pod logs (files or the API) -> the reports of a Docker run (harness/kube_collect.py); exit 0 when
+collect: pod logs (files or the API) -> the reports of a Docker run (distval/targets/kubernetes/collect.py); exit 0 when
 every scenario passed, 1 when a check failed or errored, 2 for logs that hold no distval job, 3 when the API
 is asked for without a client or kubeconfig.
 """
@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from harness import cli_values
-from harness.config import load_config
-from harness.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError
-from harness.kube_export import LAYOUTS, export_config, render
-from harness.reports.files import write_atomically
-from harness.reports.summary import render_summary
+from distval.cli import values as cli_values
+from distval.config import load_config
+from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError
+from distval.reports.files import write_atomically
+from distval.reports.summary import render_summary
+from distval.targets.kubernetes.export import LAYOUTS, export_config, render
 
 DEFAULT_OUT = "distval-kubernetes"
 
@@ -55,8 +55,8 @@ def command_export(args: argparse.Namespace) -> int:
 
 
 def command_collect(args: argparse.Namespace) -> int:
-    from harness.kube_collect import KubernetesPods, read_api, read_files, summarize_sources
-    from harness.run_command import write_reports
+    from distval.cli.run import write_reports
+    from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_files, summarize_sources
 
     if args.logs and (args.namespace or args.job):
         raise BadInput("collect kubernetes: expected log files or --job (with --namespace), not both")

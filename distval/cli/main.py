@@ -2,7 +2,7 @@
 line) and the small commands (plan, schema, fixtures, cleanup). ``distval run`` is run_command.py, ``distval
 compare`` and ``--baseline`` baseline_command.py, the option value types cli_values.py.
 
-Exit codes: harness/errors.py declares them (EXIT_MEANINGS); the top-level help and README's table derive from it.
+Exit codes: distval/errors.py declares them (EXIT_MEANINGS); the top-level help and README's table derive from it.
 """
 
 from __future__ import annotations
@@ -17,30 +17,31 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness import __version__, cli_values
-from harness.baseline_command import add_baseline_arguments, add_compare_command, overwrites_baseline
-from harness.checks_reference import FORMATS, REFERENCE_PAGE, render_checks
-from harness.cleanup import RunDecision, by_run, decide
-from harness.config import load_config
-from harness.config.schema import SHIPPED, render_schema
-from harness.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError, exit_codes_line
-from harness.hosts import FROM_CONFIG_FLAG, check_hosts_allowed
-from harness.kube_command import add_kubernetes_commands
-from harness.labels import LABEL_RUN
-from harness.plan import DEFAULT_IMAGE, plan_run
-from harness.plan_render import plan_as_data, render_plan
-from harness.results import RunSummary
-from harness.run_command import REPORT_OPTIONS, Progress, command_run, default_jobs, write_reports
-from harness.shipped_configs import DEFAULT_CONFIG, STARTER_NAME, write_starter
+from distval import __version__
+from distval.checks.reference import FORMATS, REFERENCE_PAGE, render_checks
+from distval.cli import values as cli_values
+from distval.cli.baseline import add_baseline_arguments, add_compare_command, overwrites_baseline
+from distval.cli.kubernetes import add_kubernetes_commands
+from distval.cli.run import REPORT_OPTIONS, Progress, command_run, default_jobs, write_reports
+from distval.config import load_config
+from distval.config.schema import SHIPPED, render_schema
+from distval.config.shipped import DEFAULT_CONFIG, STARTER_NAME, write_starter
+from distval.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError, exit_codes_line
+from distval.labels import LABEL_RUN
+from distval.plan.model import DEFAULT_IMAGE, plan_run
+from distval.plan.render import plan_as_data, render_plan
+from distval.results.scenario import RunSummary
+from distval.targets.docker.cleanup import RunDecision, by_run, decide
+from distval.targets.engines.hosts import FROM_CONFIG_FLAG, check_hosts_allowed
 
 if TYPE_CHECKING:
-    from harness.engine import Engine
+    from distval.targets.docker.engine import Engine
 
 
 def __getattr__(name: str) -> Any:
     """``Engine`` is imported on first use, and docker-py with it: host mode (and ``plan``) never need it."""
     if name == "Engine":
-        from harness.engine import Engine
+        from distval.targets.docker.engine import Engine
 
         globals()["Engine"] = Engine
         return Engine
@@ -96,7 +97,7 @@ def command_init(args: argparse.Namespace) -> int:
 
 
 def command_fixtures(args: argparse.Namespace) -> int:
-    from harness.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
+    from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
 
     if args.action == "list":
         hidden = 0
@@ -146,7 +147,7 @@ def _cleanup_engines(args: argparse.Namespace) -> list[Engine]:
     """The Engines ``distval cleanup`` looks at: the one of DOCKER_HOST, or each of --hosts."""
     if not args.hosts:
         return [_engine("cleanup")]
-    from harness.hosts import host_specs, tls_files
+    from distval.targets.engines.hosts import host_specs, tls_files
 
     Engine = sys.modules[__name__].Engine  # noqa: N806 - through __getattr__, or a test's stand-in
     specs = host_specs(args.hosts, tls_files(args.tls_ca, args.tls_cert, args.tls_key))
@@ -154,7 +155,7 @@ def _cleanup_engines(args: argparse.Namespace) -> list[Engine]:
 
 
 def command_nodes(args: argparse.Namespace) -> int:
-    from harness.nodes import start_nodes, stop_nodes
+    from distval.targets.engines.dind import start_nodes, stop_nodes
 
     try:
         if args.action == "up":

@@ -18,10 +18,11 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from harness.baseline_command import check_remeasure, overwrites_baseline, remeasure, with_baseline
-from harness.config import load_config
-from harness.config.yaml_nodes import shown
-from harness.errors import (
+from distval.cli.baseline import check_remeasure, overwrites_baseline, remeasure, with_baseline
+from distval.config import load_config
+from distval.config.shipped import DEFAULT_CONFIG
+from distval.config.yaml_nodes import shown
+from distval.errors import (
     BadInput,
     ConfigError,
     DistvalError,
@@ -31,35 +32,34 @@ from harness.errors import (
     InternalError,
     Interrupted,
 )
-from harness.events import RunEvents
-from harness.fixtures.recipes import REAPER_IMAGE
-from harness.host_runtime import HostSession
-from harness.hosts import check_hosts_allowed, run_hosts, tls_files
-from harness.interrupts import Interrupt, install, signals_deferred
-from harness.keep import Keeper
-from harness.owner import current_owner
-from harness.plan import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
-from harness.progress import ProgressDisplay
-from harness.reaper import Reaper, ReaperLaunch
-from harness.reports.files import refusal
-from harness.reports.json_report import write_json
-from harness.reports.junit import write_junit
-from harness.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
-from harness.reports.summary import render_summary
-from harness.results import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
-from harness.runtime import run_scenario
-from harness.shipped_configs import DEFAULT_CONFIG
+from distval.fixtures.recipes import REAPER_IMAGE
+from distval.owner import current_owner
+from distval.plan.model import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
+from distval.reports.files import refusal
+from distval.reports.json_report import write_json
+from distval.reports.junit import write_junit
+from distval.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
+from distval.reports.summary import render_summary
+from distval.results.scenario import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
+from distval.run.events import RunEvents
+from distval.run.interrupts import Interrupt, install, signals_deferred
+from distval.run.progress import ProgressDisplay
+from distval.targets.docker.keep import Keeper
+from distval.targets.docker.reaper import Reaper, ReaperLaunch
+from distval.targets.docker.runtime import run_scenario
+from distval.targets.engines.hosts import check_hosts_allowed, run_hosts, tls_files
+from distval.targets.local.runtime import HostSession
 
 if TYPE_CHECKING:
-    from harness.engine import Engine
-    from harness.hosts_runtime import HostEngine
+    from distval.targets.docker.engine import Engine
+    from distval.targets.engines.runtime import HostEngine
 
 Progress = Callable[[str], None]
 Execute = Callable[[ScenarioPlan, RunEvents, threading.Event], ScenarioOutcome]
 
 
 def _ensure_images(engine: Engine, images: list[str], progress: Progress) -> None:
-    from harness.fixtures import FIXTURES, build_fixtures, is_current
+    from distval.fixtures import FIXTURES, build_fixtures, is_current
 
     for image in images:
         if image in FIXTURES and not is_current(engine, image):
@@ -196,7 +196,7 @@ def _run_scenarios(
 def _launch_reaper(
     engine: Engine, display: ProgressDisplay, quiet: bool, plan: RunPlan, url: str | None = None
 ) -> ReaperLaunch | None:
-    """The run's reaper (harness/reaper.py), being started beside the first scenario's setup (the caller
+    """The run's reaper (distval/targets/docker/reaper.py), being started beside the first scenario's setup (the caller
     keeps it, then waits for ``created``). It says where it holds the reaper, or (one stderr line, also with
     --quiet) that it cannot, from its threads."""
 
@@ -273,7 +273,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     summary: RunSummary
     remeasures: dict[int, list[ScenarioResult]] = {}  # by the scenario's index: the runs that re-measured it
     refused = _refused_reports(args)
-    restore_handlers = install()  # SIGINT too: it may have been inherited ignored (harness/interrupts.py)
+    restore_handlers = install()  # SIGINT too: it may have been inherited ignored (distval/run/interrupts.py)
     try:
         if refused:
             raise BadInput("; ".join(f"{option} {reason}" for option, _, reason in refused))
@@ -281,7 +281,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         execute: Execute
         again: Execute | None = None  # what re-measures a scenario (never kept: --keep-on-failure keeps the run's)
         if args.host:
-            # Local processes with the local torch (harness/host_runtime.py); Docker is never asked.
+            # Local processes with the local torch (distval/targets/local/runtime.py); Docker is never asked.
             if args.image:
                 raise BadInput("--image names a container image, --host runs the local Python's torch: give one, not both")
             if args.keep_on_failure:
@@ -305,14 +305,14 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             if note is not None:
                 display.log(note)
             urls = run_hosts([s.hosts for s in plan.scenarios], override)
-            if urls:  # several Docker hosts (harness/hosts_runtime.py): an Engine per URL, the images the same on all
+            if urls:  # several Docker hosts (distval/targets/engines/runtime.py): an Engine per URL, the images the same on all
                 display.log(announce_run(run_id))
                 if args.keep_on_failure:
                     raise BadInput(
                         "--keep-on-failure keeps the containers of one Docker Engine; it does not work across --hosts yet"
                     )
                 display.log(f"on {len(urls)} hosts: `distval cleanup --run-id {run_id} --hosts {','.join(urls)}` cleans them all")
-                from harness.hosts_runtime import prepare_hosts
+                from distval.targets.engines.runtime import prepare_hosts
 
                 hosts = prepare_hosts(
                     run_id,

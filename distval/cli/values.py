@@ -9,10 +9,10 @@ import re
 from collections.abc import Callable
 from typing import Any, NoReturn
 
-from harness.cleanup import parse_duration
-from harness.config.values import image_problem
-from harness.config.yaml_nodes import shown
-from harness.errors import BadInput, UsageError
+from distval.config.values import image_problem
+from distval.config.yaml_nodes import shown
+from distval.errors import BadInput, UsageError
+from distval.targets.docker.cleanup import parse_duration
 
 
 class UsageParser(argparse.ArgumentParser):
@@ -138,7 +138,7 @@ def fraction_of_growth(value: str) -> float:
 
 def report_file(path: str) -> tuple[str, dict[str, Any]]:
     """argparse type: a readable distval JSON report, read before anything runs (else exit code 2)."""
-    from harness.baseline import BadReport, read_report
+    from distval.results.baseline import BadReport, read_report
 
     try:
         return path, read_report(path)
@@ -147,8 +147,8 @@ def report_file(path: str) -> tuple[str, dict[str, Any]]:
 
 
 def hosts_list(value: str) -> tuple[str, ...]:
-    """argparse type: ``--hosts URL[,URL...]`` (harness/hosts.py says which URLs)."""
-    from harness.hosts import parse_hosts
+    """argparse type: ``--hosts URL[,URL...]`` (distval/targets/engines/hosts.py says which URLs)."""
+    from distval.targets.engines.hosts import parse_hosts
 
     try:
         return parse_hosts(value)

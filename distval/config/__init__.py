@@ -8,11 +8,11 @@ and gpus_per_node from the backend and the layout), resolve (a scenario's fields
 defaults), matrix (axes, excludes, expansion), model (Config, Scenario, CheckSpec), loader
 (parse_config, load_config) and schema (the JSON Schema of scenario files).
 
-The names below are what the rest of distval and its tests import from ``harness.config``.
+The names below are what the rest of distval and its tests import from ``distval.config``.
 """
 
-from harness.config.devices import DEVICES, NCCL_BACKENDS
-from harness.config.keys import (
+from distval.config.devices import DEVICES, NCCL_BACKENDS
+from distval.config.keys import (
     BACKENDS,
     DEFAULT_CHECK_TIMEOUT_S,
     DEFAULT_COLLECTIVE_TIMEOUT_S,
@@ -22,10 +22,10 @@ from harness.config.keys import (
     NAME_MAX,
     NAME_PATTERN,
 )
-from harness.config.layout import MASTER_ADDRS, NO_LAUNCHER_RENDEZVOUS, RENDEZVOUS, TOPOLOGIES
-from harness.config.loader import load_config, parse_config
-from harness.config.model import CheckSpec, Config, Scenario
-from harness.config.values import (
+from distval.config.layout import MASTER_ADDRS, NO_LAUNCHER_RENDEZVOUS, RENDEZVOUS, TOPOLOGIES
+from distval.config.loader import load_config, parse_config
+from distval.config.model import CheckSpec, Config, Scenario
+from distval.config.values import (
     ENV_NAME_PATTERN,
     RESERVED_ENV,
     RESERVED_ENV_PREFIX,

@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from harness.config.model import Scenario
+from distval.config.model import Scenario
 
 MIB = 2**20
 # The plan of one file, at most (its JSON, the larger form): about 40 s and 700 MB of memory to plan here.

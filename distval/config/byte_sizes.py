@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from harness.config.yaml_nodes import Problems, describe, scalar, written
+from distval.config.yaml_nodes import Problems, describe, scalar, written
 
 UNITS = {"": 1, "b": 1, "kib": 1024, "mib": 1024**2, "gib": 1024**3}
 # At most 20 digits: int() of thousands of digits raises (Python caps it at 4300) or costs quadratic time.

@@ -7,10 +7,10 @@ from typing import Any
 
 import yaml
 
-from harness.catalog import CATALOG, ArgSpec
-from harness.config import byte_sizes, values
-from harness.config.model import CheckSpec
-from harness.config.yaml_nodes import Problems, describe, mapping, typed
+from distval.checks.catalog import CATALOG, ArgSpec
+from distval.config import byte_sizes, values
+from distval.config.model import CheckSpec
+from distval.config.yaml_nodes import Problems, describe, mapping, typed
 
 
 def _argument(spec: ArgSpec, node: yaml.Node, key_path: str, problems: Problems) -> Any:

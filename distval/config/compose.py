@@ -21,9 +21,9 @@ from typing import Any
 import yaml
 from yaml.resolver import Resolver
 
-from harness.config.values import text_problem
-from harness.config.yaml_nodes import SHOWN_MAX, Problems, child_path, describe, index_path, line_of, shown
-from harness.errors import ConfigError
+from distval.config.values import text_problem
+from distval.config.yaml_nodes import SHOWN_MAX, Problems, child_path, describe, index_path, line_of, shown
+from distval.errors import ConfigError
 
 # The parser: libyaml's where PyYAML was built with it (much faster on big files), else the pure-Python one.
 LOADER: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from typing import Any
 
-from harness.config.layout import Issue
+from distval.config.layout import Issue
 
 # torch 2.15 maps nccl to the torchcomms-based nccl2 and keeps the old one as nccl-legacy.
 NCCL_BACKENDS = ("nccl", "nccl-legacy")

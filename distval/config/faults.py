@@ -14,8 +14,8 @@ from typing import Any
 
 import yaml
 
-from harness.config import values
-from harness.config.yaml_nodes import Problems, describe, mapping, typed
+from distval.config import values
+from distval.config.yaml_nodes import Problems, describe, mapping, typed
 
 FAULT_KINDS = ("kill", "partition", "freeze", "slow", "oom", "kill-store")
 ERROR_KINDS = ("timeout", "connection_closed", "killed", "oom")

@@ -14,10 +14,10 @@ from typing import Any
 
 import yaml
 
-from harness.config import values
-from harness.config.check_list import read_checks
-from harness.config.devices import DEVICES, NCCL_BACKENDS
-from harness.config.faults import (
+from distval.config import values
+from distval.config.check_list import read_checks
+from distval.config.devices import DEVICES, NCCL_BACKENDS
+from distval.config.faults import (
     ERROR_KINDS,
     FAULT_KINDS,
     RANK_GROUPS,
@@ -26,10 +26,10 @@ from harness.config.faults import (
     schema_of_expect,
     schema_of_faults,
 )
-from harness.config.layout import MASTER_ADDRS, NODES_MAX, NPROC_PER_NODE_MAX, RENDEZVOUS, TOPOLOGIES, WORLD_SIZE_MAX
-from harness.config.values import Reader
-from harness.config.yaml_nodes import Problems, describe, typed
-from harness.hosts import HOSTS_MAX, SCHEMES, url_problem
+from distval.config.layout import MASTER_ADDRS, NODES_MAX, NPROC_PER_NODE_MAX, RENDEZVOUS, TOPOLOGIES, WORLD_SIZE_MAX
+from distval.config.values import Reader
+from distval.config.yaml_nodes import Problems, describe, typed
+from distval.targets.engines.hosts import HOSTS_MAX, SCHEMES, url_problem
 
 BACKENDS = ("gloo", *NCCL_BACKENDS, "mpi")
 DEFAULT_TIMEOUT_S = 300.0
@@ -82,7 +82,7 @@ def _name(node: yaml.Node, key_path: str, problems: Problems) -> str | None:
 
 
 def _hosts(node: yaml.Node, key_path: str, problems: Problems) -> tuple[str, ...] | None:
-    """Docker Engine URLs (harness/hosts.py), each once."""
+    """Docker Engine URLs (distval/targets/engines/hosts.py), each once."""
     if not isinstance(node, yaml.SequenceNode) or not 1 <= len(node.value) <= HOSTS_MAX:
         problems.add(node, key_path, f"expected a list of 1..{HOSTS_MAX} Docker Engine URLs; got {describe(node)}")
         return None

@@ -12,17 +12,17 @@ from typing import Any
 
 import yaml
 
-from harness.bounded_read import FileRefused, read_regular_file
-from harness.config.budget import Budget
-from harness.config.compose import compose
-from harness.config.devices import resolve_devices
-from harness.config.faults import scenario_fault_issues
-from harness.config.keys import BY_NAME, DEFAULT_KEYS, KEYS, MATRIX_AXES, SCENARIO_KEYS, SCENARIOS_MAX, VALUE_KEYS
-from harness.config.matrix import Exclude, expand, read_axes, read_excludes
-from harness.config.model import Config, Scenario
-from harness.config.resolve import resolve
-from harness.config.yaml_nodes import Problems, describe, file_label, mapping, typed
-from harness.errors import ConfigError
+from distval.bounded_read import FileRefused, read_regular_file
+from distval.config.budget import Budget
+from distval.config.compose import compose
+from distval.config.devices import resolve_devices
+from distval.config.faults import scenario_fault_issues
+from distval.config.keys import BY_NAME, DEFAULT_KEYS, KEYS, MATRIX_AXES, SCENARIO_KEYS, SCENARIOS_MAX, VALUE_KEYS
+from distval.config.matrix import Exclude, expand, read_axes, read_excludes
+from distval.config.model import Config, Scenario
+from distval.config.resolve import resolve
+from distval.config.yaml_nodes import Problems, describe, file_label, mapping, typed
+from distval.errors import ConfigError
 
 # The file's own keys around the defaults: version first, the scenarios last.
 TOP_KEYS = ("version", *DEFAULT_KEYS, "scenarios")

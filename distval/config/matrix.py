@@ -12,10 +12,10 @@ from typing import Any
 
 import yaml
 
-from harness.config.keys import BY_NAME, MATRIX_AXES, NAME_MAX, NAME_PATTERN, SCENARIOS_MAX
-from harness.config.model import CheckSpec, Scenario
-from harness.config.resolve import resolve
-from harness.config.yaml_nodes import Problems, describe, key_node, mapping, shown
+from distval.config.keys import BY_NAME, MATRIX_AXES, NAME_MAX, NAME_PATTERN, SCENARIOS_MAX
+from distval.config.model import CheckSpec, Scenario
+from distval.config.resolve import resolve
+from distval.config.yaml_nodes import Problems, describe, key_node, mapping, shown
 
 Axes = list[tuple[str, list[Any]]]
 # An exclude entry: its axes' values, and its node (where a problem with it is reported).

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from harness.config.faults import Expectation, FaultSpec
-from harness.config.layout import complete_layout
+from distval.config.faults import Expectation, FaultSpec
+from distval.config.layout import complete_layout
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ class Scenario:
     rdzv_close_timeout_s: int | None = None
     rdzv_read_timeout_s: int | None = None
     share_rdzv_store: bool = True
-    # Docker Engine URLs to place the nodes on (harness/hosts.py); empty: the one Engine of DOCKER_HOST.
+    # Docker Engine URLs to place the nodes on (distval/targets/engines/hosts.py); empty: the one Engine of DOCKER_HOST.
     hosts: tuple[str, ...] = ()
     placement: tuple[int, ...] = ()  # the host index of each node; empty: in order
     advertise_addr: str | None = None  # host 0's address as the other hosts reach it; None: probed

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from harness.config.devices import resolve_devices
-from harness.config.keys import KEYS, VALUE
-from harness.config.layout import Issue, resolve_layout
+from distval.config.devices import resolve_devices
+from distval.config.keys import KEYS, VALUE
+from distval.config.layout import Issue, resolve_layout
 
 
 def resolve(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> tuple[dict[str, Any] | None, list[Issue]]:

@@ -14,14 +14,14 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from harness.catalog import CATALOG, ArgSpec
-from harness.config.byte_sizes import BUSBW_SCHEMA, SIZES_SCHEMA
-from harness.config.devices import NCCL_BACKENDS
-from harness.config.keys import DEFAULT_KEYS, KEYS, MATRIX_AXES, Key
-from harness.config.layout import NO_LAUNCHER_RENDEZVOUS
-from harness.config.loader import CONFIG_VERSION
-from harness.config.values import VERSION_PATTERN
-from harness.config.yaml_nodes import EXTENSION_PREFIX
+from distval.checks.catalog import CATALOG, ArgSpec
+from distval.config.byte_sizes import BUSBW_SCHEMA, SIZES_SCHEMA
+from distval.config.devices import NCCL_BACKENDS
+from distval.config.keys import DEFAULT_KEYS, KEYS, MATRIX_AXES, Key
+from distval.config.layout import NO_LAUNCHER_RENDEZVOUS
+from distval.config.loader import CONFIG_VERSION
+from distval.config.values import VERSION_PATTERN
+from distval.config.yaml_nodes import EXTENSION_PREFIX
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
 # Where the shipped copy lives, relative to the repository (configs/ reference it by this name).

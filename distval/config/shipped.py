@@ -1,4 +1,4 @@
-"""The scenario files distval ships (configs/, inside the package as harness/configs, a link to it, so that an
+"""The scenario files distval ships (configs/, inside the package as distval/configs, a link to it, so that an
 installed distval has them without a checkout), the default one ``distval run`` and ``distval plan`` use when
 given none, and ``distval init``'s starter config."""
 
@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.config.keys import BY_NAME, DEFAULT_CHECK_TIMEOUT_S, DEFAULT_COLLECTIVE_TIMEOUT_S, DEFAULT_TIMEOUT_S
-from harness.errors import BadInput
-from harness.plan import DEFAULT_IMAGE
+from distval.config.keys import BY_NAME, DEFAULT_CHECK_TIMEOUT_S, DEFAULT_COLLECTIVE_TIMEOUT_S, DEFAULT_TIMEOUT_S
+from distval.errors import BadInput
+from distval.plan.model import DEFAULT_IMAGE
 
-CONFIGS_DIR = Path(__file__).resolve().parent / "configs"
+CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 DEFAULT_CONFIG = CONFIGS_DIR / "default.yaml"
 SCHEMA_FILE = CONFIGS_DIR / "distval.schema.json"
 STARTER_NAME = "distval.yaml"
@@ -23,7 +23,7 @@ def _seconds(value: float) -> str:
 
 def starter_config() -> str:
     """A commented scenario file for ``distval init``: the quick check in one container and across two, each key's
-    comment its declared description (harness/config/keys.py). The schema line names the schema of this distval by
+    comment its declared description (distval/config/keys.py). The schema line names the schema of this distval by
     its absolute path: a starter file lives anywhere, so a path relative to it would lead nowhere."""
 
     def doc(key: str) -> str:

@@ -14,12 +14,12 @@ from typing import Any
 
 import yaml
 
-from harness.config.yaml_nodes import Problems, child_path, describe, scalar, shown, typed, written
-from suite.versions import readable
+from distval.config.yaml_nodes import Problems, child_path, describe, scalar, shown, typed, written
+from distval_suite.versions import readable
 
 Reader = Callable[[yaml.Node, str, Problems], Any]
 
-# The shape of a requirement, for the JSON Schema; suite.versions.readable is the exact rule (a ``.*``
+# The shape of a requirement, for the JSON Schema; distval_suite.versions.readable is the exact rule (a ``.*``
 # prefix pattern takes only == or !=), shared with the suite that evaluates it inside the image.
 # No two blank runs meet (an optional operator brings its own): "1," and 16,000 blanks took 6 s with them.
 VERSION_PATTERN = re.compile(

@@ -13,10 +13,10 @@ import signal
 from dataclasses import dataclass, replace
 from typing import Any
 
-from harness.config.faults import FaultSpec
-from harness.config.model import Scenario
-from harness.docker_spec import ContainerPlan, HelperPlan
-from harness.fixtures.recipes import FAULT_HELPER
+from distval.config.faults import FaultSpec
+from distval.config.model import Scenario
+from distval.fixtures.recipes import FAULT_HELPER
+from distval.plan.specs import ContainerPlan, HelperPlan
 
 # The node whose container holds the rendezvous store: torchrun's agent on node 0 hosts it (static and
 # c10d with the endpoint at node 0), and without a launcher rank 0 does (env://, tcp://).

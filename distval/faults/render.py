@@ -7,7 +7,7 @@ import dataclasses
 import json
 from typing import Any
 
-from harness.plan import ScenarioPlan
+from distval.plan.model import ScenarioPlan
 
 
 def fault_lines(sp: ScenarioPlan) -> list[str]:

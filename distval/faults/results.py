@@ -1,4 +1,4 @@
-"""A fault scenario's testcases: the ``faults`` testcase (the verdict of harness/expectations.py) and the
+"""A fault scenario's testcases: the ``faults`` testcase (the verdict of distval/checks/expectations.py) and the
 checks the faults interrupted.
 
 A fault is meant to break the check it lands in; those expected failures must not make that check red,
@@ -13,9 +13,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from harness.catalog import FAULTS_CASE
-from harness.expectations import FaultLog, evaluate
-from harness.results import EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, first_error_line
+from distval.checks.catalog import FAULTS_CASE
+from distval.checks.expectations import FaultLog, evaluate
+from distval.results.scenario import EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, first_error_line
 
 # A fault scenario that ran without the fault runtime (host mode runs local processes, no containers):
 # nothing was injected, so nothing about the faults may pass.

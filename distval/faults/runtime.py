@@ -1,10 +1,10 @@
 """Carries out a scenario's fault plan while its containers run: one ``poll`` per iteration of the runtime's
-wait loop (harness/runtime.py), never blocking long.
+wait loop (distval/targets/docker/runtime.py), never blocking long.
 
 Triggers are the ranks' own records: the runtime reads the trigger rank's results file from the running
 container (the Engine's archive API) and injects ``delay_s`` after that record's ``ended_at``, so a
 loaded machine that starts the ranks late moves the fault with them. Every injection's wall-clock time
-is logged; the verdict (harness/expectations.py) measures fault-to-failure times from it. Once more
+is logged; the verdict (distval/checks/expectations.py) measures fault-to-failure times from it. Once more
 waiting cannot change the verdict, ``poll`` says so and the runtime stops the containers instead of
 waiting for launchers that would sit in torchrun's exit barrier (300 s) or gloo's timeouts.
 """
@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.engine_protocol import EngineAPI
-from harness.errors import EngineError
-from harness.expectations import ContainerExit, FaultLog, Injected, decided, first_failures
-from harness.faults import FaultStep
-from harness.plan import ScenarioPlan
-from harness.processes import find_workers, signal_workers
+from distval.checks.expectations import ContainerExit, FaultLog, Injected, decided, first_failures
+from distval.errors import EngineError
+from distval.faults.plan import FaultStep
+from distval.plan.model import ScenarioPlan
+from distval.targets.docker.engine_protocol import EngineAPI
+from distval.targets.docker.processes import find_workers, signal_workers
 
 READ_INTERVAL_S = 0.5  # how often the results files are read while something waits on them
 # How often, after a fault, the runtime looks for worker processes that are gone while their container
@@ -100,7 +100,7 @@ class FaultRunner:
         ):
             self.ended = "the faults' verdict is decided; the containers still running are stopped"
             self.decided_at = time.time()
-            # Still paused: the runtime reads the frozen node's stacks first (harness/diagnosis.py), then thaws
+            # Still paused: the runtime reads the frozen node's stacks first (distval/results/diagnosis.py), then thaws
             # it (``thaw``) before its kill.
             return True
         return False

@@ -2,8 +2,8 @@
 
 A ``ScenarioPlan`` holds every network and container with its full creation arguments and files, and
 the ordered steps that create, start and observe them. What only the Engine can know (node 0's address,
-the network's subnets) is a named placeholder (harness/placeholders.py). ``distval plan`` prints this
-object, placeholders included; harness/runtime.py resolves each step with the facts it observed and
+the network's subnets) is a named placeholder (distval/plan/placeholders.py). ``distval plan`` prints this
+object, placeholders included; distval/targets/docker/runtime.py resolves each step with the facts it observed and
 executes it verbatim, deciding nothing itself (the model is TorchX's docker scheduler, whose dry run
 returns the docker-py arguments and whose schedule() only loops over them).
 """
@@ -15,12 +15,12 @@ import json
 import re
 from dataclasses import dataclass
 
-from harness.config import NCCL_BACKENDS, Config, Scenario
-from harness.diagnosis import ERROR_FILE
-from harness.docker_spec import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan, Ulimit
-from harness.faults import FaultPlan, plan_faults, with_fault_limits
-from harness.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
-from harness.placeholders import placeholder
+from distval.config import NCCL_BACKENDS, Config, Scenario
+from distval.faults.plan import FaultPlan, plan_faults, with_fault_limits
+from distval.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
+from distval.plan.placeholders import placeholder
+from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan, Ulimit
+from distval.results.diagnosis import ERROR_FILE
 
 __all__ = [  # the names other modules take from here; the data types live in docker_spec/labels
     "LABEL_MANAGED",
@@ -98,7 +98,7 @@ class LearnAddress:
 @dataclass(frozen=True)
 class ProbeHost:
     """Run the probe container on its host (host networking) until it exits: the facts ``socket_ifname`` of that
-    host and, on host 0, ``node0_ip``/``node0_host`` and the free ports (harness/hosts_runtime.py)."""
+    host and, on host 0, ``node0_ip``/``node0_host`` and the free ports (distval/targets/engines/runtime.py)."""
 
     container: str
     host: str
@@ -118,12 +118,12 @@ class ScenarioPlan:
     containers: tuple[ContainerPlan, ...]
     steps: tuple[Step, ...]
     # "docker": containers of ``image``; "host": local processes of the Python ``image`` names
-    # (harness/host_plan.py), shown as `` [host]`` in the suite name and as the ``mode`` property.
+    # (distval/targets/local/plan.py), shown as `` [host]`` in the suite name and as the ``mode`` property.
     mode: str = "docker"
-    # Across several Docker hosts (harness/hosts_plan.py): the Engine URLs, and the probe containers run first.
+    # Across several Docker hosts (distval/targets/engines/plan.py): the Engine URLs, and the probe containers run first.
     hosts: tuple[str, ...] = ()
     probes: tuple[ContainerPlan, ...] = ()
-    # The scenario's faults (harness/faults.py): when each lands, what the runtime does, its helper containers.
+    # The scenario's faults (distval/faults/plan.py): when each lands, what the runtime does, its helper containers.
     faults: FaultPlan | None = None
 
     @property
@@ -215,7 +215,7 @@ def _command(
     that they can be placeholders (host mode chooses free ones when the scenario starts)."""
     if scenario.rendezvous in ("env", "tcp"):
         # No launcher: one process per node, rank and world size from the harness.
-        return (python, "-m", "suite.main", spec_path)
+        return (python, "-m", "distval_suite.main", spec_path)
     # torch.distributed.run through the interpreter, not the torchrun script that some images lack.
     # Underscore spellings: torch 1.13's launcher knows only those; later ones accept both.
     argv = [python, "-m", "torch.distributed.run"]
@@ -254,12 +254,12 @@ def _command(
         ]
     # No restarts unless the scenario asks (max_restarts): a failing rank must fail the scenario, not be
     # retried into a pass; with restarts the report says how many happened.
-    argv += [f"--max_restarts={scenario.max_restarts}", "-m", "suite.main", spec_path]
+    argv += [f"--max_restarts={scenario.max_restarts}", "-m", "distval_suite.main", spec_path]
     return tuple(argv)
 
 
 def _spec(scenario: Scenario, master_host: str, master_port: str, results_dir: str, subnets: str) -> str:
-    """The suite spec one node reads (suite/main.py)."""
+    """The suite spec one node reads (distval_suite/main.py)."""
     cross = scenario.topology == "cross-container"
     spec = {
         "scenario": scenario.name,
@@ -302,7 +302,7 @@ def _env(
         env += [pair for pair in NCCL_ENV if pair[0] not in dict(scenario.env)]
     env += [pair for pair in diagnosis_env(scenario, results_dir) if pair[0] not in dict(scenario.env)]
     if pythonpath is not None:
-        # `-m suite.main` finds the suite through the working directory; elsewhere, through this.
+        # `-m distval_suite.main` finds the suite through the working directory; elsewhere, through this.
         env.append(("PYTHONPATH", pythonpath))
     if scenario.rendezvous in ("env", "tcp"):
         env += [("RANK", str(node_rank)), ("WORLD_SIZE", str(scenario.world_size))]
@@ -317,9 +317,9 @@ FLIGHT_RECORDER_ENTRIES = 2000
 
 
 def diagnosis_env(scenario: Scenario, results_dir: str) -> tuple[tuple[str, str], ...]:
-    """The variables that make a crash or a hang diagnosable (harness/diagnosis.py reads what they give)."""
+    """The variables that make a crash or a hang diagnosable (distval/results/diagnosis.py reads what they give)."""
     env = [
-        # torchrun (or a worker without it) writes the first failure's traceback here (suite.main is wrapped
+        # torchrun (or a worker without it) writes the first failure's traceback here (distval_suite.main is wrapped
         # with torchelastic's record), so the report shows it instead of "exit code 1".
         ("TORCHELASTIC_ERROR_FILE", f"{results_dir}/{ERROR_FILE}"),
         ("TORCH_FR_BUFFER_SIZE", str(FLIGHT_RECORDER_ENTRIES)),
@@ -339,7 +339,7 @@ def plan_scenario(
     image = image_override or scenario.image or DEFAULT_IMAGE
     hosts = hosts or scenario.hosts
     if hosts:
-        from harness.hosts_plan import plan_across_hosts  # it builds on this module's helpers
+        from distval.targets.engines.plan import plan_across_hosts  # it builds on this module's helpers
 
         return plan_across_hosts(scenario, run_id, image, slug, hosts)
     base = f"distval-{run_id}-{slug}"
@@ -362,7 +362,7 @@ def plan_scenario(
         NetworkPlan(name=f"{base}-x{i}", internal=True, labels=common_labels) for i in range(1, scenario.extra_networks + 1)
     )
     working_dir = scenario.working_dir or CONTAINER_ROOT
-    # GPUs per node come from the config (harness/config/devices.py: one per process for NCCL, one shared
+    # GPUs per node come from the config (distval/config/devices.py: one per process for NCCL, one shared
     # by the node's processes for gloo on CUDA tensors, none on the CPU).
     gpus = scenario.gpus_per_node
     containers = []
@@ -390,7 +390,7 @@ def plan_scenario(
         )
         files = (
             FileCopy(CONTAINER_ROOT, 0o755),
-            FileCopy(f"{CONTAINER_ROOT}/suite", 0o755, suite=True),
+            FileCopy(f"{CONTAINER_ROOT}/distval_suite", 0o755, suite=True),
             # World-writable: images often run as a non-root user that must still write its records.
             FileCopy(RESULTS_DIR, 0o777),
             FileCopy(SPEC_PATH, 0o644, text=_spec(scenario, master_host, str(MASTER_PORT), RESULTS_DIR, SUBNETS)),

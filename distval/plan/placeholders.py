@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
-from harness.errors import PlanError
+from distval.errors import PlanError
 
 # Every placeholder, with what fills it in (shown by ``distval plan``).
 PLACEHOLDERS: Mapping[str, str] = {

@@ -11,11 +11,8 @@ import dataclasses
 import json
 from typing import Any
 
-from harness import beside_container, gpu_probe_container, reaper_container
-from harness.fault_render import fault_data, fault_lines
-from harness.hosts_plan import hosts_data, hosts_lines, probe_description
-from harness.placeholders import PLACEHOLDERS, placeholders_in
-from harness.plan import (
+from distval.faults.render import fault_data, fault_lines
+from distval.plan.model import (
     CreateContainer,
     CreateNetwork,
     LearnSubnets,
@@ -25,7 +22,12 @@ from harness.plan import (
     StartContainer,
     Step,
 )
-from harness.reports.escape import terminal_text
+from distval.plan.placeholders import PLACEHOLDERS, placeholders_in
+from distval.reports.escape import terminal_text
+from distval.targets.docker import beside as beside_container
+from distval.targets.docker import gpu_probe as gpu_probe_container
+from distval.targets.docker import reaper_container
+from distval.targets.engines.plan import hosts_data, hosts_lines, probe_description
 
 
 def describe_step(plan: ScenarioPlan, step: Step) -> str:
@@ -108,7 +110,7 @@ def _container_lines(sp: ScenarioPlan, name: str) -> list[str]:
         lines.append(f"       then connect to: {network}")
     for copy in c.files:
         if copy.suite:
-            lines.append(f"       copy in: suite/*.py -> {copy.path}/")
+            lines.append(f"       copy in: distval_suite/*.py -> {copy.path}/")
         elif copy.text is None:
             lines.append(f"       copy in: directory {copy.path} (mode {copy.mode:o})")
         else:

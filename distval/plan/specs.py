@@ -1,9 +1,9 @@
 """What the planner hands the Engine: networks and containers as plain data, and their exact docker-py arguments.
 
-Both harness/plan.py (which fills these in) and harness/engine.py (which executes them) import this
+Both distval/plan/model.py (which fills these in) and distval/targets/docker/engine.py (which executes them) import this
 module; the Engine imports nothing from the planner. ``create_kwargs()`` is the single translation to
 docker-py, so ``distval plan`` can print exactly the arguments ``distval run`` passes to the Engine.
-Strings may hold named placeholders (harness/placeholders.py) that only the Engine can fill in.
+Strings may hold named placeholders (distval/plan/placeholders.py) that only the Engine can fill in.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ class ContainerOptions:
     # Host GPUs by device id, never by count: a count hands every container the same devices
     # (nvidia-container-toolkit#521), and NCCL refuses two ranks on one GPU.
     gpu_device_ids: tuple[str, ...] = ()
-    # Restrictions beyond the Engine's defaults (the host probes': harness/hosts_plan.py); empty: none.
+    # Restrictions beyond the Engine's defaults (the host probes': distval/targets/engines/plan.py); empty: none.
     cap_drop: tuple[str, ...] = ()
     security_opt: tuple[str, ...] = ()
 
@@ -70,7 +70,7 @@ class FileCopy:
     path: str  # absolute, in the container
     mode: int
     text: str | None = None  # a file's content; None: a directory (with the suite's files when suite is set)
-    suite: bool = False  # the harness's suite/ package: its *.py files go into this directory
+    suite: bool = False  # the harness's distval_suite/ package: its *.py files go into this directory
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class ContainerPlan:
 
 @dataclass(frozen=True)
 class HelperPlan:
-    """A fault helper (harness/faults.py): a container of the helper image in a victim's network namespace,
+    """A fault helper (distval/faults/plan.py): a container of the helper image in a victim's network namespace,
     idle until the runtime execs iptables or tc in it."""
 
     name: str

@@ -5,5 +5,5 @@ also appended to ``$GITHUB_STEP_SUMMARY``), ``summary`` (the table on stdout). `
 several formats state alike (the command that reproduces a scenario, the pass count); ``files`` is the
 one atomic file writer every format writes through; ``escape`` makes the image's text (names, messages,
 labels) safe for a Markdown cell, inline code and a terminal line. Live progress while the run goes on is
-``harness.progress``, not here.
+``distval.run.progress``, not here.
 """

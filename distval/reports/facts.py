@@ -6,8 +6,8 @@ from __future__ import annotations
 import glob
 import shlex
 
-from harness.bandwidth import TopologyRow, topology_rows
-from harness.results import ERROR, FAILED, PASSED, CaseResult, RunSummary, ScenarioResult
+from distval.results.bandwidth import TopologyRow, topology_rows
+from distval.results.scenario import ERROR, FAILED, PASSED, CaseResult, RunSummary, ScenarioResult
 
 
 def reproduce_command(summary: RunSummary, scenario: ScenarioResult) -> str:

@@ -7,10 +7,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness import __version__
-from harness.reports.facts import milliseconds, reproduce_command, topology_rows_of
-from harness.reports.files import write_atomically
-from harness.results import PASSED, RunSummary, suite_properties
+from distval import __version__
+from distval.reports.facts import milliseconds, reproduce_command, topology_rows_of
+from distval.reports.files import write_atomically
+from distval.results.scenario import PASSED, RunSummary, suite_properties
 
 SCHEMA_VERSION = 1
 
@@ -51,7 +51,7 @@ def json_report(summary: RunSummary) -> dict[str, Any]:
                     for c in scenario.cases
                 ],
                 "bandwidth": [dataclasses.asdict(f) for f in scenario.figures],
-                # Stacks before the deadline's kill, the flight recorder, the root cause, restarts (harness/diagnosis.py).
+                # Stacks before the deadline's kill, the flight recorder, the root cause, restarts (distval/results/diagnosis.py).
                 "diagnosis": scenario.diagnosis.as_dict(),
                 "logs": scenario.logs,
             }

@@ -28,9 +28,18 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-from harness.reports.facts import milliseconds
-from harness.reports.files import write_atomically
-from harness.results import ERROR, FAILED, SKIPPED, CaseResult, RunSummary, ScenarioResult, run_properties, suite_properties
+from distval.reports.facts import milliseconds
+from distval.reports.files import write_atomically
+from distval.results.scenario import (
+    ERROR,
+    FAILED,
+    SKIPPED,
+    CaseResult,
+    RunSummary,
+    ScenarioResult,
+    run_properties,
+    suite_properties,
+)
 
 MESSAGE_CHARS = 2000
 SYSTEM_OUT_CHARS = 200_000

@@ -12,13 +12,13 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness import __version__
-from harness.bandwidth import count_range
-from harness.reports.escape import markdown_cell, markdown_code, strip_controls
-from harness.reports.facts import failing_cases, passed_counts, reproduce_command, topology_rows_of
-from harness.reports.files import write_atomically
-from harness.reports.mermaid import Series, chart_section
-from harness.results import ERROR, FAILED, PASSED, SKIPPED, RunSummary
+from distval import __version__
+from distval.reports.escape import markdown_cell, markdown_code, strip_controls
+from distval.reports.facts import failing_cases, passed_counts, reproduce_command, topology_rows_of
+from distval.reports.files import write_atomically
+from distval.reports.mermaid import Series, chart_section
+from distval.results.bandwidth import count_range
+from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, RunSummary
 
 MARKDOWN_MESSAGE_CHARS = 2000
 MARKDOWN_MAX_FAILURES = 50

@@ -11,8 +11,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from harness.bandwidth import Figure
-from harness.reports.escape import markdown_cell, strip_controls
+from distval.reports.escape import markdown_cell, strip_controls
+from distval.results.bandwidth import Figure
 
 
 @dataclass(frozen=True)

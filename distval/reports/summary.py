@@ -4,9 +4,9 @@ note that the image was distval's sample one when no --image was given."""
 
 from __future__ import annotations
 
-from harness.reports.escape import terminal_line, terminal_text
-from harness.reports.facts import failing_cases, passed_counts, reproduce_command
-from harness.results import ERROR, FAILED, PASSED, SKIPPED, RunSummary
+from distval.reports.escape import terminal_line, terminal_text
+from distval.reports.facts import failing_cases, passed_counts, reproduce_command
+from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, RunSummary
 
 TABLE_MESSAGE_CHARS = 100
 TABLE_NAME_CHARS = 40

@@ -1,4 +1,4 @@
-"""The bandwidth check's figures as data: read from its testcases' details (suite/bandwidth.py writes them),
+"""The bandwidth check's figures as data: read from its testcases' details (distval_suite/bandwidth.py writes them),
 named as JUnit properties, and put side by side across topologies of the same world size.
 
 A figure is one operation at one message size: the slowest rank's median time of ``iterations`` timed

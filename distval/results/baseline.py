@@ -45,12 +45,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.bandwidth import count_range
-from harness.bounded_read import REPORT_MAX_BYTES, FileRefused, read_regular_file
-from harness.errors import BadInput
-from harness.records import json_problem
-from harness.reports.json_report import json_report
-from harness.results import ERROR, EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, RunSummary, ScenarioResult
+from distval.bounded_read import REPORT_MAX_BYTES, FileRefused, read_regular_file
+from distval.errors import BadInput
+from distval.reports.json_report import json_report
+from distval.results.bandwidth import count_range
+from distval.results.records import json_problem
+from distval.results.scenario import ERROR, EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, RunSummary, ScenarioResult
 
 BASELINE_CASE = "baseline"
 DEFAULT_BUSBW_TOLERANCE = 0.20

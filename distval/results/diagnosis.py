@@ -1,7 +1,7 @@
 """Why a scenario hung or crashed, from what its ranks left in their results directories.
 
 Before the runtime kills what still runs at the deadline, ``before_kill`` signals every worker with
-SIGUSR1 (suite/diagnostics.py registered faulthandler on it, so each rank prints every thread's Python
+SIGUSR1 (distval_suite/diagnostics.py registered faulthandler on it, so each rank prints every thread's Python
 stack into ``stacks-rank-N.txt``; the signal goes through an exec, because ``container.kill`` reaches only
 PID 1) and asks the flight-recorder thread for a dump (a request file created through the same kind of
 exec), waiting a bounded time for both. The files are copied out with the results afterwards.
@@ -23,24 +23,24 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from harness.engine_protocol import EngineAPI
-from harness.errors import EngineError
-from harness.processes import signal_workers, signal_workers_beside
-from harness.records import json_problem
+from distval.errors import EngineError
+from distval.results.records import json_problem
+from distval.targets.docker.engine_protocol import EngineAPI
+from distval.targets.docker.processes import signal_workers, signal_workers_beside
 
 if TYPE_CHECKING:
-    from harness.docker_spec import ContainerPlan
-    from harness.events import RunEvents
-    from harness.plan import ScenarioPlan
-    from harness.results import ContainerOutcome
+    from distval.plan.model import ScenarioPlan
+    from distval.plan.specs import ContainerPlan
+    from distval.results.scenario import ContainerOutcome
+    from distval.run.events import RunEvents
 
-# The file names suite/diagnostics.py writes (it cannot import the harness: it runs in the image).
+# The file names distval_suite/diagnostics.py writes (it cannot import the harness: it runs in the image).
 STACKS = re.compile(r"^stacks-rank-(\d+)\.txt$")
 FLIGHT_RECORDER = re.compile(r"^flight-recorder-rank-(\d+)\.json$")
 LAUNCH = re.compile(r"^launch-rank-(\d+)\.json$")
 RECORDS = re.compile(r"^rank-(\d+)\.jsonl$")
 REQUEST_FILE = "diagnose.request"
-ERROR_FILE = "torchelastic-error.json"  # TORCHELASTIC_ERROR_FILE, in the results directory (harness/plan.py)
+ERROR_FILE = "torchelastic-error.json"  # TORCHELASTIC_ERROR_FILE, in the results directory (distval/plan/model.py)
 NODE_FILE = "diagnosis-node-%d.json"  # what before_kill measured in that container
 # How long before_kill waits, inside each container, for the stacks and the flight-recorder dumps. The
 # stacks are written in the signal handler (milliseconds); the dump thread polls every 0.1 s.
@@ -229,7 +229,7 @@ def _int(value: object) -> int | None:
 
 
 def parse_flight_recorder(data: bytes) -> FlightRecorder:
-    """A rank's flight-recorder file (suite/diagnostics.py): its entries oldest first, or why none."""
+    """A rank's flight-recorder file (distval_suite/diagnostics.py): its entries oldest first, or why none."""
     dump = _json_object(data.decode("utf-8", "replace"))
     if dump is None:
         return FlightRecorder(False, "the flight-recorder file is not a JSON object (cut by the kill?)")
@@ -560,7 +560,7 @@ class _Process:
         """Provably an earlier round than ``other``, a process of the SAME agent (container): a higher restart
         count there, or ``other`` started after this one had written its last record. An agent stops all its
         workers before it starts the next round's, so the second never holds within one round: ``started_at``
-        is the kernel's spawn time (suite/records.py), and an agent spawns a round's workers within
+        is the kernel's spawn time (distval_suite/records.py), and an agent spawns a round's workers within
         milliseconds, long before any of them can write a record; unknown times prove nothing (the process
         then stays, and the worse outcome decides)."""
         if other.attempt != self.attempt:
@@ -585,7 +585,7 @@ def current_attempts(
     replaced node, or a launcher that assigns ranks itself, moves a rank: tests/test_restart_docker.py). A
     rank whose records remain in several containers (a node that ran nothing after it, unknown times) has
     attempts that cannot be ordered: every one is returned, and the caller lets the worse outcome win
-    (harness/results.py) rather than guess which is newer.
+    (distval/results/scenario.py) rather than guess which is newer.
     """
     found: dict[int, list[tuple[str, list[dict[str, Any]]]]] = {}
     for container, by_rank in by_container:

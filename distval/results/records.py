@@ -1,6 +1,6 @@
 """A rank's result record, checked as it is read: the image under test writes it, so it is untrusted data.
 
-suite/records.py writes one JSON object per line (check, case, rank, status, message, duration_s,
+distval_suite/records.py writes one JSON object per line (check, case, rank, status, message, duration_s,
 ended_at, hostname, attempt, started_at, details). Python's json module reads ``NaN``, ``Infinity`` and
 ``1e999`` (infinity) as floats and integers of any length, and a report writer that meets one later
 fails (JSON has no NaN; ``math.floor(inf)`` raises), losing every report. So a record is refused here,
@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from harness.config.layout import WORLD_SIZE_MAX
+from distval.config.layout import WORLD_SIZE_MAX
 
 NAME_MAX_CHARS = 256  # check, case, status, hostname
 MESSAGE_MAX_CHARS = 100_000  # a long traceback fits

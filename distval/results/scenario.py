@@ -5,7 +5,7 @@ within the deadline). A rank that wrote no record for a check makes that check a
 rank and why (killed at the deadline, launcher exit code, last error line). Zero results is never a pass,
 and neither is a scenario whose listed checks were all skipped: bookkeeping cases (``exit_status``,
 ``process_group``) validate nothing. Where a rank's records for one case disagree (written twice, or left by
-restart attempts that cannot be ordered: harness/diagnosis.py) the worse outcome counts.
+restart attempts that cannot be ordered: distval/results/diagnosis.py) the worse outcome counts.
 """
 
 from __future__ import annotations
@@ -19,19 +19,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness import __version__
-from harness.bandwidth import Figure, figure_properties, figures_of
-from harness.catalog import FAULTS_CASE, is_check, is_collective
-from harness.config import NCCL_BACKENDS
-from harness.diagnosis import Diagnosis, current_attempts, diagnose, is_record_file
-from harness.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
-from harness.expectations import FaultLog
-from harness.host_plan import canonical_host_plan
-from harness.nccl_transport import describe as describe_transports
-from harness.nccl_transport import transports_between
-from harness.plan import LABEL_RUN, ContainerPlan, ScenarioPlan, ipv6_subnet
-from harness.records import error_record, validate_record
-from harness.text_caps import LOG_TAIL_MAX_CHARS, MESSAGE_MAX_CHARS, RANK_LOG_MAX_CHARS, capped, capped_end, capped_strings
+from distval import __version__
+from distval.checks.catalog import FAULTS_CASE, is_check, is_collective
+from distval.checks.expectations import FaultLog
+from distval.config import NCCL_BACKENDS
+from distval.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
+from distval.plan.model import LABEL_RUN, ContainerPlan, ScenarioPlan, ipv6_subnet
+from distval.results.bandwidth import Figure, figure_properties, figures_of
+from distval.results.diagnosis import Diagnosis, current_attempts, diagnose, is_record_file
+from distval.results.nccl_transport import describe as describe_transports
+from distval.results.nccl_transport import transports_between
+from distval.results.records import error_record, validate_record
+from distval.targets.local.plan import canonical_host_plan
+from distval.text_caps import LOG_TAIL_MAX_CHARS, MESSAGE_MAX_CHARS, RANK_LOG_MAX_CHARS, capped, capped_end, capped_strings
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 EXIT_STATUS_CASE = "exit_status"
@@ -61,7 +61,7 @@ class ScenarioOutcome:
     setup_error: str | None = None
     setup_skipped: bool = False  # the Engine cannot provide what the scenario needs (IPv6, GPUs): a skip, not an error
     skip_kind: str | None = None  # what it lacks: "ipv6", "gpu"
-    fault_log: FaultLog | None = None  # what the faults did and when (harness/fault_runtime.py); None: no faults
+    fault_log: FaultLog | None = None  # what the faults did and when (distval/faults/runtime.py); None: no faults
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class ScenarioResult:
     properties: tuple[tuple[str, str], ...]
     logs: str
     duration_s: float
-    # Stacks, flight recorder, root cause, restarts (harness/diagnosis.py); empty when nothing ran.
+    # Stacks, flight recorder, root cause, restarts (distval/results/diagnosis.py); empty when nothing ran.
     diagnosis: Diagnosis = field(default_factory=Diagnosis)
 
     @property
@@ -249,7 +249,7 @@ def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object
     by_rank: dict[int, list[dict[str, object]]] = {}
     problems: list[str] = []
     for file_name, data in sorted(outcome.result_files.items()):
-        if not is_record_file(file_name):  # stacks, flight-recorder dumps, error files: harness/diagnosis.py
+        if not is_record_file(file_name):  # stacks, flight-recorder dumps, error files: distval/results/diagnosis.py
             continue
         for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
             if not line.strip():
@@ -419,7 +419,7 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     if unreadable:
         cases.append(CaseResult("results", ERROR, "; ".join(unreadable), 0.0))
     if scenario.faults:
-        from harness.fault_results import NOT_INJECTED, fault_cases  # imported here: it builds on this module's types
+        from distval.faults.results import NOT_INJECTED, fault_cases  # imported here: it builds on this module's types
 
         cases = fault_cases(
             cases,

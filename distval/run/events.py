@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from harness.plan import ScenarioPlan
-    from harness.results import ScenarioResult
+    from distval.plan.model import ScenarioPlan
+    from distval.results.scenario import ScenarioResult
 
 # The phases of one scenario, in the order the runtime enters them.
 SETTING_UP = "setting up"

@@ -21,7 +21,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType
 
-from harness.errors import Interrupted
+from distval.errors import Interrupted
 
 HANDLED = (signal.SIGINT, signal.SIGTERM)
 

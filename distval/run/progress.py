@@ -35,10 +35,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from harness.events import SETTING_UP
-from harness.plan import ScenarioPlan
-from harness.reports.escape import terminal_line
-from harness.results import ERROR, FAILED, PASSED, SKIPPED, ScenarioResult
+from distval.plan.model import ScenarioPlan
+from distval.reports.escape import terminal_line
+from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, ScenarioResult
+from distval.run.events import SETTING_UP
 
 HEARTBEAT_S = 30.0
 CURSOR_UP = "\x1b[{}A"

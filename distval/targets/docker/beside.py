@@ -1,7 +1,7 @@
 """What the beside-helper is: the short-lived container that signals the worker processes of a paused rank
-container (harness/processes.py ``signal_workers_beside``; a paused container runs no exec) from its PID
+container (distval/targets/docker/processes.py ``signal_workers_beside``; a paused container runs no exec) from its PID
 namespace. Its image, entrypoint, user, privileges, mounts and network are declared here once, for the Engine
-that creates it (harness/engine.py ``run_beside``) and for the plan that shows it (harness/plan_render.py).
+that creates it (distval/targets/docker/engine.py ``run_beside``) and for the plan that shows it (distval/plan/render.py).
 
 It runs distval's own image (the reaper's: Debian's python3, ensured on every Engine before a run), never the
 image under test: an image's PYTHONPATH, LD_PRELOAD or python would otherwise run as root beside the ranks
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
-from harness.labels import LABEL_NODE, LABEL_SCENARIO
-from harness.processes import WORKER_SCRIPT
+from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
+from distval.labels import LABEL_NODE, LABEL_SCENARIO
+from distval.targets.docker.processes import WORKER_SCRIPT
 
 IMAGE = REAPER_IMAGE
 # The reaper image's python3; -I: no PYTHON* variables, no user site, no script directory on the path; -S: no
@@ -77,7 +77,7 @@ def description() -> dict[str, Any]:
         "image": IMAGE,
         "image_origin": "distval's own fixture image (the reaper's: Debian's python3), built by "
         "`distval fixtures build`; never the image under test",
-        "entrypoint": [*ENTRYPOINT[:-1], "<harness/processes.py WORKER_SCRIPT>"],
+        "entrypoint": [*ENTRYPOINT[:-1], "<distval/targets/docker/processes.py WORKER_SCRIPT>"],
         "command": ["<signal number>", "all"],
         "user": SETTINGS["user"],
         "privileges": {

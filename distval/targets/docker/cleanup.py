@@ -1,6 +1,6 @@
 """``distval cleanup``: which runs' containers and networks to remove, and why.
 
-A run's resources are removed only when the run is over: its owner (harness/owner.py) is dead (same
+A run's resources are removed only when the run is over: its owner (distval/owner.py) is dead (same
 machine, and no process with that pid and start time), or its newest resource is older than
 ``--older-than``. A run whose owner lives, runs on another machine (another machine id, even under this host
 name; or labels without a machine id from another boot), in another PID namespace, or is not named (made by a
@@ -13,9 +13,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from harness.engine_protocol import Resource
-from harness.labels import LABEL_ROLE, LABEL_RUN
-from harness.owner import Owner, boot_id, machine_id, owner_alive
+from distval.labels import LABEL_ROLE, LABEL_RUN
+from distval.owner import Owner, boot_id, machine_id, owner_alive
+from distval.targets.docker.engine_protocol import Resource
 
 NO_RUN_ID = "(no run id)"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -31,7 +31,7 @@ class RunDecision:
 
     def counts(self) -> str:
         containers = sum(1 for r in self.resources if r.kind == "container")
-        # A run's reaper (harness/reaper.py) is one of its containers: removing it first is harmless (it then
+        # A run's reaper (distval/targets/docker/reaper.py) is one of its containers: removing it first is harmless (it then
         # removes nothing), and a reaper still listed means its run's distval was alive or died seconds ago.
         reaper = any(r.labels.get(LABEL_ROLE) == "reaper" for r in self.resources)
         among = " (its reaper among them)" if reaper else ""
@@ -74,7 +74,7 @@ def decide(
     machine: str | None = None,
 ) -> list[RunDecision]:
     """One decision per run, in the order the runs were listed. ``machine``: this machine's id (default:
-    harness.owner.machine_id()), only for the reason given."""
+    distval.owner.machine_id()), only for the reason given."""
     machine = machine if machine is not None else machine_id()
     decisions = []
     for run_id, found in by_run(resources).items():

@@ -1,7 +1,7 @@
 """The one module that talks to the Docker Engine (through docker-py, never the docker CLI).
 
 Every container and network it creates carries ``distval.managed=true``, ``distval.run=<run id>`` and its
-owner (``distval.owner.host``, ``.pid``, ``.started``: harness/owner.py), whatever the caller passed, all
+owner (``distval.owner.host``, ``.pid``, ``.started``: distval/owner.py), whatever the caller passed, all
 added in ``_labels``; and every docker-py or transport error leaves here as an EngineError (``_call`` and
 ``_mapped``), never as docker-py's or requests' own exception. Files
 go in with put_archive and come out with get_archive, never through bind mounts of host paths (those
@@ -21,22 +21,24 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
-import docker
-import docker.errors
-import docker.types
 import requests
 import urllib3.exceptions
 
-from harness import beside_container, gpu_probe_container, reaper_container
-from harness.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, joined_within, kept_end
-from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
-from harness.engine_advice import advice
-from harness.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
-from harness.errors import EngineError, ImageMissing
-from harness.hosts import HostSpec
-from harness.labels import DISTVAL_LABELS, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
-from harness.owner import Owner, current_owner
-from harness.tarball import regular_files
+import docker
+import docker.errors
+import docker.types
+from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, joined_within, kept_end
+from distval.errors import EngineError, ImageMissing
+from distval.labels import DISTVAL_LABELS, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
+from distval.owner import Owner, current_owner
+from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
+from distval.tarball import regular_files
+from distval.targets.docker import beside as beside_container
+from distval.targets.docker import gpu_probe as gpu_probe_container
+from distval.targets.docker import reaper_container
+from distval.targets.docker.engine_advice import advice
+from distval.targets.docker.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
+from distval.targets.engines.hosts import HostSpec
 
 T = TypeVar("T")
 API_TIMEOUT_S = 120
@@ -82,7 +84,7 @@ def _client_for(host: HostSpec) -> Any:
 
 
 class Engine:
-    """The real Engine; implements harness.engine_protocol.EngineAPI."""
+    """The real Engine; implements distval.targets.docker.engine_protocol.EngineAPI."""
 
     def __init__(self, run_id: str, client: Any = None, owner: Owner | None = None, host: HostSpec | None = None) -> None:
         """``client``: a docker-py DockerClient (default: from ``host``, else from the environment); ``owner``:
@@ -162,7 +164,8 @@ class Engine:
         self._call(f"pull {reference} into {self.where}", lambda: self.client.api.pull(name, tag=digest))
 
     def create_raw(self, kwargs: Mapping[str, Any]) -> Any:
-        """Create a container from docker-py arguments built elsewhere (harness/nodes.py), with the run's labels."""
+        """Create a container from docker-py arguments built elsewhere (distval/targets/engines/dind.py), with the run's
+        labels."""
         arguments = dict(kwargs)
         arguments["labels"] = self._labels(arguments.get("labels") or {})
         return self._call(f"create container {arguments.get('name')}", lambda: self.client.containers.create(**arguments))
@@ -355,8 +358,8 @@ class Engine:
         created: Callable[[], None] | None = None,
         host_network: bool = False,
     ) -> tuple[str, int | None, list[str]]:
-        """Create and start the run's reaper (harness/reaper.py) as ``entrypoint`` in ``image`` (distval's reaper
-        image; harness/reaper_container.py says what the container is), as root (the socket's owner): the
+        """Create and start the run's reaper (distval/targets/docker/reaper.py) as ``entrypoint`` in ``image`` (distval's reaper
+        image; distval/targets/docker/reaper_container.py says what the container is), as root (the socket's owner): the
         Engine's socket mounted, ``port`` published on ``bind_address`` at a port the Engine picks, removed by
         the Engine once it exits, nothing else allowed.
         ``join``: the id of a container distval runs in; the reaper joins its networks, so distval reaches it
@@ -417,14 +420,14 @@ class Engine:
         self._call(f"disconnect {container.name} from {network}", lambda: self.client.networks.get(network).disconnect(container))
 
     def create_helper(self, helper: HelperPlan) -> Any:
-        """Create a fault helper (harness/faults.py) with exactly its planned arguments, plus the run's labels."""
+        """Create a fault helper (distval/faults/plan.py) with exactly its planned arguments, plus the run's labels."""
         kwargs = helper.create_kwargs()
         kwargs["labels"] = self._labels(kwargs["labels"])
         return self._call(f"create container {helper.name}", lambda: self.client.containers.create(**kwargs))
 
     def run_beside(self, container: Any, arguments: Sequence[str], timeout_s: float) -> ExecResult:
         """Run the worker script with ``arguments`` in the beside-helper: a short-lived container of distval's
-        own image sharing ``container``'s PID namespace, exactly as harness/beside_container.py declares it
+        own image sharing ``container``'s PID namespace, exactly as distval/targets/docker/beside.py declares it
         (never the image under test); its output and exit code, then it is removed. A paused container runs
         no exec, but a process beside it can still signal its processes (delivered when they thaw)."""
 
@@ -458,7 +461,7 @@ class Engine:
     def _probe_gpus(self, image: str, python: str) -> GpuSupport:
         name = f"distval-{self.run_id}-gpu-probe-{hashlib.sha256(image.encode()).hexdigest()[:8]}"
         try:
-            # Exactly as harness/gpu_probe_container.py declares it (the plan shows the same).
+            # Exactly as distval/targets/docker/gpu_probe.py declares it (the plan shows the same).
             kwargs = gpu_probe_container.create_kwargs(image, python, name)
             container = self.client.containers.create(**kwargs, labels=self._labels({}))
             try:

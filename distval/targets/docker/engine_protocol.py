@@ -1,4 +1,4 @@
-"""What the runtime needs from a Docker Engine, as a Protocol: harness/engine.py implements it against the
+"""What the runtime needs from a Docker Engine, as a Protocol: distval/targets/docker/engine.py implements it against the
 real Engine, and the tests' fakes implement the same one, so that mypy keeps the fakes from drifting.
 
 Containers are opaque handles: the runtime only passes back what ``create_container`` returned.
@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
+from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class EngineAPI(Protocol):
 
     def gpu_support(self, image: str, python: str) -> GpuSupport: ...
 
-    # Faults (harness/fault_runtime.py): freeze, partition, and the helper container in a node's namespace.
+    # Faults (distval/faults/runtime.py): freeze, partition, and the helper container in a node's namespace.
     def pause(self, container: Any) -> None: ...
 
     def unpause(self, container: Any) -> None: ...

@@ -16,13 +16,13 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from harness.errors import EngineError
-from harness.labels import LABEL_ROLE, LABEL_RUN, LABEL_SCENARIO
-from harness.results import ERROR, FAILED, ScenarioResult
-from harness.runtime import signals_deferred
+from distval.errors import EngineError
+from distval.labels import LABEL_ROLE, LABEL_RUN, LABEL_SCENARIO
+from distval.results.scenario import ERROR, FAILED, ScenarioResult
+from distval.targets.docker.runtime import signals_deferred
 
 if TYPE_CHECKING:
-    from harness.engine import Engine
+    from distval.targets.docker.engine import Engine
 
 SHELL = "sh"  # every image distval runs has Python, so a POSIX shell; bash is not a given
 

@@ -1,7 +1,7 @@
 """The suite's worker processes inside a running container: find them and signal them.
 
 ``container.kill`` reaches only PID 1 (torchrun's agent, or the single rank), so anything meant for a
-worker -- SIGUSR1 for its Python stacks (suite/main.py registers faulthandler), SIGKILL for a fault that
+worker -- SIGUSR1 for its Python stacks (distval_suite/main.py registers faulthandler), SIGKILL for a fault that
 kills one rank -- goes through an exec of a short script run with the scenario's python, which reads
 /proc. The image under test needs no tool (no ps, no pkill); the script stays Python 3.9-compatible.
 """
@@ -13,12 +13,12 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from harness.engine_protocol import EngineAPI
-from harness.errors import EngineError
+from distval.errors import EngineError
+from distval.targets.docker.engine_protocol import EngineAPI
 
 # argv[1]: the signal number (0: only list); argv[2]: comma-separated global ranks, or "all".
-# A worker is a process whose command line runs suite.main and whose environment has LOCAL_RANK (set
-# by torchrun for workers, never for its agent, whose command line also names suite.main) or, for a
+# A worker is a process whose command line runs distval_suite.main and whose environment has LOCAL_RANK (set
+# by torchrun for workers, never for its agent, whose command line also names distval_suite.main) or, for a
 # rank started without a launcher, RANK.
 WORKER_SCRIPT = r"""
 import json, os, sys
@@ -35,7 +35,7 @@ for entry in os.listdir("/proc"):
             env = dict(kv.split(b"=", 1) for kv in f.read().split(b"\0") if b"=" in kv)
     except OSError:
         continue
-    if b"suite.main" not in argv or b"torch.distributed.run" in argv or b"RANK" not in env:
+    if b"distval_suite.main" not in argv or b"torch.distributed.run" in argv or b"RANK" not in env:
         continue
     if any(arg.endswith(b"torchrun") for arg in argv[:2]):
         continue
@@ -81,7 +81,7 @@ def signal_workers(
 
 def signal_workers_beside(engine: EngineAPI, container: Any, signum: int, timeout_s: float = 60.0) -> tuple[Worker, ...]:
     """``signal_workers`` for a paused container, which runs no exec: the same script in the beside-helper
-    (harness/beside_container.py: distval's own image, never the image under test) in its PID namespace,
+    (distval/targets/docker/beside.py: distval's own image, never the image under test) in its PID namespace,
     the signal and "all" its only arguments. The signal is delivered when the workers thaw, before they run
     anything else."""
     result = engine.run_beside(container, [str(signum), "all"], timeout_s)

@@ -1,8 +1,8 @@
 """The run's reaper, from distval's side: nothing is left behind when distval is killed with SIGKILL.
 
 One reaper per ``distval run`` (not one shared by all runs; docs/how-a-run-works.md, "Nothing left behind, ever"): a container of
-distval's reaper image (``REAPER_IMAGE``, a fixture built from Debian's python3 with harness/reaper_daemon.py
-baked in, harness/fixtures/recipes.py) running that program with its fixed entrypoint in isolated mode and
+distval's reaper image (``REAPER_IMAGE``, a fixture built from Debian's python3 with distval/targets/docker/reaper_daemon.py
+baked in, distval/fixtures/recipes.py) running that program with its fixed entrypoint in isolated mode and
 with no environment but the reaper's own variables, with the Engine's socket mounted, listening on a TCP
 port: on the loopback of the host's network where distval shares that network (``_shares_this_network``: no
 network of its own to set up and tear down), else in a network of its own with the port published. Never the
@@ -11,7 +11,7 @@ planted hmac.py or sitecustomize, a python3 that is a script, LD_PRELOAD) would 
 The run builds the reaper's image like a missing fixture (``distval fixtures build`` builds it too); where
 the Engine does not hold the current one, the run refuses to start a reaper (one line) rather than use
 anything else. distval connects to it, reads ``CHALLENGE <nonce>`` and answers
-``HELLO <run id> <HMAC(key, nonce || run id)>`` (harness/reaper_daemon.py), then holds that connection for
+``HELLO <run id> <HMAC(key, nonce || run id)>`` (distval/targets/docker/reaper_daemon.py), then holds that connection for
 the whole run. When
 distval dies, however it dies, the kernel closes the connection; the reaper waits ``GRACE_S`` for it to come
 back, then removes every container and network labelled with the run id and exits (the Engine removes it).
@@ -25,7 +25,7 @@ distval is covered (the reaper reaps when nobody connected within ``FIRST_CONNEC
 created before it ran is labelled with the run too). Connecting, which waits for the reaper's Python to
 listen, goes on in the reaper's thread. Both overlaps are issue 13's: the start took about 0.25 s of every
 run, the connection about 0.2 s. What a distval killed between the reaper's create and its start request
-(one API call apart) leaves is never started, and carries its dead owner (harness/owner.py): ``distval
+(one API call apart) leaves is never started, and carries its dead owner (distval/owner.py): ``distval
 cleanup`` removes it.
 
 Where the reaper cannot start or cannot be reached (no current reaper image in the Engine, an Engine that does
@@ -46,13 +46,13 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-from harness.errors import DistvalError, Interrupted
-from harness.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE, is_current, recipe_hash
-from harness.labels import LABEL_ROLE, LABEL_RUN
-from harness.reaper_daemon import proof
+from distval.errors import DistvalError, Interrupted
+from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE, is_current, recipe_hash
+from distval.labels import LABEL_ROLE, LABEL_RUN
+from distval.targets.docker.reaper_daemon import proof
 
 if TYPE_CHECKING:
-    from harness.engine import Engine
+    from distval.targets.docker.engine import Engine
 
 REAPER_PORT = 7390  # inside the reaper's container; published at a port the Engine picks
 GRACE_S = 2.0  # a dropped connection may come back within this before the reaper removes everything
@@ -359,7 +359,7 @@ def _free_loopback_port() -> int:
 class ReaperLaunch:
     """The run's reaper, started in a thread beside the first scenario's setup. ``created`` returns once the
     reaper's container exists (or could not be created): the run creates nothing before. ``ready`` returns
-    once it runs (or will not run): the run starts nothing before (harness/runtime.py)."""
+    once it runs (or will not run): the run starts nothing before (distval/targets/docker/runtime.py)."""
 
     def __init__(self, start: Callable[[Callable[[], None]], Reaper | None], log: Log, run_id: str) -> None:
         """``start(created)``: ``Reaper.start`` with its ``created`` callback; ``log``: where a failure the

@@ -1,6 +1,6 @@
-"""What the run's reaper container is (harness/reaper.py): its image, entrypoint, user, privileges, mounts and
-network, in one place for the Engine that creates it (harness/engine.py ``start_reaper``) and for the plan
-that shows it (harness/plan_render.py), so that what ``distval plan`` says is what runs.
+"""What the run's reaper container is (distval/targets/docker/reaper.py): its image, entrypoint, user, privileges, mounts and
+network, in one place for the Engine that creates it (distval/targets/docker/engine.py ``start_reaper``) and for the plan
+that shows it (distval/plan/render.py), so that what ``distval plan`` says is what runs.
 
 The reaper is the one container distval starts beside the ranks with the Engine's socket: as root (the
 socket's owner), so it runs distval's own reaper image, never the image under test (issue 19).
@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
+from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
 
-# Where the Engine's socket appears inside the reaper (harness/reaper_daemon.py's default).
+# Where the Engine's socket appears inside the reaper (distval/targets/docker/reaper_daemon.py's default).
 SOCKET_INSIDE = "/var/run/docker.sock"
 # Everything but the per-run pieces (name, labels, environment, the socket's path on the host, the network):
 # root for the socket, nothing else allowed.
@@ -46,7 +46,7 @@ def description() -> dict[str, Any]:
         "name": "distval-<run id>-reaper",
         "when": "once per run and Docker Engine, before any container of the run starts",
         "image": REAPER_IMAGE,
-        "image_origin": "distval's own fixture image (Debian's python3 and harness/reaper_daemon.py), "
+        "image_origin": "distval's own fixture image (Debian's python3 and distval/targets/docker/reaper_daemon.py), "
         "built by `distval fixtures build`; never the image under test",
         "entrypoint": list(REAPER_ENTRYPOINT),
         "user": SETTINGS["user"],

@@ -15,19 +15,19 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import suite
-from harness import diagnosis
-from harness.docker_spec import ContainerPlan, FileCopy
-from harness.engine_protocol import EngineAPI
-from harness.errors import EngineError, RunStopped
-from harness.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
-from harness.fault_runtime import FaultRunner
-from harness.interrupts import signals_deferred as signals_deferred  # also harness/keep.py's, from here
-from harness.labels import LABEL_SCENARIO
-from harness.placeholders import facts_for_address, facts_on_host, resolve
-from harness.plan import CreateContainer, CreateNetwork, LearnAddress, LearnSubnets, ProbeHost, ScenarioPlan, StartContainer
-from harness.results import ContainerOutcome, ScenarioOutcome
-from harness.tarball import Directory, Entry, File, build_tar
+import distval_suite
+from distval.errors import EngineError, RunStopped
+from distval.faults.runtime import FaultRunner
+from distval.labels import LABEL_SCENARIO
+from distval.plan.model import CreateContainer, CreateNetwork, LearnAddress, LearnSubnets, ProbeHost, ScenarioPlan, StartContainer
+from distval.plan.placeholders import facts_for_address, facts_on_host, resolve
+from distval.plan.specs import ContainerPlan, FileCopy
+from distval.results import diagnosis
+from distval.results.scenario import ContainerOutcome, ScenarioOutcome
+from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
+from distval.run.interrupts import signals_deferred as signals_deferred  # also distval/targets/docker/keep.py's, from here
+from distval.tarball import Directory, Entry, File, build_tar
+from distval.targets.docker.engine_protocol import EngineAPI
 
 # The longest one wait on the Engine blocks: how late a stop request (Ctrl-C, SIGTERM) or the deadline is seen.
 WAIT_SLICE_S = 0.5
@@ -44,7 +44,7 @@ LIVE = ("created", "running", "restarting", "paused")
 
 
 def suite_dir() -> Path:
-    return Path(suite.__file__).resolve().parent
+    return Path(distval_suite.__file__).resolve().parent
 
 
 def files_archive(files: tuple[FileCopy, ...]) -> bytes:
@@ -79,11 +79,11 @@ def run_scenario(
     remove: bool = True,
     before_start: Callable[[], object] | None = None,
 ) -> ScenarioOutcome:
-    """``hosts``: the Engine of each --hosts URL a step or container names (harness/hosts_runtime.py); ``engine``
+    """``hosts``: the Engine of each --hosts URL a step or container names (distval/targets/engines/runtime.py); ``engine``
     runs the steps that name none. ``remove`` False (--keep-on-failure): the scenario's resources stay; the
-    caller removes or keeps them once it knows the verdict (harness/keep.py). ``before_start``: called before
+    caller removes or keeps them once it knows the verdict (distval/targets/docker/keep.py). ``before_start``: called before
     the scenario starts any container (GPU probe, host probe, its own): the run's reaper must run first
-    (harness/reaper.py ReaperLaunch), while creating networks and containers may go on beside its start."""
+    (distval/targets/docker/reaper.py ReaperLaunch), while creating networks and containers may go on beside its start."""
     started = time.monotonic()
     stop = stop or threading.Event()
     engines = dict(hosts or {})
@@ -122,7 +122,7 @@ def run_scenario(
                 if stop.is_set():
                     raise RunStopped()
                 if isinstance(step, ProbeHost):
-                    from harness.hosts_runtime import probe_host  # only runs across several hosts
+                    from distval.targets.engines.runtime import probe_host  # only runs across several hosts
 
                     probe = plan.container(step.container)
                     covered()

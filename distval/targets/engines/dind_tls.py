@@ -1,4 +1,4 @@
-"""The certificates of node Engines (``distval nodes up``, harness/nodes.py): one CA per node set, one client
+"""The certificates of node Engines (``distval nodes up``, distval/targets/engines/dind.py): one CA per node set, one client
 certificate and key (what ``--tls-ca/--tls-cert/--tls-key`` or ``DOCKER_CERT_PATH`` name) and a server
 certificate per node for its address, all made on this machine with the ``openssl`` command.
 
@@ -18,8 +18,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from harness.errors import BadInput, EngineError
-from harness.hosts import TlsFiles
+from distval.errors import BadInput, EngineError
+from distval.targets.engines.hosts import TlsFiles
 
 DAYS = 7  # node sets are for tests and short experiments: the certificates expire with them
 OPENSSL_TIMEOUT_S = 60.0

@@ -1,5 +1,5 @@
 """Several Docker hosts: which Engines a run uses (``--hosts``, or the ``hosts`` key with ``--hosts-from-config``),
-how to reach each one, and which node runs on which. Pure data and parsing; no docker-py here (harness/engine.py
+how to reach each one, and which node runs on which. Pure data and parsing; no docker-py here (distval/targets/docker/engine.py
 makes the clients).
 
 URLs are docker-py's: ``unix:///var/run/docker.sock``, ``tcp://HOST:PORT`` (plain), ``https://HOST:PORT``
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from harness.errors import BadInput
+from distval.errors import BadInput
 
 SCHEMES = ("unix", "tcp", "https", "ssh")
 HOSTS_MAX = 64  # distval's bound on hosts per run (the plan lists every one)

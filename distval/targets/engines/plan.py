@@ -1,12 +1,13 @@
 """Scenario -> a plan across several Docker hosts (``--hosts``, or the ``hosts`` key with ``--hosts-from-config``:
-harness/hosts.py check_hosts_allowed): the same command lines, environment and suite spec as harness/plan.py,
+distval/targets/engines/hosts.py check_hosts_allowed): the same command lines, environment and suite spec as
+distval/plan/model.py,
 with these differences, all visible in the plan:
 
 - every step and container names its host (an Engine URL); node i runs on host i mod the number of hosts,
   or where the scenario's ``placement`` says;
 - there is no shared bridge network: each node's container uses its host's network (``network_mode: host``),
   so no scenario network is created and containers get no hostname of their own;
-- before any node, a probe container on each host that runs a node (``suite/host_probe.py``, host networking,
+- before any node, a probe container on each host that runs a node (``distval_suite/host_probe.py``, host networking,
   the image under test) learns the interface holding the route to the rendezvous point: ``{socket_ifname}``,
   set as GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME for that host's nodes (unless the scenario sets them). Host
   0's probe runs first and learns the rendezvous point itself: ``{node0_ip}`` (its source address toward
@@ -24,12 +25,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.config import NCCL_BACKENDS, Scenario
-from harness.docker_spec import ContainerOptions, ContainerPlan, FileCopy
-from harness.errors import BadInput
-from harness.hosts import HostSpec, check_urls, placement
-from harness.placeholders import placeholder
-from harness.plan import (
+from distval.config import NCCL_BACKENDS, Scenario
+from distval.errors import BadInput
+from distval.plan.model import (
     CONTAINER_ROOT,
     LABEL_MANAGED,
     LABEL_NODE,
@@ -51,12 +49,15 @@ from harness.plan import (
     _spec,
     plan_scenario,
 )
+from distval.plan.placeholders import placeholder
+from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy
+from distval.targets.engines.hosts import HostSpec, check_urls, placement
 
 SOCKET_IFNAME = placeholder("socket_ifname")
 MASTER_PORT = placeholder("master_port")
 C10D_PORT = placeholder("c10d_port")
 PROBED_PORTS = 2  # master_port, c10d_port
-PROBE_MODULE = "suite.host_probe"
+PROBE_MODULE = "distval_suite.host_probe"
 # The probe runs the image under test in the host's network (as the ranks across hosts do): as the ranks' user,
 # with no capability (a UDP connect, an ioctl reading addresses, binding port 0 need none) and no new privileges,
 # so it has less than the ranks, never more (issue 19). No read-only root: the suite is copied in.
@@ -157,7 +158,7 @@ def plan_across_hosts(scenario: Scenario, run_id: str, image: str, slug: str, ho
         raise BadInput(f"scenario {scenario.name}: {exc}") from None
     gpus = scenario.gpus_per_node
     working_dir = scenario.working_dir or CONTAINER_ROOT
-    suite_files = (FileCopy(CONTAINER_ROOT, 0o755), FileCopy(f"{CONTAINER_ROOT}/suite", 0o755, suite=True))
+    suite_files = (FileCopy(CONTAINER_ROOT, 0o755), FileCopy(f"{CONTAINER_ROOT}/distval_suite", 0o755, suite=True))
     own_ifname = {name for name, _ in scenario.env} & {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}
     containers = []
     for node_rank in range(scenario.nodes):

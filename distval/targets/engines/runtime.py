@@ -1,5 +1,5 @@
 """Running one scenario across several Docker hosts: each host's Engine as the runtime sees it (every error names
-its host), and the probe step that learns a host's rendezvous facts (harness/hosts_plan.py says what they are).
+its host), and the probe step that learns a host's rendezvous facts (distval/targets/engines/plan.py says what they are).
 """
 
 from __future__ import annotations
@@ -9,13 +9,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, TypeVar
 
-from harness.docker_spec import ContainerPlan, HelperPlan, NetworkPlan
-from harness.engine import Engine
-from harness.engine_protocol import ContainerState, EngineAPI, ExecResult, GpuSupport, ImageInfo
-from harness.errors import EngineError
-from harness.hosts import HostSpec, TlsFiles, host_specs
-from harness.placeholders import facts_for_address, host_fact
-from harness.transfer import same_image
+from distval.errors import EngineError
+from distval.plan.placeholders import facts_for_address, host_fact
+from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
+from distval.targets.docker.engine import Engine
+from distval.targets.docker.engine_protocol import ContainerState, EngineAPI, ExecResult, GpuSupport, ImageInfo
+from distval.targets.engines.hosts import HostSpec, TlsFiles, host_specs
+from distval.targets.engines.transfer import same_image
 
 T = TypeVar("T")
 PROBE_TIMEOUT_S = 60.0
@@ -133,7 +133,7 @@ def connect_hosts(run_id: str, specs: Sequence[HostSpec]) -> dict[str, HostEngin
 
 
 def probe_host(engine: EngineAPI, probe: ContainerPlan, archive: bytes, first: bool) -> dict[str, str]:
-    """Run ``probe`` (suite/host_probe.py) to its end on its host; the facts it learned."""
+    """Run ``probe`` (distval_suite/host_probe.py) to its end on its host; the facts it learned."""
     handle = engine.create_container(probe)
     engine.put_archive(handle, "/", archive)
     engine.start(handle)
@@ -169,7 +169,7 @@ def prepare_hosts(
     ensure_local: Callable[[Engine, str], None],
     progress: Callable[[str], None],
 ) -> dict[str, HostEngine]:
-    """Connect to every host and make each image the same on all of them (harness/transfer.py), copied from the
+    """Connect to every host and make each image the same on all of them (distval/targets/engines/transfer.py), copied from the
     first host that has it, else from the local Engine (``ensure_local`` builds a missing fixture there), or
     refuse the run."""
     engines = connect_hosts(run_id, host_specs(urls, tls))

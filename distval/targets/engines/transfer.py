@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from harness.engine_protocol import ImageInfo
-from harness.errors import EnvironmentUnusable, ImageMissing, RunStopped
+from distval.errors import EnvironmentUnusable, ImageMissing, RunStopped
+from distval.targets.docker.engine_protocol import ImageInfo
 
 MODES = ("transfer", "pull")
 PROGRESS_EVERY_BYTES = 256 * 2**20
@@ -26,7 +26,7 @@ Progress = Callable[[str], None]
 
 
 class ImageHost(Protocol):
-    """What moving an image asks of an Engine (harness.engine.Engine is one)."""
+    """What moving an image asks of an Engine (distval.targets.docker.engine.Engine is one)."""
 
     where: str
 

@@ -1,9 +1,9 @@
 """Pod logs -> the run summary a Docker run gives (``distval collect kubernetes``).
 
-An exported job's suite writes each result record to stdout as ``@distval-record`` lines (suite/records.py),
-and each node's first rank writes what ran (harness/kube_origin.py). This module reads those lines back from
+An exported job's suite writes each result record to stdout as ``@distval-record`` lines (distval_suite/records.py),
+and each node's first rank writes what ran (distval/targets/kubernetes/origin.py). This module reads those lines back from
 pod logs -- files (one per pod, or one concatenated file; ``kubectl logs`` with or without ``--prefix`` and
-``--timestamps``) or the Kubernetes API -- into the ContainerOutcome/ScenarioOutcome that harness/results.py
+``--timestamps``) or the Kubernetes API -- into the ContainerOutcome/ScenarioOutcome that distval/results/scenario.py
 summarizes for Docker runs, planned again from the origin, so the verdicts and reports are the same.
 
 A rank with no records for a check is an error naming the rank and why (its pod's log is missing, or ends
@@ -21,11 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness.bounded_read import LOG_MAX_BYTES, FileRefused, read_regular_file, size_text
-from harness.errors import BadInput, EnvironmentUnusable, one_line
-from harness.kube_export import CONTAINER_NAME, LABEL_JOB
-from harness.kube_origin import Origin, origin_from_data
-from harness.results import (
+from distval.bounded_read import LOG_MAX_BYTES, FileRefused, read_regular_file, size_text
+from distval.errors import BadInput, EnvironmentUnusable, one_line
+from distval.results.scenario import (
     ERROR,
     EXIT_STATUS_CASE,
     SKIPPED,
@@ -37,11 +35,13 @@ from harness.results import (
     summarize_scenario,
     tail,
 )
-from suite.records import STDOUT_MARKER
+from distval.targets.kubernetes.export import CONTAINER_NAME, LABEL_JOB
+from distval.targets.kubernetes.origin import Origin, origin_from_data
+from distval_suite.records import STDOUT_MARKER
 
 # Numbers of at most 9 digits: the log is the image's text, and int() of thousands of digits raises or is slow.
 RECORD_LINE = re.compile(r"v1 r=(\d{1,9}) n=(\d{1,9}) p=(\d{1,9})/(\d{1,9}) (.*)$")
-# Pieces of one record, at most (3500 characters each: suite/records.py): a record of some 14 MB. A line
+# Pieces of one record, at most (3500 characters each: distval_suite/records.py): a record of some 14 MB. A line
 # claiming p=1/99999999999 once made the part check list every absent part, exhausting memory.
 RECORD_PARTS_MAX = 4096
 RECORD_EXPECTED = f"'{STDOUT_MARKER} v1 r=<rank> n=<number> p=<part>/<parts> <JSON piece>'"

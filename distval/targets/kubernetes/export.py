@@ -1,6 +1,6 @@
 """A scenario's plan -> the Kubernetes manifests that run it (``distval export kubernetes``).
 
-Everything a pod runs comes from harness/plan.py's ScenarioPlan, mapped rather than derived again: the
+Everything a pod runs comes from distval/plan/model.py's ScenarioPlan, mapped rather than derived again: the
 launcher command, the environment and the suite spec of each node's container, its resources and GPUs.
 Only what differs between Docker and Kubernetes is translated:
 
@@ -31,14 +31,14 @@ from typing import Any
 
 import yaml
 
-from harness.config import Config
-from harness.docker_spec import ContainerPlan
-from harness.errors import PlanError
-from harness.kube_origin import Origin, origin_data
-from harness.labels import LABEL_MANAGED, LABEL_RUN, LABEL_SCENARIO
-from harness.placeholders import placeholders_in, resolve
-from harness.plan import ScenarioPlan, plan_run
-from harness.runtime import suite_dir
+from distval.config import Config
+from distval.errors import PlanError
+from distval.labels import LABEL_MANAGED, LABEL_RUN, LABEL_SCENARIO
+from distval.plan.model import ScenarioPlan, plan_run
+from distval.plan.placeholders import placeholders_in, resolve
+from distval.plan.specs import ContainerPlan
+from distval.targets.docker.runtime import suite_dir
+from distval.targets.kubernetes.origin import Origin, origin_data
 
 LAYOUTS = ("indexed-job", "jobset")
 LABEL_JOB = "distval.job"  # on every resource and pod of one exported scenario: what collect selects pods by
@@ -52,7 +52,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 NAME_MAX = 50
 DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _NODE_RANK_OPTION = re.compile(r"^--node[_-]rank=(\d+)$")
-# Docker sizes (harness/config/values.py SIZE_PATTERN) in Kubernetes quantities: Docker's k, m, g are binary.
+# Docker sizes (distval/config/values.py SIZE_PATTERN) in Kubernetes quantities: Docker's k, m, g are binary.
 _DOCKER_UNITS = {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}
 
 

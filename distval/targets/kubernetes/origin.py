@@ -1,7 +1,7 @@
 """What ran, carried through a Kubernetes pod's log: the scenario, image, run id and slug of an exported job.
 
 ``distval export kubernetes`` puts this object in the suite spec's ``stdout_records``; each node's first rank
-prints it once (suite/records.py), and ``distval collect kubernetes`` plans the scenario again from it, so that
+prints it once (distval_suite/records.py), and ``distval collect kubernetes`` plans the scenario again from it, so that
 the reports come from the same ScenarioPlan (and scenario hash) as a Docker run of that scenario.
 """
 
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from harness.config import CheckSpec, Scenario
-from harness.plan import ScenarioPlan, plan_scenario
+from distval.config import CheckSpec, Scenario
+from distval.plan.model import ScenarioPlan, plan_scenario
 
 ORIGIN_VERSION = 1
 

@@ -1,4 +1,4 @@
-"""Scenario -> a plan of local processes (host mode): the same scenario as harness/plan.py plans for
+"""Scenario -> a plan of local processes (host mode): the same scenario as distval/plan/model.py plans for
 containers, run with a local Python's torch and no Docker.
 
 Every node is one local process group: one ``torch.distributed.run --standalone`` in-container, N
@@ -7,7 +7,7 @@ launchers (or N plain processes for the env/tcp forms) cross-container, all rend
 runs exactly what a container would, with these differences, all visible in the plan:
 
 - node 0 is 127.0.0.1; its ports are the placeholders ``{master_port}`` and ``{c10d_port}``, chosen
-  free when the scenario starts (harness/host_runtime.py), so two host-mode runs at once never collide;
+  free when the scenario starts (distval/targets/local/runtime.py), so two host-mode runs at once never collide;
 - c10d: ``--rdzv_conf=is_host=1`` on node 0 and ``is_host=0`` on the others. Without it every local
   agent decides it hosts the store (torch/distributed/elastic/rendezvous/c10d_rendezvous_backend.py
   ``_create_tcp_store``: with no ``is_host`` it asks ``_matches_machine_hostname``, which is true for
@@ -25,10 +25,8 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from harness.config import Scenario
-from harness.docker_spec import ContainerOptions, ContainerPlan, FileCopy
-from harness.placeholders import placeholder
-from harness.plan import (
+from distval.config import Scenario
+from distval.plan.model import (
     LABEL_MANAGED,
     LABEL_NODE,
     LABEL_RUN,
@@ -43,6 +41,8 @@ from harness.plan import (
     _slug,
     _spec,
 )
+from distval.plan.placeholders import placeholder
+from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy
 
 MODE = "host"
 LOOPBACK = "127.0.0.1"
@@ -95,7 +95,7 @@ def plan_host_scenario(
         )
         files = (
             FileCopy(node_dir, 0o700),
-            FileCopy(f"{node_dir}/suite", 0o700, suite=True),
+            FileCopy(f"{node_dir}/distval_suite", 0o700, suite=True),
             FileCopy(results_dir, 0o700),
             FileCopy(spec_path, 0o600, text=_spec(scenario, LOOPBACK, MASTER_PORT, results_dir, SUBNETS)),
         )

@@ -1,6 +1,6 @@
-"""Executes a host-mode ScenarioPlan (harness/host_plan.py) as local processes: no Docker.
+"""Executes a host-mode ScenarioPlan (distval/targets/local/plan.py) as local processes: no Docker.
 
-The same contract as harness/runtime.py: each step resolved with the facts known so far and executed
+The same contract as distval/targets/docker/runtime.py: each step resolved with the facts known so far and executed
 as written; the harness's own monotonic deadline; the same RunEvents; the same ScenarioOutcome (a
 node's directory name stands for the container name). Facts here: ``{subnets}`` is the loopback
 network, and ``{master_port}``/``{c10d_port}`` are ports found free on this host (bound to port 0)
@@ -14,7 +14,7 @@ is inherited. At the deadline, on stop, Ctrl-C or SIGTERM, and after every scena
 carrying the node's marker gets SIGKILL (the idea of Jenkins' ProcessTreeKiller, which finds a
 build's processes by an environment variable). Then the node directories are removed.
 
-A distval killed with SIGKILL runs none of that: the run's watchdog (harness/host_watchdog.py), a process
+A distval killed with SIGKILL runs none of that: the run's watchdog (distval/targets/local/watchdog.py), a process
 of its own that ``HostSession`` starts, notices distval's end and kills every process carrying the run's
 session marker (``DISTVAL_HOST_SESSION``).
 """
@@ -35,18 +35,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from harness.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of_file, kept_end, read_regular_file
-from harness.config import Config
-from harness.docker_spec import ContainerPlan
-from harness.errors import EnvironmentUnusable, PlanError, RunStopped
-from harness.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
-from harness.host_plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
-from harness.host_watchdog import SESSION_MARKER, processes_with
-from harness.interrupts import signals_deferred
-from harness.placeholders import resolve
-from harness.plan import CreateContainer, RunPlan, ScenarioPlan, StartContainer, run_slugs
-from harness.results import ContainerOutcome, ScenarioOutcome
-from harness.runtime import suite_dir
+from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of_file, kept_end, read_regular_file
+from distval.config import Config
+from distval.errors import EnvironmentUnusable, PlanError, RunStopped
+from distval.plan.model import CreateContainer, RunPlan, ScenarioPlan, StartContainer, run_slugs
+from distval.plan.placeholders import resolve
+from distval.plan.specs import ContainerPlan
+from distval.results.scenario import ContainerOutcome, ScenarioOutcome
+from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
+from distval.run.interrupts import signals_deferred
+from distval.targets.docker.runtime import suite_dir
+from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
+from distval.targets.local.watchdog import SESSION_MARKER, processes_with
 
 POLL_INTERVAL_S = 0.2
 PROBE_TIMEOUT_S = 120.0
@@ -239,7 +239,7 @@ class _Node:
 def run_host_scenario(
     local: LocalTorch, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None, session: str | None = None
 ) -> ScenarioOutcome:
-    """``session``: the run's session marker, which its watchdog kills by (harness/host_watchdog.py)."""
+    """``session``: the run's session marker, which its watchdog kills by (distval/targets/local/watchdog.py)."""
     started = time.monotonic()
     stop = stop or threading.Event()
     nodes: dict[str, _Node] = {}  # in creation order
@@ -402,12 +402,12 @@ class HostSession:
         self._watchdog: subprocess.Popen[bytes] | None = None
 
     def _start_watchdog(self) -> None:
-        """The run's watchdog, once (harness/host_watchdog.py): its stdin is a pipe only this process writes
+        """The run's watchdog, once (distval/targets/local/watchdog.py): its stdin is a pipe only this process writes
         to, so it reads EOF when distval ends, however it ends."""
         with self._lock:
             if self._watchdog is None:
                 self._watchdog = subprocess.Popen(
-                    [sys.executable, "-m", "harness.host_watchdog", self.session],
+                    [sys.executable, "-m", "distval.targets.local.watchdog", self.session],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL,
                     start_new_session=True,  # a Ctrl-C at the terminal must not end it before distval's cleanup

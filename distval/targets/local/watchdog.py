@@ -1,6 +1,6 @@
 """Host mode's watchdog: a run's local processes die with its distval process, however distval dies.
 
-A node's processes carry markers in their environment (harness/host_runtime.py): ``DISTVAL_HOST_PROCESS``
+A node's processes carry markers in their environment (distval/targets/local/runtime.py): ``DISTVAL_HOST_PROCESS``
 (per node) and ``DISTVAL_HOST_SESSION`` (per run). torchrun starts its workers in sessions of their own, so
 neither a process group nor PR_SET_PDEATHSIG (which reaches only the direct child, and fires when the
 *thread* that forked it ends, not the process) finds them all; the inherited environment does.
