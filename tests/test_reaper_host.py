@@ -28,6 +28,7 @@ KILL_BOUND_S = 10.0
 STAND_IN = """\
 import subprocess, sys, time
 from distval.targets.local.runtime import HostSession, process_environment
+from distval.run.steps import KILL_SETTLE_S
 from distval.targets.local.watchdog import SESSION_MARKER, kill_all
 session = HostSession(sys.argv[1], None)
 session._start_watchdog()
@@ -37,7 +38,7 @@ subprocess.Popen(["sh", "-c", "setsid sleep 300 & exec sleep 300"], env=environm
 print(session.session, flush=True)
 if sys.argv[2] == "close":  # a normal end: the runtime kills the scenario's processes, then the session closes
     time.sleep(1)
-    kill_all(SESSION_MARKER, session.session)
+    kill_all(SESSION_MARKER, session.session, KILL_SETTLE_S)
     session.close()
     print(f"watchdog exited {session._watchdog.returncode}", flush=True)
 else:

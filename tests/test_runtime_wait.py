@@ -1,6 +1,7 @@
-"""distval.targets.docker.runtime._wait without Docker: it blocks on the Engine's wait API (no polling), sees every exit,
-kills only what still runs at the deadline, and honours a stop request. A scripted Engine stands in for the
-real one (FakeEngine's containers have always exited)."""
+"""The step loop's wait (distval.run.steps.wait_for_nodes) on Docker's backend (distval.targets.docker.runtime.EngineNodes)
+without Docker: it blocks on the Engine's wait API (no polling), sees every exit, kills only what still runs at the
+deadline, and honours a stop request. A scripted Engine stands in for the real one (FakeEngine's containers have
+always exited)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,24 @@ from typing import Any, cast
 from distval.config import load_config
 from distval.errors import EngineError
 from distval.plan.model import ScenarioPlan, plan_run
-from distval.run.events import NoEvents
+from distval.run.events import NoEvents, RunEvents
+from distval.run.steps import WAIT_SLICE_S, wait_for_nodes
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.engine_protocol import ContainerState, EngineAPI
-from distval.targets.docker.runtime import HOST_WATCH_S, WAIT_SLICE_S, _wait, run_scenario
+from distval.targets.docker.runtime import HOST_WATCH_S, EngineNodes, run_scenario
 from distval.targets.engines.runtime import HostEngine
 from tests.fake_engine import FakeEngine
 
 
-def scenario_plan() -> ScenarioPlan:
-    return plan_run(load_config("configs/default.yaml"), "0123abcd", "distval-fixtures/torch:2.6-debian").scenarios[0]
+def wait(engine: FakeEngine, names: tuple[str, ...], deadline: float, events: RunEvents, stop: threading.Event) -> set[str]:
+    """wait_for_nodes on containers named ``names`` (FakeEngine's handle of a container is its name), created on ``engine``."""
+    cross = plan_run(load_config("configs/default.yaml"), "0123abcd", "distval-fixtures/torch:2.6-debian").scenarios[1]
+    containers = tuple(dataclasses.replace(c, name=name) for c, name in zip(cross.containers, names, strict=False))
+    plan = dataclasses.replace(cross, containers=containers)
+    nodes = EngineNodes(engine, plan, events)
+    for container in containers:
+        nodes.create(container, "")
+    return wait_for_nodes(nodes, names, deadline, events, plan, stop)
 
 
 class ScriptedEngine(FakeEngine):
@@ -67,7 +76,7 @@ def test_exits_are_seen_at_once_without_polling() -> None:
     now = time.monotonic()
     engine = ScriptedEngine({"a": now + 0.3, "b": now + 0.1})
     events = Recorder()
-    killed = _wait(lambda name: engine, {"a": "a", "b": "b"}, now + 30, events, scenario_plan(), threading.Event())
+    killed = wait(engine, ("a", "b"), now + 30, events, threading.Event())
     assert killed == set()
     assert set(events.exited) == {"a", "b"}
     assert events.exited["a"] - (now + 0.3) < 0.5  # a bound with room for a loaded machine; the count below is the point
@@ -80,7 +89,7 @@ def test_only_what_still_runs_at_the_deadline_is_killed() -> None:
     engine = ScriptedEngine({"a": None, "b": now + 0.2})
     events = Recorder()
     deadline = now + 1.2
-    killed = _wait(lambda name: engine, {"a": "a", "b": "b"}, deadline, events, scenario_plan(), threading.Event())
+    killed = wait(engine, ("a", "b"), deadline, events, threading.Event())
     assert killed == {"a"}
     assert engine.killed == ["a"]
     assert set(events.exited) == {"b"}
@@ -92,7 +101,7 @@ def test_a_stop_request_kills_within_one_slice() -> None:
     engine = ScriptedEngine({"a": None})
     stop = threading.Event()
     threading.Timer(0.2, stop.set).start()
-    killed = _wait(lambda name: engine, {"a": "a"}, now + 30, Recorder(), scenario_plan(), stop)
+    killed = wait(engine, ("a",), now + 30, Recorder(), stop)
     assert killed == {"a"}
     assert time.monotonic() - now < 0.2 + WAIT_SLICE_S + 1.0
 

@@ -1,5 +1,5 @@
 """Carries out a scenario's fault plan while its containers run: one ``poll`` per iteration of the runtime's
-wait loop (distval/targets/docker/runtime.py), never blocking long.
+wait loop (distval/run/steps.py, on Docker: distval/targets/docker/runtime.py), never blocking long.
 
 Triggers are the ranks' own records: the runtime reads the trigger rank's results file from the running
 container (the Engine's archive API) and injects ``delay_s`` after that record's ``ended_at``, so a
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from distval.checks.expectations import ContainerExit, FaultLog, Injected, decided, first_failures
@@ -59,9 +59,9 @@ class FaultRunner:
         self.gone: dict[int, ContainerExit] = {}  # rank -> its worker process seen gone (container still running)
 
     # -- the hook ----------------------------------------------------------------------------------
-    def poll(self, running: dict[str, Any]) -> bool:
-        """Advance the faults; True when the runtime should stop the containers now (verdict decided, or
-        the scenario cannot run its faults here)."""
+    def poll(self, running: Collection[str]) -> bool:
+        """Advance the faults (``running``: the names of the containers still running); True when the runtime
+        should stop the containers now (verdict decided, or the scenario cannot run its faults here)."""
         now = time.time()
         if not self._started:
             self._started = True
@@ -161,7 +161,7 @@ class FaultRunner:
             return None
         return f"exit {result.exit_code}: {' '.join(result.output.split())[:300] or 'no output'}"
 
-    def _note_exits(self, running: dict[str, Any], now: float) -> None:
+    def _note_exits(self, running: Collection[str], now: float) -> None:
         for name, handle in self.containers.items():
             if name in running or name in self.exits:
                 continue
@@ -172,7 +172,7 @@ class FaultRunner:
             ranks = self.plan.container(name).ranks
             self.exits[name] = ContainerExit(name, ranks, now, state.exit_code, state.oom_killed)
 
-    def _note_gone_workers(self, running: dict[str, Any]) -> None:
+    def _note_gone_workers(self, running: Collection[str]) -> None:
         fault_at = min(f.at for f in self.injected.values())
         failed, _ = first_failures(self.records, self.log(), fault_at)
         for container in self.plan.containers:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from distval.errors import EngineError
 from distval.labels import LABEL_ROLE, LABEL_RUN, LABEL_SCENARIO
 from distval.results.scenario import ERROR, FAILED, ScenarioResult
-from distval.targets.docker.runtime import signals_deferred
+from distval.run.interrupts import signals_deferred
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine

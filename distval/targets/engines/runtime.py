@@ -6,20 +6,37 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Concatenate, ParamSpec, TypeVar
 
 from distval.errors import EngineError
 from distval.plan.placeholders import facts_for_address, host_fact
-from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
+from distval.plan.specs import ContainerPlan
 from distval.targets.docker.engine import Engine
-from distval.targets.docker.engine_protocol import ContainerState, EngineAPI, ExecResult, GpuSupport, ImageInfo
+from distval.targets.docker.engine_protocol import EngineAPI
 from distval.targets.engines.hosts import HostSpec, TlsFiles, host_specs
 from distval.targets.engines.transfer import same_image
 
-T = TypeVar("T")
-PROBE_TIMEOUT_S = 60.0
-POLL_INTERVAL_S = 0.2
+P = ParamSpec("P")
+R = TypeVar("R")
+# How long a host's probe container (distval_suite/host_probe.py) may run, and how often it is asked whether it ended.
+HOST_PROBE_TIMEOUT_S = 60.0
+HOST_PROBE_POLL_S = 0.2
+
+
+def _labelled(method: Callable[Concatenate[Engine, P], R]) -> Callable[Concatenate[HostEngine, P], R]:
+    """``method`` (its signature: mypy checks HostEngine against EngineAPI with it), called on the host's own
+    Engine by name (a test's stand-in is no Engine), its errors naming the host."""
+    name = method.__name__
+
+    def call(self: HostEngine, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with self.errors_named():
+            result: R = getattr(self.engine, name)(*args, **kwargs)
+        return result
+
+    call.__name__ = name
+    return call
 
 
 class HostEngine:
@@ -33,89 +50,41 @@ class HostEngine:
         self.run_id = engine.run_id
         self.label = label or f"host {index} ({self.where})"
 
-    def _on(self, function: Callable[[], T]) -> T:
+    @contextmanager
+    def errors_named(self) -> Iterator[None]:
         try:
-            return function()
+            yield
         except EngineError as exc:
             raise type(exc)(f"{self.label}: {exc}") from None
 
-    def version(self) -> str:
-        return self._on(self.engine.version)
-
-    def image(self, reference: str) -> ImageInfo | None:
-        return self._on(lambda: self.engine.image(reference))
-
-    def create_network(self, network: NetworkPlan) -> None:
-        self._on(lambda: self.engine.create_network(network))
-
-    def network_subnets(self, name: str) -> list[str]:
-        return self._on(lambda: self.engine.network_subnets(name))
-
-    def create_container(self, container: ContainerPlan) -> Any:
-        return self._on(lambda: self.engine.create_container(container))
-
-    def connect(self, network: str, container: Any) -> None:
-        self._on(lambda: self.engine.connect(network, container))
-
-    def put_archive(self, container: Any, path: str, data: bytes) -> None:
-        self._on(lambda: self.engine.put_archive(container, path, data))
-
-    def start(self, container: Any) -> None:
-        self._on(lambda: self.engine.start(container))
-
-    def address(self, container: Any, network: str, ipv6: bool = False) -> str:
-        return self._on(lambda: self.engine.address(container, network, ipv6))
-
-    def state(self, container: Any) -> ContainerState:
-        return self._on(lambda: self.engine.state(container))
-
-    def kill(self, container: Any) -> None:
-        self._on(lambda: self.engine.kill(container))
-
-    def logs(self, container: Any) -> tuple[str, str]:
-        return self._on(lambda: self.engine.logs(container))
-
-    def read_files(self, container: Any, path: str) -> dict[str, bytes]:
-        return self._on(lambda: self.engine.read_files(container, path))
-
-    def pause(self, container: Any) -> None:
-        self._on(lambda: self.engine.pause(container))
-
-    def unpause(self, container: Any) -> None:
-        self._on(lambda: self.engine.unpause(container))
-
-    def disconnect(self, network: str, container: Any) -> None:
-        self._on(lambda: self.engine.disconnect(network, container))
-
-    def create_helper(self, helper: HelperPlan) -> Any:
-        return self._on(lambda: self.engine.create_helper(helper))
-
-    def run_beside(self, container: Any, arguments: Sequence[str], timeout_s: float) -> ExecResult:
-        return self._on(lambda: self.engine.run_beside(container, arguments, timeout_s))
-
-    def exec_run(self, container: Any, argv: Sequence[str]) -> ExecResult:
-        return self._on(lambda: self.engine.exec_run(container, argv))
-
-    def wait_stopped(self, container: Any, timeout_s: float) -> bool:
-        return self._on(lambda: self.engine.wait_stopped(container, timeout_s))
-
-    def gpu_support(self, image: str, python: str) -> GpuSupport:
-        return self._on(lambda: self.engine.gpu_support(image, python))
-
-    def remove_labelled(self, extra_label: str | None = None) -> tuple[int, int]:
-        return self._on(lambda: self.engine.remove_labelled(extra_label))
+    version = _labelled(Engine.version)
+    image = _labelled(Engine.image)
+    create_network = _labelled(Engine.create_network)
+    network_subnets = _labelled(Engine.network_subnets)
+    create_container = _labelled(Engine.create_container)
+    connect = _labelled(Engine.connect)
+    put_archive = _labelled(Engine.put_archive)
+    start = _labelled(Engine.start)
+    address = _labelled(Engine.address)
+    state = _labelled(Engine.state)
+    wait_stopped = _labelled(Engine.wait_stopped)
+    kill = _labelled(Engine.kill)
+    logs = _labelled(Engine.logs)
+    read_files = _labelled(Engine.read_files)
+    exec_run = _labelled(Engine.exec_run)
+    gpu_support = _labelled(Engine.gpu_support)
+    pause = _labelled(Engine.pause)
+    unpause = _labelled(Engine.unpause)
+    disconnect = _labelled(Engine.disconnect)
+    create_helper = _labelled(Engine.create_helper)
+    run_beside = _labelled(Engine.run_beside)
+    remove_labelled = _labelled(Engine.remove_labelled)
+    load_image = _labelled(Engine.load_image)
+    pull_digest = _labelled(Engine.pull_digest)
 
     def save_image(self, reference: str) -> Iterator[bytes]:
-        try:
+        with self.errors_named():  # around the whole stream: an Engine fails mid-transfer too
             yield from self.engine.save_image(reference)
-        except EngineError as exc:
-            raise type(exc)(f"{self.label}: {exc}") from None
-
-    def load_image(self, chunks: Iterable[bytes]) -> list[str]:
-        return self._on(lambda: self.engine.load_image(chunks))
-
-    def pull_digest(self, reference: str) -> None:
-        self._on(lambda: self.engine.pull_digest(reference))
 
 
 _CONFORMS: Callable[[HostEngine], EngineAPI] = lambda engine: engine  # noqa: E731 - mypy: HostEngine is an EngineAPI
@@ -137,13 +106,13 @@ def probe_host(engine: EngineAPI, probe: ContainerPlan, archive: bytes, first: b
     handle = engine.create_container(probe)
     engine.put_archive(handle, "/", archive)
     engine.start(handle)
-    deadline = time.monotonic() + PROBE_TIMEOUT_S
+    deadline = time.monotonic() + HOST_PROBE_TIMEOUT_S
     state = engine.state(handle)
     while state.status in ("created", "running", "restarting"):
         if time.monotonic() > deadline:
             engine.kill(handle)
-            raise EngineError(f"the host probe {probe.name} on {probe.host} did not finish within {PROBE_TIMEOUT_S:g} s")
-        time.sleep(POLL_INTERVAL_S)
+            raise EngineError(f"the host probe {probe.name} on {probe.host} did not finish within {HOST_PROBE_TIMEOUT_S:g} s")
+        time.sleep(HOST_PROBE_POLL_S)
         state = engine.state(handle)
     stdout, stderr = engine.logs(handle)
     lines = stdout.strip().splitlines()

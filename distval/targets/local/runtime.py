@@ -1,10 +1,10 @@
 """Executes a host-mode ScenarioPlan (distval/targets/local/plan.py) as local processes: no Docker.
 
-The same contract as distval/targets/docker/runtime.py: each step resolved with the facts known so far and executed
-as written; the harness's own monotonic deadline; the same RunEvents; the same ScenarioOutcome (a
-node's directory name stands for the container name). Facts here: ``{subnets}`` is the loopback
-network, and ``{master_port}``/``{c10d_port}`` are ports found free on this host (bound to port 0)
-when the scenario starts, so that two runs at once do not collide.
+The same step loop as distval/targets/docker/runtime.py (distval/run/steps.py; this is its NodeBackend): each
+step resolved with the facts known so far and executed as written; the harness's own monotonic deadline; the
+same RunEvents; the same ScenarioOutcome (a node's directory name stands for the container name). Facts here:
+``{subnets}`` is the loopback network, and ``{master_port}``/``{c10d_port}`` are ports found free on this host
+(bound to port 0) when the scenario starts, so that two runs at once do not collide.
 
 Nothing is left behind. Each node starts in its own session with a marker in its environment
 (``DISTVAL_HOST_PROCESS``, unique per node and run); torchrun starts its workers in sessions of their
@@ -31,26 +31,27 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of_file, kept_end, read_regular_file
 from distval.config import Config
-from distval.errors import EnvironmentUnusable, PlanError, RunStopped
-from distval.plan.model import CreateContainer, RunPlan, ScenarioPlan, StartContainer, run_slugs
-from distval.plan.placeholders import resolve
+from distval.errors import EnvironmentUnusable, PlanError
+from distval.plan.model import RunPlan, ScenarioPlan, Step, run_slugs
 from distval.plan.specs import ContainerPlan
-from distval.results.scenario import ContainerOutcome, ScenarioOutcome
-from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
-from distval.run.interrupts import signals_deferred
+from distval.results.scenario import ScenarioOutcome
+from distval.run.events import RunEvents
+from distval.run.steps import KILL_SETTLE_S, Collected, Exited, GpuShortfall, NodeBackend, Skip, run_steps
 from distval.targets.docker.runtime import suite_dir
 from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
-from distval.targets.local.watchdog import SESSION_MARKER, processes_with
+from distval.targets.local.watchdog import SESSION_MARKER, kill_all
 
+# How often the nodes are polled while they run: how late an exit, a stop request or the deadline is seen.
 POLL_INTERVAL_S = 0.2
-PROBE_TIMEOUT_S = 120.0
-KILL_SETTLE_S = 10.0
+# How long asking the local torch for its GPU count may take: importing torch from a cold file system is slow.
+TORCH_PROBE_TIMEOUT_S = 120.0
 MARKER = "DISTVAL_HOST_PROCESS"
 # What a launcher sets for its workers: inherited from a shell that is itself a rank (a Slurm step, a
 # torchrun worker), they would mislead the nodes. The launcher-less forms get theirs from the plan.
@@ -97,7 +98,7 @@ class LocalTorch:
                 stdin=subprocess.DEVNULL,
                 capture_output=True,
                 text=True,
-                timeout=PROBE_TIMEOUT_S,
+                timeout=TORCH_PROBE_TIMEOUT_S,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
             return None, f"{how} failed: {exc}"
@@ -108,18 +109,18 @@ class LocalTorch:
         return int(lines[-1]), how
 
 
-def gpu_shortfall(local: LocalTorch, plan: ScenarioPlan) -> tuple[str | None, bool]:
-    """(why this host cannot give the scenario its GPUs, whether that is a skip); (None, _) when it can."""
+def gpu_shortfall(local: LocalTorch, plan: ScenarioPlan) -> GpuShortfall | None:
+    """Why this host cannot give the scenario its GPUs (None: it can, or it needs none)."""
     needed = plan.gpus_needed
     if not needed:
-        return None, True
+        return None
     count, how = local.gpu_count()
     if count is None:
         # Not a skip: torch could not even be asked, so nothing was measured.
-        return f"the scenario needs {needed} GPU(s); cannot tell how many the local torch sees: {how}", False
+        return GpuShortfall(f"the scenario needs {needed} GPU(s); cannot tell how many the local torch sees: {how}", skip=False)
     if count >= needed:
-        return None, True
-    return f"{plan.gpus_needed_text}; the local torch sees {count} ({how})", True
+        return None
+    return GpuShortfall(f"{plan.gpus_needed_text}; the local torch sees {count} ({how})")
 
 
 def host_limitation(plan: ScenarioPlan) -> str | None:
@@ -179,26 +180,11 @@ def write_files(cp: ContainerPlan) -> None:
             path.chmod(copy.mode)
 
 
-def marked_processes(marker: str) -> list[int]:
-    """Live (non-zombie) processes whose environment carries ``MARKER=marker``."""
-    return processes_with(MARKER, marker)
-
-
 def kill_marked(marker: str, leader: subprocess.Popen[bytes] | None = None) -> None:
-    """SIGKILL every process carrying the marker until none is left (each kill may race a fork)."""
+    """SIGKILL the node's process group, then every process carrying its marker until none is left."""
     if leader is not None and leader.poll() is None:
         _kill_group(leader.pid)
-    settle_until = time.monotonic() + KILL_SETTLE_S
-    while True:
-        alive = marked_processes(marker)
-        if not alive or time.monotonic() > settle_until:
-            break
-        for pid in alive:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        time.sleep(0.05)
+    kill_all(MARKER, marker, KILL_SETTLE_S)
     if leader is not None:
         try:
             leader.wait(timeout=KILL_SETTLE_S)
@@ -240,59 +226,73 @@ def run_host_scenario(
     local: LocalTorch, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None, session: str | None = None
 ) -> ScenarioOutcome:
     """``session``: the run's session marker, which its watchdog kills by (distval/targets/local/watchdog.py)."""
-    started = time.monotonic()
-    stop = stop or threading.Event()
-    nodes: dict[str, _Node] = {}  # in creation order
-    token = secrets.token_hex(6)
+    return run_steps(LocalNodes(local, plan, session), plan, events, stop)
 
-    def skipped(reason: str, kind: str) -> ScenarioOutcome:
-        return ScenarioOutcome(plan, None, time.monotonic() - started, (), setup_error=reason, setup_skipped=True, skip_kind=kind)
 
-    try:
-        try:
-            limitation = host_limitation(plan)
-            if limitation is not None:
-                return skipped(limitation, "host")
-            shortfall, is_skip = gpu_shortfall(local, plan)
-            if shortfall is not None:
-                if is_skip:
-                    return skipped(shortfall, "gpu")
-                return ScenarioOutcome(plan, None, time.monotonic() - started, (), setup_error=shortfall)
-            master_port, c10d_port = free_ports(2)
-            facts = {"subnets": LOOPBACK_SUBNETS, "master_port": str(master_port), "c10d_port": str(c10d_port)}
-            deadline: float | None = None
-            for step in plan.steps:
-                if stop.is_set():
-                    raise RunStopped()
-                if isinstance(step, CreateContainer):
-                    cp = resolve(plan.container(step.container), facts)
-                    nodes[cp.name] = node = _Node(cp, f"{plan.run_id}-{plan.slug}-n{cp.node_rank}-{token}", session)
-                    write_files(cp)
-                elif isinstance(step, StartContainer):
-                    # The deadline starts with the first process, after setup.
-                    deadline = deadline or time.monotonic() + plan.deadline_s
-                    _start(nodes[step.container])
-                else:
-                    raise PlanError(f"host mode cannot execute {type(step).__name__} (a plan for Docker?)")
-            assert deadline is not None, "a plan starts at least one node"
-            events.phase(plan, RUNNING)
-            events.note(plan, f"started {len(nodes)} local node(s) with {plan.image}, ports {master_port}/{c10d_port}")
-            killed = _wait(list(nodes.values()), deadline, events, plan, stop)
-            events.phase(plan, COLLECTING)
-            outcomes = tuple(_collect(node, node.plan.name in killed) for node in nodes.values())
-        except (OSError, RunStopped, PlanError, EnvironmentUnusable) as exc:
-            for node in nodes.values():
-                kill_marked(node.marker, node.process)
-            partial = tuple(_collect(node, False) for node in nodes.values())
-            return ScenarioOutcome(plan, None, time.monotonic() - started, partial, setup_error=str(exc))
-        return ScenarioOutcome(plan, None, time.monotonic() - started, outcomes)
-    finally:
-        events.phase(plan, REMOVING)
-        with signals_deferred():
-            for node in nodes.values():
-                kill_marked(node.marker, node.process)
-                _close(node)
-                shutil.rmtree(node.directory, ignore_errors=True)
+class LocalNodes(NodeBackend):
+    """A scenario's nodes as local processes, each in its own directory: the step loop's NodeBackend for host mode."""
+
+    kind = "node"
+    setup_errors: tuple[type[Exception], ...] = (OSError, PlanError, EnvironmentUnusable)
+
+    def __init__(self, local: LocalTorch, plan: ScenarioPlan, session: str | None = None) -> None:
+        self.local, self.plan, self.session = local, plan, session
+        self.nodes: dict[str, _Node] = {}  # in creation order
+        self.token = secrets.token_hex(6)
+        self.ports = (0, 0)
+
+    def limitation(self) -> Skip | None:
+        limitation = host_limitation(self.plan)
+        return None if limitation is None else Skip(limitation, "host")
+
+    def gpu_shortfall(self) -> GpuShortfall | None:
+        return gpu_shortfall(self.local, self.plan)
+
+    def initial_facts(self) -> dict[str, str]:
+        master_port, c10d_port = free_ports(2)
+        self.ports = (master_port, c10d_port)
+        return {"subnets": LOOPBACK_SUBNETS, "master_port": str(master_port), "c10d_port": str(c10d_port)}
+
+    def run_step(self, step: Step, facts: dict[str, str]) -> Skip | None:
+        raise PlanError(f"host mode cannot execute {type(step).__name__} (a plan for Docker?)")
+
+    def create(self, node: ContainerPlan, host: str) -> None:
+        marker = f"{self.plan.run_id}-{self.plan.slug}-n{node.node_rank}-{self.token}"
+        self.nodes[node.name] = _Node(node, marker, self.session)
+        write_files(node)
+
+    def start(self, name: str, host: str) -> None:
+        _start(self.nodes[name])
+
+    def started_note(self, count: int) -> str:
+        return f"started {count} local node(s) with {self.plan.image}, ports {self.ports[0]}/{self.ports[1]}"
+
+    def wait(self, running: Sequence[str], timeout_s: float) -> dict[str, Exited]:
+        """Polls every node (a local process's exit costs a waitpid), then sleeps up to POLL_INTERVAL_S if none stopped."""
+        stopped = {name: state for name in running if (state := self.exited(name)) is not None}
+        if not stopped:
+            time.sleep(min(POLL_INTERVAL_S, timeout_s))
+        return stopped
+
+    def exited(self, name: str) -> Exited | None:
+        code = self.nodes[name].poll()
+        return None if code is None else Exited(code)
+
+    def kill(self, name: str) -> None:
+        node = self.nodes[name]
+        kill_marked(node.marker, node.process)
+
+    def collect(self, name: str) -> Collected:
+        return _collect(self.nodes[name])
+
+    def salvage(self, name: str) -> Collected:
+        return _collect(self.nodes[name])  # the same: killed first, a node's files are all on this host
+
+    def remove(self) -> None:
+        for node in self.nodes.values():
+            kill_marked(node.marker, node.process)
+            _close(node)
+            shutil.rmtree(node.directory, ignore_errors=True)
 
 
 def _start(node: _Node) -> None:
@@ -317,31 +317,6 @@ def _close(node: _Node) -> None:
             stream.close()
 
 
-def _wait(nodes: list[_Node], deadline: float, events: RunEvents, plan: ScenarioPlan, stop: threading.Event) -> set[str]:
-    running = {node.plan.name: node for node in nodes}
-    while running:
-        for name, node in list(running.items()):
-            code = node.poll()
-            if code is not None:
-                del running[name]
-                events.container_exited(plan, name, code)
-        if not running:
-            break
-        if stop.is_set():
-            for node in running.values():
-                kill_marked(node.marker, node.process)
-            return set(running)
-        if time.monotonic() >= deadline:
-            events.phase(plan, KILLING)
-            events.note(plan, f"deadline of {plan.deadline_s:g} s reached; killing {', '.join(sorted(running))}")
-            for node in running.values():
-                kill_marked(node.marker, node.process)
-            return set(running)
-        events.waiting(plan)
-        time.sleep(POLL_INTERVAL_S)
-    return set()
-
-
 def _read(path: Path) -> str:
     try:
         return kept_end(*end_of_file(path, CONTAINER_LOG_MAX_BYTES))  # the ranks' output, of any size: its end
@@ -349,7 +324,7 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _collect(node: _Node, killed: bool) -> ContainerOutcome:
+def _collect(node: _Node) -> Collected:
     cp = node.plan
     # Whatever a node left running (a worker whose launcher exited) dies with it, as in a container.
     kill_marked(node.marker, node.process)
@@ -366,18 +341,7 @@ def _collect(node: _Node, killed: bool) -> ContainerOutcome:
                 left -= len(files[path.name])
     except (OSError, FileRefused) as exc:
         problem = f"results could not be read from {cp.results_dir}: {exc}"
-    return ContainerOutcome(
-        name=cp.name,
-        node_rank=cp.node_rank,
-        ranks=cp.ranks,
-        exit_code=node.poll(),
-        killed_at_deadline=killed,
-        stdout=_read(node.directory / "stdout.log"),
-        stderr=_read(node.directory / "stderr.log"),
-        result_files=files,
-        problem=problem,
-        kind="node",
-    )
+    return Collected(node.poll(), _read(node.directory / "stdout.log"), _read(node.directory / "stderr.log"), files, problem)
 
 
 def find_python(name: str, what: str) -> str:
@@ -407,7 +371,7 @@ class HostSession:
         with self._lock:
             if self._watchdog is None:
                 self._watchdog = subprocess.Popen(
-                    [sys.executable, "-m", "distval.targets.local.watchdog", self.session],
+                    [sys.executable, "-m", "distval.targets.local.watchdog", self.session, repr(KILL_SETTLE_S)],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL,
                     start_new_session=True,  # a Ctrl-C at the terminal must not end it before distval's cleanup

@@ -6,7 +6,8 @@ neither a process group nor PR_SET_PDEATHSIG (which reaches only the direct chil
 *thread* that forked it ends, not the process) finds them all; the inherited environment does.
 
 ``HostSession`` starts this module as a process of its own (its own session: a Ctrl-C at the terminal does
-not reach it) whose stdin is a pipe that only distval writes to. When distval exits or is killed with
+not reach it), with the run's session marker and distval's KILL_SETTLE_S (distval/run/steps.py) as its arguments,
+and with a stdin that is a pipe only distval writes to. When distval exits or is killed with
 SIGKILL, the kernel closes that pipe; the watchdog reads EOF, SIGKILLs every process carrying the run's
 session marker until none is left, and exits. After a normal end there is nothing left for it to kill.
 
@@ -21,7 +22,6 @@ import sys
 import time
 
 SESSION_MARKER = "DISTVAL_HOST_SESSION"
-KILL_SETTLE_S = 10.0
 
 
 def processes_with(variable: str, value: str) -> list[int]:
@@ -44,9 +44,9 @@ def processes_with(variable: str, value: str) -> list[int]:
     return found
 
 
-def kill_all(variable: str, value: str, settle_s: float = KILL_SETTLE_S) -> int:
-    """SIGKILL every process carrying ``variable=value`` until none is left (each kill may race a fork);
-    returns how many kills were sent."""
+def kill_all(variable: str, value: str, settle_s: float) -> int:
+    """SIGKILL every process carrying ``variable=value`` until none is left (each kill may race a fork), for at
+    most ``settle_s``; returns how many kills were sent."""
     sent = 0
     settle_until = time.monotonic() + settle_s
     while True:
@@ -63,12 +63,12 @@ def kill_all(variable: str, value: str, settle_s: float = KILL_SETTLE_S) -> int:
 
 
 def main(argv: list[str]) -> int:
-    (token,) = argv
+    token, settle_s = argv
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, signal.SIG_IGN)  # only the end of the pipe ends the watch
     while sys.stdin.buffer.read(4096):
         pass
-    killed = kill_all(SESSION_MARKER, token)
+    killed = kill_all(SESSION_MARKER, token, float(settle_s))
     if killed:
         print(f"distval host watchdog: distval is gone; killed {killed} process(es) of its run", file=sys.stderr)
     return 0
