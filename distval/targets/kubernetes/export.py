@@ -34,11 +34,12 @@ import yaml
 from distval.config import Config
 from distval.errors import PlanError
 from distval.labels import LABEL_MANAGED, LABEL_RUN, LABEL_SCENARIO
-from distval.plan.model import ScenarioPlan, plan_run
+from distval.plan.model import ScenarioPlan
 from distval.plan.placeholders import placeholders_in, resolve
 from distval.plan.specs import ContainerPlan
 from distval.targets.docker.runtime import suite_dir
 from distval.targets.kubernetes.origin import Origin, origin_data
+from distval.targets.planning import plan_run
 
 LAYOUTS = ("indexed-job", "jobset")
 LABEL_JOB = "distval.job"  # on every resource and pod of one exported scenario: what collect selects pods by
