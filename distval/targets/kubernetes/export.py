@@ -37,6 +37,7 @@ from distval.labels import LABEL_MANAGED, LABEL_RUN, LABEL_SCENARIO
 from distval.plan.model import ScenarioPlan
 from distval.plan.placeholders import placeholders_in, resolve
 from distval.plan.specs import ContainerPlan
+from distval.targets.docker.plan import C10D_PORT, MASTER_PORT
 from distval.targets.docker.runtime import suite_dir
 from distval.targets.kubernetes.origin import Origin, origin_data
 from distval.targets.planning import plan_run
@@ -306,7 +307,7 @@ def export_scenario(plan: ScenarioPlan, name: str, layout: str, config_path: str
                     "selector": {LABEL_JOB: name},
                     # Rendezvous starts before any pod is Ready: the names must resolve at once.
                     "publishNotReadyAddresses": True,
-                    "ports": [{"name": "rendezvous", "port": 29500}, {"name": "c10d", "port": 29400}],
+                    "ports": [{"name": "rendezvous", "port": MASTER_PORT}, {"name": "c10d", "port": C10D_PORT}],
                 },
             }
         )
