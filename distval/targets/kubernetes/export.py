@@ -1,6 +1,6 @@
 """A scenario's plan -> the Kubernetes manifests that run it (``distval export kubernetes``).
 
-Everything a pod runs comes from distval/plan/model.py's ScenarioPlan, mapped rather than derived again: the
+Everything a pod runs comes from the one-Engine ScenarioPlan (distval/targets/planning.py), mapped rather than derived again: the
 launcher command, the environment and the suite spec of each node's container, its resources and GPUs.
 Only what differs between Docker and Kubernetes is translated:
 
