@@ -302,8 +302,7 @@ def build_nodes(scenario: Scenario, run_id: str, slug: str, site: Site) -> Nodes
 
 
 def _steps(containers: tuple[ContainerPlan, ...], store: int, site: Site, ipv6: bool) -> tuple[Step, ...]:
-    first = containers[store]
-    others = tuple(c for c in containers if c is not first)
+    first, others = containers[store], containers[:store] + containers[store + 1 :]
     if site.learn_address_on is not None:
         # The others address the store's node by the address it was given, so it is created and started first.
         steps: list[Step] = [
