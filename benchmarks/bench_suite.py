@@ -7,7 +7,7 @@ runs on a warmer Engine):
 A) distval: wall time of ``distval run CONFIG --image IMAGE --quiet --run-id bench-suite-<i>`` as a
    subprocess. This runs every scenario of the config (default: in-container 2 ranks and cross-container
    2 ranks, the whole gloo suite). Its exit code must be 0.
-B) the floor: the same plan (distval.config.load_config + distval.plan.model.plan_run with run id
+B) the floor: the same plan (distval.config.load_config + distval.targets.planning.plan_run with run id
    ``bench-floor-<i>`` and the same image, so network, container names, hostnames, env, labels, working dir
    and torch.distributed.run command line are exactly distval's), except that the trailing
    ``-m distval_suite.main /distval/spec.json`` of each command line is replaced by ``/distval/init_only.py``, a
@@ -69,8 +69,10 @@ from common import (
 )
 
 from distval.config import Config, load_config
-from distval.plan.model import CONTAINER_ROOT, SPEC_PATH, ContainerPlan, RunPlan, ScenarioPlan, plan_run
+from distval.plan.model import ContainerPlan, RunPlan, ScenarioPlan
 from distval.tarball import File, build_tar, read_entries
+from distval.targets.docker.plan import CONTAINER_ROOT, SPEC_PATH
+from distval.targets.planning import plan_run
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 DEFAULT_IMAGES = (

@@ -17,7 +17,8 @@ import pytest
 from distval.config import load_config
 from distval.errors import DistvalError
 from distval.fixtures import FIXTURES
-from distval.plan.model import images_of, plan_run
+from distval.plan.model import images_of
+from distval.targets.planning import plan_run
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = str(ROOT / "configs" / "default.yaml")

@@ -16,7 +16,7 @@ import distval.cli.main
 import distval.cli.run
 from distval.cli.main import main
 from distval.config import parse_config
-from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.plan.model import ScenarioPlan
 from distval.results.scenario import (
     ERROR,
     FAILED,
@@ -29,6 +29,7 @@ from distval.results.scenario import (
     ScenarioResult,
 )
 from distval.run.events import RunEvents
+from distval.targets.planning import plan_scenario
 from tests.fake_engine import FakeEngine
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-10.xsd"

@@ -44,10 +44,10 @@ from distval.config.layout import NODES_MAX, NPROC_PER_NODE_MAX, WORLD_SIZE_MAX
 from distval.config.values import IMAGE_NAME_MAX, SECONDS_MAX
 from distval.config.yaml_nodes import PROBLEMS_SHOWN, SHOWN_MAX
 from distval.errors import EngineError
-from distval.plan.model import plan_scenario
 from distval.reports.junit import render_junit
 from distval.results.scenario import ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
 from distval.targets.docker.engine import Engine
+from distval.targets.planning import plan_scenario
 from distval.text_caps import RANK_LOG_MAX_CHARS
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 

@@ -28,7 +28,7 @@ from distval.cli.baseline import remeasure
 from distval.cli.main import main
 from distval.config import parse_config
 from distval.config.byte_sizes import byte_size_value
-from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.plan.model import ScenarioPlan
 from distval.reports.comparison_markdown import render_comparison_markdown
 from distval.reports.comparison_text import render_comparison_text
 from distval.reports.json_report import json_report
@@ -56,6 +56,7 @@ from distval.results.scenario import (
     ScenarioResult,
 )
 from distval.results.scenario import summarize_scenario as summarize
+from distval.targets.planning import plan_scenario
 
 CONFIG = """\
 scenarios:

@@ -17,12 +17,13 @@ from distval.cli.main import build_parser, main
 from distval.cli.run import command_run
 from distval.config import parse_config
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_PASSED
-from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.plan.model import ScenarioPlan
 from distval.reports.comparison_markdown import render_comparison_markdown
 from distval.reports.comparison_text import render_comparison_text
 from distval.reports.json_report import json_report
 from distval.results.baseline import BASELINE_CASE, Tolerances, apply_baseline, baseline_case, compare_reports
 from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, CaseResult, RunSummary, ScenarioResult
+from distval.targets.planning import plan_scenario
 
 CONFIG = """\
 scenarios:

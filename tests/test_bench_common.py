@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from distval.config import load_config
-from distval.plan.model import ContainerPlan, ScenarioPlan, plan_run
+from distval.plan.model import ContainerPlan, ScenarioPlan
 from distval.tarball import Directory, File, build_tar
+from distval.targets.planning import plan_run
 
 ROOT = Path(__file__).resolve().parent.parent
 

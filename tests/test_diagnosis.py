@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 from distval.config import Scenario
-from distval.plan.model import plan_scenario
 from distval.results.diagnosis import (
     Diagnosis,
     FlightRecorder,
@@ -23,6 +22,7 @@ from distval.results.diagnosis import (
 )
 from distval.results.scenario import ERROR, FAILED, PASSED, ContainerOutcome, ScenarioOutcome, summarize_scenario
 from distval.targets.docker.engine_protocol import ContainerState, ExecResult
+from distval.targets.planning import plan_scenario
 
 HUNG = """Thread 0x00007f1c2a1ff6c0 (most recent call first):
   File "/opt/distval-broken/sitecustomize.py", line 9 in _all_reduce_that_never_returns

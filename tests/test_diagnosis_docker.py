@@ -18,14 +18,16 @@ import pytest
 
 from distval.config import load_config
 from distval.errors import EngineError
-from distval.plan.model import RESULTS_DIR, ScenarioPlan, plan_run
+from distval.plan.model import ScenarioPlan
 from distval.reports.json_report import json_report
 from distval.reports.junit import render_junit
 from distval.results.diagnosis import before_kill
 from distval.results.scenario import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
 from distval.run.events import NoEvents
 from distval.targets.docker.engine import Engine
+from distval.targets.docker.plan import RESULTS_DIR
 from distval.targets.docker.runtime import run_scenario
+from distval.targets.planning import plan_run
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker

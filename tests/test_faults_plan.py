@@ -11,9 +11,10 @@ from typing import Any
 from distval.config import parse_config
 from distval.faults.render import fault_data
 from distval.faults.runtime import FaultRunner
-from distval.plan.model import RunPlan, plan_scenario
+from distval.plan.model import RunPlan
 from distval.plan.render import render_plan
 from distval.targets.docker.engine_protocol import ContainerState, ExecResult
+from distval.targets.planning import plan_scenario
 from tests.config_helpers import yaml_text
 from tests.fake_engine import FakeEngine
 

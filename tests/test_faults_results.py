@@ -13,8 +13,8 @@ from distval.checks.expectations import CONNECTION_CLOSED, KILLED, ContainerExit
 from distval.config import parse_config
 from distval.config.faults import Expectation
 from distval.faults.results import fault_cases
-from distval.plan.model import plan_scenario
 from distval.results.scenario import CaseResult, ContainerOutcome, ScenarioOutcome, summarize_scenario
+from distval.targets.planning import plan_scenario
 from tests.config_helpers import yaml_text
 
 FAULT_AT = 2000.0

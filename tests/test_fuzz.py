@@ -37,9 +37,9 @@ from distval.config import parse_config
 from distval.config.keys import MATRIX_AXES, SCENARIO_KEYS
 from distval.config.loader import TOP_KEYS
 from distval.errors import ConfigError, EnvironmentUnusable
-from distval.plan.model import plan_run
 from distval.reports.markdown import STEP_SUMMARY_ENV
 from distval.targets.docker.engine import EngineError
+from distval.targets.planning import plan_run
 
 ROOT = Path(__file__).resolve().parent.parent
 FILE = "fuzz.yaml"

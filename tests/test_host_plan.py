@@ -9,11 +9,12 @@ import pytest
 
 from distval.config import Config, parse_config
 from distval.errors import PlanError
-from distval.plan.model import CreateContainer, ScenarioPlan, StartContainer, plan_scenario
+from distval.plan.model import CreateContainer, ScenarioPlan, StartContainer
 from distval.plan.placeholders import placeholders_in, resolve
 from distval.plan.specs import ContainerPlan
 from distval.results.scenario import scenario_hash
 from distval.targets.local.plan import CANONICAL_ROOT, LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
+from distval.targets.planning import plan_scenario
 
 RUN_ID = "0123abcd"
 PYTHON = "/opt/venv/bin/python"

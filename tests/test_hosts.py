@@ -17,7 +17,7 @@ import pytest
 
 from distval.config import load_config, parse_config
 from distval.errors import BadInput, EngineError, ImageMissing
-from distval.plan.model import CreateContainer, ProbeHost, StartContainer, plan_run
+from distval.plan.model import CreateContainer, ProbeHost, StartContainer
 from distval.plan.placeholders import facts_on_host, host_fact, resolve
 from distval.plan.render import plan_as_data, render_plan
 from distval.results.scenario import scenario_hash
@@ -25,6 +25,7 @@ from distval.targets.docker.engine_protocol import ContainerState, ImageInfo
 from distval.targets.engines.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files, url_problem
 from distval.targets.engines.plan import rendezvous_target
 from distval.targets.engines.transfer import ImageMismatch, same_image
+from distval.targets.planning import plan_run
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 from tests.fake_engine import FakeEngine
 

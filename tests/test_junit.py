@@ -19,7 +19,7 @@ from lxml import etree
 import distval.reports.junit
 from distval import __version__
 from distval.config import parse_config
-from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.plan.model import ScenarioPlan
 from distval.reports.junit import MESSAGE_CHARS, SYSTEM_OUT_CHARS, render_junit, write_junit, xml_text
 from distval.results.scenario import (
     ERROR,
@@ -34,6 +34,7 @@ from distval.results.scenario import (
     scenario_hash,
     summarize_scenario,
 )
+from distval.targets.planning import plan_scenario
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-10.xsd"
 GOLDEN = Path(__file__).resolve().parent / "golden" / "reports" / "junit.xml"

@@ -20,22 +20,18 @@ import pytest
 import distval.cli.main
 from distval.config import Config, load_config, parse_config
 from distval.plan.model import (
-    CONTAINER_ROOT,
     DEFAULT_IMAGE,
     LABEL_MANAGED,
     LABEL_NODE,
     LABEL_RUN,
     LABEL_SCENARIO,
-    MASTER_PORT,
-    RESULTS_DIR,
-    SPEC_PATH,
     RunPlan,
     ScenarioPlan,
     images_of,
-    plan_run,
-    plan_scenario,
 )
 from distval.plan.render import render_plan
+from distval.targets.docker.plan import CONTAINER_ROOT, MASTER_PORT, RESULTS_DIR, SPEC_PATH
+from distval.targets.planning import plan_run, plan_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = Path(__file__).resolve().parent / "golden" / "default_plan.txt"

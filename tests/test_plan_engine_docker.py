@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from distval.config import load_config
-from distval.plan.model import CreateContainer, CreateNetwork, ScenarioPlan, StartContainer, plan_run
+from distval.plan.model import CreateContainer, CreateNetwork, ScenarioPlan, StartContainer
 from distval.plan.placeholders import facts_for_address, resolve
 from distval.plan.specs import ContainerPlan, NetworkPlan
 from distval.results.scenario import PASSED, summarize_scenario
 from distval.run.events import NO_EVENTS
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.runtime import run_scenario
+from distval.targets.planning import plan_run
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker

@@ -6,10 +6,13 @@ import json
 
 from distval.cli.run import default_jobs
 from distval.config import parse_config
-from distval.plan.model import NODE0_HOST, NODE0_IP, SPEC_PATH, SUBNETS, ScenarioPlan, plan_run
+from distval.plan.model import ScenarioPlan
+from distval.plan.nodes import NODE0_HOST, NODE0_IP, SUBNETS
 from distval.plan.placeholders import facts_for_address, resolve
 from distval.plan.specs import ContainerPlan
 from distval.results.scenario import SKIPPED, ScenarioOutcome, summarize_scenario
+from distval.targets.docker.plan import SPEC_PATH
+from distval.targets.planning import plan_run
 
 RUN_ID = "0123abcd"
 

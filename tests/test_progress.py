@@ -17,10 +17,11 @@ import pyte
 import pytest
 
 from distval.config import parse_config
-from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.plan.model import ScenarioPlan
 from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ScenarioResult
 from distval.run.events import COLLECTING, REMOVING, RUNNING, RunEvents
 from distval.run.progress import ProgressDisplay, layout
+from distval.targets.planning import plan_scenario
 from tests.report_helpers import CONFIG, IMAGE, RUN_ID
 from tests.terminal import Clock, Terminal, screen
 

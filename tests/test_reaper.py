@@ -21,12 +21,12 @@ import distval.targets.docker.reaper
 from distval.config import load_config
 from distval.errors import EngineError, Interrupted
 from distval.fixtures import FILES, FIXTURES, REAPER_ENTRYPOINT, REAPER_IMAGE, RECIPE_LABEL, recipe_hash
-from distval.plan.model import plan_run
 from distval.plan.render import plan_as_data, render_plan
 from distval.targets.docker import reaper_container
 from distval.targets.docker.cleanup import RunDecision
 from distval.targets.docker.engine_protocol import ImageInfo, Resource
 from distval.targets.docker.reaper import REAPER_PORT, Reaper, ReaperLaunch, addresses, engine_socket_path, own_container
+from distval.targets.planning import plan_run
 
 ROOT = Path(__file__).resolve().parent.parent
 GRACE_S = 1.0  # reconnecting within it takes a few ms; room for a loaded machine

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 
 from distval.config import parse_config
-from distval.plan.model import plan_run
 from distval.results.scenario import ERROR, FAILED, summarize_scenario
 from distval.run.events import NO_EVENTS
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.runtime import run_scenario
+from distval.targets.planning import plan_run
 from tests.docker_helpers import config_images, leftovers
 
 pytestmark = pytest.mark.docker

@@ -20,7 +20,7 @@ import distval.cli.run
 from distval import __version__
 from distval.cli.main import main
 from distval.config import parse_config
-from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.plan.model import ScenarioPlan
 from distval.reports.files import write_atomically
 from distval.reports.json_report import render_json, write_json
 from distval.reports.junit import write_junit
@@ -36,6 +36,7 @@ from distval.results.scenario import (
 )
 from distval.run.events import RunEvents
 from distval.targets.docker.engine import EngineError
+from distval.targets.planning import plan_scenario
 from tests.fake_engine import FakeEngine
 from tests.report_helpers import (
     ANNOUNCEMENT,

@@ -18,12 +18,13 @@ import pytest
 
 from distval.config import load_config
 from distval.errors import EngineError
-from distval.plan.model import RESULTS_DIR, plan_run
 from distval.results.scenario import ScenarioOutcome, summarize_scenario
 from distval.run.events import NoEvents
 from distval.targets.docker.engine import Engine
+from distval.targets.docker.plan import RESULTS_DIR
 from distval.targets.docker.processes import signal_workers
 from distval.targets.docker.runtime import run_scenario
+from distval.targets.planning import plan_run
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker

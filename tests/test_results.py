@@ -14,7 +14,7 @@ from distval import __version__
 from distval.checks.catalog import is_collective
 from distval.config import CheckSpec, load_config, parse_config
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_PASSED, ConfigError
-from distval.plan.model import ScenarioPlan, plan_run, plan_scenario
+from distval.plan.model import ScenarioPlan
 from distval.results.scenario import (
     ERROR,
     EXIT_STATUS_CASE,
@@ -32,6 +32,7 @@ from distval.results.scenario import (
     summarize_scenario,
     tail,
 )
+from distval.targets.planning import plan_run, plan_scenario
 
 CONFIG = """\
 timeout_s: 120

@@ -14,7 +14,7 @@ import pytest
 from distval.checks.expectations import FaultLog
 from distval.config import load_config
 from distval.errors import EngineError, RunStopped
-from distval.plan.model import LearnAddress, LearnSubnets, ScenarioPlan, Step, plan_run
+from distval.plan.model import LearnAddress, LearnSubnets, ScenarioPlan, Step
 from distval.plan.placeholders import facts_for_address, placeholders_in
 from distval.plan.specs import ContainerPlan
 from distval.results.scenario import ScenarioResult
@@ -29,6 +29,7 @@ from distval.run.steps import (
     Skip,
     run_steps,
 )
+from distval.targets.planning import plan_run
 
 
 def plan_with(timeout_s: float = 30.0) -> ScenarioPlan:

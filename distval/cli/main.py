@@ -28,11 +28,12 @@ from distval.config.schema import SHIPPED, render_schema
 from distval.config.shipped import DEFAULT_CONFIG, STARTER_NAME, write_starter
 from distval.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError, exit_codes_line
 from distval.labels import LABEL_RUN
-from distval.plan.model import DEFAULT_IMAGE, plan_run
+from distval.plan.model import DEFAULT_IMAGE
 from distval.plan.render import plan_as_data, render_plan
 from distval.results.scenario import RunSummary
 from distval.targets.docker.cleanup import RunDecision, by_run, decide
 from distval.targets.engines.hosts import FROM_CONFIG_FLAG, check_hosts_allowed
+from distval.targets.planning import plan_run
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine

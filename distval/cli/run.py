@@ -34,7 +34,7 @@ from distval.errors import (
 )
 from distval.fixtures.recipes import REAPER_IMAGE
 from distval.owner import current_owner
-from distval.plan.model import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
+from distval.plan.model import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of
 from distval.reports.files import refusal
 from distval.reports.json_report import write_json
 from distval.reports.junit import write_junit
@@ -49,6 +49,7 @@ from distval.targets.docker.reaper import Reaper, ReaperLaunch
 from distval.targets.docker.runtime import run_scenario
 from distval.targets.engines.hosts import check_hosts_allowed, run_hosts, tls_files
 from distval.targets.local.runtime import HostSession
+from distval.targets.planning import plan_run
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine

@@ -3,10 +3,10 @@
 The package's modules, one concern each: compose (YAML text -> nodes without recursion: bounded depth and
 size, merge keys, the key path in every YAML error), yaml_nodes (strict node reading, problem collection),
 values (readers of single values), check_list (the checks: list against the catalog), keys (the one
-declaration of every key), layout (nodes x nproc_per_node and the rendezvous rules), devices (device
-and gpus_per_node from the backend and the layout), resolve (a scenario's fields from its keys and the
-defaults), matrix (axes, excludes, expansion), model (Config, Scenario, CheckSpec), loader
-(parse_config, load_config) and schema (the JSON Schema of scenario files).
+declaration of every key), rendezvous (the one declaration of every rendezvous form), layout (nodes x
+nproc_per_node and the rendezvous rules), devices (device and gpus_per_node from the backend and the layout),
+resolve (a scenario's fields from its keys and the defaults), matrix (axes, excludes, expansion), model (Config,
+Scenario, CheckSpec), loader (parse_config, load_config) and schema (the JSON Schema of scenario files).
 
 The names below are what the rest of distval and its tests import from ``distval.config``.
 """

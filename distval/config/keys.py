@@ -14,7 +14,7 @@ from typing import Any
 
 import yaml
 
-from distval.config import values
+from distval.config import rendezvous, values
 from distval.config.check_list import read_checks
 from distval.config.devices import DEVICES, NCCL_BACKENDS
 from distval.config.faults import (
@@ -26,7 +26,16 @@ from distval.config.faults import (
     schema_of_expect,
     schema_of_faults,
 )
-from distval.config.layout import MASTER_ADDRS, NODES_MAX, NPROC_PER_NODE_MAX, RENDEZVOUS, TOPOLOGIES, WORLD_SIZE_MAX
+from distval.config.layout import (
+    LAUNCHER_RENDEZVOUS,
+    MASTER_ADDRS,
+    NO_LAUNCHER_RENDEZVOUS,
+    NODES_MAX,
+    NPROC_PER_NODE_MAX,
+    RENDEZVOUS,
+    TOPOLOGIES,
+    WORLD_SIZE_MAX,
+)
 from distval.config.values import Reader
 from distval.config.yaml_nodes import Problems, describe, typed
 from distval.targets.engines.hosts import HOSTS_MAX, SCHEMES, url_problem
@@ -190,10 +199,11 @@ KEYS: tuple[Key, ...] = (
     ),
     Key(
         name="rendezvous",
-        doc="how the nodes meet: static or c10d (the launcher), env or tcp (no launcher)",
+        doc=f"how the nodes meet: {' or '.join(LAUNCHER_RENDEZVOUS)} (the launcher), "
+        f"{' or '.join(NO_LAUNCHER_RENDEZVOUS)} (no launcher)",
         read=values.choice(RENDEZVOUS),
         schema=_enum(RENDEZVOUS),
-        default="static",
+        default=rendezvous.DEFAULT,
         kind=LAYOUT,
         top=9,
         axis=3,

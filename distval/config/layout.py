@@ -10,11 +10,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from distval.config import rendezvous
+
 TOPOLOGIES = ("in-container", "cross-container")
-# static: --nnodes --node_rank --master_addr --master_port; c10d: --rdzv_backend=c10d, no node rank;
-# env and tcp: no launcher, one process per container (init_method env:// or tcp://).
-RENDEZVOUS = ("static", "c10d", "env", "tcp")
-NO_LAUNCHER_RENDEZVOUS = ("env", "tcp")
+# The rendezvous forms (rendezvous.py declares each): all of them, those without a launcher, those in-container
+# allows (it runs the launcher with --standalone) and those that run one process per container.
+RENDEZVOUS = rendezvous.names()
+LAUNCHER_RENDEZVOUS = rendezvous.names(launcher=True)
+NO_LAUNCHER_RENDEZVOUS = rendezvous.names(launcher=False)
+IN_CONTAINER_RENDEZVOUS = rendezvous.names(in_container=True)
+ONE_PROCESS_RENDEZVOUS = rendezvous.names(several_per_node=False)
+SEVERAL_PROCESS_RENDEZVOUS = rendezvous.names(several_per_node=True)
 # How the other nodes address node 0: its DNS name, or its IP address learned at run time.
 MASTER_ADDRS = ("name", "ip")
 # distval's upper bounds on a layout (docs/scenarios.md, "Strictness"): checked on the keys (keys.py declares them
@@ -147,27 +153,29 @@ def resolve_layout(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> tu
         nodes, nproc = done
 
     if topology == "in-container":
-        if values.get("rendezvous", "static") != "static":
+        if values.get("rendezvous", IN_CONTAINER_RENDEZVOUS[0]) not in IN_CONTAINER_RENDEZVOUS:
             issues.append(
                 _issue(
                     "rendezvous",
-                    f"expected static for in-container (it runs the launcher with --standalone); got {values['rendezvous']!r}",
+                    f"expected {' or '.join(IN_CONTAINER_RENDEZVOUS)} for in-container (it runs the launcher with "
+                    f"--standalone); got {values['rendezvous']!r}",
                 )
             )
         if values.get("master_addr") == "ip":
             issues.append(_issue("master_addr", "expected name for in-container (no other node addresses node 0); got 'ip'"))
         # The top level's rendezvous and master_addr apply to cross-container scenarios only.
-        rendezvous, master_addr = "static", "name"
+        rendezvous, master_addr = IN_CONTAINER_RENDEZVOUS[0], "name"
     else:
         rendezvous = values.get("rendezvous", defaults["rendezvous"])
         master_addr = values.get("master_addr", defaults["master_addr"])
-        if rendezvous in NO_LAUNCHER_RENDEZVOUS and nproc is not None and nproc != 1:
+        if rendezvous in ONE_PROCESS_RENDEZVOUS and nproc is not None and nproc != 1:
             if "rendezvous" in values:
                 issues.append(
                     _issue(
                         "rendezvous",
-                        f"expected static or c10d with nproc_per_node = {nproc} (env and tcp run one process per "
-                        f"container, no launcher); got {rendezvous!r}",
+                        f"expected {' or '.join(SEVERAL_PROCESS_RENDEZVOUS)} with nproc_per_node = {nproc} "
+                        f"({' and '.join(ONE_PROCESS_RENDEZVOUS)} run one process per container, no launcher); "
+                        f"got {rendezvous!r}",
                         "nproc_per_node",
                     )
                 )

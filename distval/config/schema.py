@@ -18,7 +18,7 @@ from distval.checks.catalog import CATALOG, ArgSpec
 from distval.config.byte_sizes import BUSBW_SCHEMA, SIZES_SCHEMA
 from distval.config.devices import NCCL_BACKENDS
 from distval.config.keys import DEFAULT_KEYS, KEYS, MATRIX_AXES, Key
-from distval.config.layout import NO_LAUNCHER_RENDEZVOUS
+from distval.config.layout import IN_CONTAINER_RENDEZVOUS, ONE_PROCESS_RENDEZVOUS
 from distval.config.loader import CONFIG_VERSION
 from distval.config.values import VERSION_PATTERN
 from distval.config.yaml_nodes import EXTENSION_PREFIX
@@ -120,6 +120,11 @@ def _given(key: str) -> dict[str, Any]:
     return {"anyOf": [{"required": [key]}, {"required": ["matrix"], "properties": {"matrix": {"required": [key]}}}]}
 
 
+def _one_of(choices: tuple[str, ...]) -> dict[str, Any]:
+    """A value among ``choices``: ``const`` for one (as the schema said before there could be more), else ``enum``."""
+    return {"const": choices[0]} if len(choices) == 1 else {"enum": list(choices)}
+
+
 def _device_rules() -> list[dict[str, Any]]:
     """Rules between backend, device and gpus_per_node of one mapping (a scenario, or the top level)."""
     nccl = {"enum": list(NCCL_BACKENDS)}
@@ -138,10 +143,10 @@ def _scenario() -> dict[str, Any]:
         _when({"topology": in_container}, {"anyOf": [_given("world_size"), _given("nproc_per_node")]}),
         _when({"topology": {"const": "cross-container"}}, {"anyOf": [_given("world_size"), _given("nodes")]}),
         _when({"topology": in_container, "nodes": {}}, {"properties": {"nodes": {"const": 1}}}),
-        _when({"topology": in_container, "rendezvous": {}}, {"properties": {"rendezvous": {"const": "static"}}}),
+        _when({"topology": in_container, "rendezvous": {}}, {"properties": {"rendezvous": _one_of(IN_CONTAINER_RENDEZVOUS)}}),
         _when({"topology": in_container, "master_addr": {}}, {"properties": {"master_addr": {"const": "name"}}}),
         _when(
-            {"rendezvous": {"enum": list(NO_LAUNCHER_RENDEZVOUS)}, "nproc_per_node": {}},
+            {"rendezvous": {"enum": list(ONE_PROCESS_RENDEZVOUS)}, "nproc_per_node": {}},
             {"properties": {"nproc_per_node": {"const": 1}}},
         ),
         _when({"matrix": {}}, {"required": ["name"]}),

@@ -15,12 +15,10 @@ from typing import Any
 
 from distval.config.faults import FaultSpec
 from distval.config.model import Scenario
+from distval.config.rendezvous import rendezvous_form
 from distval.fixtures.recipes import FAULT_HELPER
 from distval.plan.specs import ContainerPlan, HelperPlan
 
-# The node whose container holds the rendezvous store: torchrun's agent on node 0 hosts it (static and
-# c10d with the endpoint at node 0), and without a launcher rank 0 does (env://, tcp://).
-STORE_NODE = 0
 HELPER_INTERFACE = "eth0"  # the scenario network is the container's first (and in fault scenarios, only) one
 TBF_BURST = "32kbit"
 TBF_LATENCY = "400ms"
@@ -82,13 +80,17 @@ class FaultPlan:
         return next(h for h in self.helpers if h.name == name)
 
 
-def fault_node(fault: FaultSpec) -> int:
-    return STORE_NODE if fault.kind == "kill-store" or fault.node is None else fault.node
+def fault_node(scenario: Scenario, fault: FaultSpec) -> int:
+    """The node a fault hits: its own, else the one whose container holds the rendezvous store (the scenario's
+    rendezvous row says which: torchrun's agent there, or rank 0 without a launcher)."""
+    if fault.kind == "kill-store" or fault.node is None:
+        return rendezvous_form(scenario.rendezvous).store_node
+    return fault.node
 
 
 def with_fault_limits(scenario: Scenario, containers: list[ContainerPlan]) -> list[ContainerPlan]:
     """The containers with each oom fault's memory limit on its node (the Engine enforces it from the start)."""
-    limits = {fault_node(f): f.memory for f in scenario.faults if f.kind == "oom" and f.memory}
+    limits = {fault_node(scenario, f): f.memory for f in scenario.faults if f.kind == "oom" and f.memory}
     return [
         replace(c, options=replace(c.options, memory=limits[c.node_rank])) if c.node_rank in limits else c for c in containers
     ]
@@ -111,7 +113,7 @@ def plan_faults(
     helpers: dict[str, HelperPlan] = {}
     by_node = {c.node_rank: c for c in containers}
     for index, fault in enumerate(scenario.faults):
-        node = fault_node(fault)
+        node = fault_node(scenario, fault)
         victim = by_node[node]
         common: dict[str, Any] = {
             "index": index,

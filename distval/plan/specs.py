@@ -1,6 +1,6 @@
 """What the planner hands the Engine: networks and containers as plain data, and their exact docker-py arguments.
 
-Both distval/plan/model.py (which fills these in) and distval/targets/docker/engine.py (which executes them) import this
+Both the planners (distval/plan/nodes.py fills these in) and distval/targets/docker/engine.py (which executes them) import this
 module; the Engine imports nothing from the planner. ``create_kwargs()`` is the single translation to
 docker-py, so ``distval plan`` can print exactly the arguments ``distval run`` passes to the Engine.
 Strings may hold named placeholders (distval/plan/placeholders.py) that only the Engine can fill in.

@@ -1,7 +1,6 @@
 """Scenario -> a plan across several Docker hosts (``--hosts``, or the ``hosts`` key with ``--hosts-from-config``:
-distval/targets/engines/hosts.py check_hosts_allowed): the same command lines, environment and suite spec as
-distval/plan/model.py,
-with these differences, all visible in the plan:
+distval/targets/engines/hosts.py check_hosts_allowed). The nodes come from distval/plan/nodes.py, as on one Engine
+(distval/targets/docker/plan.py), with these differences, all visible in the plan:
 
 - every step and container names its host (an Engine URL); node i runs on host i mod the number of hosts,
   or where the scenario's ``placement`` says;
@@ -13,8 +12,9 @@ with these differences, all visible in the plan:
   0's probe runs first and learns the rendezvous point itself: ``{node0_ip}`` (its source address toward
   ``advertise_addr``, host 0's URL address or the next host's, in that order) and two ports free on host 0,
   ``{master_port}`` and ``{c10d_port}``, so two runs on one host never collide;
-- c10d: ``--rdzv_conf=is_host=1`` on node 0 and ``is_host=0`` elsewhere (host networking makes the agents'
-  own guess, which compares addresses, unreliable when two nodes share a host).
+- the agents share their host's address (a site with ``shared_address``): c10d gets ``--rdzv_conf=is_host=1`` on
+  node 0 and ``is_host=0`` elsewhere (host networking makes the agents' own guess, which compares addresses,
+  unreliable when two nodes share a host).
 
 An in-container scenario runs on host 0 as on one Engine (its own bridge network there). A scenario with faults
 is refused: the fault runner acts on one Engine, and the scenario must never run without its faults. The plan
@@ -25,37 +25,20 @@ from __future__ import annotations
 
 import dataclasses
 
-from distval.config import NCCL_BACKENDS, Scenario
+from distval.config import Scenario
 from distval.errors import BadInput
-from distval.plan.model import (
-    CONTAINER_ROOT,
-    LABEL_MANAGED,
-    LABEL_NODE,
-    LABEL_RUN,
-    LABEL_SCENARIO,
-    NCCL_SHM_SIZE,
-    NCCL_ULIMITS,
-    NODE0_HOST,
-    NODE0_IP,
-    RESULTS_DIR,
-    SPEC_PATH,
-    CreateContainer,
-    ProbeHost,
-    ScenarioPlan,
-    StartContainer,
-    Step,
-    _command,
-    _env,
-    _spec,
-    plan_scenario,
-)
+from distval.plan.model import ProbeHost, ScenarioPlan, Step
+from distval.plan.nodes import NODE0_HOST, NODE0_IP, Address, Site, base_name, build_nodes, scenario_labels, suite_copies
 from distval.plan.placeholders import placeholder
-from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy
+from distval.plan.specs import ContainerOptions, ContainerPlan
+from distval.targets.docker.plan import CONTAINER_FILE_MODES, CONTAINER_ROOT
+from distval.targets.docker.plan import plan_scenario as plan_on_one_engine
 from distval.targets.engines.hosts import HostSpec, check_urls, placement
 
 SOCKET_IFNAME = placeholder("socket_ifname")
 MASTER_PORT = placeholder("master_port")
 C10D_PORT = placeholder("c10d_port")
+PORTS = {"master_port": MASTER_PORT, "c10d_port": C10D_PORT}
 PROBED_PORTS = 2  # master_port, c10d_port
 PROBE_MODULE = "distval_suite.host_probe"
 # The probe runs the image under test in the host's network (as the ranks across hosts do): as the ranks' user,
@@ -144,78 +127,35 @@ def plan_across_hosts(scenario: Scenario, run_id: str, image: str, slug: str, ho
             "(without --hosts or a hosts key)"
         )
     if scenario.topology != "cross-container":
-        # As on one Engine, on host 0; without the scenario's own hosts, which would plan it across hosts again.
-        plan = plan_scenario(dataclasses.replace(scenario, hosts=()), run_id, image, slug, hosts=())
+        # As on one Engine, on host 0. The plan's scenario without its own hosts, as it always was (the plan's
+        # hosts say where it runs).
+        plan = plan_on_one_engine(dataclasses.replace(scenario, hosts=()), run_id, image, slug)
         on_first = tuple(dataclasses.replace(step, host=hosts[0]) for step in plan.steps)
         placed = tuple(dataclasses.replace(c, host=hosts[0]) for c in plan.containers)
         return dataclasses.replace(plan, steps=on_first, containers=placed, hosts=hosts)
-    base = f"distval-{run_id}-{slug}"
-    common_labels = ((LABEL_MANAGED, "true"), (LABEL_RUN, run_id), (LABEL_SCENARIO, scenario.name))
-    nccl = scenario.backend in NCCL_BACKENDS
+    base = base_name(run_id, slug)
+    labels = scenario_labels(scenario, run_id)
     try:
         where = placement(scenario.nodes, len(hosts), scenario.placement)
     except BadInput as exc:
         raise BadInput(f"scenario {scenario.name}: {exc}") from None
-    gpus = scenario.gpus_per_node
-    working_dir = scenario.working_dir or CONTAINER_ROOT
-    suite_files = (FileCopy(CONTAINER_ROOT, 0o755), FileCopy(f"{CONTAINER_ROOT}/distval_suite", 0o755, suite=True))
-    own_ifname = {name for name, _ in scenario.env} & {"GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"}
-    containers = []
-    for node_rank in range(scenario.nodes):
-        host = hosts[where[node_rank]]
-        on_host = where[:node_rank].count(where[node_rank])  # the nodes before it on its host
-        first = node_rank * scenario.nproc_per_node
-        rdzv_conf = None if scenario.rendezvous != "c10d" else f"is_host={1 if node_rank == 0 else 0}"
-        env = _env(
-            scenario,
-            run_id,
-            node_rank,
-            NODE0_IP,
-            MASTER_PORT,
-            pythonpath=CONTAINER_ROOT if working_dir != CONTAINER_ROOT else None,
-        )
-        env += tuple((name, SOCKET_IFNAME) for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if name not in own_ifname)
-        options = ContainerOptions(
-            cpus=scenario.cpus,
-            memory=scenario.memory,
-            shm_size=scenario.shm_size or (NCCL_SHM_SIZE if nccl else None),
-            user=scenario.user,
-            ulimits=NCCL_ULIMITS if nccl else (),
-            # GPUs by device id on each host: the nodes on one host share its devices, in order.
-            gpu_device_ids=tuple(str(i) for i in range(on_host * gpus, (on_host + 1) * gpus)),
-        )
-        spec = _spec(scenario, NODE0_HOST, MASTER_PORT, RESULTS_DIR, "")
-        files = suite_files + (FileCopy(RESULTS_DIR, 0o777), FileCopy(SPEC_PATH, 0o644, text=spec))
-        argv = _command(
-            scenario,
-            scenario.python,
-            node_rank,
-            NODE0_IP,
-            NODE0_HOST,
-            f"{run_id}-{slug}",
-            SPEC_PATH,
-            MASTER_PORT,
-            C10D_PORT,
-            rdzv_conf,
-        )
-        containers.append(
-            ContainerPlan(
-                name=f"{base}-n{node_rank}",
-                hostname="",
-                node_rank=node_rank,
-                ranks=tuple(range(first, first + scenario.nproc_per_node)),
-                argv=argv,
-                env=env,
-                labels=common_labels + ((LABEL_NODE, str(node_rank)),),
-                working_dir=working_dir,
-                image=image,
-                options=options,
-                files=files,
-                results_dir=RESULTS_DIR,
-                host=host,
-                network_mode="host",
-            )
-        )
+    site = Site(
+        image=image,
+        python=scenario.python,
+        root=CONTAINER_ROOT,
+        ports=PORTS,
+        subnets="",
+        file_modes=CONTAINER_FILE_MODES,
+        reach=Address(NODE0_IP, NODE0_HOST),
+        working_dir=scenario.working_dir or CONTAINER_ROOT,
+        hostname="",
+        network_mode="host",
+        hosts=tuple(hosts[w] for w in where),
+        extra_env=tuple((name, SOCKET_IFNAME) for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")),
+        shared_address=True,
+    )
+    nodes = build_nodes(scenario, run_id, slug, site)
+    containers = nodes.containers
     used = tuple(dict.fromkeys(c.host for c in containers))  # node 0's host first: it is the rendezvous point
     target = rendezvous_target(used + tuple(h for h in hosts if h not in used), scenario.advertise_addr)
     probes = tuple(
@@ -226,28 +166,25 @@ def plan_across_hosts(scenario: Scenario, run_id: str, image: str, slug: str, ho
             ranks=(),
             argv=(scenario.python, "-m", PROBE_MODULE, *((target, str(PROBED_PORTS)) if index == 0 else (NODE0_IP, "0"))),
             env=PROBE_ENV,
-            labels=common_labels,
+            labels=labels,
             working_dir=CONTAINER_ROOT,
             image=image,
             options=ContainerOptions(user=scenario.user, cap_drop=PROBE_CAP_DROP, security_opt=PROBE_SECURITY_OPT),
-            files=suite_files,
+            files=suite_copies(CONTAINER_ROOT, CONTAINER_FILE_MODES),
             host=host,
             network_mode="host",
         )
         for index, host in enumerate(used)
     )
     steps: list[Step] = [ProbeHost(p.name, p.host, first=index == 0) for index, p in enumerate(probes)]
-    # Node 0 last, as on one Engine: every rendezvous form must cope with ranks that arrive early.
-    steps += [CreateContainer(c.name, host=c.host) for c in containers]
-    steps += [StartContainer(c.name, host=c.host) for c in reversed(containers)]
     return ScenarioPlan(
         scenario=scenario,
         run_id=run_id,
         slug=slug,
         image=image,
         networks=(),
-        containers=tuple(containers),
-        steps=tuple(steps),
+        containers=containers,
+        steps=(*steps, *nodes.steps),
         hosts=hosts,
         probes=probes,
     )

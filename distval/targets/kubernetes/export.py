@@ -1,6 +1,6 @@
 """A scenario's plan -> the Kubernetes manifests that run it (``distval export kubernetes``).
 
-Everything a pod runs comes from distval/plan/model.py's ScenarioPlan, mapped rather than derived again: the
+Everything a pod runs comes from the one-Engine ScenarioPlan (distval/targets/planning.py), mapped rather than derived again: the
 launcher command, the environment and the suite spec of each node's container, its resources and GPUs.
 Only what differs between Docker and Kubernetes is translated:
 
@@ -34,11 +34,13 @@ import yaml
 from distval.config import Config
 from distval.errors import PlanError
 from distval.labels import LABEL_MANAGED, LABEL_RUN, LABEL_SCENARIO
-from distval.plan.model import ScenarioPlan, plan_run
+from distval.plan.model import ScenarioPlan
 from distval.plan.placeholders import placeholders_in, resolve
 from distval.plan.specs import ContainerPlan
+from distval.targets.docker.plan import C10D_PORT, MASTER_PORT
 from distval.targets.docker.runtime import suite_dir
 from distval.targets.kubernetes.origin import Origin, origin_data
+from distval.targets.planning import plan_run
 
 LAYOUTS = ("indexed-job", "jobset")
 LABEL_JOB = "distval.job"  # on every resource and pod of one exported scenario: what collect selects pods by
@@ -305,7 +307,7 @@ def export_scenario(plan: ScenarioPlan, name: str, layout: str, config_path: str
                     "selector": {LABEL_JOB: name},
                     # Rendezvous starts before any pod is Ready: the names must resolve at once.
                     "publishNotReadyAddresses": True,
-                    "ports": [{"name": "rendezvous", "port": 29500}, {"name": "c10d", "port": 29400}],
+                    "ports": [{"name": "rendezvous", "port": MASTER_PORT}, {"name": "c10d", "port": C10D_PORT}],
                 },
             }
         )

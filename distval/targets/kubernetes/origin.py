@@ -14,7 +14,8 @@ from types import MappingProxyType
 from typing import Any
 
 from distval.config import CheckSpec, Scenario
-from distval.plan.model import ScenarioPlan, plan_scenario
+from distval.plan.model import ScenarioPlan
+from distval.targets.planning import plan_scenario
 
 ORIGIN_VERSION = 1
 
