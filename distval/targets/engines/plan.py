@@ -17,7 +17,7 @@ with these differences, all visible in the plan:
   own guess, which compares addresses, unreliable when two nodes share a host).
 
 An in-container scenario runs on host 0 as on one Engine (its own bridge network there). A scenario with faults
-is refused: the fault runner acts on one Engine, and the scenario must never run without its faults. The plan
+is refused before it is planned here: the engines target declares it lacks them (distval/targets/declarations.py). The plan
 text and JSON show the image transfer to every host and which containers use host networking (hosts_lines).
 """
 
@@ -136,13 +136,6 @@ def rendezvous_target(hosts: tuple[str, ...], advertise_addr: str | None) -> str
 
 def plan_across_hosts(scenario: Scenario, run_id: str, image: str, slug: str, hosts: tuple[str, ...]) -> ScenarioPlan:
     check_urls(hosts, f"scenario {scenario.name}: hosts")
-    if scenario.faults:
-        # The fault runner acts on one Engine; across hosts it would run without its faults and report the
-        # scenario's fault checks as "this run had none". Refused until faults are injected across hosts.
-        raise BadInput(
-            f"scenario {scenario.name}: faults are not injected across several hosts; run it on one Engine "
-            "(without --hosts or a hosts key)"
-        )
     if scenario.topology != "cross-container":
         # As on one Engine, on host 0; without the scenario's own hosts, which would plan it across hosts again.
         plan = plan_scenario(dataclasses.replace(scenario, hosts=()), run_id, image, slug, hosts=())
