@@ -55,6 +55,7 @@ class TargetDeclaration:
 
     name: str
     runs: str
+    chosen_with: str  # the option (or command) that selects it
     lacks: Mapping[str, Lacking] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -8,20 +8,27 @@ from distval.targets.capabilities import Lacking, TargetDeclaration
 
 DOCKER = TargetDeclaration(
     name="docker",
+    chosen_with="(the default)",
     runs="containers of the image under test on one Docker Engine (DOCKER_HOST), one bridge network per scenario",
 )
 ENGINES = TargetDeclaration(
     name="engines",
+    chosen_with="`--hosts URL,...` (or `hosts:` with `--hosts-from-config`)",
     runs="containers of the image under test on several Docker Engines (--hosts), in each host's network",
     lacks={
         # The fault runner acts on one Engine's containers: across Engines the scenario would run without its
         # faults and its fault checks would read "this run had none".
         "faults": Lacking("the fault runner injects faults on one Engine only; run it without --hosts"),
+        # The ranks use each host's network (network_mode host): no network spans the Engines, so neither an IPv6
+        # one nor extra ones would exist; the scenario would run on the hosts' own networks and pass as if they had.
+        "ipv6": Lacking("its ranks use each host's own network; distval makes no network across Engines"),
+        "extra_networks": Lacking("its ranks use each host's own network; distval makes no network across Engines"),
         "keep_on_failure": Lacking("it keeps the containers of one Docker Engine only; run without --hosts"),
     },
 )
 LOCAL = TargetDeclaration(
     name="local",
+    chosen_with="`--local`",
     runs="local processes with a local Python's torch (--local), no Docker, every node on this host's loopback",
     lacks={
         # Faults kill, pause or cut containers; local processes have no container to act on. The scenario is skipped
@@ -35,6 +42,7 @@ LOCAL = TargetDeclaration(
 )
 KUBERNETES = TargetDeclaration(
     name="kubernetes",
+    chosen_with="`distval export kubernetes`",
     runs="an Indexed Job (or JobSet) per scenario, exported as manifests and applied by you (distval export)",
     lacks={
         "faults": Lacking("faults are injected through the Docker Engine, which a cluster does not expose"),
