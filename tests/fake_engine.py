@@ -19,6 +19,7 @@ class FakeEngine:
     """Records the calls it gets; creates nothing. ``instances`` lists every one made (the CLI makes its own)."""
 
     instances: ClassVar[list[FakeEngine]] = []
+    holds_reaper = False  # no start_reaper: a run on it goes without a reaper, as the unit tests need
 
     def __init__(self, run_id: str, gpus: GpuSupport = NO_GPUS) -> None:
         self.run_id = run_id

@@ -14,6 +14,7 @@ import pytest
 
 import distval.cli.main
 import distval.cli.run
+import distval.targets.docker.target
 from distval.cli.main import main
 from distval.config import parse_config
 from distval.plan.model import ScenarioPlan
@@ -139,7 +140,7 @@ def use_fake_docker(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """`distval run` against FakeEngine and fake_run_scenario; returns the config to run (conftest's fake_docker)."""
     FakeEngine.instances = []
     monkeypatch.setattr(distval.cli.main, "Engine", FakeEngine)
-    monkeypatch.setattr(distval.cli.run, "run_scenario", fake_run_scenario)
+    monkeypatch.setattr(distval.targets.docker.target, "run_scenario", fake_run_scenario)
     monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
     config = tmp_path / "suite.yaml"
     config.write_text(CONFIG.replace("world_size: 3", "world_size: 2"), encoding="utf-8")

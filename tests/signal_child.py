@@ -113,6 +113,8 @@ class HoldingEngine(FakeEngine):
 class ReaperHoldingEngine(HoldingEngine):
     """An Engine with a reaper whose start blocks (the reaper's container being created)."""
 
+    holds_reaper = True  # it has start_reaper: a run on it starts a reaper
+
     def bridge_interface(self) -> str | None:
         return None
 

@@ -513,7 +513,7 @@ def test_an_internal_error_in_run_is_one_line_and_the_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Was: a traceback, and no report at all."""
-    monkeypatch.setattr(distval.cli.run, "plan_run", _bug)
+    monkeypatch.setattr(distval.cli.run, "plan_on", _bug)
     monkeypatch.setattr(distval.cli.main, "Engine", _no_engine)
     report_options, paths = _reports(tmp_path)
     code = distval.cli.main.main(["run", str(ROOT / "configs" / "default.yaml"), "--quiet", *report_options])
@@ -526,7 +526,7 @@ def test_an_internal_error_in_run_is_one_line_and_the_reports(
 
 
 def test_an_internal_error_in_plan_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(distval.cli.main, "plan_run", _bug)
+    monkeypatch.setattr(distval.cli.main, "plan_on", _bug)
     assert distval.cli.main.main(["plan", str(ROOT / "configs" / "default.yaml")]) == 4
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("distval: internal error (a bug in distval; please report it): ZeroDivisionError: a bug")

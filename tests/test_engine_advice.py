@@ -28,7 +28,7 @@ def no_context(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 def test_a_missing_socket_says_start_docker_or_set_docker_host_or_use_host_mode() -> None:
     text = advice(wrapped(FileNotFoundError(errno.ENOENT, "No such file or directory")), "unix:///var/run/docker.sock")
-    assert "start Docker" in text and "DOCKER_HOST" in text and "--host" in text
+    assert "start Docker" in text and "DOCKER_HOST" in text and "--local" in text
 
 
 def test_a_socket_this_user_may_not_use_says_so() -> None:

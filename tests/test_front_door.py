@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import distval.cli.run
+import distval.targets.docker.target
 from distval.checks.catalog import CATALOG
 from distval.checks.reference import REFERENCE_PAGE, checks_data, render_checks
 from distval.cli.main import build_parser, main
@@ -121,7 +122,7 @@ def test_plan_without_a_config_plans_the_default_one(capsys: pytest.CaptureFixtu
 @pytest.fixture
 def default_run(fake_docker: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`distval run` against the fake Engine with the default image taken as present (nothing is built)."""
-    monkeypatch.setattr(distval.cli.run, "_ensure_images", lambda engine, images, progress: None)
+    monkeypatch.setattr(distval.targets.docker.target, "ensure_images", lambda engine, images, progress: None)
 
 
 def test_run_without_config_or_image_says_it_validates_the_sample_image(

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 
 import distval.cli.main
 import distval.cli.run
+import distval.targets.local.target
 from distval.config import parse_config
 from distval.config.keys import MATRIX_AXES, SCENARIO_KEYS
 from distval.config.loader import TOP_KEYS
@@ -335,7 +336,7 @@ def _isolated() -> Iterator[io.StringIO]:
             contextlib.redirect_stderr(err),
             mock.patch.dict(os.environ, environment, clear=True),
             mock.patch.object(distval.cli.main, "Engine", _unreachable),
-            mock.patch.object(distval.cli.run, "HostSession", _no_host),  # --ho abbreviates --host: no local torch
+            mock.patch.object(distval.targets.local.target, "HostSession", _no_host),  # --lo abbreviates --local: no local torch
         ):
             yield err
     finally:

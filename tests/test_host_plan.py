@@ -82,7 +82,7 @@ def test_in_container_is_one_standalone_launcher_in_its_own_directory() -> None:
 def test_host_mode_is_marked_and_reproduced_with_host_and_python() -> None:
     plan = host_plan("scenarios:\n  - {name: inside, topology: in-container, world_size: 2, checks: [env]}\n")
     assert plan.suite_name == "inside (in-container, 2 ranks) [host]"
-    assert plan.target_args == ("--host", "--python", PYTHON)
+    assert plan.target_args == ("--local", "--python", PYTHON)
     docker = plan_scenario(plan.scenario, RUN_ID, None)
     assert docker.suite_name == "inside (in-container, 2 ranks)" and docker.target_args[0] == "--image"
 

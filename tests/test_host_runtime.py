@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from distval.cli.main import DEPRECATED_HOST
 from distval.config import parse_config
 from distval.plan.model import ScenarioPlan
 from distval.plan.placeholders import placeholders_in
@@ -306,7 +307,7 @@ def test_distval_run_host_without_docker_py(fake_python: Path, tmp_path: Path) -
     junit = tmp_path / "results.xml"
     env = no_docker_env(tmp_path)
     assert distval(["plan", str(config)], env).returncode == 0
-    done = distval(["run", "--host", "--python", str(fake_python), str(config), "--junit", str(junit), "--quiet"], env)
+    done = distval(["run", "--local", "--python", str(fake_python), str(config), "--junit", str(junit), "--quiet"], env)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert "host mode" in done.stdout
@@ -321,19 +322,29 @@ def test_distval_run_host_without_docker_py(fake_python: Path, tmp_path: Path) -
     assert not list(tmp_path.glob("distval-*"))  # the run's temporary root is gone
     # Without --python: each scenario's python, found on PATH.
     path = f"{fake_python.parent}{os.pathsep}{env['PATH']}"
-    on_path = distval(["run", "--host", str(config), "--quiet"], {**env, "PATH": path})
+    on_path = distval(["run", "--local", str(config), "--quiet"], {**env, "PATH": path})
     assert on_path.returncode == 0, on_path.stdout + on_path.stderr
-    missing = distval(["run", "--host", str(config), "--quiet"], {**env, "PATH": "/nonexistent"})
+    missing = distval(["run", "--local", str(config), "--quiet"], {**env, "PATH": "/nonexistent"})
     assert missing.returncode == 3 and "'fakepython' is not an executable file or on PATH" in missing.stderr
 
 
 def test_image_with_host_is_bad_input(fake_python: Path, tmp_path: Path) -> None:
     config = tmp_path / "host.yaml"
     config.write_text(CLI_CONFIG)
-    done = distval(["run", "--host", "--image", "x/y:z", str(config), "--quiet"], no_docker_env(tmp_path))
+    done = distval(["run", "--local", "--image", "x/y:z", str(config), "--quiet"], no_docker_env(tmp_path))
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
-    assert line.startswith("distval: --image names a container image, --host runs the local Python's torch")
+    assert line.startswith("distval: --image names a container image, --local runs the local Python's torch")
+
+
+def test_the_old_name_host_still_runs_locally_for_one_release_and_says_so(fake_python: Path, tmp_path: Path) -> None:
+    """--host was --local's name: one letter from --hosts (several Engines). It still works, with one line."""
+    config = tmp_path / "host.yaml"
+    config.write_text(CLI_CONFIG)
+    done = distval(["run", "--host", "--python", str(fake_python), str(config), "--quiet"], no_docker_env(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stderr.splitlines()[0] == DEPRECATED_HOST
+    assert "host mode" in done.stdout and "[host]" in done.stdout
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -352,7 +363,7 @@ def test_a_signal_kills_every_node_process_and_removes_the_directories(fake_pyth
             "-m",
             "distval",
             "run",
-            "--host",
+            "--local",
             "--python",
             str(fake_python),
             str(config),

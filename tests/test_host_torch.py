@@ -49,7 +49,7 @@ def run(args: list[str], junit: Path) -> tuple[int, dict[tuple[str, str], tuple[
 
 
 def test_default_config_passes_with_the_container_runs_verdicts(torch_python: str, tmp_path: Path) -> None:
-    code, found, root = run(["--host", "--python", torch_python, DEFAULT_CONFIG], tmp_path / "results.xml")
+    code, found, root = run(["--local", "--python", torch_python, DEFAULT_CONFIG], tmp_path / "results.xml")
     assert code == 0, found
     expected_skips, timeout_path = GOOD[CONTAINER_FIXTURE]
     by_topology: dict[str, dict[str, tuple[str, str]]] = {}
@@ -79,7 +79,7 @@ def test_an_nccl_scenario_without_gpus_is_skipped_with_the_measured_reason(
         pytest.skip(f"this host's torch sees {count} GPUs: the NCCL scenario would run, not skip")
     config = tmp_path / "nccl.yaml"
     config.write_text("backend: nccl\nscenarios:\n  - {topology: cross-container, world_size: 2, checks: [env, all_reduce]}\n")
-    code, found, _ = run(["--host", "--python", torch_python, str(config)], tmp_path / "results.xml")
+    code, found, _ = run(["--local", "--python", torch_python, str(config)], tmp_path / "results.xml")
     assert code == 1
     assert "nothing was validated" in capfd.readouterr().out
     assert [name for _, name in found] == ["process_group", "env", "all_reduce"]

@@ -21,9 +21,11 @@ from distval.plan.model import CreateContainer, ProbeHost, StartContainer
 from distval.plan.placeholders import facts_on_host, host_fact, resolve
 from distval.plan.render import plan_as_data, render_plan
 from distval.results.scenario import scenario_hash
+from distval.targets.base import plan_on, refuse_what_it_lacks
 from distval.targets.docker.engine_protocol import ContainerState, ImageInfo
 from distval.targets.engines.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files, url_problem
 from distval.targets.engines.plan import rendezvous_target
+from distval.targets.engines.target import EnginesTarget
 from distval.targets.engines.transfer import ImageMismatch, same_image
 from distval.targets.planning import plan_run
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
@@ -398,13 +400,13 @@ def test_hosts_and_host_mode_are_refused_together_in_one_line(tmp_path: Path) ->
     config = tmp_path / "c.yaml"
     config.write_text(yaml_text(CROSS))
     done = subprocess.run(
-        [sys.executable, "-m", "distval", "run", str(config), "--host", "--hosts", A, "--quiet"],
+        [sys.executable, "-m", "distval", "run", str(config), "--local", "--hosts", A, "--quiet"],
         capture_output=True,
         text=True,
         check=False,
     )
     assert done.returncode == 2
-    assert "distval: --hosts names Docker Engines, --host runs local processes without Docker: give one, not both" in done.stderr
+    assert "distval: --hosts names Docker Engines, --local runs local processes without Docker: give one, not both" in done.stderr
 
 
 def test_cleanup_with_hosts_cleans_each_engine(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -462,12 +464,15 @@ def test_a_scenario_with_faults_is_refused_across_hosts_never_run_without_them(t
     )
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
-        "distval: scenario kill-2x1: faults are not injected across several hosts; run it on one Engine "
-        "(without --hosts or a hosts key)\n"
+        "distval: scenarios kill-2x1, kill-rank-2x1, kill-3x1, kill-store-2x1, kill-store-3x1 and 8 more ask for "
+        "injected faults (faults:); the engines target cannot give it: the fault runner injects faults on one Engine "
+        "only; run it without --hosts\n"
     )
     faulty = load_config("configs/faults.yaml")
-    with pytest.raises(BadInput, match="scenario kill-2x1: faults are not injected across several hosts"):
-        plan_run(faulty, "r1", hosts=(A,))  # one host named with --hosts is still the path across hosts
+    # One host named with --hosts is still the engines target: refused from its declaration, before anything runs.
+    across = EnginesTarget((A,), (A,), None, None, "transfer", print)
+    with pytest.raises(BadInput, match="^scenarios kill-2x1, .* ask for injected faults .*the engines target cannot"):
+        refuse_what_it_lacks(across, plan_on(across, faulty, "r1"))
     assert all(sp.faults is not None for sp in plan_run(faulty, "r1").scenarios)  # one Engine: kept
 
 

@@ -106,7 +106,8 @@ def test_the_lines_name_each_kept_container_its_commands_and_the_removal() -> No
 def test_keep_on_failure_needs_containers(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
     config = tmp_path / "c.yaml"
     config.write_text("version: 1\nscenarios:\n  - {topology: in-container, world_size: 2, checks: [env]}\n")
-    assert main(["run", str(config), "--host", "--keep-on-failure", "--quiet"]) == 2
-    assert "distval: --keep-on-failure keeps containers; --host runs local processes: give one, not both" in (
-        capsys.readouterr().err
-    )
+    assert main(["run", str(config), "--local", "--keep-on-failure", "--quiet"]) == 2
+    assert (
+        "distval: --keep-on-failure asks for the failed scenarios' resources kept (--keep-on-failure); the local target "
+        "cannot give it: it runs local processes, which end with the run"
+    ) in capsys.readouterr().err

@@ -287,7 +287,10 @@ def test_resources_user_and_refusals(tmp_path: Path) -> None:
     assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}} in _pod(sized)["volumes"]
     assert by_name.refused == "user 'nobody': Kubernetes runs containers as a numeric uid[:gid] only"
     assert by_ip.refused is not None and by_ip.refused.startswith("master_addr: ip needs node 0's address")
-    assert homed.refused is not None and homed.refused.startswith("extra_networks: a pod has one network interface")
+    assert homed.refused == (
+        "scenario homed asks for multi-homed nodes (extra_networks:); the kubernetes target cannot give it: a pod has "
+        "one network interface (several need a CNI such as Multus)"
+    )
     assert by_name.resources == by_ip.resources == homed.resources == ()
     # egress: true is an open network in Docker: no NetworkPolicy; the others get one.
     assert "NetworkPolicy" not in {r["kind"] for r in open_.resources}
@@ -363,3 +366,17 @@ def test_the_same_export_twice_is_the_same_bytes() -> None:
     """A run id fixes every name: re-exporting writes the same files (reviewable diffs, stable goldens)."""
     first = [render(s) for s in exported("rendezvous.yaml", "jobset") if s.refused is None]
     assert first == [render(s) for s in exported("rendezvous.yaml", "jobset") if s.refused is None]
+
+
+def test_what_the_kubernetes_target_lacks_is_refused_never_exported_without_it(tmp_path: Path) -> None:
+    """Was: a fault scenario or an IPv6 one was exported as a plain Job, which would pass without its faults or
+    on the cluster's IPv4 network."""
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        "version: 1\nscenarios:\n  - {name: v6, topology: cross-container, world_size: 2, ipv6: true, checks: [env]}\n"
+    )
+    (v6,) = export_config(load_config(str(config)), "r1", IMAGE, "indexed-job")
+    assert v6.refused is not None and "asks for an IPv6 network (ipv6: true); the kubernetes target cannot" in v6.refused
+    faulty = export_config(load_config(str(ROOT / "configs" / "faults.yaml")), "r1", IMAGE, "indexed-job")
+    assert faulty and all("asks for injected faults (faults:); the kubernetes target cannot" in (s.refused or "") for s in faulty)
+    assert v6.resources == () and all(s.resources == () for s in faulty)

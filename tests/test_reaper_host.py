@@ -159,7 +159,7 @@ def test_sigkill_of_a_host_mode_run_leaves_no_local_process(pytestconfig: pytest
         "distval",
         "run",
         str(config),
-        "--host",
+        "--local",
         "--python",
         str(python),
         "--run-id",

@@ -17,6 +17,7 @@ import pytest
 from lxml import etree
 
 import distval.cli.run
+import distval.targets.docker.target
 from distval import __version__
 from distval.cli.main import main
 from distval.config import parse_config
@@ -135,7 +136,7 @@ def both_at_once(fake_docker: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         together.wait()
         return fake_run_scenario(engine, plan, events, stop)
 
-    monkeypatch.setattr(distval.cli.run, "run_scenario", run_scenario)
+    monkeypatch.setattr(distval.targets.docker.target, "run_scenario", run_scenario)
     return fake_docker
 
 

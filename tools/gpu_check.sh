@@ -37,7 +37,7 @@ run() {  # name config [extra args]
   local name=$1 config=$2
   shift 2
   echo "=== $name ($config)"
-  python3 -m distval.cli.main run --host "$config" --python python3 --require-gpu \
+  python3 -m distval run --local "$config" --python python3 --require-gpu \
     --junit "$out/$name.xml" --json "$out/$name.json" --markdown "$out/$name.md" "$@" 2>&1 | tee "$out/$name.log"
   local code=${PIPESTATUS[0]}
   echo "=== $name: exit $code"

@@ -22,7 +22,7 @@ from distval.checks.reference import FORMATS, REFERENCE_PAGE, render_checks
 from distval.cli import values as cli_values
 from distval.cli.baseline import add_baseline_arguments, add_compare_command, overwrites_baseline
 from distval.cli.kubernetes import add_kubernetes_commands
-from distval.cli.run import REPORT_OPTIONS, Progress, command_run, default_jobs, write_reports
+from distval.cli.run import REPORT_OPTIONS, Progress, command_run, containers_target, default_jobs, write_reports
 from distval.config import load_config
 from distval.config.schema import SHIPPED, render_schema
 from distval.config.shipped import DEFAULT_CONFIG, STARTER_NAME, write_starter
@@ -31,9 +31,9 @@ from distval.labels import LABEL_RUN
 from distval.plan.model import DEFAULT_IMAGE
 from distval.plan.render import plan_as_data, render_plan
 from distval.results.scenario import RunSummary
+from distval.targets.base import plan_on, refuse_what_it_lacks
 from distval.targets.docker.cleanup import RunDecision, by_run, decide
-from distval.targets.engines.hosts import FROM_CONFIG_FLAG, check_hosts_allowed
-from distval.targets.planning import plan_run
+from distval.targets.engines.hosts import FROM_CONFIG_FLAG
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine
@@ -65,6 +65,10 @@ def _progress(quiet: bool) -> Progress:
     return emit
 
 
+def _no_line(_line: str) -> None:
+    """A plan runs nothing, so it has nothing to warn of."""
+
+
 def command_plan(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config or DEFAULT_CONFIG)
@@ -72,8 +76,9 @@ def command_plan(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
-    check_hosts_allowed(config.path, [(s.name, s.hosts) for s in config.scenarios], args.hosts or (), args.hosts_from_config)
-    plan = plan_run(config, args.run_id or "<run-id>", args.image, args.hosts or ())
+    target = containers_target(config, args.image, tuple(args.hosts or ()), args.hosts_from_config, None, _engine, _no_line)
+    plan = plan_on(target, config, args.run_id or "<run-id>")
+    refuse_what_it_lacks(target, plan)  # as distval run would, before anything runs
     if args.format == "json":
         sys.stdout.write(json.dumps(plan_as_data(plan), indent=2, sort_keys=True) + "\n")
     else:
@@ -319,14 +324,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="keep the containers and networks of failed scenarios and print the commands that inspect and remove them",
     )
     run.add_argument(
-        "--host",
+        "--local",
         action="store_true",
         help="no Docker: run each node as local processes with the local Python's torch (see --python)",
     )
+    # The old name of --local, one letter from --hosts (several Engines): kept for one release, with a line saying so.
+    run.add_argument("--host", dest="deprecated_host", action="store_true", help=argparse.SUPPRESS)
     run.add_argument(
         "--python",
         metavar="PATH",
-        help="with --host: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
+        help="with --local: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
     )
     _add_hosts_options(run, tls=True, from_config=True)
     run.add_argument(
@@ -439,6 +446,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# --host was --local's name until it was renamed: one letter from --hosts (several Docker Engines), it was a trap.
+DEPRECATED_HOST = (
+    "distval: --host is deprecated and will be removed in the next release: use --local "
+    "(--hosts, several Docker Engines, is unchanged)"
+)
+
+
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -450,6 +464,9 @@ def main(argv: list[str] | None = None) -> int:
             summary = RunSummary(secrets.token_hex(4), (), (exc.kind, str(exc)), exc.exit_code, config_path=None)
             write_reports(summary, reports)
         return exc.exit_code
+    if getattr(args, "deprecated_host", False):
+        print(DEPRECATED_HOST, file=sys.stderr)
+        args.local = True
     try:
         return int(args.handler(args))
     except DistvalError as exc:

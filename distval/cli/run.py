@@ -8,7 +8,6 @@ import argparse
 import concurrent.futures
 import dataclasses
 import fnmatch
-import functools
 import os
 import secrets
 import signal
@@ -16,24 +15,13 @@ import socket
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from distval.cli.baseline import check_remeasure, overwrites_baseline, remeasure, with_baseline
-from distval.config import load_config
+from distval.config import Config, load_config
 from distval.config.shipped import DEFAULT_CONFIG
 from distval.config.yaml_nodes import shown
-from distval.errors import (
-    BadInput,
-    ConfigError,
-    DistvalError,
-    EngineError,
-    FilterMismatch,
-    ImageMissing,
-    InternalError,
-    Interrupted,
-)
-from distval.fixtures.recipes import REAPER_IMAGE
-from distval.owner import current_owner
+from distval.errors import BadInput, ConfigError, DistvalError, FilterMismatch, InternalError, Interrupted
 from distval.plan.model import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of
 from distval.reports.files import refusal
 from distval.reports.json_report import write_json
@@ -44,30 +32,16 @@ from distval.results.scenario import RunSummary, ScenarioOutcome, ScenarioResult
 from distval.run.events import RunEvents
 from distval.run.interrupts import Interrupt, install, signals_deferred
 from distval.run.progress import ProgressDisplay
-from distval.targets.docker.keep import Keeper
-from distval.targets.docker.reaper import Reaper, ReaperLaunch
-from distval.targets.docker.runtime import run_scenario
-from distval.targets.engines.hosts import check_hosts_allowed, run_hosts, tls_files
-from distval.targets.local.runtime import HostSession
-from distval.targets.planning import plan_run
+from distval.targets.base import Target, plan_on, refuse_what_it_lacks
+from distval.targets.docker.target import DockerTarget
+from distval.targets.engines.hosts import TlsFiles, check_hosts_allowed, run_hosts, tls_files
+from distval.targets.local.target import LocalTarget
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine
-    from distval.targets.engines.runtime import HostEngine
 
 Progress = Callable[[str], None]
 Execute = Callable[[ScenarioPlan, RunEvents, threading.Event], ScenarioOutcome]
-
-
-def _ensure_images(engine: Engine, images: list[str], progress: Progress) -> None:
-    from distval.fixtures import FIXTURES, build_fixtures, is_current
-
-    for image in images:
-        if image in FIXTURES and not is_current(engine, image):
-            progress(f"image {image} is missing or stale: building it now (no registry is used)")
-            build_fixtures(engine, [image], progress)
-        elif engine.image(image) is None:
-            raise ImageMissing(f"image {image} is not in the Docker Engine; distval never pulls: build, load or pull it first")
 
 
 # Patterns and scenario names listed in one message, at most (a matrix may have thousands).
@@ -92,13 +66,6 @@ def select_scenarios(plan: RunPlan, patterns: Sequence[str] | None) -> RunPlan:
         s for s in plan.scenarios if any(fnmatch.fnmatchcase(s.scenario.name, p) for p in patterns)
     )
     return dataclasses.replace(plan, scenarios=chosen)
-
-
-def _engine_version(engine: Engine) -> str | None:
-    try:
-        return engine.version()
-    except EngineError:
-        return None  # only a property of the reports: not a reason to stop the run
 
 
 REPORT_OPTIONS = (("--junit", "junit"), ("--json", "json"), ("--markdown", "markdown"))
@@ -194,29 +161,6 @@ def _run_scenarios(
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _launch_reaper(
-    engine: Engine, display: ProgressDisplay, quiet: bool, plan: RunPlan, url: str | None = None
-) -> ReaperLaunch | None:
-    """The run's reaper (distval/targets/docker/reaper.py), being started beside the first scenario's setup (the caller
-    keeps it, then waits for ``created``). It says where it holds the reaper, or (one stderr line, also with
-    --quiet) that it cannot, from its threads."""
-
-    def warn(line: str) -> None:
-        if quiet:
-            print(f"distval: {line}", file=sys.stderr)
-        else:
-            display.log(line)
-
-    # The reaper runs in distval's reaper image (REAPER_IMAGE, ensured before), never in an image under test.
-    if not plan.scenarios:
-        return None
-    return ReaperLaunch(
-        lambda created: Reaper.start(engine, warn, url, display.log, created),
-        warn,
-        engine.run_id,
-    )
-
-
 # Said first in the progress and last in the summary when the image under test is distval's sample image because
 # no --image was given: a first run must not be read as a verdict on the user's image.
 SAMPLE_IMAGE_NOTE = f"no --image: validating distval's sample image {DEFAULT_IMAGE}"
@@ -228,48 +172,81 @@ def sample_image_note(plan: RunPlan, image_option: str | None) -> str | None:
     return SAMPLE_IMAGE_NOTE if image_option is None and DEFAULT_IMAGE in images_of(plan) else None
 
 
-def announce_run(run_id: str) -> str:
-    """The line a run starts with (stderr, not with --quiet): what to clean up by hand if distval is killed."""
-    owner = current_owner()
-    return (
-        f"run {run_id} (pid {owner.pid} on {owner.host}): if distval is killed, "
-        f"`distval cleanup --run-id {run_id}` removes its containers and networks"
+def containers_target(
+    config: Config,
+    image: str | None,
+    override: tuple[str, ...],
+    from_config: bool,
+    patterns: Sequence[str] | None,
+    engine_for: Callable[[str], Engine],
+    warn: Progress,
+    keep_on_failure: bool = False,
+    tls: TlsFiles | None = None,
+    distribution: str = "transfer",
+) -> Target:
+    """Several Engines when --hosts (``override``) or an allowed ``hosts`` key of a scenario --filter selects
+    (``patterns``) names any, else the one Engine of DOCKER_HOST."""
+    check_hosts_allowed(config.path, [(s.name, s.hosts) for s in config.scenarios], override, from_config)
+    # The Engines of the selected scenarios: an unselected scenario's hosts are not the run's.
+    chosen = [s for s in config.scenarios if not patterns or any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
+    urls = run_hosts([s.hosts for s in chosen], override)
+    if urls:
+        # Imported here, as the Engine is (cli/main.py): it connects to Engines through docker-py, which --local and
+        # ``plan`` never import (tests/test_host_runtime.py runs them where docker-py cannot be imported).
+        from distval.targets.engines.target import EnginesTarget
+
+        return EnginesTarget(urls, override, image, tls, distribution, warn)
+    return DockerTarget(image, engine_for, keep_on_failure, warn)
+
+
+def choose_target(args: argparse.Namespace, config: Config, engine_for: Callable[[str], Engine], warn: Progress) -> Target:
+    """The target ``distval run``'s command line asks for: --local (or the deprecated --host), else containers."""
+    if args.local:
+        if args.image:
+            raise BadInput("--image names a container image, --local runs the local Python's torch: give one, not both")
+        if args.hosts:
+            raise BadInput("--hosts names Docker Engines, --local runs local processes without Docker: give one, not both")
+        return LocalTarget(args.run_id, args.python)
+    if args.python:
+        raise BadInput("--python names the local Python of --local: it needs --local")
+    return containers_target(
+        config,
+        args.image,
+        tuple(args.hosts or ()),
+        args.hosts_from_config,
+        args.filter,
+        engine_for,
+        warn,
+        args.keep_on_failure,
+        tls_files(args.tls_ca, args.tls_cert, args.tls_key),
+        args.image_distribution,
     )
 
 
 def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -> int:
-    """``engine_for(run_id)``: the Engine of a Docker run, asked for only then (host mode never imports docker-py)."""
-    run_id = args.run_id or secrets.token_hex(4)
+    """``engine_for(run_id)``: the Engine of a Docker run, asked for only then (--local never imports docker-py)."""
+    args.run_id = args.run_id or secrets.token_hex(4)
+    run_id = args.run_id
     display = ProgressDisplay(None if args.quiet else sys.stderr)
     results: list[ScenarioResult] = []
-    engine: Engine | None = None
-    engine_version: str | None = None
     host = socket.gethostname()
-    session: HostSession | None = None
-    launches: dict[int, ReaperLaunch] = {}  # a reaper per Engine (several across hosts): by id() of the Engine
-    keeper = Keeper(None, False)
-    mode = "host" if args.host else "docker"
+    target: Target | None = None
+    mode = "host" if args.local else "docker"  # the reports' ``mode`` property, as before --local had its name
     # No config given: the shipped default (inside the package, so an installed distval has it too).
     config_path = args.config or str(DEFAULT_CONFIG)
-    others: list[HostEngine] = []  # across several hosts: the Engines besides host 0's (``engine``)
 
-    def covered(on: Engine, **options: Any) -> Execute:
-        """run_scenario on ``on``; where reapers are being started, nothing starts before they run (``before_start``)."""
-
-        def reapers_ready() -> None:
-            for launch in launches.values():
-                launch.ready()
-
-        if launches:
-            options["before_start"] = reapers_ready
-        return functools.partial(run_scenario, on, **options)
+    def warn(line: str) -> None:
+        """A line said also with --quiet (a run without a reaper)."""
+        if args.quiet:
+            print(f"distval: {line}", file=sys.stderr)
+        else:
+            display.log(line)
 
     note: str | None = None  # SAMPLE_IMAGE_NOTE, once the plan says the sample image runs
 
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
-        return RunSummary(
-            run_id, tuple(results), early_error, early_exit_code, engine_version, host, config_path, mode, image_note=note
-        )
+        version = target.engine_version() if target is not None else None
+        return RunSummary(run_id, tuple(results), early_error, early_exit_code, version, host, config_path, mode, image_note=note)
 
     summary: RunSummary
     remeasures: dict[int, list[ScenarioResult]] = {}  # by the scenario's index: the runs that re-measured it
@@ -279,108 +256,38 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         if refused:
             raise BadInput("; ".join(f"{option} {reason}" for option, _, reason in refused))
         check_remeasure(args)
-        execute: Execute
-        again: Execute | None = None  # what re-measures a scenario (never kept: --keep-on-failure keeps the run's)
-        if args.host:
-            # Local processes with the local torch (distval/targets/local/runtime.py); Docker is never asked.
-            if args.image:
-                raise BadInput("--image names a container image, --host runs the local Python's torch: give one, not both")
-            if args.keep_on_failure:
-                raise BadInput("--keep-on-failure keeps containers; --host runs local processes: give one, not both")
-            if getattr(args, "hosts", None):
-                raise BadInput("--hosts names Docker Engines, --host runs local processes without Docker: give one, not both")
-            config = load_config(config_path)
-            session = HostSession(run_id, args.python)
-            plan = select_scenarios(session.plan_run(config), args.filter)
-            execute = session.run_scenario
-        else:
-            if args.python:
-                raise BadInput("--python names the local Python of host mode: it needs --host")
-            config = load_config(config_path)
-            override = getattr(args, "hosts", None) or ()
-            check_hosts_allowed(
-                config.path, [(s.name, s.hosts) for s in config.scenarios], override, getattr(args, "hosts_from_config", False)
-            )
-            plan = select_scenarios(plan_run(config, run_id, args.image, override), args.filter)
+        config = load_config(config_path)
+        chosen = choose_target(args, config, engine_for, warn)
+        target = chosen
+        plan = select_scenarios(plan_on(chosen, config, run_id), args.filter)
+        # Before anything runs: what a selected scenario or an option asks of the target that it lacks.
+        refuse_what_it_lacks(chosen, plan, ["keep_on_failure"] if args.keep_on_failure else [])
+        if not args.local:
             note = sample_image_note(plan, args.image)
             if note is not None:
                 display.log(note)
-            urls = run_hosts([s.hosts for s in plan.scenarios], override)
-            if urls:  # several Docker hosts (distval/targets/engines/runtime.py): an Engine per URL, the images the same on all
-                display.log(announce_run(run_id))
-                if args.keep_on_failure:
-                    raise BadInput(
-                        "--keep-on-failure keeps the containers of one Docker Engine; it does not work across --hosts yet"
-                    )
-                display.log(f"on {len(urls)} hosts: `distval cleanup --run-id {run_id} --hosts {','.join(urls)}` cleans them all")
-                from distval.targets.engines.runtime import prepare_hosts
-
-                hosts = prepare_hosts(
-                    run_id,
-                    urls,
-                    tls_files(args.tls_ca, args.tls_cert, args.tls_key),
-                    args.image_distribution,
-                    [*images_of(plan), REAPER_IMAGE],  # each Engine's reaper runs in it
-                    lambda local, image: _ensure_images(local, [image], display.log),
-                    display.log,
-                )
-                others = [h for url, h in hosts.items() if url != urls[0]]
-                engine = hosts[urls[0]].engine
-                engine_version = _engine_version(engine)
-                for url, each_host in hosts.items():  # a reaper on every Engine, each holding that Engine's part
-                    launch = _launch_reaper(each_host.engine, display, args.quiet, plan, url)
-                    if launch is not None:
-                        launches[id(each_host.engine)] = launch  # kept first: the end waits for it, even after Ctrl-C
-                        launch.created()
-                execute = covered(engine, hosts=hosts)
-            else:
-                engine = engine_for(run_id)
-                # Said once the Engine answered: before that nothing can be created, and a cleanup hint for an
-                # Engine that is not there only misleads.
-                display.log(announce_run(run_id))
-                engine_version = _engine_version(engine)
-                _ensure_images(engine, images_of(plan), display.log)
-                # A stand-in Engine without reapers (the unit tests' FakeEngine) runs without one. The reaper's
-                # image is built like a missing fixture; where it cannot be, the run stops (one line): never a
-                # reaper in another image.
-                if hasattr(engine, "start_reaper"):
-                    _ensure_images(engine, [REAPER_IMAGE], display.log)
-                launch = _launch_reaper(engine, display, args.quiet, plan) if hasattr(engine, "start_reaper") else None
-                if launch is not None:
-                    launches[id(engine)] = launch  # kept first: the end waits for it, even after Ctrl-C
-                    launch.created()
-                keeper = Keeper(engine, args.keep_on_failure)
-                execute = again = covered(engine)
-                if keeper.enabled:  # the runtime leaves each scenario's resources; keeper.settle decides
-                    execute = covered(engine, remove=False)
+        chosen.open(plan, display.log)
+        jobs = args.jobs or default_jobs()
         results.extend(
-            _run_scenarios(
-                execute,
-                plan.scenarios,
-                display,
-                args.jobs or default_jobs(),
-                args.require_gpu,
-                args.fail_on_skip,
-                keeper.settle,
-            )
+            _run_scenarios(chosen.execute, plan.scenarios, display, jobs, args.require_gpu, args.fail_on_skip, chosen.settle)
         )
         summary = summarize()
-        jobs = args.jobs or default_jobs()
         remeasures = remeasure(
             summary,
             args,
-            lambda plans: _run_scenarios(again or execute, plans, display, jobs, args.require_gpu, args.fail_on_skip),
+            lambda plans: _run_scenarios(chosen.execute_again, plans, display, jobs, args.require_gpu, args.fail_on_skip),
             display.log,
         )
     except KeyboardInterrupt:  # a SIGINT before the handlers were installed
         display.close()
-        keeper.forget()
+        if target is not None:
+            target.interrupted()
         interrupt = Interrupt(signal.SIGINT)
         summary = summarize((interrupt.kind, str(interrupt)), interrupt.exit_code)
     except DistvalError as exc:
         display.close()
-        if isinstance(exc, Interrupted):
-            keeper.forget()
+        if isinstance(exc, Interrupted) and target is not None:
+            target.interrupted()
         if isinstance(exc, ConfigError):
             for problem in exc.problems:
                 print(problem, file=sys.stderr)
@@ -396,10 +303,8 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         # One deferral for the whole cleanup: a signal between two hosts must not skip the second one.
         with signals_deferred(raise_after=False) as late:
             display.close()
-            for each in ([engine] if engine is not None else []) + others:  # every host is cleaned, whichever fails
-                _clean_up(each, engine, launches, keeper)
-            if session is not None:
-                session.close()
+            if target is not None:
+                target.close()
     if late.signum is not None and summary.early_exit_code is None:  # stopped while the run's end was cleaned up
         interrupt = Interrupt(late.signum)
         summary = summarize((interrupt.kind, str(interrupt)), interrupt.exit_code)
@@ -414,26 +319,9 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         except Exception as exc:  # a bug of distval's in the terminal summary: the reports above are written
             print(f"distval: the terminal summary was not printed: {InternalError(exc)}", file=sys.stderr)
             exit_code = exit_code or InternalError.exit_code
-        for line in keeper.instructions():
+        for line in target.closing_lines() if target is not None else []:
             print(f"distval: {line}", file=sys.stderr)
-        if args.host and summary.scenarios:
-            print("(host mode: local processes with the local torch, no Docker; every testsuite is marked [host])")
+        if args.local and summary.scenarios:
+            print("(host mode, --local: local processes with the local torch, no Docker; every testsuite is marked [host])")
     restore_handlers()
     return exit_code
-
-
-def _clean_up(each: Engine | HostEngine, engine: Engine | None, launches: dict[int, ReaperLaunch], keeper: Keeper) -> None:
-    """The end of a run on one Engine: all but what is kept, and the reaper last (it covers a distval killed
-    meanwhile); a reaper still starting ends first."""
-    target: Any = getattr(each, "engine", each)  # a HostEngine's own Engine
-    launched = launches.get(id(target))
-    held = launched.ready() if launched is not None else None
-    try:
-        if held is not None or (each is engine and keeper.kept):
-            keeper.remove_run(target)
-        else:
-            each.remove_labelled()
-    except EngineError as exc:
-        print(f"distval: cleanup failed: {exc}", file=sys.stderr)
-    if held is not None:
-        held.disarm()  # a normal end: it exits without removing anything, so what is kept stays

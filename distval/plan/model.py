@@ -158,7 +158,7 @@ class ScenarioPlan:
     @property
     def target_args(self) -> tuple[str, ...]:
         """The command-line options that select what this plan ran on (the reproduce command's)."""
-        return ("--host", "--python", self.image) if self.mode == "host" else ("--image", self.image)
+        return ("--local", "--python", self.image) if self.mode == "host" else ("--image", self.image)
 
 
 @dataclass(frozen=True)

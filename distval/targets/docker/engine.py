@@ -86,6 +86,9 @@ def _client_for(host: HostSpec) -> Any:
 class Engine:
     """The real Engine; implements distval.targets.docker.engine_protocol.EngineAPI."""
 
+    # It can hold the run's reaper (start_reaper): a run on it starts one (distval/targets/docker/engine_run.py).
+    holds_reaper = True
+
     def __init__(self, run_id: str, client: Any = None, owner: Owner | None = None, host: HostSpec | None = None) -> None:
         """``client``: a docker-py DockerClient (default: from ``host``, else from the environment); ``owner``:
         the process the resources are labelled with (default: this one); ``host``: one Engine of --hosts."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 CHAIN_DEPTH_MAX = 8  # how deep the exception chain is searched: docker-py's is 3-4 deep
 CONFIG_BYTES_MAX = 1 << 20  # ~/.docker/config.json read at most this far (it is the user's, but still bounded)
-WITHOUT_DOCKER = "or run without Docker: distval run --host (local processes)"
+WITHOUT_DOCKER = "or run without Docker: distval run --local (local processes)"
 
 
 def os_error_in(exc: BaseException) -> OSError | None:

@@ -17,7 +17,7 @@ distval/targets/engines/hosts.py check_hosts_allowed). The nodes come from distv
   unreliable when two nodes share a host).
 
 An in-container scenario runs on host 0 as on one Engine (its own bridge network there). A scenario with faults
-is refused: the fault runner acts on one Engine, and the scenario must never run without its faults. The plan
+is refused before it is planned here: the engines target declares it lacks them (distval/targets/declarations.py). The plan
 text and JSON show the image transfer to every host and which containers use host networking (hosts_lines).
 """
 
@@ -119,13 +119,6 @@ def rendezvous_target(hosts: tuple[str, ...], advertise_addr: str | None) -> str
 
 def plan_across_hosts(scenario: Scenario, run_id: str, image: str, slug: str, hosts: tuple[str, ...]) -> ScenarioPlan:
     check_urls(hosts, f"scenario {scenario.name}: hosts")
-    if scenario.faults:
-        # The fault runner acts on one Engine; across hosts it would run without its faults and report the
-        # scenario's fault checks as "this run had none". Refused until faults are injected across hosts.
-        raise BadInput(
-            f"scenario {scenario.name}: faults are not injected across several hosts; run it on one Engine "
-            "(without --hosts or a hosts key)"
-        )
     if scenario.topology != "cross-container":
         # As on one Engine, on host 0. The plan's scenario without its own hosts, as it always was (the plan's
         # hosts say where it runs).

@@ -37,6 +37,7 @@ from distval.labels import LABEL_MANAGED, LABEL_RUN, LABEL_SCENARIO
 from distval.plan.model import ScenarioPlan
 from distval.plan.placeholders import placeholders_in, resolve
 from distval.plan.specs import ContainerPlan
+from distval.targets.declarations import KUBERNETES
 from distval.targets.docker.plan import C10D_PORT, MASTER_PORT
 from distval.targets.docker.runtime import suite_dir
 from distval.targets.kubernetes.origin import Origin, origin_data
@@ -97,10 +98,13 @@ def cpu_quantity(cpus: float) -> str:
 def refusal(plan: ScenarioPlan) -> str | None:
     """Why the scenario has no Kubernetes form, or None."""
     scenario = plan.scenario
+    # What the kubernetes target declares it lacks (faults, IPv6, extra networks: distval/targets/declarations.py):
+    # an exported Job would run without it and pass as if it had been given.
+    lacking = KUBERNETES.refusals([scenario])
+    if lacking:
+        return "; ".join(lacking)
     if plan.needs_node0_ip:
         return "master_addr: ip needs node 0's address before the others start; a pod's IP is not known in advance"
-    if scenario.extra_networks:
-        return "extra_networks: a pod has one network interface (several need a CNI such as Multus)"
     if scenario.user is not None and not re.fullmatch(r"\d+(:\d+)?", scenario.user):
         return f"user {scenario.user!r}: Kubernetes runs containers as a numeric uid[:gid] only"
     unknown = placeholders_in(plan.containers) - {"subnets"}

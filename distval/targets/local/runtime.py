@@ -44,6 +44,7 @@ from distval.plan.specs import ContainerPlan
 from distval.results.scenario import ScenarioOutcome
 from distval.run.events import RunEvents
 from distval.run.steps import KILL_SETTLE_S, Collected, Exited, GpuShortfall, NodeBackend, Skip, run_steps
+from distval.targets.declarations import LOCAL
 from distval.targets.docker.runtime import suite_dir
 from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
 from distval.targets.local.watchdog import SESSION_MARKER, kill_all
@@ -124,13 +125,9 @@ def gpu_shortfall(local: LocalTorch, plan: ScenarioPlan) -> GpuShortfall | None:
 
 
 def host_limitation(plan: ScenarioPlan) -> str | None:
-    """What a scenario asks for that local processes on one host's loopback cannot give (a skip)."""
-    scenario = plan.scenario
-    if scenario.ipv6:
-        return "host mode runs every node on this host's IPv4 loopback: it cannot test an IPv6 network"
-    if scenario.extra_networks:
-        return "host mode runs every node on this host's loopback: it cannot make the nodes multi-homed (extra_networks)"
-    return None
+    """What a scenario asks for that local processes on one host's loopback cannot give (a skip, with the reason
+    the local target declares: distval/targets/declarations.py)."""
+    return LOCAL.skip_reason(plan.scenario)
 
 
 def free_ports(count: int) -> list[int]:

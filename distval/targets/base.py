@@ -1,0 +1,80 @@
+"""The target interface: what ``distval run`` needs of whatever runs a scenario (one Docker Engine, several, local
+processes), so that the command itself is the same loop for all of them.
+
+A target plans (pure: the dry run ``distval plan`` prints, nothing touched), refuses what it lacks before anything
+runs (distval/targets/declarations.py), opens what execution needs (an Engine and its reaper, the images, a local
+session), executes one scenario plan at a time (from up to --jobs threads) and closes, removing what the run made
+(TorchX's schedulers: ``_submit_dryrun`` returns the exact arguments and ``schedule`` only executes them).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from distval.config import Config, Scenario
+from distval.plan.model import RunPlan, ScenarioPlan, run_slugs
+from distval.results.scenario import ScenarioOutcome, ScenarioResult
+from distval.run.events import RunEvents
+from distval.targets.capabilities import TargetDeclaration
+
+Log = Callable[[str], None]
+
+
+class Target(Protocol):
+    declaration: TargetDeclaration
+
+    def plan_scenario(self, scenario: Scenario, run_id: str, slug: str) -> ScenarioPlan:
+        """The scenario's plan on this target: pure (no Engine, no process), exactly what ``execute`` runs."""
+        ...
+
+    def open(self, plan: RunPlan, log: Log) -> None:
+        """Everything ``execute`` needs for this plan (Engines, images, the reaper, a local session); ``close``
+        undoes it, also when this raises part way."""
+        ...
+
+    def execute(self, plan: ScenarioPlan, events: RunEvents, stop: threading.Event) -> ScenarioOutcome:
+        """Run one scenario plan (any thread); everything it made is removed before it returns, unless the target
+        keeps it for ``settle`` (--keep-on-failure)."""
+        ...
+
+    def execute_again(self, plan: ScenarioPlan, events: RunEvents, stop: threading.Event) -> ScenarioOutcome:
+        """The same, for a re-measurement: never kept."""
+        ...
+
+    def settle(self, result: ScenarioResult) -> None:
+        """A scenario's verdict is known (any thread): keep or remove what it left."""
+        ...
+
+    def interrupted(self) -> None:
+        """The run was stopped (Ctrl-C, SIGTERM): nothing is kept."""
+        ...
+
+    def close(self) -> None:
+        """Remove what the run made (but what is kept) and end what ``open`` started; never raises for that."""
+        ...
+
+    def engine_version(self) -> str | None:
+        """The Docker Engine's version for the reports (None where there is none)."""
+        ...
+
+    def closing_lines(self) -> list[str]:
+        """What to tell after the summary (what was kept and how to remove it)."""
+        ...
+
+
+def plan_on(target: Target, config: Config, run_id: str) -> RunPlan:
+    """Every scenario of the config planned on ``target`` (each with its run-unique slug)."""
+    slugs = run_slugs(config)
+    return RunPlan(
+        run_id=run_id,
+        config_path=config.path,
+        scenarios=tuple(target.plan_scenario(s, run_id, slug) for s, slug in zip(config.scenarios, slugs, strict=True)),
+    )
+
+
+def refuse_what_it_lacks(target: Target, plan: RunPlan, options: Sequence[str] = ()) -> None:
+    """BadInput naming every capability the plan's scenarios or the run's options ask of ``target`` that it lacks
+    (and does not skip with a reason): nothing runs without what it asked for."""
+    target.declaration.refuse((s.scenario for s in plan.scenarios), options)

@@ -1,0 +1,122 @@
+"""What a scenario or a run option can ask of a target, and what each target can give: one declaration, from
+which every refusal and every capability skip is derived, with one message form.
+
+A target lists only what it lacks (``Lacking``), with why; everything else it provides. What it lacks is either
+refused before anything runs (exit 2: the scenario must never run without what it asks for, e.g. faults that no
+one injects) or, where the scenario can still say something true on another target, reported as that scenario's
+skip with the declared reason (a capability skip, like a GPU probe's: host mode cannot make an IPv6 network).
+The model is container-structure-test's drivers and TorchX's schedulers: each declares what it runs, and the
+front end refuses the rest instead of each back end dropping it quietly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from distval.config import Scenario
+from distval.errors import BadInput
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Something a scenario (``asked``) or a run option (``option``) can ask of a target."""
+
+    name: str
+    what: str  # in words, as the refusal says it
+    asked_by: str  # the config key or the option that asks for it
+    asked: Callable[[Scenario], bool] | None = None  # None: a run option asks for it, not a scenario
+
+
+FAULTS = Capability("faults", "injected faults", "faults:", lambda s: bool(s.faults))
+IPV6 = Capability("ipv6", "an IPv6 network", "ipv6: true", lambda s: s.ipv6)
+EXTRA_NETWORKS = Capability("extra_networks", "multi-homed nodes", "extra_networks:", lambda s: s.extra_networks > 0)
+GPUS = Capability("gpus", "GPUs", "device: cuda", lambda s: s.gpus_per_node > 0)
+ELASTIC = Capability("elastic", "elastic restarts", "max_restarts:", lambda s: s.max_restarts > 0)
+KEEP_ON_FAILURE = Capability("keep_on_failure", "the failed scenarios' resources kept", "--keep-on-failure")
+REAPER = Capability("reaper", "a reaper that removes the run's resources if distval is killed", "(every run)")
+
+CAPABILITIES: tuple[Capability, ...] = (FAULTS, IPV6, EXTRA_NETWORKS, GPUS, ELASTIC, KEEP_ON_FAILURE, REAPER)
+BY_NAME: Mapping[str, Capability] = {c.name: c for c in CAPABILITIES}
+
+
+@dataclass(frozen=True)
+class Lacking:
+    """A capability a target does not have: ``why`` in words; ``skip`` True when a scenario asking for it is
+    reported skipped with that reason instead of refused."""
+
+    why: str
+    skip: bool = False
+
+
+@dataclass(frozen=True)
+class TargetDeclaration:
+    """A target's name (what ``--target`` and the reports call it), what it runs on, and what it lacks."""
+
+    name: str
+    runs: str
+    chosen_with: str  # the option (or command) that selects it
+    lacks: Mapping[str, Lacking] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        unknown = set(self.lacks) - set(BY_NAME)
+        if unknown:  # a typo here would be a capability no refusal ever derives from
+            raise ValueError(f"target {self.name}: unknown capabilities {sorted(unknown)}")
+
+    def has(self, capability: Capability) -> bool:
+        return capability.name not in self.lacks
+
+    def provides(self) -> tuple[str, ...]:
+        return tuple(c.name for c in CAPABILITIES if self.has(c))
+
+    def message(self, capability: Capability, subject: str) -> str:
+        """The one form of every refusal and capability skip."""
+        asks = "ask" if subject.startswith("scenarios ") else "asks"
+        return (
+            f"{subject} {asks} for {capability.what} ({capability.asked_by}); "
+            f"the {self.name} target cannot give it: {self.lacks[capability.name].why}"
+        )
+
+    def refusals(self, scenarios: Iterable[Scenario], options: Iterable[str] = ()) -> list[str]:
+        """One line per capability that would be refused, naming the scenarios that ask for it, then one per run
+        option; empty when it all runs."""
+        chosen = tuple(scenarios)
+        lines = []
+        for capability in CAPABILITIES:
+            lacking = self.lacks.get(capability.name)
+            if lacking is None or lacking.skip or capability.asked is None:
+                continue
+            asking = [s.name for s in chosen if capability.asked(s)]
+            if asking:
+                lines.append(self.message(capability, _scenarios_subject(asking)))
+        for option in options:
+            capability = BY_NAME[option]
+            if not self.has(capability):
+                lines.append(self.message(capability, capability.asked_by))
+        return lines
+
+    def refuse(self, scenarios: Iterable[Scenario], options: Iterable[str] = ()) -> None:
+        """BadInput naming every refusal (one line each) when there is any."""
+        lines = self.refusals(scenarios, options)
+        if lines:
+            raise BadInput("; ".join(lines))
+
+    def skip_reason(self, scenario: Scenario) -> str | None:
+        """Why this target skips the scenario (a declared capability it lacks), or None."""
+        for capability in CAPABILITIES:
+            lacking = self.lacks.get(capability.name)
+            if lacking is not None and lacking.skip and capability.asked is not None and capability.asked(scenario):
+                return self.message(capability, f"scenario {scenario.name}")
+        return None
+
+
+# Scenario names one refusal lists, at most (a matrix may expand to thousands).
+NAMES_LISTED_MAX = 5
+
+
+def _scenarios_subject(names: list[str]) -> str:
+    if len(names) == 1:
+        return f"scenario {names[0]}"
+    listed = ", ".join(names[:NAMES_LISTED_MAX])
+    more = f" and {len(names) - NAMES_LISTED_MAX} more" if len(names) > NAMES_LISTED_MAX else ""
+    return f"scenarios {listed}{more}"
