@@ -9,7 +9,8 @@ from distval.config import parse_config
 from distval.plan.model import NODE0_HOST, NODE0_IP, SPEC_PATH, SUBNETS, ScenarioPlan, plan_run
 from distval.plan.placeholders import facts_for_address, resolve
 from distval.plan.specs import ContainerPlan
-from distval.results.scenario import SKIPPED, ScenarioOutcome, summarize_scenario
+from distval.results.outcome import SKIPPED, ScenarioOutcome
+from distval.results.scenario import summarize_scenario
 
 RUN_ID = "0123abcd"
 

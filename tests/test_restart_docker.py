@@ -19,7 +19,8 @@ import pytest
 from distval.config import load_config
 from distval.errors import EngineError
 from distval.plan.model import RESULTS_DIR, plan_run
-from distval.results.scenario import ScenarioOutcome, summarize_scenario
+from distval.results.outcome import ScenarioOutcome
+from distval.results.scenario import summarize_scenario
 from distval.run.events import NoEvents
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.processes import signal_workers

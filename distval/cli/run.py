@@ -40,7 +40,8 @@ from distval.reports.json_report import write_json
 from distval.reports.junit import write_junit
 from distval.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
 from distval.reports.summary import render_summary
-from distval.results.scenario import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
+from distval.results.outcome import ScenarioOutcome
+from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
 from distval.run.events import RunEvents
 from distval.run.interrupts import Interrupt, install, signals_deferred
 from distval.run.progress import ProgressDisplay

@@ -13,24 +13,44 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
 
 from distval.config import NCCL_BACKENDS, Config, Scenario
-from distval.faults.plan import FaultPlan, plan_faults, with_fault_limits
+from distval.faults.plan import plan_faults, with_fault_limits
 from distval.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
+from distval.plan.identity import with_hashes
 from distval.plan.placeholders import placeholder
+from distval.plan.scenario_plan import (
+    CreateContainer,
+    CreateNetwork,
+    LearnAddress,
+    LearnSubnets,
+    ProbeHost,
+    RunPlan,
+    ScenarioPlan,
+    StartContainer,
+    Step,
+)
 from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan, Ulimit
-from distval.results.diagnosis import ERROR_FILE
+from distval.results.rank_files import ERROR_FILE
 
-__all__ = [  # the names other modules take from here; the data types live in docker_spec/labels
+__all__ = [  # the names other modules take from here; the data types live in plan/scenario_plan, plan/specs, labels
     "LABEL_MANAGED",
     "LABEL_NODE",
     "LABEL_RUN",
     "LABEL_SCENARIO",
     "ContainerOptions",
     "ContainerPlan",
+    "CreateContainer",
+    "CreateNetwork",
     "FileCopy",
+    "LearnAddress",
+    "LearnSubnets",
     "NetworkPlan",
+    "ProbeHost",
+    "RunPlan",
+    "ScenarioPlan",
+    "StartContainer",
+    "Step",
     "Ulimit",
 ]
 
@@ -52,136 +72,6 @@ NCCL_ENV = (
     ("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1"),  # a timed-out collective raises instead of hanging
     ("NCCL_ASYNC_ERROR_HANDLING", "1"),  # the same before torch 2.2 renamed it
 )
-
-
-# -- the steps, in the order the runtime executes them ----------------------------------------------
-@dataclass(frozen=True)
-class CreateNetwork:
-    network: str
-    host: str = ""  # every step names the Engine it runs on: a --hosts URL ("" : the one Engine of a plain run)
-
-
-@dataclass(frozen=True)
-class LearnSubnets:
-    """Read the network's subnets from the Engine: the fact ``subnets``."""
-
-    network: str
-    host: str = ""
-
-
-@dataclass(frozen=True)
-class CreateContainer:
-    """Create the container (resolved), connect its further networks, copy its files in."""
-
-    container: str
-    host: str = ""
-
-
-@dataclass(frozen=True)
-class StartContainer:
-    """Start it; the first start also starts the scenario's deadline."""
-
-    container: str
-    host: str = ""
-
-
-@dataclass(frozen=True)
-class LearnAddress:
-    """Read the started container's address on the network: the facts ``node0_ip`` and ``node0_host``."""
-
-    container: str
-    network: str
-    ipv6: bool
-    host: str = ""
-
-
-@dataclass(frozen=True)
-class ProbeHost:
-    """Run the probe container on its host (host networking) until it exits: the facts ``socket_ifname`` of that
-    host and, on host 0, ``node0_ip``/``node0_host`` and the free ports (distval/targets/engines/runtime.py)."""
-
-    container: str
-    host: str
-    first: bool  # host 0: its address and ports are the rendezvous point
-
-
-Step = CreateNetwork | LearnSubnets | CreateContainer | StartContainer | LearnAddress | ProbeHost
-
-
-@dataclass(frozen=True)
-class ScenarioPlan:
-    scenario: Scenario
-    run_id: str
-    slug: str  # unique within the run: the names of its resources derive from it
-    image: str
-    networks: tuple[NetworkPlan, ...]
-    containers: tuple[ContainerPlan, ...]
-    steps: tuple[Step, ...]
-    # "docker": containers of ``image``; "host": local processes of the Python ``image`` names
-    # (distval/targets/local/plan.py), shown as `` [host]`` in the suite name and as the ``mode`` property.
-    mode: str = "docker"
-    # Across several Docker hosts (distval/targets/engines/plan.py): the Engine URLs, and the probe containers run first.
-    hosts: tuple[str, ...] = ()
-    probes: tuple[ContainerPlan, ...] = ()
-    # The scenario's faults (distval/faults/plan.py): when each lands, what the runtime does, its helper containers.
-    faults: FaultPlan | None = None
-
-    @property
-    def network(self) -> NetworkPlan:
-        """The scenario's own network: the one the ranks rendezvous on."""
-        return self.networks[0]
-
-    @property
-    def deadline_s(self) -> float:
-        return self.scenario.timeout_s
-
-    @property
-    def needs_node0_ip(self) -> bool:
-        return any(isinstance(step, LearnAddress) for step in self.steps)
-
-    @property
-    def suite_spec_json(self) -> str:
-        """Node 0's suite spec (every node's differs at most in placeholders)."""
-        return next(f.text for f in self.containers[0].files if f.path.endswith("/spec.json") and f.text is not None)
-
-    @property
-    def gpus_needed(self) -> int:
-        return sum(len(c.options.gpu_device_ids) for c in self.containers)
-
-    @property
-    def gpus_needed_text(self) -> str:
-        """The GPUs this scenario needs, in words (the first half of every GPU skip reason)."""
-        why = "one per NCCL rank" if self.scenario.backend in NCCL_BACKENDS else "shared by each node's ranks"
-        return f"the scenario needs {self.gpus_needed} GPU(s), {why}"
-
-    def container(self, name: str) -> ContainerPlan:
-        return next(c for c in self.containers + self.probes if c.name == name)
-
-    def network_named(self, name: str) -> NetworkPlan:
-        return next(n for n in self.networks if n.name == name)
-
-    @property
-    def suite_name(self) -> str:
-        s = self.scenario
-        layout = (
-            f"{s.world_size} ranks" if s.topology == "in-container" else f"{s.nodes}x{s.nproc_per_node}, {s.world_size} ranks"
-        )
-        form = "" if s.topology == "in-container" else f", {s.rendezvous}" + (" via IP" if s.master_addr == "ip" else "")
-        backend = "" if s.backend == "gloo" else f", {s.backend}"
-        mark = " [host]" if self.mode == "host" else ""
-        return f"{s.name} ({s.topology}, {layout}{form}{backend}){mark}"
-
-    @property
-    def target_args(self) -> tuple[str, ...]:
-        """The command-line options that select what this plan ran on (the reproduce command's)."""
-        return ("--host", "--python", self.image) if self.mode == "host" else ("--image", self.image)
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    run_id: str
-    config_path: str
-    scenarios: tuple[ScenarioPlan, ...]
 
 
 def _slug(name: str) -> str:
@@ -469,7 +359,8 @@ def plan_run(config: Config, run_id: str, image_override: str | None = None, hos
         run_id=run_id,
         config_path=config.path,
         scenarios=tuple(
-            plan_scenario(s, run_id, image_override, slug, hosts) for s, slug in zip(config.scenarios, slugs, strict=True)
+            with_hashes(plan_scenario(s, run_id, image_override, slug, hosts))
+            for s, slug in zip(config.scenarios, slugs, strict=True)
         ),
     )
 

@@ -23,7 +23,7 @@ from distval.plan.model import CreateContainer, CreateNetwork, LearnAddress, Lea
 from distval.plan.placeholders import facts_for_address, facts_on_host, resolve
 from distval.plan.specs import ContainerPlan, FileCopy
 from distval.results import diagnosis
-from distval.results.scenario import ContainerOutcome, ScenarioOutcome
+from distval.results.outcome import ContainerOutcome, ScenarioOutcome
 from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
 from distval.run.interrupts import signals_deferred as signals_deferred  # also distval/targets/docker/keep.py's, from here
 from distval.tarball import Directory, Entry, File, build_tar

@@ -49,7 +49,6 @@ LOOPBACK = "127.0.0.1"
 LOOPBACK_SUBNETS = "127.0.0.0/8"  # what {subnets} resolves to in host mode
 MASTER_PORT = placeholder("master_port")
 C10D_PORT = placeholder("c10d_port")
-CANONICAL_ROOT = "/tmp/distval-host"  # the root the scenario hash plans under: no temp name reaches it
 
 
 def plan_host_scenario(
@@ -127,12 +126,8 @@ def plan_host_scenario(
         containers=tuple(containers),
         steps=tuple(steps),
         mode=MODE,
+        root_dir=root_dir,
     )
-
-
-def canonical_host_plan(plan: ScenarioPlan) -> ScenarioPlan:
-    """The plan again under a fixed run id and root (what the scenario hash is computed over)."""
-    return plan_host_scenario(plan.scenario, "run-id", plan.image, CANONICAL_ROOT, plan.slug)
 
 
 def visible_devices_from_env(environ: dict[str, str] | None = None) -> list[str] | None:

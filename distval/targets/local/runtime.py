@@ -38,10 +38,11 @@ from typing import IO
 from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of_file, kept_end, read_regular_file
 from distval.config import Config
 from distval.errors import EnvironmentUnusable, PlanError, RunStopped
+from distval.plan.identity import with_hashes
 from distval.plan.model import CreateContainer, RunPlan, ScenarioPlan, StartContainer, run_slugs
 from distval.plan.placeholders import resolve
 from distval.plan.specs import ContainerPlan
-from distval.results.scenario import ContainerOutcome, ScenarioOutcome
+from distval.results.outcome import ContainerOutcome, ScenarioOutcome
 from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
 from distval.run.interrupts import signals_deferred
 from distval.targets.docker.runtime import suite_dir
@@ -418,7 +419,7 @@ class HostSession:
         scenarios = []
         for scenario, slug in zip(config.scenarios, run_slugs(config), strict=True):
             python = self.python or find_python(scenario.python, f"scenario {scenario.name}'s python (give --python PATH):")
-            scenarios.append(plan_host_scenario(scenario, self.run_id, python, self.root, slug, devices))
+            scenarios.append(with_hashes(plan_host_scenario(scenario, self.run_id, python, self.root, slug, devices)))
         return RunPlan(run_id=self.run_id, config_path=config.path, scenarios=tuple(scenarios))
 
     def run_scenario(self, plan: ScenarioPlan, events: RunEvents, stop: threading.Event) -> ScenarioOutcome:
