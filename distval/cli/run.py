@@ -32,6 +32,7 @@ from distval.errors import (
     InternalError,
     Interrupted,
 )
+from distval.fixtures import FIXTURES, build_fixtures, is_current
 from distval.fixtures.recipes import REAPER_IMAGE
 from distval.owner import current_owner
 from distval.plan.model import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of, plan_run
@@ -60,8 +61,6 @@ Execute = Callable[[ScenarioPlan, RunEvents, threading.Event], ScenarioOutcome]
 
 
 def _ensure_images(engine: Engine, images: list[str], progress: Progress) -> None:
-    from distval.fixtures import FIXTURES, build_fixtures, is_current
-
     for image in images:
         if image in FIXTURES and not is_current(engine, image):
             progress(f"image {image} is missing or stale: building it now (no registry is used)")
@@ -313,6 +312,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
                         "--keep-on-failure keeps the containers of one Docker Engine; it does not work across --hosts yet"
                     )
                 display.log(f"on {len(urls)} hosts: `distval cleanup --run-id {run_id} --hosts {','.join(urls)}` cleans them all")
+                # Imported here: it imports docker-py, which host mode never needs.
                 from distval.targets.engines.runtime import prepare_hosts
 
                 hosts = prepare_hosts(

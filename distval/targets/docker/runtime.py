@@ -122,7 +122,9 @@ def run_scenario(
                 if stop.is_set():
                     raise RunStopped()
                 if isinstance(step, ProbeHost):
-                    from distval.targets.engines.runtime import probe_host  # only runs across several hosts
+                    # Only across several hosts; imported here because it imports docker-py, and host mode
+                    # imports this module (distval/cli/run.py) without docker-py.
+                    from distval.targets.engines.runtime import probe_host
 
                     probe = plan.container(step.container)
                     covered()
