@@ -1,7 +1,7 @@
 """Scenario -> a Docker-free launch plan that is exactly what runs.
 
-A ``ScenarioPlan`` holds every network and container with its full creation arguments and files, and
-the ordered steps that create, start and observe them. What only the Engine can know (node 0's address,
+A ``ScenarioPlan`` (distval/plan/scenario_plan.py) holds every network and container with its full creation
+arguments and files, and the ordered steps that create, start and observe them. What only the Engine can know (node 0's address,
 the network's subnets) is a named placeholder (distval/plan/placeholders.py). ``distval plan`` prints this
 object, placeholders included; distval/targets/docker/runtime.py resolves each step with the facts it observed and
 executes it verbatim, deciding nothing itself (the model is TorchX's docker scheduler, whose dry run
