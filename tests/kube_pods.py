@@ -21,9 +21,10 @@ from typing import Any
 import yaml
 
 from distval.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
+from distval.plan.identity import with_hashes
 from distval.plan.model import CreateContainer, CreateNetwork, LearnSubnets, ScenarioPlan, StartContainer, Step
 from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan
-from distval.results.scenario import ScenarioOutcome
+from distval.results.outcome import ScenarioOutcome
 from distval.run.events import NoEvents
 from distval.targets.docker.runtime import run_scenario
 from distval.targets.kubernetes.export import COMPLETION_INDEX, GPU_RESOURCE
@@ -102,7 +103,9 @@ def pods_plan(manifests: str) -> ScenarioPlan:
     steps += [CreateContainer(c.name) for c in containers]
     steps += [StartContainer(c.name) for c in reversed(containers)]
     network = NetworkPlan(name=service, internal=True, labels=labels)
-    return ScenarioPlan(base.scenario, base.run_id, base.slug, base.image, (network,), tuple(containers), tuple(steps))
+    return with_hashes(
+        ScenarioPlan(base.scenario, base.run_id, base.slug, base.image, (network,), tuple(containers), tuple(steps))
+    )
 
 
 def run_pods(engine: Any, manifests: str) -> ScenarioOutcome:

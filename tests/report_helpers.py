@@ -17,18 +17,10 @@ import distval.cli.run
 import distval.targets.docker.target
 from distval.cli.main import main
 from distval.config import parse_config
+from distval.plan.identity import with_hashes
 from distval.plan.model import ScenarioPlan
-from distval.results.scenario import (
-    ERROR,
-    FAILED,
-    PASSED,
-    SKIPPED,
-    CaseResult,
-    ContainerOutcome,
-    RunSummary,
-    ScenarioOutcome,
-    ScenarioResult,
-)
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
+from distval.results.scenario import RunSummary, ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets.planning import plan_scenario
 from tests.fake_engine import FakeEngine
@@ -56,7 +48,7 @@ LONG_MESSAGE = "rank 1: all_reduce(SUM) of rank+1 over 3 ranks: expected 6.0 in 
 
 def plans() -> tuple[ScenarioPlan, ScenarioPlan]:
     inside, across = parse_config(CONFIG, "report.yaml").scenarios
-    return plan_scenario(inside, RUN_ID, IMAGE), plan_scenario(across, RUN_ID, IMAGE)
+    return with_hashes(plan_scenario(inside, RUN_ID, IMAGE)), with_hashes(plan_scenario(across, RUN_ID, IMAGE))
 
 
 def scenario(plan: ScenarioPlan, cases: list[tuple[str, str, str]], duration_s: float = 4.25) -> ScenarioResult:

@@ -44,8 +44,10 @@ from distval.config.layout import NODES_MAX, NPROC_PER_NODE_MAX, WORLD_SIZE_MAX
 from distval.config.values import IMAGE_NAME_MAX, SECONDS_MAX
 from distval.config.yaml_nodes import PROBLEMS_SHOWN, SHOWN_MAX
 from distval.errors import EngineError
+from distval.plan.identity import with_hashes
 from distval.reports.junit import render_junit
-from distval.results.scenario import ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
+from distval.results.outcome import ContainerOutcome, ScenarioOutcome
+from distval.results.scenario import RunSummary, summarize_scenario
 from distval.targets.docker.engine import Engine
 from distval.targets.planning import plan_scenario
 from distval.text_caps import RANK_LOG_MAX_CHARS
@@ -840,7 +842,7 @@ def test_the_plan_estimate_is_an_upper_bound_of_the_plan(text: str, tmp_path: Pa
 
 def _outcome_with(message: str, stdout: str = "", traceback: str = "") -> ScenarioOutcome:
     scenario = parse_config(VALID.replace("checks: [env]", "checks: [env, all_reduce]"), FILE).scenarios[0]
-    plan = plan_scenario(scenario, "feedf00d", None)
+    plan = with_hashes(plan_scenario(scenario, "feedf00d", None))
     containers = []
     for cp in plan.containers:
         files = {}

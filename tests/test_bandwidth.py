@@ -28,6 +28,7 @@ from distval.cli.baseline import remeasure
 from distval.cli.main import main
 from distval.config import parse_config
 from distval.config.byte_sizes import byte_size_value
+from distval.plan.identity import with_hashes
 from distval.plan.model import ScenarioPlan
 from distval.reports.comparison_markdown import render_comparison_markdown
 from distval.reports.comparison_text import render_comparison_text
@@ -45,16 +46,8 @@ from distval.results.baseline import (
     confirm,
     deltas,
 )
-from distval.results.scenario import (
-    FAILED,
-    PASSED,
-    SKIPPED,
-    CaseResult,
-    ContainerOutcome,
-    RunSummary,
-    ScenarioOutcome,
-    ScenarioResult,
-)
+from distval.results.outcome import FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
+from distval.results.scenario import RunSummary, ScenarioResult
 from distval.results.scenario import summarize_scenario as summarize
 from distval.targets.planning import plan_scenario
 
@@ -74,7 +67,7 @@ SIZES = ((4096, "4KiB"), (1048576, "1MiB"))
 
 def plans(image: str = "example/torch:good") -> tuple[ScenarioPlan, ScenarioPlan]:
     inside, across = parse_config(CONFIG, "bw.yaml").scenarios
-    return plan_scenario(inside, "run1", image), plan_scenario(across, "run1", image)
+    return with_hashes(plan_scenario(inside, "run1", image)), with_hashes(plan_scenario(across, "run1", image))
 
 
 def details(operation: str, busbw: tuple[float, float], iterations: int = 5) -> dict[str, Any]:

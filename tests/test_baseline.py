@@ -22,7 +22,8 @@ from distval.reports.comparison_markdown import render_comparison_markdown
 from distval.reports.comparison_text import render_comparison_text
 from distval.reports.json_report import json_report
 from distval.results.baseline import BASELINE_CASE, Tolerances, apply_baseline, baseline_case, compare_reports
-from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, CaseResult, RunSummary, ScenarioResult
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
+from distval.results.scenario import RunSummary, ScenarioResult
 from distval.targets.planning import plan_scenario
 
 CONFIG = """\

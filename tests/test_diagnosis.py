@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from distval.config import Scenario
+from distval.plan.identity import with_hashes
 from distval.results.diagnosis import (
     Diagnosis,
     FlightRecorder,
@@ -20,7 +21,8 @@ from distval.results.diagnosis import (
     parse_stacks,
     stacks_summary,
 )
-from distval.results.scenario import ERROR, FAILED, PASSED, ContainerOutcome, ScenarioOutcome, summarize_scenario
+from distval.results.outcome import ERROR, FAILED, PASSED, ContainerOutcome, ScenarioOutcome
+from distval.results.scenario import summarize_scenario
 from distval.targets.docker.engine_protocol import ContainerState, ExecResult
 from distval.targets.planning import plan_scenario
 
@@ -177,7 +179,7 @@ def by_rank(records: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
 
 def cross_outcome(records: dict[str, list[dict[str, Any]]]) -> ScenarioOutcome:
     scenario = Scenario("s", "cross-container", 2, "gloo", None, 60.0, 30.0, 30.0, "python3", ())
-    plan = plan_scenario(scenario, "r1", None)
+    plan = with_hashes(plan_scenario(scenario, "r1", None))
     containers = []
     for node, (name, node_records) in enumerate(sorted(records.items())):
         files = {
@@ -264,7 +266,7 @@ def launch(rank: int, restarts: int, agent_store: str | None) -> bytes:
 
 def outcome(files: dict[str, bytes], exit_code: int = 0, killed: bool = False) -> ScenarioOutcome:
     scenario = Scenario("s", "in-container", 2, "gloo", None, 60.0, 30.0, 30.0, "python3", ())
-    plan = plan_scenario(scenario, "r1", None)
+    plan = with_hashes(plan_scenario(scenario, "r1", None))
     container = ContainerOutcome("n0", 0, (0, 1), exit_code, killed, "", "", files)
     return ScenarioOutcome(plan, None, 1.0, (container,))
 
@@ -353,7 +355,7 @@ def test_before_kill_signals_then_waits_and_never_raises() -> None:
     from distval.results.diagnosis import before_kill
 
     scenario = Scenario("s", "in-container", 2, "gloo", None, 60.0, 30.0, 30.0, "python3", ())
-    plan = plan_scenario(scenario, "r1", None)
+    plan = with_hashes(plan_scenario(scenario, "r1", None))
     name = plan.containers[0].name
     workers = json.dumps([{"pid": 7, "rank": 0, "local_rank": 0}, {"pid": 8, "rank": 1, "local_rank": 1}])
     waited = json.dumps({"node": 0, "signalled": [0, 1], "stacks": [0, 1], "flight_recorder": [0, 1], "waited_s": 0.2})

@@ -22,7 +22,8 @@ from distval.plan.model import ScenarioPlan
 from distval.reports.json_report import json_report
 from distval.reports.junit import render_junit
 from distval.results.diagnosis import before_kill
-from distval.results.scenario import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
+from distval.results.outcome import ScenarioOutcome
+from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
 from distval.run.events import NoEvents
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.plan import RESULTS_DIR

@@ -20,7 +20,8 @@ from distval.reports.escape import markdown_cell, markdown_code, strip_controls,
 from distval.reports.markdown import render_markdown
 from distval.reports.mermaid import Series, busbw_chart
 from distval.reports.summary import render_summary
-from distval.results.scenario import ContainerOutcome, RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
+from distval.results.outcome import ContainerOutcome, ScenarioOutcome
+from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
 from distval.run.progress import ProgressDisplay
 from tests.config_helpers import FILE, problems_of, yaml_text
 from tests.report_helpers import plans

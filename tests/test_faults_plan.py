@@ -190,7 +190,7 @@ def test_the_runner_skips_the_scenario_where_the_kernel_has_no_netem(monkeypatch
 
 
 def test_the_scenario_hash_covers_the_faults() -> None:
-    from distval.results.scenario import scenario_hash
+    from distval.plan.identity import scenario_hash
 
     two = plan_of("[{kind: kill, node: 1, after: {check: all_reduce, delay_s: 2}}]")
     three = plan_of("[{kind: kill, node: 1, after: {check: all_reduce, delay_s: 3}}]")

@@ -13,7 +13,9 @@ from distval.checks.expectations import CONNECTION_CLOSED, KILLED, ContainerExit
 from distval.config import parse_config
 from distval.config.faults import Expectation
 from distval.faults.results import fault_cases
-from distval.results.scenario import CaseResult, ContainerOutcome, ScenarioOutcome, summarize_scenario
+from distval.plan.identity import with_hashes
+from distval.results.outcome import CaseResult, ContainerOutcome, ScenarioOutcome
+from distval.results.scenario import summarize_scenario
 from distval.targets.planning import plan_scenario
 from tests.config_helpers import yaml_text
 
@@ -35,7 +37,7 @@ def plan() -> object:
               - {ranks: victims, error: killed, within_s: [0, 1]}
         """
     )
-    return plan_scenario(parse_config(text, "f.yaml").scenarios[0], "r1", None)
+    return with_hashes(plan_scenario(parse_config(text, "f.yaml").scenarios[0], "r1", None))
 
 
 def line(check: str, case: str, rank: int, status: str, at: float, message: str = "ok") -> str:

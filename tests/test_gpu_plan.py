@@ -12,7 +12,8 @@ from distval.config import load_config, parse_config
 from distval.plan.model import ScenarioPlan
 from distval.plan.nodes import NCCL_SHM_SIZE
 from distval.plan.render import render_plan
-from distval.results.scenario import FAILED, SKIPPED, RunSummary, summarize_scenario
+from distval.results.outcome import FAILED, SKIPPED
+from distval.results.scenario import RunSummary, summarize_scenario
 from distval.run.events import NO_EVENTS
 from distval.targets.docker.engine_protocol import EngineAPI, GpuSupport
 from distval.targets.docker.runtime import run_scenario
@@ -112,7 +113,7 @@ def test_enough_gpus_runs_the_steps() -> None:
 
 
 def test_the_report_names_the_transport_nccl_chose_between_each_pair() -> None:
-    from distval.results.scenario import ContainerOutcome, ScenarioOutcome
+    from distval.results.outcome import ContainerOutcome, ScenarioOutcome
 
     plan = plans()["nccl.nccl.cross"]
     logs = (

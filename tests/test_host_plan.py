@@ -9,11 +9,11 @@ import pytest
 
 from distval.config import Config, parse_config
 from distval.errors import PlanError
+from distval.plan.identity import HASH_ROOT, scenario_hash
 from distval.plan.model import CreateContainer, ScenarioPlan, StartContainer
 from distval.plan.placeholders import placeholders_in, resolve
 from distval.plan.specs import ContainerPlan
-from distval.results.scenario import scenario_hash
-from distval.targets.local.plan import CANONICAL_ROOT, LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
+from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
 from distval.targets.planning import plan_scenario
 
 RUN_ID = "0123abcd"
@@ -173,4 +173,4 @@ def test_scenario_hash_is_stable_across_runs_and_roots_and_names_the_python() ->
     other_python = plan_host_scenario(scenario, "run1", "/usr/bin/python3", "/tmp/a")
     assert scenario_hash(first) == scenario_hash(again) != scenario_hash(other_python)
     assert scenario_hash(first) != scenario_hash(plan_scenario(scenario, "run1", None))
-    assert CANONICAL_ROOT not in json.dumps([c.argv for c in first.containers])
+    assert HASH_ROOT not in json.dumps([c.argv for c in first.containers])

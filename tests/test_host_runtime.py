@@ -19,9 +19,11 @@ import pytest
 
 from distval.cli.main import DEPRECATED_HOST
 from distval.config import parse_config
+from distval.plan.identity import with_hashes
 from distval.plan.model import ScenarioPlan
 from distval.plan.placeholders import placeholders_in
-from distval.results.scenario import ERROR, PASSED, SKIPPED, ScenarioResult, summarize_scenario
+from distval.results.outcome import ERROR, PASSED, SKIPPED
+from distval.results.scenario import ScenarioResult, summarize_scenario
 from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING
 from distval.targets.local.plan import plan_host_scenario
 from distval.targets.local.runtime import MARKER, LocalTorch, free_ports, process_environment, run_host_scenario
@@ -109,7 +111,7 @@ class Recorder:
 
 def plan_of(text: str, python: Path, root: Path, index: int = 0) -> ScenarioPlan:
     scenario = parse_config(textwrap.dedent(text), "host.yaml").scenarios[index]
-    return plan_host_scenario(scenario, RUN_ID, str(python), str(root))
+    return with_hashes(plan_host_scenario(scenario, RUN_ID, str(python), str(root)))
 
 
 def tagged_processes(tag: str) -> list[int]:

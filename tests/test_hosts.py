@@ -17,10 +17,10 @@ import pytest
 
 from distval.config import load_config, parse_config
 from distval.errors import BadInput, EngineError, ImageMissing
+from distval.plan.identity import scenario_hash
 from distval.plan.model import CreateContainer, ProbeHost, StartContainer
 from distval.plan.placeholders import facts_on_host, host_fact, resolve
 from distval.plan.render import plan_as_data, render_plan
-from distval.results.scenario import scenario_hash
 from distval.targets.base import plan_on, refuse_what_it_lacks
 from distval.targets.docker.engine_protocol import ContainerState, ImageInfo
 from distval.targets.engines.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files, url_problem

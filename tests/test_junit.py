@@ -19,21 +19,11 @@ from lxml import etree
 import distval.reports.junit
 from distval import __version__
 from distval.config import parse_config
+from distval.plan.identity import scenario_hash, with_hashes
 from distval.plan.model import ScenarioPlan
 from distval.reports.junit import MESSAGE_CHARS, SYSTEM_OUT_CHARS, render_junit, write_junit, xml_text
-from distval.results.scenario import (
-    ERROR,
-    FAILED,
-    PASSED,
-    SKIPPED,
-    CaseResult,
-    ContainerOutcome,
-    RunSummary,
-    ScenarioOutcome,
-    ScenarioResult,
-    scenario_hash,
-    summarize_scenario,
-)
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
+from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
 from distval.targets.planning import plan_scenario
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-10.xsd"
@@ -90,8 +80,8 @@ def outcome(plan: ScenarioPlan, index: int, text: str, **kwargs: Any) -> Contain
 
 def scenarios() -> tuple[ScenarioResult, ScenarioResult]:
     inside_s, across_s = parse_config(CONFIG, "junit.yaml").scenarios
-    inside = plan_scenario(inside_s, RUN_ID, "example/torch:test")
-    across = plan_scenario(across_s, RUN_ID, "example/torch:test")
+    inside = with_hashes(plan_scenario(inside_s, RUN_ID, "example/torch:test"))
+    across = with_hashes(plan_scenario(across_s, RUN_ID, "example/torch:test"))
     # inside: env passed on both ranks, all_reduce failed on rank 1.
     inside_text = env_line(0) + env_line(1) + line("all_reduce", 0, PASSED, "ok") + line("all_reduce", 1, FAILED, FAIL_MESSAGE)
     inside_result = summarize_scenario(
@@ -335,7 +325,7 @@ def case_line(check: str, case: str, rank: int, status: str, message: str) -> st
 
 def test_cases_of_a_check_and_a_required_skip(schema: etree.XMLSchema) -> None:
     (scenario,) = parse_config(MULTI_CONFIG, "multi.yaml").scenarios
-    plan = plan_scenario(scenario, RUN_ID, "example/torch:test")
+    plan = with_hashes(plan_scenario(scenario, RUN_ID, "example/torch:test"))
     text = "".join(
         env_line(rank)
         + case_line("identity", "identity", rank, SKIPPED, "the scenario states nothing about the image")

@@ -17,7 +17,7 @@ import pytest
 
 from distval.config import load_config
 from distval.labels import LABEL_RUN
-from distval.results.scenario import PASSED
+from distval.results.outcome import PASSED
 from distval.targets.kubernetes.collect import KubernetesPods, read_api, summarize_sources
 from distval.targets.kubernetes.export import export_config
 

@@ -35,18 +35,8 @@ import yaml
 import distval.cli.main
 import distval.targets.kubernetes.collect
 from distval.errors import EnvironmentUnusable
-from distval.results.scenario import (
-    ERROR,
-    EXIT_STATUS_CASE,
-    FAILED,
-    PASSED,
-    SKIPPED,
-    ContainerOutcome,
-    RunSummary,
-    ScenarioOutcome,
-    ScenarioResult,
-    summarize_scenario,
-)
+from distval.results.outcome import ERROR, EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, ContainerOutcome, ScenarioOutcome
+from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
 from distval.targets.kubernetes.collect import (
     CollectError,
     KubernetesPods,

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from distval.config import load_config
-from distval.results.scenario import EXIT_STATUS_CASE, PASSED, SKIPPED, summarize_scenario
+from distval.results.outcome import EXIT_STATUS_CASE, PASSED, SKIPPED
+from distval.results.scenario import summarize_scenario
 from distval.targets.docker.engine import Engine
 from distval.targets.kubernetes.collect import read_files, summarize_sources
 from distval.targets.kubernetes.export import export_config, render

@@ -31,7 +31,7 @@ import yaml
 
 import distval.cli.main
 from distval.config import load_config, parse_config
-from distval.results.scenario import scenario_hash
+from distval.plan.identity import scenario_hash
 from distval.targets.docker.runtime import suite_dir
 from distval.targets.kubernetes.export import (
     COMPLETION_INDEX,

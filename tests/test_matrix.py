@@ -10,13 +10,7 @@ import dataclasses
 
 import pytest
 
-from distval.config import (
-    MATRIX_AXES,
-    NAME_MAX,
-    RESERVED_ENV,
-    Scenario,
-    parse_config,
-)
+from distval.config import MATRIX_AXES, NAME_MAX, RESERVED_ENV, Scenario, parse_config
 from distval.errors import ConfigError
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 

@@ -19,6 +19,7 @@ import pytest
 
 import distval.cli.main
 from distval.config import Config, load_config, parse_config
+from distval.plan.identity import with_hashes
 from distval.plan.model import (
     DEFAULT_IMAGE,
     LABEL_MANAGED,
@@ -343,7 +344,7 @@ def test_default_suite_spec(default_plan: RunPlan) -> None:
 
 def test_plan_scenario_is_what_plan_run_uses(default_plan: RunPlan) -> None:
     config = load_config("configs/default.yaml")
-    assert default_plan.scenarios == tuple(plan_scenario(s, RUN_ID, None) for s in config.scenarios)
+    assert default_plan.scenarios == tuple(with_hashes(plan_scenario(s, RUN_ID, None)) for s in config.scenarios)
     assert default_plan.run_id == RUN_ID
     assert default_plan.config_path == "configs/default.yaml"
 

@@ -15,7 +15,8 @@ from distval.config import load_config
 from distval.plan.model import CreateContainer, CreateNetwork, ScenarioPlan, StartContainer
 from distval.plan.placeholders import facts_for_address, resolve
 from distval.plan.specs import ContainerPlan, NetworkPlan
-from distval.results.scenario import PASSED, summarize_scenario
+from distval.results.outcome import PASSED
+from distval.results.scenario import summarize_scenario
 from distval.run.events import NO_EVENTS
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.runtime import run_scenario

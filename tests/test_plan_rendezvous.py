@@ -10,7 +10,8 @@ from distval.plan.model import ScenarioPlan
 from distval.plan.nodes import NODE0_HOST, NODE0_IP, SUBNETS
 from distval.plan.placeholders import facts_for_address, resolve
 from distval.plan.specs import ContainerPlan
-from distval.results.scenario import SKIPPED, ScenarioOutcome, summarize_scenario
+from distval.results.outcome import SKIPPED, ScenarioOutcome
+from distval.results.scenario import summarize_scenario
 from distval.targets.docker.plan import SPEC_PATH
 from distval.targets.planning import plan_run
 

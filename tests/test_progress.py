@@ -18,7 +18,8 @@ import pytest
 
 from distval.config import parse_config
 from distval.plan.model import ScenarioPlan
-from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ScenarioResult
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
+from distval.results.scenario import ScenarioResult
 from distval.run.events import COLLECTING, REMOVING, RUNNING, RunEvents
 from distval.run.progress import ProgressDisplay, layout
 from distval.targets.planning import plan_scenario

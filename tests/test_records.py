@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from distval.results.outcome import ERROR, PASSED
 from distval.results.records import MESSAGE_MAX_CHARS, error_record, json_problem, validate_record
-from distval.results.scenario import ERROR, PASSED
 
 
 def good(rank: int = 0, **changes: Any) -> dict[str, Any]:

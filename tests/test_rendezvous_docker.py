@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from distval.config import parse_config
-from distval.results.scenario import ERROR, FAILED, summarize_scenario
+from distval.results.outcome import ERROR, FAILED
+from distval.results.scenario import summarize_scenario
 from distval.run.events import NO_EVENTS
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.runtime import run_scenario

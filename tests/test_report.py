@@ -21,20 +21,15 @@ import distval.targets.docker.target
 from distval import __version__
 from distval.cli.main import main
 from distval.config import parse_config
+from distval.plan.identity import scenario_hash
 from distval.plan.model import ScenarioPlan
 from distval.reports.files import write_atomically
 from distval.reports.json_report import render_json, write_json
 from distval.reports.junit import write_junit
 from distval.reports.markdown import render_markdown, write_markdown
 from distval.reports.summary import render_summary
-from distval.results.scenario import (
-    FAILED,
-    PASSED,
-    RunSummary,
-    ScenarioOutcome,
-    ScenarioResult,
-    scenario_hash,
-)
+from distval.results.outcome import FAILED, PASSED, ScenarioOutcome
+from distval.results.scenario import RunSummary, ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets.docker.engine import EngineError
 from distval.targets.planning import plan_scenario

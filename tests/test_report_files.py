@@ -22,7 +22,8 @@ import pytest
 
 from distval.reports.files import NotARegularFile, UnsafePath, refusal, write_atomically
 from distval.reports.json_report import render_json, write_json
-from distval.results.scenario import CaseResult, RunSummary
+from distval.results.outcome import CaseResult
+from distval.results.scenario import RunSummary
 from tests.fake_engine import FakeEngine
 from tests.report_helpers import run, summary
 

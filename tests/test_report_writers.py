@@ -18,7 +18,8 @@ from distval.reports.junit import render_junit
 from distval.reports.markdown import render_markdown
 from distval.reports.summary import render_summary
 from distval.results.baseline import BadReport, read_report
-from distval.results.scenario import ERROR, ContainerOutcome, RunSummary, ScenarioOutcome, summarize_scenario
+from distval.results.outcome import ERROR, ContainerOutcome, ScenarioOutcome
+from distval.results.scenario import RunSummary, summarize_scenario
 from tests.fake_engine import FakeEngine
 from tests.report_helpers import RUN_ID, plans, run
 from tests.test_records import good

@@ -18,7 +18,8 @@ import pytest
 
 from distval.config import load_config
 from distval.errors import EngineError
-from distval.results.scenario import ScenarioOutcome, summarize_scenario
+from distval.results.outcome import ScenarioOutcome
+from distval.results.scenario import summarize_scenario
 from distval.run.events import NoEvents
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.plan import RESULTS_DIR

@@ -14,8 +14,10 @@ from distval import __version__
 from distval.checks.catalog import is_collective
 from distval.config import CheckSpec, load_config, parse_config
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_PASSED, ConfigError
+from distval.plan.identity import scenario_hash, with_hashes
 from distval.plan.model import ScenarioPlan
-from distval.results.scenario import (
+from distval.results.logs import tail
+from distval.results.outcome import (
     ERROR,
     EXIT_STATUS_CASE,
     FAILED,
@@ -23,15 +25,9 @@ from distval.results.scenario import (
     SKIPPED,
     CaseResult,
     ContainerOutcome,
-    RunSummary,
     ScenarioOutcome,
-    ScenarioResult,
-    run_properties,
-    scenario_hash,
-    suite_properties,
-    summarize_scenario,
-    tail,
 )
+from distval.results.scenario import RunSummary, ScenarioResult, run_properties, suite_properties, summarize_scenario
 from distval.targets.planning import plan_run, plan_scenario
 
 CONFIG = """\
@@ -51,7 +47,7 @@ RUN_ID = "feedf00d"
 
 def plans() -> tuple[ScenarioPlan, ScenarioPlan]:
     inside, across = parse_config(CONFIG, "results.yaml").scenarios
-    return plan_scenario(inside, RUN_ID, None), plan_scenario(across, RUN_ID, None)
+    return with_hashes(plan_scenario(inside, RUN_ID, None)), with_hashes(plan_scenario(across, RUN_ID, None))
 
 
 def record(check: str, rank: int, status: str = PASSED, message: str = "ok", duration_s: float = 0.25, **details: Any) -> str:
@@ -441,7 +437,7 @@ scenarios:
 
 def plan_of(config: str) -> ScenarioPlan:
     (scenario,) = parse_config(config, "multi.yaml").scenarios
-    return plan_scenario(scenario, RUN_ID, None)
+    return with_hashes(plan_scenario(scenario, RUN_ID, None))
 
 
 def multi_plan(checks: str = "[env, identity, all_reduce, collectives, store]") -> ScenarioPlan:

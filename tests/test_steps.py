@@ -19,16 +19,7 @@ from distval.plan.placeholders import facts_for_address, placeholders_in
 from distval.plan.specs import ContainerPlan
 from distval.results.scenario import ScenarioResult
 from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING
-from distval.run.steps import (
-    WAIT_SLICE_S,
-    Collected,
-    Exited,
-    GpuShortfall,
-    NodeBackend,
-    Overseer,
-    Skip,
-    run_steps,
-)
+from distval.run.steps import WAIT_SLICE_S, Collected, Exited, GpuShortfall, NodeBackend, Overseer, Skip, run_steps
 from distval.targets.planning import plan_run
 
 

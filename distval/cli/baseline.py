@@ -31,7 +31,8 @@ from distval.results.baseline import (
     scenario_entries,
     undecided,
 )
-from distval.results.scenario import PASSED, RunSummary, ScenarioResult
+from distval.results.outcome import PASSED
+from distval.results.scenario import RunSummary, ScenarioResult
 
 # Re-measured twice: between runs of one image on a shared 2-core VM, the default sweep's baseline failed
 # 24 of 120 comparisons with one re-measure and 12 of 360 with two (docs/measurements.md, "Noise"); a slower image pays

@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from distval.cli import values as cli_values
+from distval.cli.run import write_reports
 from distval.config import load_config
 from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError
 from distval.reports.files import write_atomically
 from distval.reports.summary import render_summary
+from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_files, summarize_sources
 from distval.targets.kubernetes.export import LAYOUTS, export_config, render
 
 DEFAULT_OUT = "distval-kubernetes"
@@ -55,9 +57,6 @@ def command_export(args: argparse.Namespace) -> int:
 
 
 def command_collect(args: argparse.Namespace) -> int:
-    from distval.cli.run import write_reports
-    from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_files, summarize_sources
-
     if args.logs and (args.namespace or args.job):
         raise BadInput("collect kubernetes: expected log files or --job (with --namespace), not both")
     if not args.logs and not args.job:

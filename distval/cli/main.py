@@ -27,13 +27,14 @@ from distval.config import load_config
 from distval.config.schema import SHIPPED, render_schema
 from distval.config.shipped import DEFAULT_CONFIG, STARTER_NAME, write_starter
 from distval.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError, exit_codes_line
+from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
 from distval.labels import LABEL_RUN
 from distval.plan.model import DEFAULT_IMAGE
 from distval.plan.render import plan_as_data, render_plan
 from distval.results.scenario import RunSummary
 from distval.targets.base import plan_on, refuse_what_it_lacks
 from distval.targets.docker.cleanup import RunDecision, by_run, decide
-from distval.targets.engines.hosts import FROM_CONFIG_FLAG
+from distval.targets.engines.hosts import FROM_CONFIG_FLAG, host_specs, tls_files
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 def __getattr__(name: str) -> Any:
     """``Engine`` is imported on first use, and docker-py with it: host mode (and ``plan``) never need it."""
     if name == "Engine":
-        from distval.targets.docker.engine import Engine
+        from distval.targets.docker.engine import Engine  # docker-py with it: imported here, on first use
 
         globals()["Engine"] = Engine
         return Engine
@@ -103,8 +104,6 @@ def command_init(args: argparse.Namespace) -> int:
 
 
 def command_fixtures(args: argparse.Namespace) -> int:
-    from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
-
     if args.action == "list":
         hidden = 0
         for tag, fixture in FIXTURES.items():
@@ -153,14 +152,13 @@ def _cleanup_engines(args: argparse.Namespace) -> list[Engine]:
     """The Engines ``distval cleanup`` looks at: the one of DOCKER_HOST, or each of --hosts."""
     if not args.hosts:
         return [_engine("cleanup")]
-    from distval.targets.engines.hosts import host_specs, tls_files
-
     Engine = sys.modules[__name__].Engine  # noqa: N806 - through __getattr__, or a test's stand-in
     specs = host_specs(args.hosts, tls_files(args.tls_ca, args.tls_cert, args.tls_key))
     return [Engine("cleanup", host=spec) for spec in specs]
 
 
 def command_nodes(args: argparse.Namespace) -> int:
+    # Imported here: it imports docker-py, which host mode and `distval plan` never need.
     from distval.targets.engines.dind import start_nodes, stop_nodes
 
     try:

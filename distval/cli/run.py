@@ -21,14 +21,22 @@ from distval.cli.baseline import check_remeasure, overwrites_baseline, remeasure
 from distval.config import Config, load_config
 from distval.config.shipped import DEFAULT_CONFIG
 from distval.config.yaml_nodes import shown
-from distval.errors import BadInput, ConfigError, DistvalError, FilterMismatch, InternalError, Interrupted
+from distval.errors import (
+    BadInput,
+    ConfigError,
+    DistvalError,
+    FilterMismatch,
+    InternalError,
+    Interrupted,
+)
 from distval.plan.model import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of
 from distval.reports.files import refusal
 from distval.reports.json_report import write_json
 from distval.reports.junit import write_junit
 from distval.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
 from distval.reports.summary import render_summary
-from distval.results.scenario import RunSummary, ScenarioOutcome, ScenarioResult, summarize_scenario
+from distval.results.outcome import ScenarioOutcome
+from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
 from distval.run.events import RunEvents
 from distval.run.interrupts import Interrupt, install, signals_deferred
 from distval.run.progress import ProgressDisplay

@@ -12,7 +12,9 @@ from typing import Any, NoReturn
 from distval.config.values import image_problem
 from distval.config.yaml_nodes import shown
 from distval.errors import BadInput, UsageError
+from distval.results.baseline import BadReport, read_report
 from distval.targets.docker.cleanup import parse_duration
+from distval.targets.engines.hosts import parse_hosts
 
 
 class UsageParser(argparse.ArgumentParser):
@@ -138,8 +140,6 @@ def fraction_of_growth(value: str) -> float:
 
 def report_file(path: str) -> tuple[str, dict[str, Any]]:
     """argparse type: a readable distval JSON report, read before anything runs (else exit code 2)."""
-    from distval.results.baseline import BadReport, read_report
-
     try:
         return path, read_report(path)
     except BadReport as exc:
@@ -148,8 +148,6 @@ def report_file(path: str) -> tuple[str, dict[str, Any]]:
 
 def hosts_list(value: str) -> tuple[str, ...]:
     """argparse type: ``--hosts URL[,URL...]`` (distval/targets/engines/hosts.py says which URLs)."""
-    from distval.targets.engines.hosts import parse_hosts
-
     try:
         return parse_hosts(value)
     except BadInput as exc:

@@ -25,14 +25,7 @@ from distval.config.keys import (
 from distval.config.layout import MASTER_ADDRS, NO_LAUNCHER_RENDEZVOUS, RENDEZVOUS, TOPOLOGIES
 from distval.config.loader import load_config, parse_config
 from distval.config.model import CheckSpec, Config, Scenario
-from distval.config.values import (
-    ENV_NAME_PATTERN,
-    RESERVED_ENV,
-    RESERVED_ENV_PREFIX,
-    SIZE_PATTERN,
-    USER_PATTERN,
-    VERSION_PATTERN,
-)
+from distval.config.values import ENV_NAME_PATTERN, RESERVED_ENV, RESERVED_ENV_PREFIX, SIZE_PATTERN, USER_PATTERN, VERSION_PATTERN
 
 __all__ = [
     "BACKENDS",

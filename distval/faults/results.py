@@ -15,7 +15,8 @@ from collections.abc import Mapping
 
 from distval.checks.catalog import FAULTS_CASE
 from distval.checks.expectations import FaultLog, evaluate
-from distval.results.scenario import EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, first_error_line
+from distval.results.logs import first_error_line
+from distval.results.outcome import EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome
 
 # A fault scenario that ran without the fault runtime (host mode runs local processes, no containers):
 # nothing was injected, so nothing about the faults may pass.

@@ -1,7 +1,7 @@
 """The launch plan's data model: a Docker-free plan that is exactly what runs.
 
-A ``ScenarioPlan`` holds every network and container with its full creation arguments and files, and
-the ordered steps that create, start and observe them. What only the Engine can know (node 0's address,
+A ``ScenarioPlan`` holds every network and container with its full creation
+arguments and files, and the ordered steps that create, start and observe them. What only the Engine can know (node 0's address,
 the network's subnets) is a named placeholder (distval/plan/placeholders.py). ``distval plan`` prints this
 object, placeholders included; distval/targets/docker/runtime.py resolves each step with the facts it observed and
 executes it verbatim, deciding nothing itself (the model is TorchX's docker scheduler, whose dry run
@@ -23,15 +23,24 @@ from distval.faults.plan import FaultPlan
 from distval.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
 from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan, Ulimit
 
-__all__ = [  # the names other modules take from here; the data types live in docker_spec/labels
+__all__ = [  # the names other modules take from here; the data types live in plan/specs and labels
     "LABEL_MANAGED",
     "LABEL_NODE",
     "LABEL_RUN",
     "LABEL_SCENARIO",
     "ContainerOptions",
     "ContainerPlan",
+    "CreateContainer",
+    "CreateNetwork",
     "FileCopy",
+    "LearnAddress",
+    "LearnSubnets",
     "NetworkPlan",
+    "ProbeHost",
+    "RunPlan",
+    "ScenarioPlan",
+    "StartContainer",
+    "Step",
     "Ulimit",
 ]
 
@@ -109,6 +118,13 @@ class ScenarioPlan:
     probes: tuple[ContainerPlan, ...] = ()
     # The scenario's faults (distval/faults/plan.py): when each lands, what the runtime does, its helper containers.
     faults: FaultPlan | None = None
+    # Host mode: the directory the nodes' directories are under (a temporary name), so that the scenario hash
+    # can read it as a fixed one without planning again. "": the plan names no directory of this machine.
+    root_dir: str = ""
+    # What runs, as 12 hex digits each (distval/plan/identity.py): filled in by ``with_hashes`` where a run is
+    # planned; the results carry them. "" : not computed yet (results refuse such a plan).
+    scenario_hash: str = ""
+    scenario_hash_any_image: str = ""
 
     @property
     def network(self) -> NetworkPlan:

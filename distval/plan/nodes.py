@@ -21,7 +21,7 @@ from distval.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
 from distval.plan.model import CreateContainer, LearnAddress, StartContainer, Step
 from distval.plan.placeholders import placeholder
 from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy, Ulimit
-from distval.results.diagnosis import ERROR_FILE
+from distval.results.rank_files import ERROR_FILE
 
 SUITE_MODULE = "distval_suite.main"
 NODE0_IP = placeholder("node0_ip")

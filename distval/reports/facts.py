@@ -7,7 +7,8 @@ import glob
 import shlex
 
 from distval.results.bandwidth import TopologyRow, topology_rows
-from distval.results.scenario import ERROR, FAILED, PASSED, CaseResult, RunSummary, ScenarioResult
+from distval.results.outcome import ERROR, FAILED, PASSED, CaseResult
+from distval.results.scenario import RunSummary, ScenarioResult
 
 
 def reproduce_command(summary: RunSummary, scenario: ScenarioResult) -> str:

@@ -10,7 +10,8 @@ from typing import Any
 from distval import __version__
 from distval.reports.facts import milliseconds, reproduce_command, topology_rows_of
 from distval.reports.files import write_atomically
-from distval.results.scenario import PASSED, RunSummary, suite_properties
+from distval.results.outcome import PASSED
+from distval.results.scenario import RunSummary, suite_properties
 
 SCHEMA_VERSION = 1
 

@@ -30,16 +30,8 @@ from pathlib import Path
 
 from distval.reports.facts import milliseconds
 from distval.reports.files import write_atomically
-from distval.results.scenario import (
-    ERROR,
-    FAILED,
-    SKIPPED,
-    CaseResult,
-    RunSummary,
-    ScenarioResult,
-    run_properties,
-    suite_properties,
-)
+from distval.results.outcome import ERROR, FAILED, SKIPPED, CaseResult
+from distval.results.scenario import RunSummary, ScenarioResult, run_properties, suite_properties
 
 MESSAGE_CHARS = 2000
 SYSTEM_OUT_CHARS = 200_000

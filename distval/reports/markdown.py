@@ -18,7 +18,8 @@ from distval.reports.facts import failing_cases, passed_counts, reproduce_comman
 from distval.reports.files import write_atomically
 from distval.reports.mermaid import Series, chart_section
 from distval.results.bandwidth import count_range
-from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, RunSummary
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
+from distval.results.scenario import RunSummary
 
 MARKDOWN_MESSAGE_CHARS = 2000
 MARKDOWN_MAX_FAILURES = 50

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from distval.reports.escape import terminal_line, terminal_text
 from distval.reports.facts import failing_cases, passed_counts, reproduce_command
-from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, RunSummary
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
+from distval.results.scenario import RunSummary
 
 TABLE_MESSAGE_CHARS = 100
 TABLE_NAME_CHARS = 40

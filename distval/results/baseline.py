@@ -49,8 +49,9 @@ from distval.bounded_read import REPORT_MAX_BYTES, FileRefused, read_regular_fil
 from distval.errors import BadInput
 from distval.reports.json_report import json_report
 from distval.results.bandwidth import count_range
+from distval.results.outcome import ERROR, EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult
 from distval.results.records import json_problem
-from distval.results.scenario import ERROR, EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, RunSummary, ScenarioResult
+from distval.results.scenario import RunSummary, ScenarioResult
 
 BASELINE_CASE = "baseline"
 DEFAULT_BUSBW_TOLERANCE = 0.20

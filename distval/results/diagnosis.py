@@ -21,26 +21,17 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from distval.errors import EngineError
+from distval.plan.model import ScenarioPlan
+from distval.plan.specs import ContainerPlan
+from distval.results.outcome import ContainerOutcome
+from distval.results.rank_files import ERROR_FILE, FLIGHT_RECORDER, LAUNCH, RECORDS, STACKS
 from distval.results.records import json_problem
 from distval.targets.docker.engine_protocol import EngineAPI
 from distval.targets.docker.processes import signal_workers, signal_workers_beside
 
-if TYPE_CHECKING:
-    from distval.plan.model import ScenarioPlan
-    from distval.plan.specs import ContainerPlan
-    from distval.results.scenario import ContainerOutcome
-    from distval.run.events import RunEvents
-
-# The file names distval_suite/diagnostics.py writes (it cannot import the harness: it runs in the image).
-STACKS = re.compile(r"^stacks-rank-(\d+)\.txt$")
-FLIGHT_RECORDER = re.compile(r"^flight-recorder-rank-(\d+)\.json$")
-LAUNCH = re.compile(r"^launch-rank-(\d+)\.json$")
-RECORDS = re.compile(r"^rank-(\d+)\.jsonl$")
-REQUEST_FILE = "diagnose.request"
-ERROR_FILE = "torchelastic-error.json"  # TORCHELASTIC_ERROR_FILE, in the results directory (distval/plan/model.py)
 NODE_FILE = "diagnosis-node-%d.json"  # what before_kill measured in that container
 # How long before_kill waits, inside each container, for the stacks and the flight-recorder dumps. The
 # stacks are written in the signal handler (milliseconds); the dump thread polls every 0.1 s.
@@ -88,8 +79,15 @@ print(json.dumps(report))
 
 
 # -- before the kill ----------------------------------------------------------------------------------
+class Notes(Protocol):
+    """Where before_kill says what it found: the run's events (distval/run/events.py ``RunEvents.note``), which
+    report results too and so sit above this module."""
+
+    def note(self, plan: ScenarioPlan | None, line: str) -> None: ...
+
+
 def before_kill(
-    engine: EngineAPI, running: Mapping[str, Any], plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None
+    engine: EngineAPI, running: Mapping[str, Any], plan: ScenarioPlan, events: Notes, stop: threading.Event | None = None
 ) -> float:
     """Collect every still-running worker's stacks and flight-recorder dump inside its container, all
     containers at once; returns the seconds it took (the kill waits that long, at most WAIT_S plus the

@@ -11,68 +11,34 @@ restart attempts that cannot be ordered: distval/results/diagnosis.py) the worse
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import re
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from distval import __version__
 from distval.checks.catalog import FAULTS_CASE, is_check, is_collective
-from distval.checks.expectations import FaultLog
 from distval.config import NCCL_BACKENDS
-from distval.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
-from distval.plan.model import LABEL_RUN, ContainerPlan, ScenarioPlan, ipv6_subnet
+from distval.errors import EXIT_CHECKS_FAILED, EXIT_PASSED, PlanError
+from distval.faults.results import NOT_INJECTED, fault_cases
+from distval.plan.model import ScenarioPlan
 from distval.results.bandwidth import Figure, figure_properties, figures_of
 from distval.results.diagnosis import Diagnosis, current_attempts, diagnose, is_record_file
+from distval.results.logs import first_error_line, tail
 from distval.results.nccl_transport import describe as describe_transports
 from distval.results.nccl_transport import transports_between
+from distval.results.outcome import (
+    ERROR,
+    EXIT_STATUS_CASE,
+    FAILED,
+    PASSED,
+    SKIPPED,
+    CaseResult,
+    ContainerOutcome,
+    ScenarioOutcome,
+)
 from distval.results.records import error_record, validate_record
-from distval.targets.local.plan import canonical_host_plan
-from distval.text_caps import LOG_TAIL_MAX_CHARS, MESSAGE_MAX_CHARS, RANK_LOG_MAX_CHARS, capped, capped_end, capped_strings
-
-PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
-EXIT_STATUS_CASE = "exit_status"
-LOG_TAIL_LINES = 40
-
-
-@dataclass(frozen=True)
-class ContainerOutcome:
-    name: str
-    node_rank: int
-    ranks: tuple[int, ...]
-    exit_code: int | None
-    killed_at_deadline: bool
-    stdout: str
-    stderr: str
-    result_files: dict[str, bytes] = field(default_factory=dict)
-    problem: str | None = None
-    kind: str = "container"  # what ran, in messages: "container", or "node" (a local process group, host mode)
-
-
-@dataclass(frozen=True)
-class ScenarioOutcome:
-    plan: ScenarioPlan
-    image_id: str | None
-    duration_s: float
-    containers: tuple[ContainerOutcome, ...]
-    setup_error: str | None = None
-    setup_skipped: bool = False  # the Engine cannot provide what the scenario needs (IPv6, GPUs): a skip, not an error
-    skip_kind: str | None = None  # what it lacks: "ipv6", "gpu"
-    fault_log: FaultLog | None = None  # what the faults did and when (distval/faults/runtime.py); None: no faults
-
-
-@dataclass(frozen=True)
-class CaseResult:
-    name: str
-    status: str
-    message: str
-    duration_s: float
-    output: str = ""
-    skipped_ranks: tuple[int, ...] = ()  # passed, but skipped on these ranks
-    details: Mapping[str, object] = field(default_factory=dict)  # the lowest reporting rank's details (bandwidth figures)
+from distval.text_caps import MESSAGE_MAX_CHARS, RANK_LOG_MAX_CHARS, capped, capped_end, capped_strings
 
 
 @dataclass(frozen=True)
@@ -155,94 +121,6 @@ def suite_properties(summary: RunSummary, scenario: ScenarioResult) -> dict[str,
     properties = dict(scenario.properties)
     properties.update(run_properties(summary))
     return properties
-
-
-ANY_IMAGE = "IMAGE"  # what scenario_hash(any_image=True) plans with instead of the image
-
-
-def scenario_hash(plan: ScenarioPlan, any_image: bool = False) -> str:
-    """What runs, as 12 hex digits: sha256 over the plan given (its image, containers with their creation arguments
-    and files, networks, steps, and where there are any its hosts, host probes and faults), with the run id
-    taken out in every form it takes (names, c10d's --rdzv_id, the run label, DISTVAL_RUN_ID), so the same plan
-    hashes the same in every run, and a changed check argument, image, option, launcher line or host does not.
-    Values the runtime picks (ports, addresses) are placeholders in the plan and hash as such. A host-mode plan
-    is planned again under a fixed root directory (its nodes' directories are temporary names). ``any_image``:
-    the same with the image replaced by a fixed name, so that the same scenario on another image hashes the
-    same (a last-known-good comparison matches a candidate image's scenarios with the good image's by it)."""
-    canonical = canonical_host_plan(plan) if plan.mode == "host" else plan
-    image = ANY_IMAGE if any_image else canonical.image
-    data: dict[str, Any] = {
-        "image": canonical.image,
-        "containers": [_hashed_container(c) for c in canonical.containers],
-        "networks": [n.create_kwargs() for n in canonical.networks],
-        "steps": [[type(step).__name__, dataclasses.asdict(step)] for step in canonical.steps],
-        # Only where there are any, so that every other scenario keeps the hash it had.
-        **({"faults": dataclasses.asdict(canonical.faults)} if canonical.faults is not None else {}),
-        **({"hosts": list(canonical.hosts)} if canonical.hosts else {}),
-        **({"probes": [_hashed_container(p) for p in canonical.probes]} if canonical.probes else {}),
-    }
-    # Exact values that stand for the run or the image: the image, and each network's IPv6 subnet (derived from
-    # its run-unique name), as they read when planned under HASH_RUN_ID.
-    exact = {canonical.image: image}
-    for network in canonical.networks:
-        if network.ipv6_subnet is not None:
-            exact[network.ipv6_subnet] = ipv6_subnet(_renamed(network.name, canonical.run_id, canonical.slug))
-    payload = json.dumps(_without_run(data, canonical.run_id, canonical.slug, exact), sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:12]
-
-
-HASH_RUN_ID = "run-id"  # what the run id reads as in the hashed form of a plan
-
-
-def _hashed_container(container: ContainerPlan) -> dict[str, Any]:
-    return {"create": container.create_kwargs(), "files": [dataclasses.asdict(f) for f in container.files]}
-
-
-def _renamed(text: str, run_id: str, slug: str) -> str:
-    """``text`` with the run id of resource names and c10d's --rdzv_id replaced by HASH_RUN_ID."""
-    return text.replace(f"distval-{run_id}-{slug}", f"distval-{HASH_RUN_ID}-{slug}").replace(
-        f"--rdzv_id={run_id}-{slug}", f"--rdzv_id={HASH_RUN_ID}-{slug}"
-    )
-
-
-def _without_run(value: Any, run_id: str, slug: str, exact: Mapping[str, str], key: str | None = None) -> Any:
-    """``value`` (JSON-able) with the run id replaced by HASH_RUN_ID where the planner puts it, and the ``exact``
-    values by theirs. Anchored (a whole label or variable value, or the ``<run id>-<slug>`` of names and
-    --rdzv_id), so that a short run id does not rewrite unrelated text."""
-    if isinstance(value, dict):
-        return {k: _without_run(v, run_id, slug, exact, k) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        if len(value) == 2 and value[0] in (LABEL_RUN, "DISTVAL_RUN_ID") and value[1] == run_id:
-            return [value[0], HASH_RUN_ID]  # a (name, value) pair of labels or environment
-        return [_without_run(v, run_id, slug, exact) for v in value]
-    if not isinstance(value, str):
-        return value
-    if value == run_id and key in (LABEL_RUN, "DISTVAL_RUN_ID"):
-        return HASH_RUN_ID
-    if value in exact:
-        return exact[value]
-    return _renamed(value, run_id, slug)
-
-
-def tail(text: str, lines: int = LOG_TAIL_LINES) -> str:
-    return capped_end("\n".join(text.rstrip("\n").splitlines()[-lines:]), LOG_TAIL_MAX_CHARS)
-
-
-_EXCEPTION_LINE = re.compile(r"^(\[rank\d+\]:\s*)?[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b:?")
-_ERROR_LINE = re.compile(r"(Error|Exception|error:|Killed|Timed out|timed out)")
-
-
-def first_error_line(text: str) -> str | None:
-    """The root cause in a log: the first exception line (Python prints the cause before what it caused),
-    else the last line that looks like an error."""
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    for line in lines:
-        if _EXCEPTION_LINE.match(line):
-            return line[:300]
-    for line in reversed(lines):
-        if _ERROR_LINE.search(line) and not line.startswith("File "):
-            return line[:300]
-    return None
 
 
 def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object]]], list[str]]:
@@ -419,8 +297,6 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     if unreadable:
         cases.append(CaseResult("results", ERROR, "; ".join(unreadable), 0.0))
     if scenario.faults:
-        from distval.faults.results import NOT_INJECTED, fault_cases  # imported here: it builds on this module's types
-
         cases = fault_cases(
             cases,
             outcome.fault_log or NOT_INJECTED,
@@ -550,13 +426,23 @@ def _properties(outcome: ScenarioOutcome) -> tuple[tuple[str, str], ...]:
     props["python_version"] = str(env.get("python_version", "unknown"))
     # torch.version.cuda is None on a CPU build: "none"; no env record at all: "unknown", like the others.
     props["cuda_version"] = str(env.get("cuda_version") or "none") if env else "unknown"
-    props["scenario_hash"] = scenario_hash(outcome.plan)
-    props["scenario_hash_any_image"] = scenario_hash(outcome.plan, any_image=True)
+    props["scenario_hash"], props["scenario_hash_any_image"] = carried_hashes(outcome.plan)
     if scenario.backend in NCCL_BACKENDS and outcome.containers:
         # Which transport NCCL chose between each pair of ranks (NCCL_DEBUG=INFO, set by the plan): separate
         # containers fall back to sockets unless IPC and the host hash are shared (NVIDIA/nccl#945).
         props["nccl_transports"] = describe_transports(transports_between(c.stdout + c.stderr for c in outcome.containers))
     return tuple(props.items())
+
+
+def carried_hashes(plan: ScenarioPlan) -> tuple[str, str]:
+    """The plan's scenario hashes, as the planner filled them in (distval/plan/identity.py ``with_hashes``). The
+    results never compute them: they describe the plan that ran, whatever happened to it since."""
+    if not plan.scenario_hash or not plan.scenario_hash_any_image:
+        raise PlanError(
+            f"scenario {plan.scenario.name}: its plan carries no scenario hash (a bug in distval: every plan that runs "
+            "is made with with_hashes, distval/plan/identity.py)"
+        )
+    return plan.scenario_hash, plan.scenario_hash_any_image
 
 
 def _env_details(outcome: ScenarioOutcome) -> dict[str, object]:

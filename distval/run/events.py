@@ -6,11 +6,10 @@ once), so an implementation must be safe to call from several threads. ``NO_EVEN
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from distval.plan.model import ScenarioPlan
-    from distval.results.scenario import ScenarioResult
+from distval.plan.model import ScenarioPlan
+from distval.results.scenario import ScenarioResult
 
 # The phases of one scenario, in the order the runtime enters them.
 SETTING_UP = "setting up"

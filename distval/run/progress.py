@@ -37,7 +37,8 @@ from typing import TextIO
 
 from distval.plan.model import ScenarioPlan
 from distval.reports.escape import terminal_line
-from distval.results.scenario import ERROR, FAILED, PASSED, SKIPPED, ScenarioResult
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
+from distval.results.scenario import ScenarioResult
 from distval.run.events import SETTING_UP
 
 HEARTBEAT_S = 30.0

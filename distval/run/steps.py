@@ -22,7 +22,7 @@ from distval.errors import RunStopped
 from distval.plan.model import CreateContainer, ScenarioPlan, StartContainer, Step
 from distval.plan.placeholders import facts_on_host, resolve
 from distval.plan.specs import ContainerPlan
-from distval.results.scenario import ContainerOutcome, ScenarioOutcome
+from distval.results.outcome import ContainerOutcome, ScenarioOutcome
 from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
 from distval.run.interrupts import signals_deferred
 

@@ -14,8 +14,10 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from distval.config import Config, Scenario
+from distval.plan.identity import with_hashes
 from distval.plan.model import RunPlan, ScenarioPlan, run_slugs
-from distval.results.scenario import ScenarioOutcome, ScenarioResult
+from distval.results.outcome import ScenarioOutcome
+from distval.results.scenario import ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets.capabilities import TargetDeclaration
 
@@ -65,12 +67,15 @@ class Target(Protocol):
 
 
 def plan_on(target: Target, config: Config, run_id: str) -> RunPlan:
-    """Every scenario of the config planned on ``target`` (each with its run-unique slug)."""
+    """Every scenario of the config planned on ``target`` (each with its run-unique slug), each carrying its scenario
+    hash: computed here, from the plan itself, never again by the results."""
     slugs = run_slugs(config)
     return RunPlan(
         run_id=run_id,
         config_path=config.path,
-        scenarios=tuple(target.plan_scenario(s, run_id, slug) for s, slug in zip(config.scenarios, slugs, strict=True)),
+        scenarios=tuple(
+            with_hashes(target.plan_scenario(s, run_id, slug)) for s, slug in zip(config.scenarios, slugs, strict=True)
+        ),
     )
 
 

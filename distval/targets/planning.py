@@ -7,6 +7,7 @@ Kubernetes export, tests, benchmarks) plans through here; host mode has its own 
 from __future__ import annotations
 
 from distval.config import Config, Scenario
+from distval.plan.identity import with_hashes
 from distval.plan.model import DEFAULT_IMAGE, RunPlan, ScenarioPlan, run_slugs, scenario_slug
 from distval.targets.docker import plan as one_engine
 from distval.targets.engines.plan import plan_across_hosts
@@ -25,12 +26,13 @@ def plan_scenario(
 
 
 def plan_run(config: Config, run_id: str, image_override: str | None = None, hosts: tuple[str, ...] = ()) -> RunPlan:
-    """``hosts``: --hosts, over every scenario's own ``hosts``."""
+    """``hosts``: --hosts, over every scenario's own ``hosts``. Each plan carries its scenario hash (the results read it)."""
     slugs = run_slugs(config)
     return RunPlan(
         run_id=run_id,
         config_path=config.path,
         scenarios=tuple(
-            plan_scenario(s, run_id, image_override, slug, hosts) for s, slug in zip(config.scenarios, slugs, strict=True)
+            with_hashes(plan_scenario(s, run_id, image_override, slug, hosts))
+            for s, slug in zip(config.scenarios, slugs, strict=True)
         ),
     )

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from distval.errors import EngineError
 from distval.labels import LABEL_ROLE, LABEL_RUN, LABEL_SCENARIO
-from distval.results.scenario import ERROR, FAILED, ScenarioResult
+from distval.results.outcome import ERROR, FAILED
+from distval.results.scenario import ScenarioResult
 from distval.run.interrupts import signals_deferred
 
 if TYPE_CHECKING:

@@ -24,8 +24,9 @@ from distval.plan.model import CreateNetwork, LearnAddress, LearnSubnets, ProbeH
 from distval.plan.placeholders import facts_for_address, resolve
 from distval.plan.specs import ContainerPlan, FileCopy
 from distval.results import diagnosis
-from distval.results.scenario import ScenarioOutcome
+from distval.results.outcome import ScenarioOutcome
 from distval.run.events import RunEvents
+from distval.run.interrupts import signals_deferred as signals_deferred  # also distval/targets/docker/keep.py's, from here
 from distval.run.steps import KILL_SETTLE_S, Collected, Exited, GpuShortfall, NodeBackend, Skip, run_steps
 from distval.tarball import Directory, Entry, File, build_tar
 from distval.targets.docker.engine_protocol import EngineAPI

@@ -8,7 +8,8 @@ import threading
 from distval.config import Scenario
 from distval.fixtures.recipes import REAPER_IMAGE
 from distval.plan.model import RunPlan, ScenarioPlan, images_of
-from distval.results.scenario import ScenarioOutcome, ScenarioResult
+from distval.results.outcome import ScenarioOutcome
+from distval.results.scenario import ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets.base import Log
 from distval.targets.declarations import ENGINES

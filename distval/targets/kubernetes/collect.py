@@ -23,18 +23,9 @@ from typing import Any, Protocol
 
 from distval.bounded_read import LOG_MAX_BYTES, FileRefused, read_regular_file, size_text
 from distval.errors import BadInput, EnvironmentUnusable, one_line
-from distval.results.scenario import (
-    ERROR,
-    EXIT_STATUS_CASE,
-    SKIPPED,
-    CaseResult,
-    ContainerOutcome,
-    RunSummary,
-    ScenarioOutcome,
-    ScenarioResult,
-    summarize_scenario,
-    tail,
-)
+from distval.results.logs import tail
+from distval.results.outcome import ERROR, EXIT_STATUS_CASE, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
+from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
 from distval.targets.kubernetes.export import CONTAINER_NAME, LABEL_JOB
 from distval.targets.kubernetes.origin import Origin, origin_from_data
 from distval_suite.records import STDOUT_MARKER

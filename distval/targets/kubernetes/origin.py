@@ -14,6 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from distval.config import CheckSpec, Scenario
+from distval.plan.identity import with_hashes
 from distval.plan.model import ScenarioPlan
 from distval.targets.planning import plan_scenario
 
@@ -30,8 +31,9 @@ class Origin:
     job: str  # the Kubernetes name of the scenario's Job (or JobSet), ConfigMap and Service
 
     def plan(self) -> ScenarioPlan:
-        """The scenario's plan, exactly as ``distval run --run-id RUN_ID --image IMAGE`` plans it."""
-        return plan_scenario(self.scenario, self.run_id, self.image, self.slug)
+        """The scenario's plan, exactly as ``distval run --run-id RUN_ID --image IMAGE`` plans it, with its hashes:
+        the one place a plan is made again, because only the origin travels through the pods' logs."""
+        return with_hashes(plan_scenario(self.scenario, self.run_id, self.image, self.slug))
 
 
 def _plain(value: Any) -> Any:

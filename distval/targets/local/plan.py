@@ -79,12 +79,8 @@ def plan_host_scenario(
         containers=nodes.containers,
         steps=nodes.steps,
         mode=MODE,
+        root_dir=root_dir,
     )
-
-
-def canonical_host_plan(plan: ScenarioPlan) -> ScenarioPlan:
-    """The plan again under a fixed run id and root (what the scenario hash is computed over)."""
-    return plan_host_scenario(plan.scenario, "run-id", plan.image, CANONICAL_ROOT, plan.slug)
 
 
 def visible_devices_from_env(environ: dict[str, str] | None = None) -> list[str] | None:

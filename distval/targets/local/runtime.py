@@ -39,9 +39,10 @@ from typing import IO
 from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of_file, kept_end, read_regular_file
 from distval.config import Config
 from distval.errors import EnvironmentUnusable, PlanError
+from distval.plan.identity import with_hashes
 from distval.plan.model import RunPlan, ScenarioPlan, Step, run_slugs
 from distval.plan.specs import ContainerPlan
-from distval.results.scenario import ScenarioOutcome
+from distval.results.outcome import ScenarioOutcome
 from distval.run.events import RunEvents
 from distval.run.steps import KILL_SETTLE_S, Collected, Exited, GpuShortfall, NodeBackend, Skip, run_steps
 from distval.targets.declarations import LOCAL
@@ -379,7 +380,7 @@ class HostSession:
         scenarios = []
         for scenario, slug in zip(config.scenarios, run_slugs(config), strict=True):
             python = self.python or find_python(scenario.python, f"scenario {scenario.name}'s python (give --python PATH):")
-            scenarios.append(plan_host_scenario(scenario, self.run_id, python, self.root, slug, devices))
+            scenarios.append(with_hashes(plan_host_scenario(scenario, self.run_id, python, self.root, slug, devices)))
         return RunPlan(run_id=self.run_id, config_path=config.path, scenarios=tuple(scenarios))
 
     def run_scenario(self, plan: ScenarioPlan, events: RunEvents, stop: threading.Event) -> ScenarioOutcome:

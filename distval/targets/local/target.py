@@ -6,7 +6,8 @@ import threading
 
 from distval.config import Scenario
 from distval.plan.model import RunPlan, ScenarioPlan
-from distval.results.scenario import ScenarioOutcome, ScenarioResult
+from distval.results.outcome import ScenarioOutcome
+from distval.results.scenario import ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets.base import Log
 from distval.targets.declarations import LOCAL
