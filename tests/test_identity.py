@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-import distval.plan.model
+import distval.targets.docker.plan
 import distval.targets.local.plan
 from distval.config import Config, parse_config
 from distval.errors import PlanError
@@ -54,7 +54,7 @@ def test_a_local_plan_hashes_the_same_under_any_root_and_run_id(monkeypatch: pyt
         assert len({p.root_dir for p in plans}) == 3  # the plan carries its root: no re-planning needed to read it
         # Pure: computed from the plan given, the planners untouched.
         monkeypatch.setattr(distval.targets.local.plan, "plan_host_scenario", no_planning)
-        monkeypatch.setattr(distval.plan.model, "plan_scenario", no_planning)
+        monkeypatch.setattr(distval.targets.docker.plan, "plan_scenario", no_planning)
         hashes = {both(p) for p in plans}
         monkeypatch.undo()
         assert len(hashes) == 1, scenario.name
