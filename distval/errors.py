@@ -20,7 +20,7 @@ from __future__ import annotations
 import traceback
 from pathlib import Path
 
-from distval.reports.escape import terminal_text
+from distval.escape import terminal_text
 
 EXIT_PASSED = 0
 EXIT_CHECKS_FAILED = 1

@@ -3,7 +3,7 @@ for ``duration_s``: the workload a fault lands in) and ``allocate`` (one rank ta
 container may have: the oom fault's check).
 
 A fault makes a collective raise on the surviving ranks; the harness judges that error's text and time
-(distval/checks/expectations.py), so collective_loop writes its record the moment the collective raised (the
+(distval/results/expectations.py), so collective_loop writes its record the moment the collective raised (the
 record's ``ended_at`` is the failure time) and then stays in the check for the group timeout: a rank
 that leaves a check failed makes the others give up on it 5 s later (distval_suite/main.py's cut-off), which
 would hide the error the image's torch itself raises.

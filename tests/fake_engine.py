@@ -1,4 +1,4 @@
-"""One fake Docker Engine for unit tests, implementing distval.targets.docker.engine_protocol.EngineAPI — the Protocol the
+"""One fake Docker Engine for unit tests, implementing distval.engine_protocol.EngineAPI — the Protocol the
 runtime depends on and the real distval.targets.docker.engine.Engine implements. `.ci/run` type-checks this module with
 mypy, so the fake cannot drift from the real Engine (the assignment at the bottom is what mypy checks).
 """
@@ -8,9 +8,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from distval.engine_protocol import ContainerState, EngineAPI, ExecResult, GpuSupport, ImageInfo
 from distval.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
 from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
-from distval.targets.docker.engine_protocol import ContainerState, EngineAPI, ExecResult, GpuSupport, ImageInfo
 
 NO_GPUS = GpuSupport(0, "no GPUs in the fake Engine")
 

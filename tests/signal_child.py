@@ -14,8 +14,8 @@ import time
 from typing import Any
 
 import distval.cli.main
+from distval.engine_protocol import ContainerState, ExecResult, ImageInfo
 from distval.errors import EngineError
-from distval.targets.docker.engine_protocol import ContainerState, ExecResult, ImageInfo
 from tests.fake_engine import FakeEngine
 
 # How long the cleanup's removal takes in the "removing" phase: the signal must not cut it short.

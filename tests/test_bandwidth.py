@@ -30,13 +30,7 @@ from distval.config import parse_config
 from distval.config.byte_sizes import byte_size_value
 from distval.plan.identity import with_hashes
 from distval.plan.model import ScenarioPlan
-from distval.reports.comparison_markdown import render_comparison_markdown
-from distval.reports.comparison_text import render_comparison_text
-from distval.reports.json_report import json_report
-from distval.reports.markdown import render_markdown
-from distval.reports.mermaid import Series, busbw_chart
-from distval.results.bandwidth import figure_properties, figures_from_details, topology_rows
-from distval.results.baseline import (
+from distval.reports.baseline import (
     BASELINE_CASE,
     Tolerances,
     apply_baseline,
@@ -46,6 +40,12 @@ from distval.results.baseline import (
     confirm,
     deltas,
 )
+from distval.reports.comparison_markdown import render_comparison_markdown
+from distval.reports.comparison_text import render_comparison_text
+from distval.reports.json_report import json_report
+from distval.reports.markdown import render_markdown
+from distval.reports.mermaid import Series, busbw_chart
+from distval.results.bandwidth import figure_properties, figures_from_details, topology_rows
 from distval.results.outcome import FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.results.scenario import summarize_scenario as summarize

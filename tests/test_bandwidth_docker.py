@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from distval.cli.main import main
-from distval.results.baseline import Tolerances, baseline_case
+from distval.reports.baseline import Tolerances, baseline_case
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker

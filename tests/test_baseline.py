@@ -18,10 +18,10 @@ from distval.cli.run import command_run
 from distval.config import parse_config
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_PASSED
 from distval.plan.model import ScenarioPlan
+from distval.reports.baseline import BASELINE_CASE, Tolerances, apply_baseline, baseline_case, compare_reports
 from distval.reports.comparison_markdown import render_comparison_markdown
 from distval.reports.comparison_text import render_comparison_text
 from distval.reports.json_report import json_report
-from distval.results.baseline import BASELINE_CASE, Tolerances, apply_baseline, baseline_case, compare_reports
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.targets.planning import plan_scenario

@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from distval.cli.plan_render import plan_as_data, render_plan
 from distval.config import parse_config
+from distval.engine_protocol import ExecResult
 from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
 from distval.plan.model import RunPlan
-from distval.plan.render import plan_as_data, render_plan
 from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker.engine import Engine
-from distval.targets.docker.engine_protocol import ExecResult
 from distval.targets.docker.processes import WORKER_SCRIPT, signal_workers_beside
 from distval.targets.engines.plan import PROBE_CAP_DROP
 from distval.targets.planning import plan_run

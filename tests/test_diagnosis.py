@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from distval.config import Scenario
+from distval.engine_protocol import ContainerState, ExecResult
 from distval.plan.identity import with_hashes
 from distval.results.diagnosis import (
     Diagnosis,
@@ -23,7 +24,6 @@ from distval.results.diagnosis import (
 )
 from distval.results.outcome import ERROR, FAILED, PASSED, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import summarize_scenario
-from distval.targets.docker.engine_protocol import ContainerState, ExecResult
 from distval.targets.planning import plan_scenario
 
 HUNG = """Thread 0x00007f1c2a1ff6c0 (most recent call first):
@@ -352,7 +352,7 @@ def test_before_kill_signals_then_waits_and_never_raises() -> None:
     import signal
 
     from distval.errors import EngineError
-    from distval.results.diagnosis import before_kill
+    from distval.targets.docker.stacks import before_kill
 
     scenario = Scenario("s", "in-container", 2, "gloo", None, 60.0, 30.0, 30.0, "python3", ())
     plan = with_hashes(plan_scenario(scenario, "r1", None))

@@ -21,13 +21,13 @@ from distval.errors import EngineError
 from distval.plan.model import ScenarioPlan
 from distval.reports.json_report import json_report
 from distval.reports.junit import render_junit
-from distval.results.diagnosis import before_kill
 from distval.results.outcome import ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
 from distval.run.events import NoEvents
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.plan import RESULTS_DIR
 from distval.targets.docker.runtime import run_scenario
+from distval.targets.docker.stacks import before_kill
 from distval.targets.planning import plan_run
 from tests.docker_helpers import leftovers
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from distval.config.shipped import DEFAULT_IMAGE
 from distval.errors import EnvironmentUnusable
-from distval.plan.model import DEFAULT_IMAGE
 from tests.docker_helpers import FixtureImages, FixtureUnavailable, config_images
 
 NOOP = "distval-fixtures/broken:allreduce-noop"

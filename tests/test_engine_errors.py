@@ -16,12 +16,12 @@ import requests
 import urllib3.exceptions
 
 import distval.targets.docker.engine
+from distval.engine_protocol import GpuSupport, Resource
 from distval.errors import EngineError, ImageMissing
 from distval.labels import DISTVAL_LABELS, LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_RUN
 from distval.owner import Owner, current_owner
 from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
 from distval.targets.docker.engine import Engine
-from distval.targets.docker.engine_protocol import GpuSupport, Resource
 
 ERRORS: dict[str, Callable[[], BaseException]] = {
     "APIError": lambda: docker.errors.APIError("boom"),

@@ -1,6 +1,6 @@
 """Text from the image under test (op names, size labels, case names, messages) and from configs is data:
 never Markdown or HTML in a report, never a Mermaid directive, never an escape sequence on a terminal; and a
-config cannot carry control characters or bidi overrides at all (distval/reports/escape.py, config/values.py)."""
+config cannot carry control characters or bidi overrides at all (distval/escape.py, config/values.py)."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 import distval.cli.main
+from distval.cli.plan_render import render_plan
 from distval.config import parse_config
 from distval.errors import EngineError
+from distval.escape import markdown_cell, markdown_code, strip_controls, terminal_line
 from distval.plan.model import RunPlan
-from distval.plan.render import render_plan
-from distval.reports.escape import markdown_cell, markdown_code, strip_controls, terminal_line
 from distval.reports.markdown import render_markdown
 from distval.reports.mermaid import Series, busbw_chart
 from distval.reports.summary import render_summary

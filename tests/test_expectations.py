@@ -7,7 +7,8 @@ import dataclasses
 
 import pytest
 
-from distval.checks.expectations import (
+from distval.config.faults import Expectation
+from distval.results.expectations import (
     CONNECTION_CLOSED,
     KILLED,
     OOM,
@@ -21,7 +22,6 @@ from distval.checks.expectations import (
     decided,
     evaluate,
 )
-from distval.config.faults import Expectation
 
 # Real texts: collective_loop's records and launcher lines seen on torch 2.6 and 2.15 (docs/measurements.md, "Faults").
 CLOSED = (
@@ -197,7 +197,7 @@ def test_finishing_is_not_failing() -> None:
 
 
 # The boundaries and the order of evaluate/first_failures/decided (each test below kills mutants of
-# distval/checks/expectations.py that tools/mutation_pass.py found surviving).
+# distval/results/expectations.py that tools/mutation_pass.py found surviving).
 def seen(verdict: Verdict) -> dict[int, str]:
     return {v.rank: v.seen for v in verdict.ranks}
 

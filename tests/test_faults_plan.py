@@ -8,12 +8,12 @@ import signal
 from collections.abc import Sequence
 from typing import Any
 
+from distval.cli.plan_render import render_plan
 from distval.config import parse_config
-from distval.faults.render import fault_data
-from distval.faults.runtime import FaultRunner
+from distval.engine_protocol import ContainerState, ExecResult
+from distval.plan.fault_render import fault_data
 from distval.plan.model import RunPlan
-from distval.plan.render import render_plan
-from distval.targets.docker.engine_protocol import ContainerState, ExecResult
+from distval.targets.docker.faults import FaultRunner
 from distval.targets.planning import plan_scenario
 from tests.config_helpers import yaml_text
 from tests.fake_engine import FakeEngine
@@ -153,9 +153,9 @@ def test_the_runner_injects_delay_s_after_the_trigger_record_and_stops_once_deci
     names = [c.name for c in plan.containers]
     containers = {name: name for name in names}
     clock = [1000.0]
-    monkeypatch.setattr("distval.faults.runtime.time.time", lambda: clock[0])
+    monkeypatch.setattr("distval.targets.docker.faults.time.time", lambda: clock[0])
     monotonic = [0.0]
-    monkeypatch.setattr("distval.faults.runtime.time.monotonic", lambda: monotonic[0])
+    monkeypatch.setattr("distval.targets.docker.faults.time.monotonic", lambda: monotonic[0])
     notes: list[str] = []
     runner = FaultRunner(engine, plan, containers, notes.append, deadline=100.0)
 
@@ -209,7 +209,7 @@ def test_the_runner_notices_a_worker_gone_while_its_launcher_still_runs(monkeypa
     containers = {name: name for name in names}
     engine.files[names[0]] = {"rank-0.jsonl": line("all_reduce", "passed", 1000.0)}
     clock = [1000.5]
-    monkeypatch.setattr("distval.faults.runtime.time.time", lambda: clock[0])
+    monkeypatch.setattr("distval.targets.docker.faults.time.time", lambda: clock[0])
     runner = FaultRunner(engine, plan, containers, lambda text: None, deadline=1e12)
     runner.poll(dict(containers))  # trigger seen and due: node 0 killed
     assert f"kill {names[0]}" in engine.calls

@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from distval.checks.expectations import CONNECTION_CLOSED, KILLED, ContainerExit, FaultLog, Injected
 from distval.config import parse_config
 from distval.config.faults import Expectation
-from distval.faults.results import fault_cases
 from distval.plan.identity import with_hashes
+from distval.results.expectations import CONNECTION_CLOSED, KILLED, ContainerExit, FaultLog, Injected
+from distval.results.faults import fault_cases
 from distval.results.outcome import CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import summarize_scenario
 from distval.targets.planning import plan_scenario
@@ -119,7 +119,7 @@ def test_a_fault_scenario_run_without_containers_passes_nothing() -> None:
 
 
 # fault_cases on its own, for what the scenario-level tests above do not reach (each test below kills
-# mutants of distval/faults/results.py that tools/mutation_pass.py found surviving).
+# mutants of distval/results/faults.py that tools/mutation_pass.py found surviving).
 SURVIVORS_CLOSED = (
     Expectation("survivors", (CONNECTION_CLOSED,), (0.0, 5.0)),
     Expectation("victims", (KILLED,), (0.0, 1.0)),

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import distval.fixtures.build as build
+from distval.engine_protocol import ImageInfo
 from distval.errors import EnvironmentUnusable
 from distval.fixtures import FILES, FIXTURES, RECIPE_LABEL, ImageBuilder, LayerRecipe, build_fixtures, build_order, recipe_hash
 from distval.tarball import regular_files
-from distval.targets.docker.engine_protocol import ImageInfo
 
 DEFAULT = "distval-fixtures/torch:2.6-debian"
 STOCK = "distval-fixtures/torch:2.6-debian-stock"

@@ -17,9 +17,8 @@ from distval.checks.reference import REFERENCE_PAGE, checks_data, render_checks
 from distval.cli.main import build_parser, main
 from distval.cli.run import SAMPLE_IMAGE_NOTE
 from distval.config import load_config
-from distval.config.shipped import DEFAULT_CONFIG, SCHEMA_COMMENT_PREFIX, SCHEMA_FILE, STARTER_NAME, starter_config
+from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, SCHEMA_COMMENT_PREFIX, SCHEMA_FILE, STARTER_NAME, starter_config
 from distval.fixtures import BROKEN_PREFIX, FIXTURES
-from distval.plan.model import DEFAULT_IMAGE
 from distval_suite.support import MAY_LACK
 from tests.report_helpers import IMAGE, RUN_ID, TIMESTAMP
 

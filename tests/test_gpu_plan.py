@@ -8,14 +8,14 @@ import os
 import threading
 from pathlib import Path
 
+from distval.cli.plan_render import render_plan
 from distval.config import load_config, parse_config
+from distval.engine_protocol import EngineAPI, GpuSupport
 from distval.plan.model import ScenarioPlan
 from distval.plan.nodes import NCCL_SHM_SIZE
-from distval.plan.render import render_plan
 from distval.results.outcome import FAILED, SKIPPED
 from distval.results.scenario import RunSummary, summarize_scenario
 from distval.run.events import NO_EVENTS
-from distval.targets.docker.engine_protocol import EngineAPI, GpuSupport
 from distval.targets.docker.runtime import run_scenario
 from distval.targets.planning import plan_run
 from tests.fake_engine import FakeEngine

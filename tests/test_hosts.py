@@ -15,15 +15,16 @@ from typing import Any
 
 import pytest
 
+from distval.cli.plan_render import plan_as_data, render_plan
 from distval.config import load_config, parse_config
+from distval.config.engine_urls import url_problem
+from distval.engine_protocol import ContainerState, ImageInfo
 from distval.errors import BadInput, EngineError, ImageMissing
 from distval.plan.identity import scenario_hash
 from distval.plan.model import CreateContainer, ProbeHost, StartContainer
 from distval.plan.placeholders import facts_on_host, host_fact, resolve
-from distval.plan.render import plan_as_data, render_plan
 from distval.targets.base import plan_on, refuse_what_it_lacks
-from distval.targets.docker.engine_protocol import ContainerState, ImageInfo
-from distval.targets.engines.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files, url_problem
+from distval.targets.engines.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files
 from distval.targets.engines.plan import rendezvous_target
 from distval.targets.engines.target import EnginesTarget
 from distval.targets.engines.transfer import ImageMismatch, same_image

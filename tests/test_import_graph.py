@@ -110,24 +110,24 @@ def test_the_results_events_and_plan_types_import_downward_only() -> None:
     below = {
         "distval.plan.model": set(),
         "distval.plan.identity": {"distval.plan.model"},
-        "distval.results.rank_files": set(),
+        "distval.plan.rank_files": set(),
         "distval.results.outcome": {"distval.plan.model"},
-        "distval.results.diagnosis": {"distval.plan.model", "distval.results.outcome", "distval.results.rank_files"},
+        "distval.results.diagnosis": {"distval.plan.model", "distval.results.outcome", "distval.plan.rank_files"},
     }
     watched = {
         "distval.plan.model",
         "distval.plan.identity",
-        "distval.results.rank_files",
+        "distval.plan.rank_files",
         "distval.results.outcome",
         "distval.results.diagnosis",
         "distval.results.scenario",
-        "distval.faults.results",
+        "distval.results.faults",
         "distval.run.events",
         "distval.targets.local.plan",
     }
     for module, allowed in below.items():
         assert edges[module] & watched <= allowed, module
-    assert "distval.results.scenario" not in edges["distval.faults.results"]
+    assert "distval.results.scenario" not in edges["distval.results.faults"]
     assert "distval.run.events" not in edges["distval.results.diagnosis"]
     assert "distval.targets.local.plan" not in edges["distval.results.scenario"]  # results never plan again
 

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from distval.cli.main import main
+from distval.engine_protocol import Resource
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
-from distval.targets.docker.engine_protocol import Resource
 from distval.targets.docker.keep import Keeper, inspect_commands
 
 

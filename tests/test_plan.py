@@ -18,10 +18,11 @@ from pathlib import Path
 import pytest
 
 import distval.cli.main
+from distval.cli.plan_render import render_plan
 from distval.config import Config, load_config, parse_config
+from distval.config.shipped import DEFAULT_IMAGE
 from distval.plan.identity import with_hashes
 from distval.plan.model import (
-    DEFAULT_IMAGE,
     LABEL_MANAGED,
     LABEL_NODE,
     LABEL_RUN,
@@ -30,7 +31,6 @@ from distval.plan.model import (
     ScenarioPlan,
     images_of,
 )
-from distval.plan.render import render_plan
 from distval.targets.docker.plan import CONTAINER_ROOT, MASTER_PORT, RESULTS_DIR, SPEC_PATH
 from distval.targets.planning import plan_run, plan_scenario
 

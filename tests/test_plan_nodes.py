@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from distval.cli.plan_render import plan_as_data, render_plan
 from distval.config import Scenario, parse_config
 from distval.config import rendezvous as table
 from distval.config.rendezvous import TORCHRUN, RendezvousForm
 from distval.plan.model import CreateContainer, LearnAddress, RunPlan, ScenarioPlan, StartContainer
 from distval.plan.nodes import SUBNETS, FileModes, Site, build_nodes
 from distval.plan.placeholders import facts_for_address, placeholders_in, resolve
-from distval.plan.render import plan_as_data, render_plan
 from distval.plan.specs import ContainerPlan
 from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario
 from distval.targets.planning import plan_scenario

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from distval.engine_protocol import ExecResult
 from distval.errors import EngineError
 from distval.targets.docker import beside as beside_container
-from distval.targets.docker.engine_protocol import ExecResult
 from distval.targets.docker.processes import find_workers, parse_workers, signal_workers, signal_workers_beside
 from tests.fake_engine import FakeEngine
 

@@ -18,13 +18,13 @@ import pytest
 
 import distval.fixtures.build
 import distval.targets.docker.reaper
+from distval.cli.plan_render import plan_as_data, render_plan
 from distval.config import load_config
+from distval.engine_protocol import ImageInfo, Resource
 from distval.errors import EngineError, Interrupted
 from distval.fixtures import FILES, FIXTURES, REAPER_ENTRYPOINT, REAPER_IMAGE, RECIPE_LABEL, recipe_hash
-from distval.plan.render import plan_as_data, render_plan
 from distval.targets.docker import reaper_container
 from distval.targets.docker.cleanup import RunDecision
-from distval.targets.docker.engine_protocol import ImageInfo, Resource
 from distval.targets.docker.reaper import REAPER_PORT, Reaper, ReaperLaunch, addresses, engine_socket_path, own_container
 from distval.targets.planning import plan_run
 

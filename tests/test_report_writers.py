@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 
 import distval.cli.run
+from distval.reports.baseline import BadReport, read_report
 from distval.reports.json_report import render_json
 from distval.reports.junit import render_junit
 from distval.reports.markdown import render_markdown
 from distval.reports.summary import render_summary
-from distval.results.baseline import BadReport, read_report
 from distval.results.outcome import ERROR, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, summarize_scenario
 from tests.fake_engine import FakeEngine

@@ -11,12 +11,12 @@ import time
 from typing import Any, cast
 
 from distval.config import load_config
+from distval.engine_protocol import ContainerState, EngineAPI
 from distval.errors import EngineError
 from distval.plan.model import ScenarioPlan
 from distval.run.events import NoEvents, RunEvents
 from distval.run.steps import WAIT_SLICE_S, wait_for_nodes
 from distval.targets.docker.engine import Engine
-from distval.targets.docker.engine_protocol import ContainerState, EngineAPI
 from distval.targets.docker.runtime import HOST_WATCH_S, EngineNodes, run_scenario
 from distval.targets.engines.runtime import HostEngine
 from distval.targets.planning import plan_run

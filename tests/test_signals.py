@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 
 from distval.config import load_config
+from distval.engine_protocol import ContainerState, ImageInfo
 from distval.errors import EngineError, Interrupted
 from distval.plan.model import ScenarioPlan
 from distval.run.events import NoEvents
 from distval.run.interrupts import Interrupt, install, signals_deferred
-from distval.targets.docker.engine_protocol import ContainerState, ImageInfo
 from distval.targets.docker.runtime import run_scenario
 from distval.targets.engines.transfer import same_image
 from distval.targets.planning import plan_run

@@ -11,12 +11,12 @@ from collections.abc import Collection, Sequence
 
 import pytest
 
-from distval.checks.expectations import FaultLog
 from distval.config import load_config
 from distval.errors import EngineError, RunStopped
 from distval.plan.model import LearnAddress, LearnSubnets, ScenarioPlan, Step
 from distval.plan.placeholders import facts_for_address, placeholders_in
 from distval.plan.specs import ContainerPlan
+from distval.results.expectations import FaultLog
 from distval.results.scenario import ScenarioResult
 from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING
 from distval.run.steps import WAIT_SLICE_S, Collected, Exited, GpuShortfall, NodeBackend, Overseer, Skip, run_steps

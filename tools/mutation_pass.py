@@ -1,6 +1,6 @@
 """A small mutation pass: does any plausible change to a module's logic survive the module's fast tests?
 
-    python tools/mutation_pass.py distval/checks/expectations.py [distval/faults/results.py ...] [--jobs N]
+    python tools/mutation_pass.py distval/results/expectations.py [distval/results/faults.py ...] [--jobs N]
 
 For each module it parses the source with ``ast``, makes one mutant per plausible slip (a comparison's
 operator or boundary, a numeric constant off by one or by an epsilon, ``and``/``or``, a negated condition,
@@ -36,26 +36,30 @@ ROOT = Path(__file__).resolve().parent.parent
 # The fast (no Docker, no host venv) test files that exercise each module, directly or through its callers:
 # fault_results.fault_cases calls expectations.evaluate, fault_runtime calls decided and first_failures.
 TESTS: dict[str, tuple[str, ...]] = {
-    "distval/checks/expectations.py": ("tests/test_expectations.py", "tests/test_faults_results.py", "tests/test_faults_plan.py"),
-    "distval/faults/results.py": ("tests/test_faults_results.py",),
+    "distval/results/expectations.py": (
+        "tests/test_expectations.py",
+        "tests/test_faults_results.py",
+        "tests/test_faults_plan.py",
+    ),
+    "distval/results/faults.py": ("tests/test_faults_results.py",),
 }
 
 # Survivors that are no behaviour change, keyed by "path:line:col mutation" (the table's first two columns),
 # with why no test can kill them. Anything surviving outside this list is a gap in the tests.
 EQUIVALENT: dict[str, str] = {
-    "distval/checks/expectations.py:110:0 early-return ifs at lines 111 and 113 swapped": (
+    "distval/results/expectations.py:110:0 early-return ifs at lines 111 and 113 swapped": (
         'ranks == "victims" and ranks == "survivors" exclude each other'
     ),
-    "distval/checks/expectations.py:112:15 sorted(..., reverse=True)": (
+    "distval/results/expectations.py:112:15 sorted(..., reverse=True)": (
         "evaluate, the only caller, gives every rank of one expectation the same entry: the order is unused"
     ),
-    "distval/checks/expectations.py:115:11 sorted(..., reverse=True)": (
+    "distval/results/expectations.py:115:11 sorted(..., reverse=True)": (
         "evaluate, the only caller, gives every rank of one expectation the same entry: the order is unused"
     ),
-    "distval/checks/expectations.py:135:12 if/elif branches in the other order": (
+    "distval/results/expectations.py:135:12 if/elif branches in the other order": (
         'status == "passed" and status in ("failed", "error") exclude each other'
     ),
-    "distval/checks/expectations.py:193:15 `and` -> `or`": "after is None exactly when failure is None",
+    "distval/results/expectations.py:193:15 `and` -> `or`": "after is None exactly when failure is None",
 }
 
 # The module-level names a function returns as a verdict; a mutant returns another of the same family.

@@ -56,7 +56,7 @@ def _info(
     )
 
 
-# The testcase that judges how the ranks reacted to a scenario's faults (distval/faults/results.py). Not a
+# The testcase that judges how the ranks reacted to a scenario's faults (distval/results/faults.py). Not a
 # check of the catalog, but a verdict: a fault scenario whose checks were interrupted on purpose is validated
 # by it, and by nothing else.
 FAULTS_CASE = "faults"

@@ -1,5 +1,5 @@
 """Last-known-good: the options of ``distval run --baseline`` (the report and the tolerances), the baseline
-testcases it adds to a run's summary, and the ``distval compare`` command (distval/results/baseline.py compares)."""
+testcases it adds to a run's summary, and the ``distval compare`` command (distval/reports/baseline.py compares)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,7 @@ from typing import Any
 from distval.cli import values as cli_values
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_PASSED, BadInput
 from distval.plan.model import ScenarioPlan
-from distval.reports.comparison_markdown import write_comparison_markdown
-from distval.reports.comparison_text import render_comparison_text
-from distval.results.baseline import (
+from distval.reports.baseline import (
     DEFAULT_BUSBW_SLACK_US,
     DEFAULT_BUSBW_TOLERANCE,
     DEFAULT_DURATION_SLACK_S,
@@ -31,6 +29,8 @@ from distval.results.baseline import (
     scenario_entries,
     undecided,
 )
+from distval.reports.comparison_markdown import write_comparison_markdown
+from distval.reports.comparison_text import render_comparison_text
 from distval.results.outcome import PASSED
 from distval.results.scenario import RunSummary, ScenarioResult
 
@@ -131,7 +131,7 @@ def remeasure(
     log: Callable[[str], None],
 ) -> dict[int, list[ScenarioResult]]:
     """Up to --remeasure times, the scenarios with a figure that regressed in the run and that the runs so far
-    have not decided (it regresses when it regressed in more than half of the 1 + N runs: distval/results/baseline.py
+    have not decided (it regresses when it regressed in more than half of the 1 + N runs: distval/reports/baseline.py
     ``majority``) run again with ``run_again``; their results, by the scenario's index in the summary. A
     scenario whose re-measure failed is not run again: that failure fails its 'baseline' testcase anyway."""
     if not getattr(args, "baseline", None) or not summary.scenarios:

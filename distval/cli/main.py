@@ -22,15 +22,14 @@ from distval.checks.reference import FORMATS, REFERENCE_PAGE, render_checks
 from distval.cli import values as cli_values
 from distval.cli.baseline import add_baseline_arguments, add_compare_command, overwrites_baseline
 from distval.cli.kubernetes import add_kubernetes_commands
+from distval.cli.plan_render import plan_as_data, render_plan
 from distval.cli.run import REPORT_OPTIONS, Progress, command_run, containers_target, default_jobs, write_reports
 from distval.config import load_config
 from distval.config.schema import SHIPPED, render_schema
-from distval.config.shipped import DEFAULT_CONFIG, STARTER_NAME, write_starter
+from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, STARTER_NAME, write_starter
 from distval.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError, exit_codes_line
 from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
 from distval.labels import LABEL_RUN
-from distval.plan.model import DEFAULT_IMAGE
-from distval.plan.render import plan_as_data, render_plan
 from distval.results.scenario import RunSummary
 from distval.targets.base import plan_on, refuse_what_it_lacks
 from distval.targets.docker.cleanup import RunDecision, by_run, decide

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from distval.cli.baseline import check_remeasure, overwrites_baseline, remeasure, with_baseline
 from distval.config import Config, load_config
-from distval.config.shipped import DEFAULT_CONFIG
+from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE
 from distval.config.yaml_nodes import shown
 from distval.errors import (
     BadInput,
@@ -29,7 +29,7 @@ from distval.errors import (
     InternalError,
     Interrupted,
 )
-from distval.plan.model import DEFAULT_IMAGE, RunPlan, ScenarioPlan, images_of
+from distval.plan.model import RunPlan, ScenarioPlan, images_of
 from distval.reports.files import refusal
 from distval.reports.json_report import write_json
 from distval.reports.junit import write_junit

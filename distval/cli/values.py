@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 from distval.config.values import image_problem
 from distval.config.yaml_nodes import shown
 from distval.errors import BadInput, UsageError
-from distval.results.baseline import BadReport, read_report
+from distval.reports.baseline import BadReport, read_report
 from distval.targets.docker.cleanup import parse_duration
 from distval.targets.engines.hosts import parse_hosts
 

@@ -17,6 +17,7 @@ import yaml
 from distval.config import rendezvous, values
 from distval.config.check_list import read_checks
 from distval.config.devices import DEVICES, NCCL_BACKENDS
+from distval.config.engine_urls import HOSTS_MAX, SCHEMES, url_problem
 from distval.config.faults import (
     ERROR_KINDS,
     FAULT_KINDS,
@@ -38,7 +39,6 @@ from distval.config.layout import (
 )
 from distval.config.values import Reader
 from distval.config.yaml_nodes import Problems, describe, typed
-from distval.targets.engines.hosts import HOSTS_MAX, SCHEMES, url_problem
 
 BACKENDS = ("gloo", *NCCL_BACKENDS, "mpi")
 DEFAULT_TIMEOUT_S = 300.0

@@ -8,8 +8,9 @@ from pathlib import Path
 
 from distval.config.keys import BY_NAME, DEFAULT_CHECK_TIMEOUT_S, DEFAULT_COLLECTIVE_TIMEOUT_S, DEFAULT_TIMEOUT_S
 from distval.errors import BadInput
-from distval.plan.model import DEFAULT_IMAGE
 
+# The image under test when neither --image nor the scenario names one: distval's sample image (a run on it says so).
+DEFAULT_IMAGE = "distval-fixtures/torch:2.6-debian"
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 DEFAULT_CONFIG = CONFIGS_DIR / "default.yaml"
 SCHEMA_FILE = CONFIGS_DIR / "distval.schema.json"

@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 
 from distval.config import NCCL_BACKENDS, Config, Scenario
-from distval.faults.plan import FaultPlan
 from distval.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
+from distval.plan.faults import FaultPlan
 from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy, NetworkPlan, Ulimit
 
 __all__ = [  # the names other modules take from here; the data types live in plan/specs and labels
@@ -43,8 +43,6 @@ __all__ = [  # the names other modules take from here; the data types live in pl
     "Step",
     "Ulimit",
 ]
-
-DEFAULT_IMAGE = "distval-fixtures/torch:2.6-debian"  # the image under test when neither --image nor the scenario names one
 
 
 # -- the steps, in the order the runtime executes them ----------------------------------------------
@@ -116,7 +114,7 @@ class ScenarioPlan:
     # Across several Docker hosts (distval/targets/engines/plan.py): the Engine URLs, and the probe containers run first.
     hosts: tuple[str, ...] = ()
     probes: tuple[ContainerPlan, ...] = ()
-    # The scenario's faults (distval/faults/plan.py): when each lands, what the runtime does, its helper containers.
+    # The scenario's faults (distval/plan/faults.py): when each lands, what the runtime does, its helper containers.
     faults: FaultPlan | None = None
     # Host mode: the directory the nodes' directories are under (a temporary name), so that the scenario hash
     # can read it as a fixed one without planning again. "": the plan names no directory of this machine.

@@ -20,8 +20,8 @@ from distval.config.rendezvous import NO_LAUNCHER, RendezvousForm, rendezvous_fo
 from distval.labels import LABEL_MANAGED, LABEL_NODE, LABEL_RUN, LABEL_SCENARIO
 from distval.plan.model import CreateContainer, LearnAddress, StartContainer, Step
 from distval.plan.placeholders import placeholder
+from distval.plan.rank_files import ERROR_FILE
 from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy, Ulimit
-from distval.results.rank_files import ERROR_FILE
 
 SUITE_MODULE = "distval_suite.main"
 NODE0_IP = placeholder("node0_ip")

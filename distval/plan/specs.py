@@ -133,7 +133,7 @@ class ContainerPlan:
 
 @dataclass(frozen=True)
 class HelperPlan:
-    """A fault helper (distval/faults/plan.py): a container of the helper image in a victim's network namespace,
+    """A fault helper (distval/plan/faults.py): a container of the helper image in a victim's network namespace,
     idle until the runtime execs iptables or tc in it."""
 
     name: str

@@ -7,11 +7,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from distval.reports.escape import markdown_cell as _cell
+from distval.escape import markdown_cell as _cell
+from distval.reports.baseline import Comparison, facts, rows
 from distval.reports.files import write_atomically
 from distval.reports.mermaid import Series, chart_section
 from distval.results.bandwidth import Figure, figures_from_details
-from distval.results.baseline import Comparison, facts, rows
 
 
 def _series(label: str, scenario: Mapping[str, Any] | None) -> Series | None:

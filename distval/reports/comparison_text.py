@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from distval.reports.escape import terminal_line
-from distval.results.baseline import Comparison, facts, rows
+from distval.escape import terminal_line
+from distval.reports.baseline import Comparison, facts, rows
 
 
 def _safe(cells: tuple[str, ...]) -> tuple[str, ...]:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from distval.reports.escape import markdown_cell, strip_controls
+from distval.escape import markdown_cell, strip_controls
 from distval.results.bandwidth import Figure
 
 

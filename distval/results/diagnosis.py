@@ -1,151 +1,27 @@
 """Why a scenario hung or crashed, from what its ranks left in their results directories.
 
-Before the runtime kills what still runs at the deadline, ``before_kill`` signals every worker with
-SIGUSR1 (distval_suite/diagnostics.py registered faulthandler on it, so each rank prints every thread's Python
-stack into ``stacks-rank-N.txt``; the signal goes through an exec, because ``container.kill`` reaches only
-PID 1) and asks the flight-recorder thread for a dump (a request file created through the same kind of
-exec), waiting a bounded time for both. The files are copied out with the results afterwards.
-
-The rest is pure: parse the stacks, the flight recorder's entries (torch 2.15 records gloo collectives
-with sequence numbers), torchrun's error file (``TORCHELASTIC_ERROR_FILE``: the first failing worker's
-traceback) and the launch facts (restart count, which rendezvous store the workers used), and say
-what they show in a few lines for the reports. Bad input never raises: an unreadable file is named as such.
+What the ranks leave is asked for before a deadline's kill by distval/targets/docker/stacks.py (stacks and
+flight-recorder dumps) and copied out with the results. This module is pure: it parses the stacks, the flight
+recorder's entries (torch 2.15 records gloo collectives with sequence numbers), torchrun's error file
+(``TORCHELASTIC_ERROR_FILE``: the first failing worker's traceback) and the launch facts (restart count, which
+rendezvous store the workers used), and says what they show in a few lines for the reports. Bad input never
+raises: an unreadable file is named as such.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import signal
-import threading
-import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
-from distval.errors import EngineError
-from distval.plan.model import ScenarioPlan
-from distval.plan.specs import ContainerPlan
+from distval.plan.rank_files import ERROR_FILE, FLIGHT_RECORDER, LAUNCH, RECORDS, STACKS
 from distval.results.outcome import ContainerOutcome
-from distval.results.rank_files import ERROR_FILE, FLIGHT_RECORDER, LAUNCH, RECORDS, STACKS
 from distval.results.records import json_problem
-from distval.targets.docker.engine_protocol import EngineAPI
-from distval.targets.docker.processes import signal_workers, signal_workers_beside
 
-NODE_FILE = "diagnosis-node-%d.json"  # what before_kill measured in that container
-# How long before_kill waits, inside each container, for the stacks and the flight-recorder dumps. The
-# stacks are written in the signal handler (milliseconds); the dump thread polls every 0.1 s.
-WAIT_S = 3.0
-# The exec runs this bound plus its own start; a container that does not answer by then is killed anyway.
-EXEC_MARGIN_S = 20.0
-# How often the wait for the stacks looks at a stop request (issue 20: the run's Ctrl-C from a worker thread).
-STOP_CHECK_S = 0.2
 FR_SHOWN = 5  # the last collectives shown per rank
 STACK_LINES_MAX = 60  # per rank, in the reports
-
-# argv[1]: the results directory; argv[2]: the signalled ranks, comma-separated; argv[3]: the bound in
-# seconds; argv[4]: the node rank. Python 3.9-compatible, standard library only: it runs in the image.
-_WAIT_SCRIPT = r"""
-import json, os, sys, time
-results, limit, node = sys.argv[1], float(sys.argv[3]), int(sys.argv[4])
-ranks = [int(r) for r in sys.argv[2].split(",") if r]
-start = time.time()
-request = os.path.join(results, "diagnose.request")
-with open(request + ".partial", "w") as f:
-    f.write(repr(start))
-os.replace(request + ".partial", request)
-def size(name):
-    try:
-        return os.path.getsize(os.path.join(results, name))
-    except OSError:
-        return 0
-def fresh(name):
-    try:
-        return os.stat(os.path.join(results, name)).st_mtime >= start - 0.05
-    except OSError:
-        return False
-while True:
-    stacks = [r for r in ranks if size("stacks-rank-%d.txt" % r) > 0]
-    dumps = [r for r in ranks if fresh("flight-recorder-rank-%d.json" % r)]
-    if (len(stacks) == len(ranks) and len(dumps) == len(ranks)) or time.time() - start >= limit:
-        break
-    time.sleep(0.05)
-report = {"node": node, "signalled": ranks, "stacks": stacks, "flight_recorder": dumps,
-          "waited_s": round(time.time() - start, 3)}
-with open(os.path.join(results, "diagnosis-node-%d.json" % node), "w") as f:
-    json.dump(report, f)
-print(json.dumps(report))
-"""
-
-
-# -- before the kill ----------------------------------------------------------------------------------
-class Notes(Protocol):
-    """Where before_kill says what it found: the run's events (distval/run/events.py ``RunEvents.note``), which
-    report results too and so sit above this module."""
-
-    def note(self, plan: ScenarioPlan | None, line: str) -> None: ...
-
-
-def before_kill(
-    engine: EngineAPI, running: Mapping[str, Any], plan: ScenarioPlan, events: Notes, stop: threading.Event | None = None
-) -> float:
-    """Collect every still-running worker's stacks and flight-recorder dump inside its container, all
-    containers at once; returns the seconds it took (the kill waits that long, at most WAIT_S plus the
-    execs). Failures (a paused container, an image without the python) become notes, never errors:
-    the kill must happen whatever this finds. ``stop`` (Ctrl-C or SIGTERM seen by the run, this in a worker
-    thread): the wait for the stacks ends within STOP_CHECK_S, so the kill and the cleanup come at once."""
-    started = time.monotonic()
-    notes: dict[str, str] = {}
-
-    def one(name: str, container: Any) -> None:
-        try:
-            notes[name] = _diagnose_container(engine, container, plan.container(name), plan.scenario.python, started)
-        except Exception as exc:  # noqa: BLE001 -- a thread's crash would lose the note; the kill happens anyway
-            notes[name] = f"no stacks: the diagnosis failed ({type(exc).__name__}: {exc})"
-
-    threads = [threading.Thread(target=one, args=item, daemon=True) for item in running.items()]
-    for thread in threads:
-        thread.start()
-    until = started + WAIT_S + EXEC_MARGIN_S
-    for thread in threads:
-        while thread.is_alive() and time.monotonic() < until and not (stop is not None and stop.is_set()):
-            thread.join(min(STOP_CHECK_S, max(0.0, until - time.monotonic())))
-    took_s = time.monotonic() - started
-    for name in sorted(running):
-        events.note(plan, f"{name}: {notes.get(name, 'no answer before the kill')}")
-    return took_s
-
-
-def _diagnose_container(engine: EngineAPI, container: Any, cp: ContainerPlan, python: str, started: float) -> str:
-    thawed = ""
-    try:
-        if engine.state(container).status == "paused":
-            # A frozen node (a freeze fault) runs no exec: its workers are signalled from a container beside it
-            # in its PID namespace, then thawed. The signal is delivered as they thaw, before they run on, so
-            # their stacks show where the freeze held them. The node is killed right after.
-            workers = signal_workers_beside(engine, container, signal.SIGUSR1)
-            engine.unpause(container)
-            thawed = "frozen: signalled from beside it, then unpaused; "
-        else:
-            workers = signal_workers(engine, container, python, signal.SIGUSR1)
-    except EngineError as exc:
-        return f"{thawed}no stacks: the workers could not be signalled ({exc})"
-    ranks = [w.rank for w in workers if w.error is None]
-    if not ranks:
-        return f"{thawed}no stacks: no worker process was running"
-    argv = [python, "-S", "-c", _WAIT_SCRIPT, cp.results_dir, ",".join(map(str, ranks)), f"{WAIT_S:g}", str(cp.node_rank)]
-    try:
-        result = engine.exec_run(container, argv)
-    except EngineError as exc:
-        return f"signalled rank(s) {ranks} for their stacks; the wait for them failed ({exc})"
-    report = _json_object(result.output.strip().splitlines()[-1] if result.output.strip() else "")
-    if report is None:
-        return f"signalled rank(s) {ranks} for their stacks; the wait printed {result.output[-200:]!r}"
-    took_s = time.monotonic() - started
-    return thawed + (
-        f"stacks of rank(s) {report.get('stacks')} and flight-recorder dumps of rank(s) {report.get('flight_recorder')} "
-        f"of signalled rank(s) {ranks} collected in {took_s:.1f} s before the kill"
-    )
 
 
 # -- parsing (pure) -----------------------------------------------------------------------------------
@@ -228,7 +104,7 @@ def _int(value: object) -> int | None:
 
 def parse_flight_recorder(data: bytes) -> FlightRecorder:
     """A rank's flight-recorder file (distval_suite/diagnostics.py): its entries oldest first, or why none."""
-    dump = _json_object(data.decode("utf-8", "replace"))
+    dump = json_object(data.decode("utf-8", "replace"))
     if dump is None:
         return FlightRecorder(False, "the flight-recorder file is not a JSON object (cut by the kill?)")
     if not dump.get("available"):
@@ -300,7 +176,7 @@ class RootCause:
 
 def parse_error_file(data: bytes, source: str) -> RootCause | None:
     """torchelastic's error file (``record`` writes it; torchrun copies the first failure's into its own)."""
-    top = _json_object(data.decode("utf-8", "replace"))
+    top = json_object(data.decode("utf-8", "replace"))
     if top is None:
         return None
     message = top.get("message")
@@ -432,7 +308,8 @@ class Diagnosis:
         return "\n\n".join(blocks)
 
 
-def _json_object(text: str) -> dict[str, Any] | None:
+def json_object(text: str) -> dict[str, Any] | None:
+    """A JSON object the image under test wrote, or None where it is not one a report can hold."""
     try:
         value = json.loads(text)
     except (ValueError, RecursionError):
@@ -466,7 +343,7 @@ def diagnose(containers: Iterable[ContainerOutcome]) -> Diagnosis:
                 current = ranks.get(rank, RankDiagnosis(rank))
                 ranks[rank] = RankDiagnosis(rank, current.stacks, current.stacks_text, parse_flight_recorder(data))
             elif launch:
-                parsed = _json_object(data.decode("utf-8", "replace"))
+                parsed = json_object(data.decode("utf-8", "replace"))
                 if parsed is None:
                     notes.append(f"{container.name}:{name}: unreadable launch facts")
                 else:
@@ -478,7 +355,7 @@ def diagnose(containers: Iterable[ContainerOutcome]) -> Diagnosis:
                 else:
                     causes.append(cause)
             elif name.startswith("diagnosis-node-"):
-                parsed = _json_object(data.decode("utf-8", "replace"))
+                parsed = json_object(data.decode("utf-8", "replace"))
                 if parsed is not None:
                     notes.append(
                         f"{container.name}: signalled rank(s) {parsed.get('signalled')}, stacks from {parsed.get('stacks')}, "

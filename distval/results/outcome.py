@@ -2,7 +2,7 @@
 
 ``ScenarioOutcome`` (one per scenario, with a ``ContainerOutcome`` per container or local node) is what a runtime
 observed; distval/results/scenario.py turns it into ``CaseResult``s with one of the four statuses. The diagnosis
-(distval/results/diagnosis.py), the faults' verdict (distval/faults/results.py) and the reports all read these types,
+(distval/results/diagnosis.py), the faults' verdict (distval/results/faults.py) and the reports all read these types,
 so they live below all of them.
 """
 
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from distval.checks.expectations import FaultLog
 from distval.plan.model import ScenarioPlan
+from distval.results.expectations import FaultLog
 
 PASSED, FAILED, ERROR, SKIPPED = "passed", "failed", "error", "skipped"
 EXIT_STATUS_CASE = "exit_status"
@@ -41,7 +41,7 @@ class ScenarioOutcome:
     setup_error: str | None = None
     setup_skipped: bool = False  # the Engine cannot provide what the scenario needs (IPv6, GPUs): a skip, not an error
     skip_kind: str | None = None  # what it lacks: "ipv6", "gpu"
-    fault_log: FaultLog | None = None  # what the faults did and when (distval/faults/runtime.py); None: no faults
+    fault_log: FaultLog | None = None  # what the faults did and when (distval/targets/docker/faults.py); None: no faults
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from distval import __version__
 from distval.checks.catalog import FAULTS_CASE, is_check, is_collective
 from distval.config import NCCL_BACKENDS
 from distval.errors import EXIT_CHECKS_FAILED, EXIT_PASSED, PlanError
-from distval.faults.results import NOT_INJECTED, fault_cases
 from distval.plan.model import ScenarioPlan
 from distval.results.bandwidth import Figure, figure_properties, figures_of
 from distval.results.diagnosis import Diagnosis, current_attempts, diagnose, is_record_file
+from distval.results.faults import NOT_INJECTED, fault_cases
 from distval.results.logs import first_error_line, tail
 from distval.results.nccl_transport import describe as describe_transports
 from distval.results.nccl_transport import transports_between

@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
+from distval.escape import terminal_line
 from distval.plan.model import ScenarioPlan
-from distval.reports.escape import terminal_line
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
 from distval.results.scenario import ScenarioResult
 from distval.run.events import SETTING_UP

@@ -17,11 +17,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from distval.checks.expectations import FaultLog
 from distval.errors import RunStopped
 from distval.plan.model import CreateContainer, ScenarioPlan, StartContainer, Step
 from distval.plan.placeholders import facts_on_host, resolve
 from distval.plan.specs import ContainerPlan
+from distval.results.expectations import FaultLog
 from distval.results.outcome import ContainerOutcome, ScenarioOutcome
 from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING, RunEvents
 from distval.run.interrupts import signals_deferred
@@ -69,7 +69,7 @@ class Collected:
 
 
 class Overseer(Protocol):
-    """What watches the nodes beside the wait and may end it early: the faults (distval/faults/runtime.py FaultRunner)."""
+    """What watches the nodes beside the wait and may end it early: the faults (distval/targets/docker/faults.py FaultRunner)."""
 
     ended: str | None  # why ``poll`` ended the scenario
 

@@ -7,8 +7,9 @@ Kubernetes export, tests, benchmarks) plans through here; host mode has its own 
 from __future__ import annotations
 
 from distval.config import Config, Scenario
+from distval.config.shipped import DEFAULT_IMAGE
 from distval.plan.identity import with_hashes
-from distval.plan.model import DEFAULT_IMAGE, RunPlan, ScenarioPlan, run_slugs, scenario_slug
+from distval.plan.model import RunPlan, ScenarioPlan, run_slugs, scenario_slug
 from distval.targets.docker import plan as one_engine
 from distval.targets.engines.plan import plan_across_hosts
 

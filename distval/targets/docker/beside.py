@@ -1,7 +1,7 @@
 """What the beside-helper is: the short-lived container that signals the worker processes of a paused rank
 container (distval/targets/docker/processes.py ``signal_workers_beside``; a paused container runs no exec) from its PID
 namespace. Its image, entrypoint, user, privileges, mounts and network are declared here once, for the Engine
-that creates it (distval/targets/docker/engine.py ``run_beside``) and for the plan that shows it (distval/plan/render.py).
+that creates it (distval/targets/docker/engine.py ``run_beside``) and for the plan that shows it (distval/cli/plan_render.py).
 
 It runs distval's own image (the reaper's: Debian's python3, ensured on every Engine before a run), never the
 image under test: an image's PYTHONPATH, LD_PRELOAD or python would otherwise run as root beside the ranks

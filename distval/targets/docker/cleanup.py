@@ -13,9 +13,9 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from distval.engine_protocol import Resource
 from distval.labels import LABEL_ROLE, LABEL_RUN
 from distval.owner import Owner, boot_id, machine_id, owner_alive
-from distval.targets.docker.engine_protocol import Resource
 
 NO_RUN_ID = "(no run id)"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

@@ -28,6 +28,7 @@ import docker
 import docker.errors
 import docker.types
 from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, joined_within, kept_end
+from distval.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from distval.errors import EngineError, ImageMissing
 from distval.labels import DISTVAL_LABELS, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from distval.owner import Owner, current_owner
@@ -37,7 +38,6 @@ from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker import reaper_container
 from distval.targets.docker.engine_advice import advice
-from distval.targets.docker.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
 from distval.targets.engines.hosts import HostSpec
 
 T = TypeVar("T")
@@ -84,7 +84,7 @@ def _client_for(host: HostSpec) -> Any:
 
 
 class Engine:
-    """The real Engine; implements distval.targets.docker.engine_protocol.EngineAPI."""
+    """The real Engine; implements distval.engine_protocol.EngineAPI."""
 
     # It can hold the run's reaper (start_reaper): a run on it starts one (distval/targets/docker/engine_run.py).
     holds_reaper = True
@@ -423,7 +423,7 @@ class Engine:
         self._call(f"disconnect {container.name} from {network}", lambda: self.client.networks.get(network).disconnect(container))
 
     def create_helper(self, helper: HelperPlan) -> Any:
-        """Create a fault helper (distval/faults/plan.py) with exactly its planned arguments, plus the run's labels."""
+        """Create a fault helper (distval/plan/faults.py) with exactly its planned arguments, plus the run's labels."""
         kwargs = helper.create_kwargs()
         kwargs["labels"] = self._labels(kwargs["labels"])
         return self._call(f"create container {helper.name}", lambda: self.client.containers.create(**kwargs))

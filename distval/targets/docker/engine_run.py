@@ -12,11 +12,11 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
+from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError, ImageMissing
 from distval.fixtures import FIXTURES, build_fixtures, is_current
 from distval.fixtures.recipes import REAPER_IMAGE
 from distval.owner import current_owner
-from distval.targets.docker.engine_protocol import EngineAPI
 from distval.targets.docker.keep import Keeper
 from distval.targets.docker.reaper import Reaper, ReaperLaunch
 

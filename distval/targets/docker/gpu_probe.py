@@ -1,6 +1,6 @@
 """What the GPU probe is: the short container that asks the Engine for every GPU and counts the NVIDIA devices
 it sees (distval/targets/docker/engine.py ``gpu_support``), once per image under test and run. Declared here once, for the
-Engine that creates it and for the plan that shows it (distval/plan/render.py).
+Engine that creates it and for the plan that shows it (distval/cli/plan_render.py).
 
 It runs the image under test on purpose (it probes what that image gets), so it gets less than the ranks:
 no capability, no new privileges, no network, no mounts, a few processes (issue 19).

@@ -10,7 +10,7 @@ The nodes come from distval/plan/nodes.py; this module says where they run on on
   once it exists (``{subnets}``);
 - node 0 by name, or with ``master_addr: ip`` by the address the Engine gave it (``{node0_ip}``), learned once it
   started: then it is created and started first;
-- the scenario's faults (distval/faults/plan.py): an oom fault's memory limit on its node, and the fault plan.
+- the scenario's faults (distval/plan/faults.py): an oom fault's memory limit on its node, and the fault plan.
 
 distval/targets/planning.py chooses this planner when no --hosts (or hosts key) places the nodes elsewhere.
 """
@@ -18,8 +18,9 @@ distval/targets/planning.py chooses this planner when no --hosts (or hosts key) 
 from __future__ import annotations
 
 from distval.config import Scenario
-from distval.faults.plan import plan_faults, with_fault_limits
-from distval.plan.model import DEFAULT_IMAGE, CreateNetwork, LearnSubnets, ScenarioPlan, Step, ipv6_subnet, scenario_slug
+from distval.config.shipped import DEFAULT_IMAGE
+from distval.plan.faults import plan_faults, with_fault_limits
+from distval.plan.model import CreateNetwork, LearnSubnets, ScenarioPlan, Step, ipv6_subnet, scenario_slug
 from distval.plan.nodes import SUBNETS, FileModes, Site, base_name, build_nodes, scenario_labels
 from distval.plan.specs import NetworkPlan
 

@@ -13,8 +13,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError
-from distval.targets.docker.engine_protocol import EngineAPI
 
 # argv[1]: the signal number (0: only list); argv[2]: comma-separated global ranks, or "all".
 # A worker is a process whose command line runs distval_suite.main and whose environment has LOCAL_RANK (set

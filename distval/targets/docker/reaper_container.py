@@ -1,6 +1,6 @@
 """What the run's reaper container is (distval/targets/docker/reaper.py): its image, entrypoint, user, privileges, mounts and
 network, in one place for the Engine that creates it (distval/targets/docker/engine.py ``start_reaper``) and for the plan
-that shows it (distval/plan/render.py), so that what ``distval plan`` says is what runs.
+that shows it (distval/cli/plan_render.py), so that what ``distval plan`` says is what runs.
 
 The reaper is the one container distval starts beside the ranks with the Engine's socket: as root (the
 socket's owner), so it runs distval's own reaper image, never the image under test (issue 19).

@@ -17,19 +17,19 @@ from pathlib import Path
 from typing import Any
 
 import distval_suite
+from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError, PlanError
-from distval.faults.runtime import FaultRunner
 from distval.labels import LABEL_SCENARIO
 from distval.plan.model import CreateNetwork, LearnAddress, LearnSubnets, ProbeHost, ScenarioPlan, Step
 from distval.plan.placeholders import facts_for_address, resolve
 from distval.plan.specs import ContainerPlan, FileCopy
-from distval.results import diagnosis
 from distval.results.outcome import ScenarioOutcome
 from distval.run.events import RunEvents
 from distval.run.interrupts import signals_deferred as signals_deferred  # also distval/targets/docker/keep.py's, from here
 from distval.run.steps import KILL_SETTLE_S, Collected, Exited, GpuShortfall, NodeBackend, Skip, run_steps
 from distval.tarball import Directory, Entry, File, build_tar
-from distval.targets.docker.engine_protocol import EngineAPI
+from distval.targets.docker.faults import FaultRunner
+from distval.targets.docker.stacks import before_kill
 
 # The Engine's wait said a container stopped and its state says it runs (a restart?): wait this long before
 # asking again, so as not to spin on the Engine.
@@ -219,7 +219,7 @@ class EngineNodes(NodeBackend):
 
     def before_kill(self, running: Sequence[str], stop: threading.Event) -> None:
         # Stacks and flight recorder, bounded. Each handle carries its own Engine's client.
-        diagnosis.before_kill(self.of(running[0]), {n: self.handles[n] for n in running}, self.plan, self.events, stop)
+        before_kill(self.of(running[0]), {n: self.handles[n] for n in running}, self.plan, self.events, stop)
 
     def kill(self, name: str) -> None:
         self.of(name).kill(self.handles[name])

@@ -10,11 +10,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Concatenate, ParamSpec, TypeVar
 
+from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError
 from distval.plan.placeholders import facts_for_address, host_fact
 from distval.plan.specs import ContainerPlan
 from distval.targets.docker.engine import Engine
-from distval.targets.docker.engine_protocol import EngineAPI
 from distval.targets.engines.hosts import HostSpec, TlsFiles, host_specs
 from distval.targets.engines.transfer import same_image
 

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from distval.engine_protocol import ImageInfo
 from distval.errors import EnvironmentUnusable, ImageMissing, RunStopped
-from distval.targets.docker.engine_protocol import ImageInfo
 
 MODES = ("transfer", "pull")
 PROGRESS_EVERY_BYTES = 256 * 2**20

@@ -1,4 +1,4 @@
-"""A fault scenario's testcases: the ``faults`` testcase (the verdict of distval/checks/expectations.py) and the
+"""A fault scenario's testcases: the ``faults`` testcase (the verdict of distval/results/expectations.py) and the
 checks the faults interrupted.
 
 A fault is meant to break the check it lands in; those expected failures must not make that check red,
@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from distval.checks.catalog import FAULTS_CASE
-from distval.checks.expectations import FaultLog, evaluate
+from distval.results.expectations import FaultLog, evaluate
 from distval.results.logs import first_error_line
 from distval.results.outcome import EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome
 

@@ -4,7 +4,7 @@ wait loop (distval/run/steps.py, on Docker: distval/targets/docker/runtime.py), 
 Triggers are the ranks' own records: the runtime reads the trigger rank's results file from the running
 container (the Engine's archive API) and injects ``delay_s`` after that record's ``ended_at``, so a
 loaded machine that starts the ranks late moves the fault with them. Every injection's wall-clock time
-is logged; the verdict (distval/checks/expectations.py) measures fault-to-failure times from it. Once more
+is logged; the verdict (distval/results/expectations.py) measures fault-to-failure times from it. Once more
 waiting cannot change the verdict, ``poll`` says so and the runtime stops the containers instead of
 waiting for launchers that would sit in torchrun's exit barrier (300 s) or gloo's timeouts.
 """
@@ -16,11 +16,11 @@ import time
 from collections.abc import Callable, Collection
 from typing import Any
 
-from distval.checks.expectations import ContainerExit, FaultLog, Injected, decided, first_failures
+from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError
-from distval.faults.plan import FaultStep
+from distval.plan.faults import FaultStep
 from distval.plan.model import ScenarioPlan
-from distval.targets.docker.engine_protocol import EngineAPI
+from distval.results.expectations import ContainerExit, FaultLog, Injected, decided, first_failures
 from distval.targets.docker.processes import find_workers, signal_workers
 
 READ_INTERVAL_S = 0.5  # how often the results files are read while something waits on them

@@ -1,5 +1,5 @@
 """How the ranks reacted to a scenario's faults, judged against its ``expect:`` -- pure functions over what
-the runtime observed (distval/faults/runtime.py) and what the ranks recorded.
+the runtime observed (distval/targets/docker/faults.py) and what the ranks recorded.
 
 ``classify`` turns an error into a kind from its text (the rank's record, or the launcher's last error
 line), the exit code and the Engine's OOMKilled. The texts are the ones measured across containers

@@ -11,7 +11,8 @@ import dataclasses
 import json
 from typing import Any
 
-from distval.faults.render import fault_data, fault_lines
+from distval.escape import terminal_text
+from distval.plan.fault_render import fault_data, fault_lines
 from distval.plan.model import (
     CreateContainer,
     CreateNetwork,
@@ -23,7 +24,6 @@ from distval.plan.model import (
     Step,
 )
 from distval.plan.placeholders import PLACEHOLDERS, placeholders_in
-from distval.reports.escape import terminal_text
 from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker import reaper_container
