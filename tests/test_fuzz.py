@@ -336,7 +336,7 @@ def _isolated() -> Iterator[io.StringIO]:
             contextlib.redirect_stderr(err),
             mock.patch.dict(os.environ, environment, clear=True),
             mock.patch.object(distval.cli.main, "Engine", _unreachable),
-            mock.patch.object(distval.targets.local.target, "HostSession", _no_host),  # --lo abbreviates --local: no local torch
+            mock.patch.object(distval.targets.local.target, "LocalSession", _no_host),  # --lo abbreviates --local: no local torch
         ):
             yield err
     finally:

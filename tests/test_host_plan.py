@@ -13,7 +13,7 @@ from distval.plan.identity import HASH_ROOT, scenario_hash
 from distval.plan.model import CreateContainer, ScenarioPlan, StartContainer
 from distval.plan.placeholders import placeholders_in, resolve
 from distval.plan.specs import ContainerPlan
-from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
+from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_local_scenario, visible_devices_from_env
 from distval.targets.planning import plan_scenario
 
 RUN_ID = "0123abcd"
@@ -28,7 +28,7 @@ def config(text: str) -> Config:
 
 def host_plan(text: str, index: int = 0, **kwargs: object) -> ScenarioPlan:
     scenario = config(text).scenarios[index]
-    return plan_host_scenario(scenario, RUN_ID, PYTHON, ROOT, **kwargs)  # type: ignore[arg-type]
+    return plan_local_scenario(scenario, RUN_ID, PYTHON, ROOT, **kwargs)  # type: ignore[arg-type]
 
 
 def spec(node: ContainerPlan) -> dict[str, object]:
@@ -168,9 +168,9 @@ def test_nccl_nodes_get_their_own_devices_by_id() -> None:
 def test_scenario_hash_is_stable_across_runs_and_roots_and_names_the_python() -> None:
     text = CROSS.replace("RDZV", "c10d")
     scenario = config(text).scenarios[0]
-    first = plan_host_scenario(scenario, "run1", PYTHON, "/tmp/a")
-    again = plan_host_scenario(scenario, "run2", PYTHON, "/tmp/b/")
-    other_python = plan_host_scenario(scenario, "run1", "/usr/bin/python3", "/tmp/a")
+    first = plan_local_scenario(scenario, "run1", PYTHON, "/tmp/a")
+    again = plan_local_scenario(scenario, "run2", PYTHON, "/tmp/b/")
+    other_python = plan_local_scenario(scenario, "run1", "/usr/bin/python3", "/tmp/a")
     assert scenario_hash(first) == scenario_hash(again) != scenario_hash(other_python)
     assert scenario_hash(first) != scenario_hash(plan_scenario(scenario, "run1", None))
     assert HASH_ROOT not in json.dumps([c.argv for c in first.containers])

@@ -25,8 +25,8 @@ from distval.plan.placeholders import placeholders_in
 from distval.results.outcome import ERROR, PASSED, SKIPPED
 from distval.results.scenario import ScenarioResult, summarize_scenario
 from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING
-from distval.targets.local.plan import plan_host_scenario
-from distval.targets.local.runtime import MARKER, LocalTorch, free_ports, process_environment, run_host_scenario
+from distval.targets.local.plan import plan_local_scenario
+from distval.targets.local.runtime import MARKER, LocalTorch, free_ports, process_environment, run_local_scenario
 from tests import load
 
 RUN_ID = "h0st"
@@ -111,7 +111,7 @@ class Recorder:
 
 def plan_of(text: str, python: Path, root: Path, index: int = 0) -> ScenarioPlan:
     scenario = parse_config(textwrap.dedent(text), "host.yaml").scenarios[index]
-    return with_hashes(plan_host_scenario(scenario, RUN_ID, str(python), str(root)))
+    return with_hashes(plan_local_scenario(scenario, RUN_ID, str(python), str(root)))
 
 
 def tagged_processes(tag: str) -> list[int]:
@@ -144,7 +144,7 @@ def test_nodes_run_in_their_directories_with_resolved_ports_and_their_results_ar
     root = tmp_path / "root"
     plan = plan_of(CROSS_C10D, fake_python, root)
     events = Recorder()
-    outcome = run_host_scenario(LocalTorch(str(fake_python)), plan, events)
+    outcome = run_local_scenario(LocalTorch(str(fake_python)), plan, events)
     assert outcome.setup_error is None
     reports = [json.loads(o.stdout.splitlines()[0]) for o in outcome.containers]
     ports = set()
@@ -189,7 +189,7 @@ def test_a_hanging_node_is_killed_at_the_deadline_with_every_process_it_started(
     plan = plan_of(text, fake_python, tmp_path / "root")
     events = Recorder()
     started = time.monotonic()
-    outcome = run_host_scenario(LocalTorch(str(fake_python)), plan, events)
+    outcome = run_local_scenario(LocalTorch(str(fake_python)), plan, events)
     elapsed = time.monotonic() - started
     assert 2.0 <= elapsed < 15.0, elapsed
     assert tagged_processes(tag) == []
@@ -213,7 +213,7 @@ def test_stop_kills_the_nodes_at_once(fake_python: Path, tmp_path: Path) -> None
     stop = threading.Event()
     threading.Timer(1.0, stop.set).start()
     started = time.monotonic()
-    outcome = run_host_scenario(LocalTorch(str(fake_python)), plan, Recorder(), stop)
+    outcome = run_local_scenario(LocalTorch(str(fake_python)), plan, Recorder(), stop)
     assert time.monotonic() - started < 15.0
     assert tagged_processes(tag) == []
     assert outcome.containers[0].exit_code == 128 + signal.SIGKILL
@@ -235,7 +235,7 @@ def test_a_gpu_shortfall_is_a_skip_with_the_measured_count_probed_once(
     monkeypatch.setenv("FAKE_GPUS", "1")
     local = LocalTorch(str(fake_python))
     for index in (0, 1):
-        outcome = run_host_scenario(local, plan_of(NCCL, fake_python, tmp_path / "root", index), Recorder())
+        outcome = run_local_scenario(local, plan_of(NCCL, fake_python, tmp_path / "root", index), Recorder())
         assert (outcome.setup_skipped, outcome.skip_kind) == (True, "gpu")
         assert "needs 2 GPU(s), one per NCCL rank; the local torch sees 1 (" in (outcome.setup_error or "")
         assert "torch.cuda.device_count()" in (outcome.setup_error or "")
@@ -244,7 +244,7 @@ def test_a_gpu_shortfall_is_a_skip_with_the_measured_count_probed_once(
         assert summarize_scenario(outcome, require_gpu=True).status == "failed"
     assert probes.read_text().count("probe") == 1  # measured once per run (per Python)
     monkeypatch.setenv("FAKE_GPUS", "2")
-    enough = run_host_scenario(LocalTorch(str(fake_python)), plan_of(NCCL, fake_python, tmp_path / "root"), Recorder())
+    enough = run_local_scenario(LocalTorch(str(fake_python)), plan_of(NCCL, fake_python, tmp_path / "root"), Recorder())
     assert not enough.setup_skipped and summarize_scenario(enough).status == PASSED
     reports = [json.loads(o.stdout.splitlines()[0]) for o in enough.containers]
     assert [r["env"]["CUDA_VISIBLE_DEVICES"] for r in reports] == ["0", "1"]
@@ -254,7 +254,7 @@ def test_a_torch_that_cannot_be_asked_is_an_error_not_a_skip(
     fake_python: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("FAKE_PROBE_FAILS", "1")
-    outcome = run_host_scenario(LocalTorch(str(fake_python)), plan_of(NCCL, fake_python, tmp_path / "root"), Recorder())
+    outcome = run_local_scenario(LocalTorch(str(fake_python)), plan_of(NCCL, fake_python, tmp_path / "root"), Recorder())
     assert not outcome.setup_skipped
     assert "cannot tell how many the local torch sees" in (outcome.setup_error or "")
     assert "No module named 'torch'" in (outcome.setup_error or "")
@@ -268,7 +268,7 @@ def test_what_loopback_cannot_give_is_a_skip(fake_python: Path, tmp_path: Path) 
       - {name: homed, topology: cross-container, world_size: 2, extra_networks: 1, checks: [env]}
     """
     for index, fragment in ((0, "IPv6"), (1, "multi-homed")):
-        outcome = run_host_scenario(LocalTorch(str(fake_python)), plan_of(text, fake_python, tmp_path, index), Recorder())
+        outcome = run_local_scenario(LocalTorch(str(fake_python)), plan_of(text, fake_python, tmp_path, index), Recorder())
         assert outcome.setup_skipped and fragment in (outcome.setup_error or "")
 
 

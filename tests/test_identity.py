@@ -17,8 +17,8 @@ from distval.plan.model import ScenarioPlan
 from distval.results.outcome import ScenarioOutcome
 from distval.results.scenario import summarize_scenario
 from distval.targets.kubernetes.origin import Origin
-from distval.targets.local.plan import plan_host_scenario
-from distval.targets.local.runtime import HostSession
+from distval.targets.local.plan import plan_local_scenario
+from distval.targets.local.runtime import LocalSession
 from distval.targets.planning import plan_run, plan_scenario
 
 PYTHON = "/opt/venv/bin/python"
@@ -47,24 +47,24 @@ def no_planning(*args: object, **kwargs: object) -> ScenarioPlan:
 def test_a_local_plan_hashes_the_same_under_any_root_and_run_id(monkeypatch: pytest.MonkeyPatch) -> None:
     for scenario in config().scenarios:
         plans = [
-            plan_host_scenario(scenario, "r1", PYTHON, "/tmp/distval-r1-k3j4"),  # the root holds the run id, as mkdtemp's
-            plan_host_scenario(scenario, "zz-9", PYTHON, "/var/tmp/elsewhere/"),
-            plan_host_scenario(scenario, "r1", PYTHON, "/"),
+            plan_local_scenario(scenario, "r1", PYTHON, "/tmp/distval-r1-k3j4"),  # the root holds the run id, as mkdtemp's
+            plan_local_scenario(scenario, "zz-9", PYTHON, "/var/tmp/elsewhere/"),
+            plan_local_scenario(scenario, "r1", PYTHON, "/"),
         ]
         assert len({p.root_dir for p in plans}) == 3  # the plan carries its root: no re-planning needed to read it
         # Pure: computed from the plan given, the planners untouched.
-        monkeypatch.setattr(distval.targets.local.plan, "plan_host_scenario", no_planning)
+        monkeypatch.setattr(distval.targets.local.plan, "plan_local_scenario", no_planning)
         monkeypatch.setattr(distval.targets.docker.plan, "plan_scenario", no_planning)
         hashes = {both(p) for p in plans}
         monkeypatch.undo()
         assert len(hashes) == 1, scenario.name
-        other_python = plan_host_scenario(scenario, "r1", "/usr/bin/python3", "/tmp/a")
+        other_python = plan_local_scenario(scenario, "r1", "/usr/bin/python3", "/tmp/a")
         assert scenario_hash(other_python) != scenario_hash(plans[0])
         assert scenario_hash(other_python, any_image=True) == scenario_hash(plans[0], any_image=True)
 
 
 def test_two_host_sessions_with_their_own_temporary_roots_plan_the_same_hashes() -> None:
-    first, second = HostSession("r1", sys.executable), HostSession("zz-9", sys.executable)
+    first, second = LocalSession("r1", sys.executable), LocalSession("zz-9", sys.executable)
     try:
         assert first.root != second.root
         one, two = first.plan_run(config()), second.plan_run(config())
@@ -72,7 +72,7 @@ def test_two_host_sessions_with_their_own_temporary_roots_plan_the_same_hashes()
         first.close()
         second.close()
     for a, b in zip(one.scenarios, two.scenarios, strict=True):
-        assert a.scenario_hash and a.scenario_hash_any_image  # HostSession.plan_run fills them in
+        assert a.scenario_hash and a.scenario_hash_any_image  # LocalSession.plan_run fills them in
         assert (a.scenario_hash, a.scenario_hash_any_image) == (b.scenario_hash, b.scenario_hash_any_image) == both(a)
 
 
@@ -81,7 +81,7 @@ def test_the_target_is_part_of_the_hash() -> None:
         one = plan_scenario(scenario, "r1", IMAGE)
         across = plan_scenario(scenario, "r1", IMAGE, hosts=(A, B))
         elsewhere = plan_scenario(scenario, "r1", IMAGE, hosts=(B, A))
-        local = plan_host_scenario(scenario, "r1", PYTHON, "/tmp/r")
+        local = plan_local_scenario(scenario, "r1", PYTHON, "/tmp/r")
         for any_image in (False, True):
             hashes = [scenario_hash(p, any_image) for p in (one, across, elsewhere, local)]
             assert len(set(hashes)) == 4, (scenario.name, any_image, hashes)
@@ -112,10 +112,10 @@ def test_the_visible_devices_of_a_host_plan_are_what_runs() -> None:
     container's device ids are the Engine's physical ones, and hashed as such)."""
     gpu = config("scenarios:\n  - {name: g, topology: in-container, world_size: 2, backend: nccl, checks: [env]}\n")
     scenario = gpu.scenarios[0]
-    plain = plan_host_scenario(scenario, "r1", PYTHON, "/tmp/a")
-    remapped = plan_host_scenario(scenario, "r1", PYTHON, "/tmp/a", visible_devices=["4", "5"])
+    plain = plan_local_scenario(scenario, "r1", PYTHON, "/tmp/a")
+    remapped = plan_local_scenario(scenario, "r1", PYTHON, "/tmp/a", visible_devices=["4", "5"])
     assert scenario_hash(plain) != scenario_hash(remapped)
-    assert scenario_hash(remapped) == scenario_hash(plan_host_scenario(scenario, "r2", PYTHON, "/b", visible_devices=["4", "5"]))
+    assert scenario_hash(remapped) == scenario_hash(plan_local_scenario(scenario, "r2", PYTHON, "/b", visible_devices=["4", "5"]))
 
 
 def test_with_hashes_fills_what_plan_run_and_a_kubernetes_origin_carry() -> None:

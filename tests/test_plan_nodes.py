@@ -18,7 +18,7 @@ from distval.plan.model import CreateContainer, LearnAddress, RunPlan, ScenarioP
 from distval.plan.nodes import SUBNETS, FileModes, Site, build_nodes
 from distval.plan.placeholders import facts_for_address, placeholders_in, resolve
 from distval.plan.specs import ContainerPlan
-from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario
+from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_local_scenario
 from distval.targets.planning import plan_scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,7 +80,7 @@ def all_three(scenario: Scenario) -> tuple[ScenarioPlan, ScenarioPlan, ScenarioP
     return (
         plan_scenario(scenario, RUN_ID, None),
         plan_scenario(scenario, RUN_ID, None, hosts=(A, B)),
-        plan_host_scenario(scenario, RUN_ID, "/usr/bin/python3", "/tmp/r"),
+        plan_local_scenario(scenario, RUN_ID, "/usr/bin/python3", "/tmp/r"),
     )
 
 

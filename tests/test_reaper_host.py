@@ -1,6 +1,6 @@
 """Host mode's watchdog (distval/targets/local/watchdog.py): a distval killed with SIGKILL leaves no local process behind.
 
-The first tests need no torch: a stand-in for distval starts its HostSession's watchdog and a process tree
+The first tests need no torch: a stand-in for distval starts its LocalSession's watchdog and a process tree
 like torchrun's (a worker in a session of its own), then is SIGKILLed. The last one is marked ``host``: a real
 ``distval run --host`` with torch 2.15 from PyPI (tests/host_venv.py), SIGKILLed mid-run.
 """
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from distval.targets.local.runtime import HostSession
+from distval.targets.local.runtime import LocalSession
 from distval.targets.local.watchdog import SESSION_MARKER, processes_with
 from tests.docker_helpers import ROOT, unavailable
 
@@ -27,10 +27,10 @@ KILL_BOUND_S = 10.0
 
 STAND_IN = """\
 import subprocess, sys, time
-from distval.targets.local.runtime import HostSession, process_environment
+from distval.targets.local.runtime import LocalSession, process_environment
 from distval.run.steps import KILL_SETTLE_S
 from distval.targets.local.watchdog import SESSION_MARKER, kill_all
-session = HostSession(sys.argv[1], None)
+session = LocalSession(sys.argv[1], None)
 session._start_watchdog()
 # Like torchrun: the launcher in a session of its own, its worker in yet another one.
 environment = process_environment((), "node0", session.session)
@@ -131,7 +131,7 @@ def test_a_normal_end_stops_the_watchdog(run_id: str) -> None:
 
 
 def test_the_session_holds_no_watchdog_before_its_first_scenario() -> None:
-    session = HostSession("th-none", None)
+    session = LocalSession("th-none", None)
     assert session._watchdog is None
     session.close()
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from distval import __version__
-from distval.reports.facts import milliseconds, reproduce_command, topology_rows_of
+from distval.reports.common import milliseconds, reproduce_command, topology_rows_of
 from distval.reports.files import write_atomically
 from distval.results.outcome import PASSED
 from distval.results.scenario import RunSummary, suite_properties

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
-from distval.reports.facts import milliseconds
+from distval.reports.common import milliseconds
 from distval.reports.files import write_atomically
 from distval.results.outcome import ERROR, FAILED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult, run_properties, suite_properties

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from distval import __version__
 from distval.escape import markdown_cell, markdown_code, strip_controls
-from distval.reports.facts import failing_cases, passed_counts, reproduce_command, topology_rows_of
+from distval.reports.common import failing_cases, passed_counts, reproduce_command, topology_rows_of
 from distval.reports.files import write_atomically
 from distval.reports.mermaid import Series, chart_section
 from distval.results.bandwidth import count_range

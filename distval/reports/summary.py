@@ -5,7 +5,7 @@ note that the image was distval's sample one when no --image was given."""
 from __future__ import annotations
 
 from distval.escape import terminal_line, terminal_text
-from distval.reports.facts import failing_cases, passed_counts, reproduce_command
+from distval.reports.common import failing_cases, passed_counts, reproduce_command
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
 from distval.results.scenario import RunSummary
 

@@ -1,7 +1,7 @@
 """Which planner plans a scenario: across several Docker Engines when hosts are named (--hosts, or the scenario's
 ``hosts`` key), else on one Engine. Every caller that plans a Docker run (``distval plan``, ``distval run``, the
 Kubernetes export, tests, benchmarks) plans through here; host mode has its own entry point
-(distval/targets/local/plan.py plan_host_scenario).
+(distval/targets/local/plan.py plan_local_scenario).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ CANONICAL_ROOT = "/tmp/distval-host"  # the root the scenario hash plans under: 
 PROCESS_FILE_MODES = FileModes(root=0o700, suite=0o700, results=0o700, spec=0o600)
 
 
-def plan_host_scenario(
+def plan_local_scenario(
     scenario: Scenario,
     run_id: str,
     python: str,

@@ -15,7 +15,7 @@ carrying the node's marker gets SIGKILL (the idea of Jenkins' ProcessTreeKiller,
 build's processes by an environment variable). Then the node directories are removed.
 
 A distval killed with SIGKILL runs none of that: the run's watchdog (distval/targets/local/watchdog.py), a process
-of its own that ``HostSession`` starts, notices distval's end and kills every process carrying the run's
+of its own that ``LocalSession`` starts, notices distval's end and kills every process carrying the run's
 session marker (``DISTVAL_HOST_SESSION``).
 """
 
@@ -47,7 +47,7 @@ from distval.run.events import RunEvents
 from distval.run.steps import KILL_SETTLE_S, Collected, Exited, GpuShortfall, NodeBackend, Skip, run_steps
 from distval.targets.declarations import LOCAL
 from distval.targets.docker.runtime import suite_dir
-from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_host_scenario, visible_devices_from_env
+from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_local_scenario, visible_devices_from_env
 from distval.targets.local.watchdog import SESSION_MARKER, kill_all
 
 # How often the nodes are polled while they run: how late an exit, a stop request or the deadline is seen.
@@ -125,7 +125,7 @@ def gpu_shortfall(local: LocalTorch, plan: ScenarioPlan) -> GpuShortfall | None:
     return GpuShortfall(f"{plan.gpus_needed_text}; the local torch sees {count} ({how})")
 
 
-def host_limitation(plan: ScenarioPlan) -> str | None:
+def local_limitation(plan: ScenarioPlan) -> str | None:
     """What a scenario asks for that local processes on one host's loopback cannot give (a skip, with the reason
     the local target declares: distval/targets/declarations.py)."""
     return LOCAL.skip_reason(plan.scenario)
@@ -220,7 +220,7 @@ class _Node:
         return self.exit_code
 
 
-def run_host_scenario(
+def run_local_scenario(
     local: LocalTorch, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None, session: str | None = None
 ) -> ScenarioOutcome:
     """``session``: the run's session marker, which its watchdog kills by (distval/targets/local/watchdog.py)."""
@@ -240,7 +240,7 @@ class LocalNodes(NodeBackend):
         self.ports = (0, 0)
 
     def limitation(self) -> Skip | None:
-        limitation = host_limitation(self.plan)
+        limitation = local_limitation(self.plan)
         return None if limitation is None else Skip(limitation, "host")
 
     def gpu_shortfall(self) -> GpuShortfall | None:
@@ -350,7 +350,7 @@ def find_python(name: str, what: str) -> str:
     return os.path.abspath(found)
 
 
-class HostSession:
+class LocalSession:
     """One ``distval run --host``: the Pythons it runs (``--python``, else each scenario's ``python`` on
     PATH), a temporary root for the nodes' directories, removed by ``close``."""
 
@@ -380,14 +380,14 @@ class HostSession:
         scenarios = []
         for scenario, slug in zip(config.scenarios, run_slugs(config), strict=True):
             python = self.python or find_python(scenario.python, f"scenario {scenario.name}'s python (give --python PATH):")
-            scenarios.append(with_hashes(plan_host_scenario(scenario, self.run_id, python, self.root, slug, devices)))
+            scenarios.append(with_hashes(plan_local_scenario(scenario, self.run_id, python, self.root, slug, devices)))
         return RunPlan(run_id=self.run_id, config_path=config.path, scenarios=tuple(scenarios))
 
     def run_scenario(self, plan: ScenarioPlan, events: RunEvents, stop: threading.Event) -> ScenarioOutcome:
         self._start_watchdog()
         with self._lock:
             local = self._torches.setdefault(plan.image, LocalTorch(plan.image))
-        return run_host_scenario(local, plan, events, stop, self.session)
+        return run_local_scenario(local, plan, events, stop, self.session)
 
     def close(self) -> None:
         shutil.rmtree(self.root, ignore_errors=True)

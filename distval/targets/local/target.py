@@ -11,8 +11,8 @@ from distval.results.scenario import ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets.base import Log
 from distval.targets.declarations import LOCAL
-from distval.targets.local.plan import plan_host_scenario, visible_devices_from_env
-from distval.targets.local.runtime import HostSession, find_python
+from distval.targets.local.plan import plan_local_scenario, visible_devices_from_env
+from distval.targets.local.runtime import LocalSession, find_python
 
 
 class LocalTarget:
@@ -20,12 +20,12 @@ class LocalTarget:
 
     def __init__(self, run_id: str, python: str | None) -> None:
         """``python``: --python, over each scenario's ``python`` (found on PATH)."""
-        self.session = HostSession(run_id, python)
+        self.session = LocalSession(run_id, python)
         self.devices = visible_devices_from_env()
 
     def plan_scenario(self, scenario: Scenario, run_id: str, slug: str) -> ScenarioPlan:
         python = self.session.python or find_python(scenario.python, f"scenario {scenario.name}'s python (give --python PATH):")
-        return plan_host_scenario(scenario, run_id, python, self.session.root, slug, self.devices)
+        return plan_local_scenario(scenario, run_id, python, self.session.root, slug, self.devices)
 
     def open(self, plan: RunPlan, log: Log) -> None:
         """Nothing to open: the session's watchdog starts with the first scenario."""

@@ -5,7 +5,7 @@ A node's processes carry markers in their environment (distval/targets/local/run
 neither a process group nor PR_SET_PDEATHSIG (which reaches only the direct child, and fires when the
 *thread* that forked it ends, not the process) finds them all; the inherited environment does.
 
-``HostSession`` starts this module as a process of its own (its own session: a Ctrl-C at the terminal does
+``LocalSession`` starts this module as a process of its own (its own session: a Ctrl-C at the terminal does
 not reach it), with the run's session marker and distval's KILL_SETTLE_S (distval/run/steps.py) as its arguments,
 and with a stdin that is a pipe only distval writes to. When distval exits or is killed with
 SIGKILL, the kernel closes that pipe; the watchdog reads EOF, SIGKILLs every process carrying the run's
