@@ -36,8 +36,12 @@ ROOT = Path(__file__).resolve().parent.parent
 # The fast (no Docker, no host venv) test files that exercise each module, directly or through its callers:
 # fault_results.fault_cases calls expectations.evaluate, fault_runtime calls decided and first_failures.
 TESTS: dict[str, tuple[str, ...]] = {
-    "distval/checks/expectations.py": ("tests/test_expectations.py", "tests/test_faults_results.py", "tests/test_faults_plan.py"),
-    "distval/faults/results.py": ("tests/test_faults_results.py",),
+    "distval/checks/expectations.py": (
+        "tests/checks/test_expectations.py",
+        "tests/faults/test_faults_results.py",
+        "tests/faults/test_faults_plan.py",
+    ),
+    "distval/faults/results.py": ("tests/faults/test_faults_results.py",),
 }
 
 # Survivors that are no behaviour change, keyed by "path:line:col mutation" (the table's first two columns),
