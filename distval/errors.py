@@ -31,7 +31,7 @@ EXIT_ENVIRONMENT = 3
 EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 
-# What each code means: README.md's "Exit codes" table starts each row with these words (tests/test_readme.py
+# What each code means: README.md's "Exit codes" table starts each row with these words (tests/project/test_readme.py
 # keeps the two equal). EXIT_INTERRUPTED is Ctrl-C's 128+N; the table's row is 128+N.
 EXIT_MEANINGS = {
     EXIT_PASSED: "every check of every scenario passed or was skipped with its reason",

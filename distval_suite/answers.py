@@ -1,6 +1,6 @@
 """The collectives' inputs and known answers, as formulas of (rank, world size, element index).
 
-Standard library only: tests/test_suite_answers.py evaluates them over Python ints and proves, for every
+Standard library only: tests/suite/test_suite_answers.py evaluates them over Python ints and proves, for every
 world size 2..8, that each operation's answer differs from every other operation's and from every single
 rank's buffer. distval_suite/collectives.py evaluates the same formulas with ``index`` an int64 tensor (every
 formula uses only ``+ * % == **`` so that both work), so what runs is what was proved.

@@ -1,4 +1,4 @@
-"""Helpers shared by the config tests (test_config.py, test_matrix.py, test_schema.py): YAML text in
+"""Helpers shared by the config tests (tests/config/: test_config.py, test_matrix.py, test_schema.py): YAML text in
 tests, exact line numbers, and the problems a bad file gives. A plain module, not a test module.
 """
 

@@ -19,10 +19,10 @@ from distval.errors import DistvalError
 from distval.fixtures import FIXTURES
 from distval.plan.model import images_of
 from distval.targets.planning import plan_run
+from tests.paths import ROOT, SCHEMAS
 
-ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = str(ROOT / "configs" / "default.yaml")
-SCHEMA = ROOT / "tests" / "schemas" / "junit-10.xsd"
+SCHEMA = SCHEMAS / "junit-10.xsd"
 TOPOLOGIES = ("in-container", "cross-container")
 
 # The good torch images: the checks each one skips (and must skip) in the default config, and the

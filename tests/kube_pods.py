@@ -29,8 +29,9 @@ from distval.run.events import NoEvents
 from distval.targets.docker.runtime import run_scenario
 from distval.targets.kubernetes.export import COMPLETION_INDEX, GPU_RESOURCE
 from distval.targets.kubernetes.origin import origin_from_data
+from tests.paths import DATA
 
-DATA = Path(__file__).resolve().parent / "data" / "kube"
+KUBE_DATA = DATA / "kube"
 _DOCKER_SIZE = {"Ki": "k", "Mi": "m", "Gi": "g"}
 
 

@@ -24,9 +24,10 @@ from distval.results.scenario import RunSummary, ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets.planning import plan_scenario
 from tests.fake_engine import FakeEngine
+from tests.paths import GOLDEN, SCHEMAS
 
-SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "junit-10.xsd"
-GOLDEN_DIR = Path(__file__).resolve().parent / "golden" / "reports"
+SCHEMA_PATH = SCHEMAS / "junit-10.xsd"
+GOLDEN_DIR = GOLDEN / "reports"
 VERSION_MARK = "@DISTVAL_VERSION@"  # the goldens hold this instead of harness.__version__
 RUN_ID = "abc123"
 IMAGE = "example/torch:test"

@@ -1,4 +1,4 @@
-"""``distval run`` against a fake Engine that holds the run in one phase, for tests/test_signals.py (run as
+"""``distval run`` against a fake Engine that holds the run in one phase, for tests/run/test_signals.py (run as
 ``python -m tests.signal_child PHASE CONFIG JUNIT [distval options]`` from the repository root).
 
 The Engine prints ``IN <phase>`` on stdout when the run reaches the phase and then blocks there the way the real

@@ -37,11 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # fault_results.fault_cases calls expectations.evaluate, fault_runtime calls decided and first_failures.
 TESTS: dict[str, tuple[str, ...]] = {
     "distval/results/expectations.py": (
-        "tests/test_expectations.py",
-        "tests/test_faults_results.py",
-        "tests/test_faults_plan.py",
+        "tests/results/test_expectations.py",
+        "tests/results/test_faults_results.py",
+        "tests/plan/test_faults_plan.py",
     ),
-    "distval/results/faults.py": ("tests/test_faults_results.py",),
+    "distval/results/faults.py": ("tests/results/test_faults_results.py",),
 }
 
 # Survivors that are no behaviour change, keyed by "path:line:col mutation" (the table's first two columns),

@@ -1,6 +1,6 @@
 """The harness's catalog of suite checks: names and arguments, used to validate configs strictly.
 
-distval_suite/ registers the implementations under the same names; tests/test_catalog.py keeps the two in
+distval_suite/ registers the implementations under the same names; tests/checks/test_catalog.py keeps the two in
 step without importing torch.
 """
 
@@ -29,10 +29,10 @@ class CheckInfo:
     # nothing, so at world size 1 its pass validates nothing (distval/results/scenario.py reports it skipped).
     collective: bool = False
     # The oldest torch the check runs on: below it the suite skips it (distval_suite/core.py's require_torch, called with
-    # the same numbers; tests/test_catalog.py keeps the two equal). None: every torch the suite supports.
+    # the same numbers; tests/checks/test_catalog.py keeps the two equal). None: every torch the suite supports.
     torch_minimum: tuple[int, int] | None = None
     # The dtypes whose operations the check asks distval_suite/support.py's version table about (MAY_LACK): those a torch
-    # version may lack are probed, or skipped without a call (tests/test_catalog.py: the suite files that ask the
+    # version may lack are probed, or skipped without a call (tests/checks/test_catalog.py: the suite files that ask the
     # table register these checks). Empty: the check never asks it.
     probed_dtypes: tuple[str, ...] = ()
 

@@ -200,7 +200,7 @@ def containers_target(
     urls = run_hosts([s.hosts for s in chosen], override)
     if urls:
         # Imported here, as the Engine is (cli/main.py): it connects to Engines through docker-py, which --local and
-        # ``plan`` never import (tests/test_host_runtime.py runs them where docker-py cannot be imported).
+        # ``plan`` never import (tests/targets/local/test_host_runtime.py runs them where docker-py cannot be imported).
         from distval.targets.engines.target import EnginesTarget
 
         return EnginesTarget(urls, override, image, tls, distribution, warn)

@@ -4,7 +4,7 @@ catalog of checks so that it cannot drift from the loader.
 It holds every rule that looks at one mapping: keys, types, values, required keys, and the rules between
 keys of one scenario (or of the top level). The loader's rules that span levels (a scenario and the
 top level's defaults), compare numbers (nodes x nproc_per_node = world_size, gpus_per_node >=
-nproc_per_node) or read the text as written cannot be said in JSON Schema; tests/test_schema.py lists
+nproc_per_node) or read the text as written cannot be said in JSON Schema; tests/config/test_schema.py lists
 examples of each.
 """
 

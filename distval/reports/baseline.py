@@ -23,7 +23,7 @@ that scenario again, and the figure regresses when it regressed in more than hal
 (``confirm``; ``majority``). A slower image is slower most times; a burst of load on a shared machine that
 slowed one run as a whole (which no statistic inside one report tells from a slower image) does not last
 into the next. The earlier rule, "regressed in every run", confirmed a true drop just past the tolerance
-with probability p**3 (tests/test_remeasure_rule.py simulates both rules' miss and false-alarm rates).
+with probability p**3 (tests/results/test_remeasure_rule.py simulates both rules' miss and false-alarm rates).
 A re-measure that failed or errored fails the ``baseline`` testcase: a failure in any run is a failure.
 
 Fails closed: a matched scenario whose comparison compared nothing fails, a figure (busbw or duration)

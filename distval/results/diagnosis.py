@@ -457,7 +457,7 @@ def current_attempts(
     processes are the last round's, and any process of that container that is provably older (``older_than``)
     is stale, whichever rank it ran: this drops the records a rank left on a node it has since moved away from
     (c10d sorts its participants anew each round; torch 2.6 and 2.15 keep the order, measured, but a
-    replaced node, or a launcher that assigns ranks itself, moves a rank: tests/test_restart_docker.py). A
+    replaced node, or a launcher that assigns ranks itself, moves a rank: tests/plan/test_restart_docker.py). A
     rank whose records remain in several containers (a node that ran nothing after it, unknown times) has
     attempts that cannot be ordered: every one is returned, and the caller lets the worse outcome win
     (distval/results/scenario.py) rather than guess which is newer.

@@ -1,5 +1,5 @@
 """docs/targets.md: every target and what it gives, derived from distval/targets/declarations.py (a test keeps the
-page current: tests/test_targets.py)."""
+page current: tests/targets/test_targets.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def render_targets_page() -> str:
         "# Targets",
         "",
         "<!-- Generated from distval/targets/declarations.py by distval.targets.reference.render_targets_page();",
-        "tests/test_targets.py fails when it is not current. Do not edit by hand. -->",
+        "tests/targets/test_targets.py fails when it is not current. Do not edit by hand. -->",
         "",
         "A target is what runs a scenario's nodes. Every target plans the same scenario from the same declarations",
         "(`distval plan` shows the result), and declares what it cannot give. What a scenario or an option asks of a",

@@ -1,0 +1,1 @@
+"""Tests of distval.checks: the catalog and the fault expectations."""

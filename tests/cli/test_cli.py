@@ -1,0 +1,67 @@
+"""The CLI's early failures, without a Docker Engine: exit codes, one clear line, and a JUnit file."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from distval.cli.main import build_parser, main
+from distval.errors import EXIT_INTERRUPTED, EXIT_MEANINGS
+from tests.paths import ROOT
+
+
+def test_unreachable_engine_exits_3_with_one_line_and_an_error_testcase(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    junit = tmp_path / "results.xml"
+    code = main(["run", str(ROOT / "configs" / "default.yaml"), "--junit", str(junit), "--quiet"])
+    assert code == 3
+    err = capsys.readouterr().err
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"distval: cannot reach the Docker Engine at unix://{tmp_path}/no-engine.sock")
+    assert "Traceback" not in err
+    root = ET.parse(junit).getroot()
+    (case,) = root.iter("testcase")
+    assert case.get("name") == "environment"
+    error = case.find("error")
+    assert error is not None and "cannot reach the Docker Engine" in error.get("message", "")
+
+
+def test_bad_run_id_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", str(ROOT / "configs" / "default.yaml"), "--run-id", "Not A Name"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "distval plan: error: argument --run-id: expected 1-16 lowercase letters, digits or '-' (starting with a letter "
+        "or digit); got 'Not A Name' (see distval plan --help)"
+    ]
+
+
+def test_fixtures_list_names_every_fixture(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fixtures", "list", "--all"]) == 0
+    out = capsys.readouterr().out
+    for tag in (
+        "distval-fixtures/torch:2.6-debian ",
+        "distval-fixtures/broken:allreduce-noop",
+        "distval-fixtures/torch:2.6-debian-stock",
+    ):
+        assert tag in out
+
+
+def test_the_top_level_help_lists_every_declared_exit_code() -> None:
+    text = " ".join(build_parser().format_help().split())
+    for code, meaning in EXIT_MEANINGS.items():
+        assert f"{'128+N' if code == EXIT_INTERRUPTED else code} {meaning}" in text, (code, text)
+
+
+def test_an_unreachable_engine_gets_no_cleanup_hint_and_says_what_to_do(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Nothing was created, so no `distval cleanup --run-id` line; the error line says what to do instead."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "no-config"))  # no Docker CLI context in play
+    assert main(["run", str(ROOT / "configs" / "default.yaml"), "--image", "distval-fixtures/torch:2.6-debian"]) == 3
+    err = capsys.readouterr().err
+    assert "if distval is killed" not in err and "distval cleanup" not in err, err
+    assert "no Engine listens on that socket: start Docker" in err, err

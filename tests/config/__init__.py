@@ -1,0 +1,1 @@
+"""Tests of distval.config: the loader, its keys, matrices and the schema."""

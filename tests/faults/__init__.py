@@ -1,0 +1,1 @@
+"""Tests of distval.faults: the fault plan, its runtime hook and its results."""

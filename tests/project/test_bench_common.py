@@ -1,0 +1,112 @@
+"""benchmarks/common.py without Docker: the by-hand launch's arguments, and reading and judging the records."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from distval.config import load_config
+from distval.plan.model import ContainerPlan, ScenarioPlan
+from distval.tarball import Directory, File, build_tar
+from distval.targets.planning import plan_run
+from tests.paths import ROOT
+
+
+def _load_common() -> ModuleType:
+    # The benchmarks import it as ``common`` from their own directory; load it by path under a name that
+    # cannot clash with anything else called common.
+    spec = importlib.util.spec_from_file_location("bench_common", ROOT / "benchmarks" / "common.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+common = _load_common()
+
+
+@pytest.fixture(scope="module")
+def cross() -> tuple[ScenarioPlan, ContainerPlan]:
+    plan = plan_run(load_config(ROOT / "configs" / "default.yaml"), "bench-test")
+    sp = next(s for s in plan.scenarios if s.scenario.topology == "cross-container")
+    return sp, sp.containers[1]
+
+
+def results_tar(files: dict[str, list[dict[str, Any]]]) -> bytes:
+    entries: list[File | Directory] = [Directory("results")]
+    for name, records in files.items():
+        entries.append(File(f"results/{name}", "".join(json.dumps(r) + "\n" for r in records).encode()))
+    entries.append(File("results/notes.txt", b"not a record file"))
+    return build_tar(entries)
+
+
+def record(rank: int, check: str, status: str = "passed") -> dict[str, Any]:
+    return {"rank": rank, "check": check, "case": check, "status": status}
+
+
+def test_read_records_by_file_in_written_order_ignoring_other_files() -> None:
+    tar = results_tar({"rank-1.jsonl": [record(1, "env"), record(1, "all_reduce", "failed")]})
+    assert common.read_records(tar) == {"rank-1.jsonl": [record(1, "env"), record(1, "all_reduce", "failed")]}
+
+
+def test_verify_accepts_passed_and_skipped_for_every_check_of_every_rank(cross: tuple[ScenarioPlan, ContainerPlan]) -> None:
+    _, cp = cross
+    (rank,) = cp.ranks
+    files = {f"rank-{rank}.jsonl": [record(rank, "env"), record(rank, "reconfigure", "skipped")]}
+    assert common.verify(cp, files, ["env", "reconfigure"]) == []
+    assert common.verify(cp, files, ["env", "reconfigure"], accepted=("passed",)) == [
+        f"{cp.name}: rank {rank} check reconfigure: skipped"
+    ]
+
+
+def test_verify_names_a_missing_file_a_missing_check_and_any_bad_part(cross: tuple[ScenarioPlan, ContainerPlan]) -> None:
+    _, cp = cross
+    (rank,) = cp.ranks
+    assert common.verify(cp, {}, ["env"]) == [f"{cp.name}: rank {rank} wrote no rank-{rank}.jsonl"]
+    parts = [record(rank, "collectives"), record(rank, "collectives", "failed"), record(rank, "collectives")]
+    assert common.verify(cp, {f"rank-{rank}.jsonl": parts}, ["collectives", "store"]) == [
+        f"{cp.name}: rank {rank} check collectives: passed, failed, passed",
+        f"{cp.name}: rank {rank} check store: no record",
+    ]
+
+
+def test_create_args_is_the_plans_container_with_an_optional_other_command(cross: tuple[ScenarioPlan, ContainerPlan]) -> None:
+    sp, cp = cross
+    args = common.create_args(sp, cp, "bench-test")
+    assert args[:3] == ["create", "--name", cp.name]
+    assert ["--hostname", cp.hostname] == args[3:5]
+    for key, value in cp.env:
+        assert f"{key}={value}" in args
+    assert "distval.managed=true" in args and "distval.run=bench-test" in args
+    entry = args.index("--entrypoint")
+    assert args[entry + 1 :] == [cp.argv[0], sp.image, *cp.argv[1:]]
+    floor = common.create_args(sp, cp, "bench-test", ["python3", "/distval/init_only.py"])
+    assert floor[:entry] == args[:entry]
+    assert floor[entry:] == ["--entrypoint", "python3", sp.image, "/distval/init_only.py"]
+
+
+def test_resolved_containers_fill_in_subnets_and_refuse_what_is_learned_from_a_running_node(
+    cross: tuple[ScenarioPlan, ContainerPlan],
+) -> None:
+    sp, _ = cross
+    containers = common.resolved_containers(sp, {"subnets": "172.30.0.0/16"})
+    assert [cp.name for cp in containers] == [cp.name for cp in sp.containers]
+    spec = next(f.text for f in containers[0].files if f.path.endswith("spec.json"))
+    assert json.loads(spec)["subnets"] == "172.30.0.0/16"
+    by_ip = next(
+        s for s in plan_run(load_config(ROOT / "configs" / "rendezvous.yaml"), "bench-test").scenarios if s.needs_node0_ip
+    )
+    with pytest.raises(common.BenchError, match="needs node0_ip"):
+        common.resolved_containers(by_ip, {"subnets": ""})
+
+
+def test_network_and_start_order_are_the_plans(cross: tuple[ScenarioPlan, ContainerPlan]) -> None:
+    sp, _ = cross
+    args = common.network_create_args(sp.network, "bench-test")
+    assert args[:5] == ["network", "create", "--driver", "bridge", "--internal"] and args[-1] == sp.network.name
+    # Node 0 last, as distval starts them.
+    assert common.start_order(sp) == [cp.name for cp in reversed(sp.containers)]

@@ -1,0 +1,1 @@
+"""Tests of distval.reports: every report format and how it is written."""

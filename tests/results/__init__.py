@@ -1,0 +1,1 @@
+"""Tests of distval.results: outcomes, records, diagnosis, bandwidth and baselines."""

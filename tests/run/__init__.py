@@ -1,0 +1,1 @@
+"""Tests of distval.run: the step loop, progress and interrupts."""

@@ -1,0 +1,53 @@
+"""distval_suite/support.py: a skip comes only from the version table and a capability probe's result, never
+from an error's words (torch-free, on the host)."""
+
+from __future__ import annotations
+
+import ast
+
+from distval_suite.support import ABSENT, MUST, PROBE, UNDEFINED, probe_verdict, support
+from tests.paths import ROOT
+
+
+def test_operations_every_torch_has_are_never_probed() -> None:
+    """No probe: an exception in them is an error, whatever it says."""
+    for version in ("1.13.1", "2.6.0", "2.15.0+cu130"):
+        for operation in ("all_reduce.sum", "broadcast", "reduce", "gather", "scatter", "all_gather"):
+            for dtype in ("float32", "float64", "int64"):
+                assert support("gloo", operation, dtype, version) == (MUST, ""), (version, operation, dtype)
+
+
+def test_what_older_torch_may_lack_is_probed_or_gated_and_newer_torch_must_have() -> None:
+    kind, reason = support("gloo", "reduce_scatter", "float32", "2.6.0")
+    assert kind == PROBE and "gloo's reduce_scatter may be missing in torch 2.6.0" in reason
+    assert support("gloo", "reduce_scatter", "float32", "2.15.0+cu130") == (MUST, "")
+    kind, reason = support("gloo", "all_reduce.avg", "float32", "2.6.0")
+    assert kind == ABSENT and "missing before torch 2.8" in reason and "version gate" in reason
+    assert support("gloo", "all_reduce.avg", "float32", "2.8.0") == (MUST, "")
+    assert support("gloo", "all_reduce.avg", "int64", "2.15.0")[0] == UNDEFINED
+    assert support("gloo", "all_reduce.sum", "bfloat16", "1.13.1")[0] == PROBE
+    assert support("gloo", "all_reduce.sum", "bfloat16", "2.15.0")[0] == MUST
+    assert support("nccl", "reduce_scatter", "float16", "2.6.0")[0] == MUST
+
+
+def test_the_probe_verdict_skips_only_when_every_rank_raised() -> None:
+    assert probe_verdict({0: None, 1: None}) == ("run", "")
+    verdict, why = probe_verdict({0: "RuntimeError: anything at all", 1: "ValueError: other words"})
+    assert verdict == "skip" and "rank 0: RuntimeError: anything at all" in why
+    verdict, why = probe_verdict({0: None, 1: "RuntimeError: not supported"})
+    assert verdict == "error" and "raised on rank(s) [1] but not on [0]" in why
+
+
+def test_no_suite_module_turns_an_error_into_a_skip_by_its_words() -> None:
+    """The old UNSUPPORTED regexes (distval_suite/collectives.py, distval_suite/bandwidth.py) are gone: no module matches
+    "not supported"-like words, and the only skip sources are Skip, the support table and probes."""
+    for path in sorted((ROOT / "distval_suite").glob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        assert "UNSUPPORTED" not in names, path
+        words = [
+            n.value
+            for n in ast.walk(tree)
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and "not supported|" in n.value
+        ]
+        assert words == [], path

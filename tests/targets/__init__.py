@@ -1,0 +1,1 @@
+"""Tests of distval.targets: the target layer, one subpackage per target."""

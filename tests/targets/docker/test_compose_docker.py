@@ -1,0 +1,132 @@
+"""The two other ways to use distval, against the real Engine: `docker compose up` of the image under
+test, and the harness's own image driving the host's Engine through the socket. Marked ``docker``.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from distval.tarball import regular_files
+from tests.docker_helpers import cases, leftovers, outcome, validate
+from tests.paths import ROOT
+
+pytestmark = pytest.mark.docker
+COMPOSE = shutil.which("docker-compose")
+
+
+def compose(project: str, image: str, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess[str]:
+    assert COMPOSE is not None
+    return subprocess.run(
+        [COMPOSE, "-p", project, "-f", str(ROOT / "compose.yaml"), *args],
+        cwd=ROOT,
+        env={**os.environ, "IMAGE": image},
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
+
+
+@pytest.fixture
+def project(docker_client: object) -> Iterator[str]:
+    if COMPOSE is None:
+        pytest.skip("docker-compose is not installed")
+    name = "distval-test-" + secrets.token_hex(3)
+    yield name
+    compose(name, "unused", "down", "-v", "--remove-orphans")
+    remaining = docker_client.containers.list(all=True, filters={"label": f"com.docker.compose.project={name}"})  # type: ignore[attr-defined]
+    assert remaining == []
+
+
+def up(project: str, image: str) -> subprocess.CompletedProcess[str]:
+    return compose(project, image, "up", "--abort-on-container-exit", "--exit-code-from", "rank0")
+
+
+def test_compose_up_passes_on_the_fixture_with_a_verdict_per_check(fixture_image: Callable[[str], str], project: str) -> None:
+    result = up(project, fixture_image("distval-fixtures/torch:2.6-debian"))
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for rank in (0, 1):
+        for case in ("env", "launch", "all_reduce", "collectives.broadcast", "ddp_sync", "ddp_sampler", "store", "timeout"):
+            assert f"distval: rank {rank} {case} passed" in result.stdout, (rank, case)
+        assert f"distval: rank {rank} reconfigure skipped reconfigure needs torch >= 2.14" in result.stdout
+
+
+def test_compose_up_fails_on_the_broken_all_reduce(fixture_image: Callable[[str], str], project: str) -> None:
+    result = up(project, fixture_image("distval-fixtures/broken:allreduce-noop"))
+    assert result.returncode == 1, result.stdout[-3000:]
+    assert (
+        "distval: rank 0 all_reduce failed all_reduce(SUM) of rank+1 over 2 ranks: expected 3.0 in every element, got 1.0"
+        in result.stdout
+    )
+    assert "distval: rank 1 env passed" in result.stdout
+
+
+def _harness_context(tmp_path: Path) -> bytes:
+    """The repository's build context plus the wheels an offline build needs, as a tar."""
+    wheels = tmp_path / "wheels"
+    platforms = [arg for minor in range(17, 37) for arg in ("--platform", f"manylinux_2_{minor}_x86_64")]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", "3.13",
+         "--implementation", "cp",
+         "--platform", "any", *platforms, "-d", str(wheels), "docker>=7.1,<8", "PyYAML>=6", "setuptools>=64"],
+        check=True,
+        timeout=300,
+    )  # fmt: skip
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name in ("Dockerfile", "pyproject.toml", "README.md", "distval", "distval_suite", "configs"):
+            archive.add(ROOT / name, arcname=name, filter=lambda info: None if "__pycache__" in info.name else info)
+        archive.add(wheels, arcname="wheels")
+    return buffer.getvalue()
+
+
+def test_harness_image_validates_the_fixture_through_the_socket(
+    fixture_image: Callable[[str], str], docker_client: object, tmp_path: Path
+) -> None:
+    from distval.targets.docker.engine import Engine
+
+    base, image = fixture_image("distval-fixtures/harness-base:trixie"), fixture_image("distval-fixtures/torch:2.6-debian")
+
+    tag = "distval-test/harness:" + secrets.token_hex(3)
+    engine = Engine("tests-harness-image")
+    engine.build(
+        _harness_context(tmp_path),
+        tag,
+        {},
+        print,
+        buildargs={"BASE": base, "PIP_NO_INDEX": "1"},
+    )
+    run_id = "h" + secrets.token_hex(4)
+    client = docker_client
+    container = client.containers.create(  # type: ignore[attr-defined]
+        tag,
+        command=["run", "configs/default.yaml", "--image", image, "--junit", "/results/results.xml",
+                 "--run-id", run_id],
+        volumes={"/var/run/docker.sock": {"bind": "/var/run/docker.sock", "mode": "rw"}},
+        # Not the run's own id: the harness inside removes everything labelled with that at its end.
+        labels={"distval.managed": "true", "distval.run": run_id + "-harness"},
+    )  # fmt: skip
+    try:
+        container.start()
+        status = container.wait(timeout=600)
+        logs = container.logs().decode()
+        assert status["StatusCode"] == 0, logs[-3000:]
+        stream, _ = container.get_archive("/results/results.xml")
+        junit = tmp_path / "results.xml"
+        junit.write_bytes(regular_files(b"".join(stream))["results.xml"])
+    finally:
+        container.remove(force=True)
+        client.images.remove(tag, force=True)  # type: ignore[attr-defined]
+    found = cases(validate(junit))
+    assert outcome(found[("cross-container-2ranks (cross-container, 2x1, 2 ranks, static)", "all_reduce")]) == ("passed", "")
+    assert outcome(found[("in-container-2ranks (in-container, 2 ranks)", "ddp_sync")]) == ("passed", "")
+    assert leftovers(client, run_id) == []

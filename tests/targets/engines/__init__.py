@@ -1,0 +1,1 @@
+"""Tests of distval.targets.engines: several Docker hosts and node Engines."""

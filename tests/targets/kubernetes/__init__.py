@@ -1,0 +1,1 @@
+"""Tests of distval.targets.kubernetes: export and collect."""

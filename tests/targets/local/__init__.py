@@ -1,0 +1,1 @@
+"""Tests of distval.targets.local: host mode."""
