@@ -1,1 +1,0 @@
-"""Tests of distval.faults: the fault plan, its runtime hook and its results."""
