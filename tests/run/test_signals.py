@@ -28,7 +28,7 @@ from distval.errors import EngineError, Interrupted
 from distval.plan.model import ScenarioPlan
 from distval.run.events import NoEvents
 from distval.run.interrupts import Interrupt, install, signals_deferred
-from distval.targets.docker.runtime import run_scenario
+from distval.targets.engines.runtime import run_across_hosts
 from distval.targets.engines.transfer import same_image
 from distval.targets.planning import plan_run
 from tests import load
@@ -210,7 +210,7 @@ def test_a_signal_while_waiting_across_several_engines_removes_the_scenario_from
         started = time.monotonic()
         timer.start()
         with pytest.raises(Interrupted):
-            run_scenario(first, plan, NoEvents(), hosts=hosts)
+            run_across_hosts(first, plan, NoEvents(), hosts=hosts)
         took = time.monotonic() - started - 1.0
     finally:
         timer.cancel()

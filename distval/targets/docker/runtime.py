@@ -20,7 +20,7 @@ import distval_suite
 from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError, PlanError
 from distval.labels import LABEL_SCENARIO
-from distval.plan.model import CreateNetwork, LearnAddress, LearnSubnets, ProbeHost, ScenarioPlan, Step
+from distval.plan.model import CreateNetwork, LearnAddress, LearnSubnets, ScenarioPlan, Step
 from distval.plan.placeholders import facts_for_address, resolve
 from distval.plan.specs import ContainerPlan, FileCopy
 from distval.results.outcome import ScenarioOutcome
@@ -133,14 +133,7 @@ class EngineNodes(NodeBackend):
 
     def run_step(self, step: Step, facts: dict[str, str]) -> Skip | None:
         plan = self.plan
-        if isinstance(step, ProbeHost):
-            from distval.targets.engines.runtime import probe_host  # only runs across several hosts
-
-            probe = plan.container(step.container)
-            self.before_start()
-            facts.update(probe_host(self.on(step.host), resolve(probe, facts), files_archive(probe.files), step.first))
-            self.events.note(plan, f"host {step.host}: {', '.join(f'{k}={v}' for k, v in sorted(facts.items()))}")
-        elif isinstance(step, CreateNetwork):
+        if isinstance(step, CreateNetwork):
             network = resolve(plan.network_named(step.network), facts)
             try:
                 self.on(step.host).create_network(network)
@@ -155,6 +148,7 @@ class EngineNodes(NodeBackend):
             facts.update(facts_for_address(address))
             self.events.note(plan, f"node 0 is at {address}")
         else:
+            # ProbeHost is the engines target's (distval/targets/engines/runtime.py HostsNodes).
             raise PlanError(f"the Docker runtime has no step {type(step).__name__} of its own")
         return None
 

@@ -5,16 +5,22 @@ its host), and the probe step that learns a host's rendezvous facts (distval/tar
 from __future__ import annotations
 
 import json
+import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Concatenate, ParamSpec, TypeVar
 
 from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError
-from distval.plan.placeholders import facts_for_address, host_fact
+from distval.plan.model import ProbeHost, ScenarioPlan, Step
+from distval.plan.placeholders import facts_for_address, host_fact, resolve
 from distval.plan.specs import ContainerPlan
+from distval.results.outcome import ScenarioOutcome
+from distval.run.events import RunEvents
+from distval.run.steps import Skip, run_steps
 from distval.targets.docker.engine import Engine
+from distval.targets.docker.runtime import EngineNodes, files_archive
 from distval.targets.engines.hosts import HostSpec, TlsFiles, host_specs
 from distval.targets.engines.transfer import same_image
 
@@ -155,3 +161,30 @@ def prepare_hosts(
             origin = local
         same_image(hosts, image, distribution, progress, origin)
     return engines
+
+
+class HostsNodes(EngineNodes):
+    """A scenario's containers across several Engines: the Docker backend, plus the probe step that learns each
+    host's rendezvous facts before any node is created (``ProbeHost``)."""
+
+    def run_step(self, step: Step, facts: dict[str, str]) -> Skip | None:
+        if not isinstance(step, ProbeHost):
+            return super().run_step(step, facts)
+        probe = self.plan.container(step.container)
+        self.before_start()  # the probe is a container of the image under test: the reaper runs first
+        facts.update(probe_host(self.on(step.host), resolve(probe, facts), files_archive(probe.files), step.first))
+        self.events.note(self.plan, f"host {step.host}: {', '.join(f'{k}={v}' for k, v in sorted(facts.items()))}")
+        return None
+
+
+def run_across_hosts(
+    engine: EngineAPI,
+    plan: ScenarioPlan,
+    events: RunEvents,
+    stop: threading.Event | None = None,
+    hosts: Mapping[str, EngineAPI] | None = None,
+    before_start: Callable[[], object] | None = None,
+) -> ScenarioOutcome:
+    """``run_scenario`` across several Engines (``hosts``: the Engine of each --hosts URL; ``engine`` runs the steps
+    that name none): the probes first, then the nodes, each on its host."""
+    return run_steps(HostsNodes(engine, plan, events, hosts, before_start), plan, events, stop)

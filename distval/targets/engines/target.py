@@ -14,9 +14,8 @@ from distval.run.events import RunEvents
 from distval.targets.base import Log
 from distval.targets.declarations import ENGINES
 from distval.targets.docker.engine_run import EngineRun, announce_run, engine_version, ensure_images
-from distval.targets.docker.runtime import run_scenario
 from distval.targets.engines.hosts import TlsFiles
-from distval.targets.engines.runtime import HostEngine, prepare_hosts
+from distval.targets.engines.runtime import HostEngine, prepare_hosts, run_across_hosts
 from distval.targets.planning import plan_scenario
 
 
@@ -76,7 +75,7 @@ class EnginesTarget:
 
     def execute(self, plan: ScenarioPlan, events: RunEvents, stop: threading.Event) -> ScenarioOutcome:
         first = self.hosts[self.urls[0]].engine
-        return run_scenario(first, plan, events, stop, hosts=self.hosts, before_start=self._ready)
+        return run_across_hosts(first, plan, events, stop, hosts=self.hosts, before_start=self._ready)
 
     execute_again = execute
 

@@ -17,8 +17,8 @@ from distval.plan.model import ScenarioPlan
 from distval.run.events import NoEvents, RunEvents
 from distval.run.steps import WAIT_SLICE_S, wait_for_nodes
 from distval.targets.docker.engine import Engine
-from distval.targets.docker.runtime import HOST_WATCH_S, EngineNodes, run_scenario
-from distval.targets.engines.runtime import HostEngine
+from distval.targets.docker.runtime import HOST_WATCH_S, EngineNodes
+from distval.targets.engines.runtime import HostEngine, run_across_hosts
 from distval.targets.planning import plan_run
 from tests.fake_engine import FakeEngine
 
@@ -135,7 +135,7 @@ def test_a_stopped_node_engine_is_that_hosts_error_and_the_other_engine_is_clean
         "tcp://192.0.2.1:2375": HostEngine(1, cast(Engine, stopped)),
     }
     started = time.monotonic()
-    outcome = run_scenario(survivor, plan, NoEvents(), hosts=hosts)
+    outcome = run_across_hosts(survivor, plan, NoEvents(), hosts=hosts)
     assert outcome.setup_error is not None
     assert outcome.setup_error.startswith("host 1 (tcp://192.0.2.1:2375): inspect "), outcome.setup_error
     assert time.monotonic() - started < HOST_WATCH_S + 5.0

@@ -346,13 +346,12 @@ class ProbedEngine(FakeEngine):
 
 def test_the_runtime_runs_each_step_on_its_host_and_an_unreachable_one_is_that_hosts_error() -> None:
     from distval.run.events import NoEvents
-    from distval.targets.docker.runtime import run_scenario
-    from distval.targets.engines.runtime import HostEngine
+    from distval.targets.engines.runtime import HostEngine, run_across_hosts
 
     plan = plan_run(parse_config(yaml_text(CROSS), FILE), "r1", hosts=(A, B)).scenarios[0]
     first, second = ProbedEngine("a", "eth0"), ProbedEngine("b", "ens5", unreachable_after_start=True)
     hosts = {A: HostEngine(0, first), B: HostEngine(1, second)}  # type: ignore[arg-type]
-    outcome = run_scenario(FakeEngine("unused"), plan, NoEvents(), hosts=hosts)
+    outcome = run_across_hosts(FakeEngine("unused"), plan, NoEvents(), hosts=hosts)
     assert outcome.setup_error == "host 1 (tcp://b:2375): inspect distval-r1-cross-n1: Connection refused"
     # Node 0 and node 2 on host 0, node 1 on host 1; both hosts probed, both cleaned.
     assert first.calls.count("create_container") == 3 and second.calls.count("create_container") == 2
@@ -383,15 +382,14 @@ def test_an_engine_that_stops_answering_while_another_hosts_node_is_waited_on_is
     (here 0.05 s), not at the scenario's deadline (240 s)."""
     import distval.targets.docker.runtime
     from distval.run.events import NoEvents
-    from distval.targets.docker.runtime import run_scenario
-    from distval.targets.engines.runtime import HostEngine
+    from distval.targets.engines.runtime import HostEngine, run_across_hosts
 
     monkeypatch.setattr(distval.targets.docker.runtime, "HOST_WATCH_S", 0.05)
     plan = plan_run(parse_config(yaml_text(CROSS), FILE), "r1", hosts=(A, B)).scenarios[0]
     first, second = RunningEngine("a", "eth0"), RunningEngine("b", "ens5", unreachable_after_start=True)
     hosts = {A: HostEngine(0, first), B: HostEngine(1, second)}  # type: ignore[arg-type]
     started = time.monotonic()
-    outcome = run_scenario(FakeEngine("unused"), plan, NoEvents(), hosts=hosts)
+    outcome = run_across_hosts(FakeEngine("unused"), plan, NoEvents(), hosts=hosts)
     assert outcome.setup_error == "host 1 (tcp://b:2375): inspect distval-r1-cross-n1: Connection refused"
     assert time.monotonic() - started < plan.deadline_s / 2, "seen at the deadline, not when the host went"
     assert first.calls[-1] == "remove_labelled" and second.calls[-1] == "remove_labelled"
