@@ -21,7 +21,6 @@ DOCKER_PY_LAZY = {
     ("distval.cli.main", "distval.targets.docker.engine"),
     ("distval.cli.main", "distval.targets.engines.dind"),
     ("distval.cli.run", "distval.targets.engines.target"),
-    ("distval.targets.docker.runtime", "distval.targets.engines.runtime"),
 }
 KNOWN_HIDDEN: set[tuple[str, str]] = set()
 
