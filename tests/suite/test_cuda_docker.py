@@ -38,7 +38,7 @@ def images(fixture_image: Callable[[str], str]) -> list[str]:
 
 
 def _archive(spec: dict[str, Any]) -> bytes:
-    files = [File(f"distval/suite/{p.name}", p.read_bytes()) for p in sorted(SUITE_DIR.glob("*.py"))]
+    files = [File(f"distval/distval_suite/{p.name}", p.read_bytes()) for p in sorted(SUITE_DIR.glob("*.py"))]
     return build_tar([*files, File("distval/spec.json", json.dumps(spec).encode()), Directory("distval/results", 0o777)])
 
 
