@@ -26,6 +26,7 @@ class Capability:
     what: str  # in words, as the refusal says it
     asked_by: str  # the config key or the option that asks for it
     asked: Callable[[Scenario], bool] | None = None  # None: a run option asks for it, not a scenario
+    said_only: bool = False  # nothing asks for it: what a target lacks of it is only said (docs/targets.md)
 
 
 FAULTS = Capability("faults", "injected faults", "faults:", lambda s: bool(s.faults))
@@ -34,7 +35,7 @@ EXTRA_NETWORKS = Capability("extra_networks", "multi-homed nodes", "extra_networ
 GPUS = Capability("gpus", "GPUs", "device: cuda", lambda s: s.gpus_per_node > 0)
 ELASTIC = Capability("elastic", "elastic restarts", "max_restarts:", lambda s: s.max_restarts > 0)
 KEEP_ON_FAILURE = Capability("keep_on_failure", "the failed scenarios' resources kept", "--keep-on-failure")
-REAPER = Capability("reaper", "a reaper that removes the run's resources if distval is killed", "(every run)")
+REAPER = Capability("reaper", "a reaper that removes the run's resources if distval is killed", "(every run)", said_only=True)
 
 CAPABILITIES: tuple[Capability, ...] = (FAULTS, IPV6, EXTRA_NETWORKS, GPUS, ELASTIC, KEEP_ON_FAILURE, REAPER)
 BY_NAME: Mapping[str, Capability] = {c.name: c for c in CAPABILITIES}

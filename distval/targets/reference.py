@@ -40,7 +40,7 @@ def render_targets_page() -> str:
             lacking = target.lacks.get(capability.name)
             if lacking is None:
                 cells.append("yes")
-            elif capability.asked is None and capability.asked_by.startswith("("):
+            elif capability.said_only:
                 cells.append(f"no: {lacking.why}")  # nothing asks for it: what the target does instead
             else:
                 cells.append(f"{'skipped' if lacking.skip else 'refused'}: {lacking.why}")

@@ -16,9 +16,10 @@ from distval.plan.identity import scenario_hash, with_hashes
 from distval.plan.model import ScenarioPlan
 from distval.results.outcome import ScenarioOutcome
 from distval.results.scenario import summarize_scenario
+from distval.targets.base import plan_on
 from distval.targets.kubernetes.origin import Origin
 from distval.targets.local.plan import plan_local_scenario
-from distval.targets.local.runtime import LocalSession
+from distval.targets.local.target import LocalTarget
 from distval.targets.planning import plan_run, plan_scenario
 
 PYTHON = "/opt/venv/bin/python"
@@ -63,16 +64,16 @@ def test_a_local_plan_hashes_the_same_under_any_root_and_run_id(monkeypatch: pyt
         assert scenario_hash(other_python, any_image=True) == scenario_hash(plans[0], any_image=True)
 
 
-def test_two_host_sessions_with_their_own_temporary_roots_plan_the_same_hashes() -> None:
-    first, second = LocalSession("r1", sys.executable), LocalSession("zz-9", sys.executable)
+def test_two_local_targets_with_their_own_temporary_roots_plan_the_same_hashes() -> None:
+    first, second = LocalTarget("r1", sys.executable), LocalTarget("zz-9", sys.executable)
     try:
-        assert first.root != second.root
-        one, two = first.plan_run(config()), second.plan_run(config())
+        assert first.session.root != second.session.root
+        one, two = plan_on(first, config(), "r1"), plan_on(second, config(), "zz-9")
     finally:
         first.close()
         second.close()
     for a, b in zip(one.scenarios, two.scenarios, strict=True):
-        assert a.scenario_hash and a.scenario_hash_any_image  # LocalSession.plan_run fills them in
+        assert a.scenario_hash and a.scenario_hash_any_image  # plan_on fills them in
         assert (a.scenario_hash, a.scenario_hash_any_image) == (b.scenario_hash, b.scenario_hash_any_image) == both(a)
 
 

@@ -37,17 +37,15 @@ from pathlib import Path
 from typing import IO
 
 from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of_file, kept_end, read_regular_file
-from distval.config import Config
 from distval.errors import EnvironmentUnusable, PlanError
-from distval.plan.identity import with_hashes
-from distval.plan.model import RunPlan, ScenarioPlan, Step, run_slugs
+from distval.plan.model import ScenarioPlan, Step
 from distval.plan.specs import ContainerPlan
 from distval.results.outcome import ScenarioOutcome
 from distval.run.events import RunEvents
 from distval.run.steps import KILL_SETTLE_S, Collected, Exited, GpuShortfall, NodeBackend, Skip, run_steps
 from distval.targets.declarations import LOCAL
 from distval.targets.docker.runtime import suite_dir
-from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_local_scenario, visible_devices_from_env
+from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS
 from distval.targets.local.watchdog import SESSION_MARKER, kill_all
 
 # How often the nodes are polled while they run: how late an exit, a stop request or the deadline is seen.
@@ -351,7 +349,7 @@ def find_python(name: str, what: str) -> str:
 
 
 class LocalSession:
-    """One ``distval run --host``: the Pythons it runs (``--python``, else each scenario's ``python`` on
+    """One ``distval run --local``: the Pythons it runs (``--python``, else each scenario's ``python`` on
     PATH), a temporary root for the nodes' directories, removed by ``close``."""
 
     def __init__(self, run_id: str, python: str | None) -> None:
@@ -374,14 +372,6 @@ class LocalSession:
                     stdout=subprocess.DEVNULL,
                     start_new_session=True,  # a Ctrl-C at the terminal must not end it before distval's cleanup
                 )
-
-    def plan_run(self, config: Config) -> RunPlan:
-        devices = visible_devices_from_env()
-        scenarios = []
-        for scenario, slug in zip(config.scenarios, run_slugs(config), strict=True):
-            python = self.python or find_python(scenario.python, f"scenario {scenario.name}'s python (give --python PATH):")
-            scenarios.append(with_hashes(plan_local_scenario(scenario, self.run_id, python, self.root, slug, devices)))
-        return RunPlan(run_id=self.run_id, config_path=config.path, scenarios=tuple(scenarios))
 
     def run_scenario(self, plan: ScenarioPlan, events: RunEvents, stop: threading.Event) -> ScenarioOutcome:
         self._start_watchdog()
