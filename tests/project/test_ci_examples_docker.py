@@ -1,0 +1,203 @@
+"""The pipeline examples of docs/ci/, run as their runners would run them, as far as this machine can (opt-in:
+``DISTVAL_CI_EXAMPLES=1``; about 10 minutes together, so not part of every CI run).
+
+What is real: every shell line of each example, in order, exactly as written; distval installed from a wheel built
+from this checkout into a fresh venv (the examples' ``$DISTVAL_PIP_SPEC``); the image under test built by the
+example's own ``docker build`` from a project whose Dockerfile starts FROM the 2.6 fixture; Debian's archive for
+every ``apt-get install``. What stands in, and why:
+
+- GitHub Actions (ubuntu-24.04 runner): this machine is the runner. ``uses:`` steps are not shell: checkout is a
+  project directory, setup-python is this machine's python3, the JUnit reporter is replaced by validating the file
+  against Jenkins' junit-10.xsd. The runner's user is not root; here everything runs as root, so ``sudo`` is a
+  script that runs its arguments (what sudo does for root).
+- GitLab (Docker executor, privileged runner, ``docker:27-dind`` service): the job image ``debian:bookworm`` is
+  distval's own bookworm root filesystem (the reaper's base: nothing can be pulled here); the ``docker:27-dind``
+  service is a node Engine (Debian's dockerd 20.10 in a container, ``distval nodes``), reached as ``docker`` like
+  the service alias; ``privileged = true`` is the node's capability set (every capability but CAP_SYS_RESOURCE,
+  which this host cannot grant). The base image reaches the service Engine with ``docker save | docker load``,
+  where the job's Dockerfile would pull it. The push runs only on the default branch: here the branch is a
+  feature branch, so it is skipped (there is no registry to push to).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from distval.fixtures import NODE_ENGINE
+from distval.fixtures.recipes import REAPER_BASE
+from tests.docker_helpers import validate
+from tests.paths import ROOT
+
+pytestmark = [
+    pytest.mark.docker,
+    pytest.mark.skipif(os.environ.get("DISTVAL_CI_EXAMPLES") != "1", reason="opt-in: DISTVAL_CI_EXAMPLES=1 (~10 min)"),
+]
+
+DOCS = ROOT / "docs" / "ci"
+BASE = "distval-fixtures/torch:2.6-debian"
+JOB_DEADLINE_S = 1500  # apt-get, pip, the reaper's mmdebstrap build and the default config, at a load of 10
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
+        check=True,
+    )
+    (found,) = out.glob("distval-*.whl")
+    return found
+
+
+def _project(tmp_path: Path) -> Path:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "Dockerfile").write_text(f"FROM {BASE}\nLABEL org.example.built-by=ci-example\n")
+    return project
+
+
+def _shell_text(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def test_github_workflow_runs_as_written(
+    fixture_image: Callable[[str], str], wheel: Path, tmp_path: Path, docker_client: Any
+) -> None:
+    fixture_image(BASE)
+    workflow = yaml.safe_load((DOCS / "github-actions.yml").read_text())
+    job = workflow["jobs"]["validate"]
+    project = _project(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    sudo = bin_dir / "sudo"
+    sudo.write_text('#!/bin/sh\nexec "$@"\n')
+    sudo.chmod(0o755)
+    venv = tmp_path / "python"  # actions/setup-python: a fresh Python environment of its own
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    image = "distval-ci-example/torch:github"
+    environment = {
+        "PATH": f"{venv / 'bin'}:{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin",
+        "HOME": str(tmp_path / "home"),
+        "GITHUB_WORKSPACE": str(project),
+        "CI": "true",
+        "GITHUB_ACTIONS": "true",
+        "GITHUB_STEP_SUMMARY": str(tmp_path / "step-summary.md"),
+        **{key: str(value) for key, value in job["env"].items()},
+        "IMAGE": image,
+        "DISTVAL_PIP_SPEC": str(wheel),
+        "DOCKER_HOST": os.environ.get("DOCKER_HOST", "unix:///var/run/docker.sock"),
+    }
+    Path(environment["HOME"]).mkdir()
+    ran = []
+    try:
+        for step in job["steps"]:
+            if "run" not in step:
+                continue
+            # GitHub runs each step with `bash --noprofile --norc -eo pipefail {0}`.
+            started = time.monotonic()
+            done = subprocess.run(
+                ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
+                cwd=project,
+                env=environment,
+                timeout=JOB_DEADLINE_S,
+                capture_output=True,
+                text=True,
+            )
+            ran.append((step.get("name", step["run"][:40]), done.returncode, round(time.monotonic() - started, 1)))
+            print(f"step {ran[-1]}", flush=True)
+            output = f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+            assert done.returncode == 0, f"{step.get('name')}: exit {done.returncode}\n{output}"
+        root = validate(project / "distval-results.xml")  # the reporter's input, against junit-10.xsd
+        assert int(root.get("tests", "0")) > 0 and root.get("failures") == "0" and root.get("errors") == "0"
+        assert (project / "distval-results.json").is_file() and (project / "distval-summary.md").is_file()
+        assert Path(environment["GITHUB_STEP_SUMMARY"]).read_text().strip()
+    finally:
+        subprocess.run(["docker", "rmi", "-f", image], capture_output=True, check=False)
+    print(f"GitHub steps: {ran}", flush=True)
+
+
+@pytest.fixture
+def dind_service(fixture_image: Callable[[str], str]) -> Iterator[Any]:
+    from distval.targets.engines.dind import start_nodes, stop_nodes
+
+    fixture_image(NODE_ENGINE)
+    node_set = start_nodes(1, plain=[0], progress=lambda line: print(line, flush=True))
+    try:
+        yield node_set
+    finally:
+        stop_nodes(node_set.set_id)
+
+
+def test_gitlab_job_runs_as_written(
+    fixture_image: Callable[[str], str], wheel: Path, tmp_path: Path, dind_service: Any, docker_client: Any
+) -> None:
+    fixture_image(BASE)
+    fixture_image(REAPER_BASE)
+    pipeline = yaml.safe_load((DOCS / "gitlab-ci.yml").read_text())
+    job = pipeline["distval"]
+    node = dind_service.nodes[0]
+    address = node.url.removeprefix("tcp://").rsplit(":", 1)[0]
+    # The Dockerfile's FROM, where the job's Engine would pull it.
+    subprocess.run(f"docker save {BASE} | docker -H {shlex.quote(node.url)} load -q", shell=True, check=True)
+    project = _project(tmp_path)
+    (project / "wheels").mkdir()
+    (project / "wheels" / wheel.name).write_bytes(wheel.read_bytes())
+    predefined = {
+        "CI": "true",
+        "GITLAB_CI": "true",
+        "CI_REGISTRY": "registry.example.com",
+        "CI_REGISTRY_IMAGE": "registry.example.com/group/project",
+        "CI_COMMIT_SHORT_SHA": "0a1b2c3d",
+        "CI_COMMIT_BRANCH": "feature",
+        "CI_DEFAULT_BRANCH": "main",
+        "CI_PIPELINE_SOURCE": "merge_request_event",
+    }
+    variables = dict(predefined)
+    for key, value in job["variables"].items():  # GitLab expands a variable's $references to those defined before
+        variables[key] = _expand(str(value), variables)
+    variables["DISTVAL_PIP_SPEC"] = f"/builds/project/wheels/{wheel.name}"
+    script = "\n".join(_shell_text(job["before_script"]) + _shell_text(job["script"]))
+    name = f"distval-ci-example-{os.getpid()}"
+    command = [
+        "docker", "create", "--name", name, "--label", "distval.ci-example=1",
+        "--add-host", f"docker:{address}",
+        "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
+        "-v", f"{project}:/builds/project", "-w", "/builds/project",
+        *[arg for key, value in variables.items() for arg in ("-e", f"{key}={value}")],
+        REAPER_BASE,  # stands in for debian:bookworm
+        "bash", "-eo", "pipefail", "-c", script,
+    ]  # fmt: skip
+    subprocess.run(command, check=True, capture_output=True)
+    try:
+        subprocess.run(["docker", "network", "connect", dind_service.network, name], check=True)
+        started = time.monotonic()
+        subprocess.run(["docker", "start", name], check=True, capture_output=True)
+        done = subprocess.run(["docker", "wait", name], capture_output=True, text=True, timeout=JOB_DEADLINE_S)
+        logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True).stdout
+        elapsed = time.monotonic() - started
+        print(textwrap.indent(logs[-6000:], "  job: "), flush=True)
+        print(f"GitLab job: exit {done.stdout.strip()} after {elapsed:.0f} s", flush=True)
+        assert done.stdout.strip() == "0", logs[-4000:]
+        root = validate(project / "distval-results.xml")
+        assert int(root.get("tests", "0")) > 0 and root.get("failures") == "0" and root.get("errors") == "0"
+        assert (project / "distval-results.json").is_file() and (project / "distval-summary.md").is_file()
+        assert "docker push" not in logs  # a feature branch: nothing is pushed
+    finally:
+        subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
+
+
+def _expand(value: str, variables: dict[str, str]) -> str:
+    for key, known in sorted(variables.items(), key=lambda item: -len(item[0])):
+        value = value.replace("${" + key + "}", known).replace("$" + key, known)
+    return value
