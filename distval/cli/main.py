@@ -25,6 +25,7 @@ from distval.cli.kubernetes import add_kubernetes_commands
 from distval.cli.plan_render import plan_as_data, render_plan
 from distval.cli.run import REPORT_OPTIONS, Progress, command_run, containers_target, default_jobs, write_reports
 from distval.config import load_config
+from distval.config.keys_reference import KEYS_PAGE, render_keys_markdown
 from distval.config.schema import SHIPPED, render_schema
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, STARTER_NAME, write_starter
 from distval.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError, exit_codes_line
@@ -86,8 +87,8 @@ def command_plan(args: argparse.Namespace) -> int:
     return 0
 
 
-def command_schema(_args: argparse.Namespace) -> int:
-    sys.stdout.write(render_schema())
+def command_schema(args: argparse.Namespace) -> int:
+    sys.stdout.write(render_schema() if args.format == "json" else render_keys_markdown())
     return 0
 
 
@@ -360,6 +361,12 @@ def build_parser() -> argparse.ArgumentParser:
     plan.set_defaults(handler=command_plan)
 
     schema = commands.add_parser("schema", help=f"print the JSON Schema of scenario files (shipped as {SHIPPED})")
+    schema.add_argument(
+        "--format",
+        choices=("json", "markdown"),
+        default="json",
+        help=f"the JSON Schema (default) or the key reference of {KEYS_PAGE}, both from distval/config/keys.py",
+    )
     schema.set_defaults(handler=command_schema)
 
     checks = commands.add_parser(

@@ -17,6 +17,8 @@ from distval.checks.reference import REFERENCE_PAGE, checks_data, render_checks
 from distval.cli.main import build_parser, main
 from distval.cli.run import SAMPLE_IMAGE_NOTE
 from distval.config import load_config
+from distval.config.keys import KEYS
+from distval.config.keys_reference import KEYS_PAGE, render_keys_markdown, schema_words
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, SCHEMA_COMMENT_PREFIX, SCHEMA_FILE, STARTER_NAME, starter_config
 from distval.fixtures import BROKEN_PREFIX, FIXTURES
 from distval_suite.support import MAY_LACK
@@ -56,6 +58,20 @@ def test_the_version_gates_are_suite_support_s_table() -> None:
     assert gated == expected
     # bandwidth measures float32 with its own operations: the dtype entries and AVG are not its gates.
     assert {gate["what"] for gate in by_name["bandwidth"]["version_gates"]} == {"gloo's reduce_scatter", "gloo's all_to_all"}
+
+
+def test_the_scenario_keys_page_is_current() -> None:
+    page = (ROOT / KEYS_PAGE).read_text(encoding="utf-8")
+    assert page == render_keys_markdown(), f"run: distval schema --format markdown > {KEYS_PAGE}"
+    for key in KEYS:  # every key of the declaration has its row
+        assert f"| `{key.name}` |" in page
+
+
+def test_schema_words_read_each_kind_of_fragment() -> None:
+    assert schema_words({"type": "integer", "minimum": 1, "maximum": 8}) == "integer 1..8"
+    assert schema_words({"type": "string", "enum": ["a", "b"]}) == "one of `a`, `b`"
+    assert schema_words({"type": "number", "exclusiveMinimum": 0, "maximum": 9}) == "number > 0 (at most 9)"
+    assert schema_words({"anyOf": [{"type": "boolean"}, {"type": "integer", "minimum": 0}]}) == "true or false or integer >= 0"
 
 
 def test_the_checks_reference_page_is_current() -> None:
