@@ -48,12 +48,14 @@ from common import (
     create_args,
     distval_executable,
     docker,
+    median_interval,
     network_create_args,
     network_subnets,
     read_records,
     resolved_containers,
     start_order,
     sweep,
+    target_verdict,
     verify,
 )
 
@@ -243,6 +245,14 @@ def main(argv: list[str] | None = None) -> int:
         f"(range {min(paired):+.2f} .. {max(paired):+.2f} s); "
         f"median of the per-repetition ratios {statistics.median(per_rep):.3f}"
     )
+    # The interval, not one median, decides the target: on a shared machine the per-repetition ratios spread by
+    # more than the 3 % the target allows (0.88-1.20 seen at load 1.3-2.2).
+    interval = median_interval(per_rep)
+    shown = f"{interval[0]:.3f} .. {interval[1]:.3f}" if interval else "none (fewer than 6 repetitions)"
+    print(
+        f"95 % interval of the median per-repetition ratio: {shown}; target <= {RATIO_TARGET:.2f}: "
+        f"{target_verdict(interval, RATIO_TARGET)}"
+    )
     verdict = "met" if rss_max < RSS_TARGET_MIB else "MISSED"
     print(f"distval peak RSS: max {rss_max:.1f} MiB, median {rss_median:.1f} MiB  (target < {RSS_TARGET_MIB:.0f} MiB: {verdict})")
     print("hand phases, median per repetition (both scenarios): " + ", ".join(f"{p} {v:.3f} s" for p, v in phase_medians.items()))
@@ -277,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
             "paired_difference_s": paired,
             "paired_difference_median_s": statistics.median(paired),
             "ratio_per_repetition": per_rep,
+            "ratio_per_repetition_interval_95": list(interval) if interval else None,
+            "ratio_verdict": target_verdict(interval, RATIO_TARGET),
             "rss_target_mib": RSS_TARGET_MIB,
             "startup": {
                 "distval_version_s": version_times,

@@ -8,6 +8,7 @@ Imported as ``common`` because each script runs as ``python benchmarks/<script>.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -214,3 +215,35 @@ def check_image(image: str) -> str:
                 f"inside a timed run; run `distval fixtures build {image}` first"
             )
     return found
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free interval for the median of ``values`` (paired per-repetition ratios): the order
+    statistics x_(k), x_(n+1-k) with the largest k whose two-sided binomial tail P(Binom(n, 1/2) < k) stays within
+    (1 - confidence) / 2. None when there are too few values for that confidence (n < 6 at 95 %): one median of a
+    handful of repetitions cannot decide a target a few percent away."""
+    ordered = sorted(values)
+    n = len(ordered)
+    tail = (1 - confidence) / 2
+    k = 0
+    cumulative = 0.0
+    while k < n // 2:
+        cumulative += math.comb(n, k) / 2**n  # P(Binom(n, 1/2) <= k)
+        if cumulative > tail:
+            break
+        k += 1
+    if k == 0:
+        return None
+    return ordered[k - 1], ordered[n - k]
+
+
+def target_verdict(interval: tuple[float, float] | None, target: float) -> str:
+    """'met' when the whole interval is at or below the target, 'missed' when all of it is above, else 'undecided'."""
+    if interval is None:
+        return "undecided (too few repetitions for an interval)"
+    low, high = interval
+    if high <= target:
+        return "met"
+    if low > target:
+        return "missed"
+    return "undecided (the interval straddles the target: more repetitions)"

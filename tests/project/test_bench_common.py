@@ -110,3 +110,20 @@ def test_network_and_start_order_are_the_plans(cross: tuple[ScenarioPlan, Contai
     assert args[:5] == ["network", "create", "--driver", "bridge", "--internal"] and args[-1] == sp.network.name
     # Node 0 last, as distval starts them.
     assert common.start_order(sp) == [cp.name for cp in reversed(sp.containers)]
+
+
+def test_the_median_interval_is_distribution_free_order_statistics() -> None:
+    common = _load_common()
+    assert common.median_interval([1.0] * 5) is None  # 2 * (1/2)^5 = 6.25 % > 5 %: no 95 % interval from 5
+    # n = 10: P(Binom <= 1) = 1.07 % <= 2.5 %, P(Binom <= 2) = 5.5 % > 2.5 %: k = 2, the 2nd and the 9th.
+    values = [0.9, 1.2, 1.0, 1.05, 0.95, 1.01, 0.99, 1.02, 0.98, 1.3]
+    assert common.median_interval(values) == (0.95, 1.2)
+    assert common.median_interval(list(range(6))) == (0, 5)  # n = 6: only the extremes (2 * 1/64 = 3.1 %)
+
+
+def test_the_target_verdict_needs_the_whole_interval_on_one_side() -> None:
+    common = _load_common()
+    assert common.target_verdict((0.98, 1.02), 1.03) == "met"
+    assert common.target_verdict((1.04, 1.2), 1.03) == "missed"
+    assert common.target_verdict((0.99, 1.05), 1.03).startswith("undecided")
+    assert common.target_verdict(None, 1.03).startswith("undecided")
