@@ -84,6 +84,46 @@ def test_run_writes_every_report(
     assert out.splitlines()[-1] == f"distval run {RUN_ID}: 5 of 6 check results passed; exit code 1"
 
 
+def test_run_names_the_image_in_the_reports_and_the_time_is_the_runs(fake_docker: Path, tmp_path: Path) -> None:
+    assert run(fake_docker, tmp_path, "--quiet") == 1
+    root = ET.parse(tmp_path / "r.xml").getroot()
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == [
+        f"[{IMAGE}] inside (in-container, 2 ranks)",
+        f"[{IMAGE}] across (cross-container, 2x1, 2 ranks, static)",
+    ]
+    assert {c.get("classname") for c in suites[0].iter("testcase")} == {"distval.example/torch:test.inside"}
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert [s["suite_name"] for s in report["scenarios"]] == [s.get("name") for s in suites]
+    # The run loop saw each scenario start: the suites' timestamps and the run's wall-clock time come from it.
+    started = [{p.get("name"): p.get("value") for p in s.iter("property")}["started_at"] for s in suites]
+    assert [s["started_at"] for s in report["scenarios"]] == started
+    assert all(re.fullmatch(r"[0-9-]{10}T[0-9:]{8}\.[0-9]{3}Z", value or "") for value in started)
+    assert all(s.get("timestamp") == (value or "")[:19] for s, value in zip(suites, started, strict=True))
+    assert float(root.get("time") or "") >= max(float(s.get("time") or "") for s in suites)
+
+
+def test_suite_prefix_names_the_suites(fake_docker: Path, tmp_path: Path) -> None:
+    assert run(fake_docker, tmp_path, "--quiet", "--suite-prefix", "nightly_cu128") == 1
+    suites = ET.parse(tmp_path / "r.xml").getroot().findall("testsuite")
+    assert [s.get("name", "").split("]")[0] for s in suites] == ["[nightly_cu128", "[nightly_cu128"]
+    assert {c.get("classname") for c in suites[1].iter("testcase")} == {"distval.nightly_cu128.across"}
+
+
+@pytest.mark.parametrize("prefix", ["torch.2.6", "", "-x", "_x", "a b", "x" * 65, "ü", "a/b"])
+def test_a_bad_suite_prefix_is_one_line_and_exit_2_with_the_reports(
+    prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(CONFIG, encoding="utf-8")
+    assert main(["run", str(config), "--junit", str(tmp_path / "r.xml"), f"--suite-prefix={prefix}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--suite-prefix" in err and "expected 1-64 letters" in err, err
+    assert "Traceback" not in err
+    (suite,) = ET.parse(tmp_path / "r.xml").getroot().findall("testsuite")
+    assert (suite.get("name"), suite.find("testcase").get("name")) == ("distval run", "usage")  # type: ignore[union-attr]
+
+
 def test_run_progress_plain_lines(fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run(fake_docker, tmp_path, "--jobs", "1")
     err = capsys.readouterr().err
