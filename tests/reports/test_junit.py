@@ -343,7 +343,7 @@ def test_cases_of_a_check_and_a_required_skip(schema: etree.XMLSchema) -> None:
         env_line(rank)
         + case_line("identity", "identity", rank, SKIPPED, "the scenario states nothing about the image")
         + case_line("process_group", "process_group", rank, PASSED, "formed a group of 2 ranks")
-        + case_line("collectives", "collectives.broadcast", rank, PASSED, "1 runs correct (repeat 1)")
+        + case_line("collectives", "collectives.broadcast", rank, PASSED, "1 run correct (repeat 1)")
         + case_line("collectives", "collectives.gather_object", rank, SKIPPED, "not supported by this image: numpy")
         for rank in (0, 1)
     )

@@ -28,7 +28,7 @@ from distval.reports.json_report import render_json, write_json
 from distval.reports.junit import write_junit
 from distval.reports.markdown import render_markdown, write_markdown
 from distval.reports.summary import render_summary
-from distval.results.outcome import FAILED, PASSED, ScenarioOutcome
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets.docker.engine import EngineError
@@ -323,6 +323,52 @@ def early_summary() -> RunSummary:
         "ci-host",
         CONFIG_PATH,
     )
+
+
+def test_markdown_says_torch_and_cuda_and_reproduces_each_failing_scenario_once() -> None:
+    inside, across = plans()
+    many = ScenarioResult(
+        across,
+        tuple(CaseResult(f"check{i}", FAILED, f"wrong {i}", 0.1) for i in range(3))
+        + (CaseResult("exit_status", ERROR, "exited 1", 1.0), CaseResult("extra", SKIPPED, "no CUDA", 0.0)),
+        (("torch_version", "2.6.0+cu124"), ("cuda_version", "12.4")),
+        "",
+        1.0,
+    )
+    text = render_markdown(RunSummary(RUN_ID, (failing(inside), many), config_path=CONFIG_PATH))
+    assert "| across | cross-container | 3 | example/torch:test | 2.6.0+cu124 | 12.4 | ❌ error |" in text
+    assert "| inside | in-container | 2 | example/torch:test | unknown | none |" in text  # no torch_version reported
+    # One Reproduce block per failing scenario (2), not per failing testcase (2 + 4).
+    assert text.count("Reproduce:") == 2
+    assert text.count("--filter across") == 1 and text.count("--filter inside") == 1
+    across_part = text[text.index("#### across: error") :]
+    assert [line for line in across_part.splitlines() if line.startswith("**")] == [
+        "**check0**: failed",
+        "**check1**: failed",
+        "**check2**: failed",
+        "**exit\\_status**: error",
+    ]
+
+
+def test_markdown_shows_every_skip_reason_grouped() -> None:
+    inside, across = plans()
+    cases = (
+        CaseResult("env", SKIPPED, "no CUDA", 0.0),
+        CaseResult("nccl", SKIPPED, "no CUDA", 0.0),
+        CaseResult("identity", SKIPPED, "the scenario states nothing about the image", 0.0),
+        CaseResult("all_reduce", PASSED, "ok (skipped on rank(s) 1: bf16 unsupported)", 0.1, skipped_ranks=(1,)),
+        CaseResult("exit_status", PASSED, "exited 0", 1.0),
+    )
+    text = render_markdown(RunSummary(RUN_ID, (ScenarioResult(inside, cases, (), "", 1.0),)))
+    skipped = text[text.index("### Skipped") :].strip().splitlines()
+    assert skipped == [
+        "### Skipped",
+        "",
+        "- inside: env, nccl: no CUDA",
+        "- inside: identity: the scenario states nothing about the image",
+        "- inside: all\\_reduce (on rank(s) 1): ok (skipped on rank(s) 1: bf16 unsupported)",
+    ]
+    assert "### Skipped" not in render_markdown(RunSummary(RUN_ID, (ScenarioResult(inside, cases[-1:], (), "", 1.0),)))
 
 
 RENDERERS = {"json": render_json, "md": render_markdown, "txt": render_summary}
