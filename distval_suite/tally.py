@@ -25,12 +25,17 @@ def summarize_runs(runs: int, failures: List[str], errors: List[str], skipped: L
     if runs == 0:
         return SKIPPED, "not supported by this image: %s" % skipped_summary(skipped)
     if skipped:
-        return SKIPPED, "partially skipped: %d runs correct (repeat %d); not supported by this image: %s" % (
-            runs,
+        return SKIPPED, "partially skipped: %s correct (repeat %d); not supported by this image: %s" % (
+            _runs(runs),
             repeat,
             skipped_summary(skipped),
         )
-    return PASSED, "%d runs correct (repeat %d)" % (runs, repeat)
+    return PASSED, "%s correct (repeat %d)" % (_runs(runs), repeat)
+
+
+def _runs(count: int) -> str:
+    """'1 run', '4 runs'."""
+    return "%d run%s" % (count, "" if count == 1 else "s")
 
 
 def skipped_summary(skipped: List[str]) -> str:

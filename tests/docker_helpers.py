@@ -6,6 +6,7 @@ A plain module (not a test module, not conftest): test modules import from here,
 
 from __future__ import annotations
 
+import re
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -76,9 +77,12 @@ def validate(path: Path) -> ET.Element:
 
 
 def cases(root: ET.Element) -> dict[tuple[str, str], ET.Element]:
-    """Every testcase by (suite name, case name)."""
+    """Every testcase by (suite name without its leading ``[<image>] ``, case name): a test that runs several
+    images keys them alike (tests/reports/test_junit.py checks the image part of the names)."""
     return {
-        (suite.get("name", ""), case.get("name", "")): case for suite in root.iter("testsuite") for case in suite.iter("testcase")
+        (re.sub(r"^\[[^\]]*\] ", "", suite.get("name", "")), case.get("name", "")): case
+        for suite in root.iter("testsuite")
+        for case in suite.iter("testcase")
     }
 
 

@@ -14,7 +14,7 @@ import secrets
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from distval import __version__
@@ -219,7 +219,9 @@ def _cleanup_one(engine: Engine, args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_report_options(parser: argparse.ArgumentParser) -> None:
+def _add_report_options(
+    parser: argparse.ArgumentParser, prefix_type: Callable[[str], str | None] = cli_values.suite_prefix
+) -> None:
     parser.add_argument(
         "--junit",
         metavar="PATH",
@@ -244,6 +246,13 @@ def _add_report_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not append the Markdown summary to $GITHUB_STEP_SUMMARY (by default it is, whenever that is set)",
     )
+    parser.add_argument(
+        "--suite-prefix",
+        metavar="TEXT",
+        type=prefix_type,
+        help="name the JUnit testsuites and classnames with TEXT instead of each scenario's image (1-64 letters, "
+        "digits, '-', '_'), to tell apart the reports of one config run against several images",
+    )
 
 
 def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
@@ -253,7 +262,7 @@ def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
     if command != "run":
         return None
     reports = cli_values.UsageParser(prog="distval run", add_help=False)
-    _add_report_options(reports)
+    _add_report_options(reports, cli_values.suite_prefix_if_valid)
     reports.add_argument("--baseline", action="append")  # a report path that is a baseline is not written
     try:
         known, _ = reports.parse_known_args(argv[list(argv).index("run") + 1 :])

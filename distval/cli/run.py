@@ -14,6 +14,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
@@ -95,7 +96,9 @@ def write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset
     """JUnit, JSON, Markdown and $GITHUB_STEP_SUMMARY; a report that cannot be written is one line on stderr.
     ``skip``: the paths refused before the run (already said). Each writer on its own: one that fails for a
     bug of distval's (any exception but OSError) costs neither the others nor the terminal summary; it is
-    said as an internal error, and the return value is False then (the caller exits non-zero)."""
+    said as an internal error, and the return value is False then (the caller exits non-zero). ``--suite-prefix``
+    (where the command has it) names the testsuites instead of the images."""
+    summary = dataclasses.replace(summary, suite_prefix=getattr(args, "suite_prefix", None) or summary.suite_prefix)
     writers: list[tuple[str, str | None, Callable[[], object]]] = [
         ("JUnit XML", args.junit, lambda: write_junit(summary, args.junit)),
         ("JSON report", args.json, lambda: write_json(summary, args.json)),
@@ -148,7 +151,9 @@ def _run_scenarios(
 
     def run_one(index: int, scenario_plan: ScenarioPlan) -> ScenarioResult:
         events.scenario_started(scenario_plan, index, len(plans))
+        started_at = time.time()  # the reports' timestamps and the run's wall-clock time (first start to last end)
         result = summarize_scenario(execute(scenario_plan, events, stop), require_gpu=require_gpu, fail_on_skip=fail_on_skip)
+        result = dataclasses.replace(result, started_at=started_at)
         if settle is not None:
             settle(result)
         events.scenario_finished(result)

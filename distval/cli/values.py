@@ -37,6 +37,26 @@ def run_id(value: str) -> str:
     return value
 
 
+SUITE_PREFIX_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
+
+
+def suite_prefix(value: str) -> str:
+    """argparse type of --suite-prefix: it goes into JUnit classnames, where Jenkins reads each dot as a package
+    separator and tools take the name apart: letters, digits, '-' and '_' only."""
+    if not SUITE_PREFIX_PATTERN.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"expected 1-64 letters, digits, '-' or '_' (starting with a letter or digit; no '.', which Jenkins reads "
+            f"as a package separator in classnames); got {shown(value)}"
+        )
+    return value
+
+
+def suite_prefix_if_valid(value: str) -> str | None:
+    """--suite-prefix for the reports of a command line that was refused: a bad one is left out, not a reason
+    to write no report (the usage error names it)."""
+    return value if SUITE_PREFIX_PATTERN.fullmatch(value) else None
+
+
 def file_path(what: str) -> Callable[[str], str]:
     """argparse type: a file path, not empty (it names no file) and without NUL (no path holds one)."""
 

@@ -1,10 +1,14 @@
 """What several reports state alike, derived from the ``RunSummary``: the command that reproduces a
-scenario, how many check results passed, a scenario's failing testcases, a duration to the millisecond."""
+scenario, how many check results passed, a scenario's failing testcases, a duration to the millisecond, the
+name of a scenario's testsuite (JUnit, and the JSON report's ``suite_name``), and when things ran."""
 
 from __future__ import annotations
 
 import glob
+import math
 import shlex
+from collections.abc import Sequence
+from datetime import datetime, timezone
 
 from distval.results.bandwidth import TopologyRow, topology_rows
 from distval.results.outcome import ERROR, FAILED, PASSED, CaseResult
@@ -36,6 +40,35 @@ MAX_SECONDS = 1e9  # about 32 years: a longer duration is a clock gone wrong
 def milliseconds(seconds: float) -> int:
     """A duration in whole milliseconds; a negative, NaN, infinite or absurd one (a clock gone wrong) is 0."""
     return round(seconds * 1000) if 0 < seconds <= MAX_SECONDS else 0
+
+
+def suite_label(summary: RunSummary, scenario: ScenarioResult) -> str:
+    """What keeps the reports of different images apart: --suite-prefix when given, else the scenario's image
+    (host mode: its Python)."""
+    return summary.suite_prefix or scenario.plan.image
+
+
+def suite_name(summary: RunSummary, scenario: ScenarioResult) -> str:
+    """The testsuite's name: ``[<image or --suite-prefix>] <scenario> (<topology>, <layout>...)``."""
+    return f"[{suite_label(summary, scenario)}] {scenario.plan.suite_name}"
+
+
+def utc_iso(seconds: float | None) -> str | None:
+    """A time since the epoch as ISO 8601 with its zone, ``2026-12-03T19:03:27.125Z``; None when unknown."""
+    if seconds is None or not math.isfinite(seconds) or not 0 <= seconds <= MAX_SECONDS * 10:
+        return None
+    return datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def wall_seconds(scenarios: Sequence[ScenarioResult]) -> float | None:
+    """The run's wall-clock time, from the first scenario's start to the last one's end (scenarios run at once
+    with --jobs); None when a scenario's start is not known (collect kubernetes)."""
+    starts = [s.started_at for s in scenarios]
+    known = [start for start in starts if start is not None and math.isfinite(start)]
+    if not scenarios or len(known) != len(starts):
+        return None
+    ends = [start + (milliseconds(s.duration_s) / 1000) for start, s in zip(known, scenarios, strict=True)]
+    return max(ends) - min(known)
 
 
 def topology_rows_of(summary: RunSummary) -> list[TopologyRow]:

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from distval import __version__
-from distval.reports.common import milliseconds, reproduce_command, topology_rows_of
+from distval.reports.common import milliseconds, reproduce_command, suite_name, topology_rows_of, utc_iso
 from distval.reports.files import write_atomically
 from distval.results.outcome import PASSED
 from distval.results.scenario import RunSummary, suite_properties
@@ -29,7 +29,7 @@ def json_report(summary: RunSummary) -> dict[str, Any]:
         scenarios.append(
             {
                 "name": s.name,
-                "suite_name": scenario.plan.suite_name,
+                "suite_name": suite_name(summary, scenario),  # the JUnit testsuite's
                 "topology": s.topology,
                 "world_size": s.world_size,
                 "backend": s.backend,
@@ -37,6 +37,7 @@ def json_report(summary: RunSummary) -> dict[str, Any]:
                 "image_id": _known(properties.get("image_id")),
                 "status": scenario.status,
                 "duration_s": milliseconds(scenario.duration_s) / 1000,
+                "started_at": utc_iso(scenario.started_at),
                 "properties": properties,
                 "reproduce": reproduce_command(summary, scenario) if scenario.status != PASSED else None,
                 "cases": [

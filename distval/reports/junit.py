@@ -1,20 +1,30 @@
 """RunSummary -> JUnit XML, accepted by Jenkins xunit (its junit-10.xsd), GitLab and GitHub reporters.
 
-One testsuite per scenario, named with its topology and world size; one testcase per check (the
-failing ranks are named in the message), classname ``distval.<scenario>`` so GitLab's suite column
-and its (classname, name) de-duplication stay stable. Rank logs go to the testsuite's system-out.
+One testsuite per scenario, one testcase per check (the failing ranks are named in the message). Rank logs go
+to the testsuite's system-out. The reports of several images (one config run against each, in one CI job)
+stay apart (docs: reports.md, "JUnit XML"):
+
+* testsuite ``[<image>] <scenario> (<topology>, <layout>...)``; classname ``distval.<image>.<scenario>``
+  with every dot inside the image and the scenario written ``_`` (Jenkins splits a classname at its dots into
+  package and class: the package is ``distval.<image>``, the class the scenario). ``--suite-prefix`` takes
+  the image's place in both. The classname depends only on the image (or prefix) and the scenario, so
+  GitLab's (classname, name) de-duplication and Jenkins' history see the same testcase in every run.
 
 What the consumers need (docs: field notes, "JUnit consumers"), built here with ElementTree:
 
 * ``time`` on testsuites, every testsuite and every testcase, in seconds with exactly 3 decimals
   (junit-10.xsd allows at most 3; dorny/test-reporter needs it on each testcase). A testsuite's time is
-  its scenario's wall-clock time; the testsuites' time is their sum, added in whole milliseconds.
+  its scenario's wall-clock time; a testcase's is never more than its suite's, and ``exit_status`` (the
+  verdict on the whole scenario) carries the part of it no other testcase does (start, launch,
+  teardown), so a suite's testcases add up to its time. The testsuites' time is the run's wall-clock
+  time, first scenario's start to last one's end (not the sum: scenarios run at once with --jobs).
+* ``timestamp``: when the scenario started, in UTC without a zone (junit-10.xsd's form); the property
+  ``started_at`` says the same with its zone (``...Z``).
 * A failure's, error's or skip's reason both as ``message`` and as the element's text (GitLab shows
   only the text), followed there by the per-rank output.
 * ``file`` (the config file) on every testsuite: reporters that find no ``file`` guess one from the last
-  dot-segment of ``classname``, which mangles matrix names such as ``ddp-torch2.6``. junit-10.xsd
-  rejects ``file`` on a testcase, so it is on the testsuite, which mikepenz/action-junit-report falls
-  back to.
+  dot-segment of ``classname``. junit-10.xsd rejects ``file`` on a testcase, so it is on the testsuite,
+  which mikepenz/action-junit-report falls back to.
 * No attribute junit-10.xsd does not know (``disabled``, ``skipped`` on testsuites).
 * Characters XML 1.0 cannot hold (control characters, lone surrogates, U+FFFE/U+FFFF from rank logs)
   are written as a visible escape (``\\x1b``, ``\\udc80``); a carriage return in text becomes a newline.
@@ -24,13 +34,14 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from distval.reports.common import milliseconds
+from distval.checks.catalog import FAULTS_CASE
+from distval.reports.common import milliseconds, suite_label, suite_name, utc_iso, wall_seconds
 from distval.reports.files import write_atomically
-from distval.results.outcome import ERROR, FAILED, SKIPPED, CaseResult
+from distval.results.outcome import ERROR, EXIT_STATUS_CASE, FAILED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult, run_properties, suite_properties
 
 MESSAGE_CHARS = 2000
@@ -38,6 +49,8 @@ SYSTEM_OUT_CHARS = 200_000
 
 # Everything outside XML 1.0's Char production: #x9 | #xA | #xD | [#x20-#xD7FF] | [#xE000-#xFFFD] | [#x10000-#x10FFFF].
 _NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+# Verdicts on the whole scenario, whose own time is the scenario's (case_times).
+_WHOLE_SCENARIO = (EXIT_STATUS_CASE, FAULTS_CASE)
 OUTCOMES = {FAILED: ("failure", "check_failed"), ERROR: ("error", "check_error"), SKIPPED: ("skipped", "skipped")}
 
 
@@ -77,9 +90,9 @@ def _reason(case: CaseResult) -> str:
     return f"{case.message}\n\n{output}"
 
 
-def _testcase(parent: ET.Element, case: CaseResult, classname: str, kind: str | None = None) -> int:
-    """``kind``: the outcome's ``type`` (default: check_failed, check_error or skipped)."""
-    ms = milliseconds(case.duration_s)
+def _testcase(parent: ET.Element, case: CaseResult, classname: str, ms: int, kind: str | None = None) -> None:
+    """``ms``: the testcase's time as the suite allots it; ``kind``: the outcome's ``type`` (default: check_failed,
+    check_error or skipped)."""
     element = _element(parent, "testcase", {"name": case.name, "classname": classname, "time": format_time(ms)})
     if case.status in OUTCOMES:
         tag, default_kind = OUTCOMES[case.status]
@@ -87,7 +100,21 @@ def _testcase(parent: ET.Element, case: CaseResult, classname: str, kind: str | 
         _element(element, tag, {"type": kind, "message": case.message[:MESSAGE_CHARS]}, _reason(case) or case.status)
     elif case.output:
         _element(element, "system-out", {}, case.output)
-    return ms
+
+
+def case_times(cases: Sequence[CaseResult], suite_ms: int) -> list[int]:
+    """Each testcase's time in ms: its own, at most the suite's; ``exit_status`` (whose own time is the whole
+    scenario's) gets what the other testcases leave of the suite's time, so that they add up to it."""
+    own = [min(milliseconds(case.duration_s), suite_ms) for case in cases]
+    rest = max(0, suite_ms - sum(ms for case, ms in zip(cases, own, strict=True) if case.name not in _WHOLE_SCENARIO))
+    times = []
+    for case, ms in zip(cases, own, strict=True):
+        if case.name == EXIT_STATUS_CASE:
+            ms, rest = rest, 0
+        elif case.name in _WHOLE_SCENARIO:
+            ms = 0  # faults: its time is that of the checks it judged
+        times.append(ms)
+    return times
 
 
 def _testsuite(
@@ -96,13 +123,14 @@ def _testsuite(
     cases: Iterable[tuple[CaseResult, str, str | None]],
     duration_s: float,
     summary: RunSummary,
-    timestamp: str,
+    started_at: float | None,
     properties: Mapping[str, str],
     logs: str = "",
 ) -> int:
     cases = list(cases)
     counts = {status: sum(1 for case, _, _ in cases if case.status == status) for status in (FAILED, ERROR, SKIPPED)}
     ms = milliseconds(duration_s)
+    started = datetime.now(timezone.utc).timestamp() if started_at is None else started_at
     attributes: dict[str, object] = {
         "name": name,
         "tests": len(cases),
@@ -110,56 +138,82 @@ def _testsuite(
         "errors": counts[ERROR],
         "skipped": counts[SKIPPED],
         "time": format_time(ms),
-        "timestamp": timestamp,
+        # junit-10.xsd's timestamp has no zone: UTC, said with its zone in the property started_at.
+        "timestamp": datetime.fromtimestamp(started, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"),
         "hostname": summary.host,
     }
     if summary.config_path:
         attributes["file"] = summary.config_path
     suite = _element(root, "testsuite", attributes)
-    _properties(suite, properties)
-    for case, classname, kind in cases:
-        _testcase(suite, case, classname, kind)
+    _properties(suite, {**properties, "started_at": utc_iso(started) or "unknown"})
+    times = case_times([case for case, _, _ in cases], ms)
+    for (case, classname, kind), case_ms in zip(cases, times, strict=True):
+        _testcase(suite, case, classname, case_ms, kind)
     if logs:
         _element(suite, "system-out", {}, logs)
     return ms
 
 
+def dotless(text: str) -> str:
+    """``text`` with no dot, for a classname: Jenkins makes every dot a package separator."""
+    return text.replace(".", "_")
+
+
+def classnames(summary: RunSummary) -> list[str]:
+    """Each scenario's classname, ``distval.<image or --suite-prefix>.<scenario>`` without inner dots. Two
+    scenarios that only a dot and an underscore tell apart (``a.b``, ``a_b``) must not share one (GitLab keeps
+    only the first of two equal (classname, name)): the later one gets ``_2``, ``_3``..."""
+    names: list[str] = []
+    for scenario in summary.scenarios:
+        base = f"distval.{dotless(suite_label(summary, scenario))}.{dotless(scenario.plan.scenario.name)}"
+        name, number = base, 1
+        while name in names:
+            number += 1
+            name = f"{base}_{number}"
+        names.append(name)
+    return names
+
+
 def render_junit(summary: RunSummary) -> str:
-    timestamp = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
     root = ET.Element("testsuites")
     total_ms = 0
     all_cases: list[CaseResult] = []
-    for scenario in summary.scenarios:
-        total_ms += _scenario_suite(root, summary, scenario, timestamp)
+    for scenario, classname in zip(summary.scenarios, classnames(summary), strict=True):
+        total_ms += _scenario_suite(root, summary, scenario, classname)
         all_cases += scenario.cases
     if summary.early_error is not None:
         kind, message = summary.early_error
         case = CaseResult(kind, ERROR, message, 0.0)
-        early: list[tuple[CaseResult, str, str | None]] = [(case, "distval.run", kind)]
-        total_ms += _testsuite(root, "distval run", early, 0.0, summary, timestamp, run_properties(summary))
+        prefix = summary.suite_prefix
+        name, classname = ("distval run", "distval.run")
+        if prefix:
+            name, classname = f"[{prefix}] distval run", f"distval.{dotless(prefix)}.run"
+        early: list[tuple[CaseResult, str, str | None]] = [(case, classname, kind)]
+        total_ms += _testsuite(root, name, early, 0.0, summary, None, run_properties(summary))
         all_cases.append(case)
+    wall = wall_seconds(summary.scenarios)
     root.attrib = {
         "tests": str(len(all_cases)),
         "failures": str(sum(1 for c in all_cases if c.status == FAILED)),
         "errors": str(sum(1 for c in all_cases if c.status == ERROR)),
-        "time": format_time(total_ms),
+        # The run's wall-clock time; where a scenario's start is unknown (collect kubernetes), the suites' sum.
+        "time": format_time(total_ms if wall is None else milliseconds(wall)),
     }
     ET.indent(root)
     return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
 
 
-def _scenario_suite(root: ET.Element, summary: RunSummary, scenario: ScenarioResult, timestamp: str) -> int:
+def _scenario_suite(root: ET.Element, summary: RunSummary, scenario: ScenarioResult, classname: str) -> int:
     logs = scenario.logs
     if len(logs) > SYSTEM_OUT_CHARS:
         logs = "(earlier output cut)\n" + logs[-SYSTEM_OUT_CHARS:]
-    classname = f"distval.{scenario.plan.scenario.name}"
     return _testsuite(
         root,
-        scenario.plan.suite_name,
+        suite_name(summary, scenario),
         [(case, classname, None) for case in scenario.cases],
         scenario.duration_s,
         summary,
-        timestamp,
+        scenario.started_at,
         suite_properties(summary, scenario),
         logs,
     )

@@ -1,8 +1,10 @@
 """RunSummary -> a Markdown summary: written to a file, and appended to ``$GITHUB_STEP_SUMMARY`` on GitHub Actions.
 
-A heading with the verdict, a table of the scenarios, and per failing testcase its message and the
-command that reproduces it. The step summary is appended to (GitHub collects each step's appends), so
-it is the one report that does not go through ``files.write_atomically``.
+A heading with the verdict, a table of the scenarios (with the torch and CUDA the image reported), the
+bandwidth figures with their charts, per scenario that failed its failing testcases' messages and once the
+command that reproduces it, and per scenario the reasons its testcases were skipped for. The step summary
+is appended to (GitHub collects each step's appends), so it is the one report that does not go through
+``files.write_atomically``.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from distval.escape import markdown_cell, markdown_code, strip_controls
 from distval.reports.common import failing_cases, passed_counts, reproduce_command, topology_rows_of
 from distval.reports.files import write_atomically
 from distval.reports.mermaid import Series, chart_section
-from distval.results.bandwidth import count_range
-from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
+from distval.results.bandwidth import TopologyRow, count_range
+from distval.results.outcome import ERROR, EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED
 from distval.results.scenario import RunSummary
 
 MARKDOWN_MESSAGE_CHARS = 2000
 MARKDOWN_MAX_FAILURES = 50
+MARKDOWN_MAX_SKIPS = 50  # reasons (lines) in the Skipped section
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 VERDICT_ICONS = {PASSED: "✅", FAILED: "❌", ERROR: "❌", SKIPPED: "⏭️"}
 # comparison_markdown.py still imports the former local helper by this name; it is escape.markdown_cell now.
@@ -59,15 +62,18 @@ def render_markdown(summary: RunSummary) -> str:
     ]
     if summary.scenarios:
         lines += [
-            "| scenario | topology | ranks | image | status | passed | failed | errors | skipped | time |",
-            "|---|---|---:|---|---|---:|---:|---:|---:|---:|",
+            "| scenario | topology | ranks | image | torch | CUDA | status | passed | failed | errors | skipped | time |",
+            "|---|---|---:|---|---|---|---|---:|---:|---:|---:|---:|",
         ]
         for scenario in summary.scenarios:
             s = scenario.plan.scenario
             count = {status: sum(1 for c in scenario.cases if c.status == status) for status in (PASSED, FAILED, ERROR, SKIPPED)}
+            # What the image's env check reported (the JUnit properties): "unknown" when it reported nothing.
+            found = dict(scenario.properties)
             lines.append(
                 f"| {markdown_cell(s.name)} | {markdown_cell(s.topology)} | {s.world_size} "
-                f"| {markdown_cell(scenario.plan.image)} "
+                f"| {markdown_cell(scenario.plan.image)} | {markdown_cell(found.get('torch_version', 'unknown'))} "
+                f"| {markdown_cell(found.get('cuda_version', 'unknown'))} "
                 f"| {VERDICT_ICONS.get(scenario.status, '')} {scenario.status} | {count[PASSED]} | {count[FAILED]} "
                 f"| {count[ERROR]} | {count[SKIPPED]} | {scenario.duration_s:.1f} s |"
             )
@@ -76,35 +82,58 @@ def render_markdown(summary: RunSummary) -> str:
     if summary.early_error is not None:
         kind, message = summary.early_error
         lines += [f"### The run stopped early: {markdown_cell(kind)}", "", _fenced(message[:MARKDOWN_MESSAGE_CHARS]), ""]
-    failures = [(s, c) for s in summary.scenarios for c in failing_cases(s)]
-    if failures:
-        lines += ["### Failures", ""]
-        for scenario, case in failures[:MARKDOWN_MAX_FAILURES]:
-            message = (
-                case.message if len(case.message) <= MARKDOWN_MESSAGE_CHARS else case.message[:MARKDOWN_MESSAGE_CHARS] + "..."
-            )
-            lines += [
-                f"#### {markdown_cell(scenario.plan.scenario.name)} / {markdown_cell(case.name)}: {markdown_cell(case.status)}",
-                "",
-                _fenced(message),
-                "",
-                # What the ranks left (root cause, flight recorder, stacks), under the scenario's exit_status.
-                *(
-                    [_fenced("\n".join(scenario.diagnosis.lines())), ""]
-                    if case.name == "exit_status" and scenario.diagnosis.lines()
-                    else []
-                ),
-                "Reproduce:",
-                "",
-                _fenced(reproduce_command(summary, scenario)),
-                "",
-            ]
-        if len(failures) > MARKDOWN_MAX_FAILURES:
-            lines += [
-                f"... and {len(failures) - MARKDOWN_MAX_FAILURES} more failing testcases (see the JUnit or JSON report).",
-                "",
-            ]
-    return "\n".join(lines)
+    return "\n".join(lines + failures_section(summary) + skipped_section(summary))
+
+
+def _cut(message: str) -> str:
+    return message if len(message) <= MARKDOWN_MESSAGE_CHARS else message[:MARKDOWN_MESSAGE_CHARS] + "..."
+
+
+def failures_section(summary: RunSummary) -> list[str]:
+    """Per scenario with failed or errored testcases: each one's message (under exit_status what the diagnosis
+    found), then once the command that runs the scenario again. At most MARKDOWN_MAX_FAILURES testcases."""
+    failing = [(s, failing_cases(s)) for s in summary.scenarios if failing_cases(s)]
+    if not failing:
+        return []
+    lines = ["### Failures", ""]
+    shown = 0
+    for scenario, cases in failing:
+        if shown >= MARKDOWN_MAX_FAILURES:
+            break
+        lines += [f"#### {markdown_cell(scenario.plan.scenario.name)}: {markdown_cell(scenario.status)}", ""]
+        for case in cases[: MARKDOWN_MAX_FAILURES - shown]:
+            lines += [f"**{markdown_cell(case.name)}**: {markdown_cell(case.status)}", "", _fenced(_cut(case.message)), ""]
+            # What the ranks left (root cause, flight recorder, stacks), under the scenario's exit_status.
+            if case.name == EXIT_STATUS_CASE and scenario.diagnosis.lines():
+                lines += [_fenced("\n".join(scenario.diagnosis.lines())), ""]
+            shown += 1
+        lines += ["Reproduce:", "", _fenced(reproduce_command(summary, scenario)), ""]
+    total = sum(len(cases) for _, cases in failing)
+    if total > shown:
+        lines += [f"... and {total - shown} more failing testcases (see the JUnit or JSON report).", ""]
+    return lines
+
+
+def skipped_section(summary: RunSummary) -> list[str]:
+    """Per scenario, each reason its testcases were skipped for (wholly, or on some ranks), with the testcases
+    that share it: a skip validates nothing, and the reader must see why. At most MARKDOWN_MAX_SKIPS lines."""
+    entries: list[str] = []
+    for scenario in summary.scenarios:
+        reasons: dict[str, list[str]] = {}
+        for case in scenario.cases:
+            if case.status == SKIPPED:
+                reasons.setdefault(case.message, []).append(markdown_cell(case.name))
+            elif case.skipped_ranks:
+                ranks = ", ".join(map(str, case.skipped_ranks))
+                reasons.setdefault(case.message, []).append(f"{markdown_cell(case.name)} (on rank(s) {ranks})")
+        name = markdown_cell(scenario.plan.scenario.name)
+        entries += [f"- {name}: {', '.join(cases)}: {markdown_cell(_cut(reason))}" for reason, cases in reasons.items()]
+    if not entries:
+        return []
+    lines = ["### Skipped", "", *entries[:MARKDOWN_MAX_SKIPS]]
+    if len(entries) > MARKDOWN_MAX_SKIPS:
+        lines.append(f"- ... and {len(entries) - MARKDOWN_MAX_SKIPS} more reasons (see the JUnit or JSON report).")
+    return [*lines, ""]
 
 
 def figure_table(series: list[Series]) -> list[str]:
@@ -133,27 +162,44 @@ def bandwidth_section(summary: RunSummary) -> list[str]:
         "### Bandwidth",
         "",
         f"busbw in GB/s (nccl-tests' definition), the slowest rank's median of {iterations} timed "
-        "iterations per operation and message size.",
+        f"{'iteration' if iterations == '1' else 'iterations'} per operation and message size.",
         "",
         *figure_table(series),
         "",
     ]
-    rows = topology_rows_of(summary)
-    if rows:
-        lines += [
-            "#### In one container and across containers",
-            "",
-            "| ranks | operation | size | in-container busbw | cross-container busbw | cross / in |",
-            "|---:|---|---:|---:|---:|---:|",
-        ]
-        lines += [
-            f"| {r.world_size} | {markdown_cell(r.operation)} | {markdown_cell(r.label)} | {r.in_container_busbw_gbps:.3f} "
-            f"| {r.cross_container_busbw_gbps:.3f} | {r.ratio:.2f} |"
-            for r in rows
-        ]
-        lines.append("")
+    lines += ratio_table(topology_rows_of(summary))
     operations = list(dict.fromkeys(f.operation for s in series for f in s.figures))
     return lines + chart_section(operations, series)
+
+
+def ratio_table(rows: list[TopologyRow]) -> list[str]:
+    """Across containers against one container, at the same world size: only the ratio per operation and size
+    (the busbw of either is in the table above), one row per pair of scenarios and operation."""
+    if not rows:
+        return []
+    sizes = sorted({r.size for r in rows})
+    labels = {r.size: r.label for r in rows}
+    groups: dict[tuple[int, str, str, str], dict[int, float]] = {}
+    for r in rows:
+        groups.setdefault((r.world_size, r.in_container, r.cross_container, r.operation), {})[r.size] = r.ratio
+    lines = [
+        "#### Across containers against one container",
+        "",
+        "cross-container busbw / in-container busbw, at the same world size.",
+        "",
+        "| ranks | in one container | across containers | operation | "
+        + " | ".join(markdown_cell(labels[size]) for size in sizes)
+        + " |",
+        "|---:|---|---|---|" + "---:|" * len(sizes),
+    ]
+    for (world_size, inside, across, operation), ratios in groups.items():
+        cells = [f"{ratios[size]:.2f}x" if size in ratios else "" for size in sizes]
+        lines.append(
+            f"| {world_size} | {markdown_cell(inside)} | {markdown_cell(across)} | {markdown_cell(operation)} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return [*lines, ""]
 
 
 def write_markdown(summary: RunSummary, path: str | Path) -> None:

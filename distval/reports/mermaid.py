@@ -1,8 +1,10 @@
 """Mermaid ``xychart-beta`` blocks: busbw against message size, one line per series, for the Markdown
 reports (GitHub and GitLab render them without any plugin).
 
-xychart-beta draws no legend, so every chart is followed by a list naming its lines in drawing order.
-Only the sizes every series measured are categories (a line needs a number for each).
+xychart-beta draws no legend, and its default palette differs by theme: each chart sets its palette in an
+init directive (``themeVariables.xyChart.plotColorPalette``: the Okabe-Ito colours, told apart with colour
+blindness too) and is followed by a legend that names each line's colour, in drawing order. Only the sizes
+every series measured are categories (a line needs a number for each).
 """
 
 from __future__ import annotations
@@ -19,6 +21,30 @@ from distval.results.bandwidth import Figure
 class Series:
     name: str  # a scenario, or "image: scenario" when comparing
     figures: tuple[Figure, ...]  # one operation's figures
+
+
+# (name, hex) in drawing order: the n-th line takes the n-th colour (Mermaid cycles the palette past its end).
+PALETTE = (
+    ("blue", "#0072B2"),
+    ("orange", "#E69F00"),
+    ("bluish green", "#009E73"),
+    ("vermillion", "#D55E00"),
+    ("sky blue", "#56B4E9"),
+    ("reddish purple", "#CC79A7"),
+    ("yellow", "#F0E442"),
+    ("black", "#000000"),
+)
+
+
+def colour(index: int) -> tuple[str, str]:
+    """The (name, hex) of the line drawn ``index``-th (from 0)."""
+    return PALETTE[index % len(PALETTE)]
+
+
+def palette_directive(lines: int) -> str:
+    """The init directive that gives ``lines`` lines their PALETTE colours, whatever the reader's theme."""
+    colours = ", ".join(colour(i)[1] for i in range(min(lines, len(PALETTE))))
+    return '%%{init: {"themeVariables": {"xyChart": {"plotColorPalette": "' + colours + '"}}}}%%'
 
 
 # Labels come from rank records (operation names, size labels) and configs (scenario names): untrusted text.
@@ -67,6 +93,7 @@ def busbw_chart(operation: str, series: Sequence[Series]) -> str | None:
     ]
     top = _axis_max(max(max(v) for v in values))
     lines = [
+        palette_directive(len(series)),
         "xychart-beta",
         f"    title {_quoted(f'{operation} busbw (GB/s) by message size')}",
         f"    x-axis {_quoted('message size')} [{', '.join(_quoted(labels[size]) for size in sizes)}]",
@@ -84,7 +111,15 @@ def chart_section(operations: Sequence[str], series: Sequence[Series]) -> list[s
         if chart is None:
             continue
         lines += ["```mermaid", chart, "```", ""]
-        names = "; ".join(f"{i}. {markdown_cell(s.name)}" for i, s in enumerate(series, start=1))
-        lines.append(f"Lines in drawing order: {names}.")
-        lines.append("")
+        lines += [legend(series), ""]
     return lines
+
+
+def legend(series: Sequence[Series]) -> str:
+    """The chart's lines, each with its colour, in drawing order: ``Lines: 1. blue (#0072B2): inside; ...``."""
+    names = "; ".join(
+        f"{i}. {colour(i - 1)[0]} ({colour(i - 1)[1]}): {markdown_cell(s.name)}" for i, s in enumerate(series, start=1)
+    )
+    if len(series) > len(PALETTE):
+        return f"Lines: {names}. The colours repeat after {len(PALETTE)} lines: the order tells those apart."
+    return f"Lines: {names}."

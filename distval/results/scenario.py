@@ -50,6 +50,8 @@ class ScenarioResult:
     duration_s: float
     # Stacks, flight recorder, root cause, restarts (distval/results/diagnosis.py); empty when nothing ran.
     diagnosis: Diagnosis = field(default_factory=Diagnosis)
+    # When the run loop started it (seconds since the epoch); None where no start was seen (collect kubernetes).
+    started_at: float | None = None
 
     @property
     def figures(self) -> tuple[Figure, ...]:
@@ -91,6 +93,8 @@ class RunSummary:
     mode: str = "docker"  # "host" for distval run --host (local processes, no Docker): a property of every testsuite
     # What the terminal summary ends with when the image was not the user's choice (run_command.SAMPLE_IMAGE_NOTE).
     image_note: str | None = None
+    # --suite-prefix: names the JUnit testsuites and classnames instead of each scenario's image (docs/reports.md).
+    suite_prefix: str | None = None
 
     @property
     def exit_code(self) -> int:

@@ -18,7 +18,7 @@ from distval.errors import EngineError
 from distval.escape import markdown_cell, markdown_code, strip_controls, terminal_line
 from distval.plan.model import RunPlan
 from distval.reports.markdown import render_markdown
-from distval.reports.mermaid import Series, busbw_chart
+from distval.reports.mermaid import Series, busbw_chart, palette_directive
 from distval.reports.summary import render_summary
 from distval.results.outcome import ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
@@ -98,7 +98,7 @@ def test_the_images_op_names_labels_case_names_and_messages_are_text_in_the_mark
     assert "| &lt;img src=x onerror=alert(1)&gt;\\|x |" in table[2]
     assert "Run ``run`1``" in text and "host `ci|host`" in text
     failure = text[text.index("#### ") :]
-    assert failure.startswith("#### inside / env\\|&lt;img src=x onerror=alert(1)&gt;: failed\n")
+    assert failure.startswith("#### inside: error\n\n**env\\|&lt;img src=x onerror=alert(1)&gt;**: failed\n")
     # The message's own fences (``` and ````) stay inside a longer fence: "## not a heading" is code.
     fence = re.search(r"^(`{5,})$", failure, flags=re.M)
     assert fence is not None and failure.count(fence.group(1) + "\n") >= 2
@@ -119,11 +119,13 @@ def test_mermaid_labels_cannot_end_their_string_become_markup_or_a_directive() -
     result = hostile_result(operation, ('"><script>', "%%{init: {}}%%"), "env", "m")
     chart = busbw_chart(operation, [Series('scen"a', result.figures)])
     assert chart is not None
-    lines = chart.split("\n")
+    directive, *lines = chart.split("\n")
+    assert directive == palette_directive(1)  # distval's own: the only directive in the chart
     quoted = r'"[^"\n]*"'
     assert re.fullmatch(rf"    title {quoted}", lines[1]), lines[1]
     assert re.fullmatch(rf"    x-axis {quoted} \[{quoted}, {quoted}\]", lines[2]), lines[2]
-    assert "%%" not in chart and "<" not in chart and ">" not in chart.replace("-->", "")
+    body = "\n".join(lines)
+    assert "%%" not in body and "<" not in body and ">" not in body.replace("-->", "")
 
 
 # -- terminal lines -----------------------------------------------------------------------------------------

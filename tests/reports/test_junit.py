@@ -33,11 +33,17 @@ VERSION_MARK = "@DISTVAL_VERSION@"  # the golden holds this instead of harness._
 # Masked in the golden: the time of rendering, and the scenario hashes (test_properties checks those).
 MASKS = (
     (re.compile(r'timestamp="[0-9T:-]+"'), 'timestamp="T"'),
+    (re.compile(r'"started_at" value="[0-9T:.-]+Z"'), '"started_at" value="T"'),
     (re.compile(r'"scenario_hash" value="[0-9a-f]{12}"'), '"scenario_hash" value="H"'),
     (re.compile(r'"scenario_hash_any_image" value="[0-9a-f]{12}"'), '"scenario_hash_any_image" value="H"'),
 )
 RUN_ID = "5eed5eed"
+IMAGE = "example/torch:test"
+# The testsuites name the image (docs/reports.md): one config run against several images keeps them apart.
+INSIDE = f"[{IMAGE}] inside (in-container, 2 ranks)"
+ACROSS = f"[{IMAGE}] across (cross-container, 2x1, 2 ranks, static)"
 ENGINE_VERSION = "27.5.1"
+STARTED = 1_780_000_000.125  # 2026-05-28T20:26:40.125Z: when the first scenario of the summary fixture started
 HOST = "ci-runner-7"
 CONFIG_PATH = "configs/junit.yaml"
 FAIL_MESSAGE = (
@@ -121,9 +127,12 @@ def scenarios() -> tuple[ScenarioResult, ScenarioResult]:
 
 @pytest.fixture(scope="module")
 def summary() -> RunSummary:
+    inside, across = scenarios()
+    # across started 1 s after inside, and the two ran at once (--jobs): the run took 91.5 s, not 4.25 + 90.5.
+    started = (dataclasses.replace(inside, started_at=STARTED), dataclasses.replace(across, started_at=STARTED + 1.0))
     return RunSummary(
         RUN_ID,
-        scenarios(),
+        started,
         early_error=("interrupted", "interrupted by SIGTERM; cleaned up"),
         early_exit_code=143,
         engine_version=ENGINE_VERSION,
@@ -159,8 +168,8 @@ def test_document_shape(report: str, root: ET.Element) -> None:
     assert report.startswith('<?xml version="1.0" encoding="utf-8"?>\n')
     assert root.tag == "testsuites"
     assert [s.get("name") for s in root.findall("testsuite")] == [
-        "inside (in-container, 2 ranks)",
-        "across (cross-container, 2x1, 2 ranks, static)",
+        INSIDE,
+        ACROSS,
         "distval run",
     ]
     # 3 + 3 + 1 cases: one failure (all_reduce inside), errors: all_reduce and exit_status across, the early error.
@@ -169,24 +178,24 @@ def test_document_shape(report: str, root: ET.Element) -> None:
 
 
 def test_testcases_and_classnames(root: ET.Element) -> None:
-    inside = suite_named(root, "inside (in-container, 2 ranks)")
-    across = suite_named(root, "across (cross-container, 2x1, 2 ranks, static)")
+    inside = suite_named(root, INSIDE)
+    across = suite_named(root, ACROSS)
     assert [(c.get("name"), c.get("classname")) for c in inside.findall("testcase")] == [
-        ("env", "distval.inside"),
-        ("all_reduce", "distval.inside"),
-        ("exit_status", "distval.inside"),
+        ("env", "distval.example/torch:test.inside"),
+        ("all_reduce", "distval.example/torch:test.inside"),
+        ("exit_status", "distval.example/torch:test.inside"),
     ]
     assert [(c.get("name"), c.get("classname")) for c in across.findall("testcase")] == [
-        ("env", "distval.across"),
-        ("all_reduce", "distval.across"),
-        ("exit_status", "distval.across"),
+        ("env", "distval.example/torch:test.across"),
+        ("all_reduce", "distval.example/torch:test.across"),
+        ("exit_status", "distval.example/torch:test.across"),
     ]
     assert (inside.get("tests"), inside.get("failures"), inside.get("errors"), inside.get("skipped")) == ("3", "1", "0", "0")
     assert (across.get("tests"), across.get("failures"), across.get("errors"), across.get("skipped")) == ("3", "0", "2", "1")
 
 
 def test_passed_case_has_no_outcome_element(root: ET.Element) -> None:
-    env = suite_named(root, "inside (in-container, 2 ranks)").find("testcase[@name='env']")
+    env = suite_named(root, INSIDE).find("testcase[@name='env']")
     assert env is not None
     assert env.find("failure") is None and env.find("error") is None and env.find("skipped") is None
     assert env.get("time") == "0.125"
@@ -195,7 +204,7 @@ def test_passed_case_has_no_outcome_element(root: ET.Element) -> None:
 
 
 def test_failure_names_rank_expected_and_got(root: ET.Element) -> None:
-    case = suite_named(root, "inside (in-container, 2 ranks)").find("testcase[@name='all_reduce']")
+    case = suite_named(root, INSIDE).find("testcase[@name='all_reduce']")
     assert case is not None
     failure = case.find("failure")
     assert failure is not None
@@ -208,7 +217,7 @@ def test_failure_names_rank_expected_and_got(root: ET.Element) -> None:
 
 
 def test_error_names_the_missing_rank_and_the_deadline(root: ET.Element) -> None:
-    across = suite_named(root, "across (cross-container, 2x1, 2 ranks, static)")
+    across = suite_named(root, ACROSS)
     case = across.find("testcase[@name='all_reduce']")
     assert case is not None
     error = case.find("error")
@@ -223,14 +232,14 @@ def test_error_names_the_missing_rank_and_the_deadline(root: ET.Element) -> None
 
 
 def test_skipped_case(root: ET.Element) -> None:
-    skipped = suite_named(root, "across (cross-container, 2x1, 2 ranks, static)").find("testcase[@name='env']/skipped")
+    skipped = suite_named(root, ACROSS).find("testcase[@name='env']/skipped")
     assert skipped is not None
     assert skipped.get("message") == "no CUDA"
 
 
 def test_properties(root: ET.Element) -> None:
     inside, across_result = scenarios()
-    assert properties(suite_named(root, "inside (in-container, 2 ranks)")) == {
+    assert properties(suite_named(root, INSIDE)) == {
         "image": "example/torch:test",
         "image_id": "sha256:inside",
         "backend": "gloo",
@@ -246,8 +255,9 @@ def test_properties(root: ET.Element) -> None:
         "docker_engine_version": ENGINE_VERSION,
         "host": HOST,
         "mode": "docker",
+        "started_at": "2026-05-28T20:26:40.125Z",
     }
-    across = properties(suite_named(root, "across (cross-container, 2x1, 2 ranks, static)"))
+    across = properties(suite_named(root, ACROSS))
     assert (across["topology"], across["image_id"], across["torch_version"]) == ("cross-container", "sha256:across", "2.6.0")
     assert across["cuda_version"] == "12.8"
     assert across["scenario_hash"] == scenario_hash(across_result.plan) != scenario_hash(inside.plan)
@@ -266,13 +276,13 @@ def test_engine_version_unknown_without_an_engine(schema: etree.XMLSchema) -> No
 
 
 def test_system_out_holds_the_logs(root: ET.Element) -> None:
-    inside = suite_named(root, "inside (in-container, 2 ranks)")
+    inside = suite_named(root, INSIDE)
     out = inside.find("system-out")
     assert out is not None
     text = out.text or ""
     assert "===== distval-5eed5eed-inside-n0 (node 0, ranks 0,1) stdout =====" in text
     assert "INSIDE-STDOUT" in text and "INSIDE-STDERR" in text
-    across = suite_named(root, "across (cross-container, 2x1, 2 ranks, static)").find("system-out")
+    across = suite_named(root, ACROSS).find("system-out")
     assert across is not None and "ACROSS-0" in (across.text or "") and "ACROSS-1 hung" in (across.text or "")
 
 
@@ -283,7 +293,9 @@ def test_early_error_suite(root: ET.Element) -> None:
     error = case.find("error")
     assert error is not None
     assert (error.get("type"), error.get("message")) == ("interrupted", "interrupted by SIGTERM; cleaned up")
-    assert properties(suite) == {
+    found = properties(suite)
+    assert re.fullmatch(r"20[0-9]{2}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{3}Z", found.pop("started_at") or "")
+    assert found == {
         "run_id": RUN_ID,
         "distval_version": __version__,
         "docker_engine_version": ENGINE_VERSION,
@@ -331,21 +343,21 @@ def test_cases_of_a_check_and_a_required_skip(schema: etree.XMLSchema) -> None:
         env_line(rank)
         + case_line("identity", "identity", rank, SKIPPED, "the scenario states nothing about the image")
         + case_line("process_group", "process_group", rank, PASSED, "formed a group of 2 ranks")
-        + case_line("collectives", "collectives.broadcast", rank, PASSED, "1 runs correct (repeat 1)")
+        + case_line("collectives", "collectives.broadcast", rank, PASSED, "1 run correct (repeat 1)")
         + case_line("collectives", "collectives.gather_object", rank, SKIPPED, "not supported by this image: numpy")
         for rank in (0, 1)
     )
     result = summarize_scenario(ScenarioOutcome(plan, "sha256:multi", 2.0, (outcome(plan, 0, text),)))
     report = render_junit(RunSummary(RUN_ID, (result,)))
     assert schema.validate(etree.fromstring(report.encode())), schema.error_log
-    suite = suite_named(ET.fromstring(report), "multi (in-container, 2 ranks)")
+    suite = suite_named(ET.fromstring(report), "[example/torch:test] multi (in-container, 2 ranks)")
     assert [(c.get("name"), c.get("classname")) for c in suite.findall("testcase")] == [
-        ("env", "distval.multi"),
-        ("identity", "distval.multi"),
-        ("process_group", "distval.multi"),
-        ("collectives.broadcast", "distval.multi"),
-        ("collectives.gather_object", "distval.multi"),
-        ("exit_status", "distval.multi"),
+        ("env", "distval.example/torch:test.multi"),
+        ("identity", "distval.example/torch:test.multi"),
+        ("process_group", "distval.example/torch:test.multi"),
+        ("collectives.broadcast", "distval.example/torch:test.multi"),
+        ("collectives.gather_object", "distval.example/torch:test.multi"),
+        ("exit_status", "distval.example/torch:test.multi"),
     ]
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("6", "1", "0", "1")
     assert suite.find("testcase[@name='identity']/skipped") is not None
@@ -494,20 +506,22 @@ def test_time_on_every_element_with_three_decimals(root: ET.Element) -> None:
     elements = [root, *root.iter("testsuite"), *root.iter("testcase")]
     assert len(elements) == 1 + 3 + 7
     assert [e.get("time") for e in elements if not TIME.fullmatch(e.get("time") or "")] == []
-    assert root.get("time") == "94.750"  # 4.25 + 90.5 + 0: the scenarios' wall-clock times
+    # The run's wall-clock time: from inside's start to across's end (STARTED + 1 + 90.5), not 4.25 + 90.5.
+    assert root.get("time") == "91.500"
 
 
 def test_float_sums_keep_three_decimals(schema: etree.XMLSchema) -> None:
     inside, across = scenarios()
     tenth = [dataclasses.replace(c, duration_s=d) for c, d in zip(inside.cases, (0.1, 0.2, 0.30000000000000004), strict=True)]
     results = (
-        dataclasses.replace(inside, cases=tuple(tenth), duration_s=0.1),
+        dataclasses.replace(inside, cases=tuple(tenth), duration_s=0.6000000000000001),
         dataclasses.replace(across, duration_s=0.2),
     )
     report = render_junit(RunSummary(RUN_ID, results, host=HOST))
     assert schema.validate(etree.fromstring(report.encode())), schema.error_log
     root = ET.fromstring(report)
-    assert root.get("time") == "0.300"
+    assert root.get("time") == "0.800"  # no start times known: the suites' sum
+    # exit_status: what env and all_reduce leave of the suite's 0.6 s.
     assert [c.get("time") for c in root.iter("testcase")][:3] == ["0.100", "0.200", "0.300"]
 
 
@@ -528,11 +542,14 @@ def test_odd_durations(duration: float, expected: str, schema: etree.XMLSchema) 
     report = render_junit(RunSummary(RUN_ID, (dataclasses.replace(inside, duration_s=duration, cases=cases),), host=HOST))
     assert schema.validate(etree.fromstring(report.encode())), schema.error_log
     root = ET.fromstring(report)
-    assert {e.get("time") for e in [root, *root.iter("testsuite"), *root.iter("testcase")]} == {expected}
+    checks = [c for c in root.iter("testcase") if c.get("name") != "exit_status"]
+    assert {e.get("time") for e in [root, *root.iter("testsuite"), *checks]} == {expected}
+    # The checks took the whole suite's time (or more): nothing is left for exit_status.
+    assert root.find("testsuite/testcase[@name='exit_status']").get("time") == "0.000"  # type: ignore[union-attr]
 
 
 def test_reasons_are_element_text_as_well_as_message(root: ET.Element) -> None:
-    across = suite_named(root, "across (cross-container, 2x1, 2 ranks, static)")
+    across = suite_named(root, ACROSS)
     outcomes = [case[0] for case in across.findall("testcase") if len(case)]
     assert [o.tag for o in outcomes] == ["skipped", "error", "error"]
     for outcome in outcomes:
@@ -540,7 +557,7 @@ def test_reasons_are_element_text_as_well_as_message(root: ET.Element) -> None:
         assert message and (outcome.text or "").startswith(message), outcome.tag
     skipped = outcomes[0]
     assert skipped.text == "no CUDA\n\nrank 0: skipped: no CUDA\nrank 1: skipped: no CUDA"
-    failure = suite_named(root, "inside (in-container, 2 ranks)").find("testcase[@name='all_reduce']/failure")
+    failure = suite_named(root, INSIDE).find("testcase[@name='all_reduce']/failure")
     assert failure is not None and (failure.text or "").startswith(f"rank 1: {FAIL_MESSAGE}\n\nrank 0: passed: ok\n")
 
 
@@ -550,14 +567,99 @@ def test_file_names_the_config_on_every_testsuite(root: ET.Element, schema: etre
     assert [c.get("file") for c in root.iter("testcase") if c.get("file") is not None] == []
 
 
-def test_a_matrix_name_with_dots_keeps_its_classname(schema: etree.XMLSchema) -> None:
+def test_dots_in_the_image_and_the_scenario_make_no_jenkins_package(schema: etree.XMLSchema) -> None:
+    """Jenkins reads a classname's last dot as package / class: ``distval.<image>.<scenario>`` has exactly two."""
     inside, _ = scenarios()
-    dotted = dataclasses.replace(inside.plan, scenario=dataclasses.replace(inside.plan.scenario, name="ddp-torch2.6-py3.11"))
+    dotted = dataclasses.replace(
+        inside.plan,
+        image="registry.example.com:5000/torch:2.6-debian",
+        scenario=dataclasses.replace(inside.plan.scenario, name="ddp-torch2.6-py3.11"),
+    )
     report = render_junit(RunSummary(RUN_ID, (dataclasses.replace(inside, plan=dotted),), config_path="configs/matrix.yaml"))
     assert schema.validate(etree.fromstring(report.encode())), schema.error_log
     (suite,) = ET.fromstring(report).iter("testsuite")
     assert suite.get("file") == "configs/matrix.yaml"
-    assert {c.get("classname") for c in suite.iter("testcase")} == {"distval.ddp-torch2.6-py3.11"}
+    assert suite.get("name") == "[registry.example.com:5000/torch:2.6-debian] ddp-torch2.6-py3.11 (in-container, 2 ranks)"
+    (classname,) = {c.get("classname") for c in suite.iter("testcase")}
+    assert classname == "distval.registry_example_com:5000/torch:2_6-debian.ddp-torch2_6-py3_11"
+    assert classname.rsplit(".", 1) == ["distval.registry_example_com:5000/torch:2_6-debian", "ddp-torch2_6-py3_11"]
+
+
+def _identities(report: str) -> tuple[set[str | None], set[tuple[str | None, str | None]]]:
+    """The suite names and the (classname, name) pairs of a report: what GitLab and Jenkins tell apart by."""
+    root = ET.fromstring(report)
+    return {s.get("name") for s in root.iter("testsuite")}, {(c.get("classname"), c.get("name")) for c in root.iter("testcase")}
+
+
+def test_one_config_against_two_images_gives_reports_that_stay_apart(summary: RunSummary) -> None:
+    other = tuple(dataclasses.replace(s, plan=dataclasses.replace(s.plan, image="example/torch:2.7")) for s in summary.scenarios)
+    names, cases = _identities(render_junit(dataclasses.replace(summary, early_error=None, early_exit_code=None)))
+    other_names, other_cases = _identities(render_junit(RunSummary(RUN_ID, other)))
+    assert names.isdisjoint(other_names) and cases.isdisjoint(other_cases)
+    assert ("distval.example/torch:2_7.inside", "env") in other_cases
+    # The same image and config in another run: the same classnames (GitLab's and Jenkins' history follow them).
+    again = render_junit(dataclasses.replace(summary, run_id="another", early_error=None, early_exit_code=None))
+    assert _identities(again) == (names, cases)
+
+
+def test_suite_prefix_takes_the_images_place(summary: RunSummary, schema: etree.XMLSchema) -> None:
+    report = render_junit(dataclasses.replace(summary, suite_prefix="nightly-cu128"))
+    assert schema.validate(etree.fromstring(report.encode())), schema.error_log
+    names, cases = _identities(report)
+    assert names == {
+        "[nightly-cu128] inside (in-container, 2 ranks)",
+        "[nightly-cu128] across (cross-container, 2x1, 2 ranks, static)",
+        "[nightly-cu128] distval run",
+    }
+    assert {classname for classname, _ in cases} == {
+        "distval.nightly-cu128.inside",
+        "distval.nightly-cu128.across",
+        "distval.nightly-cu128.run",
+    }
+    # The image is still a property of each scenario's suite.
+    assert properties(suite_named(ET.fromstring(report), "[nightly-cu128] inside (in-container, 2 ranks)"))["image"] == IMAGE
+
+
+def test_scenarios_that_only_a_dot_tells_apart_keep_apart_classnames() -> None:
+    inside, _ = scenarios()
+    named = [
+        dataclasses.replace(
+            inside, plan=dataclasses.replace(inside.plan, scenario=dataclasses.replace(inside.plan.scenario, name=n))
+        )
+        for n in ("a.b", "a_b", "a.b")
+    ]
+    root = ET.fromstring(render_junit(RunSummary(RUN_ID, tuple(named))))
+    found = [suite.find("testcase").get("classname") for suite in root.iter("testsuite")]  # type: ignore[union-attr]
+    assert found == [f"distval.{IMAGE}.a_b", f"distval.{IMAGE}.a_b_2", f"distval.{IMAGE}.a_b_3"]
+
+
+def test_timestamp_is_utc_without_a_zone_and_started_at_has_one(root: ET.Element) -> None:
+    inside, across = suite_named(root, INSIDE), suite_named(root, ACROSS)
+    assert (inside.get("timestamp"), across.get("timestamp")) == ("2026-05-28T20:26:40", "2026-05-28T20:26:41")
+    assert (properties(inside)["started_at"], properties(across)["started_at"]) == (
+        "2026-05-28T20:26:40.125Z",
+        "2026-05-28T20:26:41.125Z",
+    )
+
+
+def test_a_testcase_never_outlasts_its_suite_and_they_add_up_to_it(schema: etree.XMLSchema) -> None:
+    inside, _ = scenarios()
+    # The image's records say what they like: all_reduce claims an hour in a 4.25 s scenario.
+    cases = tuple(dataclasses.replace(c, duration_s=3600.0) if c.name == "all_reduce" else c for c in inside.cases)
+    report = render_junit(RunSummary(RUN_ID, (dataclasses.replace(inside, cases=cases),)))
+    assert schema.validate(etree.fromstring(report.encode())), schema.error_log
+    (suite,) = ET.fromstring(report).iter("testsuite")
+    times = {c.get("name"): c.get("time") for c in suite.iter("testcase")}
+    assert (suite.get("time"), times) == ("4.250", {"env": "0.125", "all_reduce": "4.250", "exit_status": "0.000"})
+    honest = ET.fromstring(render_junit(RunSummary(RUN_ID, (inside,)))).find("testsuite")
+    assert honest is not None
+    assert sum(float(c.get("time") or "") for c in honest.iter("testcase")) == pytest.approx(float(honest.get("time") or ""))
+
+
+def test_root_time_without_start_times_is_the_suites_sum() -> None:
+    inside, across = scenarios()
+    root = ET.fromstring(render_junit(RunSummary(RUN_ID, (inside, across))))  # collect kubernetes: no start known
+    assert root.get("time") == "94.750"
 
 
 def test_characters_xml_forbids_are_escaped_everywhere(schema: etree.XMLSchema) -> None:
@@ -583,18 +685,19 @@ def test_junitparser_reads_what_was_written(report: str) -> None:
     document = JUnitXml.fromstring(report.encode())
     suites = {suite.name: suite for suite in document}
     assert list(suites) == [
-        "inside (in-container, 2 ranks)",
-        "across (cross-container, 2x1, 2 ranks, static)",
+        INSIDE,
+        ACROSS,
         "distval run",
     ]
-    across = suites["across (cross-container, 2x1, 2 ranks, static)"]
+    across = suites[ACROSS]
     assert (across.tests, across.failures, across.errors, across.skipped, across.time) == (3, 0, 2, 1, 90.5)
     results = {case.name: case.result for case in across}
     assert [type(r).__name__ for r in results["env"]] == ["Skipped"]
     assert results["env"][0].message == "no CUDA" and (results["env"][0].text or "").startswith("no CUDA")
     assert [type(r).__name__ for r in results["all_reduce"]] == ["Error"]
-    assert {case.time for suite in document for case in suite} == {0.125, 4.25, 90.5, 0.0}
-    assert document.time == 94.75
+    # exit_status: its suite's time less the checks' (4.25 - 2 x 0.125, 90.5 - 2 x 0.125).
+    assert {case.time for suite in document for case in suite} == {0.125, 4.0, 90.25, 0.0}
+    assert document.time == 91.5
 
 
 # --- fuzzing the renderer ---------------------------------------------------------------------------
@@ -639,6 +742,8 @@ def test_fuzz_every_report_validates_and_says_what_it_was_given(
     root = ET.fromstring(report)
     elements = [root, *root.iter("testsuite"), *root.iter("testcase")]
     assert all(TIME.fullmatch(e.get("time") or "") for e in elements)
+    for suite in root.iter("testsuite"):
+        assert all(float(c.get("time") or "") <= float(suite.get("time") or "") for c in suite.iter("testcase"))
     written = [c for c in root.iter("testcase")]
     assert len(written) == len(results) + (1 if early else 0)
     for case, element in zip(results, written, strict=False):

@@ -28,7 +28,7 @@ from distval.reports.json_report import render_json, write_json
 from distval.reports.junit import write_junit
 from distval.reports.markdown import render_markdown, write_markdown
 from distval.reports.summary import render_summary
-from distval.results.outcome import FAILED, PASSED, ScenarioOutcome
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets.docker.engine import EngineError
@@ -82,6 +82,46 @@ def test_run_writes_every_report(
     out = capsys.readouterr().out
     assert f"distval run {fake_docker} --image example/torch:test --filter across" in out
     assert out.splitlines()[-1] == f"distval run {RUN_ID}: 5 of 6 check results passed; exit code 1"
+
+
+def test_run_names_the_image_in_the_reports_and_the_time_is_the_runs(fake_docker: Path, tmp_path: Path) -> None:
+    assert run(fake_docker, tmp_path, "--quiet") == 1
+    root = ET.parse(tmp_path / "r.xml").getroot()
+    suites = root.findall("testsuite")
+    assert [s.get("name") for s in suites] == [
+        f"[{IMAGE}] inside (in-container, 2 ranks)",
+        f"[{IMAGE}] across (cross-container, 2x1, 2 ranks, static)",
+    ]
+    assert {c.get("classname") for c in suites[0].iter("testcase")} == {"distval.example/torch:test.inside"}
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    assert [s["suite_name"] for s in report["scenarios"]] == [s.get("name") for s in suites]
+    # The run loop saw each scenario start: the suites' timestamps and the run's wall-clock time come from it.
+    started = [{p.get("name"): p.get("value") for p in s.iter("property")}["started_at"] for s in suites]
+    assert [s["started_at"] for s in report["scenarios"]] == started
+    assert all(re.fullmatch(r"[0-9-]{10}T[0-9:]{8}\.[0-9]{3}Z", value or "") for value in started)
+    assert all(s.get("timestamp") == (value or "")[:19] for s, value in zip(suites, started, strict=True))
+    assert float(root.get("time") or "") >= max(float(s.get("time") or "") for s in suites)
+
+
+def test_suite_prefix_names_the_suites(fake_docker: Path, tmp_path: Path) -> None:
+    assert run(fake_docker, tmp_path, "--quiet", "--suite-prefix", "nightly_cu128") == 1
+    suites = ET.parse(tmp_path / "r.xml").getroot().findall("testsuite")
+    assert [s.get("name", "").split("]")[0] for s in suites] == ["[nightly_cu128", "[nightly_cu128"]
+    assert {c.get("classname") for c in suites[1].iter("testcase")} == {"distval.nightly_cu128.across"}
+
+
+@pytest.mark.parametrize("prefix", ["torch.2.6", "", "-x", "_x", "a b", "x" * 65, "ü", "a/b"])
+def test_a_bad_suite_prefix_is_one_line_and_exit_2_with_the_reports(
+    prefix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "c.yaml"
+    config.write_text(CONFIG, encoding="utf-8")
+    assert main(["run", str(config), "--junit", str(tmp_path / "r.xml"), f"--suite-prefix={prefix}"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "--suite-prefix" in err and "expected 1-64 letters" in err, err
+    assert "Traceback" not in err
+    (suite,) = ET.parse(tmp_path / "r.xml").getroot().findall("testsuite")
+    assert (suite.get("name"), suite.find("testcase").get("name")) == ("distval run", "usage")  # type: ignore[union-attr]
 
 
 def test_run_progress_plain_lines(fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -283,6 +323,52 @@ def early_summary() -> RunSummary:
         "ci-host",
         CONFIG_PATH,
     )
+
+
+def test_markdown_says_torch_and_cuda_and_reproduces_each_failing_scenario_once() -> None:
+    inside, across = plans()
+    many = ScenarioResult(
+        across,
+        tuple(CaseResult(f"check{i}", FAILED, f"wrong {i}", 0.1) for i in range(3))
+        + (CaseResult("exit_status", ERROR, "exited 1", 1.0), CaseResult("extra", SKIPPED, "no CUDA", 0.0)),
+        (("torch_version", "2.6.0+cu124"), ("cuda_version", "12.4")),
+        "",
+        1.0,
+    )
+    text = render_markdown(RunSummary(RUN_ID, (failing(inside), many), config_path=CONFIG_PATH))
+    assert "| across | cross-container | 3 | example/torch:test | 2.6.0+cu124 | 12.4 | ❌ error |" in text
+    assert "| inside | in-container | 2 | example/torch:test | unknown | none |" in text  # no torch_version reported
+    # One Reproduce block per failing scenario (2), not per failing testcase (2 + 4).
+    assert text.count("Reproduce:") == 2
+    assert text.count("--filter across") == 1 and text.count("--filter inside") == 1
+    across_part = text[text.index("#### across: error") :]
+    assert [line for line in across_part.splitlines() if line.startswith("**")] == [
+        "**check0**: failed",
+        "**check1**: failed",
+        "**check2**: failed",
+        "**exit\\_status**: error",
+    ]
+
+
+def test_markdown_shows_every_skip_reason_grouped() -> None:
+    inside, across = plans()
+    cases = (
+        CaseResult("env", SKIPPED, "no CUDA", 0.0),
+        CaseResult("nccl", SKIPPED, "no CUDA", 0.0),
+        CaseResult("identity", SKIPPED, "the scenario states nothing about the image", 0.0),
+        CaseResult("all_reduce", PASSED, "ok (skipped on rank(s) 1: bf16 unsupported)", 0.1, skipped_ranks=(1,)),
+        CaseResult("exit_status", PASSED, "exited 0", 1.0),
+    )
+    text = render_markdown(RunSummary(RUN_ID, (ScenarioResult(inside, cases, (), "", 1.0),)))
+    skipped = text[text.index("### Skipped") :].strip().splitlines()
+    assert skipped == [
+        "### Skipped",
+        "",
+        "- inside: env, nccl: no CUDA",
+        "- inside: identity: the scenario states nothing about the image",
+        "- inside: all\\_reduce (on rank(s) 1): ok (skipped on rank(s) 1: bf16 unsupported)",
+    ]
+    assert "### Skipped" not in render_markdown(RunSummary(RUN_ID, (ScenarioResult(inside, cases[-1:], (), "", 1.0),)))
 
 
 RENDERERS = {"json": render_json, "md": render_markdown, "txt": render_summary}

@@ -44,7 +44,7 @@ from distval.reports.comparison_markdown import render_comparison_markdown
 from distval.reports.comparison_text import render_comparison_text
 from distval.reports.json_report import json_report
 from distval.reports.markdown import render_markdown
-from distval.reports.mermaid import Series, busbw_chart
+from distval.reports.mermaid import PALETTE, Series, busbw_chart, colour, legend
 from distval.results.bandwidth import figure_properties, figures_from_details, topology_rows
 from distval.results.outcome import FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult
@@ -205,12 +205,47 @@ def test_topology_rows_need_both_topologies_at_one_world_size() -> None:
 def test_markdown_has_the_bandwidth_section_and_a_chart_per_operation() -> None:
     text = render_markdown(run_summary(GOOD))
     assert "### Bandwidth" in text
-    assert "| 2 | all\\_reduce | 1MiB | 2.000 | 2.000 | 1.00 |" in text  # the op name is the image's text: escaped
+    assert "| inside | all\\_reduce | 0.500 | 2.000 |" in text  # the op name is the image's text: escaped
+    # Across containers against one container: the ratios only, not the busbw of the table above again.
+    ratios = text[text.index("#### Across containers") :].split("\n\n")[2].splitlines()
+    assert ratios == [
+        "| ranks | in one container | across containers | operation | 4KiB | 1MiB |",
+        "|---:|---|---|---|---:|---:|",
+        "| 2 | inside | across | all\\_reduce | 1.00x | 1.00x |",
+        "| 2 | inside | across | broadcast | 1.00x | 1.00x |",
+    ]
+    assert text.count("| 0.500 |") == 2 and "median of 5 timed iterations per" in text  # inside and across, once each
     blocks = mermaid_blocks(text)
     assert len(blocks) == 2  # all_reduce, broadcast
     for block in blocks:
         assert_xychart(block, series=2, categories=["4KiB", "1MiB"])
-    assert "Lines in drawing order: 1. inside; 2. across." in text
+    assert text.count("Lines: 1. blue (#0072B2): inside; 2. orange (#E69F00): across.\n") == 2
+
+
+def test_each_line_of_a_chart_has_the_colour_its_legend_names() -> None:
+    """xychart-beta draws no legend: the palette is set in the chart, and the text after it names each colour."""
+    many = [Series(f"s{i}", run_summary(GOOD).scenarios[0].figures) for i in range(len(PALETTE) + 2)]
+    for series in (many[:2], many[:1], many):
+        chart = busbw_chart("all_reduce", series)
+        assert chart is not None
+        palette = palette_colours(chart)
+        named = re.findall(r"[0-9]+\. [a-z ]+ \((#[0-9A-F]{6})\): s[0-9]+", legend(series))
+        assert len(named) == len(series)
+        # Mermaid gives the n-th line the n-th colour of the palette, cycling past its end.
+        assert named == [palette[i % len(palette)] for i in range(len(series))]
+    assert "The colours repeat after 8 lines" in legend(many) and "repeat" not in legend(many[:8])
+
+
+def test_one_timed_iteration_is_said_in_the_singular() -> None:
+    summary = run_summary(GOOD)
+    once = tuple(
+        dataclasses.replace(
+            s, cases=tuple(dataclasses.replace(c, details={**c.details, "iterations": 1}) if c.details else c for c in s.cases)
+        )
+        for s in summary.scenarios
+    )
+    text = render_markdown(dataclasses.replace(summary, scenarios=once))
+    assert "median of 1 timed iteration per operation" in text
 
 
 # --- the chart: Mermaid's parser where it can run, and always the strict grammar --------------------------
@@ -224,9 +259,17 @@ QUOTED = r'"[^"\n]*"'
 NUMBER = r"-?[0-9]+(?:\.[0-9]+)?(?:e[-+]?[0-9]+)?"
 
 
+def palette_colours(block: str) -> list[str]:
+    """The colours of the chart's init directive (JSON inside ``%%{init: ...}%%``), in drawing order."""
+    found = re.fullmatch(r"%%\{init: (.*)\}%%", block.split("\n")[0])
+    assert found, block
+    return json.loads(found.group(1))["themeVariables"]["xyChart"]["plotColorPalette"].split(", ")
+
+
 def assert_xychart(block: str, series: int, categories: list[str]) -> None:
-    """The xychart-beta subset distval emits, strictly: one statement per line, in this order."""
-    lines = block.split("\n")
+    """The xychart-beta subset distval emits, strictly: its palette, then one statement per line, in this order."""
+    assert palette_colours(block) == [colour(i)[1] for i in range(min(series, len(PALETTE)))]
+    lines = block.split("\n")[1:]
     assert lines[0] == "xychart-beta", lines
     assert re.fullmatch(rf"    title {QUOTED}", lines[1]), lines[1]
     x_axis = re.fullmatch(rf"    x-axis {QUOTED} \[((?:{QUOTED}, )*{QUOTED})\]", lines[2])
@@ -530,7 +573,7 @@ def test_compare_table_and_markdown_show_both_sides_and_what_changed() -> None:
     assert "bandwidth iterations  5                   5" in text
     markdown = render_comparison_markdown(comparison)
     assert "| all\\_reduce 4KiB | 0.5 GB/s | 0.025 GB/s | 0.05x | **busbw dropped past tolerance** |" in markdown
-    assert "Lines in drawing order: 1. old: example/torch:good; 2. new: example/torch:slow." in markdown
+    assert "Lines: 1. blue (#0072B2): old: example/torch:good; 2. orange (#E69F00): new: example/torch:slow." in markdown
     same = compare_reports(good, copy.deepcopy(good), Tolerances())
     assert not same.regressed and "no figure regressed" in render_comparison_text(same)
 

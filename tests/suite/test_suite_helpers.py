@@ -603,6 +603,8 @@ def test_runs_are_counted_once_whether_wrong_or_raised() -> None:
     status, message = summarize_runs(4, [], errors, [], repeat=4)
     assert (status, message) == (ERROR, "1 of 4 runs raised; first: run 2, float32, small, 5 elements: RuntimeError: boom")
     assert summarize_runs(4, [], [], [], repeat=4) == (PASSED, "4 runs correct (repeat 4)")
+    assert summarize_runs(1, [], [], [], repeat=1) == (PASSED, "1 run correct (repeat 1)")  # not "1 runs"
+    assert summarize_runs(1, [], [], ["x (no)"], repeat=1)[1].startswith("partially skipped: 1 run correct (repeat 1);")
     status, message = summarize_runs(0, [], [], ["bfloat16, small, 5 elements (RuntimeError: unsupported)"], repeat=1)
     assert (status, message) == ("skipped", "not supported by this image: RuntimeError: unsupported [bfloat16]")
 

@@ -52,13 +52,16 @@ def test_default_config_passes_on_fixture_in_both_topologies(
         for check in ("env", "all_reduce", "exit_status"):
             assert outcome(found[(suite, check)]) == ("passed", ""), (suite, check)
     suites = {s.get("name"): s for s in root.iter("testsuite")}
-    props = {p.get("name"): p.get("value") for p in suites[CROSS].iter("property")}
+    # The testsuites name the image (docs/reports.md, "Names, times and timestamps").
+    assert {f"[distval-fixtures/torch:2.6-debian] {IN}", f"[distval-fixtures/torch:2.6-debian] {CROSS}"} <= set(suites)
+    cross_suite = suites[f"[distval-fixtures/torch:2.6-debian] {CROSS}"]
+    props = {p.get("name"): p.get("value") for p in cross_suite.iter("property")}
     assert props["image"] == "distval-fixtures/torch:2.6-debian"
     assert props["image_id"].startswith("sha256:")
     assert props["torch_version"].startswith("2.6.0")
     assert props["python_version"].startswith("3.13")
     assert (props["backend"], props["topology"], props["world_size"]) == ("gloo", "cross-container", "2")
-    system_out = suites[CROSS].findtext("system-out") or ""
+    system_out = cross_suite.findtext("system-out") or ""
     assert "distval: rank 1 all_reduce passed" in system_out
     assert f"distval-{run_id}-cross-container-2ranks-n1" in system_out
 

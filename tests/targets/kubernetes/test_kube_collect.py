@@ -338,9 +338,16 @@ def test_collect_command_writes_the_reports_of_a_docker_run(tmp_path: Path, caps
         str(report),
         "--markdown",
         str(markdown),
+        "--suite-prefix",
+        "k8s-nightly",
     ]
     assert distval.cli.main.main(argv) == 1
     root = validate(junit)
+    # --suite-prefix names the testsuites and classnames, as in distval run (docs/reports.md).
+    (written,) = root.iter("testsuite")
+    assert written.get("name") == "[k8s-nightly] cross-container-2ranks (cross-container, 2x1, 2 ranks, static)"
+    assert {c.get("classname") for c in written.iter("testcase")} == {"distval.k8s-nightly.cross-container-2ranks"}
+    assert root.get("time") == written.get("time")  # no scenario start in pod logs: the suites' sum
     found = cases(root)
     suite = "cross-container-2ranks (cross-container, 2x1, 2 ranks, static)"
     assert outcome(found[(suite, "ddp_sync")])[0] == "failure"

@@ -315,8 +315,8 @@ def test_distval_run_host_without_docker_py(fake_python: Path, tmp_path: Path) -
     assert "host mode" in done.stdout
     suites = ET.parse(junit).getroot().findall("testsuite")
     assert [s.get("name") for s in suites] == [
-        "inside (in-container, 2 ranks) [host]",
-        "across (cross-container, 2x1, 2 ranks, tcp) [host]",
+        f"[{fake_python}] inside (in-container, 2 ranks) [host]",
+        f"[{fake_python}] across (cross-container, 2x1, 2 ranks, tcp) [host]",
     ]
     for suite in suites:
         properties = {p.get("name"): p.get("value") for p in suite.iter("property")}
