@@ -216,7 +216,8 @@ def check_gpu_runtime(doctor: Doctor, slot: EngineSlot) -> Finding:
         "warn",
         f"no nvidia runtime and no CDI GPU device ({'; '.join(seen)}): scenarios that need GPUs are skipped "
         "(they fail with --require-gpu); CPU scenarios are not affected",
-        "for GPU scenarios, install the NVIDIA Container Toolkit and run nvidia-ctk runtime configure --runtime=docker",
+        "for GPU scenarios, install the NVIDIA Container Toolkit and configure Docker for it "
+        "(sudo nvidia-ctk runtime configure, then restart Docker)",
     )
 
 

@@ -19,8 +19,10 @@ GIB = 2**30
 MIB = 2**20
 
 
-def program_version(argv: Sequence[str], timeout_s: float = VERSION_TIMEOUT_S) -> str | None:
-    """The first line ``argv`` prints (escaped, short) when its program is on PATH and exits 0; None otherwise."""
+def program_version(argv: Sequence[str], timeout_s: float | None = None) -> str | None:
+    """The first line ``argv`` prints (escaped, short) when its program is on PATH and exits 0 within ``timeout_s``
+    (default VERSION_TIMEOUT_S); None otherwise."""
+    timeout_s = VERSION_TIMEOUT_S if timeout_s is None else timeout_s
     program = shutil.which(argv[0])
     if program is None:
         return None
