@@ -12,6 +12,12 @@ from typing import Any, Protocol
 
 from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
 
+# The oldest Engine API versions distval's calls work with (docker-py refuses the arguments below them, with
+# InvalidVersion): wait(condition="removed"), how a run waits out its reaper (Engine.wait_removed), needs 1.30
+# (Docker 17.06); a GPU device request (every GPU scenario and the GPU probe: device_requests) needs 1.40 (Docker 19.03).
+API_VERSION_NEEDED = (1, 30)
+API_VERSION_GPUS = (1, 40)
+
 
 @dataclass(frozen=True)
 class ImageInfo:
@@ -45,10 +51,25 @@ class GpuSupport:
     reason: str  # why count is 0 (or how it was learned)
 
 
+@dataclass(frozen=True)
+class EngineFacts:
+    """What an Engine says of itself (``docker version`` and ``docker info``), each value checked for its type:
+    "" or () where the Engine did not say."""
+
+    version: str  # the Engine's own version, e.g. 27.5.1
+    api_version: str  # the newest API version it speaks, e.g. 1.47
+    os_type: str  # linux, windows
+    root_dir: str  # DockerRootDir: where it keeps images and containers, on its own machine
+    runtimes: tuple[str, ...]  # runc, nvidia, ...
+    cdi_devices: tuple[str, ...]  # CDI devices it discovered (API 1.50), e.g. nvidia.com/gpu=0
+
+
 class EngineAPI(Protocol):
     run_id: str
 
     def version(self) -> str: ...
+
+    def describe(self) -> EngineFacts: ...
 
     def image(self, reference: str) -> ImageInfo | None: ...
 

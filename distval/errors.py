@@ -8,6 +8,7 @@ DistvalError                 1
 │   └── UsageError              a bad command line (argparse's errors)
 ├── EnvironmentUnusable      3  what distval needs and does not have
 │   └── EngineError             a Docker Engine call failed
+│       ├── EngineUnreachable       no Engine answered (what to do is part of the line)
 │       └── ImageMissing
 ├── Interrupted         128+N  Ctrl-C, SIGTERM
 │   └── RunStopped              a worker told to stop creates nothing more
@@ -111,6 +112,16 @@ class EnvironmentUnusable(DistvalError):
 
 class EngineError(EnvironmentUnusable):
     """A Docker Engine call failed. Inside a scenario it becomes that scenario's error result."""
+
+
+class EngineUnreachable(EngineError):
+    """No Engine answered at an address: ``found`` is what happened, ``todo`` what to do (engine_advice.py; empty
+    where nothing is known). The line is both, so every command says what to do; ``distval doctor`` shows them
+    apart."""
+
+    def __init__(self, found: str, todo: str) -> None:
+        super().__init__(f"{found}; {todo}" if todo else found)
+        self.found, self.todo = found, todo
 
 
 class ImageMissing(EngineError):

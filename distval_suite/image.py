@@ -40,7 +40,7 @@ def _backend_availability() -> Dict[str, bool]:
     }
 
 
-def _image_facts() -> Dict[str, Any]:
+def image_facts() -> Dict[str, Any]:
     backends = _backend_availability()
     return {
         "torch_version": torch.__version__,
@@ -57,7 +57,7 @@ def _image_facts() -> Dict[str, Any]:
 
 @check("env")
 def check_env(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
-    details = _image_facts()
+    details = image_facts()
     if not details["distributed_available"]:
         raise CheckFailed("expected torch.distributed to be available; torch.distributed.is_available() is False", details)
     available = [name for name in ("gloo", "nccl", "mpi") if details["%s_available" % name]]
@@ -88,7 +88,7 @@ def check_env(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
 
 @check("identity")
 def check_identity(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
-    facts = _image_facts()
+    facts = image_facts()
     problems: List[str] = []
     stated: List[str] = []
     if "torch" in args:

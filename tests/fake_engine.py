@@ -8,11 +8,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from distval.engine_protocol import ContainerState, EngineAPI, ExecResult, GpuSupport, ImageInfo
+from distval.engine_protocol import ContainerState, EngineAPI, EngineFacts, ExecResult, GpuSupport, ImageInfo
 from distval.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
 from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
 
 NO_GPUS = GpuSupport(0, "no GPUs in the fake Engine")
+# What the fake Engine says of itself: a local Linux Engine with runc only, its root a directory that exists.
+FACTS = EngineFacts(
+    version="27.5.1",
+    api_version="1.47",
+    os_type="linux",
+    root_dir="/",
+    runtimes=("io.containerd.runc.v2", "runc"),
+    cdi_devices=(),
+)
 
 
 class FakeEngine:
@@ -21,9 +30,21 @@ class FakeEngine:
     instances: ClassVar[list[FakeEngine]] = []
     holds_reaper = False  # no start_reaper: a run on it goes without a reaper, as the unit tests need
 
-    def __init__(self, run_id: str, gpus: GpuSupport = NO_GPUS) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        gpus: GpuSupport = NO_GPUS,
+        facts: EngineFacts = FACTS,
+        missing: frozenset[str] = frozenset(),
+        output: tuple[str, str] = ("out", "err"),
+    ) -> None:
+        """``facts``: what ``describe`` says; ``missing``: images it lacks; ``output``: every container's
+        (stdout, stderr)."""
         self.run_id = run_id
         self.gpus = gpus
+        self.facts = facts
+        self.missing = missing
+        self.output = output
         self.calls: list[str] = []
         self.version_calls = 0
         self.removed = 0
@@ -33,8 +54,14 @@ class FakeEngine:
         self.version_calls += 1
         return "27.5.1"
 
+    def describe(self) -> EngineFacts:
+        self.calls.append("describe")
+        return self.facts
+
     def image(self, reference: str) -> ImageInfo | None:
-        # Every image is there; distval's own (fixtures, the reaper's) as built from today's recipe.
+        # Every image but the missing ones is there; distval's own (fixtures, the reaper's) as built from today's recipe.
+        if reference in self.missing:
+            return None
         labels = {RECIPE_LABEL: recipe_hash(reference)} if reference in FIXTURES else {}
         return ImageInfo(id="sha256:" + "ab" * 32, tags=(reference,), labels=labels)
 
@@ -70,7 +97,7 @@ class FakeEngine:
         self.calls.append("kill")
 
     def logs(self, container: Any) -> tuple[str, str]:
-        return "out", "err"
+        return self.output
 
     def read_files(self, container: Any, path: str) -> dict[str, bytes]:
         return {}

@@ -21,6 +21,7 @@ from distval import __version__
 from distval.checks.reference import FORMATS, REFERENCE_PAGE, render_checks
 from distval.cli import values as cli_values
 from distval.cli.baseline import add_baseline_arguments, add_compare_command, overwrites_baseline
+from distval.cli.doctor import add_doctor_command
 from distval.cli.kubernetes import add_kubernetes_commands
 from distval.cli.plan_render import plan_as_data, render_plan
 from distval.cli.run import REPORT_OPTIONS, Progress, command_run, containers_target, default_jobs, write_reports
@@ -28,13 +29,14 @@ from distval.config import load_config
 from distval.config.keys_reference import KEYS_PAGE, render_keys_markdown
 from distval.config.schema import SHIPPED, render_schema
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, STARTER_NAME, write_starter
+from distval.engine_protocol import EngineAPI
 from distval.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError, exit_codes_line
 from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
 from distval.labels import LABEL_RUN
 from distval.results.scenario import RunSummary
 from distval.targets.base import plan_on, refuse_what_it_lacks
 from distval.targets.docker.cleanup import RunDecision, by_run, decide
-from distval.targets.engines.hosts import FROM_CONFIG_FLAG, host_specs, tls_files
+from distval.targets.engines.hosts import FROM_CONFIG_FLAG, HostSpec, host_specs, tls_files
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine
@@ -53,6 +55,14 @@ def __getattr__(name: str) -> Any:
 def _engine(run_id: str) -> Engine:
     """The Engine of every command that uses Docker (``distval run`` gets it as ``engine_for``)."""
     engine: Engine = sys.modules[__name__].Engine(run_id)  # through __getattr__, or a test's stand-in
+    return engine
+
+
+def _doctor_engine(run_id: str, host: HostSpec | None) -> EngineAPI:
+    """``distval doctor``'s Engines: the one of DOCKER_HOST, or one of --hosts."""
+    if host is None:
+        return _engine(run_id)
+    engine: EngineAPI = sys.modules[__name__].Engine(run_id, host=host)  # through __getattr__, or a test's stand-in
     return engine
 
 
@@ -452,6 +462,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_hosts_options(cleanup, tls=True)
     cleanup.set_defaults(handler=command_cleanup)
+    add_doctor_command(commands, _doctor_engine, _add_hosts_options)
     add_kubernetes_commands(commands, _add_report_options)
     # The command list of the usage line and help: the commands that have a help line (argparse's default lists
     # every choice, the hidden ones too).

@@ -28,8 +28,8 @@ import docker
 import docker.errors
 import docker.types
 from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, joined_within, kept_end
-from distval.engine_protocol import ContainerState, ExecResult, GpuSupport, ImageInfo, Resource
-from distval.errors import EngineError, ImageMissing
+from distval.engine_protocol import ContainerState, EngineFacts, ExecResult, GpuSupport, ImageInfo, Resource
+from distval.errors import EngineError, EngineUnreachable, ImageMissing
 from distval.labels import DISTVAL_LABELS, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from distval.owner import Owner, current_owner
 from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
@@ -37,7 +37,7 @@ from distval.tarball import regular_files
 from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker import reaper_container
-from distval.targets.docker.engine_advice import advice
+from distval.targets.docker.engine_advice import what_to_do
 from distval.targets.engines.hosts import HostSpec
 
 T = TypeVar("T")
@@ -101,7 +101,8 @@ class Engine:
             self.client = client
             self.client.ping()
         except TRANSPORT_ERRORS as exc:
-            raise EngineError(f"cannot reach the Docker Engine at {self.where}: {_text(exc)}{advice(exc, self.where)}") from None
+            found = f"cannot reach the Docker Engine at {self.where}: {_text(exc)}"
+            raise EngineUnreachable(found, what_to_do(exc, self.where)) from None
         self._gpu_lock = threading.Lock()
         self._gpu_support: dict[tuple[str, str], GpuSupport] = {}  # by (image, python)
 
@@ -125,6 +126,12 @@ class Engine:
     def version(self) -> str:
         info = self._call("ask the Engine's version", self.client.version)
         return str(info.get("Version", "unknown"))
+
+    def describe(self) -> EngineFacts:
+        """``docker version`` and ``docker info`` of this Engine, as distval doctor reports them."""
+        version = self._call("ask the Engine's version", self.client.version)
+        info = self._call("ask the Engine's settings", self.client.info)
+        return engine_facts(version, info)
 
     def image(self, reference: str) -> ImageInfo | None:
         try:
@@ -541,6 +548,31 @@ class Engine:
                 if "active endpoints" not in _text(exc) or time.monotonic() >= until:
                     raise
             time.sleep(ACTIVE_ENDPOINTS_RETRY_S)
+
+
+def _string(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def engine_facts(version: object, info: object) -> EngineFacts:
+    """EngineFacts from the Engine's /version and /info answers: a value of another type than the API's is taken
+    as not said."""
+    version = version if isinstance(version, dict) else {}
+    info = info if isinstance(info, dict) else {}
+    runtimes = info.get("Runtimes")
+    devices = info.get("DiscoveredDevices")
+    return EngineFacts(
+        version=_string(version.get("Version")),
+        api_version=_string(version.get("ApiVersion")),
+        os_type=_string(info.get("OSType") or version.get("Os")),
+        root_dir=_string(info.get("DockerRootDir")),
+        runtimes=tuple(sorted(str(name) for name in runtimes)) if isinstance(runtimes, dict) else (),
+        cdi_devices=tuple(
+            _string(device.get("ID"))
+            for device in (devices if isinstance(devices, list) else [])
+            if isinstance(device, dict) and device.get("Source") == "cdi" and _string(device.get("ID"))
+        ),
+    )
 
 
 def _text(exc: BaseException) -> str:

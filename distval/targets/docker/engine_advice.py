@@ -10,6 +10,7 @@ than the default is in use and DOCKER_HOST is unset, the advice says how to hand
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -37,6 +38,19 @@ def os_error_in(exc: BaseException) -> OSError | None:
     return None
 
 
+def _docker_config_dir(home: Path | None) -> Path:
+    return Path(os.environ.get("DOCKER_CONFIG") or (home or Path.home()) / ".docker")
+
+
+def _json_file(path: Path) -> object:
+    """A JSON file of the Docker CLI's configuration (bounded), None where it is missing or unreadable."""
+    try:
+        with open(path, "rb") as handle:
+            return json.loads(handle.read(CONFIG_BYTES_MAX))
+    except (OSError, ValueError):
+        return None
+
+
 def current_context(home: Path | None = None) -> str | None:
     """The Docker CLI's current context when it is not the default one and DOCKER_HOST does not override it."""
     if os.environ.get("DOCKER_HOST") or os.environ.get("DOCKER_CONTEXT") in ("", "default"):
@@ -44,36 +58,49 @@ def current_context(home: Path | None = None) -> str | None:
     named = os.environ.get("DOCKER_CONTEXT")
     if named:
         return named
-    config = Path(os.environ.get("DOCKER_CONFIG") or (home or Path.home()) / ".docker") / "config.json"
-    try:
-        with open(config, "rb") as handle:
-            data = json.loads(handle.read(CONFIG_BYTES_MAX))
-    except (OSError, ValueError):
-        return None
+    data = _json_file(_docker_config_dir(home) / "config.json")
     context = data.get("currentContext") if isinstance(data, dict) else None
     return context if isinstance(context, str) and context not in ("", "default") else None
 
 
-def advice(exc: BaseException, where: str, home: Path | None = None) -> str:
-    """'; <what to do>' for an Engine that did not answer at ``where``, or '' where nothing useful is known."""
+def context_endpoint(name: str, home: Path | None = None) -> str | None:
+    """The Engine address of a Docker CLI context, from the file the CLI keeps it in
+    (``contexts/meta/<sha256 of the name>/meta.json``); None where it cannot be read."""
+    digest = hashlib.sha256(name.encode()).hexdigest()
+    data = _json_file(_docker_config_dir(home) / "contexts" / "meta" / digest / "meta.json")
+    endpoints = data.get("Endpoints") if isinstance(data, dict) else None
+    docker_endpoint = endpoints.get("docker") if isinstance(endpoints, dict) else None
+    host = docker_endpoint.get("Host") if isinstance(docker_endpoint, dict) else None
+    return host if isinstance(host, str) and host else None
+
+
+def export_line(context: str) -> str:
+    """The shell line that hands a context's address to distval (docker-py reads DOCKER_HOST only)."""
+    return f"export DOCKER_HOST=\"$(docker context inspect {context} --format '{{{{.Endpoints.docker.Host}}}}')\""
+
+
+def what_to_do(exc: BaseException, where: str, home: Path | None = None) -> str:
+    """What to do about an Engine that did not answer at ``where``, or '' where nothing useful is known."""
     context = current_context(home)
     if context is not None:
-        return (
-            f"; the Docker CLI uses context {context!r}, which docker-py does not read: "
-            f"export DOCKER_HOST=\"$(docker context inspect {context} --format '{{{{.Endpoints.docker.Host}}}}')\""
-        )
+        return f"the Docker CLI uses context {context!r}, which docker-py does not read: {export_line(context)}"
     error = os_error_in(exc)
     code = error.errno if error is not None else None
     if code in (errno.ENOENT, errno.ECONNREFUSED) and where.startswith("unix://"):
         return (
-            "; no Engine listens on that socket: start Docker (sudo systemctl start docker, or sudo service docker "
+            "no Engine listens on that socket: start Docker (sudo systemctl start docker, or sudo service docker "
             f"start), or set DOCKER_HOST to a running Engine's address, {WITHOUT_DOCKER}"
         )
     if code in (errno.EACCES, errno.EPERM):
-        return "; this user may not use the Engine's socket: run as root or as a member of the docker group"
+        return "this user may not use the Engine's socket: run as root or as a member of the docker group"
     if code in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ETIMEDOUT):
         return (
-            f"; nothing answers at that address: check DOCKER_HOST (or --hosts) and that the Engine listens there, "
-            f"{WITHOUT_DOCKER}"
+            f"nothing answers at that address: check DOCKER_HOST (or --hosts) and that the Engine listens there, {WITHOUT_DOCKER}"
         )
     return ""
+
+
+def advice(exc: BaseException, where: str, home: Path | None = None) -> str:
+    """'; <what to do>' for an Engine that did not answer at ``where``, or '' where nothing useful is known."""
+    todo = what_to_do(exc, where, home)
+    return f"; {todo}" if todo else ""

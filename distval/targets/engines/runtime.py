@@ -64,6 +64,7 @@ class HostEngine:
             raise type(exc)(f"{self.label}: {exc}") from None
 
     version = _labelled(Engine.version)
+    describe = _labelled(Engine.describe)
     image = _labelled(Engine.image)
     create_network = _labelled(Engine.create_network)
     network_subnets = _labelled(Engine.network_subnets)

@@ -240,7 +240,11 @@ class FakeClient:
 
     def version(self) -> dict[str, str]:
         self.calls("version")
-        return {"Version": "27.5.1"}
+        return {"Version": "27.5.1", "ApiVersion": "1.47"}
+
+    def info(self) -> dict[str, object]:
+        self.calls("info")
+        return {"OSType": "linux", "DockerRootDir": "/var/lib/docker", "Runtimes": {"runc": {}}}
 
 
 NETWORK = NetworkPlan("net", True, (("distval.scenario", "s"),))
@@ -255,6 +259,7 @@ RESOURCES = [
 HELPER = HelperPlan("h", "c0", "distval-fixtures/fault-helper:bookworm", (("distval.scenario", "s"),))
 METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "version": lambda e, c: e.version(),
+    "describe": lambda e, c: e.describe(),
     "image": lambda e, c: e.image("example/torch:test"),
     "import_rootfs": lambda e, c: e.import_rootfs("/tmp/rootfs.tar", "repo", "tag", ["CMD x"]),
     "build": lambda e, c: e.build(b"tar", "repo:tag", {"a": "b"}, lambda line: None),

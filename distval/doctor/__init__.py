@@ -1,0 +1,1 @@
+"""``distval doctor``: whether this machine can run distval, one check per line (checks.py declares them)."""
