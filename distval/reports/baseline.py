@@ -16,7 +16,8 @@ against the last good one), else by name for ``distval compare`` only. Compared,
   (sub-second checks jitter by more than 50 %).
 
 ``distval run --baseline`` adds one testcase ``baseline`` per scenario (failed, naming each regressed
-figure with both numbers and the ratio); ``distval compare`` renders the same comparison as a table.
+figure with both numbers and the ratio); ``distval compare`` judges the same comparison item by item
+(distval/reports/comparison.py) and renders it as text, Markdown or JSON.
 
 A figure that regressed in the run is re-measured (``--remeasure N``, default 2): the run command runs
 that scenario again, and the figure regresses when it regressed in more than half of the 1 + N runs
@@ -28,7 +29,8 @@ A re-measure that failed or errored fails the ``baseline`` testcase: a failure i
 
 Fails closed: a matched scenario whose comparison compared nothing fails, a figure (busbw or duration)
 the baseline has and the run lacks fails (named), and when no scenario of the run matched the baseline
-at all every ``baseline`` testcase fails. A scenario the baseline lacks while others matched is skipped
+at all, or when the baseline is ``unusable`` (it has no scenario, or its run ended early; with several
+baselines, one of them), every ``baseline`` testcase fails. A scenario the baseline lacks while others matched is skipped
 with its hashes (a new scenario), which ``--fail-on-skip`` turns into a failure. Against
 several baseline reports (``combined_baseline``), each figure is compared with its median over them, so
 that a baseline run that was fast as a whole does not fail every run after it.
