@@ -151,13 +151,6 @@ class ScenarioComparison:
     new: Mapping[str, Any] | None
     deltas: tuple[Delta, ...] = ()
 
-    @property
-    def regressions(self) -> tuple[Delta, ...]:
-        return tuple(d for d in self.deltas if d.regressed)
-
-    def iterations(self, side: Mapping[str, Any] | None) -> str:
-        return iterations_of(side)
-
 
 @dataclass(frozen=True)
 class Comparison:

@@ -100,7 +100,7 @@ class ScenarioJudgement:
 class Judgement:
     comparison: Comparison
     scenarios: tuple[ScenarioJudgement, ...]
-    not_compared: tuple[str, ...]  # why the comparison compared nothing (each fails it), one line each
+    nothing_compared: tuple[str, ...]  # why the comparison compared nothing (each fails it), one line each
 
     @property
     def items(self) -> tuple[Item, ...]:
@@ -114,7 +114,7 @@ class Judgement:
         if self.having(REGRESSION):
             return REGRESSED
         # Fails closed: a reason said, or (whatever the reasons missed) not one figure compared.
-        if self.not_compared or not any(s.comparison.deltas for s in self.scenarios):
+        if self.nothing_compared or not any(s.comparison.deltas for s in self.scenarios):
             return NOTHING_COMPARED
         return NO_REGRESSION
 
@@ -309,9 +309,9 @@ def unchanged_count(items: Sequence[Item]) -> str:
 
 
 def counts(judgement: Judgement) -> str:
-    """'2 regression(s), 0 improvement(s), 17 unchanged, 1 not compared' over every item."""
+    """'2 regression(s), 0 improvement(s), 17 unchanged, 1 not compared (in one report only)' over every item."""
     n = {status: len(judgement.having(status)) for status in STATUSES}
     return (
         f"{n[REGRESSION]} regression(s), {n[IMPROVEMENT]} improvement(s), {n[UNCHANGED]} unchanged, "
-        f"{n[NOT_COMPARED]} only on one side"
+        f"{n[NOT_COMPARED]} not compared (in one report only)"
     )

@@ -50,7 +50,7 @@ def comparison_json(judgement: Judgement) -> dict[str, Any]:
         "tolerances": dataclasses.asdict(comparison.tolerances),
         "verdict": judgement.verdict.name,
         "exit_code": judgement.exit_code,
-        "not_compared": list(judgement.not_compared),
+        "nothing_compared": list(judgement.nothing_compared),
         "counts": {status: len(judgement.having(status)) for status in STATUSES},
         "scenarios": [
             {"name": s.comparison.name, "matched_by": s.comparison.matched_by, "items": [_item(i) for i in s.items]}

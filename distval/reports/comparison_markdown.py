@@ -60,9 +60,9 @@ def render_comparison_markdown(judgement: Judgement, show_all: bool = False) -> 
     ]
     if regressions:
         lines += [*(f"- {_cell(line(item))}" for item in regressions), ""]
-    if judgement.not_compared:
-        lines += ["### Not compared (each fails the comparison)", ""]
-        lines += [*(f"- {_cell(why)}" for why in judgement.not_compared), ""]
+    if judgement.nothing_compared:
+        lines += ["### Nothing compared (each fails the comparison)", ""]
+        lines += [*(f"- {_cell(why)}" for why in judgement.nothing_compared), ""]
     if improvements:
         lines += [f"### Improvements ({len(improvements)})", "", *(f"- {_cell(line(item))}" for item in improvements), ""]
     for scenario in judgement.scenarios:

@@ -53,9 +53,9 @@ def render_comparison_text(judgement: Judgement, show_all: bool = False) -> str:
         f"Regressions ({len(regressions)}):" if regressions else "Regressions: none",
         *("  " + terminal_line(line(item)) for item in regressions),
     ]
-    if judgement.not_compared:
-        lines += ["", f"Not compared ({len(judgement.not_compared)}, each fails the comparison):"]
-        lines += ["  " + terminal_line(why) for why in judgement.not_compared]
+    if judgement.nothing_compared:
+        lines += ["", f"Nothing compared ({len(judgement.nothing_compared)}, each fails the comparison):"]
+        lines += ["  " + terminal_line(why) for why in judgement.nothing_compared]
     if improvements:
         lines += ["", f"Improvements ({len(improvements)}):", *("  " + terminal_line(line(item)) for item in improvements)]
     for scenario in judgement.scenarios:

@@ -143,10 +143,10 @@ def test_a_comparison_that_compared_nothing_is_not_a_pass(
 ) -> None:
     code, text, markdown = compare(tmp_path, old, new, capsys)
     assert code != EXIT_PASSED and code in (REGRESSED.exit_code, NOTHING_COMPARED.exit_code), text
-    assert why in section(text, "Not compared"), text
+    assert why in section(text, "Nothing compared"), text
     assert "no regression" not in text and "✅" not in markdown
     code, data = as_json(tmp_path, old, new, capsys)
-    assert data["exit_code"] == code != EXIT_PASSED and why in data["not_compared"]
+    assert data["exit_code"] == code != EXIT_PASSED and why in data["nothing_compared"]
     # Where no scenario of OLD vanished from NEW (a regression of its own), the verdict says nothing was compared.
     vanished = any(item["why"].endswith("the scenario vanished") for s in data["scenarios"] for item in s["items"])
     assert data["verdict"] == (REGRESSED.name if vanished else NOTHING_COMPARED.name)
