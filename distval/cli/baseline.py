@@ -6,11 +6,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from distval.cli import values as cli_values
-from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_PASSED, BadInput
+from distval.errors import EXIT_BAD_INPUT, BadInput
 from distval.plan.model import ScenarioPlan
 from distval.reports.baseline import (
     DEFAULT_BUSBW_SLACK_US,
@@ -29,6 +30,8 @@ from distval.reports.baseline import (
     scenario_entries,
     undecided,
 )
+from distval.reports.comparison import VERDICTS, judge, verdict_line
+from distval.reports.comparison_json import render_comparison_json
 from distval.reports.comparison_markdown import write_comparison_markdown
 from distval.reports.comparison_text import render_comparison_text
 from distval.results.outcome import PASSED
@@ -91,25 +94,36 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _tolerances(args: argparse.Namespace) -> Tolerances:
-
     return Tolerances(busbw=args.busbw_tolerance, duration=args.duration_tolerance, busbw_slack_us=args.busbw_slack_us)
 
 
-def check_remeasure(args: argparse.Namespace) -> None:
+@dataclass(frozen=True)
+class BaselineOptions:
+    """What ``distval run``'s --baseline options asked (add_baseline_arguments declares each; --fail-on-skip is the
+    run's): read once from the parsed command line, so that the contract is these fields, not attribute names."""
+
+    baselines: tuple[tuple[str, Mapping[str, Any]], ...]  # (path, report) of each --baseline; () without one
+    remeasure: int | None  # None: the default (DEFAULT_REMEASURE)
+    tolerances: Tolerances
+    fail_on_skip: bool
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> BaselineOptions:
+        return cls(tuple(args.baseline or ()), args.remeasure, _tolerances(args), args.fail_on_skip)
+
+
+def check_remeasure(options: BaselineOptions) -> None:
     """--remeasure re-runs what regressed against --baseline: alone it is bad input (exit code 2)."""
-    if getattr(args, "remeasure", None) is not None and not getattr(args, "baseline", None):
+    if options.remeasure is not None and not options.baselines:
         raise BadInput("--remeasure runs again the scenarios that regressed against --baseline: give --baseline too")
 
 
-def overwrites_baseline(args: argparse.Namespace, options: tuple[tuple[str, str], ...]) -> list[tuple[str, str, str]]:
-    """(option, path, why) for each report path among ``options`` ((option, attribute) pairs) that is a
-    --baseline file (the same file after symlinks and hard links): a run that stopped early would replace
-    the last good report with its own empty one. Asked before the run starts (exit code 2)."""
+def overwrites_baseline(baselines: Sequence[str], reports: Sequence[tuple[str, str | None]]) -> list[tuple[str, str, str]]:
+    """(option, path, why) for each report path among ``reports`` ((option, path) pairs; None: not asked) that is
+    one of the ``baselines`` files (the same file after symlinks and hard links): a run that stopped early would
+    replace the last good report with its own empty one. Asked before the run starts (exit code 2)."""
     refused = []
-    # --baseline as parsed ((path, report) pairs), or as plain paths (the report options of a refused command line).
-    baselines = [item[0] if isinstance(item, tuple) else str(item) for item in getattr(args, "baseline", None) or ()]
-    for option, attribute in options:
-        path = getattr(args, attribute, None)
+    for option, path in reports:
         for good in baselines:
             if path and _same_file(path, good):
                 refused.append((option, path, f"{path} is the --baseline {good}: the run would overwrite it"))
@@ -126,7 +140,7 @@ def _same_file(one: str, other: str) -> bool:
 
 def remeasure(
     summary: RunSummary,
-    args: argparse.Namespace,
+    options: BaselineOptions,
     run_again: Callable[[tuple[ScenarioPlan, ...]], list[ScenarioResult]],
     log: Callable[[str], None],
 ) -> dict[int, list[ScenarioResult]]:
@@ -134,15 +148,15 @@ def remeasure(
     have not decided (it regresses when it regressed in more than half of the 1 + N runs: distval/reports/baseline.py
     ``majority``) run again with ``run_again``; their results, by the scenario's index in the summary. A
     scenario whose re-measure failed is not run again: that failure fails its 'baseline' testcase anyway."""
-    if not getattr(args, "baseline", None) or not summary.scenarios:
+    if not options.baselines or not summary.scenarios:
         return {}
 
-    path, baseline = combined_baseline(args.baseline)
-    tolerances = _tolerances(args)
+    path, baseline = combined_baseline(options.baselines)
+    tolerances = options.tolerances
     entries = scenario_entries(summary, summary.scenarios)
     previous = [match([s for s in baseline.get("scenarios", []) if isinstance(s, dict)], e, by_name=False)[0] for e in entries]
     found: dict[int, list[ScenarioResult]] = {}
-    times = DEFAULT_REMEASURE if args.remeasure is None else args.remeasure
+    times = DEFAULT_REMEASURE if options.remeasure is None else options.remeasure
 
     def suspect(index: int) -> bool:
         old = previous[index]
@@ -168,20 +182,20 @@ def remeasure(
 
 
 def with_baseline(
-    summary: RunSummary, args: argparse.Namespace, remeasures: dict[int, list[ScenarioResult]] | None = None
+    summary: RunSummary, options: BaselineOptions, remeasures: dict[int, list[ScenarioResult]] | None = None
 ) -> RunSummary:
-    """The summary with a 'baseline' testcase per scenario when --baseline was given (and scenarios ran)."""
-    if not getattr(args, "baseline", None) or not summary.scenarios:
+    """The summary with a 'baseline' testcase per scenario when --baseline was given (and scenarios ran: a run
+    with none exits non-zero on its own, RunSummary.exit_code)."""
+    if not options.baselines or not summary.scenarios:
         return summary
 
-    path, baseline = combined_baseline(args.baseline)
-    return apply_baseline(summary, baseline, _tolerances(args), path, remeasures, bool(getattr(args, "fail_on_skip", False)))
+    path, baseline = combined_baseline(options.baselines)
+    return apply_baseline(summary, baseline, options.tolerances, path, remeasures, options.fail_on_skip)
 
 
 def command_compare(args: argparse.Namespace) -> int:
-    """Exit 0 when nothing regressed; 1 when a figure regressed past the tolerance, a verdict got worse, a
-    scenario vanished, or a side has no scenario or ended early (nothing compared is not a pass); 2 when a
-    file is not a JSON report or --markdown would overwrite one of them."""
+    """The exit code of the judgement (comparison.VERDICTS: 0 only when figures were compared and none regressed);
+    2 when a file is not a JSON report or --markdown would overwrite one of them."""
 
     for report in (args.old, args.new):
         if args.markdown and _same_file(args.markdown, report):
@@ -192,21 +206,52 @@ def command_compare(args: argparse.Namespace) -> int:
     except BadReport as exc:
         print(f"distval: {exc}", file=sys.stderr)
         return exc.exit_code
-    sys.stdout.write(render_comparison_text(comparison))
+    judgement = judge(comparison)
+    if args.format == "json":
+        sys.stdout.write(render_comparison_json(judgement))
+    else:
+        sys.stdout.write(render_comparison_text(judgement, args.all))
     if args.markdown:
         try:
-            write_comparison_markdown(comparison, args.markdown)
+            write_comparison_markdown(judgement, args.markdown, args.all)
         except OSError as exc:
             print(f"distval: cannot write the Markdown comparison to {args.markdown}: {exc}", file=sys.stderr)
-    return EXIT_CHECKS_FAILED if comparison.regressed else EXIT_PASSED
+    return judgement.exit_code
+
+
+def compare_exit_codes() -> str:
+    """The exit codes of ``distval compare`` for its help: each verdict's (comparison.VERDICTS), then bad input."""
+    codes = sorted({v.exit_code for v in VERDICTS})
+    return "; ".join(f"{code} {verdict_line(code)}" for code in codes) + (
+        f"; {EXIT_BAD_INPUT} bad input (a file that is not a distval JSON report, a --markdown path that is one of them)"
+    )
 
 
 def add_compare_command(commands: Any) -> None:
     compare = commands.add_parser(
-        "compare", help="compare two JSON reports side by side (verdicts, durations, bandwidth) and say what changed"
+        "compare",
+        help="compare two JSON reports (verdicts, durations, bandwidth): every regression first, then what improved",
+        description="Compare two JSON reports of distval run, scenario by scenario: every regression (a figure past "
+        "the tolerance, a verdict that got worse, a scenario or figure that vanished) first, then the improvements; "
+        "unchanged testcases and figures are one count line (--all lists them).",
+        epilog="Exit codes: " + compare_exit_codes(),
     )
     compare.add_argument("old", metavar="OLD.json", help="the earlier (last-known-good) JSON report")
     compare.add_argument("new", metavar="NEW.json", help="the later JSON report")
     compare.add_argument("--markdown", metavar="PATH", help="write the comparison as Markdown here too")
+    compare.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (default) or one JSON object (schema_version, both reports, the verdict, the exit code "
+        "and every compared item with its status and numbers) for pipelines",
+    )
+    compare.add_argument(
+        "--all",
+        "--verbose",
+        dest="all",
+        action="store_true",
+        help="list the unchanged testcases and figures too (text and Markdown; by default they are one count line)",
+    )
     _tolerance_arguments(compare)
     compare.set_defaults(handler=command_compare)

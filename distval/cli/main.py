@@ -279,7 +279,8 @@ def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
     except UsageError:
         return None
     attributes = dict(REPORT_OPTIONS)
-    for option, _, why in overwrites_baseline(known, REPORT_OPTIONS):
+    reports_asked = [(option, getattr(known, attribute)) for option, attribute in REPORT_OPTIONS]
+    for option, _, why in overwrites_baseline(known.baseline or (), reports_asked):
         print(f"distval: not writing {option}: {why}", file=sys.stderr)
         setattr(known, attributes[option], None)
     return known

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from distval.cli.baseline import check_remeasure, overwrites_baseline, remeasure, with_baseline
+from distval.cli.baseline import BaselineOptions, check_remeasure, overwrites_baseline, remeasure, with_baseline
 from distval.config import Config, load_config
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE
 from distval.config.yaml_nodes import shown
@@ -89,7 +89,8 @@ def _refused_reports(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         reason = refusal(path) if path else None
         if reason is not None:
             refused.append((option, path, reason))
-    return refused + overwrites_baseline(args, REPORT_OPTIONS)
+    baselines = [path for path, _ in args.baseline or ()]
+    return refused + overwrites_baseline(baselines, [(option, getattr(args, attribute)) for option, attribute in REPORT_OPTIONS])
 
 
 def write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset[str] = frozenset()) -> bool:
@@ -247,6 +248,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     mode = "host" if args.local else "docker"  # the reports' ``mode`` property, as before --local had its name
     # No config given: the shipped default (inside the package, so an installed distval has it too).
     config_path = args.config or str(DEFAULT_CONFIG)
+    baseline = BaselineOptions.from_args(args)
 
     def warn(line: str) -> None:
         """A line said also with --quiet (a run without a reaper)."""
@@ -268,7 +270,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     try:
         if refused:
             raise BadInput("; ".join(f"{option} {reason}" for option, _, reason in refused))
-        check_remeasure(args)
+        check_remeasure(baseline)
         config = load_config(config_path)
         chosen = choose_target(args, config, engine_for, warn)
         target = chosen
@@ -287,7 +289,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         summary = summarize()
         remeasures = remeasure(
             summary,
-            args,
+            baseline,
             lambda plans: _run_scenarios(chosen.execute_again, plans, display, jobs, args.require_gpu, args.fail_on_skip),
             display.log,
         )
@@ -323,7 +325,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         summary = summarize((interrupt.kind, str(interrupt)), interrupt.exit_code)
     # Ctrl-C while the reports are written: they are written whole, then distval exits (nothing runs any more).
     with signals_deferred(raise_after=False):
-        summary = with_baseline(summary, args, remeasures)
+        summary = with_baseline(summary, baseline, remeasures)
         exit_code = summary.exit_code
         if not write_reports(summary, args, frozenset(path for _, path, _ in refused)):
             exit_code = exit_code or InternalError.exit_code  # a report is missing: never a quiet 0

@@ -16,7 +16,8 @@ against the last good one), else by name for ``distval compare`` only. Compared,
   (sub-second checks jitter by more than 50 %).
 
 ``distval run --baseline`` adds one testcase ``baseline`` per scenario (failed, naming each regressed
-figure with both numbers and the ratio); ``distval compare`` renders the same comparison as a table.
+figure with both numbers and the ratio); ``distval compare`` judges the same comparison item by item
+(distval/reports/comparison.py) and renders it as text, Markdown or JSON.
 
 A figure that regressed in the run is re-measured (``--remeasure N``, default 2): the run command runs
 that scenario again, and the figure regresses when it regressed in more than half of the 1 + N runs
@@ -28,7 +29,8 @@ A re-measure that failed or errored fails the ``baseline`` testcase: a failure i
 
 Fails closed: a matched scenario whose comparison compared nothing fails, a figure (busbw or duration)
 the baseline has and the run lacks fails (named), and when no scenario of the run matched the baseline
-at all every ``baseline`` testcase fails. A scenario the baseline lacks while others matched is skipped
+at all, or when the baseline is ``unusable`` (it has no scenario, or its run ended early; with several
+baselines, one of them), every ``baseline`` testcase fails. A scenario the baseline lacks while others matched is skipped
 with its hashes (a new scenario), which ``--fail-on-skip`` turns into a failure. Against
 several baseline reports (``combined_baseline``), each figure is compared with its median over them, so
 that a baseline run that was fast as a whole does not fail every run after it.
@@ -114,14 +116,16 @@ class Delta:
 
     def describe(self, tolerances: Tolerances) -> str:
         if self.kind == "busbw":
-            limit = f"tolerance -{tolerances.busbw:.0%}"
+            return f"busbw {self.name}: {self.old:.4g} -> {self.new:.4g} GB/s ({self.judged(tolerances)}){self._again()}"
+        return f"duration {self.name}: {self.old:.2f} -> {self.new:.2f} s ({self.judged(tolerances)}){self._again()}"
+
+    def judged(self, tolerances: Tolerances) -> str:
+        """The ratio and the tolerance it was judged by, e.g. '0.50x, tolerance -20%; best 1.2 -> 0.6 GB/s (0.50x)'."""
+        if self.kind == "busbw":
             best = self.best_ratio
             at_best = "" if best is None else f"; best {self.old_best:.4g} -> {self.new_best:.4g} GB/s ({best:.2f}x)"
-            return (
-                f"busbw {self.name}: {self.old:.4g} -> {self.new:.4g} GB/s ({self.ratio:.2f}x, {limit}{at_best}){self._again()}"
-            )
-        limit = f"tolerance +{tolerances.duration:.0%} and +{tolerances.duration_slack_s:g} s"
-        return f"duration {self.name}: {self.old:.2f} -> {self.new:.2f} s ({self.ratio:.2f}x, {limit}){self._again()}"
+            return f"{self.ratio:.2f}x, tolerance -{tolerances.busbw:.0%}{at_best}"
+        return f"{self.ratio:.2f}x, tolerance +{tolerances.duration:.0%} and +{tolerances.duration_slack_s:g} s"
 
     def _again(self) -> str:
         """What the re-measuring runs saw of this figure, e.g. '; re-measured: 0.98 GB/s (1.02x)'."""
@@ -147,13 +151,6 @@ class ScenarioComparison:
     new: Mapping[str, Any] | None
     deltas: tuple[Delta, ...] = ()
 
-    @property
-    def regressions(self) -> tuple[Delta, ...]:
-        return tuple(d for d in self.deltas if d.regressed)
-
-    def iterations(self, side: Mapping[str, Any] | None) -> str:
-        return iterations_of(side)
-
 
 @dataclass(frozen=True)
 class Comparison:
@@ -164,56 +161,19 @@ class Comparison:
     tolerances: Tolerances
     scenarios: tuple[ScenarioComparison, ...]
 
-    @property
-    def regressed(self) -> bool:
-        """A figure regressed past the tolerance, or any of ``problems``: what makes ``distval compare`` exit 1."""
-        return any(s.regressions for s in self.scenarios) or bool(self.problems)
 
-    @property
-    def problems(self) -> tuple[str, ...]:
-        """What fails the comparison besides a figure past the tolerance, one line each: a side with no scenario
-        or that ended early (nothing to compare), a scenario that vanished, a verdict that got worse (a
-        testcase or a scenario that passed and now did not, or a check that ran and is gone), a figure the
-        old report has and the new lacks."""
-        found = [f"{label} {why}" for label, side in (("OLD", self.old), ("NEW", self.new)) for why in _empty_side(side)]
-        for scenario in self.scenarios:
-            if scenario.new is None and scenario.old is not None:
-                found.append(f"scenario {scenario.name} vanished: it is in OLD ({scenario.old.get('status')}) and not in NEW")
-            if scenario.old is None or scenario.new is None:
-                continue
-            before, after = str(scenario.old.get("status")), str(scenario.new.get("status"))
-            if _rank(after) > _rank(before):
-                found.append(f"scenario {scenario.name}: {before} -> {after}")
-            old_cases, new_cases = _case_cells(scenario.old), _case_cells(scenario.new)
-            for name, (status, _) in old_cases.items():
-                now = new_cases.get(name)
-                if now is None and status == PASSED:
-                    found.append(f"scenario {scenario.name}: testcase {name} passed in OLD and is gone from NEW")
-                elif now is not None and _rank(now[0]) > _rank(status):
-                    found.append(f"scenario {scenario.name}: testcase {name} {status} -> {now[0]}")
-            gone = [name for name in missing(scenario.old, scenario.new) if name.startswith("busbw ")]
-            if gone:
-                found.append(f"scenario {scenario.name}: figure(s) in OLD and not in NEW: {', '.join(gone)}")
-        return tuple(found)
-
-
-# How good a verdict is: a change to a higher rank is a regression. An unknown status ranks with failures.
-_RANKS = {PASSED: 0, SKIPPED: 1, FAILED: 2, ERROR: 2}
-
-
-def _rank(status: str) -> int:
-    return _RANKS.get(status, 2)
-
-
-def _empty_side(report: Mapping[str, Any]) -> list[str]:
-    """Why one side of a comparison cannot be compared with: no scenario, or its run ended early."""
+def unusable(report: Mapping[str, Any], label: str) -> list[str]:
+    """Why a report cannot be compared with, one line each (none: it can): it has no scenario, or its run ended
+    early (what it has is part of a run at best). ``distval compare`` fails on either side's, ``--baseline``
+    fails every ``baseline`` testcase on the baseline's: a comparison of nothing is not a pass."""
     why = []
+    run = f"{label} (run {report.get('run_id')})"
     if not [s for s in report.get("scenarios", []) if isinstance(s, dict)]:
-        why.append(f"(run {report.get('run_id')}) has no scenario: nothing to compare")
+        why.append(f"{run} has no scenario: nothing to compare")
     early = report.get("early_error")
     if early is not None:
         kind, message = (early.get("kind"), early.get("message")) if isinstance(early, dict) else ("?", early)
-        why.append(f"(run {report.get('run_id')}) ended early: {kind}: {message}")
+        why.append(f"{run} ended early: {kind}: {message}")
     return why
 
 
@@ -267,7 +227,17 @@ def combined_baseline(reports: Sequence[tuple[str, Mapping[str, Any]]]) -> tuple
                 groups.setdefault(key, []).append(scenario)
     label = "the median of " + ", ".join(path for path, _ in reports)
     run_ids = "/".join(str(report.get("run_id", "?")) for _, report in reports)
-    return label, {"schema_version": 1, "run_id": run_ids, "scenarios": [_median_scenario(g) for g in groups.values()]}
+    combined: dict[str, Any] = {
+        "schema_version": 1,
+        "run_id": run_ids,
+        "scenarios": [_median_scenario(g) for g in groups.values()],
+    }
+    # One empty or cut-short report among several would silently leave the median to the others: it fails the
+    # baseline as it would alone (apply_baseline reads this as the baseline's early end).
+    problems = [why for path, report in reports for why in unusable(report, path)]
+    if problems:
+        combined["early_error"] = {"kind": "baseline", "message": "; ".join(problems)}
+    return label, combined
 
 
 def _median_scenario(entries: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -326,7 +296,7 @@ def match(
 
 
 @dataclass(frozen=True)
-class _Busbw:
+class BusbwFigure:
     label: str
     median: float  # GB/s
     best: float | None  # GB/s; None in reports older than best figures
@@ -338,12 +308,12 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def _busbw(scenario: Mapping[str, Any]) -> dict[tuple[str, int], _Busbw]:
+def busbw_figures(scenario: Mapping[str, Any]) -> dict[tuple[str, int], BusbwFigure]:
     """(operation, size) -> the figure's busbw and call times."""
-    found: dict[tuple[str, int], _Busbw] = {}
+    found: dict[tuple[str, int], BusbwFigure] = {}
     for figure in scenario.get("bandwidth") or []:
         try:
-            found[(str(figure["operation"]), int(figure["size"]))] = _Busbw(
+            found[(str(figure["operation"]), int(figure["size"]))] = BusbwFigure(
                 str(figure["label"]),
                 float(figure["busbw_gbps"]),
                 _number(figure.get("best_busbw_gbps")),
@@ -374,7 +344,7 @@ def _durations(scenario: Mapping[str, Any]) -> dict[str, float]:
 def deltas(old: Mapping[str, Any], new: Mapping[str, Any], tolerances: Tolerances) -> tuple[Delta, ...]:
     """Every busbw figure and testcase duration both scenarios have, each judged against the tolerances."""
     result: list[Delta] = []
-    old_bw, new_bw = _busbw(old), _busbw(new)
+    old_bw, new_bw = busbw_figures(old), busbw_figures(new)
     floor = 1 - tolerances.busbw
     slack = tolerances.busbw_slack_us
     for key in sorted(set(old_bw) & set(new_bw), key=lambda k: list(new_bw).index(k)):
@@ -460,7 +430,7 @@ def undecided(found: Sequence[Delta], remeasures: Sequence[Sequence[Delta]], run
 def missing(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     """The figures ``old`` has and ``new`` lacks: busbw figures ('busbw all_reduce 1MiB') and the durations
     of testcases that ran in ``old`` and did not run in ``new`` ('duration collectives.all_reduce')."""
-    old_bw, new_bw = _busbw(old), _busbw(new)
+    old_bw, new_bw = busbw_figures(old), busbw_figures(new)
     gone = [f"busbw {key[0]} {figure.label}" for key, figure in old_bw.items() if key not in new_bw]
     new_d = _durations(new)
     return gone + [f"duration {name}" for name in _durations(old) if name not in new_d]
@@ -610,8 +580,9 @@ def apply_baseline(
         baseline_case(entry, baseline, tolerances, path, scenario_entries(summary, (remeasures or {}).get(index, ())))
         for index, entry in enumerate(entries)
     ]
-    if cases and all(case.details.get("matched_by") is None for case in cases):
-        cases = [_nothing_matched(case, baseline, path) for case in cases]
+    reasons = unusable(baseline, path)
+    if cases and (reasons or all(case.details.get("matched_by") is None for case in cases)):
+        cases = [_not_compared(case, baseline, path, reasons) for case in cases]
     elif fail_on_skip:
         cases = [
             dataclasses.replace(case, status=FAILED, message=f"expected no skip (--fail-on-skip); skipped: {case.message}")
@@ -625,13 +596,12 @@ def apply_baseline(
     return dataclasses.replace(summary, scenarios=scenarios)
 
 
-def _nothing_matched(case: CaseResult, baseline: Mapping[str, Any], path: str) -> CaseResult:
-    """The ``baseline`` testcase of a run none of whose scenarios the baseline has: failed, saying why."""
+def _not_compared(case: CaseResult, baseline: Mapping[str, Any], path: str, reasons: Sequence[str]) -> CaseResult:
+    """The ``baseline`` testcase of a run that the baseline cannot vouch for: failed, saying why. Either the
+    baseline is unusable (``reasons``: no scenario, or its run ended early, so it is no last-known-good), or none
+    of its scenarios matched one of the run's (a wrong file)."""
     count = len([s for s in baseline.get("scenarios", []) if isinstance(s, dict)])
-    early = baseline.get("early_error")
-    why = (f"{path} has no scenario" if not count else f"none of its {count} scenario(s) matched a scenario of this run") + (
-        f" (its run ended early: {early.get('kind')}: {early.get('message')})" if isinstance(early, dict) else ""
-    )
+    why = "; ".join(reasons) or f"none of its {count} scenario(s) matched a scenario of this run"
     return dataclasses.replace(
         case, status=FAILED, message=f"expected this run to be compared with {path}; {why}: {case.message}"
     )
@@ -646,88 +616,3 @@ def scenario_entries(summary: RunSummary, results: Sequence[ScenarioResult]) -> 
 
 def _as_data(delta: Delta) -> dict[str, Any]:
     return {**dataclasses.asdict(delta), "ratio": round(delta.ratio, 4) if math.isfinite(delta.ratio) else None}
-
-
-@dataclass(frozen=True)
-class Row:
-    """One line of the side-by-side table: a testcase (status and duration) or a busbw figure."""
-
-    section: str  # "check" or "bandwidth"
-    name: str
-    old: str
-    new: str
-    ratio: str
-    change: str  # "" when nothing changed that matters
-
-
-def _case_cells(scenario: Mapping[str, Any] | None) -> dict[str, tuple[str, float]]:
-    cells: dict[str, tuple[str, float]] = {}
-    for case in (scenario or {}).get("cases") or []:
-        if isinstance(case, dict) and "name" in case:
-            cells[str(case["name"])] = (str(case.get("status")), float(case.get("duration_s") or 0.0))
-    return cells
-
-
-def _ratio(delta: Delta | None) -> str:
-    return "" if delta is None or not math.isfinite(delta.ratio) else f"{delta.ratio:.2f}x"
-
-
-def rows(comparison: ScenarioComparison) -> list[Row]:
-    """The testcases (verdict and duration) and the busbw figures of both sides, with what changed."""
-    by_name = {(d.kind, d.name): d for d in comparison.deltas}
-    old_cases, new_cases = _case_cells(comparison.old), _case_cells(comparison.new)
-    found: list[Row] = []
-    for name in [*new_cases, *(n for n in old_cases if n not in new_cases)]:
-        before, after = old_cases.get(name), new_cases.get(name)
-        delta = by_name.get(("duration", name))
-        change = ""
-        if before is None or after is None:
-            change = "new" if before is None else "gone"
-        elif before[0] != after[0]:
-            change = f"{before[0]} -> {after[0]}"
-        if delta is not None and delta.regressed:
-            change = ", ".join(filter(None, [change, "slower past tolerance"]))
-        found.append(
-            Row(
-                "check",
-                name,
-                f"{before[0]} {before[1]:.2f} s" if before else "-",
-                f"{after[0]} {after[1]:.2f} s" if after else "-",
-                _ratio(delta),
-                change,
-            )
-        )
-    old_bw, new_bw = _busbw(comparison.old or {}), _busbw(comparison.new or {})
-    for key in [*new_bw, *(k for k in old_bw if k not in new_bw)]:
-        label = (new_bw.get(key) or old_bw[key]).label
-        name = f"{key[0]} {label}"
-        delta = by_name.get(("busbw", name))
-        change = "new" if key not in old_bw else "gone" if key not in new_bw else ""
-        if delta is not None and delta.regressed:
-            change = "busbw dropped past tolerance"
-        elif delta is not None and delta.within_noise:
-            change = f"median past tolerance, {delta.noise_why}: noise"
-        found.append(
-            Row(
-                "bandwidth",
-                name,
-                f"{old_bw[key].median:.4g} GB/s" if key in old_bw else "-",
-                f"{new_bw[key].median:.4g} GB/s" if key in new_bw else "-",
-                _ratio(delta),
-                change,
-            )
-        )
-    return found
-
-
-def facts(side: Mapping[str, Any] | None) -> dict[str, str]:
-    """Image, torch and verdict of one side of a scenario comparison."""
-    if side is None:
-        return {"image": "-", "torch": "-", "status": "-", "duration": "-"}
-    properties = side.get("properties") if isinstance(side.get("properties"), dict) else {}
-    return {
-        "image": str(side.get("image")),
-        "torch": str((properties or {}).get("torch_version", "unknown")),
-        "status": str(side.get("status")),
-        "duration": f"{float(side.get('duration_s') or 0.0):.1f} s",
-    }

@@ -1,5 +1,7 @@
-"""A ``baseline.Comparison`` -> Markdown (``distval compare --markdown``): the side-by-side tables and a
-busbw chart per operation with one line per run (image)."""
+"""A ``comparison.Judgement`` -> Markdown (``distval compare --markdown``): the regressions first, then why nothing
+was compared (if so) and the improvements; per scenario the side-by-side tables of what changed (the unchanged
+rows one count line unless ``show_all``) and a busbw chart per operation with one line per run (image). Everything
+the reports say is escaped (distval/escape.py markdown_cell)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,20 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from distval.errors import EXIT_PASSED
 from distval.escape import markdown_cell as _cell
-from distval.reports.baseline import Comparison, facts, rows
+from distval.reports.comparison import (
+    IMPROVEMENT,
+    REGRESSION,
+    SCENARIO,
+    UNCHANGED,
+    Judgement,
+    cell,
+    counts,
+    line,
+    ratio_cell,
+    unchanged_count,
+)
 from distval.reports.files import write_atomically
 from distval.reports.mermaid import Series, chart_section
 from distval.results.bandwidth import Figure, figures_from_details
@@ -25,59 +39,78 @@ def _series(label: str, scenario: Mapping[str, Any] | None) -> Series | None:
     return Series(label, tuple(figures)) if figures else None
 
 
-def render_comparison_markdown(comparison: Comparison) -> str:
+def render_comparison_markdown(judgement: Judgement, show_all: bool = False) -> str:
+    comparison = judgement.comparison
     t = comparison.tolerances
-    verdict = "❌ regressed" if comparison.regressed else "✅ no regression"
+    verdict = judgement.verdict
+    mark = "✅" if verdict.exit_code == EXIT_PASSED else "❌"
+    regressions, improvements = judgement.having(REGRESSION), judgement.having(IMPROVEMENT)
     lines = [
-        f"## distval compare: {verdict}",
+        f"## distval compare: {mark} {verdict.name} (exit code {judgement.exit_code})",
         "",
         f"Old {_cell(comparison.old_path)} (run {_cell(str(comparison.old.get('run_id')))}), new {_cell(comparison.new_path)} "
         f"(run {_cell(str(comparison.new.get('run_id')))}). "
         f"Tolerance: busbw -{t.busbw:.0%} and the call +{t.busbw_slack_us:g} us; "
         f"durations +{t.duration:.0%} and "
         f"+{t.duration_slack_s:g} s (process_group and exit_status not compared). "
-        "busbw is the slowest rank's median of the stated iterations.",
+        "busbw is the slowest rank's median of the stated iterations. " + counts(judgement) + ".",
+        "",
+        f"### Regressions ({len(regressions)})" if regressions else "### Regressions: none",
         "",
     ]
-    for scenario in comparison.scenarios:
-        old, new = facts(scenario.old), facts(scenario.new)
-        matched = f"matched by {scenario.matched_by}" if scenario.matched_by else "only in one report"
+    if regressions:
+        lines += [*(f"- {_cell(line(item))}" for item in regressions), ""]
+    if judgement.nothing_compared:
+        lines += ["### Nothing compared (each fails the comparison)", ""]
+        lines += [*(f"- {_cell(why)}" for why in judgement.nothing_compared), ""]
+    if improvements:
+        lines += [f"### Improvements ({len(improvements)})", "", *(f"- {_cell(line(item))}" for item in improvements), ""]
+    for scenario in judgement.scenarios:
+        found = scenario.comparison
+        old, new = scenario.items[0].old or {}, scenario.items[0].new or {}  # the SCENARIO item comes first
+        matched = f"matched by {found.matched_by}" if found.matched_by else "only in one report"
         lines += [
-            f"### {_cell(scenario.name)} ({matched})",
+            f"### {_cell(found.name)} ({matched})",
             "",
             "| | old | new |",
             "|---|---|---|",
-            *(f"| {key} | {_cell(old[key])} | {_cell(new[key])} |" for key in ("image", "torch", "status", "duration")),
-            f"| bandwidth iterations | {_cell(scenario.iterations(scenario.old))} | {_cell(scenario.iterations(scenario.new))} |",
+            *(
+                f"| {key} | {_cell(str(old.get(key, '-')))} | {_cell(str(new.get(key, '-')))} |"
+                for key in ("image", "torch", "status")
+            ),
+            f"| duration | {_seconds(old)} | {_seconds(new)} |",
+            f"| bandwidth iterations | {_cell(str(old.get('iterations', '-')))} | {_cell(str(new.get('iterations', '-')))} |",
             "",
         ]
-        body = rows(scenario)
-        if body:
-            lines += ["| testcase / figure | old | new | new/old | changed |", "|---|---:|---:|---:|---|"]
+        shown = [i for i in scenario.items if i.kind != SCENARIO and (show_all or i.status != UNCHANGED)]
+        if shown:
+            lines += ["| testcase / figure | old | new | new/old | status | why |", "|---|---:|---:|---:|---|---|"]
             lines += [
-                f"| {_cell(r.name)} | {_cell(r.old)} | {_cell(r.new)} | {_cell(r.ratio)} | "
-                f"{'**' + _cell(r.change) + '**' if r.change else ''} |"
-                for r in body
+                f"| {_cell(i.name)} | {_cell(cell(i, i.old))} | {_cell(cell(i, i.new))} | {_cell(ratio_cell(i))} | "
+                + (f"**{i.status}**" if i.status == REGRESSION else i.status)
+                + f" | {_cell(i.why)} |"
+                for i in shown
             ]
             lines.append("")
+        if not show_all and any(i.status == UNCHANGED and i.kind != SCENARIO for i in scenario.items):
+            lines += [f"{unchanged_count(scenario.items)}.", ""]
         series = [
             s
             for s in (
-                _series(f"old: {old['image']}", scenario.old),
-                _series(f"new: {new['image']}", scenario.new),
+                _series(f"old: {old.get('image', '-')}", found.old),
+                _series(f"new: {new.get('image', '-')}", found.new),
             )
             if s is not None
         ]
         operations = list(dict.fromkeys(f.operation for s in series for f in s.figures))
         lines += chart_section(operations, series)
-    regressions = [(s.name, d) for s in comparison.scenarios for d in s.regressions]
-    if regressions or comparison.problems:
-        lines += ["### Regressions", ""]
-        lines += [f"- {_cell(name)}: {_cell(delta.describe(t))}" for name, delta in regressions]
-        lines += [f"- {_cell(problem)}" for problem in comparison.problems]
-        lines.append("")
     return "\n".join(lines)
 
 
-def write_comparison_markdown(comparison: Comparison, path: str | Path) -> None:
-    write_atomically(path, render_comparison_markdown(comparison))
+def write_comparison_markdown(judgement: Judgement, path: str | Path, show_all: bool = False) -> None:
+    write_atomically(path, render_comparison_markdown(judgement, show_all))
+
+
+def _seconds(side: Mapping[str, Any]) -> str:
+    value = side.get("duration_s")
+    return "-" if value is None else f"{value:.1f} s"

@@ -1,12 +1,26 @@
-"""A ``baseline.Comparison`` -> the side-by-side table ``distval compare`` prints: per scenario the image,
-torch and verdict of both runs, every testcase's verdict and duration, every busbw figure, and what changed."""
+"""A ``comparison.Judgement`` -> what ``distval compare`` prints: the regressions first (every one, each on one line
+with old -> new and why), then why nothing was compared (if so), the improvements, and per scenario the image,
+torch and verdict of both runs and the testcases and busbw figures that changed; the unchanged ones are one count
+line unless ``show_all`` (``--all``) lists them. Everything the reports say is terminal text (distval/escape.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from distval.escape import terminal_line
-from distval.reports.baseline import Comparison, facts, rows
+from distval.reports.comparison import (
+    IMPROVEMENT,
+    REGRESSION,
+    SCENARIO,
+    UNCHANGED,
+    Judgement,
+    cell,
+    counts,
+    line,
+    ratio_cell,
+    unchanged_count,
+)
 
 
 def _safe(cells: tuple[str, ...]) -> tuple[str, ...]:
@@ -19,44 +33,55 @@ def _table(header: tuple[str, ...], body: Sequence[tuple[str, ...]]) -> list[str
     header, body = _safe(header), [_safe(r) for r in body]
     widths = [max(len(header[i]), *(len(r[i]) for r in body)) for i in range(len(header))]
 
-    def line(cells: tuple[str, ...]) -> str:
+    def row(cells: tuple[str, ...]) -> str:
         return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
 
-    return [line(header), line(tuple("-" * w for w in widths)), *(line(r) for r in body)]
+    return [row(header), row(tuple("-" * w for w in widths)), *(row(r) for r in body)]
 
 
-def render_comparison_text(comparison: Comparison) -> str:
+def render_comparison_text(judgement: Judgement, show_all: bool = False) -> str:
+    comparison = judgement.comparison
     t = comparison.tolerances
+    regressions, improvements = judgement.having(REGRESSION), judgement.having(IMPROVEMENT)
     lines = [
         terminal_line(f"old: {comparison.old_path} (run {comparison.old.get('run_id')})"),
         terminal_line(f"new: {comparison.new_path} (run {comparison.new.get('run_id')})"),
         f"tolerance: busbw -{t.busbw:.0%} and the call +{t.busbw_slack_us:g} us; "
         f"durations +{t.duration:.0%} and +{t.duration_slack_s:g} s "
         "(process_group and exit_status not compared)",
+        "",
+        f"Regressions ({len(regressions)}):" if regressions else "Regressions: none",
+        *("  " + terminal_line(line(item)) for item in regressions),
     ]
-    for scenario in comparison.scenarios:
-        old, new = facts(scenario.old), facts(scenario.new)
-        matched = f"matched by {scenario.matched_by}" if scenario.matched_by else "only in one report"
-        lines += ["", terminal_line(f"== {scenario.name} ({matched})")]
+    if judgement.nothing_compared:
+        lines += ["", f"Nothing compared ({len(judgement.nothing_compared)}, each fails the comparison):"]
+        lines += ["  " + terminal_line(why) for why in judgement.nothing_compared]
+    if improvements:
+        lines += ["", f"Improvements ({len(improvements)}):", *("  " + terminal_line(line(item)) for item in improvements)]
+    for scenario in judgement.scenarios:
+        found = scenario.comparison
+        old, new = scenario.items[0].old, scenario.items[0].new  # the SCENARIO item comes first
+        matched = f"matched by {found.matched_by}" if found.matched_by else "only in one report"
+        lines += ["", terminal_line(f"== {found.name} ({matched})")]
         lines += _table(
             ("", "old", "new"),
-            [(key, old[key], new[key]) for key in ("image", "torch", "status", "duration")]
-            + [("bandwidth iterations", scenario.iterations(scenario.old), scenario.iterations(scenario.new))],
+            [(key, str((old or {}).get(key, "-")), str((new or {}).get(key, "-"))) for key in ("image", "torch", "status")]
+            + [("duration", _seconds(old), _seconds(new))]
+            + [("bandwidth iterations", str((old or {}).get("iterations", "-")), str((new or {}).get("iterations", "-")))],
         )
-        body = [(r.name, r.old, r.new, r.ratio, r.change) for r in rows(scenario)]
-        if body:
+        shown = [i for i in scenario.items if i.kind != SCENARIO and (show_all or i.status != UNCHANGED)]
+        if shown:
             lines.append("")
-            lines += _table(("testcase / figure", "old", "new", "new/old", "changed"), body)
-    regressions = [(s.name, d) for s in comparison.scenarios for d in s.regressions]
-    lines.append("")
-    if regressions:
-        lines.append(f"{len(regressions)} figure(s) regressed past the tolerance:")
-        lines += [terminal_line(f"  {name}: {delta.describe(t)}") for name, delta in regressions]
-    else:
-        lines.append("no figure regressed past the tolerance")
-    problems = comparison.problems
-    if problems:
-        lines.append(f"{len(problems)} other regression(s) (each fails the comparison):")
-        lines += ["  " + terminal_line(problem) for problem in problems]
-    lines.append("verdict: " + ("regressed (exit code 1)" if comparison.regressed else "no regression (exit code 0)"))
+            lines += _table(
+                ("testcase / figure", "old", "new", "new/old", "status", "why"),
+                [(i.name, cell(i, i.old), cell(i, i.new), ratio_cell(i), i.status, i.why) for i in shown],
+            )
+        if not show_all and any(i.status == UNCHANGED and i.kind != SCENARIO for i in scenario.items):
+            lines.append(f"{unchanged_count(scenario.items)}: --all lists them")
+    lines += ["", counts(judgement), f"verdict: {judgement.verdict.name} (exit code {judgement.exit_code})"]
     return "\n".join(lines) + "\n"
+
+
+def _seconds(side: Mapping[str, Any] | None) -> str:
+    value = (side or {}).get("duration_s")
+    return "-" if value is None else f"{value:.1f} s"

@@ -1,10 +1,11 @@
-"""Baselines and ``distval compare`` fail closed: a comparison of nothing, a missing figure, a failed
-re-measure, a worse verdict, a vanished scenario and an empty side are failures, never a pass; a report
-path that is the baseline is refused; what the reports say is escaped where it is shown."""
+"""``distval run --baseline`` fails closed: a comparison of nothing, a missing figure, a failed re-measure, a check
+that passed in the baseline and did not in the run, and a baseline that is empty or ended early (alone or among
+several) are failures, never a pass; a report path that is the baseline is refused. ``distval compare``:
+tests/reports/test_compare.py."""
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -12,15 +13,13 @@ from typing import Any
 
 import pytest
 
-from distval.cli.baseline import remeasure, with_baseline
+from distval.cli.baseline import BaselineOptions, remeasure, with_baseline
 from distval.cli.main import build_parser, main
 from distval.cli.run import command_run
 from distval.config import parse_config
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_PASSED
 from distval.plan.model import ScenarioPlan
-from distval.reports.baseline import BASELINE_CASE, Tolerances, apply_baseline, baseline_case, compare_reports
-from distval.reports.comparison_markdown import render_comparison_markdown
-from distval.reports.comparison_text import render_comparison_text
+from distval.reports.baseline import BASELINE_CASE, Tolerances, apply_baseline, baseline_case
 from distval.reports.json_report import json_report
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
@@ -131,18 +130,16 @@ def test_remeasuring_stops_at_a_failed_remeasure_and_the_failure_fails_the_run()
     bw, other = plans()
     good = json_report(RunSummary("good", (result(bw, 1.0), result(other, 1.0))))
     first = RunSummary("run2", (result(bw, 0.1), result(other, 1.0)))
-    args = argparse.Namespace(
-        baseline=[("GOOD.json", good)], remeasure=2, busbw_tolerance=0.2, duration_tolerance=0.5, busbw_slack_us=0.0
-    )
+    options = BaselineOptions(((("GOOD.json", good),)), 2, Tolerances(busbw_slack_us=0.0), fail_on_skip=False)
     asked: list[list[str]] = []
 
     def run_again(again: tuple[ScenarioPlan, ...]) -> list[ScenarioResult]:
         asked.append([p.scenario.name for p in again])
         return [result(p, 1.0, failed=True) for p in again]  # recovered figures, but a check failed
 
-    found = remeasure(first, args, run_again, lambda line: None)
+    found = remeasure(first, options, run_again, lambda line: None)
     assert asked == [["bw"]]  # no second re-measure after a failed one
-    summary = with_baseline(first, argparse.Namespace(**vars(args), fail_on_skip=False), found)
+    summary = with_baseline(first, options, found)
     assert summary.scenarios[0].cases[-1].status == FAILED, summary.scenarios[0].cases[-1].message
     assert "re-measure 1 failed (env failed: rank 1 died)" in summary.scenarios[0].cases[-1].message
     assert summary.exit_code == EXIT_CHECKS_FAILED
@@ -152,7 +149,7 @@ def test_a_baseline_that_matches_no_scenario_fails_every_baseline_testcase() -> 
     bw, other = plans()
     run = RunSummary("run2", (result(bw, 1.0), result(other, 1.0)))
     for baseline, why in (
-        (report("old"), "GOOD.json has no scenario"),
+        (report("old"), "GOOD.json (run old) has no scenario"),
         (
             report("old", early_error={"kind": "environment", "message": "Docker unreachable"}),
             "ended early: environment: Docker unreachable",
@@ -170,102 +167,58 @@ def test_fail_on_skip_fails_the_skip_of_a_scenario_the_baseline_lacks() -> None:
     bw, other = plans()
     good = json_report(RunSummary("good", (result(bw, 1.0),)))  # has "bw", lacks "other"
     run = RunSummary("run2", (result(bw, 1.0), result(other, 1.0)))
-    args = argparse.Namespace(baseline=[("GOOD.json", good)], busbw_tolerance=0.2, duration_tolerance=0.5, busbw_slack_us=100.0)
-    lenient = with_baseline(run, argparse.Namespace(**vars(args), fail_on_skip=False))
+    options = BaselineOptions(((("GOOD.json", good),)), None, Tolerances(), fail_on_skip=False)
+    lenient = with_baseline(run, options)
     assert lenient.scenarios[1].cases[-1].status == SKIPPED and lenient.exit_code == EXIT_PASSED
-    strict = with_baseline(run, argparse.Namespace(**vars(args), fail_on_skip=True))
+    strict = with_baseline(run, dataclasses.replace(options, fail_on_skip=True))
     skipped = strict.scenarios[1].cases[-1]
     assert skipped.status == FAILED and skipped.message.startswith("expected no skip (--fail-on-skip); skipped: no scenario of")
     assert strict.exit_code == EXIT_CHECKS_FAILED
 
 
-# --- distval compare ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("now", [FAILED, ERROR, SKIPPED, "gone"])
+def test_a_check_that_passed_in_the_baseline_and_not_in_the_run_fails_the_run(now: str) -> None:
+    bw, other = plans()
+    good = json_report(RunSummary("good", (result(bw, 1.0), result(other, 1.0))))
+    run = RunSummary("run2", (result(bw, 1.0), result(other, 1.0)))
+    assert apply_baseline(run, good, Tolerances(), "GOOD.json").exit_code == EXIT_PASSED  # the guard can pass
+    first = run.scenarios[0]
+    if now == "gone":
+        cases = tuple(c for c in first.cases if c.name != "env")
+    else:
+        cases = tuple(dataclasses.replace(c, status=now) if c.name == "env" else c for c in first.cases)
+    worse = dataclasses.replace(run, scenarios=(dataclasses.replace(first, cases=cases), run.scenarios[1]))
+    summary = apply_baseline(worse, good, Tolerances(), "GOOD.json")
+    assert summary.exit_code == EXIT_CHECKS_FAILED, [(c.name, c.status, c.message) for c in summary.scenarios[0].cases]
+    if now in (SKIPPED, "gone"):  # no failed check of its own: the baseline testcase says what is missing
+        verdict = summary.scenarios[0].cases[-1]
+        assert verdict.status == FAILED and "missing: duration env" in verdict.message, verdict.message
 
 
-def compare(tmp_path: Path, old: dict[str, Any], new: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    (tmp_path / "old.json").write_text(json.dumps(old))
-    (tmp_path / "new.json").write_text(json.dumps(new))
-    code = main(["compare", str(tmp_path / "old.json"), str(tmp_path / "new.json"), "--markdown", str(tmp_path / "cmp.md")])
-    return code, capsys.readouterr().out, (tmp_path / "cmp.md").read_text()
+def test_a_baseline_whose_run_ended_early_fails_even_where_its_scenarios_matched() -> None:
+    bw, other = plans()
+    run = RunSummary("run2", (result(bw, 1.0), result(other, 1.0)))
+    good = json_report(RunSummary("good", (result(bw, 1.0), result(other, 1.0))))
+    assert apply_baseline(run, good, Tolerances(), "GOOD.json").exit_code == EXIT_PASSED  # the guard can pass
+    cut = {**good, "early_error": {"kind": "interrupted", "message": "interrupted by signal 15"}}
+    summary = apply_baseline(run, cut, Tolerances(), "GOOD.json")
+    assert [s.cases[-1].status for s in summary.scenarios] == [FAILED, FAILED]
+    assert "GOOD.json (run good) ended early: interrupted: interrupted by signal 15" in summary.scenarios[0].cases[-1].message
+    assert summary.exit_code == EXIT_CHECKS_FAILED
 
 
-def test_compare_fails_when_a_check_went_from_passed_to_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    old = report("old", entry(TWO_FIGURES, [case("env"), case("collectives.all_reduce")]))
-    new = report("new", entry(TWO_FIGURES, [case("env"), case("collectives.all_reduce", FAILED)], status=FAILED))
-    code, text, markdown = compare(tmp_path, old, new, capsys)
-    assert code == EXIT_CHECKS_FAILED
-    assert (
-        "scenario bw: passed -> failed" in text
-        and "scenario bw: testcase collectives.all\\_reduce passed -&gt; failed" in markdown
-    )
-    assert "verdict: regressed (exit code 1)" in text and "❌ regressed" in markdown
-    # A check that ran and is gone (skipped checks are not compared): a worse verdict too.
-    gone = report("new", entry(TWO_FIGURES, [case("env")]))
-    code, text, _ = compare(tmp_path, old, gone, capsys)
-    assert code == EXIT_CHECKS_FAILED and "testcase collectives.all_reduce passed in OLD and is gone from NEW" in text
-    skipped = report("new", entry(TWO_FIGURES, [case("env"), case("collectives.all_reduce", SKIPPED)]))
-    code, text, _ = compare(tmp_path, old, skipped, capsys)
-    assert code == EXIT_CHECKS_FAILED and "testcase collectives.all_reduce passed -> skipped" in text
-    # The other way round (failed -> passed) is no regression.
-    code, text, _ = compare(tmp_path, new, old, capsys)
-    assert code == EXIT_PASSED, text
-
-
-def test_compare_fails_when_a_scenario_or_a_figure_vanished(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    old = report("old", entry(TWO_FIGURES, [case("env")]), entry(TWO_FIGURES, [case("env")], name="other"))
-    new = report("new", entry(TWO_FIGURES, [case("env")]))
-    code, text, markdown = compare(tmp_path, old, new, capsys)
-    assert code == EXIT_CHECKS_FAILED
-    assert "scenario other vanished: it is in OLD (passed) and not in NEW" in text and "scenario other vanished" in markdown
-    fewer = report("new", entry(TWO_FIGURES[:1], [case("env")]), entry(TWO_FIGURES, [case("env")], name="other"))
-    code, text, _ = compare(tmp_path, old, fewer, capsys)
-    assert code == EXIT_CHECKS_FAILED and "scenario bw: figure(s) in OLD and not in NEW: busbw all_reduce 1MiB" in text
-    # A scenario only in NEW is new: no regression.
-    code, text, _ = compare(tmp_path, new, old, capsys)
-    assert code == EXIT_PASSED, text
-
-
-@pytest.mark.parametrize("side", ["old", "new"])
-def test_compare_fails_when_a_side_is_empty_or_ended_early(side: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    good = report("good", entry(TWO_FIGURES, [case("env")]))
-    empty = report("empty", early_error={"kind": "environment", "message": "cannot reach the Docker Engine"})
-    old, new = (empty, good) if side == "old" else (good, empty)
-    code, text, markdown = compare(tmp_path, old, new, capsys)
-    assert code == EXIT_CHECKS_FAILED
-    label = side.upper()
-    assert f"{label} (run empty) has no scenario: nothing to compare" in text
-    assert f"{label} (run empty) ended early: environment: cannot reach the Docker Engine" in text
-    assert "has no scenario: nothing to compare" in markdown
-    # Both empty: not "no figure regressed" and exit 0.
-    code, text, _ = compare(tmp_path, empty, empty, capsys)
-    assert code == EXIT_CHECKS_FAILED and "verdict: regressed" in text
-
-
-def test_compare_markdown_escapes_what_the_reports_say() -> None:
-    hostile = "<img src=x onerror=alert(1)>|`x`"
-    old = report("old`run|<b>", entry(TWO_FIGURES, [case("env")], image="good|<img src=a>"))
-    new = report(
-        "new",
-        entry(
-            TWO_FIGURES, [case("env", status=hostile), case(f"check{hostile}")], image="bad*image*_x_", status=f"failed{hostile}"
-        ),
-    )
-    markdown = render_comparison_markdown(compare_reports(old, new, Tolerances(), "old.json", "new.json"))
-    assert "<img" not in markdown and "<b>" not in markdown
-    assert "&lt;img src=x onerror=alert(1)&gt;\\|\\`x\\`" in markdown
-    assert "old\\`run\\|&lt;b&gt;" in markdown  # the run id
-    assert "bad\\*image\\*\\_x\\_" in markdown and "good\\|&lt;img src=a&gt;" in markdown  # image names
-    for line in markdown.splitlines():
-        if line.startswith("| ") and "check" in line:
-            assert line.count("|") - line.count("\\|") == 6, line  # five cells: no cell broken by a "|"
-
-
-def test_compare_text_keeps_escape_sequences_from_the_terminal() -> None:
-    old = report("old\x1b]0;owned\x07", entry(TWO_FIGURES, [case("env")], image="img\x1b[2J"))
-    new = report("new", entry(TWO_FIGURES, [case("env\x1b[31m", FAILED)], status=FAILED))
-    text = render_comparison_text(compare_reports(old, new, Tolerances()))
-    assert "\x1b" not in text and "\x07" not in text
-    assert "img[2J" in text
+@pytest.mark.parametrize("bad", ["empty", "ended early"])
+def test_one_unusable_report_among_several_baselines_fails_the_run(bad: str) -> None:
+    bw, other = plans()
+    run = RunSummary("run2", (result(bw, 1.0), result(other, 1.0)))
+    good = json_report(RunSummary("good", (result(bw, 1.0), result(other, 1.0))))
+    unusable = report("b") if bad == "empty" else {**good, "run_id": "b", "early_error": {"kind": "environment", "message": "x"}}
+    options = BaselineOptions((("a.json", good), ("a2.json", good)), None, Tolerances(), fail_on_skip=False)
+    assert with_baseline(run, options).exit_code == EXIT_PASSED  # the guard can pass
+    summary = with_baseline(run, dataclasses.replace(options, baselines=(("a.json", good), ("b.json", unusable))))
+    message = summary.scenarios[0].cases[-1].message
+    assert summary.exit_code == EXIT_CHECKS_FAILED, message
+    assert ("b.json (run b) has no scenario" if bad == "empty" else "b.json (run b) ended early: environment: x") in message
 
 
 # --- a report that is the baseline --------------------------------------------------------------------------
@@ -303,12 +256,3 @@ def test_a_report_path_that_is_the_baseline_is_refused_before_anything_runs(
     assert command_run(args, no_engine) == EXIT_INTERNAL  # the stand-in's AssertionError: distval's own failure
     assert "AssertionError: the run started" in capsys.readouterr().err
     assert good.read_text() == text
-
-
-def test_compare_refuses_a_markdown_path_that_is_one_of_its_reports(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    old = tmp_path / "old.json"
-    text = json.dumps(report("old", entry(TWO_FIGURES, [case("env")])))
-    old.write_text(text)
-    os.symlink(old, tmp_path / "link.md")
-    assert main(["compare", str(old), str(old), "--markdown", str(tmp_path / "link.md")]) == EXIT_BAD_INPUT
-    assert "is the report" in capsys.readouterr().err and old.read_text() == text

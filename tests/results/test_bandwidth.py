@@ -11,7 +11,6 @@ with as many numbers as categories, inside the range).
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import importlib.util
@@ -24,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from distval.cli.baseline import remeasure
+from distval.cli.baseline import BaselineOptions, remeasure
 from distval.cli.main import main
 from distval.config import parse_config
 from distval.config.byte_sizes import byte_size_value
@@ -40,6 +39,7 @@ from distval.reports.baseline import (
     confirm,
     deltas,
 )
+from distval.reports.comparison import NO_REGRESSION, REGRESSED, judge
 from distval.reports.comparison_markdown import render_comparison_markdown
 from distval.reports.comparison_text import render_comparison_text
 from distval.reports.json_report import json_report
@@ -323,7 +323,7 @@ def mermaid_parse(block: str) -> subprocess.CompletedProcess[str]:
 def test_mermaid_parses_the_charts_of_a_run_and_of_a_comparison() -> None:
     run_chart = mermaid_blocks(render_markdown(run_summary(GOOD)))[0]
     good, slow = json_report(run_summary(GOOD)), json_report(run_summary(SLOW, "example/torch:slow", "run2"))
-    compare_chart = mermaid_blocks(render_comparison_markdown(compare_reports(good, slow, Tolerances())))[0]
+    compare_chart = mermaid_blocks(render_comparison_markdown(judge(compare_reports(good, slow, Tolerances()))))[0]
     for block in (run_chart, compare_chart):
         parsed = mermaid_parse(block)
         assert parsed.returncode == 0 and parsed.stdout.strip() == "xychart", parsed.stdout + parsed.stderr
@@ -427,7 +427,7 @@ def test_a_noisy_median_is_named_in_the_passed_baseline_and_the_comparison() -> 
         "(noise, not a slower image)" in case.message
     )
     assert "busbw all_reduce 64KiB: 1 -> 0.7 GB/s (0.70x, tolerance -20%; best 1.2 -> 1.15 GB/s (0.96x))" in case.message
-    table = render_comparison_text(compare_reports(old, {"run_id": "new", "scenarios": [new]}, Tolerances()))
+    table = render_comparison_text(judge(compare_reports(old, {"run_id": "new", "scenarios": [new]}, Tolerances())), True)
     assert "median past tolerance, its best held (0.96x): noise" in table
 
 
@@ -467,9 +467,7 @@ def test_a_regression_stands_when_most_runs_confirm_it() -> None:
 def test_remeasure_runs_again_only_what_the_runs_so_far_left_undecided(tmp_path: Path) -> None:
     good = json_report(run_summary(GOOD))
     first = RunSummary("run2", (scenario_result(plans()[0], SLOW), scenario_result(plans()[1], GOOD)), config_path="bw.yaml")
-    args = argparse.Namespace(
-        baseline=[("GOOD.json", good)], remeasure=3, busbw_tolerance=0.2, duration_tolerance=0.5, busbw_slack_us=100.0
-    )
+    args = BaselineOptions((("GOOD.json", good),), 3, Tolerances(), fail_on_skip=False)
     lines: list[str] = []
     asked: list[list[str]] = []
     # 4 runs in all, a figure regresses in 3: slow in the run, slow, fast, fast -> cleared after the third
@@ -500,7 +498,7 @@ def test_remeasure_runs_again_only_what_the_runs_so_far_left_undecided(tmp_path:
     )
     assert remeasure(dataclasses.replace(first, scenarios=(broken, first.scenarios[1])), args, run_again, lines.append) == {}
     # --remeasure 0: the run alone decides.
-    assert remeasure(first, argparse.Namespace(**{**vars(args), "remeasure": 0}), run_again, lines.append) == {}
+    assert remeasure(first, dataclasses.replace(args, remeasure=0), run_again, lines.append) == {}
     assert apply_baseline(first, good, Tolerances(), "GOOD.json").exit_code == 1
 
 
@@ -565,17 +563,17 @@ def test_a_scenario_missing_from_the_baseline_is_skipped_with_its_hashes() -> No
 def test_compare_table_and_markdown_show_both_sides_and_what_changed() -> None:
     good = json_report(run_summary(GOOD))
     slow = json_report(run_summary(SLOW, "example/torch:slow", "run2"))
-    comparison = compare_reports(good, slow, Tolerances(), "good.json", "slow.json")
-    assert comparison.regressed
+    comparison = judge(compare_reports(good, slow, Tolerances(), "good.json", "slow.json"))
+    assert comparison.verdict == REGRESSED
     text = render_comparison_text(comparison)
     assert "image                 example/torch:good  example/torch:slow" in text
-    assert re.search(r"all_reduce 4KiB\s+0\.5 GB/s\s+0\.025 GB/s\s+0\.05x\s+busbw dropped past tolerance", text), text
+    assert re.search(r"all_reduce 4KiB\s+0\.5 GB/s\s+0\.025 GB/s\s+0\.05x\s+regression\s+dropped past the tolerance", text), text
     assert "bandwidth iterations  5                   5" in text
     markdown = render_comparison_markdown(comparison)
-    assert "| all\\_reduce 4KiB | 0.5 GB/s | 0.025 GB/s | 0.05x | **busbw dropped past tolerance** |" in markdown
+    assert "| all\\_reduce 4KiB | 0.5 GB/s | 0.025 GB/s | 0.05x | **regression** | dropped past the tolerance: 0.05x" in markdown
     assert "Lines: 1. blue (#0072B2): old: example/torch:good; 2. orange (#E69F00): new: example/torch:slow." in markdown
-    same = compare_reports(good, copy.deepcopy(good), Tolerances())
-    assert not same.regressed and "no figure regressed" in render_comparison_text(same)
+    same = judge(compare_reports(good, copy.deepcopy(good), Tolerances()))
+    assert same.verdict == NO_REGRESSION and "Regressions: none" in render_comparison_text(same)
 
 
 def test_cli_compare_and_run_baseline_inputs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -584,7 +582,7 @@ def test_cli_compare_and_run_baseline_inputs(tmp_path: Path, capsys: pytest.Capt
     slow.write_text(json.dumps(json_report(run_summary(SLOW, "example/torch:slow", "run2"))))
     assert main(["compare", str(good), str(good)]) == 0
     assert main(["compare", str(good), str(slow), "--markdown", str(tmp_path / "cmp.md")]) == 1
-    assert "busbw dropped past tolerance" in (tmp_path / "cmp.md").read_text()
+    assert "dropped past the tolerance" in (tmp_path / "cmp.md").read_text()
     assert main(["compare", str(good), str(slow), "--busbw-tolerance", "99%"]) == 0
     (tmp_path / "junk.json").write_text("[1]")
     assert main(["compare", str(good), str(tmp_path / "junk.json")]) == 2
