@@ -246,6 +246,7 @@ def test_properties(root: ET.Element) -> None:
         "docker_engine_version": ENGINE_VERSION,
         "host": HOST,
         "mode": "docker",
+        "sample_image": "false",  # the scenario named its image
     }
     across = properties(suite_named(root, "across (cross-container, 2x1, 2 ranks, static)"))
     assert (across["topology"], across["image_id"], across["torch_version"]) == ("cross-container", "sha256:across", "2.6.0")
