@@ -55,6 +55,7 @@ def test_default_config_passes_on_fixture_in_both_topologies(
     suites = {s.get("name"): s for s in root.iter("testsuite")}
     props = {p.get("name"): p.get("value") for p in suites[CROSS].iter("property")}
     assert props["image"] == "distval-fixtures/torch:2.6-debian"
+    assert props["sample_image"] == "true"  # no image named: the reports say the verdict is on distval's sample
     assert props["image_id"].startswith("sha256:")
     assert props["torch_version"].startswith("2.6.0")
     assert props["python_version"].startswith("3.13")
