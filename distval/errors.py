@@ -94,6 +94,18 @@ class FilterMismatch(BadInput):
     kind = "filter"
 
 
+class SelectionError(BadInput):
+    """A --check, --skip-check or -k that names no check, or a --check that no scenario lists."""
+
+    kind = "selection"
+
+
+class SampleImageRefused(BadInput):
+    """A CI run would validate distval's sample image because no image was named."""
+
+    kind = "image"
+
+
 class UsageError(BadInput):
     """A bad command line: argparse's message, said by the (sub)command that saw it."""
 

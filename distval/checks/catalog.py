@@ -13,7 +13,8 @@ from types import MappingProxyType
 
 @dataclass(frozen=True)
 class ArgSpec:
-    # "int", "seconds", "fraction" (0..1), "version", "choice", "names", "sizes" (message sizes), "busbw" (GB/s thresholds)
+    # A kind declared in distval/config/argument_kinds.py (KINDS: its words, its JSON Schema, its reader): "int",
+    # "seconds", "fraction" (0..1), "version", "choice", "names", "sizes" (message sizes), "busbw" (GB/s thresholds).
     kind: str
     description: str
     minimum: int = 0

@@ -9,6 +9,7 @@ import json
 from typing import Any
 
 from distval.checks.catalog import CATALOG, ArgSpec, CheckInfo
+from distval.config.argument_kinds import kind_of
 from distval_suite.support import ABSENT, ANY, MAY_LACK, PROBE
 
 # Where the generated page lives, relative to the repository (like distval/config/schema.py's SHIPPED).
@@ -17,24 +18,8 @@ FORMATS = ("text", "json", "markdown")
 
 
 def argument_kind(spec: ArgSpec) -> str:
-    """What values an argument takes, in words (the loader's rules: distval/config/loader.py, the schema's)."""
-    if spec.kind == "int":
-        return f"whole number >= {spec.minimum}"
-    if spec.kind == "seconds":
-        return "seconds > 0"
-    if spec.kind == "fraction":
-        return "fraction 0..1"
-    if spec.kind == "version":
-        return "version requirement"
-    if spec.kind == "choice":
-        return "one of " + ", ".join(spec.choices)
-    if spec.kind == "names":
-        return "list of " + ", ".join(spec.choices)
-    if spec.kind == "sizes":
-        return "list of byte sizes"
-    if spec.kind == "busbw":
-        return "GB/s, or size -> GB/s"
-    raise ValueError(f"argument kind {spec.kind!r} has no words")
+    """What values an argument takes, in words (declared with its kind: distval/config/argument_kinds.py)."""
+    return kind_of(spec).words(spec)
 
 
 def requirements(info: CheckInfo) -> list[str]:

@@ -15,10 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from distval.checks.selection import NO_CHECK_SELECTED
 from distval.cli import values as cli_values
-from distval.cli.run import write_reports
+from distval.cli.run import filtered, running, select, write_reports
+from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
-from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError
+from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError, SelectionError
 from distval.reports.files import write_atomically
 from distval.reports.summary import render_summary
 from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_files, summarize_sources
@@ -35,7 +37,15 @@ def command_export(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
     run_id = args.run_id or secrets.token_hex(4)
-    exported = export_config(config, run_id, args.image, args.layout)
+    selected = select(config, args.filter, selection(args))
+    for name in sorted(selected.unselected & {s.name for s in filtered(config, args.filter).scenarios}):
+        print(f"distval: not exported: {name}: {NO_CHECK_SELECTED}", file=sys.stderr)
+    for note in selected.kept:
+        print(f"distval: {note}", file=sys.stderr)
+    chosen = running(selected, args.filter)
+    if not chosen.scenarios:  # every scenario was said above: exporting none is no success
+        raise SelectionError(f"nothing to export: the check selection leaves no scenario of {config.path} a check")
+    exported = export_config(chosen, run_id, args.image, args.layout)
     out = Path(args.out)
     written = 0
     for scenario in exported:
@@ -93,6 +103,7 @@ def add_kubernetes_commands(commands: Any, add_report_options: Any) -> None:
         help="indexed-job (default) or jobset (jobset.x-k8s.io, Kubeflow Trainer's base)",
     )
     kube.add_argument("--run-id", type=cli_values.run_id, help="in the names and labels (default: random)")
+    add_selection_options(kube)
     kube.set_defaults(handler=command_export)
 
     collect = commands.add_parser("collect", help="turn the logs of an exported run into the reports of a Docker run")

@@ -24,7 +24,20 @@ from distval.cli.baseline import add_baseline_arguments, add_compare_command, ov
 from distval.cli.doctor import add_doctor_command
 from distval.cli.kubernetes import add_kubernetes_commands
 from distval.cli.plan_render import plan_as_data, render_plan
-from distval.cli.run import REPORT_OPTIONS, Progress, command_run, containers_target, default_jobs, write_reports
+from distval.cli.run import (
+    CI_ENV,
+    REPORT_OPTIONS,
+    SAMPLE_IMAGE_FLAG,
+    Progress,
+    command_run,
+    containers_target,
+    default_jobs,
+    plan_selected,
+    running,
+    select,
+    write_reports,
+)
+from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
 from distval.config.keys_reference import KEYS_PAGE, render_keys_markdown
 from distval.config.schema import SHIPPED, render_schema
@@ -34,7 +47,7 @@ from distval.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalEr
 from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
 from distval.labels import LABEL_RUN
 from distval.results.scenario import RunSummary
-from distval.targets.base import plan_on, refuse_what_it_lacks
+from distval.targets.base import refuse_what_it_lacks
 from distval.targets.docker.cleanup import RunDecision, by_run, decide
 from distval.targets.engines.hosts import FROM_CONFIG_FLAG, HostSpec, host_specs, tls_files
 
@@ -87,8 +100,11 @@ def command_plan(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
-    target = containers_target(config, args.image, tuple(args.hosts or ()), args.hosts_from_config, None, _engine, _no_line)
-    plan = plan_on(target, config, args.run_id or "<run-id>")
+    selected = select(config, args.filter, selection(args))
+    target = containers_target(
+        running(selected, args.filter), args.image, tuple(args.hosts or ()), args.hosts_from_config, None, _engine, _no_line
+    )
+    plan = plan_selected(target, selected, args.run_id or "<run-id>", args.filter)
     refuse_what_it_lacks(target, plan)  # as distval run would, before anything runs
     if args.format == "json":
         sys.stdout.write(json.dumps(plan_as_data(plan), indent=2, sort_keys=True) + "\n")
@@ -307,13 +323,14 @@ def build_parser() -> argparse.ArgumentParser:
         type=cli_values.image_reference,
         help=f"image under test for every scenario (default: the config's, else {DEFAULT_IMAGE}, built if missing)",
     )
-    _add_report_options(run)
     run.add_argument(
-        "--filter",
-        metavar="PATTERN",
-        action="append",
-        help="run only the scenarios whose name matches this glob (fnmatch; repeatable)",
+        SAMPLE_IMAGE_FLAG,
+        action="store_true",
+        help=f"validate distval's sample image {DEFAULT_IMAGE} on purpose where no image is named: with ${CI_ENV} set, "
+        "a run that names none is refused without it (a pipeline must not gate on distval's own image)",
     )
+    _add_report_options(run)
+    add_selection_options(run)
     run.add_argument(
         "--jobs",
         type=cli_values.jobs_count,
@@ -374,6 +391,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plan.add_argument("--image", type=cli_values.image_reference)
     plan.add_argument("--run-id", type=cli_values.run_id)
+    add_selection_options(plan)
     _add_hosts_options(plan, from_config=True)
     plan.add_argument(
         "--format", choices=("text", "json"), default="text", help="text for people (default) or the plan object as JSON"

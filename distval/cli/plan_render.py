@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import Any
 
+from distval.checks.selection import NO_CHECK_SELECTED
 from distval.escape import terminal_text
 from distval.plan.fault_render import fault_data, fault_lines
 from distval.plan.model import (
@@ -57,6 +58,9 @@ def _describe_step(plan: ScenarioPlan, step: Step) -> str:
 
 def render_plan(plan: RunPlan) -> str:
     lines = [f"run {plan.run_id} from {plan.config_path}: {len(plan.scenarios)} scenario(s)"]
+    if plan.unselected:  # planned, not run: each is reported skipped
+        lines[0] += f"; not run, {NO_CHECK_SELECTED}: {', '.join(sp.scenario.name for sp in plan.unselected)}"
+    lines += [f"selection: {note}" for note in plan.selection_notes]
     lines += _beside_lines()
     for sp in plan.scenarios:
         s = sp.scenario
@@ -204,4 +208,11 @@ def plan_as_data(plan: RunPlan) -> dict[str, Any]:
             }
             for sp in plan.scenarios
         ],
+        # Only where a check selection (--check, --skip-check, -k) was given: what it left out or kept.
+        **(
+            {"not_run": [{"name": sp.scenario.name, "reason": NO_CHECK_SELECTED} for sp in plan.unselected]}
+            if plan.unselected
+            else {}
+        ),
+        **({"selection_notes": list(plan.selection_notes)} if plan.selection_notes else {}),
     }

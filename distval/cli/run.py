@@ -15,10 +15,12 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from distval.checks.selection import Selected, Selection, select_checks
 from distval.cli.baseline import BaselineOptions, check_remeasure, overwrites_baseline, remeasure, with_baseline
+from distval.cli.selection_options import selection as selection_from
 from distval.config import Config, load_config
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE
 from distval.config.yaml_nodes import shown
@@ -29,15 +31,16 @@ from distval.errors import (
     FilterMismatch,
     InternalError,
     Interrupted,
+    SampleImageRefused,
 )
-from distval.plan.model import RunPlan, ScenarioPlan, images_of
+from distval.plan.model import RunPlan, ScenarioPlan
 from distval.reports.files import refusal
 from distval.reports.json_report import write_json
 from distval.reports.junit import write_junit
 from distval.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
 from distval.reports.summary import render_summary
 from distval.results.outcome import ScenarioOutcome
-from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
+from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario, unselected_result
 from distval.run.events import RunEvents
 from distval.run.interrupts import Interrupt, install, signals_deferred
 from distval.run.progress import ProgressDisplay
@@ -57,24 +60,68 @@ Execute = Callable[[ScenarioPlan, RunEvents, threading.Event], ScenarioOutcome]
 _LISTED_MAX = 10
 
 
-def select_scenarios(plan: RunPlan, patterns: Sequence[str] | None) -> RunPlan:
-    """The plan with only the scenarios whose names match a pattern (fnmatch, case-sensitive); all without
-    patterns. A pattern that matches nothing is bad input (a typo must not quietly run less)."""
+def matching_names(config_path: str, names: Sequence[str], patterns: Sequence[str] | None) -> list[str]:
+    """The names that match a pattern (fnmatch, case-sensitive); all without patterns. A pattern that matches
+    nothing is bad input (a typo must not quietly run less)."""
     if not patterns:
-        return plan
-    names = [s.scenario.name for s in plan.scenarios]
+        return list(names)
     unmatched = [p for p in patterns if not any(fnmatch.fnmatchcase(n, p) for n in names)]
     if unmatched:
         which = ", ".join(shown(p) for p in unmatched[:_LISTED_MAX])
         listed = ", ".join(names[:_LISTED_MAX]) + (f", ... ({len(names)} in all)" if len(names) > _LISTED_MAX else "")
         raise FilterMismatch(
-            f"--filter {which} match{'es' if len(unmatched) == 1 else ''} no scenario of {plan.config_path}; "
+            f"--filter {which} match{'es' if len(unmatched) == 1 else ''} no scenario of {config_path}; "
             f"its scenarios: {listed or '(none)'}"
         )
-    chosen: tuple[ScenarioPlan, ...] = tuple(
-        s for s in plan.scenarios if any(fnmatch.fnmatchcase(s.scenario.name, p) for p in patterns)
+    return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+
+def select_scenarios(plan: RunPlan, patterns: Sequence[str] | None) -> RunPlan:
+    """The plan with only the scenarios whose names match a pattern (``matching_names``)."""
+    if not patterns:
+        return plan
+    chosen = set(matching_names(plan.config_path, [s.scenario.name for s in plan.scenarios + plan.unselected], patterns))
+    return dataclasses.replace(
+        plan,
+        scenarios=tuple(s for s in plan.scenarios if s.scenario.name in chosen),
+        unselected=tuple(s for s in plan.unselected if s.scenario.name in chosen),
     )
-    return dataclasses.replace(plan, scenarios=chosen)
+
+
+def select(config: Config, patterns: Sequence[str] | None, selection: Selection) -> Selected:
+    """--filter and the check selection on a config: FilterMismatch or SelectionError before anything is planned."""
+    names = matching_names(config.path, [s.name for s in config.scenarios], patterns)
+    return select_checks(config, selection, names if patterns else None)
+
+
+def filtered(config: Config, patterns: Sequence[str] | None) -> Config:
+    """The config with --filter's scenarios only."""
+    names = set(matching_names(config.path, [s.name for s in config.scenarios], patterns))
+    return dataclasses.replace(config, scenarios=tuple(s for s in config.scenarios if s.name in names))
+
+
+def running(selected: Selected, patterns: Sequence[str] | None) -> Config:
+    """The scenarios that run: --filter's, less those the selection left no check."""
+    config = filtered(selected.config, patterns)
+    return dataclasses.replace(config, scenarios=tuple(s for s in config.scenarios if s.name not in selected.unselected))
+
+
+def plan_selected(target: Target, selected: Selected, run_id: str, patterns: Sequence[str] | None) -> RunPlan:
+    """Every scenario planned with the checks it runs (so that its hash covers the selection), then --filter's;
+    those the selection left no check are set apart (``RunPlan.unselected``), planned and reported but not run."""
+    plan = select_scenarios(plan_on(target, selected.config, run_id), patterns)
+    return dataclasses.replace(
+        plan,
+        scenarios=tuple(s for s in plan.scenarios if s.scenario.name not in selected.unselected),
+        unselected=tuple(s for s in plan.scenarios if s.scenario.name in selected.unselected),
+        selection_notes=selected.kept,
+    )
+
+
+def in_config_order(config: Config, results: Sequence[ScenarioResult]) -> list[ScenarioResult]:
+    """The results in the order of the config's scenarios (run ones and unselected ones interleave there)."""
+    position = {s.name: index for index, s in enumerate(config.scenarios)}
+    return sorted(results, key=lambda r: position.get(r.plan.scenario.name, len(position)))
 
 
 REPORT_OPTIONS = (("--junit", "junit"), ("--json", "json"), ("--markdown", "markdown"))
@@ -178,12 +225,36 @@ def _run_scenarios(
 # Said first in the progress and last in the summary when the image under test is distval's sample image because
 # no --image was given: a first run must not be read as a verdict on the user's image.
 SAMPLE_IMAGE_NOTE = f"no --image: validating distval's sample image {DEFAULT_IMAGE}"
+SAMPLE_IMAGE_FLAG = "--sample-image"
+CI_ENV = "CI"
+# What CI=... means "not in CI" (any other non-empty value is a CI: GitHub, GitLab, CircleCI, Travis set "true").
+_NOT_CI = ("", "0", "false", "no", "off")
+
+
+def in_ci(environ: Mapping[str, str]) -> bool:
+    """Whether $CI says this runs in a pipeline."""
+    return environ.get(CI_ENV, "").strip().lower() not in _NOT_CI
+
+
+def falls_back_to_sample(plan: RunPlan, image_option: str | None) -> bool:
+    """Whether a scenario that runs names no image and no --image was given: it runs distval's sample image."""
+    return image_option is None and any(s.scenario.image is None for s in plan.scenarios)
 
 
 def sample_image_note(plan: RunPlan, image_option: str | None) -> str | None:
-    """SAMPLE_IMAGE_NOTE when no --image was given and some scenario runs the default image (one that names no
-    image of its own); else None."""
-    return SAMPLE_IMAGE_NOTE if image_option is None and DEFAULT_IMAGE in images_of(plan) else None
+    """SAMPLE_IMAGE_NOTE when a scenario runs the sample image for want of an image (``falls_back_to_sample``)."""
+    return SAMPLE_IMAGE_NOTE if falls_back_to_sample(plan, image_option) else None
+
+
+def refuse_sample_in_ci(plan: RunPlan, image_option: str | None, sample_image: bool, environ: Mapping[str, str]) -> None:
+    """In a pipeline ($CI), a run that would validate the sample image for want of an image is refused unless
+    --sample-image says it is meant: a gate on distval's own image passes whatever image the pipeline built."""
+    if sample_image or not in_ci(environ) or not falls_back_to_sample(plan, image_option):
+        return
+    raise SampleImageRefused(
+        f"no image named and ${CI_ENV} is set: this run would validate distval's sample image {DEFAULT_IMAGE}, not "
+        f"yours; give --image IMG (or image: in the config), or {SAMPLE_IMAGE_FLAG} to validate the sample on purpose"
+    )
 
 
 def containers_target(
@@ -220,9 +291,13 @@ def choose_target(args: argparse.Namespace, config: Config, engine_for: Callable
             raise BadInput("--image names a container image, --local runs the local Python's torch: give one, not both")
         if args.hosts:
             raise BadInput("--hosts names Docker Engines, --local runs local processes without Docker: give one, not both")
+        if args.sample_image:
+            raise BadInput(f"{SAMPLE_IMAGE_FLAG} names a container image, --local runs the local Python's torch: give one")
         return LocalTarget(args.run_id, args.python)
     if args.python:
         raise BadInput("--python names the local Python of --local: it needs --local")
+    if args.image and args.sample_image:
+        raise BadInput(f"--image names the image under test, {SAMPLE_IMAGE_FLAG} asks for distval's sample: give one, not both")
     return containers_target(
         config,
         args.image,
@@ -258,10 +333,22 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             display.log(line)
 
     note: str | None = None  # SAMPLE_IMAGE_NOTE, once the plan says the sample image runs
+    selection = selection_from(args)
 
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
         version = target.engine_version() if target is not None else None
-        return RunSummary(run_id, tuple(results), early_error, early_exit_code, version, host, config_path, mode, image_note=note)
+        return RunSummary(
+            run_id,
+            tuple(results),
+            early_error,
+            early_exit_code,
+            version,
+            host,
+            config_path,
+            mode,
+            image_note=note,
+            selection_args=selection.arguments,
+        )
 
     summary: RunSummary
     remeasures: dict[int, list[ScenarioResult]] = {}  # by the scenario's index: the runs that re-measured it
@@ -272,20 +359,28 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             raise BadInput("; ".join(f"{option} {reason}" for option, _, reason in refused))
         check_remeasure(baseline)
         config = load_config(config_path)
-        chosen = choose_target(args, config, engine_for, warn)
+        selected = select(config, args.filter, selection)
+        chosen = choose_target(args, running(selected, args.filter), engine_for, warn)
         target = chosen
-        plan = select_scenarios(plan_on(chosen, config, run_id), args.filter)
+        plan = plan_selected(chosen, selected, run_id, args.filter)
         # Before anything runs: what a selected scenario or an option asks of the target that it lacks.
         refuse_what_it_lacks(chosen, plan, ["keep_on_failure"] if args.keep_on_failure else [])
         if not args.local:
+            refuse_sample_in_ci(plan, args.image, args.sample_image, os.environ)
             note = sample_image_note(plan, args.image)
             if note is not None:
                 display.log(note)
-        chosen.open(plan, display.log)
-        jobs = args.jobs or default_jobs()
-        results.extend(
-            _run_scenarios(chosen.execute, plan.scenarios, display, jobs, args.require_gpu, args.fail_on_skip, chosen.settle)
-        )
+        for line in plan.selection_notes:
+            display.log(line)
+        # Not run, so never validated: each check they list is reported skipped, with the selection that left it out.
+        results.extend(unselected_result(p, selection.said) for p in plan.unselected)
+        if plan.scenarios:
+            chosen.open(plan, display.log)
+            jobs = args.jobs or default_jobs()
+            results.extend(
+                _run_scenarios(chosen.execute, plan.scenarios, display, jobs, args.require_gpu, args.fail_on_skip, chosen.settle)
+            )
+        results[:] = in_config_order(selected.config, results)
         summary = summarize()
         remeasures = remeasure(
             summary,

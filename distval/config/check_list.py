@@ -8,30 +8,14 @@ from typing import Any
 import yaml
 
 from distval.checks.catalog import CATALOG, ArgSpec
-from distval.config import byte_sizes, values
+from distval.config import values
+from distval.config.argument_kinds import kind_of
 from distval.config.model import CheckSpec
 from distval.config.yaml_nodes import Problems, describe, mapping, typed
 
 
 def _argument(spec: ArgSpec, node: yaml.Node, key_path: str, problems: Problems) -> Any:
-    if spec.kind == "int":
-        return values.integer(spec.minimum)(node, key_path, problems)
-    if spec.kind == "seconds":
-        return values.seconds(node, key_path, problems)
-    if spec.kind == "fraction":
-        return values.fraction(node, key_path, problems)
-    if spec.kind == "choice":
-        return values.choice(spec.choices)(node, key_path, problems)
-    if spec.kind == "version":
-        return values.version(node, key_path, problems)
-    if spec.kind in ("sizes", "busbw"):
-        return (byte_sizes.byte_sizes if spec.kind == "sizes" else byte_sizes.busbw_threshold)(node, key_path, problems)
-    if not isinstance(node, yaml.SequenceNode):
-        problems.add(node, key_path, f"expected a list of {', '.join(spec.choices)}; got {describe(node)}")
-        return None
-    read = values.choice(spec.choices)
-    names = [read(item, f"{key_path}[{index}]", problems) for index, item in enumerate(node.value)]
-    return None if None in names else tuple(names)
+    return kind_of(spec).reader(spec)(node, key_path, problems)
 
 
 def _check(node: yaml.Node, key_path: str, problems: Problems) -> CheckSpec | None:

@@ -15,12 +15,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from distval.checks.catalog import CATALOG, ArgSpec
-from distval.config.byte_sizes import BUSBW_SCHEMA, SIZES_SCHEMA
+from distval.config.argument_kinds import kind_of
 from distval.config.devices import NCCL_BACKENDS
 from distval.config.keys import DEFAULT_KEYS, KEYS, MATRIX_AXES, Key
 from distval.config.layout import IN_CONTAINER_RENDEZVOUS, ONE_PROCESS_RENDEZVOUS
 from distval.config.loader import CONFIG_VERSION
-from distval.config.values import VERSION_PATTERN
 from distval.config.yaml_nodes import EXTENSION_PREFIX
 
 DRAFT = "http://json-schema.org/draft-07/schema#"
@@ -33,24 +32,7 @@ def _ref(name: str) -> dict[str, str]:
 
 
 def _argument(spec: ArgSpec) -> dict[str, Any]:
-    if spec.kind == "int":
-        schema: dict[str, Any] = {"type": "integer", "minimum": spec.minimum}
-    elif spec.kind == "seconds":
-        schema = {"type": "number", "exclusiveMinimum": 0}
-    elif spec.kind == "fraction":
-        schema = {"type": "number", "minimum": 0, "maximum": 1}
-    elif spec.kind == "choice":
-        schema = {"type": "string", "enum": list(spec.choices)}
-    elif spec.kind == "version":
-        # An unquoted 2.15 is a number to YAML; the loader reads its text.
-        schema = {"anyOf": [{"type": "string", "pattern": VERSION_PATTERN.pattern}, {"type": "number", "minimum": 0}]}
-    elif spec.kind in ("sizes", "busbw"):
-        schema = dict(SIZES_SCHEMA if spec.kind == "sizes" else BUSBW_SCHEMA)
-    elif spec.kind == "names":
-        schema = {"type": "array", "items": {"type": "string", "enum": list(spec.choices)}}
-    else:
-        raise ValueError(f"argument kind {spec.kind!r} has no JSON Schema")
-    return {"description": spec.description, **schema}
+    return {"description": spec.description, **kind_of(spec).schema(spec)}
 
 
 def _check() -> dict[str, Any]:

@@ -19,7 +19,15 @@ def reproduce_command(summary: RunSummary, scenario: ScenarioResult) -> str:
     """The one command that runs this scenario again, on the same image."""
     config = summary.config_path or "CONFIG"
     return shlex.join(
-        ["distval", "run", config, *scenario.plan.target_args, "--filter", glob.escape(scenario.plan.scenario.name)]
+        [
+            "distval",
+            "run",
+            config,
+            *scenario.plan.target_args,
+            "--filter",
+            glob.escape(scenario.plan.scenario.name),
+            *summary.selection_args,
+        ]
     )
 
 

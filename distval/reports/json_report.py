@@ -70,6 +70,8 @@ def json_report(summary: RunSummary) -> dict[str, Any]:
         "engine_version": summary.engine_version,
         "host": summary.host,
         "config": summary.config_path,
+        # Some scenario ran distval's sample image for want of an image (its ``sample_image`` property says which).
+        "sample_image": summary.image_note is not None,
         "scenarios": scenarios,
         # busbw in one container next to across containers, per world size, operation and size.
         "bandwidth_topologies": [{**dataclasses.asdict(row), "ratio": round(row.ratio, 4)} for row in topology_rows_of(summary)],

@@ -91,10 +91,13 @@ class RunSummary:
     host: str = field(default_factory=socket.gethostname)
     config_path: str | None = None  # as given on the command line: the reproduce commands name it
     mode: str = "docker"  # "host" for distval run --host (local processes, no Docker): a property of every testsuite
-    # What the terminal summary ends with when the image was not the user's choice (run_command.SAMPLE_IMAGE_NOTE).
+    # What the terminal summary ends with when the image was not the user's choice (cli/run.py SAMPLE_IMAGE_NOTE):
+    # then every scenario that named no image ran distval's sample image (the ``sample_image`` property).
     image_note: str | None = None
     # --suite-prefix: names the JUnit testsuites and classnames instead of each scenario's image (docs/reports.md).
     suite_prefix: str | None = None
+    # The check selection's options (--check, --skip-check, -k): the reproduce commands repeat them.
+    selection_args: tuple[str, ...] = ()
 
     @property
     def exit_code(self) -> int:
@@ -121,10 +124,25 @@ def run_properties(summary: RunSummary) -> dict[str, str]:
     }
 
 
+def ran_sample_image(summary: RunSummary, scenario: ScenarioResult) -> bool:
+    """Whether the scenario's image was distval's sample image, run for want of one (no --image, none in the config)."""
+    return summary.image_note is not None and scenario.plan.mode == "docker" and scenario.plan.scenario.image is None
+
+
 def suite_properties(summary: RunSummary, scenario: ScenarioResult) -> dict[str, str]:
     properties = dict(scenario.properties)
     properties.update(run_properties(summary))
+    # A consumer of the reports can tell a verdict on distval's own sample image from one on the image it built.
+    properties["sample_image"] = "true" if ran_sample_image(summary, scenario) else "false"
     return properties
+
+
+def unselected_result(plan: ScenarioPlan, reason: str) -> ScenarioResult:
+    """A scenario the check selection left no check (``reason`` says which selection): not run, so each check it lists
+    is skipped with the reason and it validates nothing. Neither ``required`` nor --fail-on-skip turn these skips into
+    failures: the command line chose them, they are no drift."""
+    cases = tuple(CaseResult(check.name, SKIPPED, reason, 0.0) for check in plan.scenario.checks)
+    return ScenarioResult(plan, cases, _properties(ScenarioOutcome(plan, None, 0.0, ())), "", 0.0)
 
 
 def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object]]], list[str]]:

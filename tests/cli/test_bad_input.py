@@ -527,7 +527,7 @@ def test_an_internal_error_in_run_is_one_line_and_the_reports(
 
 
 def test_an_internal_error_in_plan_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(distval.cli.main, "plan_on", _bug)
+    monkeypatch.setattr(distval.cli.main, "plan_selected", _bug)
     assert distval.cli.main.main(["plan", str(ROOT / "configs" / "default.yaml")]) == 4
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("distval: internal error (a bug in distval; please report it): ZeroDivisionError: a bug")

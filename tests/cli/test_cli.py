@@ -17,7 +17,7 @@ def test_unreachable_engine_exits_3_with_one_line_and_an_error_testcase(
 ) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
     junit = tmp_path / "results.xml"
-    code = main(["run", str(ROOT / "configs" / "default.yaml"), "--junit", str(junit), "--quiet"])
+    code = main(["run", str(ROOT / "configs" / "default.yaml"), "--sample-image", "--junit", str(junit), "--quiet"])
     assert code == 3
     err = capsys.readouterr().err
     (line,) = err.strip().splitlines()

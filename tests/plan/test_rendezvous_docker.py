@@ -60,7 +60,19 @@ def test_every_rendezvous_form_passes_with_the_planned_layout(
         fixture_image(image)
     report_path = tmp_path / "report.json"
     code = subprocess.run(
-        [sys.executable, "-m", "distval", "run", MATRIX, "--json", str(report_path), "--run-id", run_id, "--quiet"],
+        [
+            sys.executable,
+            "-m",
+            "distval",
+            "run",
+            MATRIX,
+            "--sample-image",
+            "--json",
+            str(report_path),
+            "--run-id",
+            run_id,
+            "--quiet",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -148,7 +160,7 @@ def test_the_same_scenarios_twice_at_once_do_not_collide(
     run_ids = ["c" + secrets.token_hex(4) for _ in range(2)]
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "distval", "run", str(config), "--run-id", rid, "--quiet", "--jobs", "2"],
+            [sys.executable, "-m", "distval", "run", str(config), "--sample-image", "--run-id", rid, "--quiet", "--jobs", "2"],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -252,7 +252,7 @@ def test_a_report_path_that_is_the_baseline_is_refused_before_anything_runs(
     assert "not writing --json: " in capsys.readouterr().err
     assert good.read_text() == text
     # Another file is fine: the run starts (and stops here, where no Engine is asked for).
-    args = build_parser().parse_args(["run", str(config), "--baseline", str(good), "--json", "new.json"])
+    args = build_parser().parse_args(["run", str(config), "--sample-image", "--baseline", str(good), "--json", "new.json"])
     assert command_run(args, no_engine) == EXIT_INTERNAL  # the stand-in's AssertionError: distval's own failure
     assert "AssertionError: the run started" in capsys.readouterr().err
     assert good.read_text() == text

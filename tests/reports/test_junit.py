@@ -256,6 +256,7 @@ def test_properties(root: ET.Element) -> None:
         "host": HOST,
         "mode": "docker",
         "started_at": "2026-05-28T20:26:40.125Z",
+        "sample_image": "false",  # the scenario named its image
     }
     across = properties(suite_named(root, ACROSS))
     assert (across["topology"], across["image_id"], across["torch_version"]) == ("cross-container", "sha256:across", "2.6.0")

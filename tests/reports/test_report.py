@@ -290,7 +290,8 @@ def test_reports_when_the_engine_is_unreachable(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     config = tmp_path / "suite.yaml"
     config.write_text(CONFIG, encoding="utf-8")
-    code = main(["run", str(config), "--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"), "--quiet"])
+    reports = ["--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")]
+    code = main(["run", str(config), "--sample-image", *reports, "--quiet"])
     assert code == 3
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["exit_code"] == 3 and report["engine_version"] is None and report["scenarios"] == []

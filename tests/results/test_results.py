@@ -797,7 +797,8 @@ def test_run_and_suite_properties() -> None:
     expected_run = {"run_id": RUN_ID, "distval_version": __version__, "docker_engine_version": "27.5.1", "host": "ci-host"}
     expected_run["mode"] = "docker"
     assert run_properties(summary) == expected_run
-    assert suite_properties(summary, result) == {"image": "x/y:z", **expected_run}  # the run's values win
+    # The run's values win; the scenario named its image, so it is not distval's sample.
+    assert suite_properties(summary, result) == {"image": "x/y:z", **expected_run, "sample_image": "false"}
     assert run_properties(RunSummary(RUN_ID, (), host="h"))["docker_engine_version"] == "unknown"
 
 

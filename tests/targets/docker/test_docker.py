@@ -45,7 +45,8 @@ def test_default_config_passes_on_fixture_in_both_topologies(
     for image in config_images(DEFAULT_CONFIG):
         fixture_image(image)
     junit = tmp_path / "results.xml"
-    assert run([DEFAULT_CONFIG, "--junit", str(junit)], run_id) == 0
+    # The sample image on purpose: without --sample-image a run that names no image is refused where $CI is set.
+    assert run([DEFAULT_CONFIG, "--sample-image", "--junit", str(junit)], run_id) == 0
     root = validate(junit)
     found = cases(root)
     for suite in (IN, CROSS):
@@ -57,6 +58,7 @@ def test_default_config_passes_on_fixture_in_both_topologies(
     cross_suite = suites[f"[distval-fixtures/torch:2.6-debian] {CROSS}"]
     props = {p.get("name"): p.get("value") for p in cross_suite.iter("property")}
     assert props["image"] == "distval-fixtures/torch:2.6-debian"
+    assert props["sample_image"] == "true"  # no image named: the reports say the verdict is on distval's sample
     assert props["image_id"].startswith("sha256:")
     assert props["torch_version"].startswith("2.6.0")
     assert props["python_version"].startswith("3.13")
