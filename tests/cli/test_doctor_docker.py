@@ -23,6 +23,7 @@ SAMPLE = "distval-fixtures/torch:2.6-debian"
 
 
 def findings(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, dict[str, dict[str, Any]]]:
+    capsys.readouterr()  # what came before (a fixture build's progress) is not the command's output
     code = main(["doctor", *args, "--format", "json"])
     data = json.loads(capsys.readouterr().out)
     return code, {c["check"]: c for c in data["checks"]}

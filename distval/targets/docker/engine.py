@@ -37,7 +37,7 @@ from distval.tarball import regular_files
 from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker import reaper_container
-from distval.targets.docker.engine_advice import what_to_do
+from distval.targets.docker.engine_advice import os_error_in, what_to_do
 from distval.targets.engines.hosts import HostSpec
 
 T = TypeVar("T")
@@ -101,7 +101,7 @@ class Engine:
             self.client = client
             self.client.ping()
         except TRANSPORT_ERRORS as exc:
-            found = f"cannot reach the Docker Engine at {self.where}: {_text(exc)}"
+            found = f"cannot reach the Docker Engine at {self.where}: {_unreachable_text(exc)}"
             raise EngineUnreachable(found, what_to_do(exc, self.where)) from None
         self._gpu_lock = threading.Lock()
         self._gpu_support: dict[tuple[str, str], GpuSupport] = {}  # by (image, python)
@@ -578,6 +578,15 @@ def engine_facts(version: object, info: object) -> EngineFacts:
 def _text(exc: BaseException) -> str:
     explanation = getattr(exc, "explanation", None)
     return str(explanation or exc) or type(exc).__name__
+
+
+def _unreachable_text(exc: BaseException) -> str:
+    """Why an Engine did not answer, in words: the OS error inside docker-py's chain ("No such file or directory",
+    "Connection refused") rather than the chain's repr ("('Connection aborted.', FileNotFoundError(2, ...))")."""
+    os_error = os_error_in(exc)
+    if os_error is not None and os_error.strerror:
+        return f"{os_error.strerror} (errno {os_error.errno})"
+    return _text(exc)
 
 
 def _mapped(what: str, exc: BaseException) -> EngineError:

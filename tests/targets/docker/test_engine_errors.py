@@ -487,3 +487,19 @@ def test_every_label_distval_reads_gets_a_value_from_distval_never_from_the_imag
     assert set(DISTVAL_LABELS) <= set(labels)
     assert labels["distval.role"] == "" and labels["distval.scenario"] == "good" and labels["distval.run"] == "r"
     assert Engine("r", client=FakeClient([]))._labels({"distval.role": "reaper"})["distval.role"] == "reaper"
+
+
+def test_an_unreachable_engine_says_the_os_error_in_words_not_the_chains_repr() -> None:
+    client = FakeClient(Calls())
+
+    def refuse() -> bool:
+        # docker-py's shape: requests' ConnectionError(urllib3's ProtocolError("Connection aborted.", FileNotFoundError)).
+        aborted = urllib3.exceptions.ProtocolError("Connection aborted.", FileNotFoundError(2, "No such file or directory"))
+        inner = requests.exceptions.ConnectionError(aborted)
+        raise docker.errors.DockerException(f"Error while fetching server API version: {inner}") from inner
+
+    client.ping = refuse  # type: ignore[method-assign]
+    with pytest.raises(EngineError) as caught:
+        Engine("r", client=client)
+    assert "No such file or directory (errno 2)" in str(caught.value)
+    assert "FileNotFoundError" not in str(caught.value) and "Connection aborted" not in str(caught.value)
