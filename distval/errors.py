@@ -13,6 +13,10 @@ DistvalError                 1
 │   └── RunStopped              a worker told to stop creates nothing more
 └── PlanError                4  a plan that cannot be executed as written (a bug, never the user's input)
     (InternalError            4  any exception distval did not expect: a bug in distval, never the image's failure)
+
+Two codes are verdicts, not errors: 1 (a check failed, RunSummary.exit_code) and 5, nothing was validated (every
+scenario skipped, or no scenario ran: RunSummary.exit_code too). 5 is not 0 (a run that validated nothing never
+passes) and not 1 (the image failed no check: a pipeline can tell "no GPU here" from "the image is broken").
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ EXIT_ENVIRONMENT = 3
 # distval itself failed (a bug): distinct from 1 so that a pipeline never reads distval's own failure as the
 # image's.
 EXIT_INTERNAL = 4
+# Nothing was validated: every scenario was skipped (e.g. NCCL without GPUs), or no scenario ran. Fails closed
+# (never 0) without blaming the image (not 1).
+EXIT_NOTHING_VALIDATED = 5
 EXIT_INTERRUPTED = 130
 
 # What each code means: README.md's "Exit codes" table starts each row with these words (tests/project/test_readme.py
@@ -39,6 +46,7 @@ EXIT_MEANINGS = {
     EXIT_BAD_INPUT: "bad input",
     EXIT_ENVIRONMENT: "the environment is unusable",
     EXIT_INTERNAL: "distval itself failed",
+    EXIT_NOTHING_VALIDATED: "nothing was validated",
     EXIT_INTERRUPTED: "interrupted by signal N",
 }
 
