@@ -22,6 +22,8 @@ passes) and not 1 (the image failed no check: a pipeline can tell "no GPU here" 
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from distval.escape import terminal_text
@@ -51,13 +53,32 @@ EXIT_MEANINGS = {
 }
 
 
-def exit_codes_line() -> str:
-    """The codes for a command's help, from EXIT_MEANINGS: '0 every check ...; 1 ...; 128+N interrupted ...'."""
+def exit_codes_line(codes: Iterable[int] | None = None, own: Mapping[int, str] | None = None) -> str:
+    """The codes for a command's help, from EXIT_MEANINGS: '0 every check ...; 1 ...; 128+N interrupted ...'.
+    ``codes``: the command's own (in EXIT_MEANINGS' order; a code it does not declare is a KeyError), else all;
+    ``own``: what some of them mean for this command, where EXIT_MEANINGS' words are those of ``distval run``."""
+    wanted = set(EXIT_MEANINGS if codes is None else codes)
+    if not wanted <= set(EXIT_MEANINGS):  # a command may only name a declared code
+        raise KeyError(f"exit code(s) {sorted(wanted - set(EXIT_MEANINGS))} are not in EXIT_MEANINGS")
+    meanings = {**EXIT_MEANINGS, **(own or {})}
     return "; ".join(
-        f"{'128+N' if code == EXIT_INTERRUPTED else code} {meaning}"
+        f"{'128+N' if code == EXIT_INTERRUPTED else code} {meanings[code]}"
         + (" (130 Ctrl-C, 143 SIGTERM)" if code == EXIT_INTERRUPTED else "")
-        for code, meaning in EXIT_MEANINGS.items()
+        for code in EXIT_MEANINGS
+        if code in wanted
     )
+
+
+@dataclass(frozen=True)
+class ExitCodes:
+    """The exit codes one command can return (its help's epilog), with what a code means for it where that is
+    not EXIT_MEANINGS' words (0 of a command that gives no verdict on an image: "success")."""
+
+    codes: tuple[int, ...]
+    own: Mapping[int, str] = field(default_factory=dict)
+
+    def line(self) -> str:
+        return "Exit codes: " + exit_codes_line(self.codes, self.own)
 
 
 # A message from elsewhere (argparse echoes the arguments as given), at most this long.

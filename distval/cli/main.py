@@ -27,7 +27,21 @@ from distval.cli.run import REPORT_OPTIONS, Progress, command_run, containers_ta
 from distval.config import load_config
 from distval.config.schema import SHIPPED, render_schema
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, STARTER_NAME, write_starter
-from distval.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError, exit_codes_line
+from distval.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CHECKS_FAILED,
+    EXIT_ENVIRONMENT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_NOTHING_VALIDATED,
+    EXIT_PASSED,
+    ConfigError,
+    DistvalError,
+    ExitCodes,
+    InternalError,
+    UsageError,
+    exit_codes_line,
+)
 from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
 from distval.labels import LABEL_RUN
 from distval.results.scenario import RunSummary
@@ -265,6 +279,56 @@ def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
     return known
 
 
+# The exit codes each command can return: its help's epilog says them (tests/cli/test_exit_codes.py makes each
+# command return them and nothing else). Every command can be given a bad command line (2) and can meet a bug of
+# distval's (4). Only ``run`` handles SIGINT and SIGTERM (it removes what it created): 128+N.
+_COMMON = (EXIT_PASSED, EXIT_BAD_INPUT, EXIT_INTERNAL)
+_SUCCESS = {EXIT_PASSED: "success"}  # a command that gives no verdict on an image
+COMMAND_EXIT_CODES: dict[str, ExitCodes] = {
+    "run": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOTHING_VALIDATED, EXIT_INTERRUPTED)),
+    "compare": ExitCodes(
+        (*_COMMON, EXIT_CHECKS_FAILED),
+        {
+            EXIT_PASSED: "nothing got worse",
+            EXIT_CHECKS_FAILED: "a figure regressed, a verdict got worse, a scenario or figure vanished, or a side is "
+            "empty or ended early",
+        },
+    ),
+    "plan": ExitCodes(_COMMON, _SUCCESS),
+    "schema": ExitCodes(_COMMON, _SUCCESS),
+    "checks": ExitCodes(_COMMON, _SUCCESS),
+    "init": ExitCodes(_COMMON, _SUCCESS),
+    "fixtures": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
+    "nodes": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
+    "cleanup": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
+    "export kubernetes": ExitCodes(_COMMON, _SUCCESS),
+    "collect kubernetes": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOTHING_VALIDATED)),
+}
+
+
+def subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every (sub)command's parser below ``parser`` by its words ("run", "export", "export kubernetes"), in order."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found[prefix + name] = child
+                found.update(subcommands(child, f"{prefix}{name} "))
+    return found
+
+
+def _declare_exit_codes(parser: argparse.ArgumentParser) -> None:
+    """Each command's epilog from COMMAND_EXIT_CODES; a command made of subcommands (export) says theirs together."""
+    for name, command in subcommands(parser).items():
+        declared = COMMAND_EXIT_CODES.get(name)
+        if declared is None:
+            below = [codes for key, codes in COMMAND_EXIT_CODES.items() if key.startswith(name + " ")]
+            if not below:
+                raise KeyError(f"distval {name} declares no exit codes (COMMAND_EXIT_CODES)")
+            declared = ExitCodes(tuple(code for codes in below for code in codes.codes), below[0].own)
+        command.epilog = declared.line()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = cli_values.UsageParser(
         prog="distval",
@@ -440,6 +504,7 @@ def build_parser() -> argparse.ArgumentParser:
     # The command list of the usage line and help: the commands that have a help line (argparse's default lists
     # every choice, the hidden ones too).
     commands.metavar = "{" + ",".join(action.dest for action in commands._choices_actions) + "}"
+    _declare_exit_codes(parser)
     return parser
 
 
