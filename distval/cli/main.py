@@ -23,7 +23,16 @@ from distval.cli import values as cli_values
 from distval.cli.baseline import add_baseline_arguments, add_compare_command, overwrites_baseline
 from distval.cli.kubernetes import add_kubernetes_commands
 from distval.cli.plan_render import plan_as_data, render_plan
-from distval.cli.run import REPORT_OPTIONS, Progress, command_run, containers_target, default_jobs, write_reports
+from distval.cli.run import (
+    OUTPUT_NAMES,
+    REPORT_OPTIONS,
+    Progress,
+    command_run,
+    containers_target,
+    default_jobs,
+    with_output_dir,
+    write_reports,
+)
 from distval.config import load_config
 from distval.config.schema import SHIPPED, render_schema
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, STARTER_NAME, write_starter
@@ -257,6 +266,15 @@ def _add_report_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="do not append the Markdown summary to $GITHUB_STEP_SUMMARY (by default it is, whenever that is set)",
     )
+    names = ", ".join(f"{name} ({option})" for option, name in OUTPUT_NAMES.items())
+    parser.add_argument(
+        "-o",
+        "--output-dir",
+        metavar="DIR",
+        type=cli_values.file_path("the directory of the reports"),
+        help=f"write every report into DIR (created if missing): {names}; --junit, --json or --markdown still name "
+        "their own file",
+    )
 
 
 def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
@@ -272,6 +290,7 @@ def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
         known, _ = reports.parse_known_args(argv[list(argv).index("run") + 1 :])
     except UsageError:
         return None
+    with_output_dir(known)
     attributes = dict(REPORT_OPTIONS)
     for option, _, why in overwrites_baseline(known, REPORT_OPTIONS):
         print(f"distval: not writing {option}: {why}", file=sys.stderr)
@@ -358,6 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="run only the scenarios whose name matches this glob (fnmatch; repeatable)",
     )
     run.add_argument(
+        "-j",
         "--jobs",
         type=cli_values.jobs_count,
         metavar="K",
@@ -367,7 +387,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--run-id", type=cli_values.run_id, help="label value for this run's containers and networks (default: random)"
     )
-    run.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    loudness = run.add_mutually_exclusive_group()
+    loudness.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    loudness.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also each rank's output (stdout and stderr, as the reports keep it) on stderr, as soon as its scenario "
+        "ends: the runtimes read a rank's output once it stopped, so it is not shown while the rank runs",
+    )
     run.add_argument(
         "--require-gpu",
         action="store_true",
@@ -526,6 +554,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = RunSummary(secrets.token_hex(4), (), (exc.kind, str(exc)), exc.exit_code, config_path=None)
             write_reports(summary, reports)
         return exc.exit_code
+    with_output_dir(args)
     if getattr(args, "deprecated_host", False):
         print(DEPRECATED_HOST, file=sys.stderr)
         args.local = True

@@ -77,6 +77,18 @@ def select_scenarios(plan: RunPlan, patterns: Sequence[str] | None) -> RunPlan:
 
 
 REPORT_OPTIONS = (("--junit", "junit"), ("--json", "json"), ("--markdown", "markdown"))
+# -o/--output-dir DIR: the file each report gets in DIR (docs/reports.md names them; the help derives from here).
+OUTPUT_NAMES = {"--junit": "junit.xml", "--json": "report.json", "--markdown": "summary.md"}
+
+
+def with_output_dir(args: argparse.Namespace) -> None:
+    """Give each report that --junit, --json or --markdown did not name its file in --output-dir (when given)."""
+    directory = getattr(args, "output_dir", None)
+    if not directory:
+        return
+    for option, attribute in REPORT_OPTIONS:
+        if getattr(args, attribute, None) is None:
+            setattr(args, attribute, os.path.join(directory, OUTPUT_NAMES[option]))
 
 
 def _refused_reports(args: argparse.Namespace) -> list[tuple[str, str, str]]:
@@ -235,7 +247,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     """``engine_for(run_id)``: the Engine of a Docker run, asked for only then (--local never imports docker-py)."""
     args.run_id = args.run_id or secrets.token_hex(4)
     run_id = args.run_id
-    display = ProgressDisplay(None if args.quiet else sys.stderr)
+    display = ProgressDisplay(None if args.quiet else sys.stderr, rank_output=args.verbose)
     results: list[ScenarioResult] = []
     host = socket.gethostname()
     target: Target | None = None
