@@ -466,7 +466,7 @@ def _early_error_in_every_report(paths: dict[str, Path], kind: str, exit_code: i
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--jobs", "0"], "distval run: error: argument --jobs: expected a whole number >= 1; got '0' (see distval run --help)"),
+        (["--jobs", "0"], "distval run: error: argument -j/--jobs: expected a whole number >= 1; got '0' (see distval run --help)"),
         (["--no-such-option"], "distval: error: unrecognized arguments: --no-such-option (see distval --help)"),
         (
             ["--image", ""],
@@ -497,7 +497,7 @@ def test_a_usage_error_without_the_config_still_writes_the_reports(
     monkeypatch.setattr(distval.cli.main, "Engine", _no_engine)
     report_options, paths = _reports(tmp_path)
     assert distval.cli.main.main(["run", "--jobs", "0", *report_options]) == 2
-    message = "argument --jobs: expected a whole number >= 1; got '0'"
+    message = "argument -j/--jobs: expected a whole number >= 1; got '0'"
     assert capsys.readouterr().err.splitlines() == [f"distval run: error: {message} (see distval run --help)"]
     _early_error_in_every_report(paths, "usage", 2, message)
 
@@ -562,9 +562,9 @@ def test_a_filter_message_lists_a_few_names_and_cuts_the_pattern(
         (["plan", "c.yaml", "\r"], "distval: error: unrecognized arguments: \\r (see distval --help)"),
         (
             ["run", "c.yaml", "--jobs", "\u00b2"],
-            "distval run: error: argument --jobs: expected a whole number >= 1; got '\u00b2'",
+            "distval run: error: argument -j/--jobs: expected a whole number >= 1; got '\u00b2'",
         ),
-        (["run", "c.yaml", "--jobs", "9" * 30], "distval run: error: argument --jobs: expected a whole number <= 256; got '999"),
+        (["run", "c.yaml", "--jobs", "9" * 30], "distval run: error: argument -j/--jobs: expected a whole number <= 256; got '999"),
     ],
     ids=["empty-config", "nul-config", "empty-junit", "nul-json", "carriage-return", "jobs-superscript", "jobs-huge"],
 )
