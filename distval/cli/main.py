@@ -14,7 +14,7 @@ import secrets
 import socket
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from distval import __version__
@@ -44,6 +44,7 @@ from distval.errors import (
     EXIT_INTERRUPTED,
     EXIT_NOTHING_VALIDATED,
     EXIT_PASSED,
+    BadInput,
     ConfigError,
     DistvalError,
     ExitCodes,
@@ -127,15 +128,18 @@ def command_init(args: argparse.Namespace) -> int:
 
 def command_fixtures(args: argparse.Namespace) -> int:
     if args.action == "list":
-        hidden = 0
-        for tag, fixture in FIXTURES.items():
-            if tag.startswith(BROKEN_PREFIX) and not args.all:
-                hidden += 1
-                continue
-            print(f"{tag}  recipe {recipe_hash(tag)}  {fixture.description}")
+        shown_tags = [tag for tag in FIXTURES if args.all or not tag.startswith(BROKEN_PREFIX)]
+        hidden = len(FIXTURES) - len(shown_tags)
+        if args.format == "json":
+            _print_json(fixtures_as_data(shown_tags, hidden))
+            return 0
+        for tag in shown_tags:
+            print(f"{tag}  recipe {recipe_hash(tag)}  {FIXTURES[tag].description}")
         if hidden:
             print(f"(and {hidden} {BROKEN_PREFIX}* images for distval's own tests: distval fixtures list --all)")
         return 0
+    if args.format != "text":
+        raise BadInput("fixtures build: --format is fixtures list's (build says its progress on stderr)")
     progress = _progress(False)
     try:
         engine = _engine(secrets.token_hex(4))
@@ -145,6 +149,24 @@ def command_fixtures(args: argparse.Namespace) -> int:
         print(f"distval: {exc}", file=sys.stderr)
         return exc.exit_code
     return 0
+
+
+def fixtures_as_data(tags: list[str], hidden: int) -> dict[str, Any]:
+    """``distval fixtures list --format json``: each fixture's tag, recipe hash (the label a built image carries),
+    description and whether it is one of the broken images made for distval's own tests; ``hidden``: those
+    left out (without --all)."""
+    return {
+        "fixtures": [
+            {
+                "tag": tag,
+                "recipe": recipe_hash(tag),
+                "description": FIXTURES[tag].description,
+                "broken": tag.startswith(BROKEN_PREFIX),
+            }
+            for tag in tags
+        ],
+        "hidden": hidden,
+    }
 
 
 def _add_hosts_options(parser: argparse.ArgumentParser, tls: bool = False, from_config: bool = False) -> None:
@@ -197,21 +219,67 @@ def command_nodes(args: argparse.Namespace) -> int:
 
 def command_cleanup(args: argparse.Namespace) -> int:
     """Remove what runs that are over left behind (a run killed with SIGKILL): never a run whose owner still runs,
-    unless named with --run-id or --all. One line per run, removed or kept and why, then the totals."""
+    unless named with --run-id or --all. One line per run, removed or kept and why, then the totals; or, with
+    --format json, the same decisions as one JSON object on stdout (cleanup_as_data)."""
+    as_json = args.format == "json"
+    emit = _no_line if as_json else print
     try:
         engines = _cleanup_engines(args)
     except DistvalError as exc:
         print(f"distval: {exc}", file=sys.stderr)
+        if as_json:
+            _print_json(cleanup_as_data(args.dry_run, [], str(exc)))
         return exc.exit_code
     status = 0
+    outcomes: list[dict[str, Any]] = []
     for engine in engines:
         if len(engines) > 1:
-            print(f"on {engine.where}:")
-        status = max(status, _cleanup_one(engine, args))
+            emit(f"on {engine.where}:")
+        outcome, code = _cleanup_one(engine, args, emit)
+        outcomes.append(outcome)
+        status = max(status, code)
+    if as_json:
+        _print_json(cleanup_as_data(args.dry_run, outcomes))
     return status
 
 
-def _cleanup_one(engine: Engine, args: argparse.Namespace) -> int:
+def _print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+# The counts of an Engine's outcome (and of the totals) in the JSON of distval cleanup --format json.
+_CLEANUP_COUNTS = ("removed_containers", "removed_networks", "kept_runs")
+
+
+def cleanup_as_data(dry_run: bool, engines: list[dict[str, Any]], error: str | None = None) -> dict[str, Any]:
+    """``distval cleanup --format json``: each Engine's runs (run id, action, reason, counts) and its totals, the
+    totals over every Engine, and ``error`` where no Engine could be asked (an Engine that failed midway says its
+    own). With --dry-run the actions are would_remove and would_keep, and the counts what would be removed."""
+    return {
+        "dry_run": dry_run,
+        "engines": engines,
+        "totals": {key: sum(engine[key] for engine in engines) for key in _CLEANUP_COUNTS},
+        "error": error,
+    }
+
+
+def _cleanup_one(engine: Engine, args: argparse.Namespace, emit: Callable[[str], None]) -> tuple[dict[str, Any], int]:
+    """One Engine's cleanup: its lines through ``emit``, its outcome as data (cleanup_as_data), its exit code."""
+    runs: list[dict[str, Any]] = []
+    removed_containers = removed_networks = 0
+    # --dry-run: the same decisions, the same lines, in the conditional ("would remove"); nothing removed.
+    verb, keep = ("would remove", "would keep") if args.dry_run else ("removed", "kept")
+
+    def outcome(error: str | None) -> dict[str, Any]:
+        return {
+            "engine": engine.where,
+            "runs": runs,
+            "removed_containers": removed_containers,
+            "removed_networks": removed_networks,
+            "kept_runs": sum(1 for run in runs if run["action"] == keep.replace(" ", "_")),
+            "error": error,
+        }
+
     try:
         if args.run_id or args.all:
             reason = f"named with --run-id {args.run_id}" if args.run_id else "--all"
@@ -219,26 +287,34 @@ def _cleanup_one(engine: Engine, args: argparse.Namespace) -> int:
             decisions = [RunDecision(run_id, tuple(rs), True, reason) for run_id, rs in by_run(found).items()]
         else:
             decisions = decide(engine.list_managed(), args.older_than, time.time(), socket.gethostname())
-        removed_containers = removed_networks = 0
-        # --dry-run: the same decisions, the same lines, in the conditional ("would remove"); nothing removed.
-        verb, keep = ("would remove", "would keep") if args.dry_run else ("removed", "kept")
         for decision in decisions:
+            action = verb if decision.remove else keep
             if not decision.remove:
-                print(f"{keep} run {decision.run_id} ({decision.counts()}): {decision.reason}")
-                continue
-            if args.dry_run:
-                containers = sum(1 for r in decision.resources if r.kind == "container")
-                networks = len(decision.resources) - containers
+                containers, networks = decision.containers, decision.networks
+                emit(f"{keep} run {decision.run_id} ({decision.counts()}): {decision.reason}")
+            elif args.dry_run:
+                containers, networks = decision.containers, decision.networks
             else:
                 containers, networks = engine.remove_resources(list(decision.resources))
-            removed_containers, removed_networks = removed_containers + containers, removed_networks + networks
-            print(f"{verb} run {decision.run_id} ({containers} container(s), {networks} network(s)): {decision.reason}")
+            if decision.remove:
+                removed_containers, removed_networks = removed_containers + containers, removed_networks + networks
+                emit(f"{verb} run {decision.run_id} ({containers} container(s), {networks} network(s)): {decision.reason}")
+            runs.append(
+                {
+                    "run_id": decision.run_id,
+                    "action": action.replace(" ", "_"),
+                    "reason": decision.reason,
+                    "containers": containers,
+                    "networks": networks,
+                    "reaper": decision.has_reaper,
+                }
+            )
     except DistvalError as exc:
         print(f"distval: {exc}", file=sys.stderr)
-        return exc.exit_code
-    kept = sum(1 for d in decisions if not d.remove)
-    print(f"{verb} {removed_containers} container(s) and {removed_networks} network(s); {keep} {kept} run(s)")
-    return 0
+        return outcome(str(exc)), exc.exit_code
+    result = outcome(None)
+    emit(f"{verb} {removed_containers} container(s) and {removed_networks} network(s); {keep} {result['kept_runs']} run(s)")
+    return result, 0
 
 
 def _add_report_options(parser: argparse.ArgumentParser) -> None:
@@ -481,6 +557,12 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("tags", nargs="*", help="fixtures to build (default: all)")
     fixtures.add_argument("--force", action="store_true", help="rebuild even when up to date")
     fixtures.add_argument("--all", action="store_true", help="list: also the broken:* images, made for distval's own tests")
+    fixtures.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="list: text for people (default), or one JSON object (each fixture's tag, recipe hash, description)",
+    )
     fixtures.set_defaults(handler=command_fixtures)
 
     # Test infrastructure (docs/several-hosts.md): given no help=, argparse lists no line for it, and the command
@@ -525,6 +607,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--dry-run",
         action="store_true",
         help="say which runs would be removed and which kept, and why, without removing anything",
+    )
+    cleanup.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (default), or one JSON object: each run's decision (run id, action, reason, counts) "
+        "per Engine, and the totals",
     )
     _add_hosts_options(cleanup, tls=True)
     cleanup.set_defaults(handler=command_cleanup)

@@ -466,7 +466,10 @@ def _early_error_in_every_report(paths: dict[str, Path], kind: str, exit_code: i
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--jobs", "0"], "distval run: error: argument -j/--jobs: expected a whole number >= 1; got '0' (see distval run --help)"),
+        (
+            ["--jobs", "0"],
+            "distval run: error: argument -j/--jobs: expected a whole number >= 1; got '0' (see distval run --help)",
+        ),
         (["--no-such-option"], "distval: error: unrecognized arguments: --no-such-option (see distval --help)"),
         (
             ["--image", ""],
@@ -564,7 +567,10 @@ def test_a_filter_message_lists_a_few_names_and_cuts_the_pattern(
             ["run", "c.yaml", "--jobs", "\u00b2"],
             "distval run: error: argument -j/--jobs: expected a whole number >= 1; got '\u00b2'",
         ),
-        (["run", "c.yaml", "--jobs", "9" * 30], "distval run: error: argument -j/--jobs: expected a whole number <= 256; got '999"),
+        (
+            ["run", "c.yaml", "--jobs", "9" * 30],
+            "distval run: error: argument -j/--jobs: expected a whole number <= 256; got '999",
+        ),
     ],
     ids=["empty-config", "nul-config", "empty-junit", "nul-json", "carriage-return", "jobs-superscript", "jobs-huge"],
 )
