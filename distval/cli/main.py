@@ -21,6 +21,7 @@ from distval import __version__
 from distval.checks.reference import FORMATS, REFERENCE_PAGE, render_checks
 from distval.cli import values as cli_values
 from distval.cli.baseline import add_baseline_arguments, add_compare_command, overwrites_baseline
+from distval.cli.completion import SHELLS, render_completion
 from distval.cli.kubernetes import add_kubernetes_commands
 from distval.cli.plan_render import plan_as_data, render_plan
 from distval.cli.run import (
@@ -117,6 +118,11 @@ def command_schema(_args: argparse.Namespace) -> int:
 
 def command_checks(args: argparse.Namespace) -> int:
     sys.stdout.write(render_checks(args.format))
+    return 0
+
+
+def command_completion(args: argparse.Namespace) -> int:
+    sys.stdout.write(render_completion(build_parser(), args.shell))
     return 0
 
 
@@ -398,6 +404,7 @@ COMMAND_EXIT_CODES: dict[str, ExitCodes] = {
     "cleanup": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
     "export kubernetes": ExitCodes(_COMMON, _SUCCESS),
     "collect kubernetes": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOTHING_VALIDATED)),
+    "completion": ExitCodes(_COMMON, _SUCCESS),
 }
 
 
@@ -618,6 +625,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hosts_options(cleanup, tls=True)
     cleanup.set_defaults(handler=command_cleanup)
     add_kubernetes_commands(commands, _add_report_options)
+
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or fish), generated from this command line's own parser",
+        description="Print a completion script for the shell: bash (source <(distval completion bash)), zsh "
+        "(source <(distval completion zsh), after compinit) or fish (distval completion fish | source).",
+    )
+    completion.add_argument("shell", choices=SHELLS)
+    completion.set_defaults(handler=command_completion)
     # The command list of the usage line and help: the commands that have a help line (argparse's default lists
     # every choice, the hidden ones too).
     commands.metavar = "{" + ",".join(action.dest for action in commands._choices_actions) + "}"

@@ -470,7 +470,7 @@ def _early_error_in_every_report(paths: dict[str, Path], kind: str, exit_code: i
             ["--jobs", "0"],
             "distval run: error: argument -j/--jobs: expected a whole number >= 1; got '0' (see distval run --help)",
         ),
-        (["--no-such-option"], "distval: error: unrecognized arguments: --no-such-option (see distval --help)"),
+        (["--no-such-option"], "distval run: error: unrecognized arguments: --no-such-option (see distval run --help)"),
         (
             ["--image", ""],
             "distval run: error: argument --image: expected an image reference; got nothing (see distval run --help)",
@@ -562,7 +562,7 @@ def test_a_filter_message_lists_a_few_names_and_cuts_the_pattern(
             ["run", "c.yaml", "--json=a\x00"],
             "distval run: error: argument --json: expected the path of the JSON report; got 'a\\x00'",
         ),
-        (["plan", "c.yaml", "\r"], "distval: error: unrecognized arguments: \\r (see distval --help)"),
+        (["plan", "c.yaml", "\r"], "distval plan: error: unrecognized arguments: \\r (see distval plan --help)"),
         (
             ["run", "c.yaml", "--jobs", "\u00b2"],
             "distval run: error: argument -j/--jobs: expected a whole number >= 1; got '\u00b2'",

@@ -150,6 +150,8 @@ EXAMPLES: list[tuple[str, int, Setup]] = [
     ("collect kubernetes", 1, _collect("ddp-no-broadcast-rank1")),
     ("collect kubernetes", 2, _plain("collect", "kubernetes", "no-such.log")),
     ("collect kubernetes", 3, _collect_no_client),
+    ("completion", 0, _plain("completion", "bash")),
+    ("completion", 2, _plain("completion", "tcsh")),
 ]
 
 # Declared codes no example above reaches, and why (4, a bug, is reached for every command by the test below).
@@ -216,7 +218,13 @@ def test_a_bug_in_any_command_is_exit_4(
         return parser
 
     monkeypatch.setattr(distval.cli.main, "build_parser", with_bugs)
-    minimal = {"fixtures": ["list"], "nodes": ["down"], "compare": ["a.json", "b.json"], "export kubernetes": ["c.yaml"]}
+    minimal = {
+        "fixtures": ["list"],
+        "nodes": ["down"],
+        "compare": ["a.json", "b.json"],
+        "export kubernetes": ["c.yaml"],
+        "completion": ["bash"],
+    }
     argv = [*command.split(), *minimal.get(command, [])]
     if command == "export kubernetes":
         argv += ["--image", IMAGE]

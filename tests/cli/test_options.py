@@ -89,3 +89,43 @@ def test_verbose_shows_each_ranks_output_escaped_when_its_scenario_ends(engine: 
 def test_without_verbose_no_rank_output(engine: None, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", DEFAULT, "--image", IMAGE, "--filter", "in-container-2ranks"]) == 1
     assert "rank says" not in capsys.readouterr().err
+
+
+# --- did you mean ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "prog", "hint"),
+    [
+        (["rn"], "distval", "did you mean 'run'?"),
+        (["compre", "a.json", "b.json"], "distval", "did you mean 'compare'?"),
+        (["run", DEFAULT, "--josn", "r.json"], "distval run", "did you mean '--json'?"),
+        (["run", DEFAULT, "--filtr=x"], "distval run", "did you mean '--filter'?"),
+        (["fixtures", "lst"], "distval fixtures", "did you mean 'list'?"),
+        (["plan", DEFAULT, "--format", "jsn"], "distval plan", "did you mean 'json'?"),
+        (["export", "kubernets"], "distval export", "did you mean 'kubernetes'?"),
+        (["cleanup", "--dryrun"], "distval cleanup", "did you mean '--dry-run'?"),
+    ],
+)
+def test_a_misspelt_command_choice_or_option_names_the_closest(
+    argv: list[str], prog: str, hint: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"{prog}: error: ") and line.endswith(f"; {hint} (see {prog} --help)"), line
+
+
+@pytest.mark.parametrize("argv", [["zzzzzz"], ["run", DEFAULT, "--zzzzzz"], ["fixtures", "qqq"]])
+def test_nothing_close_names_nothing(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert "did you mean" not in capsys.readouterr().err
+
+
+def test_a_hidden_option_is_never_offered(capsys: pytest.CaptureFixture[str]) -> None:
+    """--host (--local's old name) is hidden: "--hst" is closer to --host than to --hosts, which is what is offered."""
+    assert main(["run", DEFAULT, "--hst"]) == 2
+    assert capsys.readouterr().err.endswith("; did you mean '--hosts'? (see distval run --help)\n")
+
+
+def test_the_namespace_a_handler_gets_has_no_parser_in_it() -> None:
+    assert not any(name.startswith("_distval") for name in vars(build_parser().parse_args(["run", "-q"])))
