@@ -95,8 +95,13 @@ def _refused_reports(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """(option, path, why) for each report path that names something other than a regular file (a directory, a
     device, a FIFO): asked before the run starts, so that nothing runs for a report that cannot be written."""
     refused = []
+    directory: str = getattr(args, "output_dir", None) or ""
+    not_a_directory = bool(directory) and os.path.exists(directory) and not os.path.isdir(directory)
     for option, attribute in REPORT_OPTIONS:
         path = getattr(args, attribute)
+        if not_a_directory and path == os.path.join(directory, OUTPUT_NAMES[option]):
+            refused.append(("--output-dir", path, f"{directory} is not a directory"))
+            continue
         reason = refusal(path) if path else None
         if reason is not None:
             refused.append((option, path, reason))
@@ -274,7 +279,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     restore_handlers = install()  # SIGINT too: it may have been inherited ignored (distval/run/interrupts.py)
     try:
         if refused:
-            raise BadInput("; ".join(f"{option} {reason}" for option, _, reason in refused))
+            raise BadInput("; ".join(dict.fromkeys(f"{option} {reason}" for option, _, reason in refused)))
         check_remeasure(args)
         config = load_config(config_path)
         chosen = choose_target(args, config, engine_for, warn)

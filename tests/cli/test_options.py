@@ -71,6 +71,18 @@ def test_output_dir_gets_the_reports_of_a_refused_command_line(tmp_path: Path) -
     assert (tmp_path / OUTPUT_NAMES["--junit"]).exists()
 
 
+def test_an_output_dir_that_is_a_file_is_refused_before_anything_runs(
+    engine: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One line, exit 2, nothing run; a report named on its own still says why."""
+    (tmp_path / "taken").write_text("keep")
+    own = tmp_path / "mine.json"
+    assert main(["run", DEFAULT, "--image", IMAGE, "-q", "-o", str(tmp_path / "taken"), "--json", str(own)]) == 2
+    assert capsys.readouterr().err.splitlines() == [f"distval: --output-dir {tmp_path / 'taken'} is not a directory"]
+    assert (tmp_path / "taken").read_text() == "keep"
+    assert "is not a directory" in json.loads(own.read_text())["early_error"]["message"]
+
+
 def test_verbose_shows_each_ranks_output_escaped_when_its_scenario_ends(engine: None, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["run", DEFAULT, "--image", IMAGE, "-v", "--filter", "in-container-2ranks"]) == 1
     err = capsys.readouterr().err
