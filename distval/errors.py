@@ -14,11 +14,17 @@ DistvalError                 1
 │   └── RunStopped              a worker told to stop creates nothing more
 └── PlanError                4  a plan that cannot be executed as written (a bug, never the user's input)
     (InternalError            4  any exception distval did not expect: a bug in distval, never the image's failure)
+
+Two codes are verdicts, not errors: 1 (a check failed, RunSummary.exit_code) and 5, nothing was validated (every
+scenario skipped, or no scenario ran: RunSummary.exit_code too). 5 is not 0 (a run that validated nothing never
+passes) and not 1 (the image failed no check: a pipeline can tell "no GPU here" from "the image is broken").
 """
 
 from __future__ import annotations
 
 import traceback
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from distval.escape import terminal_text
@@ -30,6 +36,9 @@ EXIT_ENVIRONMENT = 3
 # distval itself failed (a bug): distinct from 1 so that a pipeline never reads distval's own failure as the
 # image's.
 EXIT_INTERNAL = 4
+# Nothing was validated: every scenario was skipped (e.g. NCCL without GPUs), or no scenario ran. Fails closed
+# (never 0) without blaming the image (not 1).
+EXIT_NOTHING_VALIDATED = 5
 EXIT_INTERRUPTED = 130
 
 # What each code means: README.md's "Exit codes" table starts each row with these words (tests/project/test_readme.py
@@ -40,17 +49,37 @@ EXIT_MEANINGS = {
     EXIT_BAD_INPUT: "bad input",
     EXIT_ENVIRONMENT: "the environment is unusable",
     EXIT_INTERNAL: "distval itself failed",
+    EXIT_NOTHING_VALIDATED: "nothing was validated",
     EXIT_INTERRUPTED: "interrupted by signal N",
 }
 
 
-def exit_codes_line() -> str:
-    """The codes for a command's help, from EXIT_MEANINGS: '0 every check ...; 1 ...; 128+N interrupted ...'."""
+def exit_codes_line(codes: Iterable[int] | None = None, own: Mapping[int, str] | None = None) -> str:
+    """The codes for a command's help, from EXIT_MEANINGS: '0 every check ...; 1 ...; 128+N interrupted ...'.
+    ``codes``: the command's own (in EXIT_MEANINGS' order; a code it does not declare is a KeyError), else all;
+    ``own``: what some of them mean for this command, where EXIT_MEANINGS' words are those of ``distval run``."""
+    wanted = set(EXIT_MEANINGS if codes is None else codes)
+    if not wanted <= set(EXIT_MEANINGS):  # a command may only name a declared code
+        raise KeyError(f"exit code(s) {sorted(wanted - set(EXIT_MEANINGS))} are not in EXIT_MEANINGS")
+    meanings = {**EXIT_MEANINGS, **(own or {})}
     return "; ".join(
-        f"{'128+N' if code == EXIT_INTERRUPTED else code} {meaning}"
+        f"{'128+N' if code == EXIT_INTERRUPTED else code} {meanings[code]}"
         + (" (130 Ctrl-C, 143 SIGTERM)" if code == EXIT_INTERRUPTED else "")
-        for code, meaning in EXIT_MEANINGS.items()
+        for code in EXIT_MEANINGS
+        if code in wanted
     )
+
+
+@dataclass(frozen=True)
+class ExitCodes:
+    """The exit codes one command can return (its help's epilog), with what a code means for it where that is
+    not EXIT_MEANINGS' words (0 of a command that gives no verdict on an image: "success")."""
+
+    codes: tuple[int, ...]
+    own: Mapping[int, str] = field(default_factory=dict)
+
+    def line(self) -> str:
+        return "Exit codes: " + exit_codes_line(self.codes, self.own)
 
 
 # A message from elsewhere (argparse echoes the arguments as given), at most this long.

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
-from distval.engine_protocol import ContainerState, EngineAPI, EngineFacts, ExecResult, GpuSupport, ImageInfo
+from distval.engine_protocol import ContainerState, EngineAPI, EngineFacts, ExecResult, GpuSupport, ImageInfo, Resource
 from distval.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
 from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
 
@@ -29,6 +29,10 @@ class FakeEngine:
 
     instances: ClassVar[list[FakeEngine]] = []
     holds_reaper = False  # no start_reaper: a run on it goes without a reaper, as the unit tests need
+    # What ``distval cleanup`` finds (list_managed) and removes (remove_resources): set by a test, shared by
+    # every instance as an Engine's containers are.
+    held: ClassVar[list[Resource]] = []
+    where = "unix:///fake/docker.sock"
 
     def __init__(
         self,
@@ -131,6 +135,15 @@ class FakeEngine:
         self.calls.append("remove_labelled")
         self.removed += 1
         return 0, 0
+
+    def list_managed(self, labels: list[str] | None = None) -> list[Resource]:
+        wanted = dict(label.split("=", 1) for label in labels or [])
+        return [r for r in FakeEngine.held if all(r.labels.get(k) == v for k, v in wanted.items())]
+
+    def remove_resources(self, resources: list[Resource]) -> tuple[int, int]:
+        for resource in resources:
+            FakeEngine.held.remove(resource)
+        return sum(1 for r in resources if r.kind == "container"), sum(1 for r in resources if r.kind == "network")
 
 
 _CONFORMS: EngineAPI = FakeEngine("mypy")  # mypy: the fake implements every method of the Protocol

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distval.cli import values as cli_values
-from distval.errors import EXIT_BAD_INPUT, BadInput
+from distval.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, BadInput, ExitCodes
 from distval.plan.model import ScenarioPlan
 from distval.reports.baseline import (
     DEFAULT_BUSBW_SLACK_US,
@@ -219,11 +219,15 @@ def command_compare(args: argparse.Namespace) -> int:
     return judgement.exit_code
 
 
-def compare_exit_codes() -> str:
-    """The exit codes of ``distval compare`` for its help: each verdict's (comparison.VERDICTS), then bad input."""
-    codes = sorted({v.exit_code for v in VERDICTS})
-    return "; ".join(f"{code} {verdict_line(code)}" for code in codes) + (
-        f"; {EXIT_BAD_INPUT} bad input (a file that is not a distval JSON report, a --markdown path that is one of them)"
+def compare_exit_codes() -> ExitCodes:
+    """The exit codes of ``distval compare`` for its help: each verdict's (comparison.VERDICTS), bad input and a bug."""
+    codes = {v.exit_code for v in VERDICTS}
+    return ExitCodes(
+        tuple(sorted(codes | {EXIT_BAD_INPUT, EXIT_INTERNAL})),
+        {
+            **{code: verdict_line(code) for code in codes},
+            EXIT_BAD_INPUT: "bad input (a file that is not a distval JSON report, a --markdown path that is one of them)",
+        },
     )
 
 
@@ -234,7 +238,6 @@ def add_compare_command(commands: Any) -> None:
         description="Compare two JSON reports of distval run, scenario by scenario: every regression (a figure past "
         "the tolerance, a verdict that got worse, a scenario or figure that vanished) first, then the improvements; "
         "unchanged testcases and figures are one count line (--all lists them).",
-        epilog="Exit codes: " + compare_exit_codes(),
     )
     compare.add_argument("old", metavar="OLD.json", help="the earlier (last-known-good) JSON report")
     compare.add_argument("new", metavar="NEW.json", help="the later JSON report")

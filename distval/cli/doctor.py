@@ -16,16 +16,26 @@ from distval.cli import values as cli_values
 from distval.config.shipped import DEFAULT_IMAGE
 from distval.doctor.checks import DEFAULT_SOCKET, STATUSES, Doctor, EngineSlot, Line, exit_code, run_checks
 from distval.engine_protocol import EngineAPI
-from distval.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_MEANINGS, EXIT_PASSED, BadInput, EngineError
+from distval.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_ENVIRONMENT,
+    EXIT_INTERNAL,
+    EXIT_MEANINGS,
+    EXIT_PASSED,
+    BadInput,
+    EngineError,
+    ExitCodes,
+)
 from distval.escape import terminal_line
 from distval.targets.engines.hosts import HostSpec, host_specs, tls_files
 
 # How the doctor reaches an Engine: the one of DOCKER_HOST (None) or one of --hosts; distval/cli/main.py gives it,
 # so that docker-py is imported only when an Engine is asked.
 Connect = Callable[[str, HostSpec | None], EngineAPI]
-EXIT_CODES = (
-    f"Exit codes: {EXIT_PASSED} every check is ok or warn; {EXIT_BAD_INPUT} {EXIT_MEANINGS[EXIT_BAD_INPUT]}; "
-    f"{EXIT_ENVIRONMENT} {EXIT_MEANINGS[EXIT_ENVIRONMENT]}: a check failed"
+# Its help's exit codes (distval/cli/main.py's COMMAND_EXIT_CODES puts them in the epilog).
+DOCTOR_EXIT_CODES = ExitCodes(
+    (EXIT_PASSED, EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL),
+    {EXIT_PASSED: "every check is ok or warn", EXIT_ENVIRONMENT: f"{EXIT_MEANINGS[EXIT_ENVIRONMENT]}: a check failed"},
 )
 
 
@@ -37,7 +47,6 @@ def add_doctor_command(
         help="check that distval can run here: the Engine, compose, GPUs, disk, the image and its torch",
         description="One line per check: ok, warn (a run goes on with less), fail (a run cannot) or skip (could not "
         "look, and why), with what to do when not ok (docs/doctor.md).",
-        epilog=EXIT_CODES,
     )
     doctor.add_argument(
         "--image",

@@ -3,8 +3,8 @@
 export: one YAML file of manifests per scenario (distval/targets/kubernetes/export.py), a line per file, and a line on stderr
 per scenario that has no Kubernetes form; exit 0, or 2 when no scenario could be exported.
 collect: pod logs (files or the API) -> the reports of a Docker run (distval/targets/kubernetes/collect.py); exit 0 when
-every scenario passed, 1 when a check failed or errored, 2 for logs that hold no distval job, 3 when the API
-is asked for without a client or kubeconfig.
+every scenario passed, 1 when a check failed or errored, 5 when every scenario was skipped, 2 for logs that hold no
+distval job, 3 when the API is asked for without a client or kubeconfig.
 """
 
 from __future__ import annotations

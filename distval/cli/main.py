@@ -20,12 +20,14 @@ from typing import TYPE_CHECKING, Any
 from distval import __version__
 from distval.checks.reference import FORMATS, REFERENCE_PAGE, render_checks
 from distval.cli import values as cli_values
-from distval.cli.baseline import add_baseline_arguments, add_compare_command, overwrites_baseline
-from distval.cli.doctor import add_doctor_command
+from distval.cli.baseline import add_baseline_arguments, add_compare_command, compare_exit_codes, overwrites_baseline
+from distval.cli.completion import SHELLS, render_completion
+from distval.cli.doctor import DOCTOR_EXIT_CODES, add_doctor_command
 from distval.cli.kubernetes import add_kubernetes_commands
 from distval.cli.plan_render import plan_as_data, render_plan
 from distval.cli.run import (
     CI_ENV,
+    OUTPUT_NAMES,
     REPORT_OPTIONS,
     SAMPLE_IMAGE_FLAG,
     Progress,
@@ -35,6 +37,7 @@ from distval.cli.run import (
     plan_selected,
     running,
     select,
+    with_output_dir,
     write_reports,
 )
 from distval.cli.selection_options import add_selection_options, selection
@@ -43,7 +46,22 @@ from distval.config.keys_reference import KEYS_PAGE, render_keys_markdown
 from distval.config.schema import SHIPPED, render_schema
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, STARTER_NAME, write_starter
 from distval.engine_protocol import EngineAPI
-from distval.errors import EXIT_BAD_INPUT, ConfigError, DistvalError, InternalError, UsageError, exit_codes_line
+from distval.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CHECKS_FAILED,
+    EXIT_ENVIRONMENT,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_NOTHING_VALIDATED,
+    EXIT_PASSED,
+    BadInput,
+    ConfigError,
+    DistvalError,
+    ExitCodes,
+    InternalError,
+    UsageError,
+    exit_codes_line,
+)
 from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
 from distval.labels import LABEL_RUN
 from distval.results.scenario import RunSummary
@@ -123,6 +141,11 @@ def command_checks(args: argparse.Namespace) -> int:
     return 0
 
 
+def command_completion(args: argparse.Namespace) -> int:
+    sys.stdout.write(render_completion(build_parser(), args.shell))
+    return 0
+
+
 def command_init(args: argparse.Namespace) -> int:
     write_starter(args.path)  # an existing file: BadInput, one line from main
     print(f"wrote {args.path}; run it with: distval run {args.path} --image <your image>")
@@ -131,15 +154,18 @@ def command_init(args: argparse.Namespace) -> int:
 
 def command_fixtures(args: argparse.Namespace) -> int:
     if args.action == "list":
-        hidden = 0
-        for tag, fixture in FIXTURES.items():
-            if tag.startswith(BROKEN_PREFIX) and not args.all:
-                hidden += 1
-                continue
-            print(f"{tag}  recipe {recipe_hash(tag)}  {fixture.description}")
+        shown_tags = [tag for tag in FIXTURES if args.all or not tag.startswith(BROKEN_PREFIX)]
+        hidden = len(FIXTURES) - len(shown_tags)
+        if args.format == "json":
+            _print_json(fixtures_as_data(shown_tags, hidden))
+            return 0
+        for tag in shown_tags:
+            print(f"{tag}  recipe {recipe_hash(tag)}  {FIXTURES[tag].description}")
         if hidden:
             print(f"(and {hidden} {BROKEN_PREFIX}* images for distval's own tests: distval fixtures list --all)")
         return 0
+    if args.format != "text":
+        raise BadInput("fixtures build: --format is fixtures list's (build says its progress on stderr)")
     progress = _progress(False)
     try:
         engine = _engine(secrets.token_hex(4))
@@ -149,6 +175,24 @@ def command_fixtures(args: argparse.Namespace) -> int:
         print(f"distval: {exc}", file=sys.stderr)
         return exc.exit_code
     return 0
+
+
+def fixtures_as_data(tags: list[str], hidden: int) -> dict[str, Any]:
+    """``distval fixtures list --format json``: each fixture's tag, recipe hash (the label a built image carries),
+    description and whether it is one of the broken images made for distval's own tests; ``hidden``: those
+    left out (without --all)."""
+    return {
+        "fixtures": [
+            {
+                "tag": tag,
+                "recipe": recipe_hash(tag),
+                "description": FIXTURES[tag].description,
+                "broken": tag.startswith(BROKEN_PREFIX),
+            }
+            for tag in tags
+        ],
+        "hidden": hidden,
+    }
 
 
 def _add_hosts_options(parser: argparse.ArgumentParser, tls: bool = False, from_config: bool = False) -> None:
@@ -201,21 +245,67 @@ def command_nodes(args: argparse.Namespace) -> int:
 
 def command_cleanup(args: argparse.Namespace) -> int:
     """Remove what runs that are over left behind (a run killed with SIGKILL): never a run whose owner still runs,
-    unless named with --run-id or --all. One line per run, removed or kept and why, then the totals."""
+    unless named with --run-id or --all. One line per run, removed or kept and why, then the totals; or, with
+    --format json, the same decisions as one JSON object on stdout (cleanup_as_data)."""
+    as_json = args.format == "json"
+    emit = _no_line if as_json else print
     try:
         engines = _cleanup_engines(args)
     except DistvalError as exc:
         print(f"distval: {exc}", file=sys.stderr)
+        if as_json:
+            _print_json(cleanup_as_data(args.dry_run, [], str(exc)))
         return exc.exit_code
     status = 0
+    outcomes: list[dict[str, Any]] = []
     for engine in engines:
         if len(engines) > 1:
-            print(f"on {engine.where}:")
-        status = max(status, _cleanup_one(engine, args))
+            emit(f"on {engine.where}:")
+        outcome, code = _cleanup_one(engine, args, emit)
+        outcomes.append(outcome)
+        status = max(status, code)
+    if as_json:
+        _print_json(cleanup_as_data(args.dry_run, outcomes))
     return status
 
 
-def _cleanup_one(engine: Engine, args: argparse.Namespace) -> int:
+def _print_json(data: object) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+# The counts of an Engine's outcome (and of the totals) in the JSON of distval cleanup --format json.
+_CLEANUP_COUNTS = ("removed_containers", "removed_networks", "kept_runs")
+
+
+def cleanup_as_data(dry_run: bool, engines: list[dict[str, Any]], error: str | None = None) -> dict[str, Any]:
+    """``distval cleanup --format json``: each Engine's runs (run id, action, reason, counts) and its totals, the
+    totals over every Engine, and ``error`` where no Engine could be asked (an Engine that failed midway says its
+    own). With --dry-run the actions are would_remove and would_keep, and the counts what would be removed."""
+    return {
+        "dry_run": dry_run,
+        "engines": engines,
+        "totals": {key: sum(engine[key] for engine in engines) for key in _CLEANUP_COUNTS},
+        "error": error,
+    }
+
+
+def _cleanup_one(engine: Engine, args: argparse.Namespace, emit: Callable[[str], None]) -> tuple[dict[str, Any], int]:
+    """One Engine's cleanup: its lines through ``emit``, its outcome as data (cleanup_as_data), its exit code."""
+    runs: list[dict[str, Any]] = []
+    removed_containers = removed_networks = 0
+    # --dry-run: the same decisions, the same lines, in the conditional ("would remove"); nothing removed.
+    verb, keep = ("would remove", "would keep") if args.dry_run else ("removed", "kept")
+
+    def outcome(error: str | None) -> dict[str, Any]:
+        return {
+            "engine": engine.where,
+            "runs": runs,
+            "removed_containers": removed_containers,
+            "removed_networks": removed_networks,
+            "kept_runs": sum(1 for run in runs if run["action"] == keep.replace(" ", "_")),
+            "error": error,
+        }
+
     try:
         if args.run_id or args.all:
             reason = f"named with --run-id {args.run_id}" if args.run_id else "--all"
@@ -223,26 +313,34 @@ def _cleanup_one(engine: Engine, args: argparse.Namespace) -> int:
             decisions = [RunDecision(run_id, tuple(rs), True, reason) for run_id, rs in by_run(found).items()]
         else:
             decisions = decide(engine.list_managed(), args.older_than, time.time(), socket.gethostname())
-        removed_containers = removed_networks = 0
-        # --dry-run: the same decisions, the same lines, in the conditional ("would remove"); nothing removed.
-        verb, keep = ("would remove", "would keep") if args.dry_run else ("removed", "kept")
         for decision in decisions:
+            action = verb if decision.remove else keep
             if not decision.remove:
-                print(f"{keep} run {decision.run_id} ({decision.counts()}): {decision.reason}")
-                continue
-            if args.dry_run:
-                containers = sum(1 for r in decision.resources if r.kind == "container")
-                networks = len(decision.resources) - containers
+                containers, networks = decision.containers, decision.networks
+                emit(f"{keep} run {decision.run_id} ({decision.counts()}): {decision.reason}")
+            elif args.dry_run:
+                containers, networks = decision.containers, decision.networks
             else:
                 containers, networks = engine.remove_resources(list(decision.resources))
-            removed_containers, removed_networks = removed_containers + containers, removed_networks + networks
-            print(f"{verb} run {decision.run_id} ({containers} container(s), {networks} network(s)): {decision.reason}")
+            if decision.remove:
+                removed_containers, removed_networks = removed_containers + containers, removed_networks + networks
+                emit(f"{verb} run {decision.run_id} ({containers} container(s), {networks} network(s)): {decision.reason}")
+            runs.append(
+                {
+                    "run_id": decision.run_id,
+                    "action": action.replace(" ", "_"),
+                    "reason": decision.reason,
+                    "containers": containers,
+                    "networks": networks,
+                    "reaper": decision.has_reaper,
+                }
+            )
     except DistvalError as exc:
         print(f"distval: {exc}", file=sys.stderr)
-        return exc.exit_code
-    kept = sum(1 for d in decisions if not d.remove)
-    print(f"{verb} {removed_containers} container(s) and {removed_networks} network(s); {keep} {kept} run(s)")
-    return 0
+        return outcome(str(exc)), exc.exit_code
+    result = outcome(None)
+    emit(f"{verb} {removed_containers} container(s) and {removed_networks} network(s); {keep} {result['kept_runs']} run(s)")
+    return result, 0
 
 
 def _add_report_options(
@@ -279,6 +377,15 @@ def _add_report_options(
         help="name the JUnit testsuites and classnames with TEXT instead of each scenario's image (1-64 letters, "
         "digits, '-', '_'), to tell apart the reports of one config run against several images",
     )
+    names = ", ".join(f"{name} ({option})" for option, name in OUTPUT_NAMES.items())
+    parser.add_argument(
+        "-o",
+        "--output-dir",
+        metavar="DIR",
+        type=cli_values.file_path("the directory of the reports"),
+        help=f"write every report into DIR (created if missing): {names}; --junit, --json or --markdown still name "
+        "their own file",
+    )
 
 
 def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
@@ -294,12 +401,58 @@ def _report_options(argv: Sequence[str]) -> argparse.Namespace | None:
         known, _ = reports.parse_known_args(argv[list(argv).index("run") + 1 :])
     except UsageError:
         return None
+    with_output_dir(known)
     attributes = dict(REPORT_OPTIONS)
     reports_asked = [(option, getattr(known, attribute)) for option, attribute in REPORT_OPTIONS]
     for option, _, why in overwrites_baseline(known.baseline or (), reports_asked):
         print(f"distval: not writing {option}: {why}", file=sys.stderr)
         setattr(known, attributes[option], None)
     return known
+
+
+# The exit codes each command can return: its help's epilog says them (tests/cli/test_exit_codes.py makes each
+# command return them and nothing else). Every command can be given a bad command line (2) and can meet a bug of
+# distval's (4). Only ``run`` handles SIGINT and SIGTERM (it removes what it created): 128+N.
+_COMMON = (EXIT_PASSED, EXIT_BAD_INPUT, EXIT_INTERNAL)
+_SUCCESS = {EXIT_PASSED: "success"}  # a command that gives no verdict on an image
+COMMAND_EXIT_CODES: dict[str, ExitCodes] = {
+    "run": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOTHING_VALIDATED, EXIT_INTERRUPTED)),
+    "compare": compare_exit_codes(),
+    "doctor": DOCTOR_EXIT_CODES,
+    "plan": ExitCodes(_COMMON, _SUCCESS),
+    "schema": ExitCodes(_COMMON, _SUCCESS),
+    "checks": ExitCodes(_COMMON, _SUCCESS),
+    "init": ExitCodes(_COMMON, _SUCCESS),
+    "fixtures": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
+    "nodes": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
+    "cleanup": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
+    "export kubernetes": ExitCodes(_COMMON, _SUCCESS),
+    "collect kubernetes": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOTHING_VALIDATED)),
+    "completion": ExitCodes(_COMMON, _SUCCESS),
+}
+
+
+def subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, argparse.ArgumentParser]:
+    """Every (sub)command's parser below ``parser`` by its words ("run", "export", "export kubernetes"), in order."""
+    found: dict[str, argparse.ArgumentParser] = {}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, child in action.choices.items():
+                found[prefix + name] = child
+                found.update(subcommands(child, f"{prefix}{name} "))
+    return found
+
+
+def _declare_exit_codes(parser: argparse.ArgumentParser) -> None:
+    """Each command's epilog from COMMAND_EXIT_CODES; a command made of subcommands (export) says theirs together."""
+    for name, command in subcommands(parser).items():
+        declared = COMMAND_EXIT_CODES.get(name)
+        if declared is None:
+            below = [codes for key, codes in COMMAND_EXIT_CODES.items() if key.startswith(name + " ")]
+            if not below:
+                raise KeyError(f"distval {name} declares no exit codes (COMMAND_EXIT_CODES)")
+            declared = ExitCodes(tuple(code for codes in below for code in codes.codes), below[0].own)
+        command.epilog = declared.line()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -332,6 +485,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report_options(run)
     add_selection_options(run)
     run.add_argument(
+        "-j",
         "--jobs",
         type=cli_values.jobs_count,
         metavar="K",
@@ -341,7 +495,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--run-id", type=cli_values.run_id, help="label value for this run's containers and networks (default: random)"
     )
-    run.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    loudness = run.add_mutually_exclusive_group()
+    loudness.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
+    loudness.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="also each rank's output (stdout and stderr, as the reports keep it) on stderr, as soon as its scenario "
+        "ends: the runtimes read a rank's output once it stopped, so it is not shown while the rank runs",
+    )
     run.add_argument(
         "--require-gpu",
         action="store_true",
@@ -434,6 +596,12 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("tags", nargs="*", help="fixtures to build (default: all)")
     fixtures.add_argument("--force", action="store_true", help="rebuild even when up to date")
     fixtures.add_argument("--all", action="store_true", help="list: also the broken:* images, made for distval's own tests")
+    fixtures.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="list: text for people (default), or one JSON object (each fixture's tag, recipe hash, description)",
+    )
     fixtures.set_defaults(handler=command_fixtures)
 
     # Test infrastructure (docs/several-hosts.md): given no help=, argparse lists no line for it, and the command
@@ -479,13 +647,30 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="say which runs would be removed and which kept, and why, without removing anything",
     )
+    cleanup.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text for people (default), or one JSON object: each run's decision (run id, action, reason, counts) "
+        "per Engine, and the totals",
+    )
     _add_hosts_options(cleanup, tls=True)
     cleanup.set_defaults(handler=command_cleanup)
     add_doctor_command(commands, _doctor_engine, _add_hosts_options)
     add_kubernetes_commands(commands, _add_report_options)
+
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or fish), generated from this command line's own parser",
+        description="Print a completion script for the shell: bash (source <(distval completion bash)), zsh "
+        "(source <(distval completion zsh), after compinit) or fish (distval completion fish | source).",
+    )
+    completion.add_argument("shell", choices=SHELLS)
+    completion.set_defaults(handler=command_completion)
     # The command list of the usage line and help: the commands that have a help line (argparse's default lists
     # every choice, the hidden ones too).
     commands.metavar = "{" + ",".join(action.dest for action in commands._choices_actions) + "}"
+    _declare_exit_codes(parser)
     return parser
 
 
@@ -507,6 +692,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = RunSummary(secrets.token_hex(4), (), (exc.kind, str(exc)), exc.exit_code, config_path=None)
             write_reports(summary, reports)
         return exc.exit_code
+    with_output_dir(args)
     if getattr(args, "deprecated_host", False):
         print(DEPRECATED_HOST, file=sys.stderr)
         args.local = True

@@ -125,14 +125,31 @@ def in_config_order(config: Config, results: Sequence[ScenarioResult]) -> list[S
 
 
 REPORT_OPTIONS = (("--junit", "junit"), ("--json", "json"), ("--markdown", "markdown"))
+# -o/--output-dir DIR: the file each report gets in DIR (docs/reports.md names them; the help derives from here).
+OUTPUT_NAMES = {"--junit": "junit.xml", "--json": "report.json", "--markdown": "summary.md"}
+
+
+def with_output_dir(args: argparse.Namespace) -> None:
+    """Give each report that --junit, --json or --markdown did not name its file in --output-dir (when given)."""
+    directory = getattr(args, "output_dir", None)
+    if not directory:
+        return
+    for option, attribute in REPORT_OPTIONS:
+        if getattr(args, attribute, None) is None:
+            setattr(args, attribute, os.path.join(directory, OUTPUT_NAMES[option]))
 
 
 def _refused_reports(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     """(option, path, why) for each report path that names something other than a regular file (a directory, a
     device, a FIFO): asked before the run starts, so that nothing runs for a report that cannot be written."""
     refused = []
+    directory: str = getattr(args, "output_dir", None) or ""
+    not_a_directory = bool(directory) and os.path.exists(directory) and not os.path.isdir(directory)
     for option, attribute in REPORT_OPTIONS:
         path = getattr(args, attribute)
+        if not_a_directory and path == os.path.join(directory, OUTPUT_NAMES[option]):
+            refused.append(("--output-dir", path, f"{directory} is not a directory"))
+            continue
         reason = refusal(path) if path else None
         if reason is not None:
             refused.append((option, path, reason))
@@ -316,7 +333,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     """``engine_for(run_id)``: the Engine of a Docker run, asked for only then (--local never imports docker-py)."""
     args.run_id = args.run_id or secrets.token_hex(4)
     run_id = args.run_id
-    display = ProgressDisplay(None if args.quiet else sys.stderr)
+    display = ProgressDisplay(None if args.quiet else sys.stderr, rank_output=args.verbose)
     results: list[ScenarioResult] = []
     host = socket.gethostname()
     target: Target | None = None
@@ -356,7 +373,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     restore_handlers = install()  # SIGINT too: it may have been inherited ignored (distval/run/interrupts.py)
     try:
         if refused:
-            raise BadInput("; ".join(f"{option} {reason}" for option, _, reason in refused))
+            raise BadInput("; ".join(dict.fromkeys(f"{option} {reason}" for option, _, reason in refused)))
         check_remeasure(baseline)
         config = load_config(config_path)
         selected = select(config, args.filter, selection)

@@ -4,24 +4,74 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from distval.config.values import image_problem
-from distval.config.yaml_nodes import shown
+from distval.config.yaml_nodes import did_you_mean, shown
 from distval.errors import BadInput, UsageError
 from distval.reports.baseline import BadReport, read_report
 from distval.targets.docker.cleanup import parse_duration
 from distval.targets.engines.hosts import parse_hosts
 
+# argparse's (3.11) words for a value outside an argument's choices: the value given, then the choices' reprs.
+_INVALID_CHOICE = re.compile(r"invalid choice: (?P<given>'[^']*'|\"[^\"]*\") \(choose from (?P<choices>.*)\)$")
+# Where the (innermost) subcommand's parser leaves itself on the namespace, for parse_args to name its options.
+_PARSER_ATTRIBUTE = "_distval_parser"
+
 
 class UsageParser(argparse.ArgumentParser):
-    """argparse's parser, raising UsageError instead of printing usage and exiting (subcommands inherit it)."""
+    """argparse's parser, raising UsageError instead of printing usage and exiting (subcommands inherit it); a
+    misspelt command, choice or option gets "did you mean" the closest one (argparse 3.11 says neither)."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(self.prog, message)
+        raise UsageError(self.prog, message + _closest_choice(message))
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        if not hasattr(parsed, _PARSER_ATTRIBUTE):  # the innermost (sub)command's parser finishes first
+            setattr(parsed, _PARSER_ATTRIBUTE, self)
+        return parsed, extras
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        parsed, extras = self.parse_known_args(args, namespace)
+        command: argparse.ArgumentParser = getattr(parsed, _PARSER_ATTRIBUTE)
+        delattr(parsed, _PARSER_ATTRIBUTE)
+        if extras:
+            # Said by the parser that saw them (argparse's own words, "unrecognized arguments"), with the
+            # closest option of the command they were given to.
+            command.error(f"unrecognized arguments: {' '.join(extras)}{_closest_option(extras, command)}")
+        return parsed
+
+
+def _closest_option(extras: list[str], command: argparse.ArgumentParser) -> str:
+    """'; did you mean '--json'?' for the first unrecognized option close to a visible option of ``command``."""
+    options = [o for action in command._actions if action.help != argparse.SUPPRESS for o in action.option_strings]
+    for extra in extras:
+        hint = did_you_mean(extra.split("=")[0], options) if extra.startswith("-") else ""
+        if hint:
+            return hint
+    return ""
+
+
+def _closest_choice(message: str) -> str:
+    """'; did you mean 'run'?' for argparse's "invalid choice" message, when a choice is close; else ''."""
+    found = _INVALID_CHOICE.search(message)
+    if found is None:
+        return ""
+    try:
+        given = ast.literal_eval(found.group("given"))
+        choices = ast.literal_eval(f"[{found.group('choices')}]")
+    except (ValueError, SyntaxError):
+        return ""
+    return did_you_mean(given, [str(choice) for choice in choices])
 
 
 RUN_ID_PATTERN = re.compile(r"^[a-z0-9][a-z0-9-]{0,15}$")
@@ -57,17 +107,24 @@ def suite_prefix_if_valid(value: str) -> str | None:
     return value if SUITE_PREFIX_PATTERN.fullmatch(value) else None
 
 
-def file_path(what: str) -> Callable[[str], str]:
-    """argparse type: a file path, not empty (it names no file) and without NUL (no path holds one)."""
+class FilePath:
+    """argparse type: a file path, not empty (it names no file) and without NUL (no path holds one). A class, so
+    that shell completion (cli/completion.py) can tell an option that takes a path."""
 
-    def check(value: str) -> str:
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __call__(self, value: str) -> str:
         if not value:
-            raise argparse.ArgumentTypeError(f"expected the path of {what}; got nothing")
+            raise argparse.ArgumentTypeError(f"expected the path of {self.what}; got nothing")
         if "\x00" in value:
-            raise argparse.ArgumentTypeError(f"expected the path of {what}; got {shown(value)} (a path holds no NUL)")
+            raise argparse.ArgumentTypeError(f"expected the path of {self.what}; got {shown(value)} (a path holds no NUL)")
         return value
 
-    return check
+
+def file_path(what: str) -> FilePath:
+    """argparse type: a file path (FilePath); ``what`` names it in the message."""
+    return FilePath(what)
 
 
 def image_reference(value: str) -> str:

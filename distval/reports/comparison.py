@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distval.errors import EXIT_CHECKS_FAILED, EXIT_PASSED
+from distval.errors import EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED, EXIT_PASSED
 from distval.reports.baseline import (
     BASELINE_CASE,
     Comparison,
@@ -54,11 +54,11 @@ REGRESSED = Verdict(
     "a regression: a figure past the tolerance, a verdict that got worse (passed, now skipped, failed, errored or "
     "gone), a scenario or figure of OLD missing from NEW",
 )
-# Nothing compared is not a pass. It exits with the code of a failed check: errors.py declares no code of its own
-# for "nothing was validated" (should it gain one, this is the one line that says which code this verdict has).
+# Nothing compared is not a pass, and not a regression either: it exits with errors.py's code for "nothing was
+# validated", so that a pipeline can tell "the image got worse" from "these two reports could not be compared".
 NOTHING_COMPARED = Verdict(
     "nothing compared",
-    EXIT_CHECKS_FAILED,
+    EXIT_NOTHING_VALIDATED,
     "nothing compared: a report has no scenario or its run ended early, no scenario matched, or a matched "
     "scenario has no figure that both reports have",
 )

@@ -1,10 +1,14 @@
-"""The one way a report reaches the disk: whole or not at all, and only ever into a regular file.
+"""The one way a report reaches the disk: whole or not at all, and only ever into a regular file, or into a
+stream that a command line names on purpose (``--json /dev/null``, ``--junit /dev/stdout``, a FIFO).
 
-``write_atomically`` follows symbolic links to their final target (the link stays a link), refuses a
-target that is not a regular file (a directory, a device, a FIFO, a socket: ``NotARegularFile``), writes
-the text to a new temporary file beside the target (same directory, so same filesystem), flushes it to
-the disk (fsync) and renames it over the target: a reader, or a run killed halfway, sees the old file or
-the new one, never a part. An existing target keeps its permission bits; missing parent directories are
+``write_atomically`` follows symbolic links to their final target (the link stays a link). A target that is a
+character device (``/dev/null``, a terminal) or a FIFO (a pipe: ``/dev/stdout`` under ``| jq``, ``>(...)``) is
+opened and written to directly, never created, truncated or renamed over: replacing ``/dev/null`` with a file
+is what a CI script that throws a report away must never cause, and a pipe cannot be renamed over. Anything else
+that is not a regular file (a directory, a block device, a socket: ``NotARegularFile``) is refused. A regular
+file (or a missing one) gets the text in a new temporary file beside it (same directory, so same filesystem),
+flushed to the disk (fsync) and renamed over it: a reader, or a run killed halfway, sees the old file or the
+new one, never a part. An existing target keeps its permission bits; missing parent directories are
 created. On any failure the temporary file is removed and the old file stays as it was.
 
 distval often runs as root with report paths in shared directories such as /tmp. The kernel's
@@ -41,6 +45,8 @@ _KINDS = (
     (stat.S_ISFIFO, "a named pipe (FIFO)"),
     (stat.S_ISSOCK, "a socket"),
 )
+# Opened for writing as they are (no O_CREAT: nothing is made; no O_TRUNC: a pipe or a device has nothing to cut).
+_STREAM_FLAGS = os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC
 
 
 class NotARegularFile(OSError):
@@ -118,13 +124,31 @@ def _resolve(path: str | os.PathLike[str]) -> _Resolved:
 
 
 def refusal(path: str | os.PathLike[str]) -> str | None:
-    """Why ``path`` cannot take a report, in words; None when it is a regular file, does not exist yet, or is a
-    symbolic link to one of those. Problems only the write itself can find (permissions) are left to it."""
+    """Why ``path`` cannot take a report, in words; None when it is a regular file, does not exist yet, is a
+    stream (a character device or a FIFO), or is a symbolic link to one of those. Problems only the write itself
+    can find (permissions) are left to it."""
     found = _resolve(path)
-    return found.problem if found.problem is not None else _kind_problem(found.path, path)
+    if found.problem is not None:
+        return found.problem
+    return None if _is_stream(path) else _kind_problem(found.path, path)
+
+
+def _is_stream(path: str | os.PathLike[str]) -> bool:
+    """A character device or a FIFO, as the kernel resolves ``path``: /dev/stdout's /proc/self/fd/1 may name a
+    pipe ("pipe:[123]"), which no path of the filesystem names."""
+    try:
+        return _is_stream_mode(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _is_stream_mode(mode: int) -> bool:
+    return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
 
 def _kind_problem(resolved: str, path: str | os.PathLike[str]) -> str | None:
+    """Why the atomic writer cannot replace ``resolved``: anything but a regular file (streams are written
+    before this is asked; one seen here was swapped in meanwhile, and is not replaced either)."""
     try:
         mode = os.lstat(resolved).st_mode
     except OSError:
@@ -132,17 +156,41 @@ def _kind_problem(resolved: str, path: str | os.PathLike[str]) -> str | None:
     if stat.S_ISREG(mode):
         return None
     kind = next((word for test, word in _KINDS if test(mode)), "not a file")
-    return f"{os.fspath(path)} is {kind}, not a regular file: a report never replaces it"
+    return (
+        f"{os.fspath(path)} is {kind}: a report goes into a regular file, a character device such as /dev/null or "
+        "a FIFO, never replaces anything else"
+    )
+
+
+def _write_stream(path: str | os.PathLike[str], data: bytes) -> bool:
+    """Write ``data`` into ``path`` when it is a character device or a FIFO (opening a FIFO waits for its reader,
+    as any writer of a pipe does); False, having written nothing, when it is not one (the regular path follows)."""
+    if not _is_stream(path):
+        return False
+    fd = os.open(path, _STREAM_FLAGS)
+    try:
+        if not _is_stream_mode(os.fstat(fd).st_mode):  # swapped for something else since the stat above
+            return False
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    return True
 
 
 def write_atomically(path: str | os.PathLike[str], text: str) -> None:
-    """Replace the regular file at ``path`` (or its symbolic link's target) with ``text`` (UTF-8) atomically.
+    """Replace the regular file at ``path`` (or its symbolic link's target) with ``text`` (UTF-8) atomically, or
+    write ``text`` into it when it is a character device or a FIFO.
 
     Characters UTF-8 cannot encode (lone surrogates from rank output) are written as ``\\udcXX`` escapes.
     """
     found = _resolve(path)
     if found.problem is not None:
         raise (NotARegularFile if "loop of symbolic links" in found.problem else UnsafePath)(found.problem)
+    data = text.encode("utf-8", "backslashreplace")
+    if _write_stream(path, data):
+        return
     reason = _kind_problem(found.path, path)
     if reason is not None:
         raise NotARegularFile(reason)
@@ -152,7 +200,6 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
             f"{os.fspath(path)}: its directory {target.parent} does not exist and the path goes through "
             f"{found.foreign_link}, another user's symbolic link: distval creates no directory there"
         )
-    data = text.encode("utf-8", "backslashreplace")
     directory = _open_directory(target.parent)
     try:
         _write_in(directory, target, data)

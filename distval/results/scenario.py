@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from distval import __version__
 from distval.checks.catalog import FAULTS_CASE, is_check, is_collective
 from distval.config import NCCL_BACKENDS
-from distval.errors import EXIT_CHECKS_FAILED, EXIT_PASSED, PlanError
+from distval.errors import EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED, EXIT_PASSED, PlanError
 from distval.plan.model import ScenarioPlan
 from distval.results.bandwidth import Figure, figure_properties, figures_of
 from distval.results.diagnosis import Diagnosis, current_attempts, diagnose, is_record_file
@@ -104,12 +104,12 @@ class RunSummary:
         if self.early_exit_code is not None:
             return self.early_exit_code
         if not self.scenarios or self.nothing_validated:
-            return EXIT_CHECKS_FAILED
+            return EXIT_NOTHING_VALIDATED  # never 0, and not the image's failure (1)
         return EXIT_PASSED if all(s.status in (PASSED, SKIPPED) for s in self.scenarios) else EXIT_CHECKS_FAILED
 
     @property
     def nothing_validated(self) -> bool:
-        """True when no check ran anywhere (every scenario skipped): such a run must not exit 0."""
+        """True when no check ran anywhere (every scenario skipped): such a run exits EXIT_NOTHING_VALIDATED, never 0."""
         return bool(self.scenarios) and all(s.status == SKIPPED for s in self.scenarios)
 
 

@@ -35,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TextIO
 
-from distval.escape import terminal_line
+from distval.escape import terminal_line, terminal_text
 from distval.plan.model import ScenarioPlan
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
 from distval.results.scenario import ScenarioResult
@@ -90,8 +90,10 @@ class ProgressDisplay:
         columns: int | None = None,
         rows: int | None = None,
         heartbeat_s: float = HEARTBEAT_S,
+        rank_output: bool = False,
     ) -> None:
         self.stream = stream
+        self.rank_output = rank_output  # --verbose: each scenario's rank output once it ends
         if tty is None:
             tty = stream is not None and _isatty(stream) and os.environ.get("TERM") != "dumb"
         self.tty = tty
@@ -172,6 +174,8 @@ class ProgressDisplay:
         with self._lock:
             self._running.pop(result.plan.scenario.name, None)
             self._line(f"{result.plan.suite_name}: {result.status} in {result.duration_s:.1f} s ({_counts(result)})")
+            if self.rank_output and result.logs:
+                self._block(result.plan.suite_name, result.logs)
 
     # -- the rest --------------------------------------------------------------------------------
 
@@ -248,6 +252,15 @@ class ProgressDisplay:
             self._draw([])
         # The one place permanent lines are made: names and notes can be the image's text (ESC, OSC, bidi).
         self._write(f"[{self._clock() - self._started:6.1f}s] {terminal_line(line)}\n")
+        if self.tty:
+            self._redraw()
+
+    def _block(self, name: str, text: str) -> None:
+        """Rank output (--verbose), each line prefixed with its scenario's name, so that scenarios that end
+        together stay apart: the image's text, so controls and bidi overrides are taken out (terminal_text)."""
+        if self.tty:
+            self._draw([])
+        self._write("".join(f"{name} | {line}\n" for line in terminal_text(text).splitlines()))
         if self.tty:
             self._redraw()
 

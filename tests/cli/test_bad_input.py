@@ -466,8 +466,11 @@ def _early_error_in_every_report(paths: dict[str, Path], kind: str, exit_code: i
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["--jobs", "0"], "distval run: error: argument --jobs: expected a whole number >= 1; got '0' (see distval run --help)"),
-        (["--no-such-option"], "distval: error: unrecognized arguments: --no-such-option (see distval --help)"),
+        (
+            ["--jobs", "0"],
+            "distval run: error: argument -j/--jobs: expected a whole number >= 1; got '0' (see distval run --help)",
+        ),
+        (["--no-such-option"], "distval run: error: unrecognized arguments: --no-such-option (see distval run --help)"),
         (
             ["--image", ""],
             "distval run: error: argument --image: expected an image reference; got nothing (see distval run --help)",
@@ -497,7 +500,7 @@ def test_a_usage_error_without_the_config_still_writes_the_reports(
     monkeypatch.setattr(distval.cli.main, "Engine", _no_engine)
     report_options, paths = _reports(tmp_path)
     assert distval.cli.main.main(["run", "--jobs", "0", *report_options]) == 2
-    message = "argument --jobs: expected a whole number >= 1; got '0'"
+    message = "argument -j/--jobs: expected a whole number >= 1; got '0'"
     assert capsys.readouterr().err.splitlines() == [f"distval run: error: {message} (see distval run --help)"]
     _early_error_in_every_report(paths, "usage", 2, message)
 
@@ -559,12 +562,15 @@ def test_a_filter_message_lists_a_few_names_and_cuts_the_pattern(
             ["run", "c.yaml", "--json=a\x00"],
             "distval run: error: argument --json: expected the path of the JSON report; got 'a\\x00'",
         ),
-        (["plan", "c.yaml", "\r"], "distval: error: unrecognized arguments: \\r (see distval --help)"),
+        (["plan", "c.yaml", "\r"], "distval plan: error: unrecognized arguments: \\r (see distval plan --help)"),
         (
             ["run", "c.yaml", "--jobs", "\u00b2"],
-            "distval run: error: argument --jobs: expected a whole number >= 1; got '\u00b2'",
+            "distval run: error: argument -j/--jobs: expected a whole number >= 1; got '\u00b2'",
         ),
-        (["run", "c.yaml", "--jobs", "9" * 30], "distval run: error: argument --jobs: expected a whole number <= 256; got '999"),
+        (
+            ["run", "c.yaml", "--jobs", "9" * 30],
+            "distval run: error: argument -j/--jobs: expected a whole number <= 256; got '999",
+        ),
     ],
     ids=["empty-config", "nul-config", "empty-junit", "nul-json", "carriage-return", "jobs-superscript", "jobs-huge"],
 )

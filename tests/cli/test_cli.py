@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 
 from distval.cli.main import build_parser, main
 from distval.errors import EXIT_INTERRUPTED, EXIT_MEANINGS
+from distval.fixtures import BROKEN_PREFIX, FIXTURES, recipe_hash
 from tests.paths import ROOT
 
 
@@ -47,6 +49,30 @@ def test_fixtures_list_names_every_fixture(capsys: pytest.CaptureFixture[str]) -
         "distval-fixtures/torch:2.6-debian-stock",
     ):
         assert tag in out
+
+
+def test_fixtures_list_as_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fixtures", "list", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    tags = [f["tag"] for f in data["fixtures"]]
+    assert "distval-fixtures/torch:2.6-debian" in tags and not any("broken:" in t for t in tags)
+    assert data["hidden"] == sum(1 for tag in FIXTURES if tag.startswith(BROKEN_PREFIX)) > 0
+    first = data["fixtures"][0]
+    assert first == {
+        "tag": first["tag"],
+        "recipe": recipe_hash(first["tag"]),
+        "description": FIXTURES[first["tag"]].description,
+        "broken": False,
+    }
+    assert main(["fixtures", "list", "--all", "--format", "json"]) == 0
+    everything = json.loads(capsys.readouterr().out)
+    assert [f["tag"] for f in everything["fixtures"]] == list(FIXTURES) and everything["hidden"] == 0
+    assert any(f["broken"] for f in everything["fixtures"])
+
+
+def test_fixtures_build_has_no_json(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["fixtures", "build", "--format", "json"]) == 2
+    assert "--format is fixtures list's" in capsys.readouterr().err
 
 
 def test_the_top_level_help_lists_every_declared_exit_code() -> None:

@@ -146,7 +146,7 @@ def test_export_writes_only_the_filtered_and_selected(tmp_path: Path, capsys: py
 def test_a_run_the_selection_leaves_nothing_runs_nothing_and_fails(
     fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert run(fake_docker, tmp_path, "-k", "store") == 1  # store is in no scenario of the config: nothing selected
+    assert run(fake_docker, tmp_path, "-k", "store") == 5  # store is in no scenario of the config: nothing validated
     assert FakeEngine.instances == [] or all("create_network" not in e.calls for e in FakeEngine.instances)
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert [s["status"] for s in report["scenarios"]] == ["skipped", "skipped"]
@@ -155,7 +155,7 @@ def test_a_run_the_selection_leaves_nothing_runs_nothing_and_fails(
         ("env", "skipped", reason),
         ("all_reduce", "skipped", reason),
     ]
-    assert report["exit_code"] == 1
+    assert report["exit_code"] == 5
     out = capsys.readouterr().out
     assert "nothing was validated: every scenario was skipped" in out
 

@@ -87,7 +87,7 @@ def test_without_gpus_every_check_is_skipped_with_the_reason_and_nothing_is_crea
     assert {c.status for c in result.cases} == {SKIPPED}
     assert result.cases[0].message == f"the scenario needs 2 GPU(s), one per NCCL rank; {REASON}"
     summary = RunSummary(RUN_ID, (result,))
-    assert summary.nothing_validated and summary.exit_code == 1  # a run that validated nothing never exits 0
+    assert summary.nothing_validated and summary.exit_code == 5  # validated nothing: never 0, and not the image's 1
 
 
 def test_too_few_gpus_is_a_skip_naming_both_numbers_and_require_gpu_makes_it_a_failure() -> None:

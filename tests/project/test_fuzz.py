@@ -309,7 +309,7 @@ _TOKENS = st.one_of(
         ]
     ),
     # Relative: a token may become a report path, written in the temporary working directory and nowhere else
-    # (an absolute one, or /dev/null, would be replaced by a report file).
+    # (an absolute one would be written, wherever it points).
     st.text(max_size=8).map(lambda text: text.replace("/", "_")),
 )
 

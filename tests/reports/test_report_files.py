@@ -1,9 +1,10 @@
-"""Writing reports safely: only ever into a regular file, through symbolic links, never leaving a temporary
-file behind; and ``distval run`` refuses a report path that is not a regular file before anything runs.
+"""Writing reports safely: a regular file replaced whole, through symbolic links, never leaving a temporary
+file behind; a character device (/dev/null) or a FIFO (/dev/stdout under a pipe) written into, never replaced;
+and ``distval run`` refuses any other path (a directory, a socket) before anything runs.
 
-No test here points a writer at a shared device: a test's device node is its own (a copy of the null
-device made with mknod in its temporary directory), or, where mknod is not allowed, a system character
-device reached through a symbolic link (the worst a broken writer can do is replace the link).
+A test's device node is its own (a copy of the null device made with mknod in its temporary directory) where
+mknod is allowed. The tests of ``--json /dev/null`` write into the system's null device, as a CI script does:
+the atomic path refuses every non-regular file as well (defence in depth), so no bug here can replace it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,11 @@ import dataclasses
 import json
 import os
 import re
+import socket
 import stat
+import subprocess
+import sys
+import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from pathlib import Path
@@ -25,6 +30,7 @@ from distval.reports.json_report import render_json, write_json
 from distval.results.outcome import CaseResult
 from distval.results.scenario import RunSummary
 from tests.fake_engine import FakeEngine
+from tests.paths import ROOT
 from tests.report_helpers import run, summary
 
 SYSTEM_DEVICES = ("/dev/null", "/dev/zero", "/dev/full")
@@ -35,13 +41,16 @@ def listing(directory: Path) -> list[str]:
 
 
 def special(tmp_path: Path, kind: str) -> Path:
-    """A FIFO, a directory, a character device of the test's own, or a symbolic link to a character device."""
+    """A FIFO, a directory, a socket, a character device of the test's own, or a symbolic link to a character device."""
     path = tmp_path / f"report.{kind}"
     if kind == "fifo":
         os.mkfifo(path)
     elif kind == "directory":
         path.mkdir()
         (path / "inside").write_text("keep", encoding="utf-8")
+    elif kind == "socket":
+        with socket.socket(socket.AF_UNIX) as listening:
+            listening.bind(str(path))  # the socket file stays when the socket is closed
     elif kind == "device":
         try:
             os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # the null device's numbers
@@ -50,6 +59,19 @@ def special(tmp_path: Path, kind: str) -> Path:
     else:
         path.symlink_to(system_device())
     return path
+
+
+def read_fifo(path: Path) -> tuple[threading.Thread, list[bytes]]:
+    """A reader of the FIFO at ``path`` (a writer's open waits for one), collecting what it reads."""
+    got: list[bytes] = []
+
+    def read() -> None:
+        with open(path, "rb") as handle:
+            got.append(handle.read())
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    return reader, got
 
 
 def system_device() -> str:
@@ -61,31 +83,67 @@ def system_device() -> str:
 
 def kind_of(path: Path) -> str:
     mode = os.stat(path).st_mode
+    if stat.S_ISSOCK(mode):
+        return "socket"
     return "fifo" if stat.S_ISFIFO(mode) else "directory" if stat.S_ISDIR(mode) else "chr" if stat.S_ISCHR(mode) else "file"
+
+
+def refused(path: Path | str, kind: str) -> str:
+    return (
+        f"{path} is {kind}: a report goes into a regular file, a character device such as /dev/null or a FIFO, "
+        "never replaces anything else"
+    )
 
 
 # --- the writer ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("kind", "expected"),
-    [
-        ("fifo", "a named pipe (FIFO)"),
-        ("directory", "a directory"),
-        ("device", "a character device"),
-        ("device-link", "a character device"),
-    ],
-)
-def test_a_target_that_is_not_a_regular_file_is_refused_and_left_alone(tmp_path: Path, kind: str, expected: str) -> None:
+@pytest.mark.parametrize(("kind", "expected"), [("directory", "a directory"), ("socket", "a socket")])
+def test_a_target_that_is_neither_a_file_nor_a_stream_is_refused_and_left_alone(tmp_path: Path, kind: str, expected: str) -> None:
     target = special(tmp_path, kind)
     before = (kind_of(target), target.is_symlink(), listing(tmp_path))
-    with pytest.raises(
-        NotARegularFile, match=re.escape(f"{target} is {expected}, not a regular file: a report never replaces it")
-    ):
+    assert refusal(target) == refused(target, expected)
+    with pytest.raises(NotARegularFile, match=re.escape(refused(target, expected))):
         write_atomically(target, "report")
     assert (kind_of(target), target.is_symlink(), listing(tmp_path)) == before
     if kind == "directory":
         assert listing(target) == ["inside"]
+
+
+@pytest.mark.parametrize("kind", ["device", "device-link"])
+def test_a_character_device_is_written_into_and_stays_a_device(tmp_path: Path, kind: str) -> None:
+    target = special(tmp_path, kind)
+    before = (kind_of(target), target.is_symlink(), listing(tmp_path))
+    assert refusal(target) is None
+    write_atomically(target, "report")
+    assert (kind_of(target), target.is_symlink(), listing(tmp_path)) == before  # nothing beside it, nothing renamed
+
+
+def test_dev_null_takes_a_report_and_stays_the_null_device() -> None:
+    assert refusal("/dev/null") is None
+    write_atomically("/dev/null", "report")
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_a_fifo_gets_the_whole_report_and_stays_a_fifo(tmp_path: Path) -> None:
+    target = special(tmp_path, "fifo")
+    assert refusal(target) is None
+    reader, got = read_fifo(target)
+    text = "x" * 300_000 + " \udc80"  # more than a pipe holds at once; a surrogate as the regular path writes it
+    write_atomically(target, text)
+    reader.join(10)
+    assert got == [text.encode("utf-8", "backslashreplace")]
+    assert kind_of(target) == "fifo" and listing(tmp_path) == ["report.fifo"]
+
+
+def test_a_stream_swapped_for_a_regular_file_is_replaced_atomically(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stat says FIFO, the opened file is a regular one (swapped meanwhile): nothing is written through the
+    descriptor, and the regular path replaces the file whole."""
+    target = tmp_path / "report.json"
+    target.write_text("OLD", encoding="utf-8")
+    monkeypatch.setattr("distval.reports.files._is_stream", lambda path: True)
+    write_atomically(target, "NEW")
+    assert target.read_text(encoding="utf-8") == "NEW" and listing(tmp_path) == ["report.json"]
 
 
 def test_a_symbolic_link_is_written_through_and_stays_a_link(tmp_path: Path) -> None:
@@ -171,12 +229,12 @@ def test_lone_surrogates_from_rank_output_are_written_as_escapes(tmp_path: Path)
 @pytest.mark.parametrize(
     ("option", "kind", "expected"),
     [
-        ("--markdown", "device", "a character device"),
+        ("--markdown", "socket", "a socket"),
         ("--json", "directory", "a directory"),
-        ("--junit", "fifo", "a named pipe (FIFO)"),
+        ("--junit", "socket", "a socket"),
     ],
 )
-def test_run_refuses_a_report_path_that_is_not_a_regular_file_before_anything_runs(
+def test_run_refuses_a_report_path_that_is_neither_a_file_nor_a_stream_before_anything_runs(
     fake_docker: Path,  # noqa: F811
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
@@ -193,13 +251,61 @@ def test_run_refuses_a_report_path_that_is_not_a_regular_file_before_anything_ru
     assert code == 2
     assert FakeEngine.instances == []  # refused before the Engine was asked anything
     (line,) = capsys.readouterr().err.splitlines()
-    assert line == f"distval: {option} {target} is {expected}, not a regular file: a report never replaces it"
-    assert listing(reports) == before and kind_of(target) == ("chr" if kind == "device" else kind)
+    assert line == f"distval: {option} {refused(target, expected)}"
+    assert listing(reports) == before and kind_of(target) == kind
     written = {"--junit": tmp_path / "r.xml", "--json": tmp_path / "r.json", "--markdown": tmp_path / "r.md"}
     del written[option]
     for path in written.values():  # the other reports still say why the run stopped
-        assert "not a regular file" in path.read_text(encoding="utf-8")
+        assert f"is {expected}: a report goes into" in path.read_text(encoding="utf-8")
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+
+
+@pytest.mark.parametrize("option", ["--junit", "--json", "--markdown"])
+def test_run_accepts_dev_null_for_a_report(
+    fake_docker: Path,  # noqa: F811
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    option: str,
+) -> None:
+    """A CI script that throws a report away: the run runs (the checks' exit code, not 2) and /dev/null stays."""
+    others = {"--junit": "--json", "--json": "--markdown", "--markdown": "--junit"}
+    code = run(fake_docker, tmp_path, "--quiet", others[option], str(tmp_path / "other"), option, "/dev/null")
+    assert code == 1, capsys.readouterr().err  # the checks' exit code: across fails
+    assert "/dev/null" not in capsys.readouterr().err
+    assert FakeEngine.instances != [] and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+@pytest.mark.parametrize("option", ["--junit", "--json", "--markdown"])
+def test_run_writes_a_report_into_a_fifo(fake_docker: Path, tmp_path: Path, option: str) -> None:  # noqa: F811
+    fifo = special(tmp_path, "fifo")
+    reader, got = read_fifo(fifo)
+    code = run(fake_docker, tmp_path, "--quiet", option, str(fifo))
+    reader.join(10)
+    assert code == 1 and len(got) == 1
+    text = got[0].decode()
+    if option == "--junit":
+        assert ET.fromstring(text).tag == "testsuites"
+    elif option == "--json":
+        assert json.loads(text)["exit_code"] == 1
+    else:
+        assert "exit code 1" in text
+    assert kind_of(fifo) == "fifo"
+
+
+def test_run_writes_the_json_report_to_dev_stdout_through_a_pipe(tmp_path: Path) -> None:
+    """``--json /dev/stdout | jq``: /dev/stdout is /proc/self/fd/1, a link to "pipe:[N]", which no path names.
+    Without an Engine the run stops early (exit 3), and the report says so on stdout, before the summary."""
+    environment = {**os.environ, "DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock", "DOCKER_CONFIG": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "distval", "run", str(ROOT / "configs" / "default.yaml"), "-q", "--json", "/dev/stdout"],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
+    )
+    assert done.returncode == 3, done.stderr
+    report, _ = json.JSONDecoder().raw_decode(done.stdout)
+    assert report["exit_code"] == 3 and "cannot reach the Docker Engine" in json.dumps(report)
 
 
 def test_run_writes_junit_through_a_symbolic_link(fake_docker: Path, tmp_path: Path) -> None:  # noqa: F811

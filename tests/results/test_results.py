@@ -12,7 +12,14 @@ import pytest
 from distval import __version__
 from distval.checks.catalog import is_collective
 from distval.config import CheckSpec, load_config, parse_config
-from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_PASSED, ConfigError
+from distval.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CHECKS_FAILED,
+    EXIT_ENVIRONMENT,
+    EXIT_NOTHING_VALIDATED,
+    EXIT_PASSED,
+    ConfigError,
+)
 from distval.plan.identity import scenario_hash, with_hashes
 from distval.plan.model import ScenarioPlan
 from distval.results.logs import tail
@@ -773,6 +780,10 @@ def test_run_summary_exit_codes() -> None:
     assert RunSummary(RUN_ID, (scenario_result(PASSED), scenario_result(FAILED))).exit_code == EXIT_CHECKS_FAILED == 1
     assert RunSummary(RUN_ID, (scenario_result(ERROR),)).exit_code == EXIT_CHECKS_FAILED
     assert RunSummary(RUN_ID, (scenario_result(),)).exit_code == EXIT_CHECKS_FAILED
+    # Every scenario skipped: nothing was validated, its own code (never 0, and not the image's failure).
+    assert RunSummary(RUN_ID, (scenario_result(SKIPPED), scenario_result(SKIPPED))).exit_code == EXIT_NOTHING_VALIDATED == 5
+    # A skipped scenario beside a failed one: the failure is the verdict.
+    assert RunSummary(RUN_ID, (scenario_result(SKIPPED), scenario_result(FAILED))).exit_code == EXIT_CHECKS_FAILED
 
 
 def test_early_exit_code_wins() -> None:
@@ -803,7 +814,7 @@ def test_run_and_suite_properties() -> None:
 
 
 def test_zero_scenarios_is_never_exit_0() -> None:
-    assert RunSummary(RUN_ID, ()).exit_code == EXIT_CHECKS_FAILED
+    assert RunSummary(RUN_ID, ()).exit_code == EXIT_NOTHING_VALIDATED
     assert RunSummary(RUN_ID, (), ("error", "stopped")).exit_code != 0
 
 
@@ -872,7 +883,7 @@ def test_every_listed_check_skipped_inside_the_container_is_skipped_and_never_ex
     assert statuses(result) == [("process_group", PASSED), ("reconfigure", SKIPPED), (EXIT_STATUS_CASE, PASSED)]
     assert result.status == SKIPPED
     summary = RunSummary(RUN_ID, (result,))
-    assert summary.nothing_validated and summary.exit_code == EXIT_CHECKS_FAILED
+    assert summary.nothing_validated and summary.exit_code == EXIT_NOTHING_VALIDATED
 
 
 def test_records_of_a_check_the_scenario_does_not_list_validate_nothing() -> None:

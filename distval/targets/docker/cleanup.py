@@ -29,13 +29,23 @@ class RunDecision:
     remove: bool
     reason: str
 
-    def counts(self) -> str:
-        containers = sum(1 for r in self.resources if r.kind == "container")
+    @property
+    def containers(self) -> int:
+        return sum(1 for r in self.resources if r.kind == "container")
+
+    @property
+    def networks(self) -> int:
+        return len(self.resources) - self.containers
+
+    @property
+    def has_reaper(self) -> bool:
         # A run's reaper (distval/targets/docker/reaper.py) is one of its containers: removing it first is harmless (it then
         # removes nothing), and a reaper still listed means its run's distval was alive or died seconds ago.
-        reaper = any(r.labels.get(LABEL_ROLE) == "reaper" for r in self.resources)
-        among = " (its reaper among them)" if reaper else ""
-        return f"{containers} container(s){among}, {len(self.resources) - containers} network(s)"
+        return any(r.labels.get(LABEL_ROLE) == "reaper" for r in self.resources)
+
+    def counts(self) -> str:
+        among = " (its reaper among them)" if self.has_reaper else ""
+        return f"{self.containers} container(s){among}, {self.networks} network(s)"
 
 
 def parse_duration(text: str) -> float:

@@ -3,6 +3,7 @@ prints, against a fake Engine holding labelled resources. The real Engine: tests
 
 from __future__ import annotations
 
+import json
 import subprocess
 from typing import Any
 
@@ -11,9 +12,11 @@ import pytest
 import distval.cli.main
 from distval.cli.main import main
 from distval.engine_protocol import Resource
+from distval.errors import EngineError
 from distval.labels import LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_MACHINE, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_RUN
 from distval.owner import UNKNOWN, Owner, current_owner, machine_id, owner_alive, start_time
 from distval.targets.docker.cleanup import RunDecision, decide, format_duration, parse_duration
+from tests.fake_engine import FakeEngine
 
 NOW = 1_800_000_000.0
 
@@ -202,28 +205,10 @@ def test_the_newest_resource_decides_the_age() -> None:
 # --- the command, against a fake Engine ---------------------------------------------------------------
 
 
-class FakeEngine:
-    """Holds resources; removes what it is told to."""
-
-    held: list[Resource] = []
-
-    def __init__(self, run_id: str) -> None:
-        self.run_id = run_id
-
-    def list_managed(self, labels: list[str] | None = None) -> list[Resource]:
-        wanted = dict(label.split("=", 1) for label in labels or [])
-        return [r for r in FakeEngine.held if all(r.labels.get(k) == v for k, v in wanted.items())]
-
-    def remove_resources(self, found: list[Resource]) -> tuple[int, int]:
-        for resource in found:
-            FakeEngine.held.remove(resource)
-        return sum(1 for r in found if r.kind == "container"), sum(1 for r in found if r.kind == "network")
-
-
 @pytest.fixture
 def engine(monkeypatch: pytest.MonkeyPatch) -> type[FakeEngine]:
     monkeypatch.setattr(distval.cli.main, "Engine", FakeEngine)
-    FakeEngine.held = []
+    monkeypatch.setattr(FakeEngine, "held", [])
     return FakeEngine
 
 
@@ -304,3 +289,89 @@ def test_cleanup_dry_run_says_the_same_decisions_and_removes_nothing(engine: Any
     ]
     assert main(["cleanup", "--all", "--dry-run"]) == 0 and remaining() == ["dead", "live"]
     assert main(["cleanup"]) == 0 and remaining() == ["live"]  # the real one does what the dry run said
+
+
+# --- --format json ------------------------------------------------------------------------------------
+
+
+def test_cleanup_json_says_each_runs_decision_and_the_totals(engine: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    me, dead = current_owner(), dead_owner()
+    engine.held = resources("live", me) + resources("dead", dead) + resources("gone", dead)[:1]
+    assert main(["cleanup", "--format", "json"]) == 0
+    assert remaining() == ["live"]
+    data = json.loads(capsys.readouterr().out)
+    (one,) = data["engines"]
+    assert one["engine"] == FakeEngine.where and one["error"] is None
+    assert one["runs"] == [
+        {
+            "run_id": "live",
+            "action": "kept",
+            "reason": f"its owner, pid {me.pid} on {me.host}, is still running; --run-id live removes it anyway",
+            "containers": 1,
+            "networks": 1,
+            "reaper": False,
+        },
+        {
+            "run_id": "dead",
+            "action": "removed",
+            "reason": f"its owner, pid {dead.pid} on {dead.host}, is gone",
+            "containers": 1,
+            "networks": 1,
+            "reaper": False,
+        },
+        {
+            "run_id": "gone",
+            "action": "removed",
+            "reason": f"its owner, pid {dead.pid} on {dead.host}, is gone",
+            "containers": 1,
+            "networks": 0,
+            "reaper": False,
+        },
+    ]
+    totals = {"removed_containers": 2, "removed_networks": 1, "kept_runs": 1}
+    assert {key: one[key] for key in totals} == totals
+    assert data["totals"] == totals and data["dry_run"] is False and data["error"] is None
+
+
+def test_cleanup_json_dry_run_says_what_would_happen_and_removes_nothing(engine: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    me, dead = current_owner(), dead_owner()
+    engine.held = resources("live", me) + resources("dead", dead)
+    assert main(["cleanup", "--dry-run", "--format", "json"]) == 0
+    assert remaining() == ["dead", "live"]
+    data = json.loads(capsys.readouterr().out)
+    assert data["dry_run"] is True
+    assert [(r["run_id"], r["action"]) for r in data["engines"][0]["runs"]] == [("live", "would_keep"), ("dead", "would_remove")]
+    assert data["totals"] == {"removed_containers": 1, "removed_networks": 1, "kept_runs": 1}
+
+
+def test_cleanup_json_with_nothing_to_do_is_still_an_object(engine: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cleanup", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["engines"][0]["runs"] == [] and data["totals"] == {"removed_containers": 0, "removed_networks": 0, "kept_runs": 0}
+
+
+def test_cleanup_json_of_an_unreachable_engine_says_why(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No Engine answered: the exit code says so (3), stderr has the line, stdout is still one JSON object."""
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-engine.sock")
+    monkeypatch.setenv("DOCKER_CONFIG", str(tmp_path / "no-config"))
+    assert main(["cleanup", "--format", "json"]) == 3
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
+    assert data["engines"] == [] and "cannot reach the Docker Engine" in data["error"]
+    assert captured.err.startswith("distval: cannot reach the Docker Engine")
+
+
+def test_cleanup_json_of_an_engine_failing_midway_says_its_error(
+    engine: Any, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine.held = resources("dead", dead_owner())
+
+    def refuse(self: FakeEngine, found: list[Resource]) -> tuple[int, int]:
+        raise EngineError("remove container x: the Engine said no")
+
+    monkeypatch.setattr(FakeEngine, "remove_resources", refuse)
+    assert main(["cleanup", "--format", "json"]) == 3
+    (one,) = json.loads(capsys.readouterr().out)["engines"]
+    assert one["error"] == "remove container x: the Engine said no" and one["runs"] == []
