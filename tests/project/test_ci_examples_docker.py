@@ -16,7 +16,8 @@ every ``apt-get install``. What stands in, and why:
   the service alias; ``privileged = true`` is the node's capability set (every capability but CAP_SYS_RESOURCE,
   which this host cannot grant). The base image reaches the service Engine with ``docker save | docker load``,
   where the job's Dockerfile would pull it. The push runs only on the default branch: here the branch is a
-  feature branch, so it is skipped (there is no registry to push to).
+  feature branch, so it is skipped (there is no registry to push to). This machine reaches PyPI through a
+  TLS-intercepting proxy: the job container gets the machine's CA bundle as PIP_CERT, as a runner there would.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ pytestmark = [
 
 DOCS = ROOT / "docs" / "ci"
 BASE = "distval-fixtures/torch:2.6-debian"
-JOB_DEADLINE_S = 1500  # apt-get, pip, the reaper's mmdebstrap build and the default config, at a load of 10
+JOB_DEADLINE_S = 1500
+HOST_CA = (
+    os.environ.get("PIP_CERT") or os.environ.get("SSL_CERT_FILE") or "/etc/ssl/certs/ca-certificates.crt"
+)  # apt-get, pip, the reaper's mmdebstrap build and the default config, at a load of 10
 
 
 @pytest.fixture(scope="module")
@@ -167,13 +171,18 @@ def test_gitlab_job_runs_as_written(
     for key, value in job["variables"].items():  # GitLab expands a variable's $references to those defined before
         variables[key] = _expand(str(value), variables)
     variables["DISTVAL_PIP_SPEC"] = f"/builds/project/wheels/{wheel.name}"
-    script = "\n".join(_shell_text(job["before_script"]) + _shell_text(job["script"]))
+    # As GitLab's shell does: each line echoed ("$ line"), then run; the first that fails ends the job.
+    lines = _shell_text(job["before_script"]) + _shell_text(job["script"])
+    script = "\n".join(f"echo {shlex.quote('$ ' + line.splitlines()[0])}\n{line}" for line in lines)
     name = f"distval-ci-example-{os.getpid()}"
     command = [
         "docker", "create", "--name", name, "--label", "distval.ci-example=1",
         "--add-host", f"docker:{address}",
         "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
         "-v", f"{project}:/builds/project", "-w", "/builds/project",
+        # This machine reaches PyPI through a proxy whose CA only its own trust store holds (the runner's network).
+        *(["-v", f"{HOST_CA}:/etc/distval-runner-ca.crt:ro", "-e", "PIP_CERT=/etc/distval-runner-ca.crt"]
+          if Path(HOST_CA).is_file() else []),
         *[arg for key, value in variables.items() for arg in ("-e", f"{key}={value}")],
         REAPER_BASE,  # stands in for debian:bookworm
         "bash", "-eo", "pipefail", "-c", script,
@@ -184,7 +193,7 @@ def test_gitlab_job_runs_as_written(
         started = time.monotonic()
         subprocess.run(["docker", "start", name], check=True, capture_output=True)
         done = subprocess.run(["docker", "wait", name], capture_output=True, text=True, timeout=JOB_DEADLINE_S)
-        logs = subprocess.run(["docker", "logs", name], capture_output=True, text=True).stdout
+        logs = subprocess.run(["docker", "logs", name], stderr=subprocess.STDOUT, stdout=subprocess.PIPE, text=True).stdout
         elapsed = time.monotonic() - started
         print(textwrap.indent(logs[-6000:], "  job: "), flush=True)
         print(f"GitLab job: exit {done.stdout.strip()} after {elapsed:.0f} s", flush=True)
