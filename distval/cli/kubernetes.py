@@ -15,12 +15,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from distval.checks.selection import NO_CHECK_SELECTED
 from distval.cli import values as cli_values
 from distval.cli.run import filtered, running, select, write_reports
 from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
 from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError, SelectionError
+from distval.plan.selection import NO_CHECK_SELECTED
 from distval.reports.files import write_atomically
 from distval.reports.summary import render_summary
 from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_files, summarize_sources

@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from distval import __version__
-from distval.checks.reference import FORMATS, REFERENCE_PAGE, render_checks
 from distval.cli import values as cli_values
 from distval.cli.baseline import add_baseline_arguments, add_compare_command, compare_exit_codes, overwrites_baseline
 from distval.cli.completion import SHELLS, render_completion
@@ -42,6 +41,7 @@ from distval.cli.run import (
 )
 from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
+from distval.config.checks_reference import FORMATS, REFERENCE_PAGE, render_checks
 from distval.config.keys_reference import KEYS_PAGE, render_keys_markdown
 from distval.config.schema import SHIPPED, render_schema
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, STARTER_NAME, write_starter

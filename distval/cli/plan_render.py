@@ -11,7 +11,6 @@ import dataclasses
 import json
 from typing import Any
 
-from distval.checks.selection import NO_CHECK_SELECTED
 from distval.escape import terminal_text
 from distval.plan.fault_render import fault_data, fault_lines
 from distval.plan.model import (
@@ -25,6 +24,7 @@ from distval.plan.model import (
     Step,
 )
 from distval.plan.placeholders import PLACEHOLDERS, placeholders_in
+from distval.plan.selection import NO_CHECK_SELECTED
 from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker import reaper_container

@@ -18,7 +18,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from distval.checks.selection import Selected, Selection, select_checks
 from distval.cli.baseline import BaselineOptions, check_remeasure, overwrites_baseline, remeasure, with_baseline
 from distval.cli.selection_options import selection as selection_from
 from distval.config import Config, load_config
@@ -34,6 +33,7 @@ from distval.errors import (
     SampleImageRefused,
 )
 from distval.plan.model import RunPlan, ScenarioPlan
+from distval.plan.selection import Selected, Selection, select_checks
 from distval.reports.files import refusal
 from distval.reports.json_report import write_json
 from distval.reports.junit import write_junit

@@ -1,12 +1,12 @@
 """The options that choose what runs, shared by ``distval run``, ``distval plan`` and ``distval export kubernetes``:
---filter (scenarios, by name) and --check, --skip-check, -k (checks, distval/checks/selection.py)."""
+--filter (scenarios, by name) and --check, --skip-check, -k (checks, distval/plan/selection.py)."""
 
 from __future__ import annotations
 
 import argparse
 
-from distval.checks.selection import Expression, Selection, check_name, parse_expression, selection_of
 from distval.errors import SelectionError
+from distval.plan.selection import Expression, Selection, check_name, parse_expression, selection_of
 
 
 def _check_name(value: str) -> str:

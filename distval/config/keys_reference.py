@@ -11,7 +11,7 @@ from typing import Any
 
 from distval.config.keys import KEYS, Key
 
-# Where the generated page lives, relative to the repository (like distval/checks/reference.py's REFERENCE_PAGE).
+# Where the generated page lives, relative to the repository (like distval/config/checks_reference.py's REFERENCE_PAGE).
 KEYS_PAGE = "docs/scenario-keys.md"
 
 # The keys whose schema distval/config/schema.py builds from more than one declaration (Key.schema is None).

@@ -181,7 +181,7 @@ class RunPlan:
     config_path: str
     scenarios: tuple[ScenarioPlan, ...]
     # Planned but not run: the scenarios the check selection (--check, --skip-check, -k) left no check; each is
-    # reported skipped (distval/checks/selection.py NO_CHECK_SELECTED). ``selection_notes``: what the selection
+    # reported skipped (distval/plan/selection.py NO_CHECK_SELECTED). ``selection_notes``: what the selection
     # kept that was not selected, and why (a fault's trigger check).
     unselected: tuple[ScenarioPlan, ...] = ()
     selection_notes: tuple[str, ...] = ()

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from distval.checks.catalog import CATALOG, ArgSpec
-from distval.checks.reference import argument_kind, checks_data
 from distval.config.argument_kinds import KINDS, kind_of
+from distval.config.checks_reference import argument_kind, checks_data
 from distval.config.compose import compose
 from distval.config.yaml_nodes import Problems
 

@@ -13,10 +13,10 @@ import pytest
 import distval.cli.run
 import distval.targets.docker.target
 from distval.checks.catalog import CATALOG
-from distval.checks.reference import REFERENCE_PAGE, checks_data, render_checks
 from distval.cli.main import build_parser, main
 from distval.cli.run import SAMPLE_IMAGE_NOTE
 from distval.config import load_config
+from distval.config.checks_reference import REFERENCE_PAGE, checks_data, render_checks
 from distval.config.keys import KEYS
 from distval.config.keys_reference import KEYS_PAGE, render_keys_markdown, schema_words
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, SCHEMA_COMMENT_PREFIX, SCHEMA_FILE, STARTER_NAME, starter_config

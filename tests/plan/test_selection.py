@@ -1,4 +1,4 @@
-"""The check selection (distval/checks/selection.py): -k's grammar, names against the catalog, and what it does to
+"""The check selection (distval/plan/selection.py): -k's grammar, names against the catalog, and what it does to
 a config's scenarios (the checks they keep, a fault's trigger kept, a scenario left no check)."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from distval.checks.catalog import CATALOG
-from distval.checks.selection import NO_CHECK_SELECTED, Selection, check_name, parse_expression, select_checks, selection_of
 from distval.config import parse_config
 from distval.errors import SelectionError
+from distval.plan.selection import NO_CHECK_SELECTED, Selection, check_name, parse_expression, select_checks, selection_of
 
 CONFIG = """\
 scenarios:
