@@ -166,6 +166,7 @@ def test_gitlab_job_runs_as_written(
         "CI_COMMIT_BRANCH": "feature",
         "CI_DEFAULT_BRANCH": "main",
         "CI_PIPELINE_SOURCE": "merge_request_event",
+        "CI_PROJECT_DIR": "/builds/project",
     }
     variables = dict(predefined)
     for key, value in job["variables"].items():  # GitLab expands a variable's $references to those defined before
