@@ -339,3 +339,15 @@ def test_an_option_a_command_lacks_is_found() -> None:
 def test_a_flag_no_tool_has_is_found() -> None:
     text = "`--keep-on-failure`, `--nproc_per_node` and `--no-such-flag`\n```\nkubectl logs --prefix\n```\n"
     assert unknown_flags(text, build_parser()) == ["--no-such-flag"]
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """At most ~250 lines, and a newcomer reaches how to read a result and the exit codes on the first screen
+    (install and run come first, nothing longer in between)."""
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, f"README.md has {len(lines)} lines: references belong in docs/"
+    headings = {line: number for number, line in enumerate(lines, 1) if line.startswith("## ")}
+    assert headings["## How to read the result"] <= 40
+    assert headings["## Exit codes"] <= 70
+    table_end = next(n for n in range(headings["## Exit codes"] + 3, len(lines)) if not lines[n].startswith("|"))
+    assert table_end <= 80, "the exit-code table must fit the first screens"
