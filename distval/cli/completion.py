@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from distval.cli import values as cli_values
@@ -132,25 +133,38 @@ def _walk_cases(commands: list[Command], indent: str) -> list[str]:
     return lines
 
 
-def _bash(prog: str, commands: list[Command]) -> str:
+def _value_and_table_arms(
+    commands: list[Command], actions: dict[str, str], choice_action: Callable[[tuple[str, ...]], str]
+) -> tuple[list[str], list[str]]:
+    """The case arms (bash and zsh alike; ``actions`` in the shell's words per kind of value, ``choice_action`` for
+    an option's choices) that complete an option's value, and those that set each command's options, subcommands
+    and positional argument."""
     values, tables = [], []
     for command in commands:
         for option in command.options:
             if option.value is None:
                 continue
             arms = "|".join(shlex.quote(f"{command.key}/{flag}") for flag in option.flags)
-            action = {
-                FILE: 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))',
-                DIRECTORY: 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur"))',
-                WORD: f'COMPREPLY=($(compgen -W {_words(option.choices)} -- "$cur"))',
-                FREE: "COMPREPLY=()",
-            }[option.value]
+            action = choice_action(option.choices) if option.value == WORD else actions[option.value]
             values.append(f"        {arms}) {action}; return ;;")
         flags = [flag for option in command.options for flag in option.flags]
         tables.append(
             f"        {shlex.quote(command.key)}) opts={_words(flags)}; subs={_words(command.subcommands)}; "
             f"positional={shlex.quote(command.positional or '')}; choices={_words(command.positional_choices)} ;;"
         )
+    return values, tables
+
+
+def _bash(prog: str, commands: list[Command]) -> str:
+    values, tables = _value_and_table_arms(
+        commands,
+        {
+            FILE: 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -f -- "$cur"))',
+            DIRECTORY: 'compopt -o filenames 2>/dev/null; COMPREPLY=($(compgen -d -- "$cur"))',
+            FREE: "COMPREPLY=()",
+        },
+        lambda choices: f'COMPREPLY=($(compgen -W {_words(choices)} -- "$cur"))',
+    )
     walk = "\n".join(_walk_cases(commands, "            "))
     return f"""# bash completion for {prog}, generated from its parser: {prog} completion bash
 # Load it with: source <({prog} completion bash)   (or save it as ~/.local/share/bash-completion/completions/{prog})
@@ -190,24 +204,11 @@ complete -F {FUNCTION} {prog}
 
 
 def _zsh(prog: str, commands: list[Command]) -> str:
-    values, tables = [], []
-    for command in commands:
-        for option in command.options:
-            if option.value is None:
-                continue
-            arms = "|".join(shlex.quote(f"{command.key}/{flag}") for flag in option.flags)
-            action = {
-                FILE: "_files",
-                DIRECTORY: "_files -/",
-                WORD: "compadd -- " + " ".join(shlex.quote(choice) for choice in option.choices),
-                FREE: "_message value",
-            }[option.value]
-            values.append(f"        {arms}) {action}; return ;;")
-        flags = [flag for option in command.options for flag in option.flags]
-        tables.append(
-            f"        {shlex.quote(command.key)}) opts={_words(flags)}; subs={_words(command.subcommands)}; "
-            f"positional={shlex.quote(command.positional or '')}; choices={_words(command.positional_choices)} ;;"
-        )
+    values, tables = _value_and_table_arms(
+        commands,
+        {FILE: "_files", DIRECTORY: "_files -/", FREE: "_message value"},
+        lambda choices: "compadd -- " + " ".join(shlex.quote(choice) for choice in choices),
+    )
     walk = "\n".join(_walk_cases(commands, "            "))
     return f"""#compdef {prog}
 # zsh completion for {prog}, generated from its parser: {prog} completion zsh
