@@ -28,8 +28,6 @@ MARKDOWN_MAX_FAILURES = 50
 MARKDOWN_MAX_SKIPS = 50  # reasons (lines) in the Skipped section
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 VERDICT_ICONS = {PASSED: "✅", FAILED: "❌", ERROR: "❌", SKIPPED: "⏭️"}
-# comparison_markdown.py still imports the former local helper by this name; it is escape.markdown_cell now.
-_cell = markdown_cell
 
 
 def _fenced(text: str) -> str:
