@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+# First: the runner's $CI and $GITHUB_STEP_SUMMARY leave the environment before any test sees it.
+from tests import runner_environment  # noqa: F401
 from tests.docker_helpers import FixtureImages, FixtureUnavailable, unavailable
 
 

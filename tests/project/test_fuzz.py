@@ -42,10 +42,10 @@ from distval.reports.markdown import STEP_SUMMARY_ENV
 from distval.targets.docker.engine import EngineError
 from distval.targets.planning import plan_run
 from tests.paths import ROOT
+from tests.runner_environment import IN_CI
 
 FILE = "fuzz.yaml"
 EXAMPLES = int(os.environ.get("DISTVAL_FUZZ_EXAMPLES", "50"))
-IN_CI = bool(os.environ.get("CI"))
 FUZZ = settings(
     max_examples=EXAMPLES,
     derandomize=IN_CI,
