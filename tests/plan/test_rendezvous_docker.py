@@ -120,6 +120,7 @@ def test_every_rendezvous_form_passes_with_the_planned_layout(
                 assert re.fullmatch(r"\d+\.\d+\.\d+\.\d+", host), address
 
 
+@pytest.mark.waits
 def test_unresolvable_master_address_fails_within_the_deadline_naming_it(
     fixture_image: Callable[[str], str], run_id: str
 ) -> None:

@@ -93,6 +93,7 @@ scenarios:
 """
 
 
+@pytest.mark.waits
 def test_stacks_of_a_hung_rank_are_in_the_reports_and_the_flight_recorder_absence_is_stated(
     fixture_image: Callable[[str], str], docker_client: object, tmp_path: Path
 ) -> None:
@@ -127,6 +128,7 @@ def test_stacks_of_a_hung_rank_are_in_the_reports_and_the_flight_recorder_absenc
     assert max(took) < 23.0  # WAIT_S + EXEC_MARGIN_S; measured 3.9 s at a load of 30 on 2 cores
 
 
+@pytest.mark.waits
 def test_flight_recorder_compares_the_ranks_last_collectives_on_torch_2_15(
     fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path
 ) -> None:

@@ -63,6 +63,7 @@ def test_default_config_passes_with_every_skip_explained(
         assert sum(1 for name in found if name.startswith("collectives.")) == 19
 
 
+@pytest.mark.waits
 def test_junit_says_which_timeout_path_ran(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
     config = tmp_path / "timeout.yaml"
     config.write_text("scenarios:\n  - {topology: cross-container, world_size: 2, checks: [timeout]}\n")
@@ -88,6 +89,7 @@ class Broken:
     settings: str = ""
     # A check that hangs by design (a rank waiting for a peer that never comes) costs this per topology.
     check_timeout_s: int = 60
+    hangs: bool = False  # a check hangs by design: the test mostly waits (pytest.mark.waits)
 
 
 COLLECTIVES = "{name: collectives, args: {large_mib: 1}}"
@@ -152,6 +154,7 @@ BROKEN = [
         ("env",),
         "collective_timeout_s: 10\n",
         check_timeout_s=20,  # all_reduce waits for a third rank: 60 s per topology otherwise
+        hangs=True,
     ),
     Broken(
         "distval-fixtures/broken:gloo-unavailable",
@@ -254,7 +257,11 @@ KNOWN_ANSWERS = [
 BROKEN += KNOWN_ANSWERS
 
 
-@pytest.mark.parametrize("broken", BROKEN, ids=[b.image.split(":")[1] for b in BROKEN])
+@pytest.mark.parametrize(
+    "broken",
+    [pytest.param(b, marks=pytest.mark.waits if b.hangs else ()) for b in BROKEN],
+    ids=[b.image.split(":")[1] for b in BROKEN],
+)
 def test_broken_image_is_caught_by_its_check(
     fixture_image: Callable[[str], str], broken: Broken, run_id: str, tmp_path: Path
 ) -> None:

@@ -90,6 +90,7 @@ scenarios:
 """
 
 
+@pytest.mark.waits
 def test_a_frozen_ranks_stacks_are_collected_from_beside_it(
     fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path
 ) -> None:

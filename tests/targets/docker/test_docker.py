@@ -100,6 +100,7 @@ def test_missing_image_exits_3_with_one_clear_line_and_an_error_testcase(
     assert status == "error" and "no-such-image" in message
 
 
+@pytest.mark.waits
 def test_rank_that_never_finishes_is_killed_at_the_deadline(
     fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
 ) -> None:

@@ -124,6 +124,7 @@ def test_the_cross_container_scenario_passes_with_one_node_per_engine(nodes: Any
         assert _leftovers(node, run_id) == []
 
 
+@pytest.mark.waits
 def test_a_node_engine_stopped_mid_run_is_that_hosts_error_and_the_others_are_cleaned(
     nodes: Any, tmp_path: Path, docker_client: Any
 ) -> None:
