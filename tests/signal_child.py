@@ -11,13 +11,17 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import distval.cli.main
 from distval.engine_protocol import ContainerState, ExecResult, ImageInfo
+from distval.config.shipped import DEFAULT_IMAGE
 from distval.errors import EngineError
 from tests.fake_engine import FakeEngine
 
+# The sample image's top layer: in the "building" phase it is missing, so the run builds it.
+SAMPLE_LAYER = DEFAULT_IMAGE
 # How long the cleanup's removal takes in the "removing" phase: the signal must not cut it short.
 REMOVAL_S = 2.0
 # Far beyond any test's bound: a hook that is not interrupted holds the run this long.
@@ -53,7 +57,25 @@ class HoldingEngine(FakeEngine):
 
     def image(self, reference: str) -> ImageInfo | None:
         self._hold("images")
+        if self.phase == "building" and reference == SAMPLE_LAYER:
+            return None  # missing: the run builds it (its parent, a root filesystem, is there)
         return super().image(reference)
+
+    def build(
+        self,
+        context: bytes,
+        tag: str,
+        labels: Mapping[str, str],
+        log: Callable[[str], None],
+        buildargs: Mapping[str, str] | None = None,
+    ) -> str:
+        # In a build thread of distval.fixtures.schedule; like a step of the Engine's builder that prints
+        # nothing, it does not see the stop: the main thread must not wait for it past the wind-down.
+        self._hold("building")
+        raise EngineError(f"build {tag}: not in this fake")
+
+    def import_rootfs(self, tar_path: str, repository: str, tag: str, changes: list[str]) -> str:
+        raise EngineError(f"import {repository}:{tag}: not in this fake")
 
     def create_network(self, network: Any) -> None:
         self._hold("networks")

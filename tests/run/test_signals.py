@@ -23,7 +23,9 @@ from typing import Any
 import pytest
 
 from distval.config import load_config
+from distval.config.shipped import DEFAULT_IMAGE
 from distval.engine_protocol import ContainerState, ImageInfo
+from distval.fixtures.schedule import WIND_DOWN_S
 from distval.errors import EngineError, Interrupted
 from distval.plan.model import ScenarioPlan
 from distval.run.events import NoEvents
@@ -40,8 +42,11 @@ from tests.paths import ROOT
 EXIT_BOUND_S = 5.0
 # The removing phase: the removal (tests/signal_child.py REMOVAL_S, 2 s) finishes first, then the exit.
 REMOVING_BOUND_S = 2.0 + EXIT_BOUND_S
+# The building phase: a build step that cannot be cancelled is left after the schedule's wind-down.
+BUILDING_BOUND_S = WIND_DOWN_S + EXIT_BOUND_S
 PHASES = [
     "images",
+    "building",
     "networks",
     "containers",
     "copying",
@@ -72,7 +77,8 @@ def _run_and_signal(tmp_path: Path, phase: str, signum: int, *extra: str, timeou
     """Start the child, wait until it is in ``phase``, signal it; (seconds to exit, stdout, stderr, exit code)."""
     junit = tmp_path / "results.xml"
     argv = [sys.executable, "-m", "tests.signal_child", phase, str(_config(tmp_path, timeout_s, 2 if "--jobs" in extra else 1))]
-    argv += ["--image", "x/y:z", "--junit", str(junit), "--run-id", "sig00001", *extra]
+    image = DEFAULT_IMAGE if phase == "building" else "x/y:z"  # building: a fixture the fake Engine lacks
+    argv += ["--image", image, "--junit", str(junit), "--run-id", "sig00001", *extra]
     process = subprocess.Popen(
         argv,
         cwd=ROOT,
@@ -114,7 +120,7 @@ def test_a_signal_in_each_phase_ends_the_run_within_seconds(cpu_hog: None, tmp_p
     took, stdout, stderr, code = _run_and_signal(
         tmp_path, phase, signum, timeout_s=1 if phase in ("diagnosing", "removing", "final") else 300
     )
-    bound = REMOVING_BOUND_S if phase in ("removing", "final") else EXIT_BOUND_S
+    bound = {"removing": REMOVING_BOUND_S, "final": REMOVING_BOUND_S, "building": BUILDING_BOUND_S}.get(phase, EXIT_BOUND_S)
     print(f"{phase} {signal.Signals(signum).name}: exited {took:.2f} s after the signal")
     assert took <= bound, f"{phase}: {took:.1f} s from {signal.Signals(signum).name} to exit\n{stderr}"
     assert code == 128 + signum, stderr

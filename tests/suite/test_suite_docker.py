@@ -37,6 +37,18 @@ def run(config: str, image: str, run_id: str, junit: Path) -> tuple[int, dict[st
     return code, by_topology
 
 
+def red_texts(junit: Path) -> dict[str, str]:
+    """Every failed or errored testcase's whole message and output, for an assertion's message: the
+    summary line cut an exit_status error short (CI, 2026-12-03), and its cause was lost."""
+    texts: dict[str, str] = {}
+    for suite in ET.parse(junit).getroot().iter("testsuite"):
+        for case in suite.iter("testcase"):
+            for red in [*case.iter("failure"), *case.iter("error")]:
+                key = f"{suite.get('name')} {case.get('name')}"
+                texts[key] = f"{red.get('message')}\n{(red.text or '')[-3000:]}"
+    return texts
+
+
 # -- good images (GOOD: in docker_helpers, the host tests compare with it too) ---------------------
 
 
@@ -393,7 +405,7 @@ def test_a_defect_on_one_rank_is_one_red_testcase_and_costs_no_timeout(
     assert set(results) == set(TOPOLOGIES)
     for topology, found in results.items():
         red = {name: status for name, (status, _) in found.items() if status not in ("passed", "skipped")}
-        assert red == {defect.case: defect.status}, (topology, red, found)
+        assert red == {defect.case: defect.status}, (topology, red, red_texts(junit))
         message = found[defect.case][1]
         for fragment in defect.fragments:
             assert fragment in message, (topology, fragment, message)
