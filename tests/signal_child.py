@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import distval.cli.main
-from distval.engine_protocol import ContainerState, ExecResult, ImageInfo
 from distval.config.shipped import DEFAULT_IMAGE
+from distval.engine_protocol import ContainerState, ExecResult, ImageInfo
 from distval.errors import EngineError
 from tests.fake_engine import FakeEngine
 

@@ -25,8 +25,8 @@ import pytest
 from distval.config import load_config
 from distval.config.shipped import DEFAULT_IMAGE
 from distval.engine_protocol import ContainerState, ImageInfo
-from distval.fixtures.schedule import WIND_DOWN_S
 from distval.errors import EngineError, Interrupted
+from distval.fixtures.schedule import WIND_DOWN_S
 from distval.plan.model import ScenarioPlan
 from distval.run.events import NoEvents
 from distval.run.interrupts import Interrupt, install, signals_deferred
