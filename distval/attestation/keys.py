@@ -40,11 +40,14 @@ def public_pem(key: ec.EllipticCurvePublicKey) -> str:
 
 
 def _p256(key: object, where: str, expected: str) -> None:
-    if not isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey) or not isinstance(key.curve, ec.SECP256R1):
-        found = type(key).__name__.removeprefix("_").replace("PrivateKey", " private key").replace("PublicKey", " public key")
-        if isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey):
-            found = f"an EC key on the curve {key.curve.name}"
-        raise BadKey(f"{where}: expected {expected} (ECDSA {CURVE_NAME}); got {found}")
+    """BadKey unless ``key`` is on the P-256 curve: cosign's keys, and the only ones distval signs with."""
+    if isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey):
+        if isinstance(key.curve, ec.SECP256R1):
+            return
+        found = f"an EC key on the curve {key.curve.name}"
+    else:
+        found = "an " + type(key).__name__.replace("PrivateKey", " private key").replace("PublicKey", " public key")
+    raise BadKey(f"{where}: expected {expected}; got {found}")
 
 
 def private_key_from_pem(data: bytes, where: str, passphrase: bytes | None) -> ec.EllipticCurvePrivateKey:
@@ -69,7 +72,7 @@ def private_key_from_pem(data: bytes, where: str, passphrase: bytes | None) -> e
         if wrong and passphrase:
             raise BadKey(f"{where}: the passphrase in ${PASSPHRASE_ENV} does not decrypt the key") from None
         raise BadKey(f"{where}: expected {expected} (-----BEGIN PRIVATE KEY-----, PKCS#8); it is not one") from None
-    _p256(key, where, "an ECDSA P-256 private key")
+    _p256(key, where, f"an ECDSA {CURVE_NAME} private key")
     assert isinstance(key, ec.EllipticCurvePrivateKey)
     return key
 
@@ -83,7 +86,7 @@ def public_key_from_pem(data: bytes, where: str) -> ec.EllipticCurvePublicKey:
         key = serialization.load_pem_public_key(data)
     except (ValueError, UnsupportedAlgorithm):
         raise BadKey(f"{where}: expected {expected}; it is not one") from None
-    _p256(key, where, "an ECDSA P-256 public key")
+    _p256(key, where, f"an ECDSA {CURVE_NAME} public key")
     assert isinstance(key, ec.EllipticCurvePublicKey)
     return key
 
