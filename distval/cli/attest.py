@@ -9,7 +9,7 @@ import hashlib
 import os
 import secrets
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
@@ -132,6 +132,13 @@ def add_attest_commands(commands: Any, engine_for: EngineFor) -> None:
         type=cli_values.file_path("a policy file"),
         help="a YAML or JSON policy (default: see above)",
     )
+    verify.add_argument(
+        "--report",
+        metavar="REPORT",
+        type=cli_values.file_path("a distval JSON report"),
+        help="also check that this JSON report is the one attested (its sha256 is the predicate's): a report handed on "
+        "with the attestation cannot be changed unseen",
+    )
     verify.set_defaults(handler=functools.partial(command_verify, engine_for=engine_for))
 
 
@@ -217,16 +224,38 @@ def _policy(path: str | None) -> Policy:
         raise BadPolicy(f"cannot read the policy {path}: {exc}") from None
 
 
+def _report_sha256(path: str) -> str:
+    """The digest of the JSON report at ``path`` (read as one: anything else is bad input)."""
+    raw = read_report_bytes(path)
+    parse_report(raw, path)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def report_mismatch(predicate: Mapping[str, Any], path: str | None, sha256: str | None) -> str | None:
+    """Why the report at ``path`` (its digest ``sha256``) is not the attested one; None when it is, or not given."""
+    if path is None:
+        return None
+    attested = predicate.get("report")
+    if isinstance(attested, dict) and attested.get("sha256") == sha256:
+        return None
+    return f"not verified: {path} is not the report attested (its sha256 differs: changed since, or another run's)"
+
+
 def command_verify(args: argparse.Namespace, engine_for: EngineFor) -> int:
     # Every input is read before anything is judged: a bad file is exit code 2 whatever the attestation says.
     policy = _policy(args.policy)
     public = keys.public_key_from_pem(_read(args.key, keys.KEY_MAX_BYTES, "the public key"), args.key)
+    report = _report_sha256(args.report) if args.report else None
     envelope = dsse.parse_envelope(_read(args.attestation, dsse.ENVELOPE_MAX_BYTES, "the attestation"), args.attestation)
     if envelope.payload_type != dsse.PAYLOAD_TYPE:
         raise NotVerified(f"not verified: the envelope's payloadType is {envelope.payload_type!r}, not {dsse.PAYLOAD_TYPE}")
     statement = parse_statement(dsse.verify_payload(envelope, public, args.key))
     info = _image(engine_for, args.image)
-    for refusal in (subject_mismatch(statement, args.image, info), age_refusal(statement.predicate, policy, now())):
+    for refusal in (
+        subject_mismatch(statement, args.image, info),
+        report_mismatch(statement.predicate, args.report, report),
+        age_refusal(statement.predicate, policy, now()),
+    ):
         if refusal is not None:
             raise NotVerified(refusal)
     refusal = verdict_refusal(statement.predicate, policy)
