@@ -16,6 +16,8 @@ from distval.errors import NotVerified
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 # distval's predicate: an identifier (in-toto asks for a URI), versioned; docs/attestation.md describes its fields.
 PREDICATE_TYPE = "https://distval.dev/attestation/run/v1"
+# A value of the payload quoted in a line, at most this long.
+SHOWN_MAX = 100
 _SHA256 = re.compile(r"sha256:([0-9a-f]{64})")
 
 
@@ -51,6 +53,12 @@ def statement_bytes(subjects: list[tuple[str, str]], predicate: Mapping[str, Any
     return json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
 
 
+def _shown(value: object) -> str:
+    """A value of the payload in a line: its repr, at most SHOWN_MAX characters."""
+    text = repr(value)
+    return text if len(text) <= SHOWN_MAX else text[:SHOWN_MAX] + "..."
+
+
 def parse_statement(payload: bytes) -> Statement:
     """The statement of a verified payload; NotVerified when it is signed but not a distval statement (another
     predicate type, another statement version, subjects without a sha256 digest)."""
@@ -60,10 +68,10 @@ def parse_statement(payload: bytes) -> Statement:
         raise NotVerified("not verified: the signed payload is not JSON (not an in-toto statement)") from None
     if not isinstance(data, dict) or data.get("_type") != STATEMENT_TYPE:
         found = data.get("_type") if isinstance(data, dict) else None
-        raise NotVerified(f"not verified: the signed payload is not an in-toto Statement v1 (_type {found!r})")
+        raise NotVerified(f"not verified: the signed payload is not an in-toto Statement v1 (_type {_shown(found)})")
     if data.get("predicateType") != PREDICATE_TYPE:
         raise NotVerified(
-            f"not verified: the statement's predicateType is {data.get('predicateType')!r}, not distval's {PREDICATE_TYPE}"
+            f"not verified: the statement's predicateType is {_shown(data.get('predicateType'))}, not distval's {PREDICATE_TYPE}"
         )
     subjects = []
     listed = data.get("subject")

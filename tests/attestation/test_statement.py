@@ -77,6 +77,7 @@ def _statement(**changes: object) -> bytes:
         (b"not json", "the signed payload is not JSON"),
         (_statement(_type="https://in-toto.io/Statement/v0.1"), "not an in-toto Statement v1"),
         (_statement(predicateType="https://cosign.sigstore.dev/attestation/v1"), "not distval's"),
+        (_statement(predicateType="x" * 10000), "'xxx"),
         (_statement(subject=[{"name": "x", "digest": {"sha512": "1" * 128}}]), "no subject with a sha256 digest"),
         (_statement(subject="x"), "no subject with a sha256 digest"),
         (_statement(predicate=[]), "no predicate object"),
@@ -86,3 +87,4 @@ def test_a_signed_payload_that_is_not_distvals_statement_is_not_verified(payload
     with pytest.raises(NotVerified, match=said) as caught:
         parse_statement(payload)
     assert caught.value.exit_code == EXIT_NOT_VERIFIED and str(caught.value).startswith("not verified: ")
+    assert len(str(caught.value)) < 250

@@ -244,6 +244,8 @@ def _bad_input_cases(tmp_path: Path) -> list[tuple[list[str], str]]:
         (["verify", str(garbage), "--image", IMAGE, "--key", public], "expected a DSSE envelope (JSON with payloadType"),
         (["verify", report, "--image", IMAGE, "--key", public], "payloadType and payload missing or not a string"),
         (["verify", str(tmp_path / "none.json"), "--image", IMAGE, "--key", public], "cannot read the attestation"),
+        (["verify", "/dev/zero", "--image", IMAGE, "--key", public], "expected a regular file; got a device"),
+        ([*verify, "--key", "/dev/zero"], "cannot read the public key /dev/zero: expected a regular file"),
         ([*verify, "--key", public, "--policy", bad_policy], "unknown key 'max_age'"),
         ([*verify, "--key", public, "--policy", str(garbage)], "it is not YAML"),
         ([*verify, "--key", public, "--report", str(garbage)], f"{garbage} is not JSON"),
