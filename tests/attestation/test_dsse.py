@@ -12,10 +12,10 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.asymmetric.utils import encode_dss_signature
 from securesystemslib.dsse import Envelope as ReferenceEnvelope
 from securesystemslib.exceptions import VerificationError
-from securesystemslib.signer import CryptoSigner, SSlibKey
+from securesystemslib.signer import CryptoSigner, SSlibKey  # type: ignore[attr-defined]
 
 from distval.attestation import dsse, keys
-from distval.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED
+from distval.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, NotVerified
 from tests.attestation_helpers import key_pair
 
 # github.com/secure-systems-lab/dsse protocol.md, "Test Vectors" (the example is given there; the bytes are ours).
@@ -91,7 +91,7 @@ def test_we_verify_securesystemslibs_envelope() -> None:
     envelope = dsse.parse_envelope(json.dumps(reference.to_dict()).encode(), "ssl.json")
     assert envelope.signatures[0].keyid == signer.public_key.keyid  # theirs is set; ours ignores it
     assert dsse.verify_payload(envelope, public, "k.pub") == b"signed by the reference"
-    with pytest.raises(dsse.NotVerified):
+    with pytest.raises(NotVerified):
         dsse.verify_payload(envelope, key_pair()[1], "other.pub")
 
 
@@ -111,14 +111,14 @@ def test_a_changed_payload_or_type_does_not_verify() -> None:
     forged = dsse.Envelope(envelope.payload_type, b'{"verdict": "passed"}', envelope.signatures)
     retyped = dsse.Envelope("application/json", envelope.payload, envelope.signatures)
     for bad in (forged, retyped):
-        with pytest.raises(dsse.NotVerified, match="changed after signing") as caught:
+        with pytest.raises(NotVerified, match="changed after signing") as caught:
             dsse.verify_payload(bad, public, "k.pub")
         assert caught.value.exit_code == EXIT_NOT_VERIFIED
 
 
 def test_an_unsigned_envelope_is_not_verified() -> None:
     text = json.dumps({"payloadType": dsse.PAYLOAD_TYPE, "payload": "e30=", "signatures": []}).encode()
-    with pytest.raises(dsse.NotVerified, match="unsigned"):
+    with pytest.raises(NotVerified, match="unsigned"):
         dsse.verify_payload(dsse.parse_envelope(text, "u.json"), key_pair()[1], "k.pub")
     no_field = json.dumps({"payloadType": dsse.PAYLOAD_TYPE, "payload": "e30="}).encode()
     assert dsse.parse_envelope(no_field, "u.json").signatures == ()
@@ -129,7 +129,7 @@ def test_one_good_signature_among_others_verifies() -> None:
     good = dsse.signed("t", b"x", private).signatures[0]
     other = dsse.signed("t", b"x", key_pair()[0]).signatures[0]
     assert dsse.verify_payload(dsse.Envelope("t", b"x", (other, good)), public, "k.pub") == b"x"
-    with pytest.raises(dsse.NotVerified, match="no signature of the envelope verifies"):
+    with pytest.raises(NotVerified, match="no signature of the envelope verifies"):
         dsse.verify_payload(dsse.Envelope("t", b"x", (other, other)), public, "k.pub")
 
 

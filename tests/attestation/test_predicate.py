@@ -60,7 +60,7 @@ def test_findings_a_later_report_carries_are_copied_under_their_names() -> None:
 
 def test_a_report_of_another_image_is_refused() -> None:
     report = passing_report()
-    report["scenarios"][1]["image_id"] = "sha256:" + "e" * 64  # type: ignore[index]
+    report["scenarios"][1]["image_id"] = "sha256:" + "e" * 64
     with pytest.raises(BadReport, match="scenario cross-container-2ranks ran example/torch:candidate") as caught:
         _predicate(report)
     assert caught.value.exit_code == EXIT_BAD_INPUT
@@ -68,7 +68,7 @@ def test_a_report_of_another_image_is_refused() -> None:
 
 def test_a_scenario_without_an_image_id_is_kept_but_is_not_the_images() -> None:
     report = passing_report()
-    report["scenarios"][0]["image_id"] = None  # type: ignore[index]
+    report["scenarios"][0]["image_id"] = None
     body = _predicate(report)
     assert [s["image_id"] for s in body["scenarios"]] == [None, FAKE_IMAGE_ID]  # type: ignore[attr-defined]
 
