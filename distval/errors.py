@@ -10,6 +10,7 @@ DistvalError                 1
 │   └── EngineError             a Docker Engine call failed
 │       ├── EngineUnreachable       no Engine answered (what to do is part of the line)
 │       └── ImageMissing
+├── NotVerified              6  distval verify: an attestation that is not verified (signature, key, digest, age)
 ├── Interrupted         128+N  Ctrl-C, SIGTERM
 │   └── RunStopped              a worker told to stop creates nothing more
 └── PlanError                4  a plan that cannot be executed as written (a bug, never the user's input)
@@ -39,6 +40,10 @@ EXIT_INTERNAL = 4
 # Nothing was validated: every scenario was skipped (e.g. NCCL without GPUs), or no scenario ran. Fails closed
 # (never 0) without blaming the image (not 1).
 EXIT_NOTHING_VALIDATED = 5
+# distval verify: the attestation is not verified (no or a bad signature, another key, another image's digest, too
+# old). Not 1, which verify keeps for a genuine attestation whose verdict the policy refuses: a pipeline can tell a
+# forged or stale attestation from an image that did not pass.
+EXIT_NOT_VERIFIED = 6
 EXIT_INTERRUPTED = 130
 
 # What each code means: README.md's "Exit codes" table starts each row with these words (tests/project/test_readme.py
@@ -50,6 +55,7 @@ EXIT_MEANINGS = {
     EXIT_ENVIRONMENT: "the environment is unusable",
     EXIT_INTERNAL: "distval itself failed",
     EXIT_NOTHING_VALIDATED: "nothing was validated",
+    EXIT_NOT_VERIFIED: "not verified",
     EXIT_INTERRUPTED: "interrupted by signal N",
 }
 
@@ -167,6 +173,14 @@ class EngineUnreachable(EngineError):
 
 class ImageMissing(EngineError):
     pass
+
+
+class NotVerified(DistvalError):
+    """``distval verify``: the attestation is not verified: unsigned, a signature the key does not verify, another
+    image's digest, expired, or a signed payload that is not distval's statement. The message is the one-line reason."""
+
+    exit_code = EXIT_NOT_VERIFIED
+    kind = "not-verified"
 
 
 class Interrupted(DistvalError):

@@ -12,6 +12,8 @@ from distval.engine_protocol import ContainerState, EngineAPI, EngineFacts, Exec
 from distval.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
 from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
 
+# The id of every image the fake Engine has (FakeEngine.images aside).
+FAKE_IMAGE_ID = "sha256:" + "ab" * 32
 NO_GPUS = GpuSupport(0, "no GPUs in the fake Engine")
 # What the fake Engine says of itself: a local Linux Engine with runc only, its root a directory that exists.
 FACTS = EngineFacts(
@@ -32,6 +34,8 @@ class FakeEngine:
     # What ``distval cleanup`` finds (list_managed) and removes (remove_resources): set by a test, shared by
     # every instance as an Engine's containers are.
     held: ClassVar[list[Resource]] = []
+    # Images with an answer of their own (another id, repo digests), by reference; any other is FAKE_IMAGE_ID.
+    images: ClassVar[dict[str, ImageInfo]] = {}
     where = "unix:///fake/docker.sock"
 
     def __init__(
@@ -66,8 +70,10 @@ class FakeEngine:
         # Every image but the missing ones is there; distval's own (fixtures, the reaper's) as built from today's recipe.
         if reference in self.missing:
             return None
+        if reference in FakeEngine.images:
+            return FakeEngine.images[reference]
         labels = {RECIPE_LABEL: recipe_hash(reference)} if reference in FIXTURES else {}
-        return ImageInfo(id="sha256:" + "ab" * 32, tags=(reference,), labels=labels)
+        return ImageInfo(id=FAKE_IMAGE_ID, tags=(reference,), labels=labels)
 
     def create_network(self, network: NetworkPlan) -> None:
         self.calls.append("create_network")

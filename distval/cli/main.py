@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from distval import __version__
 from distval.cli import values as cli_values
+from distval.cli.attest import ATTEST_EXIT_CODES, VERIFY_EXIT_CODES, add_attest_commands
 from distval.cli.baseline import add_baseline_arguments, add_compare_command, compare_exit_codes, overwrites_baseline
 from distval.cli.completion import SHELLS, render_completion
 from distval.cli.doctor import DOCTOR_EXIT_CODES, add_doctor_command
@@ -419,6 +420,8 @@ COMMAND_EXIT_CODES: dict[str, ExitCodes] = {
     "run": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOTHING_VALIDATED, EXIT_INTERRUPTED)),
     "compare": compare_exit_codes(),
     "doctor": DOCTOR_EXIT_CODES,
+    "attest": ATTEST_EXIT_CODES,
+    "verify": VERIFY_EXIT_CODES,
     "plan": ExitCodes(_COMMON, _SUCCESS),
     "schema": ExitCodes(_COMMON, _SUCCESS),
     "checks": ExitCodes(_COMMON, _SUCCESS),
@@ -657,6 +660,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hosts_options(cleanup, tls=True)
     cleanup.set_defaults(handler=command_cleanup)
     add_doctor_command(commands, _doctor_engine, _add_hosts_options)
+    add_attest_commands(commands, _engine)
     add_kubernetes_commands(commands, _add_report_options)
 
     completion = commands.add_parser(

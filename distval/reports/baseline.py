@@ -190,10 +190,21 @@ def iterations_of(scenario: Mapping[str, Any] | None) -> str:
 
 def read_report(path: str | Path) -> dict[str, Any]:
     """A distval JSON report (schema_version 1) from a file; BadReport (exit code 2) otherwise."""
+    return parse_report(read_report_bytes(path), path)
+
+
+def read_report_bytes(path: str | Path) -> bytes:
+    """The bytes of a JSON report file (a regular file of at most REPORT_MAX_BYTES); BadReport otherwise."""
     try:
-        data = json.loads(read_regular_file(path, REPORT_MAX_BYTES).decode("utf-8"))
+        return read_regular_file(path, REPORT_MAX_BYTES)
     except FileRefused as exc:
         raise BadReport(f"cannot read the JSON report {path}: {exc}") from exc
+
+
+def parse_report(raw: bytes, path: str | Path) -> dict[str, Any]:
+    """A distval JSON report (schema_version 1) from the bytes of the file ``path``; BadReport otherwise."""
+    try:
+        data = json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         raise BadReport(f"{path} is not JSON: {exc}") from exc
     if not isinstance(data, dict) or data.get("schema_version") != 1 or not isinstance(data.get("scenarios"), list):

@@ -179,9 +179,12 @@ def _write_stream(path: str | os.PathLike[str], data: bytes) -> bool:
     return True
 
 
-def write_atomically(path: str | os.PathLike[str], text: str) -> None:
+def write_atomically(path: str | os.PathLike[str], text: str, new_mode: int = 0o666) -> None:
     """Replace the regular file at ``path`` (or its symbolic link's target) with ``text`` (UTF-8) atomically, or
     write ``text`` into it when it is a character device or a FIFO.
+
+    ``new_mode``: the permission bits a file that did not exist is created with (the umask applies), e.g. 0o600
+    for a private key, which is then never readable by others, not even while it is written.
 
     Characters UTF-8 cannot encode (lone surrogates from rank output) are written as ``\\udcXX`` escapes.
     """
@@ -202,20 +205,21 @@ def write_atomically(path: str | os.PathLike[str], text: str) -> None:
         )
     directory = _open_directory(target.parent)
     try:
-        _write_in(directory, target, data)
+        _write_in(directory, target, data, new_mode)
         _fsync_directory(directory)
     finally:
         os.close(directory)
 
 
-def _write_in(directory: int, target: Path, data: bytes) -> None:
+def _write_in(directory: int, target: Path, data: bytes, new_mode: int) -> None:
     try:
         mode: int | None = stat.S_IMODE(os.stat(target.name, dir_fd=directory, follow_symlinks=False).st_mode)
     except FileNotFoundError:
         mode = None
     temporary: str | None = None
     try:
-        temporary, fd = _create_temporary(directory, target.name)
+        # An existing file's mode is set below, once the temporary file is ours; a new one is created with new_mode.
+        temporary, fd = _create_temporary(directory, target.name, new_mode if mode is None else 0o600)
         with os.fdopen(fd, "wb") as handle:
             if mode is not None:
                 os.fchmod(handle.fileno(), mode)
@@ -256,13 +260,13 @@ def _open_directory(directory: Path) -> int:
     return fd
 
 
-def _create_temporary(directory: int, name: str) -> tuple[str, int]:
-    """A new file beside ``name``, created exclusively with the mode a plain open() would give it (umask applies)."""
+def _create_temporary(directory: int, name: str, mode: int) -> tuple[str, int]:
+    """A new file beside ``name``, created exclusively with ``mode`` (the umask applies)."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
     for _ in range(_TEMPORARY_ATTEMPTS):
         temporary = f".{name}.{secrets.token_hex(4)}.tmp"
         try:
-            return temporary, os.open(temporary, flags, 0o666, dir_fd=directory)
+            return temporary, os.open(temporary, flags, mode, dir_fd=directory)
         except FileExistsError:
             continue
     raise FileExistsError(errno.EEXIST, f"no free temporary name beside {name}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,11 +18,15 @@ from distval.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_MEANINGS,
+    EXIT_NOT_VERIFIED,
     EXIT_NOTHING_VALIDATED,
     EXIT_PASSED,
     ExitCodes,
     exit_codes_line,
 )
+from distval.targets.docker.engine import Engine as RealEngine
+from tests.attestation_helpers import IMAGE as ATTESTED
+from tests.attestation_helpers import changed, passing_report, write_json, write_key_pair
 from tests.fake_engine import FakeEngine
 from tests.paths import DATA, ROOT
 
@@ -125,6 +130,44 @@ def _collect_no_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[
     return ["collect", "kubernetes", "--job", "dv-job"]
 
 
+def _attest_files(tmp_path: Path, report: dict[str, Any]) -> list[str]:
+    private, _ = write_key_pair(tmp_path)
+    path = write_json(tmp_path / "report.json", report)
+    return ["attest", path, "--image", ATTESTED, "--key", private, "-o", str(tmp_path / "attestation.json")]
+
+
+def _attest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    fake_engine(monkeypatch)
+    return _attest_files(tmp_path, passing_report())
+
+
+def _attest_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    no_engine(tmp_path, monkeypatch)
+    return _attest_files(tmp_path, passing_report())
+
+
+def _verify(report: dict[str, Any], key: str = "cosign") -> Setup:
+    """verify of an attestation of ``report`` made on the fake Engine, with the public key ``key.pub`` (another
+    pair than the signer's where ``key`` is not "cosign")."""
+
+    def setup(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+        fake_engine(monkeypatch)
+        attest = _attest_files(tmp_path, report)
+        assert main(attest) == EXIT_PASSED
+        if key != "cosign":
+            write_key_pair(tmp_path, key)
+        return ["verify", attest[-1], "--image", ATTESTED, "--key", str(tmp_path / f"{key}.pub")]
+
+    return setup
+
+
+def _verify_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    argv = _verify(passing_report())(tmp_path, monkeypatch)
+    monkeypatch.setattr(distval.cli.main, "Engine", RealEngine)
+    no_engine(tmp_path, monkeypatch)
+    return argv
+
+
 # (command, code, how): the command line (and its stand-ins) that makes the command return the code.
 EXAMPLES: list[tuple[str, int, Setup]] = [
     ("run", 1, _fake_run(DEFAULT)),
@@ -160,6 +203,14 @@ EXAMPLES: list[tuple[str, int, Setup]] = [
     ("collect kubernetes", 1, _collect("ddp-no-broadcast-rank1")),
     ("collect kubernetes", 2, _plain("collect", "kubernetes", "no-such.log")),
     ("collect kubernetes", 3, _collect_no_client),
+    ("attest", 0, _attest),
+    ("attest", 2, _plain("attest", "no-such.json", "--image", IMAGE, "--key", "no.key", "-o", "a.json")),
+    ("attest", 3, _attest_unreachable),
+    ("verify", 0, _verify(passing_report())),
+    ("verify", 1, _verify(changed(passing_report(), 0, "ddp", "failed"))),
+    ("verify", 2, _plain("verify", "no-such.json", "--image", IMAGE, "--key", "no.pub")),
+    ("verify", 3, _verify_unreachable),
+    ("verify", EXIT_NOT_VERIFIED, _verify(passing_report(), key="other")),
     ("completion", 0, _plain("completion", "bash")),
     ("completion", 2, _plain("completion", "tcsh")),
 ]
@@ -235,6 +286,8 @@ def test_a_bug_in_any_command_is_exit_4(
         "compare": ["a.json", "b.json"],
         "export kubernetes": ["c.yaml"],
         "completion": ["bash"],
+        "attest": ["--key", "k.key"],
+        "verify": ["a.json", "--image", IMAGE, "--key", "k.pub"],
     }
     argv = [*command.split(), *minimal.get(command, [])]
     if command == "export kubernetes":

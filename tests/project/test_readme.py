@@ -64,6 +64,10 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--invalidation-mode",
         # pytest (tests/conftest.py)
         "--require-docker",
+        # cosign (docs/attestation.md)
+        "--type",
+        "--attestation",
+        "--insecure-ignore-tlog",
         # benchmarks/*.py
         "--repeat",
         "--config",

@@ -1,0 +1,268 @@
+"""``distval attest`` and ``distval verify`` (docs/attestation.md): the command lines, the files they read and
+write, the Engine they ask for the image's digests. What is signed and checked is distval/attestation/."""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import hashlib
+import os
+import secrets
+import sys
+from collections.abc import Callable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from distval.attestation import dsse, keys
+from distval.attestation.policy import (
+    DEFAULT_POLICY,
+    POLICY_MAX_BYTES,
+    BadPolicy,
+    Policy,
+    age_refusal,
+    parse_policy,
+    passed_count,
+    verdict_refusal,
+)
+from distval.attestation.predicate import predicate
+from distval.attestation.statement import image_digests, parse_statement, statement_bytes, subject_mismatch
+from distval.bounded_read import FileRefused, read_regular_file
+from distval.cli import values as cli_values
+from distval.engine_protocol import EngineAPI, ImageInfo
+from distval.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CHECKS_FAILED,
+    EXIT_ENVIRONMENT,
+    EXIT_INTERNAL,
+    EXIT_MEANINGS,
+    EXIT_NOT_VERIFIED,
+    EXIT_PASSED,
+    BadInput,
+    ExitCodes,
+    ImageMissing,
+    NotVerified,
+)
+from distval.escape import terminal_line
+from distval.reports.baseline import parse_report, read_report_bytes
+from distval.reports.files import NotARegularFile, UnsafePath, write_atomically
+
+# How attest and verify reach the Engine that holds the image (distval/cli/main.py gives its own, the tests a fake).
+EngineFor = Callable[[str], EngineAPI]
+# The JUnit file is hashed, never parsed: at most as large as a report.
+JUNIT_MAX_BYTES = 256 * 2**20
+
+ATTEST_EXIT_CODES = ExitCodes(
+    (EXIT_PASSED, EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL),
+    {EXIT_PASSED: "success: the attestation (or the key pair) was written"},
+)
+VERIFY_EXIT_CODES = ExitCodes(
+    (EXIT_PASSED, EXIT_CHECKS_FAILED, EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, EXIT_NOT_VERIFIED),
+    {
+        EXIT_PASSED: "verified: signed with the key, of this image, recent enough, and its verdict passes the policy",
+        EXIT_CHECKS_FAILED: "refused: the attestation is genuine, but its verdict does not pass the policy (a check "
+        "failed, errored or was skipped where required, or nothing passed)",
+        EXIT_NOT_VERIFIED: f"{EXIT_MEANINGS[EXIT_NOT_VERIFIED]}: unsigned, another key, another image's digest, expired, "
+        "or not distval's statement",
+    },
+)
+
+
+def now() -> datetime:
+    """The clock of attest and verify (a test sets its own)."""
+    return datetime.now(timezone.utc)
+
+
+def add_attest_commands(commands: Any, engine_for: EngineFor) -> None:
+    attest = commands.add_parser(
+        "attest",
+        help="sign a JSON report's verdict on an image as an in-toto attestation (DSSE), for distval verify or cosign",
+        description="Write an in-toto Statement v1 in a DSSE envelope, signed with an ECDSA P-256 key: its subject is the "
+        "image's digest as the Engine reports it (and its repo digests), its predicate every check's verdict and reason, "
+        "the torch/CUDA/NCCL identity, the report's and JUnit file's digests, the Engine and host (docs/attestation.md). "
+        f"An encrypted private key's passphrase comes from ${keys.PASSPHRASE_ENV}.",
+    )
+    attest.add_argument("report", nargs="?", type=cli_values.file_path("a distval JSON report"), help="the run's JSON report")
+    attest.add_argument("--image", type=cli_values.image_reference, help="the image the report validated, as the Engine names it")
+    attest.add_argument(
+        "--key",
+        required=True,
+        metavar="KEY",
+        type=cli_values.file_path("the private key"),
+        help="the private key (PKCS#8 PEM, ECDSA P-256); with --generate-key, where to write a new one",
+    )
+    attest.add_argument(
+        "-o", "--output", metavar="FILE", type=cli_values.file_path("the attestation file"), help="write the envelope here"
+    )
+    attest.add_argument(
+        "--junit",
+        metavar="PATH",
+        type=cli_values.file_path("the run's JUnit XML file"),
+        help="the run's JUnit file, whose digest the predicate carries",
+    )
+    attest.add_argument(
+        "--generate-key",
+        action="store_true",
+        help=f"write a new key pair instead: KEY (mode 0600; encrypted when ${keys.PASSPHRASE_ENV} is set) and its public "
+        "key beside it (KEY's name with .pub for .key); existing files are never overwritten",
+    )
+    attest.set_defaults(handler=functools.partial(command_attest, engine_for=engine_for))
+
+    verify = commands.add_parser(
+        "verify",
+        help="verify an attestation of distval attest: signature, the image's digest, its age and a policy",
+        description="Check that a signature of the envelope holds under the public key, that its subject is the image's "
+        "digest as the Engine reports it, that it is recent enough and that its verdict passes the policy (default: "
+        "nothing failed, at least one check passed, at most 7 days old; docs/attestation.md#the-policy). One line says "
+        "why not.",
+    )
+    verify.add_argument(
+        "attestation", type=cli_values.file_path("an attestation (DSSE envelope)"), help="the file distval attest wrote"
+    )
+    verify.add_argument("--image", required=True, type=cli_values.image_reference, help="the image to verify it for")
+    verify.add_argument(
+        "--key",
+        required=True,
+        metavar="PUB",
+        type=cli_values.file_path("the public key"),
+        help="the public key (PEM, as cosign.pub)",
+    )
+    verify.add_argument(
+        "--policy",
+        metavar="POLICY",
+        type=cli_values.file_path("a policy file"),
+        help="a YAML or JSON policy (default: see above)",
+    )
+    verify.add_argument(
+        "--report",
+        metavar="REPORT",
+        type=cli_values.file_path("a distval JSON report"),
+        help="also check that this JSON report is the one attested (its sha256 is the predicate's): a report handed on "
+        "with the attestation cannot be changed unseen",
+    )
+    verify.set_defaults(handler=functools.partial(command_verify, engine_for=engine_for))
+
+
+def _read(path: str, limit: int, what: str) -> bytes:
+    try:
+        return read_regular_file(path, limit)
+    except FileRefused as exc:
+        raise BadInput(f"cannot read {what} {path}: {exc}") from None
+
+
+def _image(engine_for: EngineFor, reference: str) -> ImageInfo:
+    info = engine_for(f"attest-{secrets.token_hex(4)}").image(reference)
+    if info is None:
+        raise ImageMissing(f"image {reference} is not in the Engine (never pulled: pull or build it first)")
+    return info
+
+
+def _write(path: str, text: str, what: str, new_mode: int = 0o666) -> None:
+    try:
+        write_atomically(path, text, new_mode)
+    except (NotARegularFile, UnsafePath) as exc:
+        raise BadInput(f"cannot write {what} {path}: {exc}") from None
+    except OSError as exc:
+        raise BadInput(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+
+
+def public_key_path(private: str) -> str:
+    """Where --generate-key writes the public key: KEY with .pub for .key (cosign.key -> cosign.pub), else KEY.pub."""
+    return private.removesuffix(".key") + ".pub"
+
+
+def _passphrase() -> bytes | None:
+    value = os.environ.get(keys.PASSPHRASE_ENV)
+    return value.encode("utf-8") if value else None
+
+
+def generate_key(path: str) -> int:
+    public = public_key_path(path)
+    for target in (path, public):
+        if os.path.lexists(target):
+            raise BadInput(f"attest --generate-key: {target} exists; a key is never overwritten (remove it, or name another)")
+    private_pem, public_pem = keys.generate_key_pair(_passphrase())
+    _write(path, private_pem, "the private key", new_mode=0o600)
+    _write(public, public_pem, "the public key")
+    encrypted = f"encrypted with ${keys.PASSPHRASE_ENV}" if _passphrase() else f"not encrypted (${keys.PASSPHRASE_ENV} unset)"
+    print(f"wrote {path} (private, {encrypted}) and {public} (public: give it to distval verify --key or cosign)")
+    return EXIT_PASSED
+
+
+def command_attest(args: argparse.Namespace, engine_for: EngineFor) -> int:
+    if args.generate_key:
+        if args.report or args.image or args.output or args.junit:
+            raise BadInput("attest --generate-key writes a key pair only: give it --key alone")
+        return generate_key(args.key)
+    missing = [
+        what for what, given in (("REPORT", args.report), ("--image", args.image), ("-o/--output", args.output)) if not given
+    ]
+    if missing:
+        raise BadInput(f"attest needs {', '.join(missing)}: distval attest REPORT.json --image IMAGE --key KEY -o FILE")
+    key = keys.private_key_from_pem(_read(args.key, keys.KEY_MAX_BYTES, "the private key"), args.key, _passphrase())
+    raw = read_report_bytes(args.report)
+    report = parse_report(raw, args.report)
+    junit = hashlib.sha256(_read(args.junit, JUNIT_MAX_BYTES, "the JUnit file")).hexdigest() if args.junit else None
+    info = _image(engine_for, args.image)
+    subjects = image_digests(args.image, info)
+    if not subjects:
+        raise BadInput(f"the Engine names {args.image} {info.id!r}, which is no sha256 digest: nothing to attest")
+    body = predicate(report, args.report, hashlib.sha256(raw).hexdigest(), args.image, info, junit, now())
+    envelope = dsse.signed(dsse.PAYLOAD_TYPE, statement_bytes(subjects, body), key)
+    _write(args.output, dsse.envelope_json(envelope), "the attestation")
+    passed, total = passed_count(body)
+    code = body["run"]["exit_code"]
+    print(f"wrote {args.output}: {args.image} ({info.id[:19]}), {passed} of {total} check results passed; run exit code {code}")
+    return EXIT_PASSED
+
+
+def _policy(path: str | None) -> Policy:
+    if path is None:
+        return DEFAULT_POLICY
+    try:
+        return parse_policy(read_regular_file(path, POLICY_MAX_BYTES), path)
+    except FileRefused as exc:
+        raise BadPolicy(f"cannot read the policy {path}: {exc}") from None
+
+
+def _report_sha256(path: str) -> str:
+    """The digest of the JSON report at ``path`` (read as one: anything else is bad input)."""
+    raw = read_report_bytes(path)
+    parse_report(raw, path)
+    return hashlib.sha256(raw).hexdigest()
+
+
+def report_mismatch(predicate: Mapping[str, Any], path: str | None, sha256: str | None) -> str | None:
+    """Why the report at ``path`` (its digest ``sha256``) is not the attested one; None when it is, or not given."""
+    if path is None:
+        return None
+    attested = predicate.get("report")
+    if isinstance(attested, dict) and attested.get("sha256") == sha256:
+        return None
+    return f"not verified: {path} is not the report attested (its sha256 differs: changed since, or another run's)"
+
+
+def command_verify(args: argparse.Namespace, engine_for: EngineFor) -> int:
+    # Every input is read before anything is judged: a bad file is exit code 2 whatever the attestation says.
+    policy = _policy(args.policy)
+    public = keys.public_key_from_pem(_read(args.key, keys.KEY_MAX_BYTES, "the public key"), args.key)
+    report = _report_sha256(args.report) if args.report else None
+    envelope = dsse.parse_envelope(_read(args.attestation, dsse.ENVELOPE_MAX_BYTES, "the attestation"), args.attestation)
+    if envelope.payload_type != dsse.PAYLOAD_TYPE:
+        raise NotVerified(f"not verified: the envelope's payloadType is {envelope.payload_type!r}, not {dsse.PAYLOAD_TYPE}")
+    statement = parse_statement(dsse.verify_payload(envelope, public, args.key))
+    info = _image(engine_for, args.image)
+    for refusal in (
+        subject_mismatch(statement, args.image, info),
+        report_mismatch(statement.predicate, args.report, report),
+        age_refusal(statement.predicate, policy, now()),
+    ):
+        if refusal is not None:
+            raise NotVerified(refusal)
+    refusal = verdict_refusal(statement.predicate, policy)
+    if refusal is not None:
+        print(f"distval: {terminal_line(refusal)}", file=sys.stderr)
+        return EXIT_CHECKS_FAILED
+    passed, total = passed_count(statement.predicate)
+    made = terminal_line(str(statement.predicate.get("attested_at")))
+    print(f"verified: {args.image} ({info.id[:19]}): {passed} of {total} check results passed; attested {made}")
+    return EXIT_PASSED

@@ -1,0 +1,151 @@
+"""distval/attestation/policy.py: the policy file, the age of an attestation under an injected clock, and the
+verdicts it refuses, failing closed (nothing validated, a required check skipped or missing)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from distval.attestation.policy import (
+    DEFAULT_POLICY,
+    BadPolicy,
+    Policy,
+    age_refusal,
+    parse_policy,
+    passed_count,
+    verdict_refusal,
+)
+from distval.attestation.predicate import predicate
+from distval.engine_protocol import ImageInfo
+from distval.errors import EXIT_BAD_INPUT
+from tests.attestation_helpers import IMAGE, MADE, changed, passing_report
+from tests.fake_engine import FAKE_IMAGE_ID
+
+
+def _body(report: dict[str, Any]) -> dict[str, Any]:
+    return predicate(report, "r.json", "d" * 64, IMAGE, ImageInfo(FAKE_IMAGE_ID, (), {}), None, MADE)
+
+
+def test_the_default_policy() -> None:
+    assert DEFAULT_POLICY == Policy(max_age_days=7.0, required_checks=(), allow_skipped=None)
+    assert verdict_refusal(_body(passing_report()), DEFAULT_POLICY) is None
+    assert passed_count(_body(passing_report())) == (9, 10)
+
+
+def test_a_policy_file_in_yaml_or_json() -> None:
+    text = b"max_age_days: 30\nrequired_checks: [ddp, collectives.all_reduce]\nallow_skipped: [cuda_build]\n"
+    assert parse_policy(text, "p.yaml") == Policy(30.0, ("ddp", "collectives.all_reduce"), ("cuda_build",))
+    assert parse_policy(b'{"max_age_days": 0.5}', "p.json") == Policy(0.5)
+    assert parse_policy(b"{}", "p.json") == DEFAULT_POLICY
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        (b"", "expected a YAML or JSON mapping of max_age_days, required_checks, allow_skipped; got NoneType"),
+        (b"[1]", "got list"),
+        (b"a: 1\nb: [", "it is not YAML (line 2)"),
+        (b"\xff", "it is not YAML"),
+        (b"max_age: 3", "unknown key 'max_age' (expected max_age_days, required_checks, allow_skipped)"),
+        (b"max_age_days: 0", "max_age_days: expected a number of days > 0 and <= 3650; got 0"),
+        (b"max_age_days: true", "got True"),
+        (b"max_age_days: '7'", "got '7'"),
+        (b"required_checks: ddp", "required_checks: expected a list of check names; got str"),
+        (b"allow_skipped: [1]", "allow_skipped: expected a list of check names"),
+    ],
+)
+def test_a_bad_policy_is_one_line(text: bytes, said: str) -> None:
+    with pytest.raises(BadPolicy) as caught:
+        parse_policy(text, "p.yaml")
+    message = str(caught.value)
+    assert message.startswith("p.yaml: ") and said in message and "\n" not in message
+    assert caught.value.exit_code == EXIT_BAD_INPUT
+
+
+def test_an_attestation_older_than_the_policy_allows_has_expired() -> None:
+    body = _body(passing_report())
+    assert age_refusal(body, DEFAULT_POLICY, MADE + timedelta(days=7)) is None
+    expired = age_refusal(body, DEFAULT_POLICY, MADE + timedelta(days=7, seconds=1))
+    assert expired == ("not verified: expired: made 2026-12-04T12:00:00Z, 7.0 days ago; the policy accepts at most 7 days")
+    assert age_refusal(body, Policy(max_age_days=1), MADE + timedelta(days=2)) is not None
+    assert age_refusal(body, Policy(max_age_days=30), MADE + timedelta(days=2)) is None
+
+
+def test_an_attestation_from_the_future_or_without_a_time_is_refused() -> None:
+    body = _body(passing_report())
+    assert age_refusal(body, DEFAULT_POLICY, MADE - timedelta(minutes=4)) is None  # clocks a little apart
+    assert "in the future" in str(age_refusal(body, DEFAULT_POLICY, MADE - timedelta(hours=1)))
+    assert "does not say when" in str(age_refusal({**body, "attested_at": "yesterday"}, DEFAULT_POLICY, MADE))
+
+
+def _refusal(report: dict[str, Any], policy: Policy = DEFAULT_POLICY) -> str | None:
+    return verdict_refusal(_body(report), policy)
+
+
+def test_a_failed_or_errored_check_is_refused_whatever_the_policy() -> None:
+    failed = changed(passing_report(), 1, "ddp", "failed", "rank 1: gradients differ\nsecond line")
+    assert (
+        _refusal(failed, Policy(allow_skipped=("ddp",)))
+        == "refused: cross-container-2ranks: ddp failed: rank 1: gradients differ second line"
+    )
+    errored = changed(passing_report(), 0, "exit_status", "error", "container x exited with code 1")
+    assert _refusal(errored) == "refused: in-container-2ranks: exit_status error: container x exited with code 1"
+
+
+def test_a_run_that_did_not_exit_0_or_stopped_early_is_refused() -> None:
+    report = passing_report()
+    report["exit_code"] = 5
+    assert _refusal(report) == "refused: the run exited 5 (nothing was validated)"
+    report["exit_code"] = None
+    assert _refusal(report) == "refused: the run does not say its exit code"
+    report["early_error"] = {"kind": "environment", "message": "no Engine"}
+    assert _refusal(report) == "refused: the run stopped early (environment): no Engine"
+
+
+def test_nothing_validated_fails_closed() -> None:
+    """A run whose every check skipped (exit_status and process_group validate nothing on their own), or whose
+    scenarios ran another image than the one attested, does not verify."""
+    report = passing_report()
+    for scenario in report["scenarios"]:
+        for case in scenario["cases"]:
+            if case["name"] != "exit_status":
+                case["status"] = "skipped"
+    assert _refusal(report) == "refused: nothing was validated: no check passed on the image"
+    empty = passing_report()
+    empty["scenarios"] = []
+    assert _refusal(empty) == "refused: nothing was validated: no check passed on the image"
+    unknown = passing_report()
+    for scenario in unknown["scenarios"]:
+        scenario["image_id"] = None
+    assert _refusal(unknown) == "refused: nothing was validated: no check passed on the image"
+
+
+def test_a_required_check_must_have_passed_on_the_image() -> None:
+    policy = Policy(required_checks=("ddp", "cuda_build"))
+    assert _refusal(passing_report(), policy) == (
+        "refused: cross-container-2ranks: the required check cuda_build was skipped: not supported by this image: no GPU"
+    )
+    assert _refusal(passing_report(), Policy(required_checks=("ddp", "cuda_build"), allow_skipped=("cuda_build",))) is None
+    missing = Policy(required_checks=("store",))
+    assert _refusal(passing_report(), missing) == (
+        "refused: the required check store did not run on the image (no scenario of the report ran it)"
+    )
+    skipped_everywhere = changed(changed(passing_report(), 0, "ddp", "skipped"), 1, "ddp", "skipped")
+    assert _refusal(skipped_everywhere, Policy(required_checks=("ddp",), allow_skipped=("ddp",))) == (
+        "refused: the required check ddp passed in no scenario"
+    )
+
+
+def test_allow_skipped_limits_which_checks_may_skip() -> None:
+    assert _refusal(passing_report(), Policy(allow_skipped=())) == (
+        "refused: cross-container-2ranks: cuda_build was skipped, which the policy does not allow: not supported by "
+        "this image: no GPU"
+    )
+
+
+def test_a_refusal_line_escapes_the_images_text_and_is_capped() -> None:
+    report = changed(passing_report(), 0, "ddp", "failed", "\x1b[2Jwiped " + "x" * 500)
+    line = str(_refusal(report))
+    assert "\x1b" not in line and "\n" not in line and len(line) < 260
