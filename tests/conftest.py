@@ -18,21 +18,6 @@ import pytest
 from tests import runner_environment  # noqa: F401
 from tests.docker_helpers import FixtureImages, FixtureUnavailable, unavailable
 
-# The xdist groups of CI's Docker run (pytest -n 2 --dist loadgroup, .ci/run): the tests marked ``waits`` spend
-# most of their time on a deadline or timeout running out with the CPU idle (measured: 69 to 96 % idle on
-# 2 cores, /proc/stat sampled every 10 s beside a serial run), so one worker runs them beside the other, which
-# runs everything else in order. Two workers that each took any test overloaded the 2 cores whenever two
-# CPU-heavy tests met (a 53-minute run with 5 timing failures, 2026-12-02). Without -n the groups do nothing.
-WAITING_GROUP = "waits"
-MAIN_GROUP = "main"
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        group = WAITING_GROUP if item.get_closest_marker("waits") else MAIN_GROUP
-        item.add_marker(pytest.mark.xdist_group(group))
-
-
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--require-docker",
