@@ -18,6 +18,7 @@ import pytest
 from tests import runner_environment  # noqa: F401
 from tests.docker_helpers import FixtureImages, FixtureUnavailable, unavailable
 
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--require-docker",
