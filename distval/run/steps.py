@@ -17,7 +17,7 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from distval.errors import RunStopped
+from distval.errors import EngineError, RunStopped
 from distval.plan.model import CreateContainer, ScenarioPlan, StartContainer, Step
 from distval.plan.placeholders import facts_on_host, resolve
 from distval.plan.specs import ContainerPlan
@@ -233,7 +233,13 @@ def run_steps(
         if remove:
             events.phase(plan, REMOVING)
             with signals_deferred():
-                backend.remove()
+                try:
+                    backend.remove()
+                except EngineError as exc:
+                    # The verdict stands: what the Engine would not remove yet (a network it still held an endpoint
+                    # of 30 s after its container went, at a load of 19) is the run's final cleanup's to remove, and
+                    # the reaper's after it. Raised here, it replaced the scenario's outcome with a traceback.
+                    events.note(plan, f"not removed yet ({exc}); the run's final cleanup tries again")
 
 
 def wait_for_nodes(
