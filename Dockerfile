@@ -6,7 +6,8 @@
 #
 # BASE is any image with Python >= 3.10 and pip. The harness copies the suite into the containers and
 # the results out through the Engine API, so nothing depends on paths of this container or the host.
-# Offline builds: put the dependency wheels in wheels/ (pip download -d wheels docker PyYAML)
+# Offline builds: put the dependency wheels in wheels/ (pip download -d wheels with pyproject.toml's dependencies
+# and setuptools; tests/docker_helpers.py harness_context does it for the tests)
 # and pass --build-arg PIP_NO_INDEX=1.
 ARG BASE=python:3.12-slim
 FROM ${BASE}

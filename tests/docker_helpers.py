@@ -6,7 +6,11 @@ A plain module (not a test module, not conftest): test modules import from here,
 
 from __future__ import annotations
 
+import io
 import re
+import subprocess
+import sys
+import tarfile
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Callable
@@ -14,6 +18,7 @@ from pathlib import Path
 from typing import NoReturn
 
 import pytest
+import tomllib
 
 from distval.config import load_config
 from distval.errors import DistvalError
@@ -144,3 +149,30 @@ class FixtureImages:
         if problem is not None:
             raise FixtureUnavailable(problem)
         return tag
+
+
+def harness_requirements() -> list[str]:
+    """What an offline build of the harness image installs: pyproject's dependencies and its build backend's. Read
+    from pyproject.toml, never listed by hand: a list typed here missed cryptography (attest and verify) and the
+    harness image stopped building."""
+    with open(ROOT / "pyproject.toml", "rb") as handle:
+        project = tomllib.load(handle)
+    return [*project["project"]["dependencies"], *project["build-system"]["requires"]]
+
+
+def harness_context(tmp_path: Path) -> bytes:
+    """The repository's build context plus the wheels an offline build needs, as a tar (the Dockerfile's recipe)."""
+    wheels = tmp_path / "wheels"
+    platforms = [arg for minor in range(17, 37) for arg in ("--platform", f"manylinux_2_{minor}_x86_64")]
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", "3.13",
+         "--implementation", "cp", "--platform", "any", *platforms, "-d", str(wheels), *harness_requirements()],
+        check=True,
+        timeout=300,
+    )  # fmt: skip
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as archive:
+        for name in ("Dockerfile", "pyproject.toml", "README.md", "distval", "distval_suite", "configs"):
+            archive.add(ROOT / name, arcname=name, filter=lambda info: None if "__pycache__" in info.name else info)
+        archive.add(wheels, arcname="wheels")
+    return buffer.getvalue()

@@ -4,20 +4,17 @@ test, and the harness's own image driving the host's Engine through the socket. 
 
 from __future__ import annotations
 
-import io
 import os
 import secrets
 import shutil
 import subprocess
-import sys
-import tarfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from distval.tarball import regular_files
-from tests.docker_helpers import cases, leftovers, outcome, validate
+from tests.docker_helpers import cases, harness_context, leftovers, outcome, validate
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.docker
@@ -70,25 +67,6 @@ def test_compose_up_fails_on_the_broken_all_reduce(fixture_image: Callable[[str]
     assert "distval: rank 1 env passed" in result.stdout
 
 
-def _harness_context(tmp_path: Path) -> bytes:
-    """The repository's build context plus the wheels an offline build needs, as a tar."""
-    wheels = tmp_path / "wheels"
-    platforms = [arg for minor in range(17, 37) for arg in ("--platform", f"manylinux_2_{minor}_x86_64")]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", "3.13",
-         "--implementation", "cp",
-         "--platform", "any", *platforms, "-d", str(wheels), "docker>=7.1,<8", "PyYAML>=6", "setuptools>=64"],
-        check=True,
-        timeout=300,
-    )  # fmt: skip
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for name in ("Dockerfile", "pyproject.toml", "README.md", "distval", "distval_suite", "configs"):
-            archive.add(ROOT / name, arcname=name, filter=lambda info: None if "__pycache__" in info.name else info)
-        archive.add(wheels, arcname="wheels")
-    return buffer.getvalue()
-
-
 def test_harness_image_validates_the_fixture_through_the_socket(
     fixture_image: Callable[[str], str], docker_client: object, tmp_path: Path
 ) -> None:
@@ -99,7 +77,7 @@ def test_harness_image_validates_the_fixture_through_the_socket(
     tag = "distval-test/harness:" + secrets.token_hex(3)
     engine = Engine("tests-harness-image")
     engine.build(
-        _harness_context(tmp_path),
+        harness_context(tmp_path),
         tag,
         {},
         print,

@@ -8,14 +8,12 @@ a run id of its own, and each test removes what is left of its runs by that id a
 from __future__ import annotations
 
 import hmac
-import io
 import os
 import secrets
 import signal
 import socket
 import subprocess
 import sys
-import tarfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -30,7 +28,7 @@ from distval.plan.specs import ContainerPlan, NetworkPlan
 from distval.tarball import File, build_tar
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.reaper import GRACE_S, REAPER_PORT, addresses, daemon_command, engine_socket_path
-from tests.docker_helpers import leftovers
+from tests.docker_helpers import harness_context, leftovers
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.docker
@@ -327,25 +325,6 @@ def test_a_reaper_nobody_connects_to_reaps_after_its_first_connection_window(
     start_reaper(run_id, KEY, first_s=3)
     elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
     assert left == [], f"expected the reaper to reap run {run_id} when distval never connected; the Engine holds {left}"
-
-
-def harness_context(tmp_path: Path) -> bytes:
-    """The repository's build context plus the wheels an offline build needs, as a tar (the README's recipe)."""
-    wheels = tmp_path / "wheels"
-    platforms = [arg for minor in range(17, 37) for arg in ("--platform", f"manylinux_2_{minor}_x86_64")]
-    subprocess.run(
-        [sys.executable, "-m", "pip", "download", "-q", "--only-binary=:all:", "--python-version", "3.13",
-         "--implementation", "cp", "--platform", "any", *platforms, "-d", str(wheels),
-         "docker>=7.1,<8", "PyYAML>=6", "setuptools>=64"],
-        check=True,
-        timeout=300,
-    )  # fmt: skip
-    buffer = io.BytesIO()
-    with tarfile.open(fileobj=buffer, mode="w") as archive:
-        for name in ("Dockerfile", "pyproject.toml", "README.md", "distval", "distval_suite", "configs"):
-            archive.add(ROOT / name, arcname=name, filter=lambda info: None if "__pycache__" in info.name else info)
-        archive.add(wheels, arcname="wheels")
-    return buffer.getvalue()
 
 
 @pytest.fixture(scope="module")
