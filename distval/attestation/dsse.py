@@ -115,8 +115,6 @@ def verify_payload(envelope: Envelope, key: ec.EllipticCurvePublicKey, key_name:
     message = pae(envelope.payload_type, envelope.payload)
     if not any(keys.signature_holds(key, s.sig, message) for s in envelope.signatures):
         count = len(envelope.signatures)
-        raise NotVerified(
-            f"not verified: {'no signature' if count > 1 else 'the signature'} of the envelope verifies with {key_name} "
-            "(another key signed it, or it was changed after signing)"
-        )
+        which = f"none of the envelope signatures ({count}) verifies" if count > 1 else "the envelope signature does not verify"
+        raise NotVerified(f"not verified: {which} with {key_name} (another key signed it, or it was changed after signing)")
     return envelope.payload

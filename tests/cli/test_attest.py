@@ -121,7 +121,7 @@ def test_a_tampered_payload_is_not_verified(tmp_path: Path, capsys: pytest.Captu
 
     _tamper(output, passed)
     code, _, err = _run(["verify", output, "--image", IMAGE, "--key", public], capsys)
-    _refused(code, err, EXIT_NOT_VERIFIED, "distval: not verified: the signature of the envelope verifies with")
+    _refused(code, err, EXIT_NOT_VERIFIED, "distval: not verified: the envelope signature does not verify with")
 
 
 def test_a_tampered_report_is_not_verified(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -186,7 +186,7 @@ def test_another_key_does_not_verify(tmp_path: Path, capsys: pytest.CaptureFixtu
     output, _, _ = _attested(tmp_path)
     _, other = write_key_pair(tmp_path, "other")
     code, _, err = _run(["verify", output, "--image", IMAGE, "--key", other], capsys)
-    _refused(code, err, EXIT_NOT_VERIFIED, f"not verified: the signature of the envelope verifies with {other}")
+    _refused(code, err, EXIT_NOT_VERIFIED, f"not verified: the envelope signature does not verify with {other}")
 
 
 def test_a_verdict_the_policy_refuses_is_exit_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
