@@ -538,7 +538,10 @@ class Engine:
     def _remove_network(self, network_id: str) -> None:
         """Remove a network, waiting out "has active endpoints": the Engine may still be releasing the
         endpoint of a container it just removed (seen once in a 2.15 run's final cleanup, which then
-        failed and left the JSON report empty)."""
+        failed and left the JSON report empty). Each refusal force-disconnects the endpoints the network still
+        lists: at a load average of 13 a removed container's endpoint outlived the 30 s wait and the run's final
+        cleanup, and the network was left behind (the Engine drops such a stale endpoint only when asked, as
+        `docker network disconnect -f` does: moby#17217)."""
         until = time.monotonic() + ACTIVE_ENDPOINTS_WAIT_S
         while True:
             try:
@@ -547,7 +550,22 @@ class Engine:
             except docker.errors.APIError as exc:
                 if "active endpoints" not in _text(exc) or time.monotonic() >= until:
                     raise
+            self._disconnect_endpoints(network_id)
             time.sleep(ACTIVE_ENDPOINTS_RETRY_S)
+
+    def _disconnect_endpoints(self, network_id: str) -> None:
+        """Force every endpoint off a network being removed: its containers are already removed (containers go
+        first), so what is left is the Engine's stale record of one. An endpoint that goes meanwhile is fine."""
+        try:
+            attached = (self.client.api.inspect_network(network_id) or {}).get("Containers") or {}
+        except docker.errors.APIError:
+            return  # gone meanwhile, or not answering: the next removal attempt says which
+        for endpoint_id, endpoint in attached.items():
+            name = (endpoint or {}).get("Name") or endpoint_id
+            try:
+                self.client.api.disconnect_container_from_network(name, network_id, force=True)
+            except docker.errors.APIError:
+                continue  # released meanwhile; the removal that follows is the judge
 
 
 def _string(value: object) -> str:

@@ -226,6 +226,13 @@ class FakeAPI:
     def remove_network(self, network: str) -> None:
         self.calls("api.remove_network")
 
+    def inspect_network(self, network: str) -> dict[str, Any]:
+        self.calls("api.inspect_network")
+        return {"Containers": {"ep-1": {"Name": "distval-r-s-n0"}}}
+
+    def disconnect_container_from_network(self, container: str, net_id: str, force: bool = False) -> None:
+        self.calls(f"api.disconnect {container} force={force}")
+
 
 class FakeClient:
     """The part of docker.DockerClient the Engine uses."""
@@ -461,6 +468,14 @@ def test_a_network_still_releasing_its_endpoints_is_removed_once_the_engine_let_
     client.api.remove_network = remove_network  # type: ignore[method-assign]
     assert Engine("r", client=client).remove_resources(RESOURCES) == (1, 1)
     assert calls.names.count("api.remove_network") == 3
+    # Each refusal forced the endpoint the network still listed off it (a removed container's stale endpoint).
+    assert calls.names.count("api.disconnect distval-r-s-n0 force=True") == 2
+
+
+def test_a_stale_endpoint_is_forced_off_only_when_the_engine_refuses_the_removal(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls = Calls()
+    assert Engine("r", client=FakeClient(calls)).remove_resources(RESOURCES) == (1, 1)
+    assert not [name for name in calls.names if "disconnect" in name or "inspect_network" in name]
 
 
 def test_a_network_that_keeps_its_endpoints_is_an_engine_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
