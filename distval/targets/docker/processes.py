@@ -22,6 +22,18 @@ from distval.errors import EngineError
 # rank started without a launcher, RANK.
 WORKER_SCRIPT = r"""
 import json, os, sys
+try:
+    import ctypes
+    tgkill = ctypes.CDLL(None, use_errno=True).tgkill
+except Exception:
+    tgkill = None
+def send(pid, signum):
+    # To the worker's main thread (tid == pid) where the C library has tgkill: a paused worker then dumps its
+    # stacks in that thread before it runs on when it thaws; a process-wide signal may be taken by another
+    # thread, which at a load of 13 ran only after the main thread had met its timeout and moved on.
+    if tgkill is not None and tgkill(pid, pid, signum) == 0:
+        return
+    os.kill(pid, signum)
 signum = int(sys.argv[1])
 wanted = None if sys.argv[2] == "all" else set(int(r) for r in sys.argv[2].split(",") if r)
 found = []
@@ -45,7 +57,7 @@ for entry in os.listdir("/proc"):
     error = None
     if signum:
         try:
-            os.kill(int(entry), signum)
+            send(int(entry), signum)
         except OSError as exc:
             error = str(exc)
     found.append({"pid": int(entry), "rank": rank, "local_rank": int(env.get(b"LOCAL_RANK", b"0")), "error": error})
@@ -82,8 +94,8 @@ def signal_workers(
 def signal_workers_beside(engine: EngineAPI, container: Any, signum: int, timeout_s: float = 60.0) -> tuple[Worker, ...]:
     """``signal_workers`` for a paused container, which runs no exec: the same script in the beside-helper
     (distval/targets/docker/beside.py: distval's own image, never the image under test) in its PID namespace,
-    the signal and "all" its only arguments. The signal is delivered when the workers thaw, before they run
-    anything else."""
+    the signal and "all" its only arguments. The signal goes to each worker's main thread, so it is delivered
+    there when the workers thaw, before that thread runs anything else."""
     result = engine.run_beside(container, [str(signum), "all"], timeout_s)
     return parse_workers(result.exit_code, result.output)
 

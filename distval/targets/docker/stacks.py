@@ -110,8 +110,9 @@ def _diagnose_container(engine: EngineAPI, container: Any, cp: ContainerPlan, py
     try:
         if engine.state(container).status == "paused":
             # A frozen node (a freeze fault) runs no exec: its workers are signalled from a container beside it
-            # in its PID namespace, then thawed. The signal is delivered as they thaw, before they run on, so
-            # their stacks show where the freeze held them. The node is killed right after.
+            # in its PID namespace, then thawed. The signal, sent to each worker's main thread, is delivered there
+            # as it thaws, before it runs on, so the stacks show where the freeze held it. The node is killed
+            # right after.
             workers = signal_workers_beside(engine, container, signal.SIGUSR1)
             engine.unpause(container)
             thawed = "frozen: signalled from beside it, then unpaused; "

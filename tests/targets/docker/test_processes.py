@@ -91,3 +91,43 @@ def test_a_script_that_cannot_run_is_an_engine_error_with_its_output() -> None:
 def test_output_that_is_not_a_worker_list_is_an_engine_error(output: str) -> None:
     with pytest.raises(EngineError, match="listing the worker processes"):
         parse_workers(0, output)
+
+
+# A worker that blocks SIGUSR1 in every thread (so it stays pending, where /proc shows it), with a second thread.
+BLOCKING_WORKER = (
+    "import signal, threading, time\n"
+    "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
+    "threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def _pending(pid: int) -> tuple[int, int]:
+    """(thread-directed signals pending on the main thread, signals pending on the whole process)."""
+    fields = dict(line.split(":\t", 1) for line in open(f"/proc/{pid}/status").read().splitlines() if ":\t" in line)
+    return int(fields["SigPnd"], 16), int(fields["ShdPnd"], 16)
+
+
+def test_the_signal_goes_to_each_workers_main_thread() -> None:
+    """A signal for the whole process may be taken by any thread: at a load of 13 a frozen rank's gloo thread took
+    it on thaw while the main thread met its timeout and moved on, so the stacks missed where the freeze held
+    it. Sent to the main thread, it is handled there first."""
+    worker = subprocess.Popen(
+        [sys.executable, "-c", BLOCKING_WORKER, "-m", "distval_suite.main"],
+        env={**os.environ, "RANK": "5", "LOCAL_RANK": "0"},
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert worker.stdout is not None and worker.stdout.readline() == b"ready\n"
+        signalled = signal_workers(LocalExec("r"), None, sys.executable, signal.SIGUSR1, ranks=[5])
+        assert _mine(signalled, [worker]) == [(worker.pid, 5, 0)]
+        bit = 1 << (signal.SIGUSR1 - 1)
+        deadline = time.monotonic() + 10
+        while not _pending(worker.pid)[0] & bit and time.monotonic() < deadline:
+            time.sleep(0.05)
+        thread_pending, process_pending = _pending(worker.pid)
+        assert thread_pending & bit and not process_pending & bit
+    finally:
+        worker.kill()
+        worker.wait()
