@@ -32,7 +32,7 @@ from distval.errors import (
     Interrupted,
     SampleImageRefused,
 )
-from distval.plan.model import RunPlan, ScenarioPlan
+from distval.plan.model import RunPlan, ScenarioPlan, images_of
 from distval.plan.selection import Selected, Selection, select_checks
 from distval.reports.files import refusal
 from distval.reports.json_report import write_json
@@ -350,6 +350,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             display.log(line)
 
     note: str | None = None  # SAMPLE_IMAGE_NOTE, once the plan says the sample image runs
+    images: tuple[str, ...] = (args.image,) if args.image else ()  # the plan's, once there is one
     selection = selection_from(args)
 
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
@@ -365,6 +366,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             mode,
             image_note=note,
             selection_args=selection.arguments,
+            images=images,
         )
 
     summary: RunSummary
@@ -380,6 +382,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         chosen = choose_target(args, running(selected, args.filter), engine_for, warn)
         target = chosen
         plan = plan_selected(chosen, selected, run_id, args.filter)
+        images = tuple(images_of(plan))
         # Before anything runs: what a selected scenario or an option asks of the target that it lacks.
         refuse_what_it_lacks(chosen, plan, ["keep_on_failure"] if args.keep_on_failure else [])
         if not args.local:

@@ -1,6 +1,6 @@
 """What several reports state alike, derived from the ``RunSummary``: the command that reproduces a
 scenario, how many check results passed, a scenario's failing testcases, a duration to the millisecond, the
-name of a scenario's testsuite (JUnit, and the JSON report's ``suite_name``), and when things ran."""
+name of a scenario's testsuite (JUnit, and the JSON report's ``suite_name``) and of the run's, and when things ran."""
 
 from __future__ import annotations
 
@@ -54,6 +54,17 @@ def suite_label(summary: RunSummary, scenario: ScenarioResult) -> str:
     """What keeps the reports of different images apart: --suite-prefix when given, else the scenario's image
     (host mode: its Python)."""
     return summary.suite_prefix or scenario.plan.image
+
+
+def run_images(summary: RunSummary) -> tuple[str, ...]:
+    """The images the run was to validate: the plan's (``summary.images``), else those its scenarios ran."""
+    return summary.images or tuple(sorted({s.plan.image for s in summary.scenarios}))
+
+
+def run_label(summary: RunSummary) -> str | None:
+    """What names the reports of the run as a whole (the early stop's testsuite): --suite-prefix when given,
+    else its images, comma-separated; None when no image is known (the config could not be read, no --image)."""
+    return summary.suite_prefix or ",".join(run_images(summary)) or None
 
 
 def suite_name(summary: RunSummary, scenario: ScenarioResult) -> str:

@@ -9,6 +9,9 @@ stay apart (docs: reports.md, "JUnit XML"):
   package and class: the package is ``distval.<image>``, the class the scenario). ``--suite-prefix`` takes
   the image's place in both. The classname depends only on the image (or prefix) and the scenario, so
   GitLab's (classname, name) de-duplication and Jenkins' history see the same testcase in every run.
+* A run that stopped early adds the testsuite ``[<image>] distval run`` with one error testcase (classname
+  ``distval.<image>.run``; several images comma-separated, or the prefix; plain ``distval run`` when no
+  image is known), so that two images' runs that stopped before any scenario stay apart as well.
 
 What the consumers need (docs: field notes, "JUnit consumers"), built here with ElementTree:
 
@@ -39,7 +42,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from distval.checks.catalog import FAULTS_CASE
-from distval.reports.common import milliseconds, suite_label, suite_name, utc_iso, wall_seconds
+from distval.reports.common import milliseconds, run_label, suite_label, suite_name, utc_iso, wall_seconds
 from distval.reports.files import write_atomically
 from distval.results.outcome import ERROR, EXIT_STATUS_CASE, FAILED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult, run_properties, suite_properties
@@ -184,10 +187,12 @@ def render_junit(summary: RunSummary) -> str:
     if summary.early_error is not None:
         kind, message = summary.early_error
         case = CaseResult(kind, ERROR, message, 0.0)
-        prefix = summary.suite_prefix
+        # Named like the scenarios' suites (the image, or --suite-prefix), so that the reports of different images
+        # that stopped early stay apart too.
+        label = run_label(summary)
         name, classname = ("distval run", "distval.run")
-        if prefix:
-            name, classname = f"[{prefix}] distval run", f"distval.{dotless(prefix)}.run"
+        if label is not None:
+            name, classname = f"[{label}] distval run", f"distval.{dotless(label)}.run"
         early: list[tuple[CaseResult, str, str | None]] = [(case, classname, kind)]
         total_ms += _testsuite(root, name, early, 0.0, summary, None, run_properties(summary))
         all_cases.append(case)

@@ -15,8 +15,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from distval import __version__
+from distval.config.shipped import DEFAULT_IMAGE
 from distval.escape import markdown_cell, markdown_code, strip_controls
-from distval.reports.common import failing_cases, passed_counts, reproduce_command, topology_rows_of
+from distval.reports.common import failing_cases, passed_counts, reproduce_command, run_images, topology_rows_of
 from distval.reports.files import write_atomically
 from distval.reports.mermaid import Series, chart_section
 from distval.results.bandwidth import TopologyRow, count_range
@@ -58,6 +59,8 @@ def render_markdown(summary: RunSummary) -> str:
         f"Docker Engine {markdown_cell(summary.engine_version or 'unknown')}, host {markdown_code(summary.host)}.",
         "",
     ]
+    if summary.image_note is not None:  # not a verdict on the user's image: said before anything else
+        lines += [f"⚠️ {markdown_cell(summary.image_note)}", ""]
     if summary.scenarios:
         lines += [
             "| scenario | topology | ranks | image | torch | CUDA | status | passed | failed | errors | skipped | time |",
@@ -79,8 +82,19 @@ def render_markdown(summary: RunSummary) -> str:
     lines += bandwidth_section(summary)
     if summary.early_error is not None:
         kind, message = summary.early_error
-        lines += [f"### The run stopped early: {markdown_cell(kind)}", "", _fenced(message[:MARKDOWN_MESSAGE_CHARS]), ""]
+        lines += [f"### The run stopped early: {markdown_cell(kind)}", "", *image_lines(summary)]
+        lines += [_fenced(message[:MARKDOWN_MESSAGE_CHARS]), ""]
     return "\n".join(lines + failures_section(summary) + skipped_section(summary))
+
+
+def image_lines(summary: RunSummary) -> list[str]:
+    """Which image the run was to validate, each marked when it is distval's sample image: a run that stopped
+    before any scenario ran has no table to say it. None known (the config unread, no --image): nothing."""
+    images = run_images(summary)
+    if not images:
+        return []
+    named = ", ".join(markdown_code(image) + (" (distval's sample image)" if image == DEFAULT_IMAGE else "") for image in images)
+    return [f"Image under test: {named}.", ""]
 
 
 def _cut(message: str) -> str:

@@ -94,6 +94,9 @@ class RunSummary:
     # What the terminal summary ends with when the image was not the user's choice (cli/run.py SAMPLE_IMAGE_NOTE):
     # then every scenario that named no image ran distval's sample image (the ``sample_image`` property).
     image_note: str | None = None
+    # The images the plan was to validate (host mode: its Python), else --image's; () when unknown. What names the
+    # reports of a run that stopped before any scenario ran (reports/common.py run_label), as scenarios name theirs.
+    images: tuple[str, ...] = ()
     # --suite-prefix: names the JUnit testsuites and classnames instead of each scenario's image (docs/reports.md).
     suite_prefix: str | None = None
     # The check selection's options (--check, --skip-check, -k): the reproduce commands repeat them.

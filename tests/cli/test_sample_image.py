@@ -51,6 +51,8 @@ def test_in_ci_the_sample_image_is_refused_in_one_line(
     assert report["scenarios"] == []
     junit = (tmp_path / "r.xml").read_text(encoding="utf-8")
     assert 'type="image"' in junit
+    # Refused before any scenario ran, the one testsuite still names the image it would have validated.
+    assert f'<testsuite name="[{DEFAULT_IMAGE}] distval run"' in junit
 
 
 @pytest.mark.parametrize("value", [None, "", "false", "0", "no", "off"])

@@ -42,6 +42,7 @@ IMAGE = "example/torch:test"
 # The testsuites name the image (docs/reports.md): one config run against several images keeps them apart.
 INSIDE = f"[{IMAGE}] inside (in-container, 2 ranks)"
 ACROSS = f"[{IMAGE}] across (cross-container, 2x1, 2 ranks, static)"
+EARLY = f"[{IMAGE}] distval run"  # the run stopped after its scenarios: named by their image
 ENGINE_VERSION = "27.5.1"
 STARTED = 1_780_000_000.125  # 2026-05-28T20:26:40.125Z: when the first scenario of the summary fixture started
 HOST = "ci-runner-7"
@@ -170,7 +171,7 @@ def test_document_shape(report: str, root: ET.Element) -> None:
     assert [s.get("name") for s in root.findall("testsuite")] == [
         INSIDE,
         ACROSS,
-        "distval run",
+        EARLY,
     ]
     # 3 + 3 + 1 cases: one failure (all_reduce inside), errors: all_reduce and exit_status across, the early error.
     assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("7", "1", "3")
@@ -288,9 +289,9 @@ def test_system_out_holds_the_logs(root: ET.Element) -> None:
 
 
 def test_early_error_suite(root: ET.Element) -> None:
-    suite = suite_named(root, "distval run")
+    suite = suite_named(root, EARLY)
     (case,) = suite.findall("testcase")
-    assert (case.get("name"), case.get("classname")) == ("interrupted", "distval.run")
+    assert (case.get("name"), case.get("classname")) == ("interrupted", f"distval.{IMAGE}.run")
     error = case.find("error")
     assert error is not None
     assert (error.get("type"), error.get("message")) == ("interrupted", "interrupted by SIGTERM; cleaned up")
@@ -457,7 +458,7 @@ def test_write_junit_creates_parents_and_leaves_no_temporary(
     write_junit(summary, target)
     assert sorted(p.name for p in target.parent.iterdir()) == ["report.xml"]
     assert schema.validate(etree.parse(str(target))), schema.error_log
-    assert [s.get("name") for s in ET.parse(target).getroot().findall("testsuite")][-1] == "distval run"
+    assert [s.get("name") for s in ET.parse(target).getroot().findall("testsuite")][-1] == EARLY
 
 
 def test_write_junit_replaces_atomically(tmp_path: Path, summary: RunSummary, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -621,6 +622,28 @@ def test_suite_prefix_takes_the_images_place(summary: RunSummary, schema: etree.
     assert properties(suite_named(ET.fromstring(report), "[nightly-cu128] inside (in-container, 2 ranks)"))["image"] == IMAGE
 
 
+@pytest.mark.parametrize(
+    ("images", "prefix", "name", "classname"),
+    [
+        (("reg.example/torch:2.7",), None, "[reg.example/torch:2.7] distval run", "distval.reg_example/torch:2_7.run"),
+        (("a/torch:1", "b/torch:2"), None, "[a/torch:1,b/torch:2] distval run", "distval.a/torch:1,b/torch:2.run"),
+        (("a/torch:1",), "nightly-cu128", "[nightly-cu128] distval run", "distval.nightly-cu128.run"),
+        ((), None, "distval run", "distval.run"),  # the config unread and no --image: no image is known
+    ],
+)
+def test_a_run_that_stopped_before_any_scenario_is_named_by_its_image(
+    images: tuple[str, ...], prefix: str | None, name: str, classname: str, schema: etree.XMLSchema
+) -> None:
+    """An unreachable Engine (exit 3) or a refusal (exit 2) stops the run before any scenario: its one testsuite
+    keeps the reports of different images apart as the scenarios' suites do."""
+    early = RunSummary(RUN_ID, (), ("environment", "cannot reach the Docker Engine"), 3, images=images, suite_prefix=prefix)
+    report = render_junit(early)
+    assert schema.validate(etree.fromstring(report.encode())), schema.error_log
+    suite = suite_named(ET.fromstring(report), name)
+    (case,) = suite.findall("testcase")
+    assert (case.get("name"), case.get("classname")) == ("environment", classname)
+
+
 def test_scenarios_that_only_a_dot_tells_apart_keep_apart_classnames() -> None:
     inside, _ = scenarios()
     named = [
@@ -688,7 +711,7 @@ def test_junitparser_reads_what_was_written(report: str) -> None:
     assert list(suites) == [
         INSIDE,
         ACROSS,
-        "distval run",
+        EARLY,
     ]
     across = suites[ACROSS]
     assert (across.tests, across.failures, across.errors, across.skipped, across.time) == (3, 0, 2, 1, 90.5)

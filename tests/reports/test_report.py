@@ -21,6 +21,8 @@ import distval.targets.docker.target
 from distval import __version__
 from distval.cli.main import main
 from distval.config import parse_config
+from distval.config.shipped import DEFAULT_IMAGE
+from distval.escape import markdown_cell
 from distval.plan.identity import scenario_hash
 from distval.plan.model import ScenarioPlan
 from distval.reports.files import write_atomically
@@ -290,15 +292,20 @@ def test_reports_when_the_engine_is_unreachable(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     config = tmp_path / "suite.yaml"
     config.write_text(CONFIG, encoding="utf-8")
-    reports = ["--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md")]
+    reports = ["--json", str(tmp_path / "r.json"), "--markdown", str(tmp_path / "r.md"), "--junit", str(tmp_path / "r.xml")]
     code = main(["run", str(config), "--sample-image", *reports, "--quiet"])
     assert code == 3
+    # No scenario ran, yet every report names the image: two images' runs that stopped early stay apart.
+    (suite,) = ET.parse(tmp_path / "r.xml").getroot().iter("testsuite")
+    assert suite.get("name") == f"[{DEFAULT_IMAGE}] distval run"
+    assert suite.find("testcase").get("classname") == f"distval.{DEFAULT_IMAGE.replace('.', '_')}.run"  # type: ignore[union-attr]
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["exit_code"] == 3 and report["engine_version"] is None and report["scenarios"] == []
     assert report["early_error"]["kind"] == "environment"
     assert "cannot reach the Docker Engine" in report["early_error"]["message"]
     markdown = (tmp_path / "r.md").read_text(encoding="utf-8")
     assert markdown.startswith("## ❌ distval: stopped early (environment)")
+    assert f"Image under test: `{DEFAULT_IMAGE}` (distval's sample image).\n" in markdown
     assert step_summary.read_text(encoding="utf-8") == markdown + "\n"
 
 
@@ -349,6 +356,15 @@ def test_markdown_says_torch_and_cuda_and_reproduces_each_failing_scenario_once(
         "**check2**: failed",
         "**exit\\_status**: error",
     ]
+
+
+def test_markdown_says_first_when_the_image_was_distvals_sample() -> None:
+    """Before the table: a verdict on distval's own image is not one on the user's."""
+    inside, _ = plans()
+    note = f"no --image: validating distval's sample image {DEFAULT_IMAGE}"
+    text = render_markdown(RunSummary(RUN_ID, (failing(inside),), image_note=note))
+    assert text.split("\n\n")[2] == f"⚠️ {markdown_cell(note)}"
+    assert "⚠️" not in render_markdown(RunSummary(RUN_ID, (failing(inside),)))
 
 
 def test_markdown_shows_every_skip_reason_grouped() -> None:
