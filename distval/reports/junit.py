@@ -13,7 +13,7 @@ stay apart (docs: reports.md, "JUnit XML"):
   ``distval.<image>.run``; several images comma-separated, or the prefix; plain ``distval run`` when no
   image is known), so that two images' runs that stopped before any scenario stay apart as well.
 
-What the consumers need (docs: field notes, "JUnit consumers"), built here with ElementTree:
+What the consumers need (docs: reports.md, "JUnit XML"), built here with ElementTree:
 
 * ``time`` on testsuites, every testsuite and every testcase, in seconds with exactly 3 decimals
   (junit-10.xsd allows at most 3; dorny/test-reporter needs it on each testcase). A testsuite's time is

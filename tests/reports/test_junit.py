@@ -499,7 +499,7 @@ def test_write_junit_keeps_the_old_file_when_rendering_fails(
     assert target.read_text(encoding="utf-8") == "OLD REPORT"
 
 
-# --- what every consumer needs (field notes, "JUnit consumers") ------------------------------------
+# --- what every consumer needs (docs/reports.md, "JUnit XML") ------------------------------------------
 
 TIME = re.compile(r"[0-9]+\.[0-9]{3}")
 
