@@ -239,8 +239,8 @@ def _run_scenarios(
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-# Said first in the progress and last in the summary when the image under test is distval's sample image because
-# no --image was given: a first run must not be read as a verdict on the user's image.
+# Said first on stderr (with --quiet too) and first in the summary when the image under test is distval's sample
+# image because no --image was given: a first run must not be read as a verdict on the user's image.
 SAMPLE_IMAGE_NOTE = f"no --image: validating distval's sample image {DEFAULT_IMAGE}"
 SAMPLE_IMAGE_FLAG = "--sample-image"
 CI_ENV = "CI"
@@ -343,7 +343,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     baseline = BaselineOptions.from_args(args)
 
     def warn(line: str) -> None:
-        """A line said also with --quiet (a run without a reaper)."""
+        """A line said also with --quiet (a run without a reaper, the sample image for want of one)."""
         if args.quiet:
             print(f"distval: {line}", file=sys.stderr)
         else:
@@ -389,7 +389,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             refuse_sample_in_ci(plan, args.image, args.sample_image, os.environ)
             note = sample_image_note(plan, args.image)
             if note is not None:
-                display.log(note)
+                warn(note)  # also with --quiet: a pipeline's log must show that the verdict is not on its image
         for line in plan.selection_notes:
             display.log(line)
         # Not run, so never validated: each check they list is reported skipped, with the selection that left it out.

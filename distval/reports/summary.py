@@ -1,6 +1,7 @@
-"""The summary printed on stdout at the end of a run: a table scenario x testcase with each status and
-the first line of its message, the command that reproduces each failing scenario, the verdict line, and the
-note that the image was distval's sample one when no --image was given."""
+"""The summary printed on stdout at the end of a run: first the note that the image was distval's sample one
+when no --image was given (before anything a reader could take for a verdict on their image), then a table
+scenario x testcase with each status and the first line of its message, the command that reproduces each
+failing scenario, and the verdict line."""
 
 from __future__ import annotations
 
@@ -63,7 +64,7 @@ def render_summary(summary: RunSummary) -> str:
     if summary.nothing_validated:
         lines.append("nothing was validated: every scenario was skipped, each check with its reason above")
     lines.append(f"distval run {summary.run_id}: {passed} of {total} check results passed; exit code {summary.exit_code}")
-    if summary.image_note is not None:
-        lines.append(summary.image_note)
+    if summary.image_note is not None:  # first: a reader who stops at the table (or the log's head) must not miss it
+        lines = [summary.image_note, "", *lines]
     # Each cell was made safe above (so the columns line up); this catches any line that was not.
     return terminal_text("\n".join(lines)) + "\n"

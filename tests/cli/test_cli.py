@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from distval.cli.main import build_parser, main
+from distval.cli.run import SAMPLE_IMAGE_NOTE
 from distval.errors import EXIT_INTERRUPTED, EXIT_MEANINGS
 from distval.fixtures import BROKEN_PREFIX, FIXTURES, recipe_hash
 from tests.paths import ROOT
@@ -22,7 +23,9 @@ def test_unreachable_engine_exits_3_with_one_line_and_an_error_testcase(
     code = main(["run", str(ROOT / "configs" / "default.yaml"), "--sample-image", "--junit", str(junit), "--quiet"])
     assert code == 3
     err = capsys.readouterr().err
-    (line,) = err.strip().splitlines()
+    # The sample image's note comes first, --quiet or not (tests/project/test_front_door.py), then the one line.
+    note, line = err.strip().splitlines()
+    assert note == f"distval: {SAMPLE_IMAGE_NOTE}"
     assert line.startswith(f"distval: cannot reach the Docker Engine at unix://{tmp_path}/no-engine.sock")
     assert "Traceback" not in err
     root = ET.parse(junit).getroot()

@@ -148,11 +148,23 @@ def test_run_without_config_or_image_says_it_validates_the_sample_image(
     assert SAMPLE_IMAGE_NOTE == f"no --image: validating distval's sample image {DEFAULT_IMAGE}"
     assert TIMESTAMP.sub("", captured.err.splitlines()[0]) == SAMPLE_IMAGE_NOTE
     lines = captured.out.splitlines()
-    assert lines[-1] == SAMPLE_IMAGE_NOTE
-    assert re.fullmatch(rf"distval run {RUN_ID}: \d+ of \d+ check results passed; exit code 1", lines[-2])
+    # The summary's first line, before the table anyone could take for a verdict on their image.
+    assert lines[:3] == [SAMPLE_IMAGE_NOTE, "", lines[2]] and lines[2].startswith("scenario ")
+    assert re.fullmatch(rf"distval run {RUN_ID}: \d+ of \d+ check results passed; exit code 1", lines[-1])
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["config"] == str(DEFAULT_CONFIG)
     assert [s["name"] for s in report["scenarios"]] == ["in-container-2ranks", "cross-container-2ranks"]
+
+
+def test_the_sample_image_note_is_said_with_quiet_too(
+    default_run: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--quiet drops the progress, not this warning: a pipeline's log must show the verdict is not on its image."""
+    monkeypatch.delenv("CI", raising=False)
+    assert main(["run", "--run-id", RUN_ID, "--quiet"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[0] == f"distval: {SAMPLE_IMAGE_NOTE}"
+    assert captured.out.splitlines()[0] == SAMPLE_IMAGE_NOTE
 
 
 def test_run_with_an_image_says_nothing_of_the_sample_image(default_run: None, capsys: pytest.CaptureFixture[str]) -> None:
