@@ -78,7 +78,7 @@ def _subparsers(parser: argparse.ArgumentParser) -> argparse._SubParsersAction |
 def commands_of(parser: argparse.ArgumentParser, path: tuple[str, ...] = (), help_text: str = "") -> list[Command]:
     """``parser`` and every visible command below it, depth first."""
     sub = _subparsers(parser)
-    visible = [choice.dest for choice in sub._choices_actions] if sub is not None else []
+    visible = cli_values.visible_commands(sub) if sub is not None else []
     helps = {choice.dest: choice.help or "" for choice in sub._choices_actions} if sub is not None else {}
     options = tuple(
         Option(

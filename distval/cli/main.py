@@ -673,7 +673,7 @@ def build_parser() -> argparse.ArgumentParser:
     completion.set_defaults(handler=command_completion)
     # The command list of the usage line and help: the commands that have a help line (argparse's default lists
     # every choice, the hidden ones too).
-    commands.metavar = "{" + ",".join(action.dest for action in commands._choices_actions) + "}"
+    commands.metavar = "{" + ",".join(cli_values.visible_commands(commands)) + "}"
     _declare_exit_codes(parser)
     return parser
 

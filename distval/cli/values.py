@@ -30,6 +30,14 @@ class UsageParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(self.prog, message + _closest_choice(message))
 
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        # argparse offers every command, the hidden ones (no help line: `nodes`) too; a hidden command still works,
+        # but a misspelt one is offered (and matched for "did you mean") among the visible ones only.
+        if isinstance(action, argparse._SubParsersAction) and value not in action.choices:
+            offered = ", ".join(map(repr, visible_commands(action)))
+            raise argparse.ArgumentError(action, f"invalid choice: {value!r} (choose from {offered})")
+        super()._check_value(action, value)
+
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
@@ -49,6 +57,11 @@ class UsageParser(argparse.ArgumentParser):
             # closest option of the command they were given to.
             command.error(f"unrecognized arguments: {' '.join(extras)}{_closest_option(extras, command)}")
         return parsed
+
+
+def visible_commands(action: argparse._SubParsersAction[Any]) -> list[str]:
+    """The commands a subcommand list offers: those with a help line (the usage line, the error, completion)."""
+    return [choice.dest for choice in action._choices_actions]
 
 
 def _closest_option(extras: list[str], command: argparse.ArgumentParser) -> str:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import xml.etree.ElementTree as ET
@@ -141,3 +142,17 @@ def test_a_hidden_option_is_never_offered(capsys: pytest.CaptureFixture[str]) ->
 
 def test_the_namespace_a_handler_gets_has_no_parser_in_it() -> None:
     assert not any(name.startswith("_distval") for name in vars(build_parser().parse_args(["run", "-q"])))
+
+
+@pytest.mark.parametrize("argv", [["rn"], ["node", "up"]])
+def test_a_hidden_command_is_never_offered(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """`nodes` (test infrastructure) has no help line: a misspelt command lists the visible ones only, and is never
+    told to mean the hidden one; `distval nodes` itself still works."""
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    offered = ", ".join(repr(name) for name in commands.choices if name != "nodes")
+    assert f"invalid choice: {argv[0]!r} (choose from {offered})" in line
+    assert "nodes" not in line
+    assert parser.parse_args(["nodes", "down"]).action == "down"
