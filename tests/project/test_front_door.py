@@ -1,6 +1,7 @@
 """The front door of the command line: ``distval checks`` (and docs/checks-reference.md), ``distval init``, the
 shipped default config when ``run`` and ``plan`` get none (and the sample-image note), bounded tolerances, what
-the help hides (``nodes``, the broken fixtures) and ``--no-step-summary``. No Docker: ``run`` uses the fake Engine."""
+the help hides (``nodes``, the broken fixtures), ``--no-step-summary`` and docs/command-line.md's usage error.
+No Docker: ``run`` uses the fake Engine."""
 
 from __future__ import annotations
 
@@ -172,6 +173,30 @@ def test_run_with_an_image_says_nothing_of_the_sample_image(default_run: None, c
     captured = capsys.readouterr()
     assert "sample image" not in captured.err + captured.out
     assert captured.out.splitlines()[-1].startswith(f"distval run {RUN_ID}: ")
+
+
+# --- docs/command-line.md's usage error ------------------------------------------------------------------------
+
+
+def cut_lists(line: str) -> str:
+    """``line`` with each list of commands (the usage's ``{a,b,c,d}``, the error's ``(choose from 'a', ...)``) cut
+    to its first two items and its last, as docs/command-line.md shows it."""
+
+    def cut(items: list[str], separator: str) -> str:
+        return separator.join(items if len(items) <= 3 else [*items[:2], "...", items[-1]])
+
+    line = re.sub(r"\{([^{}]*)\}", lambda m: "{" + cut(m.group(1).split(","), ",") + "}", line)
+    return re.sub(r"\(choose from ([^()]*)\)", lambda m: f"(choose from {cut(m.group(1).split(', '), ', ')})", line)
+
+
+def test_the_documented_usage_error_is_what_the_parser_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    """docs/command-line.md's example of a misspelt command, shortened by one rule (cut_lists), not by hand."""
+    assert main(["rn"]) == 2
+    (printed,) = capsys.readouterr().err.splitlines()
+    page = (ROOT / "docs" / "command-line.md").read_text(encoding="utf-8")
+    (documented,) = [line for line in page.splitlines() if "invalid choice: 'rn'" in line]
+    assert documented == cut_lists(printed)
+    assert cut_lists("x {a,b,c,d,e} (choose from 'a', 'b', 'c', 'd')") == "x {a,b,...,e} (choose from 'a', 'b', ..., 'd')"
 
 
 # --- tolerances ----------------------------------------------------------------------------------------------
