@@ -89,12 +89,25 @@ def add_kubernetes_commands(commands: Any, add_report_options: Any) -> None:
         "kubernetes",
         help="an Indexed Job (or JobSet) per scenario, with its headless Service, ConfigMap and NetworkPolicy",
     )
-    kube.add_argument("config", type=cli_values.file_path("a YAML scenario file"))
+    kube.add_argument(
+        "config",
+        type=cli_values.file_path("a YAML scenario file"),
+        help="YAML scenario file whose scenarios are exported, e.g. configs/default.yaml",
+    )
     kube.add_argument(
         "--image", required=True, type=cli_values.image_reference, help="the image under test, as the cluster pulls it"
     )
+    # -o/--output-dir as run's; --out, its first name, still works. dest "out", not "output_dir": main's
+    # with_output_dir would put report files in an output_dir, and export writes manifests only.
     kube.add_argument(
-        "--out", metavar="DIR", default=DEFAULT_OUT, help=f"where to write one YAML file per scenario (default {DEFAULT_OUT})"
+        "-o",
+        "--output-dir",
+        "--out",
+        dest="out",
+        metavar="DIR",
+        type=cli_values.file_path("the directory of the manifests"),
+        default=DEFAULT_OUT,
+        help=f"write one YAML file per scenario into DIR (created if missing; default {DEFAULT_OUT}); --out is its first name",
     )
     kube.add_argument(
         "--layout",

@@ -69,6 +69,8 @@ def test_path_options_complete_files_and_dir_options_directories() -> None:
     assert kinds["--image-distribution"] == "word" and kinds["--quiet"] is None
     assert by_key["run"].positional == "file" and by_key["fixtures"].positional_choices == ("build", "list")
     assert by_key["export kubernetes"].options and by_key["compare"].positional == "file"
+    exported = {flag: o.value for o in by_key["export kubernetes"].options for flag in o.flags}
+    assert exported["-o"] == exported["--output-dir"] == exported["--out"] == "directory"
 
 
 # --- the bash script in a real bash -------------------------------------------------------------------
@@ -109,6 +111,7 @@ def complete(script: Path, line: str, cwd: Path | None = None) -> list[str]:
         ("distval fixtures list --format ", ["json", "text"]),
         ("distval export ", ["kubernetes"]),
         ("distval export kubernetes --la", ["--layout"]),
+        ("distval export kubernetes --ou", ["--out", "--output-dir"]),
         ("distval export kubernetes --layout j", ["jobset"]),
         ("distval cleanup --dr", ["--dry-run"]),
         ("distval completion ", ["bash", "fish", "zsh"]),

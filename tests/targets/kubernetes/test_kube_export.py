@@ -346,6 +346,15 @@ def test_export_command_writes_one_file_per_scenario(tmp_path: Path, capsys: pyt
     assert "distval: not exported: by-ip.static: master_addr: ip" in captured.err
 
 
+@pytest.mark.parametrize("option", ["-o", "--output-dir", "--out"])
+def test_export_takes_run_s_output_option_and_its_first_name(option: str, tmp_path: Path) -> None:
+    """-o/--output-dir as for distval run; --out, the option's first name, still works. No report lands there."""
+    out = tmp_path / "manifests"
+    config = str(ROOT / "configs" / "default.yaml")
+    assert distval.cli.main.main(["export", "kubernetes", config, "--image", IMAGE, option, str(out), "--run-id", "r1"]) == 0
+    assert sorted(p.suffix for p in out.iterdir()) == [".yaml", ".yaml"]
+
+
 def test_export_command_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = tmp_path / "k.yaml"
     config.write_text(
