@@ -9,21 +9,30 @@ every ``apt-get install``. What stands in, and why:
 - GitHub Actions (ubuntu-24.04 runner): this machine is the runner. ``uses:`` steps are not shell: checkout is a
   project directory, setup-python is this machine's python3, the JUnit reporter is replaced by validating the file
   against Jenkins' junit-10.xsd. The runner's user is not root; here everything runs as root, so ``sudo`` is a
-  script that runs its arguments (what sudo does for root).
+  script that runs its arguments (what sudo does for root). The workflow runs as on a push to main, so its
+  release steps run: the repository secret DISTVAL_SIGNING_KEY is the private key of a pair made here, whose
+  public key is the project's .distval/release.pub beside docs/ci/release-policy.yaml as .distval/release-policy.yaml;
+  the registry login (a ``uses:`` step) is skipped, and ``docker push`` is a stand-in that records the image (there
+  is no registry to push to) in front of the real docker CLI, which does everything else.
 - GitLab (Docker executor, privileged runner, ``docker:27-dind`` service): the job image ``debian:bookworm`` is
   distval's own bookworm root filesystem (the reaper's base: nothing can be pulled here); the ``docker:27-dind``
   service is a node Engine (Debian's dockerd 20.10 in a container, ``distval nodes``), reached as ``docker`` like
   the service alias; ``privileged = true`` is the node's capability set (every capability but CAP_SYS_RESOURCE,
   which this host cannot grant). The base image reaches the service Engine with ``docker save | docker load``,
-  where the job's Dockerfile would pull it. The push runs only on the default branch: here the branch is a
-  feature branch, so it is skipped (there is no registry to push to). This machine reaches PyPI through a
+  where the job's Dockerfile would pull it. The job runs on the default branch, so its release lines run: the
+  File variable DISTVAL_SIGNING_KEY is a file with the private key of a pair made here (mounted where a runner writes
+  File variables), the project has the public key and the policy as for GitHub, and ``docker login`` and ``docker
+  push`` are a stand-in in /usr/local/bin (there is no registry) in front of the real CLI. That a feature branch
+  pushes nothing is tests/project/test_ci_examples.py's. This machine reaches PyPI through a
   TLS-intercepting proxy: the job container gets the machine's CA bundle as PIP_CERT, as a runner there would.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -35,6 +44,7 @@ from typing import Any
 import pytest
 import yaml
 
+from distval.attestation.keys import generate_key_pair
 from distval.fixtures import NODE_ENGINE
 from distval.fixtures.recipes import REAPER_BASE
 from tests.docker_helpers import validate
@@ -71,6 +81,25 @@ def _project(tmp_path: Path) -> Path:
     return project
 
 
+def _release_files(project: Path) -> str:
+    """The public key and the policy where the examples' release lines read them; the private key, the CI secret."""
+    private, public = generate_key_pair(None)
+    (project / ".distval").mkdir()
+    (project / ".distval" / "release.pub").write_text(public)
+    (project / ".distval" / "release-policy.yaml").write_text((DOCS / "release-policy.yaml").read_text())
+    return private
+
+
+def _docker_stand_in(path: Path, real: str, log: str) -> None:
+    """A `docker` whose login (reading the password from stdin) and push only say so, on stdout and in ``log``: there
+    is no registry. Every other command is the real CLI's."""
+    said = f'echo "docker $1 stand-in: $*" | tee -a {shlex.quote(log)}; exit 0'
+    path.write_text(
+        f'#!/bin/sh\ncase "$1" in\n  login) cat >/dev/null; {said};;\n  push) {said};;\nesac\nexec {shlex.quote(real)} "$@"\n'
+    )
+    path.chmod(0o755)
+
+
 def _shell_text(value: Any) -> list[str]:
     return [value] if isinstance(value, str) else list(value)
 
@@ -87,6 +116,11 @@ def test_github_workflow_runs_as_written(
     sudo = bin_dir / "sudo"
     sudo.write_text('#!/bin/sh\nexec "$@"\n')
     sudo.chmod(0o755)
+    secrets = {"DISTVAL_SIGNING_KEY": _release_files(project)}
+    real_docker = shutil.which("docker")
+    assert real_docker is not None
+    _docker_stand_in(bin_dir / "docker", real_docker, str(tmp_path / "pushed.log"))
+    (tmp_path / "runner-temp").mkdir()
     venv = tmp_path / "python"  # actions/setup-python: a fresh Python environment of its own
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     image = "distval-ci-example/torch:github"
@@ -97,6 +131,9 @@ def test_github_workflow_runs_as_written(
         "CI": "true",
         "GITHUB_ACTIONS": "true",
         "GITHUB_STEP_SUMMARY": str(tmp_path / "step-summary.md"),
+        "GITHUB_EVENT_NAME": "push",
+        "GITHUB_REF": "refs/heads/main",
+        "RUNNER_TEMP": str(tmp_path / "runner-temp"),
         **{key: str(value) for key, value in job["env"].items()},
         "IMAGE": image,
         "DISTVAL_PIP_SPEC": str(wheel),
@@ -108,12 +145,15 @@ def test_github_workflow_runs_as_written(
         for step in job["steps"]:
             if "run" not in step:
                 continue
+            # A push to main: every condition of a shell step is the publishing one, true here.
+            assert step.get("if") in (None, PUBLISHING), step.get("if")
+            secret = {key: _secrets(str(value), secrets) for key, value in step.get("env", {}).items()}
             # GitHub runs each step with `bash --noprofile --norc -eo pipefail {0}`.
             started = time.monotonic()
             done = subprocess.run(
                 ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]],
                 cwd=project,
-                env=environment,
+                env=environment | secret,
                 timeout=JOB_DEADLINE_S,
                 capture_output=True,
                 text=True,
@@ -126,6 +166,8 @@ def test_github_workflow_runs_as_written(
         assert int(root.get("tests", "0")) > 0 and root.get("failures") == "0" and root.get("errors") == "0"
         assert (project / "distval-results.json").is_file() and (project / "distval-summary.md").is_file()
         assert Path(environment["GITHUB_STEP_SUMMARY"]).read_text().strip()
+        assert (project / "distval-attestation.json").is_file()
+        assert (tmp_path / "pushed.log").read_text() == f"docker push stand-in: push {image}\n"  # after verify passed
     finally:
         subprocess.run(["docker", "rmi", "-f", image], capture_output=True, check=False)
     print(f"GitHub steps: {ran}", flush=True)
@@ -143,6 +185,13 @@ def dind_service(fixture_image: Callable[[str], str]) -> Iterator[Any]:
         stop_nodes(node_set.set_id)
 
 
+PUBLISHING = "github.event_name == 'push' && github.ref == 'refs/heads/main'"
+
+
+def _secrets(value: str, secrets: dict[str, str]) -> str:
+    return re.sub(r"\$\{\{\s*secrets\.([A-Za-z0-9_]+)\s*\}\}", lambda match: secrets[match.group(1)], value)
+
+
 def test_gitlab_job_runs_as_written(
     fixture_image: Callable[[str], str], wheel: Path, tmp_path: Path, dind_service: Any, docker_client: Any
 ) -> None:
@@ -157,16 +206,24 @@ def test_gitlab_job_runs_as_written(
     project = _project(tmp_path)
     (project / "wheels").mkdir()
     (project / "wheels" / wheel.name).write_bytes(wheel.read_bytes())
+    runner_files = tmp_path / "runner-files"  # a File variable's file, and the docker login/push stand-in
+    runner_files.mkdir()
+    (runner_files / "DISTVAL_SIGNING_KEY").write_text(_release_files(project))
+    _docker_stand_in(runner_files / "docker", "/usr/bin/docker", "/dev/null")
     predefined = {
         "CI": "true",
         "GITLAB_CI": "true",
         "CI_REGISTRY": "registry.example.com",
         "CI_REGISTRY_IMAGE": "registry.example.com/group/project",
         "CI_COMMIT_SHORT_SHA": "0a1b2c3d",
-        "CI_COMMIT_BRANCH": "feature",
+        "CI_COMMIT_BRANCH": "main",
         "CI_DEFAULT_BRANCH": "main",
-        "CI_PIPELINE_SOURCE": "merge_request_event",
+        "CI_PIPELINE_SOURCE": "push",
         "CI_PROJECT_DIR": "/builds/project",
+        "CI_REGISTRY_USER": "gitlab-ci-token",
+        "CI_REGISTRY_PASSWORD": "stand-in",
+        "DISTVAL_SIGNING_KEY": "/builds/project.tmp/DISTVAL_SIGNING_KEY",  # a File variable: the path of its file
+        "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",  # debian:bookworm's
     }
     variables = dict(predefined)
     for key, value in job["variables"].items():  # GitLab expands a variable's $references to those defined before
@@ -181,6 +238,8 @@ def test_gitlab_job_runs_as_written(
         "--add-host", f"docker:{address}",
         "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
         "-v", f"{project}:/builds/project", "-w", "/builds/project",
+        "-v", f"{runner_files / 'DISTVAL_SIGNING_KEY'}:/builds/project.tmp/DISTVAL_SIGNING_KEY:ro",
+        "-v", f"{runner_files / 'docker'}:/usr/local/bin/docker:ro",
         # This machine reaches PyPI through a proxy whose CA only its own trust store holds (the runner's network).
         *(["-v", f"{HOST_CA}:/etc/distval-runner-ca.crt:ro", "-e", "PIP_CERT=/etc/distval-runner-ca.crt"]
           if Path(HOST_CA).is_file() else []),
@@ -202,7 +261,10 @@ def test_gitlab_job_runs_as_written(
         root = validate(project / "distval-results.xml")
         assert int(root.get("tests", "0")) > 0 and root.get("failures") == "0" and root.get("errors") == "0"
         assert (project / "distval-results.json").is_file() and (project / "distval-summary.md").is_file()
-        assert "docker push" not in logs  # a feature branch: nothing is pushed
+        assert (project / "distval-attestation.json").is_file()
+        # The default branch: verified, then logged in and pushed (the stand-in's lines), in that order.
+        verified = logs.index(f"verified: {variables['IMAGE']} (")
+        assert verified < logs.index("docker login stand-in:") < logs.index(f"docker push stand-in: push {variables['IMAGE']}")
     finally:
         subprocess.run(["docker", "rm", "-f", name], capture_output=True, check=False)
 
