@@ -9,6 +9,7 @@ is how CI's distval sat out a Ctrl-C until its deadline. A CPU hog of two busy p
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import signal
 import subprocess
@@ -73,8 +74,13 @@ def _config(tmp_path: Path, timeout_s: int, scenarios: int = 1) -> Path:
     return config
 
 
-def _run_and_signal(tmp_path: Path, phase: str, signum: int, *extra: str, timeout_s: int = 300) -> tuple[float, str, str, int]:
-    """Start the child, wait until it is in ``phase``, signal it; (seconds to exit, stdout, stderr, exit code)."""
+def _run_and_signal(
+    tmp_path: Path, phase: str, signum: int, *extra: str, timeout_s: int = 300, reached: str | None = None
+) -> tuple[float, str, str, int]:
+    """Start the child, wait until it is in ``phase`` (its "IN phase" line; or ``reached``, a text on its stderr),
+    signal it; (seconds to exit, stdout, stderr, exit code). The child has a fixture cache of its own: a real
+    `distval fixtures build` beside the tests (CI's, on a fresh machine) holds the machine's builders' lock, and a
+    run that waits for it never reached "building" (CI, 2026-12-04)."""
     junit = tmp_path / "results.xml"
     argv = [sys.executable, "-m", "tests.signal_child", phase, str(_config(tmp_path, timeout_s, 2 if "--jobs" in extra else 1))]
     image = DEFAULT_IMAGE if phase == "building" else "x/y:z"  # building: a fixture the fake Engine lacks
@@ -85,17 +91,23 @@ def _run_and_signal(tmp_path: Path, phase: str, signum: int, *extra: str, timeou
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env={**os.environ, "DISTVAL_CACHE_DIR": str(tmp_path / "cache")},
         preexec_fn=load.sigint_ignored,  # noqa: PLW1509 - a single call, no locks: the test's point
     )
     try:
-        assert process.stdout is not None
+        assert process.stdout is not None and process.stderr is not None
         seen: list[str] = []
-        reader = threading.Thread(target=lambda: seen.extend(iter(process.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
-        reader.start()
+        said: list[str] = []
+        readers = [
+            threading.Thread(target=lambda: seen.extend(iter(process.stdout.readline, "")), daemon=True),  # type: ignore[union-attr]
+            threading.Thread(target=lambda: said.extend(iter(process.stderr.readline, "")), daemon=True),  # type: ignore[union-attr]
+        ]
+        for reader in readers:
+            reader.start()
         until = time.monotonic() + 120
-        while f"IN {phase}\n" not in seen:
-            assert process.poll() is None, f"it ended before {phase}: {seen} {process.stderr.read() if process.stderr else ''}"
-            assert time.monotonic() < until, f"the run never reached {phase}: {seen}"
+        while (f"IN {phase}\n" not in seen) if reached is None else not any(reached in line for line in said):
+            assert process.poll() is None, f"it ended before {phase}: {seen} {''.join(said)}"
+            assert time.monotonic() < until, f"the run never reached {phase}: {seen} {''.join(said)}"
             time.sleep(0.02)
         time.sleep(0.3)  # well inside the phase
         signalled = time.monotonic()
@@ -105,13 +117,13 @@ def _run_and_signal(tmp_path: Path, phase: str, signum: int, *extra: str, timeou
         except subprocess.TimeoutExpired:
             pytest.fail(f"distval did not exit within 120 s of {signal.Signals(signum).name} in {phase}")
         took = time.monotonic() - signalled
-        reader.join(10)
-        stderr = process.stderr.read() if process.stderr else ""
+        for reader in readers:
+            reader.join(10)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    return took, "".join(seen), stderr, code
+    return took, "".join(seen), "".join(said), code
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -130,6 +142,19 @@ def test_a_signal_in_each_phase_ends_the_run_within_seconds(cpu_hog: None, tmp_p
         assert "REMOVED scenario\n" in stdout, stdout  # the signal did not cut the scenario's removal short
     cases = [case.get("name") for case in ET.parse(tmp_path / "results.xml").getroot().iter("testcase")]
     assert "interrupted" in cases, cases  # with the finished scenario's results where it had finished ("final")
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_while_waiting_for_another_fixture_builder_ends_the_run(cpu_hog: None, tmp_path: Path, signum: int) -> None:
+    """Another process (a `distval fixtures build` in another terminal, CI's beside the tests) holds the builders'
+    lock: the run waits for it, and a signal ends that wait at once."""
+    (tmp_path / "cache").mkdir()
+    with open(tmp_path / "cache" / "fixtures.lock", "a+") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        took, stdout, stderr, code = _run_and_signal(tmp_path, "building", signum, reached="another process is building")
+    print(f"waiting for the builders' lock: exited {took:.2f} s after the signal")
+    assert took <= EXIT_BOUND_S, stderr
+    assert (code, "Traceback" in stderr, "IN building\n" in stdout) == (128 + signum, False, False), stderr
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
