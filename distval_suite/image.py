@@ -1,7 +1,8 @@
-"""Checks of the image itself, before any process group: env, identity, cuda_build, bytecode.
+"""Checks of the image itself, before any process group: env, identity, cuda_build, bytecode, libraries, environment.
 
 cuda_build gathers facts here with torch; distval_suite.cudabuild (torch-free) decides. bytecode surveys
-torch's package directory with distval_suite.bytecode (torch-free).
+torch's package directory with distval_suite.bytecode (torch-free). libraries judges what this rank mapped with
+distval_suite.libraries, environment the image's variables with distval_suite.environment (both torch-free).
 """
 
 from __future__ import annotations
@@ -9,12 +10,13 @@ from __future__ import annotations
 import os
 import platform
 import socket
+import sys
 from typing import Any, Callable, Dict, List, Optional
 
 import torch
 import torch.distributed as dist
 
-from distval_suite import bytecode
+from distval_suite import bytecode, environment, libraries
 from distval_suite.core import CheckFailed, CheckOutcome, Context, Skip, backend_unknown_reason, check
 from distval_suite.cudabuild import (
     CUDA_PREFIXES,
@@ -227,3 +229,87 @@ def check_bytecode(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     if problem is not None:
         raise CheckFailed(problem, details)
     return bytecode.summary(result, "torch"), details
+
+
+# -- libraries and environment -----------------------------------------------------------------------
+MAX_FINDINGS_TEXT = 5  # findings spelt out in the message; every one is in the details
+
+
+def _findings_message(texts: List[str]) -> str:
+    more = len(texts) - MAX_FINDINGS_TEXT
+    return "; ".join(texts[:MAX_FINDINGS_TEXT]) + ("; and %d more (details)" % more if more > 0 else "")
+
+
+def _mapped() -> List[str]:
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+        return libraries.mapped_paths(f.read())
+
+
+@check("libraries")
+def check_libraries(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
+    # Every rank judges its own process: what it mapped is what ran (a rank of another node may load another copy).
+    owners = libraries.package_files(sys.path)
+    found = libraries.describe(_mapped(), owners)
+    findings = libraries.assess(found, owners, libraries.interpreter_dirs(), args.get("allow_dirs", []))
+    by_database: Dict[str, int] = {}
+    for library in found:
+        kind = library.owner.split(":", 1)[0] if library.owner else "none"
+        by_database[kind] = by_database.get(kind, 0) + 1
+    details: Dict[str, Any] = {
+        "mapped": [dict(lib._asdict()) for lib in found[: libraries.MAX_LISTED]],
+        "mapped_count": len(found),
+        "owners": by_database,
+        "packaged_shared_objects": len(owners),
+        "findings": [dict(f._asdict()) for f in findings],
+    }
+    if findings:
+        raise CheckFailed(_findings_message([libraries.finding_text(f) for f in findings]), details)
+    owned = ", ".join("%s %d" % (kind, count) for kind, count in sorted(by_database.items()) if kind != "none")
+    return (
+        "%d shared libraries mapped (owned: %s; the rest the running Python's or the system's), one copy each, "
+        "each the packaged copy, none from outside the package trees" % (len(found), owned or "none"),
+        details,
+    )
+
+
+@check("environment")
+def check_environment(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
+    if not ctx.spec.get("image_environment"):
+        raise Skip("this target runs no image: the ranks' first process is not an image's (there is no baked-in environment)")
+    variables = environment.image_variables(environment.environ_of("/proc/1/environ"), ctx.spec.get("set_by_distval", []))
+    known, scanned = environment.names_in_libraries(_mapped())
+    known |= environment.names_in_python(os.path.dirname(os.path.abspath(torch.__file__)))
+    findings = environment.assess(variables, known, args.get("harmful", environment.HARMFUL), args.get("allow", []))
+    harmful_fails = args.get("harmful_verdict", "fail") == "fail"
+    failing = [f for f in findings if f.kind == "misspelt" or (f.kind == "harmful" and harmful_fails)]
+    notes = [f for f in findings if f not in failing]
+    details: Dict[str, Any] = {
+        "variables": [
+            {
+                "name": v.name,
+                "value": v.value[: environment.MAX_VALUE],
+                "source": v.source,
+                "read_by_image": v.name in known,
+            }
+            for v in variables
+            if environment.listed(v)
+        ],
+        "files": [environment.describe_file(v.value) for v in variables if v.name in environment.FILE_VARIABLES and v.value],
+        "known_names": len(known),
+        "libraries_read": scanned,
+        "findings": [dict(f._asdict()) for f in findings],
+    }
+    if failing:
+        raise CheckFailed(_findings_message([f.text for f in failing + notes]), details)
+    message = (
+        "the image sets %d variable(s), %d of them torch's, its backends', OpenMP's or CUDA's (listed), none misspelt%s; "
+        % (
+            len(variables),
+            len(details["variables"]),
+            "" if harmful_fails else ", harmful ones only warned",
+        )
+        + "%d names read by its libraries and torch" % len(known)
+    )
+    if notes:
+        message += "; " + _findings_message([("warning: " if f.kind == "harmful" else "note: ") + f.text for f in notes])
+    return message, details

@@ -14,7 +14,8 @@ from types import MappingProxyType
 @dataclass(frozen=True)
 class ArgSpec:
     # A kind declared in distval/config/argument_kinds.py (KINDS: its words, its JSON Schema, its reader): "int",
-    # "seconds", "fraction" (0..1), "version", "choice", "names", "sizes" (message sizes), "busbw" (GB/s thresholds).
+    # "seconds", "fraction" (0..1), "version", "choice", "names", "paths", "variables", "sizes" (message sizes),
+    # "busbw" (GB/s thresholds).
     kind: str
     description: str
     minimum: int = 0
@@ -101,6 +102,26 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "no fresh container compiles torch's Python again on import",
                 max_stale_fraction=ArgSpec(
                     "fraction", "fail when more than this fraction of torch's modules have a stale or missing .pyc (default 0.05)"
+                ),
+            ),
+            _info(
+                "libraries",
+                "the shared libraries each rank mapped (/proc/self/maps) against the image's package databases (pip RECORD, "
+                "dpkg, conda): one copy of each library, the packaged copy where a package ships it, none from outside "
+                "the package trees",
+                allow_dirs=ArgSpec("paths", "directories a library may come from although no package owns a file there"),
+            ),
+            _info(
+                "environment",
+                "the variables the image bakes in (ENV, /etc/nccl.conf, ~/.nccl.conf) against the names its libraries "
+                "and torch read: a misspelt one fails with the likely name, one that fixes NCCL's algorithm or topology "
+                "is called out",
+                harmful=ArgSpec(
+                    "variables", "variables called out when the image sets them (default: NCCL's algorithm, topology ones)"
+                ),
+                allow=ArgSpec("variables", "variables the image may set whatever they are (no finding)"),
+                harmful_verdict=ArgSpec(
+                    "choice", "fail (default) or warn when the image sets a harmful variable", choices=("fail", "warn")
                 ),
             ),
             _info(

@@ -5,6 +5,7 @@ tests/config/test_argument_kinds.py holds every kind the catalog uses to all thr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -14,7 +15,7 @@ import yaml
 
 from distval.checks.catalog import ArgSpec
 from distval.config import byte_sizes, values
-from distval.config.yaml_nodes import Problems, describe
+from distval.config.yaml_nodes import Problems, describe, scalar
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,36 @@ def _names(spec: ArgSpec) -> values.Reader:
         return None if None in names else tuple(names)
 
     return read_list
+
+
+# Free-form lists: what each item must look like (a JSON Schema pattern, and the words for it).
+PATH_PATTERN = r"^/[^\x00-\x1f]{0,4095}$"
+VARIABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,255}$"
+
+
+def _strings(pattern: str, expected: str, expected_list: str) -> Callable[[ArgSpec], values.Reader]:
+    """A list of strings, each matching ``pattern`` (what a YAML reader and the schema both check): ``expected`` says
+    what an item is, ``expected_list`` what the list is."""
+    compiled = re.compile(pattern)
+
+    def reader(spec: ArgSpec) -> values.Reader:
+        def read_list(node: yaml.Node, key_path: str, problems: Problems) -> tuple[str, ...] | None:
+            if not isinstance(node, yaml.SequenceNode):
+                problems.add(node, key_path, f"expected {expected_list}; got {describe(node)}")
+                return None
+            found: list[str | None] = []
+            for index, item in enumerate(node.value):
+                value = scalar(item) if isinstance(item, yaml.ScalarNode) else None
+                if not isinstance(value, str) or compiled.fullmatch(value) is None:
+                    problems.add(item, f"{key_path}[{index}]", f"expected {expected}; got {describe(item)}")
+                    found.append(None)
+                else:
+                    found.append(value)
+            return None if None in found else tuple(v for v in found if v is not None)
+
+        return read_list
+
+    return reader
 
 
 KINDS: Mapping[str, ArgumentKind] = MappingProxyType(
@@ -75,6 +106,18 @@ KINDS: Mapping[str, ArgumentKind] = MappingProxyType(
             words=lambda spec: "list of " + ", ".join(spec.choices),
             schema=lambda spec: {"type": "array", "items": {"type": "string", "enum": list(spec.choices)}},
             reader=_names,
+        ),
+        "paths": ArgumentKind(
+            words=lambda spec: "list of absolute paths",
+            schema=lambda spec: {"type": "array", "items": {"type": "string", "pattern": PATH_PATTERN}},
+            reader=_strings(PATH_PATTERN, "an absolute path", "a list of absolute paths"),
+        ),
+        "variables": ArgumentKind(
+            words=lambda spec: "list of environment variable names",
+            schema=lambda spec: {"type": "array", "items": {"type": "string", "pattern": VARIABLE_PATTERN}},
+            reader=_strings(
+                VARIABLE_PATTERN, "an environment variable name (letters, digits, '_')", "a list of environment variable names"
+            ),
         ),
         "sizes": ArgumentKind(
             words=lambda spec: "list of byte sizes",

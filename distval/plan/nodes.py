@@ -91,6 +91,9 @@ class Site:
     # Several nodes' agents share one address (loopback, host networking): each would decide it hosts the c10d
     # store, so the rows with rdzv_conf say which does (is_host).
     shared_address: bool = False
+    # Each node's first process starts with the image's environment (its ENV) plus what distval sets: a container.
+    # Host mode's nodes start from the host's (the environment check is skipped there).
+    image_environment: bool = True
 
 
 @dataclass(frozen=True)
@@ -163,8 +166,17 @@ def _command(
     return (*argv, "-m", SUITE_MODULE, spec_path)
 
 
-def _spec(scenario: Scenario, row: RendezvousForm, fields: Mapping[str, object], results_dir: str, subnets: str) -> str:
-    """The suite spec one node reads (distval_suite/main.py)."""
+def _spec(
+    scenario: Scenario,
+    row: RendezvousForm,
+    fields: Mapping[str, object],
+    results_dir: str,
+    subnets: str,
+    env: list[tuple[str, str]],
+    image_environment: bool,
+) -> str:
+    """The suite spec one node reads (distval_suite/main.py). ``env``: the node's environment as distval sets it (the
+    environment check tells the image's own variables from these by name)."""
     cross = scenario.topology == "cross-container"
     spec = {
         "scenario": scenario.name,
@@ -180,6 +192,8 @@ def _spec(scenario: Scenario, row: RendezvousForm, fields: Mapping[str, object],
         "results_dir": results_dir,
         "subnets": subnets,
         "checks": [{"name": c.name, "args": dict(c.args)} for c in scenario.checks],
+        "set_by_distval": sorted({name for name, _ in env}),
+        "image_environment": image_environment,
     }
     return json.dumps(spec, sort_keys=True)
 
@@ -277,7 +291,9 @@ def build_nodes(scenario: Scenario, run_id: str, slug: str, site: Site) -> Nodes
         modes = site.file_modes
         files = suite_copies(root, modes) + (
             FileCopy(results_dir, modes.results),
-            FileCopy(spec_path, modes.spec, text=_spec(scenario, row, fields, results_dir, site.subnets)),
+            FileCopy(
+                spec_path, modes.spec, text=_spec(scenario, row, fields, results_dir, site.subnets, env, site.image_environment)
+            ),
         )
         containers.append(
             ContainerPlan(

@@ -101,7 +101,7 @@ def test_registered_checks_equal_the_catalog() -> None:
 
 
 # The kinds distval.config knows how to validate (and tests/config/test_config.py tests one by one).
-ARG_KINDS = ("int", "seconds", "fraction", "version", "choice", "names", "sizes", "busbw")
+ARG_KINDS = ("int", "seconds", "fraction", "version", "choice", "names", "paths", "variables", "sizes", "busbw")
 
 
 def test_catalog_entries_are_consistent() -> None:
@@ -129,6 +129,8 @@ CATALOG_KINDS: dict[str, dict[str, str]] = {
     "identity": {"torch": "version", "python": "version", "build": "choice", "backends": "names"},
     "cuda_build": {"build": "choice", "cuda": "version"},
     "bytecode": {"max_stale_fraction": "fraction"},
+    "libraries": {"allow_dirs": "paths"},
+    "environment": {"harmful": "variables", "allow": "variables", "harmful_verdict": "choice"},
     "launch": {},
     "all_reduce": {"numel": "int"},
     "collectives": {"repeat": "int", "large_mib": "int"},

@@ -26,6 +26,8 @@ EXAMPLES: dict[str, tuple[str, str]] = {
     "version": ("'>=2.6,<2.7'", "[2]"),
     "choice": ("nccl", "mpi"),
     "names": ("[gloo, nccl]", "gloo"),
+    "paths": ("[/opt/hpcx/lib, /usr/local/cuda/lib64]", "/opt/hpcx/lib"),
+    "variables": ("[NCCL_ALGO, GLOO_SOCKET_IFNAME]", "NCCL_ALGO"),
     "sizes": ("[4KiB, 1MiB]", "[]"),
     "busbw": ("{1MiB: 2.5}", "{}"),
 }
@@ -75,4 +77,23 @@ def test_the_reference_says_each_argument_in_its_kind_s_words() -> None:
     words = {(check["name"], a["name"]): a["values"] for check in checks_data() for a in check["arguments"]}
     assert words[("all_reduce", "numel")] == "whole number >= 1"
     assert words[("identity", "backends")] == "list of gloo, nccl, mpi"
+    assert words[("libraries", "allow_dirs")] == "list of absolute paths"
+    assert words[("environment", "allow")] == "list of environment variable names"
     assert words[("bandwidth", "min_busbw_gbps")] == "GB/s, or size -> GB/s"
+
+
+@pytest.mark.parametrize(
+    ("kind", "item"),
+    [
+        ("paths", "relative/lib"),
+        ("paths", '"/opt/a\\x01"'),
+        ("variables", "NCCL-ALGO"),
+        ("variables", "1NCCL"),
+        ("variables", "7"),
+    ],
+)
+def test_a_list_item_that_is_not_a_path_or_a_variable_name_is_refused_where_it_stands(kind: str, item: str) -> None:
+    value, problems = _read(kind, f"[{item}]")
+    assert value is None and len(problems) == 1 and problems[0].startswith("a.yaml:1: args.x[0]: expected "), problems
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(yaml.safe_load(f"[{item}]"), KINDS[kind].schema(_spec(kind)))

@@ -44,8 +44,8 @@ SCENARIO_KEYS = (
     "exclude, faults, expect"
 )
 CHECK_NAMES = (
-    "a check name (env, identity, cuda_build, bytecode, launch, all_reduce, collectives, ddp_sync, ddp_sampler, store, timeout, "
-    "bandwidth, reconfigure, collective_loop, allocate)"
+    "a check name (env, identity, cuda_build, bytecode, libraries, environment, launch, all_reduce, collectives, "
+    "ddp_sync, ddp_sampler, store, timeout, bandwidth, reconfigure, collective_loop, allocate)"
 )
 
 
@@ -71,6 +71,8 @@ DEFAULT_CHECKS = [
     "store",
     "timeout",
     "reconfigure",
+    "libraries",
+    "environment",
 ]
 
 
@@ -606,6 +608,10 @@ def _sample_values(spec: ArgSpec) -> tuple[str, object, str, str]:
         return spec.choices[-1], spec.choices[-1], "nope", ""
     if spec.kind == "names":
         return f"[{', '.join(spec.choices)}]", tuple(spec.choices), f"[{spec.choices[0]}, nope]", "[1]"
+    if spec.kind == "paths":
+        return "[/opt/hpcx/lib]", ("/opt/hpcx/lib",), "[/opt/a, lib]", "[1]"
+    if spec.kind == "variables":
+        return "[NCCL_ALGO, NCCL_PROTO]", ("NCCL_ALGO", "NCCL_PROTO"), "[NCCL_ALGO, NCCL ALGO]", "[1]"
     if spec.kind == "sizes":
         return "[1MiB, 4096, 4 KiB]", (4096, 1048576), "[4KiB, 3MB]", "[1]"
     if spec.kind == "busbw":
@@ -1017,7 +1023,7 @@ def test_default_yaml_loads() -> None:
         # cuda_build's verdict is about the image's build: a config states build/cuda for it. bandwidth
         # measures speed (seconds per scenario): configs/bandwidth.yaml runs it. collective_loop and allocate
         # are the workload and the memory hog of fault scenarios: configs/faults.yaml runs them. bytecode is
-        # new and not yet in the default list.
+        # new and not yet in the default list. libraries and environment run in every scenario, last.
         assert sorted(DEFAULT_CHECKS) == sorted(
             set(CATALOG) - {"cuda_build", "bytecode", "bandwidth", "collective_loop", "allocate"}
         )

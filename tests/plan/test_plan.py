@@ -47,6 +47,8 @@ DEFAULT_CHECKS = [
     "store",
     "timeout",
     "reconfigure",
+    "libraries",
+    "environment",
 ]
 # Docker's container-name rule; a hostname label is at most 63 characters (RFC 1123).
 DOCKER_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_.-]+$")
@@ -329,6 +331,18 @@ def test_suite_spec_json() -> None:
             {"name": "all_reduce", "args": {"numel": 1024}},
             {"name": "env", "args": {}},
         ],
+        # What distval sets (the environment check judges the image's own variables, not these), and that the node's
+        # first process starts from the image's environment.
+        "set_by_distval": [
+            "DISTVAL_NODE_RANK",
+            "DISTVAL_RUN_ID",
+            "DISTVAL_SCENARIO",
+            "PYTHONDONTWRITEBYTECODE",
+            "PYTHONUNBUFFERED",
+            "TORCHELASTIC_ERROR_FILE",
+            "TORCH_FR_BUFFER_SIZE",
+        ],
+        "image_environment": True,
     }
 
 

@@ -68,6 +68,7 @@ def plan_local_scenario(
         devices_variable="CUDA_VISIBLE_DEVICES",
         limits=False,
         shared_address=True,
+        image_environment=False,
     )
     nodes = build_nodes(scenario, run_id, slug, site)
     return ScenarioPlan(

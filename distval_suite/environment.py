@@ -1,0 +1,258 @@
+"""The environment an image bakes in, checked against the names its own libraries read.
+
+A variable set in the image's config (``ENV``), in ``/etc/nccl.conf`` or ``~/.nccl.conf`` decides what every rank
+on every cluster does, and nothing reports a misspelt one: ``CCL_NET_GDR_LEVEL`` (podman-hpc #136) or
+``NCCL_SOCKET_IFNAM`` is read by nobody, silently. A baked ``NCCL_GRAPH_FILE`` or topology file halved all-reduce
+bandwidth and looked like a bad node (nccl #1240, azurehpc-health-checks #142). This module is torch-free (the
+``environment`` check in distval_suite/image.py calls it):
+
+- the image's variables: the container's first process's environment (``/proc/1/environ``: the image's ``ENV``
+  and what distval passed, nothing a launcher added) less the names distval set, and NCCL's two config files;
+- the names the image reads: every ``NCCL_*``, ``GLOO_*``, ``TORCH_*`` … string in the read-only data of the
+  libraries the rank mapped (torch, c10, gloo, NCCL, MPI, UCC, OpenMP, the CUDA runtime) and in torch's Python
+  files that read the environment, so the list follows each version instead of being typed by hand;
+- a variable nobody reads whose name is one or two edits from one that is read fails with the likely intended
+  name; a variable that changes which algorithm, protocol, transport or topology a collective takes is called
+  out (a failure, or a warning where the scenario says so); every listed variable is in the details.
+
+Python 3.9 and the standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mmap
+import os
+import re
+import struct
+from typing import Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+
+PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "TORCHELASTIC_", "PYTORCH_", "OMP_", "KMP_", "MKL_", "CUDA_", "CUDNN_", "CUBLAS_")
+# Listed beside them: what decides which libraries load (distval_suite/libraries.py judges the result).
+LOADER_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD")
+NAME = re.compile(
+    rb"(?<![A-Za-z0-9_])(?:NCCL|GLOO|TORCH|TORCHELASTIC|PYTORCH|OMP|KMP|MKL|CUDA|CUDNN|CUBLAS)_[A-Z0-9_]*[A-Z0-9](?![A-Za-z0-9_])"
+)
+# The libraries whose strings name what they read (by file name): torch's, the backends', OpenMP's, CUDA's runtime.
+READERS = re.compile(r"lib(torch|c10|gloo|nccl|mpi|ucc|gomp|iomp|cudart)")
+# Variables that choose a collective's algorithm, protocol, transport, channels or topology: baked into an image,
+# they decide for every cluster it will run on (NCCL's docs, "Environment Variables"; nccl #1240).
+HARMFUL = (
+    "NCCL_ALGO",
+    "NCCL_PROTO",
+    "NCCL_GRAPH_FILE",
+    "NCCL_TOPO_FILE",
+    "NCCL_P2P_DISABLE",
+    "NCCL_P2P_LEVEL",
+    "NCCL_SHM_DISABLE",
+    "NCCL_IB_DISABLE",
+    "NCCL_NET",
+    "NCCL_NET_GDR_LEVEL",
+    "NCCL_MIN_NCHANNELS",
+    "NCCL_MAX_NCHANNELS",
+    "NCCL_CROSS_NIC",
+    "NCCL_NVLS_ENABLE",
+    "NCCL_COLLNET_ENABLE",
+    "GLOO_DEVICE_TRANSPORT",
+)
+# Variables whose value names a file NCCL reads: the file is described (size, sha256) in the details.
+FILE_VARIABLES = ("NCCL_TOPO_FILE", "NCCL_GRAPH_FILE")
+CONFIG_FILES = ("/etc/nccl.conf", "~/.nccl.conf")
+MAX_VALUE = 200  # characters of a value kept in the details
+_PYTHON_READS = (b"environ", b"getenv")
+
+
+class Variable(NamedTuple):
+    name: str
+    value: str
+    source: str  # "image" (its ENV), or the config file's path
+
+
+class Finding(NamedTuple):
+    kind: str  # "misspelt", "harmful", "unread"
+    name: str
+    source: str
+    text: str
+
+
+def environ_of(path: str) -> Dict[str, str]:
+    """A process's environment from /proc/<pid>/environ (undecodable bytes replaced)."""
+    with open(path, "rb") as f:
+        raw = f.read(1 << 22)
+    found: Dict[str, str] = {}
+    for entry in raw.split(b"\0"):
+        name, sep, value = entry.partition(b"=")
+        if sep and name:
+            found[name.decode("utf-8", "replace")] = value.decode("utf-8", "replace")
+    return found
+
+
+def config_file(path: str) -> Dict[str, str]:
+    """NCCL's config file: ``NAME=VALUE`` lines, ``#`` comments; {} when absent or unreadable."""
+    found: Dict[str, str] = {}
+    try:
+        with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as f:
+            for line in f.read(1 << 20).splitlines():
+                line = line.strip()
+                if line and not line.startswith("#") and "=" in line:
+                    name, _, value = line.partition("=")
+                    found[name.strip()] = value.strip()
+    except OSError:
+        pass
+    return found
+
+
+def image_variables(first_process: Dict[str, str], set_by_distval: Iterable[str]) -> List[Variable]:
+    """The image's variables (the first process's, less distval's own) and the config files' entries."""
+    ours = set(set_by_distval)
+    found = [Variable(name, value, "image") for name, value in sorted(first_process.items()) if name not in ours]
+    for path in CONFIG_FILES:
+        found += [Variable(name, value, path) for name, value in sorted(config_file(path).items())]
+    return found
+
+
+def listed(variable: Variable) -> bool:
+    """Whether the report lists it: one of the families, a loader variable, or from a config file."""
+    return variable.source != "image" or variable.name.startswith(PREFIXES) or variable.name in LOADER_NAMES
+
+
+def _read_only_data(f: "mmap.mmap") -> List[Tuple[int, int]]:
+    """(offset, size) of an ELF64 file's .rodata* and .dynstr sections; the whole file when it has no section table."""
+    header = f[:64]
+    if header[:4] != b"\x7fELF" or header[4] != 2 or header[5] not in (1, 2):
+        return [(0, len(f))]
+    order = "<" if header[5] == 1 else ">"
+    (shoff,) = struct.unpack(order + "Q", header[40:48])
+    entsize, count, strndx = struct.unpack(order + "HHH", header[58:64])
+    if not shoff or not count or strndx >= count or shoff + entsize * count > len(f):
+        return [(0, len(f))]
+    headers = [struct.unpack(order + "IIQQQQ", f[shoff + i * entsize : shoff + i * entsize + 40]) for i in range(count)]
+    names_at, names_size = headers[strndx][4], headers[strndx][5]
+    names = f[names_at : names_at + names_size]
+    found = []
+    for name_at, _kind, _flags, _addr, offset, size in headers:
+        name = names[name_at : names.find(b"\0", name_at)]
+        if (name == b".dynstr" or name == b".rodata" or name.startswith(b".rodata.")) and offset + size <= len(f):
+            found.append((offset, size))
+    return found or [(0, len(f))]
+
+
+def names_in_libraries(paths: Iterable[str]) -> Tuple[Set[str], List[str]]:
+    """The family names in the read-only data of the reader libraries among ``paths``; and which were read."""
+    names: Set[str] = set()
+    scanned: List[str] = []
+    for path in sorted(set(paths)):
+        if not READERS.match(os.path.basename(path)):
+            continue
+        try:
+            with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+                for offset, size in _read_only_data(data):
+                    names.update(n.decode() for n in NAME.findall(data, offset, offset + size))
+        except (OSError, ValueError, struct.error):
+            continue
+        scanned.append(path)
+    return names, scanned
+
+
+def names_in_python(package_dir: str) -> Set[str]:
+    """The family names in a package's Python files that read the environment."""
+    names: Set[str] = set()
+    for directory, _dirs, files in os.walk(package_dir):
+        for file in files:
+            if not file.endswith(".py"):
+                continue
+            try:
+                with open(os.path.join(directory, file), "rb") as f:
+                    text = f.read(1 << 22)
+            except OSError:
+                continue
+            if any(word in text for word in _PYTHON_READS):
+                names.update(n.decode() for n in NAME.findall(text))
+    return names
+
+
+def edits(a: str, b: str, limit: int) -> int:
+    """Levenshtein distance of a and b, or limit + 1 once it exceeds ``limit``."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    previous = list(range(len(b) + 1))
+    for i, char in enumerate(a, 1):
+        current = [i]
+        for j, other in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char != other)))
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return previous[-1]
+
+
+def intended(name: str, known: Iterable[str]) -> Optional[str]:
+    """The read name ``name`` most likely meant: one or two edits away (one, for a name outside the families,
+    which are the common ones: a dropped letter of the prefix), the nearest, if only one is that near."""
+    if len(name) < 6:
+        return None
+    limit = 2 if name.startswith(PREFIXES) else 1
+    best: Dict[int, List[str]] = {}
+    for candidate in known:
+        distance = edits(name, candidate, limit)
+        if 0 < distance <= limit:
+            best.setdefault(distance, []).append(candidate)
+    for distance in sorted(best):
+        return sorted(best[distance])[0] if len(best[distance]) == 1 else None
+    return None
+
+
+def assess(variables: List[Variable], known: Set[str], harmful: Iterable[str], allow: Iterable[str] = ()) -> List[Finding]:
+    """What is wrong with the image's variables, given the names its libraries read."""
+    findings: List[Finding] = []
+    accepted, dangerous = set(allow), set(harmful)
+    for variable in variables:
+        if variable.name in accepted:
+            continue
+        if variable.name in dangerous:
+            findings.append(
+                Finding(
+                    "harmful",
+                    variable.name,
+                    variable.source,
+                    "%s=%s (%s) decides the collectives' algorithm, protocol, transport or topology on every cluster"
+                    % (variable.name, variable.value[:MAX_VALUE], variable.source),
+                )
+            )
+            continue
+        if variable.name in known:
+            continue
+        meant = intended(variable.name, known)
+        if meant is not None:
+            findings.append(
+                Finding(
+                    "misspelt",
+                    variable.name,
+                    variable.source,
+                    "%s (%s) is read by nothing in this image; did you mean %s?" % (variable.name, variable.source, meant),
+                )
+            )
+        elif listed(variable) and variable.name.startswith(PREFIXES):
+            findings.append(
+                Finding(
+                    "unread",
+                    variable.name,
+                    variable.source,
+                    "%s (%s) is read by nothing this image loaded" % (variable.name, variable.source),
+                )
+            )
+    return findings
+
+
+def describe_file(path: str) -> Dict[str, object]:
+    """A file a variable names: whether it exists, its size and sha256 (first 64 MiB)."""
+    facts: Dict[str, object] = {"path": path[:MAX_VALUE], "exists": os.path.isfile(path)}
+    if facts["exists"]:
+        try:
+            digest = hashlib.sha256()
+            with open(path, "rb") as f:
+                digest.update(f.read(64 << 20))
+            facts.update(size=os.path.getsize(path), sha256=digest.hexdigest())
+        except OSError as exc:
+            facts["error"] = str(exc)[:MAX_VALUE]
+    return facts
