@@ -302,7 +302,7 @@ def check_environment(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     if failing:
         raise CheckFailed(_findings_message([f.text for f in failing + notes]), details)
     message = (
-        "the image sets %d variable(s), %d of them torch's, its backends', OpenMP's or CUDA's (listed), none misspelt%s; "
+        "the image sets %d variable(s) (%d listed: torch's, its backends', OpenMP's, CUDA's, the loader's), none misspelt%s; "
         % (
             len(variables),
             len(details["variables"]),

@@ -199,7 +199,7 @@ def assess(
     for key, copies in sorted(by_key.items()):
         paths = sorted({os.path.realpath(c.path) for c in copies})
         if len(paths) > 1:
-            findings.append(Finding("one copy", key, "one copy mapped", "mapped from %s" % " and ".join(paths)))
+            findings.append(Finding("one copy", key, "one copy", " and ".join(paths)))
     shipped: Dict[str, List[Tuple[str, str]]] = {}
     for path, owner in owners.items():
         shipped.setdefault(os.path.basename(path), []).append((path, owner))
