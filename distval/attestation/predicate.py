@@ -12,9 +12,14 @@ from distval import __version__
 from distval.engine_protocol import ImageInfo
 from distval.reports.baseline import BadReport
 
-# Findings a later version of the report adds (the libraries in the image, the environment it ran in): copied from
-# the report's top level into the predicate's "findings" when the report has them, under the same names.
+# The checks whose details are the findings of the attestation (distval_suite/libraries.py, environment.py): what the
+# ranks mapped and who owns it, the variables the image bakes in, and what was wrong with either; per scenario that
+# ran them, with the check's status.
 FINDINGS_KEYS = ("libraries", "environment")
+FINDINGS_DETAILS = {
+    "libraries": ("mapped_count", "owners", "findings", "mapped"),
+    "environment": ("variables", "files", "findings", "known_names"),
+}
 # Testcases that validate nothing on their own (docs/reports.md#verdicts): they are listed, but a pass of theirs
 # is not "a check passed".
 NOT_VALIDATING = frozenset({"exit_status", "process_group"})
@@ -63,6 +68,22 @@ def _nccl(cases: Sequence[object]) -> str | None:
         if isinstance(case, dict) and case.get("name") == "cuda_build" and isinstance(case.get("details"), dict):
             return _text(case["details"].get("nccl_runtime"))
     return None
+
+
+def _findings(scenarios: Sequence[object]) -> dict[str, list[dict[str, Any]]]:
+    """Per finding check, one entry per scenario that ran it: its status and the details its ranks recorded."""
+    found: dict[str, list[dict[str, Any]]] = {}
+    for scenario in scenarios:
+        if not isinstance(scenario, dict) or not isinstance(scenario.get("cases"), list):
+            continue
+        for case in scenario["cases"]:
+            if not isinstance(case, dict) or case.get("name") not in FINDINGS_DETAILS:
+                continue
+            details = case.get("details") if isinstance(case.get("details"), dict) else {}
+            entry: dict[str, Any] = {"scenario": scenario.get("name"), "status": case.get("status")}
+            entry.update({key: details.get(key) for key in FINDINGS_DETAILS[str(case["name"])]})
+            found.setdefault(str(case["name"]), []).append(entry)
+    return found
 
 
 def _scenario(scenario: object, where: str) -> dict[str, Any]:
@@ -135,7 +156,7 @@ def predicate(
         },
         "identity": identity or {"torch": None, "cuda": None, "nccl": None, "python": None},
         "scenarios": scenarios,
-        "findings": {key: report[key] for key in FINDINGS_KEYS if key in report},
+        "findings": _findings(report.get("scenarios", [])),
         "report": {"sha256": report_sha256},
         "junit": {"sha256": junit_sha256} if junit_sha256 is not None else None,
     }

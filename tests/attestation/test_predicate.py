@@ -50,12 +50,32 @@ def test_the_predicate_holds_the_run_the_image_and_every_checks_verdict_and_reas
     assert _predicate(passing_report(), junit=None)["junit"] is None
 
 
-def test_findings_a_later_report_carries_are_copied_under_their_names() -> None:
+def test_the_libraries_and_environment_checks_details_are_the_findings_per_scenario() -> None:
     report = passing_report()
-    report["libraries"] = [{"name": "libnccl.so.2", "version": "2.26.2"}]
-    report["environment"] = {"NCCL_DEBUG": "INFO"}
+    libraries = {
+        "mapped_count": 1,
+        "owners": {"pip": 1},
+        "findings": [],
+        "mapped": [{"path": "/x/libnccl.so.2", "soname": "libnccl.so.2", "owner": "pip:nvidia_nccl_cu13"}],
+        "packaged_shared_objects": 565,  # not a finding: left out
+    }
+    environment = {
+        "variables": [{"name": "NCCL_ALGO", "value": "Tree", "source": "image", "read_by_image": True}],
+        "files": [],
+        "findings": [{"kind": "harmful", "name": "NCCL_ALGO", "source": "image", "text": "NCCL_ALGO=Tree ..."}],
+        "known_names": 1182,
+    }
+    report["scenarios"][0]["cases"] += [
+        {"name": "libraries", "status": "passed", "message": "", "details": libraries},
+        {"name": "environment", "status": "failed", "message": "", "details": environment},
+    ]
     assert set(FINDINGS_KEYS) == {"libraries", "environment"}
-    assert _predicate(report)["findings"] == {"libraries": report["libraries"], "environment": report["environment"]}
+    findings = _predicate(report)["findings"]
+    name = report["scenarios"][0]["name"]
+    assert findings["libraries"] == [
+        {"scenario": name, "status": "passed", **{k: v for k, v in libraries.items() if k != "packaged_shared_objects"}}
+    ]
+    assert findings["environment"] == [{"scenario": name, "status": "failed", **environment}]
 
 
 def test_a_report_of_another_image_is_refused() -> None:
