@@ -19,6 +19,9 @@ else
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONUNBUFFERED=1
+# NCCL then says it took this variable from the environment ("set by environment to", its ENV subsystem): the JSON
+# report's nccl_set_by_environment property (distval/results/nccl_environment.py) on a real NCCL.
+export NCCL_SOCKET_IFNAME=lo
 
 echo "=== machine"
 nvidia-smi -L 2>&1 | tee "$out/nvidia-smi.txt"

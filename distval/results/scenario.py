@@ -25,6 +25,8 @@ from distval.results.bandwidth import Figure, figure_properties, figures_of
 from distval.results.diagnosis import Diagnosis, current_attempts, diagnose, is_record_file
 from distval.results.faults import NOT_INJECTED, fault_cases
 from distval.results.logs import first_error_line, tail
+from distval.results.nccl_environment import describe as describe_nccl_environment
+from distval.results.nccl_environment import set_by_environment
 from distval.results.nccl_transport import describe as describe_transports
 from distval.results.nccl_transport import transports_between
 from distval.results.outcome import (
@@ -456,6 +458,11 @@ def _properties(outcome: ScenarioOutcome) -> tuple[tuple[str, str], ...]:
         # Which transport NCCL chose between each pair of ranks (NCCL_DEBUG=INFO, set by the plan): separate
         # containers fall back to sockets unless IPC and the host hash are shared (NVIDIA/nccl#945).
         props["nccl_transports"] = describe_transports(transports_between(c.stdout + c.stderr for c in outcome.containers))
+        # What NCCL itself took from the environment ("set by environment to", its ENV subsystem): the proof that a
+        # variable the environment check lists took effect.
+        props["nccl_set_by_environment"] = describe_nccl_environment(
+            set_by_environment(c.stdout + c.stderr for c in outcome.containers)
+        )
     return tuple(props.items())
 
 
