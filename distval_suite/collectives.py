@@ -454,7 +454,7 @@ def _probe(ctx: Context, part: str, spec: Spec, dtype: torch.dtype, rank: int, w
     rank; ("error", why) when the ranks disagree.
     The probe's words are reported, never read: any exception in it counts the same."""
     dtype_name = str(dtype).replace("torch.", "")
-    kind, reason = support(backend_family(ctx.backend), part, dtype_name, torch.__version__)
+    kind, reason = support(backend_family(ctx.backend), part, dtype_name, torch.__version__, ctx.device.type)
     if kind == MUST:
         return "run", ""
     if kind == UNDEFINED:

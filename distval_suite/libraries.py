@@ -35,6 +35,12 @@ from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
 # ones): a library there is inside the package trees even where no package database says whose it is (an
 # image without dpkg, rpm's database is not read).
 SYSTEM_DIRS = ("/lib", "/lib64", "/usr/lib", "/usr/lib64", "/lib32", "/usr/lib32")
+# The GPU driver's user-space libraries: the container runtime mounts the host's (NVIDIA's container toolkit puts
+# them in /usr/local/nvidia/lib64 or the system's directory; measured on an H200 machine: libcuda.so.580.159.04 and
+# libnvidia-ml.so.580.159.04 there, owned by no package). They are the host's, never the image's: listed with the
+# owner "host driver" and judged only by the one-copy rule.
+DRIVER = re.compile(r"^lib(cuda|nvidia-[a-z0-9-]+|nvcuvid|nvoptix)\.so")
+DRIVER_OWNER = "host driver"
 # auditwheel renames a vendored library libgomp.so.1 -> libgomp-a34b3233.so.1 (soname too): the same library.
 _AUDITWHEEL_HASH = re.compile(r"-[0-9a-f]{8}(?=\.so)")
 # How many libraries a rank's details list at most (a process maps ~80-300).
@@ -172,7 +178,14 @@ def package_files(search_path: Iterable[str]) -> Dict[str, str]:
 
 
 def describe(paths: List[str], owners: Dict[str, str]) -> List[Library]:
-    return [Library(p, elf_soname(p), owners.get(os.path.realpath(p))) for p in paths]
+    found = []
+    for path in paths:
+        soname = elf_soname(path)
+        owner = owners.get(os.path.realpath(path))
+        if owner is None and DRIVER.match(soname or os.path.basename(path)):
+            owner = DRIVER_OWNER
+        found.append(Library(path, soname, owner))
+    return found
 
 
 def interpreter_dirs() -> List[str]:

@@ -36,11 +36,24 @@ MAY_LACK: Dict[Tuple[str, str, str], Tuple[Tuple[int, ...], str, str]] = {
 }
 
 
-def support(family: str, operation: str, dtype: str, torch_version: str) -> Tuple[str, str]:
+# (backend family, device type, operation) -> what the backend does not take on that device in any torch version:
+# skipped without a call. Gloo's send and recv take CPU tensors only (torch's docs, "Backends": send/recv on GPU
+# with gloo is not supported): on a CUDA tensor its TCP pair writes from the device pointer and fails with EFAULT
+# ("writev ... Bad address", measured: torch 2.11, H200), and the broken connection then fails every later
+# collective of the group, so a probe would do harm.
+DEVICE_LACKS: Dict[Tuple[str, str, str], str] = {
+    ("gloo", "cuda", "send_recv_ring"): "gloo's send and recv on CUDA tensors (gloo takes CPU tensors only)",
+}
+
+
+def support(family: str, operation: str, dtype: str, torch_version: str, device: str = "cpu") -> Tuple[str, str]:
     """(MUST, "") when ``operation`` on ``dtype`` must work with this backend and torch version (no probe:
     any exception is an error); (PROBE, why) when it may be missing, so that a capability probe decides;
-    (ABSENT, why) when this version is known not to have it (skipped without a call); (UNDEFINED, why)
-    when no version defines it (not a variant of the check at all)."""
+    (ABSENT, why) when this version (or the backend on this ``device`` type) is known not to have it (skipped
+    without a call); (UNDEFINED, why) when no version defines it (not a variant of the check at all)."""
+    lacking = DEVICE_LACKS.get((family, device, operation))
+    if lacking is not None:
+        return ABSENT, "%s is not supported by the backend in any torch version (declared, distval_suite/support.py)" % lacking
     have = version_tuple(torch_version)
     for key in ((family, operation, dtype), (family, operation, ANY), (family, ANY, dtype)):
         entry = MAY_LACK.get(key)

@@ -4,9 +4,12 @@
 #
 #   bash tools/gpu_check.sh            # results under $OUT (or ./gpu-results when OUT is unset)
 #
-# Host mode needs nothing beyond PyYAML (on that machine already) and the standard library: docker-py is
-# never imported. Should a dependency be missing there, carry it as a wheel in .whl/ (the device tool's
-# README: pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl NAME); this installs it.
+# Host mode needs PyYAML (on that machine already), cryptography (distval's command line imports attest's signing;
+# missing there: carry it) and the standard library: docker-py is never imported. Carry the missing ones as wheels in
+# .whl/ (git-ignored via .git/info/exclude; the device tool's `carry`):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --platform manylinux_2_28_x86_64 \
+#     --platform manylinux2014_x86_64 -d .whl cryptography cffi pycparser
+# and this installs them.
 # It runs, in host mode with the machine's own torch: the CUDA build identity, NCCL with one rank per GPU,
 # gloo with two ranks on one GPU (configs/gpu-smoke.yaml), and configs/nccl.yaml when there are >= 2 GPUs.
 set -uo pipefail
@@ -46,6 +49,12 @@ run() {  # name config [extra args]
   echo "=== $name: exit $code"
   [ "$code" -eq 0 ] || status=1
 }
+# NCCL's own report of what it took from the environment, on this machine's NCCL, read by distval's parser (a
+# one-rank scenario creates no communicator, so the run's nccl_set_by_environment says "none reported").
+echo "=== NCCL set by environment"
+NCCL_DEBUG=INFO python3 -c 'import torch; torch.cuda.nccl.unique_id()' > "$out/nccl-env.log" 2>&1
+python3 -c 'import sys; from distval.results.nccl_environment import describe, set_by_environment; print("parsed:", describe(set_by_environment([open(sys.argv[1]).read()])))' "$out/nccl-env.log"
+grep "set by environment" "$out/nccl-env.log"
 run gpu-smoke configs/gpu-smoke.yaml
 if [ "$gpus" -ge 2 ]; then
   run nccl configs/nccl.yaml

@@ -120,3 +120,13 @@ def test_the_rules_find_a_real_second_copy_loaded_by_path(tmp_path: Path) -> Non
     assert "one copy" in rules, done.stdout
     if owned == "True":  # a package database owns libffi here: the copy is not the packaged one either
         assert "the packaged copy" in rules, done.stdout
+
+
+def test_the_gpu_drivers_libraries_are_the_hosts() -> None:
+    """The container runtime mounts the host driver's libcuda and libnvidia-ml (measured on an H200 machine, in
+    /usr/local/nvidia/lib64, no package's): listed as the host driver's, not judged as the image's."""
+    paths = ["/usr/local/nvidia/lib64/libcuda.so.580.159.04", "/usr/local/nvidia/lib64/libnvidia-ml.so.580.159.04"]
+    found = libraries.describe(paths, {})
+    assert [lib.owner for lib in found] == ["host driver", "host driver"]
+    assert assess(found, {}) == []
+    assert libraries.describe(["/opt/x/libcudart.so.13"], {})[0].owner is None  # the CUDA runtime is the image's

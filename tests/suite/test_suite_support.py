@@ -51,3 +51,12 @@ def test_no_suite_module_turns_an_error_into_a_skip_by_its_words() -> None:
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and "not supported|" in n.value
         ]
         assert words == [], path
+
+
+def test_gloo_send_and_recv_on_cuda_tensors_are_declared_absent_on_every_torch() -> None:
+    """Measured on an H200 (torch 2.11): gloo's send on a CUDA tensor failed with EFAULT and broke the pair for every
+    later collective, so it is skipped without a call; on the CPU it must work."""
+    kind, why = support("gloo", "send_recv_ring", "float32", "2.15.0", "cuda")
+    assert kind == ABSENT and "CPU tensors only" in why
+    assert support("gloo", "send_recv_ring", "float32", "2.15.0", "cpu") == (MUST, "")
+    assert support("nccl", "send_recv_ring", "float32", "2.15.0", "cuda") == (MUST, "")
