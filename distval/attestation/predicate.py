@@ -79,7 +79,8 @@ def _findings(scenarios: Sequence[object]) -> dict[str, list[dict[str, Any]]]:
         for case in scenario["cases"]:
             if not isinstance(case, dict) or case.get("name") not in FINDINGS_DETAILS:
                 continue
-            details = case.get("details") if isinstance(case.get("details"), dict) else {}
+            found_details = case.get("details")
+            details: dict[str, Any] = found_details if isinstance(found_details, dict) else {}
             entry: dict[str, Any] = {"scenario": scenario.get("name"), "status": case.get("status")}
             entry.update({key: details.get(key) for key in FINDINGS_DETAILS[str(case["name"])]})
             found.setdefault(str(case["name"]), []).append(entry)
