@@ -350,6 +350,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             display.log(line)
 
     note: str | None = None  # SAMPLE_IMAGE_NOTE, once the plan says the sample image runs
+    config_sha256: str | None = None  # once the config was read
     images: tuple[str, ...] = (args.image,) if args.image else ()  # the plan's, once there is one
     selection = selection_from(args)
 
@@ -367,6 +368,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             image_note=note,
             selection_args=selection.arguments,
             images=images,
+            config_sha256=config_sha256,
         )
 
     summary: RunSummary
@@ -378,6 +380,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             raise BadInput("; ".join(dict.fromkeys(f"{option} {reason}" for option, _, reason in refused)))
         check_remeasure(baseline)
         config = load_config(config_path)
+        config_sha256 = config.sha256
         selected = select(config, args.filter, selection)
         chosen = choose_target(args, running(selected, args.filter), engine_for, warn)
         target = chosen

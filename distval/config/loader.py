@@ -6,6 +6,7 @@ reported one per line as ``FILE:LINE: KEY.PATH: expected ..., got ...``, in file
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -175,7 +176,8 @@ def parse_config(text: str, path: str) -> Config:
             scenarios = _scenarios(top["scenarios"], defaults, problems)
     if problems.lines:
         raise ConfigError(problems.in_file_order())
-    return Config(path=path, scenarios=tuple(scenarios))
+    digest = hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()  # the file's bytes, as read
+    return Config(path=path, scenarios=tuple(scenarios), sha256=digest)
 
 
 # A scenario file is a few KiB; this bounds what a wrong path (a log, /dev/zero) can make distval read.

@@ -92,3 +92,5 @@ class Scenario:
 class Config:
     path: str
     scenarios: tuple[Scenario, ...]
+    # sha256 of the file's bytes as read: the JSON report and an attestation name the config by its content.
+    sha256: str = ""

@@ -70,6 +70,7 @@ def json_report(summary: RunSummary) -> dict[str, Any]:
         "engine_version": summary.engine_version,
         "host": summary.host,
         "config": summary.config_path,
+        "config_sha256": summary.config_sha256,
         # Some scenario ran distval's sample image for want of an image (its ``sample_image`` property says which).
         "sample_image": summary.image_note is not None,
         "scenarios": scenarios,

@@ -103,6 +103,7 @@ class RunSummary:
     suite_prefix: str | None = None
     # The check selection's options (--check, --skip-check, -k): the reproduce commands repeat them.
     selection_args: tuple[str, ...] = ()
+    config_sha256: str | None = None  # the config file's content, as the loader read it (None: not read)
 
     @property
     def exit_code(self) -> int:

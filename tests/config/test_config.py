@@ -1212,3 +1212,9 @@ def test_a_misspelt_check_or_argument_names_the_closest_and_a_far_one_names_none
     the_problem(problems, line_of(text, "large_mb"), "scenarios[0].checks[1].args.large_mb", "did you mean 'large_mib'?")
     (far,) = [p for p in problems if "'zzz'" in p]
     assert "did you mean" not in far, far
+
+
+def test_the_config_carries_the_sha256_of_its_files_bytes() -> None:
+    """The JSON report's config_sha256 (and an attestation's) names the config by its content."""
+    path = ROOT / "configs" / "default.yaml"
+    assert load_config(path).sha256 == __import__("hashlib").sha256(path.read_bytes()).hexdigest()
