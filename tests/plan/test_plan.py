@@ -352,7 +352,7 @@ def test_default_suite_spec(default_plan: RunPlan) -> None:
         assert [c["name"] for c in spec["checks"]] == [c.name for c in plan.scenario.checks] == DEFAULT_CHECKS
         assert spec["scenario"] == plan.scenario.name
         assert spec["collective_timeout_s"] == 60.0
-        assert spec["check_timeout_s"] == 120.0
+        assert spec["check_timeout_s"] == 300.0
         assert spec["world_size"] == 2
         assert spec["nproc_per_node"] == len(plan.containers[0].ranks)
 
