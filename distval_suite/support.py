@@ -19,10 +19,11 @@ MUST, PROBE, ABSENT, UNDEFINED = "must", "probe", "absent", "undefined"
 NEVER = (999,)  # no torch version has it: not part of what the check covers (no variant, no skip)
 # (backend family, operation, dtype or ANY) -> (first torch version known to have it, what may be missing,
 # what to do below that version: PROBE, or ABSENT where calling it is known to do harm).
-# Versions are the ones measured (docs/field notes): gloo on torch 2.14.1 runs reduce_scatter, all_to_all
-# and AVG; Debian's 1.13 and 2.6 do not have them all. Their gloo refuses reduce_scatter and all_to_all
-# when called (a probe is harmless), but refuses AVG inside the work (2.6, 3 ranks): the error comes
-# back again from the next barrier, so AVG is declared absent before 2.8 (PR #149781) and never called.
+# Versions are the ones measured (docs/checks.md, "collectives"; tests/docker_helpers.py GOOD lists each fixture's
+# skips): gloo on torch 2.14.1 runs reduce_scatter, all_to_all and AVG; Debian's 1.13 and 2.6 do not have them all.
+# Their gloo refuses reduce_scatter and all_to_all when called (a probe is harmless), but refuses AVG inside the
+# work (2.6, 3 ranks): the error comes back again from the next barrier, so AVG is declared absent before 2.8 (PR
+# #149781) and never called.
 MAY_LACK: Dict[Tuple[str, str, str], Tuple[Tuple[int, ...], str, str]] = {
     ("gloo", "all_gather_into_tensor", ANY): ((2, 14), "gloo's all_gather_into_tensor (_allgather_base)", PROBE),
     ("gloo", "reduce_scatter", ANY): ((2, 14), "gloo's reduce_scatter", PROBE),
