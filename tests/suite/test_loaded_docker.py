@@ -28,9 +28,9 @@ scenarios:
 """
 
 
-def _cases(image: str, tmp_path: Path) -> dict[str, dict[str, Any]]:
+def _cases(image: str, tmp_path: Path, config_text: str = CONFIG) -> dict[str, dict[str, Any]]:
     config = tmp_path / "loaded.yaml"
-    config.write_text(CONFIG)
+    config.write_text(config_text)
     report = tmp_path / "report.json"
     done = subprocess.run(
         [sys.executable, "-m", "distval", "run", str(config), "--image", image, "--json", str(report), "--quiet"],
@@ -99,3 +99,17 @@ def test_a_misspelt_and_a_harmful_variable_baked_into_the_image_fail(fixture_ima
     assert "NCCL_ALGO=Tree (image) decides the collectives' algorithm" in message
     assert "CCL_NET_GDR_LEVEL (/etc/nccl.conf) is read by nothing in this image; did you mean NCCL_NET_GDR_LEVEL?" in message
     assert cases["libraries"]["status"] == "passed"
+
+
+def test_allowed_names_pass_and_a_harmful_one_can_be_only_a_warning(fixture_image: Callable[[str], str], tmp_path: Path) -> None:
+    config = CONFIG.replace(
+        "checks: [env, libraries, environment]",
+        "checks: [env, {name: environment, args: {allow: [GLOO_SOCKET_IFNAM, CCL_NET_GDR_LEVEL], harmful_verdict: warn}}]",
+    )
+    cases = _cases(fixture_image("distval-fixtures/broken:env-misspelt-harmful"), tmp_path, config)
+    environment = cases["environment"]
+    assert environment["status"] == "passed", environment["message"]
+    assert "harmful ones only warned" in environment["message"]
+    assert "warning: NCCL_ALGO=Tree (image) decides" in environment["message"]
+    listed = {v["name"]: v for v in environment["details"]["variables"]}
+    assert listed["NCCL_ALGO"]["value"] == "Tree" and listed["CCL_NET_GDR_LEVEL"]["source"] == "/etc/nccl.conf"
