@@ -90,8 +90,11 @@ def environ_of(path: str) -> Dict[str, str]:
 def config_file(path: str) -> Dict[str, str]:
     """NCCL's config file: ``NAME=VALUE`` lines, ``#`` comments; {} when absent or unreadable."""
     found: Dict[str, str] = {}
+    path = os.path.expanduser(path)
+    if not os.path.isfile(path):  # absent, or not a regular file (a FIFO would block the read)
+        return found
     try:
-        with open(os.path.expanduser(path), encoding="utf-8", errors="replace") as f:
+        with open(path, encoding="utf-8", errors="replace") as f:
             for line in f.read(1 << 20).splitlines():
                 line = line.strip()
                 if line and not line.startswith("#") and "=" in line:
@@ -159,7 +162,7 @@ def names_in_python(package_dir: str) -> Set[str]:
     names: Set[str] = set()
     for directory, _dirs, files in os.walk(package_dir):
         for file in files:
-            if not file.endswith(".py"):
+            if not file.endswith(".py") or not os.path.isfile(os.path.join(directory, file)):
                 continue
             try:
                 with open(os.path.join(directory, file), "rb") as f:
@@ -232,7 +235,7 @@ def assess(variables: List[Variable], known: Set[str], harmful: Iterable[str], a
                     "%s (%s) is read by nothing in this image; did you mean %s?" % (variable.name, variable.source, meant),
                 )
             )
-        elif listed(variable) and variable.name.startswith(PREFIXES):
+        elif variable.name.startswith(PREFIXES):
             findings.append(
                 Finding(
                     "unread",

@@ -60,6 +60,10 @@ class Finding(NamedTuple):
     seen: str
 
 
+def _shared_object(path: str) -> bool:
+    return re.search(r"\.so($|\.)", os.path.basename(path)) is not None
+
+
 def mapped_paths(maps_text: str) -> List[str]:
     """The shared objects a process maps, each once, in the order of the maps: files whose name has ``.so``
     (``libx.so``, ``libx.so.1.2``, ``_C.cpython-313-x86_64-linux-gnu.so``)."""
@@ -71,7 +75,7 @@ def mapped_paths(maps_text: str) -> List[str]:
         path = fields[5].strip()
         if path.endswith(" (deleted)"):
             path = path[: -len(" (deleted)")]
-        if re.search(r"\.so($|\.)", os.path.basename(path)):
+        if _shared_object(path):
             seen.setdefault(path, None)
     return list(seen)
 
@@ -133,13 +137,10 @@ def library_key(soname: str) -> str:
     return _AUDITWHEEL_HASH.sub("", soname)
 
 
-def _shared_object(path: str) -> bool:
-    return re.search(r"\.so($|\.)", os.path.basename(path)) is not None
-
-
 def package_files(search_path: Iterable[str]) -> Dict[str, str]:
     """Every shared object a package database lists, by resolved path -> owner: pip's RECORD files in the
-    directories of ``search_path`` (sys.path), dpkg's /var/lib/dpkg/info/*.list, conda's conda-meta/*.json."""
+    directories of ``search_path`` (sys.path), dpkg's /var/lib/dpkg/info/*.list, conda's conda-meta/*.json. Only
+    regular files are read: a FIFO the image put there would block the read until the check's time limit."""
     owners: Dict[str, str] = {}
 
     def add(path: str, owner: str) -> None:
@@ -147,7 +148,7 @@ def package_files(search_path: Iterable[str]) -> Dict[str, str]:
             owners.setdefault(os.path.realpath(path), owner)
 
     for directory in dict.fromkeys(p for p in search_path if p and os.path.isdir(p)):
-        for record in glob.glob(os.path.join(directory, "*.dist-info", "RECORD")):
+        for record in filter(os.path.isfile, glob.glob(os.path.join(directory, "*.dist-info", "RECORD"))):
             name = os.path.basename(os.path.dirname(record)).split("-", 1)[0]
             try:
                 with open(record, encoding="utf-8", errors="replace") as f:
@@ -157,7 +158,7 @@ def package_files(search_path: Iterable[str]) -> Dict[str, str]:
                             add(os.path.normpath(os.path.join(directory, entry)), "pip:" + name)
             except OSError:
                 continue
-    for listing in glob.glob("/var/lib/dpkg/info/*.list"):
+    for listing in filter(os.path.isfile, glob.glob("/var/lib/dpkg/info/*.list")):
         package = os.path.basename(listing)[: -len(".list")].split(":", 1)[0]
         try:
             with open(listing, encoding="utf-8", errors="replace") as f:
@@ -166,7 +167,7 @@ def package_files(search_path: Iterable[str]) -> Dict[str, str]:
         except OSError:
             continue
     for prefix in dict.fromkeys([sys.prefix, os.environ.get("CONDA_PREFIX", "")]):
-        for meta in glob.glob(os.path.join(prefix, "conda-meta", "*.json")) if prefix else []:
+        for meta in filter(os.path.isfile, glob.glob(os.path.join(prefix, "conda-meta", "*.json")) if prefix else []):
             try:
                 with open(meta, encoding="utf-8") as f:
                     data = json.load(f)

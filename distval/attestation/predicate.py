@@ -15,11 +15,11 @@ from distval.reports.baseline import BadReport
 # The checks whose details are the findings of the attestation (distval_suite/libraries.py, environment.py): what the
 # ranks mapped and who owns it, the variables the image bakes in, and what was wrong with either; per scenario that
 # ran them, with the check's status.
-FINDINGS_KEYS = ("libraries", "environment")
 FINDINGS_DETAILS = {
     "libraries": ("mapped_count", "owners", "findings", "mapped"),
     "environment": ("variables", "files", "findings", "known_names"),
 }
+FINDINGS_KEYS = tuple(FINDINGS_DETAILS)
 # Testcases that validate nothing on their own (docs/reports.md#verdicts): they are listed, but a pass of theirs
 # is not "a check passed".
 NOT_VALIDATING = frozenset({"exit_status", "process_group"})
