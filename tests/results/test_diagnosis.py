@@ -367,7 +367,7 @@ def test_before_kill_signals_then_waits_and_never_raises() -> None:
             notes.append(line)
 
     took_s = before_kill(engine, {name: object()}, plan, Events())  # type: ignore[arg-type]
-    assert engine.calls[0][4] == str(int(signal.SIGUSR1)) and engine.calls[1][5] == "0,1"
+    assert engine.calls[0][4] == str(int(signal.SIGUSR1)) and engine.calls[1][5] == "0:7,1:8"
     assert took_s < 5 and "stacks of rank(s) [0, 1] and flight-recorder dumps of rank(s) [0, 1]" in notes[0]
     failing = ExecEngine([EngineError("container is paused")])
     notes.clear()

@@ -6,6 +6,13 @@ each rank prints every thread's Python stack into ``stacks-rank-N.txt``; the sig
 ``container.kill`` reaches only PID 1) and asks the flight-recorder thread for a dump (a request file created
 through the same kind of exec), waiting a bounded time for both. The files are copied out with the results
 afterwards and read by distval/results/diagnosis.py.
+
+A rank's stacks are complete when its main thread has left faulthandler's handler, not when the file is
+non-empty: the handler writes a frame in several write() calls, and on a loaded machine the kill that follows
+the wait cut a dump after its first line (CI, stop 29: "1 thread(s)", the text ending in ``File ``). While the
+handler runs, SIGUSR1 is in the thread's blocked mask (faulthandler installs it without SA_NODEFER when
+``chain=False``, Modules/faulthandler.c), so the wait reads the worker's /proc status: the signal neither
+pending nor blocked, and the file non-empty, means the dump returned.
 """
 
 from __future__ import annotations
@@ -32,12 +39,14 @@ EXEC_MARGIN_S = 20.0
 # How often the wait for the stacks looks at a stop request (issue 20: the run's Ctrl-C from a worker thread).
 STOP_CHECK_S = 0.2
 
-# argv[1]: the results directory; argv[2]: the signalled ranks, comma-separated; argv[3]: the bound in
-# seconds; argv[4]: the node rank. Python 3.9-compatible, standard library only: it runs in the image.
-_WAIT_SCRIPT = r"""
+# argv[1]: the results directory; argv[2]: the signalled workers, "rank:pid" comma-separated (the pid in the
+# container's PID namespace, which the exec shares); argv[3]: the bound in seconds; argv[4]: the node rank;
+# argv[5]: the signal number. Python 3.9-compatible, standard library only: it runs in the image.
+WAIT_SCRIPT = r"""
 import json, os, sys, time
-results, limit, node = sys.argv[1], float(sys.argv[3]), int(sys.argv[4])
-ranks = [int(r) for r in sys.argv[2].split(",") if r]
+results, limit, node, signum = sys.argv[1], float(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+workers = dict((int(r), int(p)) for r, p in (w.split(":") for w in sys.argv[2].split(",") if w))
+ranks = sorted(workers)
 start = time.time()
 request = os.path.join(results, "diagnose.request")
 with open(request + ".partial", "w") as f:
@@ -53,8 +62,18 @@ def fresh(name):
         return os.stat(os.path.join(results, name)).st_mtime >= start - 0.05
     except OSError:
         return False
+def in_handler(pid):
+    # The signal still pending (not delivered yet) or blocked (its handler is running) in the worker's main
+    # thread; a worker that has exited is not writing any more.
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return False
+    bit = 1 << (signum - 1)
+    return any(int(fields.get(k, "0").strip() or "0", 16) & bit for k in ("SigPnd", "ShdPnd", "SigBlk"))
 while True:
-    stacks = [r for r in ranks if size("stacks-rank-%d.txt" % r) > 0]
+    stacks = [r for r in ranks if size("stacks-rank-%d.txt" % r) > 0 and not in_handler(workers[r])]
     dumps = [r for r in ranks if fresh("flight-recorder-rank-%d.json" % r)]
     if (len(stacks) == len(ranks) and len(dumps) == len(ranks)) or time.time() - start >= limit:
         break
@@ -120,10 +139,12 @@ def _diagnose_container(engine: EngineAPI, container: Any, cp: ContainerPlan, py
             workers = signal_workers(engine, container, python, signal.SIGUSR1)
     except EngineError as exc:
         return f"{thawed}no stacks: the workers could not be signalled ({exc})"
-    ranks = [w.rank for w in workers if w.error is None]
+    signalled = [w for w in workers if w.error is None]
+    ranks = [w.rank for w in signalled]
     if not ranks:
         return f"{thawed}no stacks: no worker process was running"
-    argv = [python, "-S", "-c", _WAIT_SCRIPT, cp.results_dir, ",".join(map(str, ranks)), f"{WAIT_S:g}", str(cp.node_rank)]
+    pairs = ",".join(f"{w.rank}:{w.pid}" for w in signalled)
+    argv = [python, "-S", "-c", WAIT_SCRIPT, cp.results_dir, pairs, f"{WAIT_S:g}", str(cp.node_rank), str(int(signal.SIGUSR1))]
     try:
         result = engine.exec_run(container, argv)
     except EngineError as exc:
