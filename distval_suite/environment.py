@@ -157,6 +157,17 @@ def names_in_libraries(paths: Iterable[str]) -> Tuple[Set[str], List[str]]:
     return names, scanned
 
 
+def unread_libraries(scanned: Iterable[str]) -> Optional[str]:
+    """Why the names the image reads are not known (None: they are): none of torch's own libraries (libtorch*,
+    libc10*), which every rank maps, could be read. Without them a misspelt name cannot be told from a correct
+    one, and a pass would claim what was never judged."""
+    if any(re.match(r"lib(torch|c10)[._-]", os.path.basename(path)) for path in scanned):
+        return None
+    return "none of torch's own libraries (libtorch*, libc10*) could be read for the names it reads (read: %s)" % (
+        ", ".join(os.path.basename(p) for p in sorted(scanned)[:5]) or "nothing"
+    )
+
+
 def names_in_python(package_dir: str) -> Set[str]:
     """The family names in a package's Python files that read the environment."""
     names: Set[str] = set()

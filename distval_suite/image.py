@@ -250,6 +250,7 @@ def check_libraries(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     # Every rank judges its own process: what it mapped is what ran (a rank of another node may load another copy).
     owners = libraries.package_files(sys.path)
     found = libraries.describe(_mapped(), owners)
+    cannot = libraries.unjudged(found)
     findings = libraries.assess(found, owners, libraries.interpreter_dirs(), args.get("allow_dirs", []))
     by_database: Dict[str, int] = {}
     for library in found:
@@ -264,6 +265,8 @@ def check_libraries(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     }
     if findings:
         raise CheckFailed(_findings_message([libraries.finding_text(f) for f in findings]), details)
+    if cannot is not None:
+        raise CheckFailed("cannot judge what this rank loaded: " + cannot, details)
     owned = ", ".join("%s %d" % (kind, count) for kind, count in sorted(by_database.items()) if kind != "none")
     return (
         "%d shared libraries mapped (owned: %s; the rest the running Python's or the system's), one copy each, "
@@ -301,6 +304,9 @@ def check_environment(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     }
     if failing:
         raise CheckFailed(_findings_message([f.text for f in failing + notes]), details)
+    cannot = environment.unread_libraries(scanned)
+    if cannot is not None:
+        raise CheckFailed("cannot judge the image's variables: " + cannot, details)
     message = (
         "the image sets %d variable(s) (%d listed: torch's, its backends', OpenMP's, CUDA's, the loader's), none misspelt%s; "
         % (

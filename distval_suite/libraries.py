@@ -250,5 +250,25 @@ def assess(
     return findings
 
 
+# torch's own libraries: a rank that imported torch maps them. Unless a package database owns them, no rule can
+# say which copy of a library is the packaged one, and a pass would claim what was never judged.
+TORCH_OWN = re.compile(r"^lib(torch|c10)[._-]")
+
+
+def unjudged(libraries: List[Library]) -> Optional[str]:
+    """Why the rules cannot be judged over ``libraries`` (None: they can): torch's own libraries mapped without a
+    package database owning any of them (an image with the package databases removed, torch copied in by hand)."""
+    own = [lib for lib in libraries if TORCH_OWN.match(os.path.basename(lib.path))]
+    if not own:
+        return "none of torch's own libraries (libtorch*, libc10*) is mapped: this rank's loaded libraries are not torch's"
+    if all(lib.owner is None for lib in own):
+        names = ", ".join(sorted({os.path.basename(lib.path) for lib in own})[:3])
+        return (
+            "no package database (pip's RECORD, dpkg, conda-meta) owns torch's own libraries (%s): which copy of a "
+            "library is the packaged one cannot be told" % names
+        )
+    return None
+
+
 def finding_text(finding: Finding) -> str:
     return "%s: %s: expected %s; loaded %s" % (finding.rule, finding.library, finding.expected, finding.seen)

@@ -108,3 +108,11 @@ def test_a_file_a_variable_names_is_described(tmp_path: Path) -> None:
     facts = environment.describe_file(str(topology))
     assert facts["exists"] is True and facts["size"] == 9 and len(str(facts["sha256"])) == 64
     assert environment.describe_file(str(tmp_path / "none.xml")) == {"path": str(tmp_path / "none.xml"), "exists": False}
+
+
+def test_without_torchs_libraries_read_the_names_are_not_judged() -> None:
+    assert environment.unread_libraries(["/opt/venv/lib/python3.12/site-packages/torch/lib/libtorch_cpu.so"]) is None
+    assert environment.unread_libraries(["/usr/lib/x86_64-linux-gnu/libc10.so.2.6"]) is None
+    missing = environment.unread_libraries(["/usr/lib/x86_64-linux-gnu/libgomp.so.1"])
+    assert missing is not None and "libgomp.so.1" in missing
+    assert "read: nothing" in (environment.unread_libraries([]) or "")

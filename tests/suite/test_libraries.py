@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from distval_suite import libraries
 from distval_suite.libraries import Library, assess, elf_soname, library_key, mapped_paths
 
@@ -130,3 +132,22 @@ def test_the_gpu_drivers_libraries_are_the_hosts() -> None:
     assert [lib.owner for lib in found] == ["host driver", "host driver"]
     assert assess(found, {}) == []
     assert libraries.describe(["/opt/x/libcudart.so.13"], {})[0].owner is None  # the CUDA runtime is the image's
+
+
+def test_the_rules_are_not_judged_without_torchs_libraries_owned() -> None:
+    owned = Library("/usr/lib/python3/dist-packages/torch/lib/libc10.so", "libc10.so", "dpkg:libtorch2.6")
+    unowned = owned._replace(owner=None)
+    other = Library("/usr/lib/x86_64-linux-gnu/libgomp.so.1", "libgomp.so.1", "dpkg:libgomp1")
+    assert libraries.unjudged([other, owned]) is None
+    assert "no package database" in (libraries.unjudged([other, unowned]) or "")
+    assert "libc10.so" in (libraries.unjudged([other, unowned]) or "")
+    assert "none of torch's own libraries" in (libraries.unjudged([other]) or "")
+
+
+def test_this_processs_torch_libraries_are_judged() -> None:
+    # The guard can pass: this venv's torch is pip's, its RECORD owns libtorch* and libc10*.
+    torch = pytest.importorskip("torch")
+    assert torch is not None
+    with open("/proc/self/maps", encoding="utf-8") as f:
+        found = libraries.describe(mapped_paths(f.read()), libraries.package_files(sys.path))
+    assert libraries.unjudged(found) is None

@@ -18,6 +18,7 @@ import pytest
 
 from distval.targets.docker.stacks import WAIT_SCRIPT
 
+SIGNAL = str(int(signal.SIGUSR1))
 # A stand-in worker: SIGUSR1 blocked in its main thread, as it is while faulthandler's handler writes the stacks,
 # or not blocked, as after the handler returned.
 WORKER = (
@@ -54,7 +55,17 @@ def wait_for(results: Path, state: str, limit_s: float) -> tuple[dict[str, objec
         assert worker.stdout is not None and worker.stdout.readline().strip() == "ready"
         started = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-S", "-c", WAIT_SCRIPT, str(results), f"0:{worker.pid}", str(limit_s), "0", str(int(signal.SIGUSR1))],
+            [
+                sys.executable,
+                "-S",
+                "-c",
+                WAIT_SCRIPT,
+                str(results),
+                f"0:{worker.pid}",
+                str(limit_s),
+                "0",
+                str(int(signal.SIGUSR1)),
+            ],
             capture_output=True,
             text=True,
             timeout=60,
@@ -80,7 +91,7 @@ def test_stacks_of_a_worker_out_of_the_handler_are_collected_at_once(results: Pa
 
 def test_a_worker_that_exited_is_not_waited_for(results: Path) -> None:
     done = subprocess.run(
-        [sys.executable, "-S", "-c", WAIT_SCRIPT, str(results), "0:999999999", "30", "0", str(int(signal.SIGUSR1))],
+        [sys.executable, "-S", "-c", WAIT_SCRIPT, str(results), "0:999999999", "30", "0", SIGNAL],
         capture_output=True,
         text=True,
         timeout=60,
