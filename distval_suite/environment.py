@@ -24,8 +24,9 @@ import hashlib
 import mmap
 import os
 import re
-import struct
 from typing import Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+
+from distval_suite import elf
 
 PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "TORCHELASTIC_", "PYTORCH_", "OMP_", "KMP_", "MKL_", "CUDA_", "CUDNN_", "CUBLAS_")
 # Listed beside them: what decides which libraries load (distval_suite/libraries.py judges the result).
@@ -119,27 +120,6 @@ def listed(variable: Variable) -> bool:
     return variable.source != "image" or variable.name.startswith(PREFIXES) or variable.name in LOADER_NAMES
 
 
-def _read_only_data(f: "mmap.mmap") -> List[Tuple[int, int]]:
-    """(offset, size) of an ELF64 file's .rodata* and .dynstr sections; the whole file when it has no section table."""
-    header = f[:64]
-    if header[:4] != b"\x7fELF" or header[4] != 2 or header[5] not in (1, 2):
-        return [(0, len(f))]
-    order = "<" if header[5] == 1 else ">"
-    (shoff,) = struct.unpack(order + "Q", header[40:48])
-    entsize, count, strndx = struct.unpack(order + "HHH", header[58:64])
-    if not shoff or not count or strndx >= count or shoff + entsize * count > len(f):
-        return [(0, len(f))]
-    headers = [struct.unpack(order + "IIQQQQ", f[shoff + i * entsize : shoff + i * entsize + 40]) for i in range(count)]
-    names_at, names_size = headers[strndx][4], headers[strndx][5]
-    names = f[names_at : names_at + names_size]
-    found = []
-    for name_at, _kind, _flags, _addr, offset, size in headers:
-        name = names[name_at : names.find(b"\0", name_at)]
-        if (name == b".dynstr" or name == b".rodata" or name.startswith(b".rodata.")) and offset + size <= len(f):
-            found.append((offset, size))
-    return found or [(0, len(f))]
-
-
 def names_in_libraries(paths: Iterable[str]) -> Tuple[Set[str], List[str]]:
     """The family names in the read-only data of the reader libraries among ``paths``; and which were read."""
     names: Set[str] = set()
@@ -149,9 +129,9 @@ def names_in_libraries(paths: Iterable[str]) -> Tuple[Set[str], List[str]]:
             continue
         try:
             with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                for offset, size in _read_only_data(data):
+                for offset, size in elf.read_only_data(data):
                     names.update(n.decode() for n in NAME.findall(data, offset, offset + size))
-        except (OSError, ValueError, struct.error):
+        except (OSError, ValueError):
             continue
         scanned.append(path)
     return names, scanned

@@ -26,10 +26,11 @@ import glob
 import json
 import os
 import re
-import struct
 import sys
 import sysconfig
 from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
+
+from distval_suite import elf
 
 # The system's own library directories (the dynamic loader's defaults, with Debian's and Fedora's multiarch
 # ones): a library there is inside the package trees even where no package database says whose it is (an
@@ -78,58 +79,6 @@ def mapped_paths(maps_text: str) -> List[str]:
         if _shared_object(path):
             seen.setdefault(path, None)
     return list(seen)
-
-
-def elf_soname(path: str) -> Optional[str]:
-    """The DT_SONAME of an ELF shared object, or None (not ELF, no dynamic section, no soname, unreadable)."""
-    try:
-        with open(path, "rb") as f:
-            header = f.read(64)
-            if header[:4] != b"\x7fELF" or header[4] not in (1, 2) or header[5] not in (1, 2):
-                return None
-            wide, order = header[4] == 2, "<" if header[5] == 1 else ">"
-            if wide:
-                phoff, phentsize, phnum = struct.unpack(order + "32xQ14xHH", header[:58])
-            else:
-                phoff, phentsize, phnum = struct.unpack(order + "28xI10xHH", header[:46])
-            f.seek(phoff)
-            table = f.read(phentsize * phnum)
-            loads: List[Tuple[int, int, int]] = []  # (vaddr, offset, filesz)
-            dynamic: Optional[Tuple[int, int]] = None
-            for i in range(phnum):
-                entry = table[i * phentsize : (i + 1) * phentsize]
-                if wide:
-                    kind, _flags, offset, vaddr, _paddr, filesz = struct.unpack(order + "IIQQQQ", entry[:40])
-                else:
-                    kind, offset, vaddr, _paddr, filesz = struct.unpack(order + "IIIII", entry[:20])
-                if kind == 1:
-                    loads.append((vaddr, offset, filesz))
-                elif kind == 2:
-                    dynamic = (offset, filesz)
-            if dynamic is None:
-                return None
-            f.seek(dynamic[0])
-            raw = f.read(min(dynamic[1], 1 << 20))
-            size = 16 if wide else 8
-            strtab = soname = None
-            for i in range(len(raw) // size):
-                tag, value = struct.unpack(order + ("qQ" if wide else "iI"), raw[i * size : (i + 1) * size])
-                if tag == 0:
-                    break
-                if tag == 5:
-                    strtab = value
-                elif tag == 14:
-                    soname = value
-            if strtab is None or soname is None:
-                return None
-            for vaddr, offset, filesz in loads:
-                if vaddr <= strtab < vaddr + filesz:
-                    f.seek(offset + (strtab - vaddr) + soname)
-                    name = f.read(256).split(b"\0", 1)[0]
-                    return name.decode("utf-8", "replace") or None
-            return None
-    except (OSError, struct.error):
-        return None
 
 
 def library_key(soname: str) -> str:
@@ -181,7 +130,7 @@ def package_files(search_path: Iterable[str]) -> Dict[str, str]:
 def describe(paths: List[str], owners: Dict[str, str]) -> List[Library]:
     found = []
     for path in paths:
-        soname = elf_soname(path)
+        soname = elf.soname(path)
         owner = owners.get(os.path.realpath(path))
         if owner is None and DRIVER.match(soname or os.path.basename(path)):
             owner = DRIVER_OWNER

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from distval_suite import libraries
-from distval_suite.libraries import Library, assess, elf_soname, library_key, mapped_paths
+from distval_suite.elf import soname as elf_soname
+from distval_suite.libraries import Library, assess, library_key, mapped_paths
 
 MAPS = """\
 7f0000000000-7f0000001000 r--p 00000000 08:01 1234 /usr/lib/x86_64-linux-gnu/libgomp.so.1.0.0
