@@ -277,8 +277,9 @@ def check_libraries(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
 
 @check("environment")
 def check_environment(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
-    if not ctx.spec.get("image_environment"):
-        raise Skip("this target runs no image: the ranks' first process is not an image's (there is no baked-in environment)")
+    lacking = ctx.spec.get("no_image_environment")
+    if lacking:  # the target's declared reason (distval/targets/declarations.py): its ranks start from no image
+        raise Skip(str(lacking))
     variables = environment.image_variables(environment.environ_of("/proc/1/environ"), ctx.spec.get("set_by_distval", []))
     known, scanned = environment.names_in_libraries(_mapped())
     known |= environment.names_in_python(os.path.dirname(os.path.abspath(torch.__file__)))

@@ -91,9 +91,10 @@ class Site:
     # Several nodes' agents share one address (loopback, host networking): each would decide it hosts the c10d
     # store, so the rows with rdzv_conf say which does (is_host).
     shared_address: bool = False
-    # Each node's first process starts with the image's environment (its ENV) plus what distval sets: a container.
-    # Host mode's nodes start from the host's (the environment check is skipped there).
-    image_environment: bool = True
+    # None: each node's first process starts with the image's environment (its ENV) plus what distval sets (a
+    # container). Otherwise why there is none (the target's declaration, distval/targets/declarations.py): host mode's
+    # nodes start from the host's, and the environment check is skipped with this reason.
+    no_image_environment: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,7 +174,7 @@ def _spec(
     results_dir: str,
     subnets: str,
     env: list[tuple[str, str]],
-    image_environment: bool,
+    no_image_environment: str | None,
 ) -> str:
     """The suite spec one node reads (distval_suite/main.py). ``env``: the node's environment as distval sets it (the
     environment check tells the image's own variables from these by name)."""
@@ -193,7 +194,7 @@ def _spec(
         "subnets": subnets,
         "checks": [{"name": c.name, "args": dict(c.args)} for c in scenario.checks],
         "set_by_distval": sorted({name for name, _ in env}),
-        "image_environment": image_environment,
+        "no_image_environment": no_image_environment,
     }
     return json.dumps(spec, sort_keys=True)
 
@@ -292,7 +293,9 @@ def build_nodes(scenario: Scenario, run_id: str, slug: str, site: Site) -> Nodes
         files = suite_copies(root, modes) + (
             FileCopy(results_dir, modes.results),
             FileCopy(
-                spec_path, modes.spec, text=_spec(scenario, row, fields, results_dir, site.subnets, env, site.image_environment)
+                spec_path,
+                modes.spec,
+                text=_spec(scenario, row, fields, results_dir, site.subnets, env, site.no_image_environment),
             ),
         )
         containers.append(

@@ -36,8 +36,22 @@ GPUS = Capability("gpus", "GPUs", "device: cuda", lambda s: s.gpus_per_node > 0)
 ELASTIC = Capability("elastic", "elastic restarts", "max_restarts:", lambda s: s.max_restarts > 0)
 KEEP_ON_FAILURE = Capability("keep_on_failure", "the failed scenarios' resources kept", "--keep-on-failure")
 REAPER = Capability("reaper", "a reaper that removes the run's resources if distval is killed", "(every run)", said_only=True)
+# The environment check judges what the image bakes in; a target whose ranks do not start from an image has none:
+# that check alone is skipped there, with this declaration's reason in the spec (distval/plan/nodes.py).
+IMAGE_ENVIRONMENT = Capability(
+    "image_environment", "the image's own baked-in environment", "the environment check", said_only=True
+)
 
-CAPABILITIES: tuple[Capability, ...] = (FAULTS, IPV6, EXTRA_NETWORKS, GPUS, ELASTIC, KEEP_ON_FAILURE, REAPER)
+CAPABILITIES: tuple[Capability, ...] = (
+    FAULTS,
+    IPV6,
+    EXTRA_NETWORKS,
+    GPUS,
+    ELASTIC,
+    KEEP_ON_FAILURE,
+    REAPER,
+    IMAGE_ENVIRONMENT,
+)
 BY_NAME: Mapping[str, Capability] = {c.name: c for c in CAPABILITIES}
 
 

@@ -38,6 +38,7 @@ LOCAL = TargetDeclaration(
         "extra_networks": Lacking("it runs every node on this host's loopback", skip=True),
         "keep_on_failure": Lacking("it runs local processes, which end with the run"),
         "reaper": Lacking("a watchdog process of its own kills the run's processes if distval is killed"),
+        "image_environment": Lacking("its ranks start from this host's environment, not from an image's", skip=True),
     },
 )
 KUBERNETES = TargetDeclaration(

@@ -342,7 +342,7 @@ def test_suite_spec_json() -> None:
             "TORCHELASTIC_ERROR_FILE",
             "TORCH_FR_BUFFER_SIZE",
         ],
-        "image_environment": True,
+        "no_image_environment": None,
     }
 
 

@@ -29,6 +29,8 @@ from distval.config import Scenario
 from distval.plan.model import ScenarioPlan, scenario_slug
 from distval.plan.nodes import SUBNETS, Address, FileModes, Site, build_nodes
 from distval.plan.placeholders import placeholder
+from distval.targets.capabilities import IMAGE_ENVIRONMENT
+from distval.targets.declarations import LOCAL
 
 MODE = "host"
 LOOPBACK = "127.0.0.1"
@@ -68,7 +70,7 @@ def plan_local_scenario(
         devices_variable="CUDA_VISIBLE_DEVICES",
         limits=False,
         shared_address=True,
-        image_environment=False,
+        no_image_environment=LOCAL.message(IMAGE_ENVIRONMENT, "the environment check"),
     )
     nodes = build_nodes(scenario, run_id, slug, site)
     return ScenarioPlan(
