@@ -25,6 +25,7 @@ from distval.cli.completion import SHELLS, render_completion
 from distval.cli.doctor import DOCTOR_EXIT_CODES, add_doctor_command
 from distval.cli.kubernetes import add_kubernetes_commands
 from distval.cli.plan_render import plan_as_data, render_plan
+from distval.cli.reference import add_reference_arguments
 from distval.cli.run import (
     CI_ENV,
     OUTPUT_NAMES,
@@ -544,6 +545,7 @@ def build_parser() -> argparse.ArgumentParser:
         "by digest where it has one",
     )
     add_baseline_arguments(run)
+    add_reference_arguments(run)
     run.set_defaults(handler=functools.partial(command_run, engine_for=_engine))
     add_compare_command(commands)
 

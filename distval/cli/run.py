@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from distval.cli.baseline import BaselineOptions, check_remeasure, overwrites_baseline, remeasure, with_baseline
+from distval.cli.reference import PairedRuns, ReferenceOptions, check_reference, run_pairs, with_reference
 from distval.cli.selection_options import selection as selection_from
 from distval.config import Config, load_config
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE
@@ -44,7 +45,7 @@ from distval.results.scenario import RunSummary, ScenarioResult, summarize_scena
 from distval.run.events import RunEvents
 from distval.run.interrupts import Interrupt, install, signals_deferred
 from distval.run.progress import ProgressDisplay
-from distval.targets.base import Target, plan_on, refuse_what_it_lacks
+from distval.targets.base import Target, plan_on, plan_reference, refuse_what_it_lacks
 from distval.targets.docker.target import DockerTarget
 from distval.targets.engines.hosts import TlsFiles, check_hosts_allowed, run_hosts, tls_files
 from distval.targets.local.target import LocalTarget
@@ -341,6 +342,9 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     # No config given: the shipped default (inside the package, so an installed distval has it too).
     config_path = args.config or str(DEFAULT_CONFIG)
     baseline = BaselineOptions.from_args(args)
+    reference = ReferenceOptions.from_args(args)
+    paired: dict[str, PairedRuns] = {}  # by scenario name: its runs beyond its own, with --reference
+    planned: tuple[str, ...] = ()  # the scenarios that run (in pairs, with --reference)
 
     def warn(line: str) -> None:
         """A line said also with --quiet (a run without a reaper, the sample image for want of one)."""
@@ -379,6 +383,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         if refused:
             raise BadInput("; ".join(dict.fromkeys(f"{option} {reason}" for option, _, reason in refused)))
         check_remeasure(baseline)
+        check_reference(reference, args)
         config = load_config(config_path)
         config_sha256 = config.sha256
         selected = select(config, args.filter, selection)
@@ -387,7 +392,9 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         plan = plan_selected(chosen, selected, run_id, args.filter)
         images = tuple(images_of(plan))
         # Before anything runs: what a selected scenario or an option asks of the target that it lacks.
-        refuse_what_it_lacks(chosen, plan, ["keep_on_failure"] if args.keep_on_failure else [])
+        options = ["keep_on_failure"] if args.keep_on_failure else []
+        refuse_what_it_lacks(chosen, plan, options + (["reference"] if reference.image else []))
+        references = plan_reference(chosen, plan, reference.image) if reference.image else ()
         if not args.local:
             refuse_sample_in_ci(plan, args.image, args.sample_image, os.environ)
             note = sample_image_note(plan, args.image)
@@ -397,12 +404,29 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             display.log(line)
         # Not run, so never validated: each check they list is reported skipped, with the selection that left it out.
         results.extend(unselected_result(p, selection.said) for p in plan.unselected)
+        planned = tuple(p.scenario.name for p in plan.scenarios)
         if plan.scenarios:
-            chosen.open(plan, display.log)
+            # The reference's images are checked (built, distributed) with the candidate's, before anything runs.
+            chosen.open(dataclasses.replace(plan, scenarios=plan.scenarios + references), display.log)
             jobs = args.jobs or default_jobs()
-            results.extend(
-                _run_scenarios(chosen.execute, plan.scenarios, display, jobs, args.require_gpu, args.fail_on_skip, chosen.settle)
-            )
+            if references:
+                own, paired = run_pairs(
+                    plan.scenarios,
+                    references,
+                    reference.pairs,
+                    lambda plans: _run_scenarios(
+                        chosen.execute, plans, display, 1, args.require_gpu, args.fail_on_skip, chosen.settle
+                    ),
+                    lambda plans: _run_scenarios(chosen.execute_again, plans, display, 1, args.require_gpu, args.fail_on_skip),
+                    display.log,
+                )
+                results.extend(own)
+            else:
+                results.extend(
+                    _run_scenarios(
+                        chosen.execute, plan.scenarios, display, jobs, args.require_gpu, args.fail_on_skip, chosen.settle
+                    )
+                )
         results[:] = in_config_order(selected.config, results)
         summary = summarize()
         remeasures = remeasure(
@@ -443,7 +467,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
         summary = summarize((interrupt.kind, str(interrupt)), interrupt.exit_code)
     # Ctrl-C while the reports are written: they are written whole, then distval exits (nothing runs any more).
     with signals_deferred(raise_after=False):
-        summary = with_baseline(summary, baseline, remeasures)
+        summary = with_reference(with_baseline(summary, baseline, remeasures), reference, paired, planned)
         exit_code = summary.exit_code
         if not write_reports(summary, args, frozenset(path for _, path, _ in refused)):
             exit_code = exit_code or InternalError.exit_code  # a report is missing: never a quiet 0

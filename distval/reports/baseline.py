@@ -341,10 +341,11 @@ def _slower_by_more_than(before_us: float | None, after_us: float | None, slack_
     return before_us is None or after_us is None or after_us - before_us > slack_us
 
 
-def _durations(scenario: Mapping[str, Any]) -> dict[str, float]:
+def check_durations(scenario: Mapping[str, Any], not_compared: Sequence[str] = NOT_COMPARED) -> dict[str, float]:
+    """Each testcase's duration (one JSON report entry's), but the skipped ones and those named in ``not_compared``."""
     found: dict[str, float] = {}
     for case in scenario.get("cases") or []:
-        if isinstance(case, dict) and case.get("name") not in NOT_COMPARED and case.get("status") != SKIPPED:
+        if isinstance(case, dict) and case.get("name") not in not_compared and case.get("status") != SKIPPED:
             try:
                 found[str(case["name"])] = float(case["duration_s"])
             except (KeyError, TypeError, ValueError):
@@ -378,7 +379,7 @@ def deltas(old: Mapping[str, Any], new: Mapping[str, Any], tolerances: Tolerance
             why = f"its best call {now.best_time_us - was.best_time_us:+.0f} us, within the {slack:g} us slack"  # type: ignore[operator]
         delta = Delta("busbw", f"{key[0]} {was.label}", was.median, now.median, median_slower and best_dropped, *bests, noise)
         result.append(dataclasses.replace(delta, noise_why=why))
-    old_d, new_d = _durations(old), _durations(new)
+    old_d, new_d = check_durations(old), check_durations(new)
     for name in [n for n in new_d if n in old_d]:
         before, after = old_d[name], new_d[name]
         slow = after > before * (1 + tolerances.duration) and after - before > tolerances.duration_slack_s
@@ -443,8 +444,8 @@ def missing(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     of testcases that ran in ``old`` and did not run in ``new`` ('duration collectives.all_reduce')."""
     old_bw, new_bw = busbw_figures(old), busbw_figures(new)
     gone = [f"busbw {key[0]} {figure.label}" for key, figure in old_bw.items() if key not in new_bw]
-    new_d = _durations(new)
-    return gone + [f"duration {name}" for name in _durations(old) if name not in new_d]
+    new_d = check_durations(new)
+    return gone + [f"duration {name}" for name in check_durations(old) if name not in new_d]
 
 
 def failed_remeasures(remeasures: Sequence[Mapping[str, Any]]) -> list[str]:

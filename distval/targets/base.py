@@ -27,8 +27,10 @@ Log = Callable[[str], None]
 class Target(Protocol):
     declaration: TargetDeclaration
 
-    def plan_scenario(self, scenario: Scenario, run_id: str, slug: str) -> ScenarioPlan:
-        """The scenario's plan on this target: pure (no Engine, no process), exactly what ``execute`` runs."""
+    def plan_scenario(self, scenario: Scenario, run_id: str, slug: str, image: str | None = None) -> ScenarioPlan:
+        """The scenario's plan on this target: pure (no Engine, no process), exactly what ``execute`` runs.
+        ``image``: run this image instead of the one the target runs (--reference's; only where the target
+        declares the ``reference`` capability)."""
         ...
 
     def open(self, plan: RunPlan, log: Log) -> None:
@@ -76,6 +78,19 @@ def plan_on(target: Target, config: Config, run_id: str) -> RunPlan:
         scenarios=tuple(
             with_hashes(target.plan_scenario(s, run_id, slug)) for s, slug in zip(config.scenarios, slugs, strict=True)
         ),
+    )
+
+
+# A reference run's slug: the candidate's, marked (its containers and networks are named apart from the candidate's).
+REFERENCE_SLUG_SUFFIX = "-ref"
+
+
+def plan_reference(target: Target, plan: RunPlan, image: str) -> tuple[ScenarioPlan, ...]:
+    """Each of ``plan``'s scenarios planned again on ``target`` with the reference ``image`` (--reference), in the
+    same order, its slug marked: the same scenario, another image, and another scenario hash."""
+    return tuple(
+        with_hashes(target.plan_scenario(p.scenario, plan.run_id, p.slug[:26] + REFERENCE_SLUG_SUFFIX, image))
+        for p in plan.scenarios
     )
 
 

@@ -36,6 +36,7 @@ GPUS = Capability("gpus", "GPUs", "device: cuda", lambda s: s.gpus_per_node > 0)
 ELASTIC = Capability("elastic", "elastic restarts", "max_restarts:", lambda s: s.max_restarts > 0)
 KEEP_ON_FAILURE = Capability("keep_on_failure", "the failed scenarios' resources kept", "--keep-on-failure")
 REAPER = Capability("reaper", "a reaper that removes the run's resources if distval is killed", "(every run)", said_only=True)
+REFERENCE = Capability("reference", "a reference image run in pairs with the candidate", "--reference")
 # The environment check judges what the image bakes in; a target whose ranks do not start from an image has none:
 # that check alone is skipped there, with this declaration's reason in the spec (distval/plan/nodes.py).
 IMAGE_ENVIRONMENT = Capability(
@@ -49,6 +50,7 @@ CAPABILITIES: tuple[Capability, ...] = (
     GPUS,
     ELASTIC,
     KEEP_ON_FAILURE,
+    REFERENCE,
     REAPER,
     IMAGE_ENVIRONMENT,
 )

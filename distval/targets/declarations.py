@@ -38,6 +38,7 @@ LOCAL = TargetDeclaration(
         "extra_networks": Lacking("it runs every node on this host's loopback", skip=True),
         "keep_on_failure": Lacking("it runs local processes, which end with the run"),
         "reaper": Lacking("a watchdog process of its own kills the run's processes if distval is killed"),
+        "reference": Lacking("it runs the local Python's torch, not images: there is no second image to pair with"),
         "image_environment": Lacking("its ranks start from this host's environment, not from an image's", skip=True),
     },
 )
@@ -51,6 +52,7 @@ KUBERNETES = TargetDeclaration(
         "extra_networks": Lacking("a pod has one network interface (several need a CNI such as Multus)"),
         "keep_on_failure": Lacking("distval does not run the pods: they stay until you delete the Job"),
         "reaper": Lacking("distval does not run the pods: you delete the Job when it is done (kubectl delete -f)"),
+        "reference": Lacking("distval does not run the pods, so it cannot interleave two images' runs"),
     },
 )
 TARGETS = (DOCKER, ENGINES, LOCAL, KUBERNETES)

@@ -35,8 +35,8 @@ class DockerTarget:
         self.run: EngineRun | None = None
         self.version: str | None = None
 
-    def plan_scenario(self, scenario: Scenario, run_id: str, slug: str) -> ScenarioPlan:
-        return plan_scenario(scenario, run_id, self.image, slug)
+    def plan_scenario(self, scenario: Scenario, run_id: str, slug: str, image: str | None = None) -> ScenarioPlan:
+        return plan_scenario(scenario, run_id, image or self.image, slug)
 
     def open(self, plan: RunPlan, log: Log) -> None:
         engine = self.engine_for(plan.run_id)

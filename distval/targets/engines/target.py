@@ -43,8 +43,8 @@ class EnginesTarget:
         self.runs: list[EngineRun] = []
         self.version: str | None = None
 
-    def plan_scenario(self, scenario: Scenario, run_id: str, slug: str) -> ScenarioPlan:
-        return plan_scenario(scenario, run_id, self.image, slug, self.override)
+    def plan_scenario(self, scenario: Scenario, run_id: str, slug: str, image: str | None = None) -> ScenarioPlan:
+        return plan_scenario(scenario, run_id, image or self.image, slug, self.override)
 
     def open(self, plan: RunPlan, log: Log) -> None:
         run_id = plan.run_id

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from distval.config import Scenario
+from distval.errors import InternalError
 from distval.plan.model import RunPlan, ScenarioPlan
 from distval.results.outcome import ScenarioOutcome
 from distval.results.scenario import ScenarioResult
@@ -23,7 +24,9 @@ class LocalTarget:
         self.session = LocalSession(run_id, python)
         self.devices = visible_devices_from_env()
 
-    def plan_scenario(self, scenario: Scenario, run_id: str, slug: str) -> ScenarioPlan:
+    def plan_scenario(self, scenario: Scenario, run_id: str, slug: str, image: str | None = None) -> ScenarioPlan:
+        if image is not None:  # refused before planning: the local target lacks "reference" (declarations.py)
+            raise InternalError(ValueError(f"the local target runs no image; asked to plan {image}"))
         python = self.session.python or find_python(scenario.python, f"scenario {scenario.name}'s python (give --python PATH):")
         return plan_local_scenario(scenario, run_id, python, self.session.root, slug, self.devices)
 
