@@ -23,6 +23,7 @@ from distval.cli.attest import ATTEST_EXIT_CODES, VERIFY_EXIT_CODES, add_attest_
 from distval.cli.baseline import add_baseline_arguments, add_compare_command, compare_exit_codes, overwrites_baseline
 from distval.cli.completion import SHELLS, render_completion
 from distval.cli.doctor import DOCTOR_EXIT_CODES, add_doctor_command
+from distval.cli.history import HISTORY_EXIT_CODES, add_history_command, add_html_argument
 from distval.cli.kubernetes import add_kubernetes_commands
 from distval.cli.plan_render import plan_as_data, render_plan
 from distval.cli.reference import add_reference_arguments
@@ -420,6 +421,7 @@ _SUCCESS = {EXIT_PASSED: "success"}  # a command that gives no verdict on an ima
 COMMAND_EXIT_CODES: dict[str, ExitCodes] = {
     "run": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOTHING_VALIDATED, EXIT_INTERRUPTED)),
     "compare": compare_exit_codes(),
+    "history": HISTORY_EXIT_CODES,
     "doctor": DOCTOR_EXIT_CODES,
     "attest": ATTEST_EXIT_CODES,
     "verify": VERIFY_EXIT_CODES,
@@ -487,6 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a run that names none is refused without it (a pipeline must not gate on distval's own image)",
     )
     _add_report_options(run)
+    add_html_argument(run)
     add_selection_options(run)
     run.add_argument(
         "-j",
@@ -548,6 +551,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_reference_arguments(run)
     run.set_defaults(handler=functools.partial(command_run, engine_for=_engine))
     add_compare_command(commands)
+    add_history_command(commands)
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")
     plan.add_argument(

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from distval.cli.baseline import BaselineOptions, check_remeasure, overwrites_baseline, remeasure, with_baseline
+from distval.cli.history import html_refusal
 from distval.cli.reference import PairedRuns, ReferenceOptions, check_reference, run_pairs, with_reference
 from distval.cli.selection_options import selection as selection_from
 from distval.config import Config, load_config
@@ -36,6 +37,7 @@ from distval.errors import (
 from distval.plan.model import RunPlan, ScenarioPlan, images_of
 from distval.plan.selection import Selected, Selection, select_checks
 from distval.reports.files import refusal
+from distval.reports.html import write_run_html
 from distval.reports.json_report import write_json
 from distval.reports.junit import write_junit
 from distval.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown
@@ -154,6 +156,11 @@ def _refused_reports(args: argparse.Namespace) -> list[tuple[str, str, str]]:
         reason = refusal(path) if path else None
         if reason is not None:
             refused.append((option, path, reason))
+    # --html is not one of the -o DIR reports: it needs the optional html extra, which a plain -o must not.
+    html = getattr(args, "html", None)
+    reason = (refusal(html) or html_refusal()) if html else None
+    if reason is not None:
+        refused.append(("--html", html, reason))
     baselines = [path for path, _ in args.baseline or ()]
     return refused + overwrites_baseline(baselines, [(option, getattr(args, attribute)) for option, attribute in REPORT_OPTIONS])
 
@@ -169,6 +176,11 @@ def write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset
         ("JUnit XML", args.junit, lambda: write_junit(summary, args.junit)),
         ("JSON report", args.json, lambda: write_json(summary, args.json)),
         ("Markdown summary", args.markdown, lambda: write_markdown(summary, args.markdown)),
+        (
+            "HTML page",
+            getattr(args, "html", None),
+            lambda: write_run_html(summary, args.html, args.json, args.junit, args.markdown),
+        ),
         (
             "step summary",
             None if getattr(args, "no_step_summary", False) else os.environ.get(STEP_SUMMARY_ENV),

@@ -96,6 +96,11 @@ def _compare_vanished(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[s
     return ["compare", whole, part]
 
 
+def _history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    whole, _ = _reports(tmp_path, monkeypatch)
+    return ["history", whole, "--html", str(tmp_path / "page")]
+
+
 def _compare_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Two reports of runs that ended early (a config that does not exist): nothing compared."""
     early = str(tmp_path / "early.json")
@@ -179,6 +184,8 @@ EXAMPLES: list[tuple[str, int, Setup]] = [
     ("compare", 1, _compare_vanished),
     ("compare", 2, _plain("compare", "no-such.json", "no-such.json")),
     ("compare", 5, _compare_nothing),
+    ("history", 0, _history),
+    ("history", 2, _plain("history", "no-such.json", "--html", "page")),
     ("doctor", 2, _plain("doctor", "--local", "--image", IMAGE)),
     ("doctor", 3, _unreachable("doctor", "--image", IMAGE)),
     ("plan", 0, _plain("plan", DEFAULT)),
@@ -284,6 +291,7 @@ def test_a_bug_in_any_command_is_exit_4(
         "fixtures": ["list"],
         "nodes": ["down"],
         "compare": ["a.json", "b.json"],
+        "history": ["a.json", "--html", "page"],
         "export kubernetes": ["c.yaml"],
         "completion": ["bash"],
         "attest": ["--key", "k.key"],
