@@ -8,6 +8,7 @@ Exit codes: distval/errors.py declares them (EXIT_MEANINGS); the top-level help 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import json
 import secrets
@@ -68,7 +69,7 @@ from distval.errors import (
 from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
 from distval.labels import LABEL_RUN
 from distval.results.scenario import RunSummary
-from distval.targets.base import refuse_what_it_lacks
+from distval.targets.base import plan_reference, refuse_what_it_lacks
 from distval.targets.docker.cleanup import RunDecision, by_run, decide
 from distval.targets.engines.hosts import FROM_CONFIG_FLAG, HostSpec, host_specs, tls_files
 
@@ -126,7 +127,11 @@ def command_plan(args: argparse.Namespace) -> int:
         running(selected, args.filter), args.image, tuple(args.hosts or ()), args.hosts_from_config, None, _engine, _no_line
     )
     plan = plan_selected(target, selected, args.run_id or "<run-id>", args.filter)
-    refuse_what_it_lacks(target, plan)  # as distval run would, before anything runs
+    refuse_what_it_lacks(target, plan, ["reference"] if args.reference else [])  # as distval run would
+    if args.reference:
+        # The reference's runs are part of what runs: shown after the candidate's, each scenario's pairs alternating
+        # between the two plans (distval/reports/reference.py ``schedule``).
+        plan = dataclasses.replace(plan, scenarios=plan.scenarios + plan_reference(target, plan, args.reference))
     if args.format == "json":
         sys.stdout.write(json.dumps(plan_as_data(plan), indent=2, sort_keys=True) + "\n")
     else:
@@ -561,6 +566,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="YAML scenario file (default: distval's configs/default.yaml)",
     )
     plan.add_argument("--image", type=cli_values.image_reference)
+    plan.add_argument(
+        "--reference",
+        type=cli_values.image_reference,
+        metavar="IMAGE",
+        help="also show the reference image's plans, as distval run --reference runs them in pairs with the candidate's",
+    )
     plan.add_argument("--run-id", type=cli_values.run_id)
     add_selection_options(plan)
     _add_hosts_options(plan, from_config=True)

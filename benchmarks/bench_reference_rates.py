@@ -1,0 +1,176 @@
+"""Benchmark: the error rates of ``distval run --reference`` (candidate against reference in pairs) next to
+``--baseline`` with ``--remeasure 2``, on the same runs: false alarms (the good image judged against itself) and
+misses (an image whose collectives are slower by a known fraction, judged against the good image).
+
+The runs: ``--pairs`` rounds; in each, for every candidate (the good image again, ``broken:slow-busbw-25``,
+``broken:slow-busbw-40``), one run of the candidate and one of the good image as its reference, in the order
+``distval run --reference`` uses (distval/reports/reference.py ``schedule``: ABBA...). Each run is the default
+bandwidth sweep (bench_bandwidth_spread's config: one container and across two, 2 ranks) with ``--json``. Then
+both judges, on those reports:
+
+- paired, as ``--reference --pairs N`` would (``reference_case``): for every candidate, every choice of N of the
+  rounds' pairs; a comparison fails when any scenario's ``reference`` testcase fails; figure by figure too
+  (each busbw figure's interval);
+- last-known-good, as ``--baseline GOOD.json --remeasure 2`` would (``baseline_case``): each good reference run as
+  the baseline, each candidate run with two other runs of the same candidate as its re-measures (every ordered
+  choice); a comparison fails when any scenario's ``baseline`` testcase fails; figure by figure too.
+
+A false alarm is a failed comparison of the good image against itself; a miss is a comparison of a slow image
+that did not fail. The load average is printed with every run.
+
+    python benchmarks/bench_reference_rates.py --pairs 4 --json reference-rates.json
+    python benchmarks/bench_reference_rates.py --reports reference-rates.json --judge-pairs 2 --judge-pairs 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
+from bench_baseline_rates import SLOW_IMAGES
+from common import BenchError, check_image, distval_executable
+
+from distval.cli.baseline import DEFAULT_REMEASURE
+from distval.reports.baseline import Tolerances, baseline_case, confirm, deltas
+from distval.reports.reference import CANDIDATE, DEFAULT_PAIRS, PairedTolerances, reference_case, schedule
+
+SAME = "same image"  # the good image as the candidate: its comparisons count false alarms
+
+
+def run_rounds(good: str, pairs: int) -> list[dict[str, Any]]:
+    """Every round's pair for every candidate, in ``schedule``'s order: [{candidate, round, order, runs}]."""
+    for image in (good, *SLOW_IMAGES):
+        check_image(image)
+    distval = distval_executable(None)
+    found: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-reference-") as tmp:
+        config = Path(tmp) / "bw.yaml"
+        config.write_text(CONFIG, encoding="utf-8")
+        for number, order in enumerate(schedule(pairs), start=1):
+            for label, image in ((SAME, good), *((s, s) for s in SLOW_IMAGES)):
+                runs: dict[str, dict[str, Any]] = {}
+                for member in order:
+                    run_image = image if member == CANDIDATE else good
+                    report = Path(tmp) / f"r{number}-{len(found)}-{member}.json"
+                    runs[member] = run_once(distval, config, run_image, report, f"bench-ref-{number}-{len(found)}-{member[0]}")
+                    load = "/".join(f"{v:.1f}" for v in os.getloadavg())
+                    print(f"round {number} {label}: {member} {run_image}: load {load}", flush=True)
+                found.append({"candidate": label, "round": number, "order": list(order), "runs": runs})
+    return found
+
+
+def _busbw(figures: Sequence[Any]) -> list[Any]:
+    return [f for f in figures if f.kind == "busbw"]
+
+
+def judge_paired(rounds: Sequence[dict[str, Any]], label: str, used: int, tolerances: PairedTolerances) -> dict[str, Any]:
+    """``--reference --pairs used`` over every choice of ``used`` of the candidate's rounds."""
+    mine = [r for r in rounds if r["candidate"] == label]
+    failed = comparisons = figures = regressed = 0
+    for chosen in itertools.combinations(mine, used):
+        comparisons += 1
+        order = [tuple(r["order"]) for r in chosen]
+        any_failed = False
+        for index in range(len(chosen[0]["runs"]["candidate"]["scenarios"])):
+            candidates = [r["runs"]["candidate"]["scenarios"][index] for r in chosen]
+            references = [r["runs"]["reference"]["scenarios"][index] for r in chosen]
+            case = reference_case(candidates, references, order, "good", tolerances)
+            any_failed |= case.status == "failed"
+            busbw = [f for f in case.details["figures"] if f["kind"] == "busbw"]
+            figures += len(busbw)
+            regressed += sum(1 for f in busbw if f["regressed"])
+        failed += any_failed
+    return {"failed": failed, "comparisons": comparisons, "busbw_regressed": regressed, "busbw_figures": figures}
+
+
+def judge_baseline(rounds: Sequence[dict[str, Any]], label: str, tolerances: Tolerances) -> dict[str, Any]:
+    """``--baseline REFERENCE_RUN --remeasure 2``: each good reference run as the baseline; each candidate run with
+    every ordered choice of two other candidate runs as its re-measures."""
+    baselines = [r["runs"]["reference"] for r in rounds]
+    candidates = [r["runs"]["candidate"] for r in rounds if r["candidate"] == label]
+    failed = comparisons = figures = regressed = 0
+    for number, old in enumerate(baselines):
+        for combo in itertools.permutations(range(len(candidates)), 1 + DEFAULT_REMEASURE):
+            new, again = candidates[combo[0]], [candidates[k] for k in combo[1:]]
+            comparisons += 1
+            any_failed = False
+            for index, scenario in enumerate(new["scenarios"]):
+                remeasured = [run["scenarios"][index] for run in again]
+                case = baseline_case(scenario, old, tolerances, f"good{number}.json", remeasured)
+                any_failed |= case.status == "failed"
+                previous = old["scenarios"][index]
+                found = confirm(deltas(previous, scenario, tolerances), [deltas(previous, a, tolerances) for a in remeasured])
+                figures += len(_busbw(found))
+                regressed += sum(1 for d in _busbw(found) if d.regressed)
+            failed += any_failed
+    return {"failed": failed, "comparisons": comparisons, "busbw_regressed": regressed, "busbw_figures": figures}
+
+
+def judge(rounds: Sequence[dict[str, Any]], used_pairs: Sequence[int]) -> list[dict[str, Any]]:
+    rows = []
+    labels = (SAME, *SLOW_IMAGES)
+    for used in used_pairs:
+        row: dict[str, Any] = {"rule": f"--reference --pairs {used}"}
+        for label in labels:
+            row[label] = judge_paired(rounds, label, used, PairedTolerances())
+        rows.append(row)
+    row = {"rule": f"--baseline (one good run) --remeasure {DEFAULT_REMEASURE}"}
+    for label in labels:
+        row[label] = judge_baseline(rounds, label, Tolerances())
+    rows.append(row)
+    for row in rows:
+        parts = []
+        for label in labels:
+            seen = row[label]
+            kind = "false alarms" if label == SAME else f"{label.rsplit(':', 1)[1]} missed"
+            count = seen["failed"] if label == SAME else seen["comparisons"] - seen["failed"]
+            figure_count = seen["busbw_regressed"] if label == SAME else seen["busbw_figures"] - seen["busbw_regressed"]
+            parts.append(
+                f"{kind} {count} of {seen['comparisons']} comparisons ({figure_count} of {seen['busbw_figures']} busbw figures)"
+            )
+        print(f"{row['rule']}: " + "; ".join(parts), flush=True)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--pairs", type=int, default=4, help="rounds, each a pair per candidate (default 4; at least 3)")
+    parser.add_argument("--image", default=DEFAULT_IMAGE, help=f"the good image (default {DEFAULT_IMAGE})")
+    parser.add_argument(
+        "--judge-pairs",
+        type=int,
+        action="append",
+        metavar="N",
+        help=f"judge as --reference --pairs N (repeatable; default {DEFAULT_PAIRS})",
+    )
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write every report and the rates here")
+    parser.add_argument("--reports", type=Path, metavar="PATH", help="judge the runs of an earlier --json file")
+    args = parser.parse_args(argv)
+    if args.pairs < 3:
+        parser.error("--pairs must be at least 3 (the baseline's run and its two re-measures)")
+    if args.reports:
+        rounds = json.loads(args.reports.read_text(encoding="utf-8"))["rounds"]
+    else:
+        rounds = run_rounds(args.image, args.pairs)
+    used = [n for n in (args.judge_pairs or [DEFAULT_PAIRS]) if 2 <= n <= len({r["round"] for r in rounds})]
+    rows = judge(rounds, used)
+    if args.json and not args.reports:
+        args.json.write_text(json.dumps({"good": args.image, "rounds": rounds, "rates": rows}, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except BenchError as exc:
+        print(f"bench_reference_rates: {exc}", file=sys.stderr)
+        sys.exit(1)
