@@ -34,6 +34,8 @@ import struct
 import time
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+from distval_suite.network import ipv4_addresses, ipv6_addresses
+
 # One rank's value for every rank, in rank order (distval_suite.core.Context.exchange).
 Exchange = Callable[[str, Any], List[Any]]
 
@@ -73,11 +75,15 @@ def network_namespace() -> str:
     return "%s %s" % (socket.gethostname(), namespace)
 
 
-def advertised_address(interface_address: Optional[str]) -> str:
-    """The address peers in other containers reach this rank by: the address of the interface gloo uses, else
-    what the hostname resolves to (gloo's own choice without GLOO_SOCKET_IFNAME), else loopback."""
-    if interface_address:
-        return interface_address
+def advertised_address(interface: Optional[str]) -> str:
+    """The address peers in other containers reach this rank by: the address of the interface gloo uses
+    (GLOO_SOCKET_IFNAME), else what the hostname resolves to (gloo's own choice without it), else loopback."""
+    if interface:
+        # A link-local IPv6 address needs its scope to be reached: only a global one is of use here.
+        routable = [a for a in ipv6_addresses().get(interface, []) if not a.lower().startswith("fe80")]
+        found = ipv4_addresses().get(interface) or (routable[0] if routable else None)
+        if found:
+            return found
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
@@ -251,7 +257,7 @@ def measure(
     iterations: int,
     min_time_s: float,
     timeout_s: float,
-    interface_address: Optional[str] = None,
+    interface: Optional[str] = None,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     limit_s: Optional[float] = None,
 ) -> Dict[str, Any]:
@@ -263,7 +269,8 @@ def measure(
     - ``path``: ``loopback`` when every link stays in one network namespace, else the addresses used;
     - ``seconds``: how long this rank measured.
 
-    ``timeout_s`` bounds each socket operation (a connect, an accept, a message and its acknowledgement);
+    ``interface``: the network interface gloo uses here (GLOO_SOCKET_IFNAME), whose address the peers in other
+    containers connect to. ``timeout_s`` bounds each socket operation (a connect, an accept, a message and its acknowledgement);
     ``limit_s`` (default: 4 x ``timeout_s``) the whole measurement. Raises YardstickError when a link could not be
     measured; the ranks then learn it from the exchange that follows (a rank that left the check) or time out.
     """
@@ -273,7 +280,7 @@ def measure(
     links = ring_links(world)
     if not links or not sizes:
         return {"sizes": [], "pairs": [], "path": "none (one rank)", "seconds": 0.0}
-    address = advertised_address(interface_address)
+    address = advertised_address(interface)
     listener = _listen(_family(address), timeout_s)
     opened: List[_Link] = []
     sent: Dict[int, List[float]] = {}  # peer -> median seconds per size, this rank sending

@@ -47,6 +47,7 @@ TORCH_FREE = (
     "distval_suite.answers",
     "distval_suite.support",
     "distval_suite.yardstick",
+    "distval_suite.bandwidth_figures",
 )
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from distval_suite import yardstick
+from distval_suite import bandwidth_figures, yardstick
 from distval_suite.yardstick import YardstickError, count_for, efficiency, measure, ring_links
 
 SIZES = (4096, 65536, 1048576)
@@ -193,3 +193,43 @@ def test_efficiency_is_busbw_over_tcp_rounded() -> None:
     assert efficiency(1.0, 3.0) == 0.3333
     assert efficiency(1.0, 0.0) is None
     assert efficiency(float("nan"), 1.0) is None
+
+
+def _figures(busbw: dict[int, float]) -> list[dict[str, Any]]:
+    """Figures of all_reduce on 2 ranks whose busbw is ``busbw`` per size (time from it: bytes / busbw)."""
+    sizes = sorted(busbw)
+    seconds = [size / busbw[size] / 1e9 for size in sizes]
+    return bandwidth_figures.figures("all_reduce", sizes, seconds, 2, seconds, [5] * len(sizes))
+
+
+def test_each_figure_gets_its_sizes_raw_tcp_and_its_efficiency() -> None:
+    found = _figures({4096: 0.1, 1048576: 1.5})
+    bandwidth_figures.add_efficiency(found, {4096: 0.4, 1048576: 2.0})
+    assert [(f["label"], f["tcp_gbps"], f["efficiency"]) for f in found] == [("4KiB", 0.4, 0.25), ("1MiB", 2.0, 0.75)]
+    assert bandwidth_figures.efficiency_range(found) == ", 0.25-0.75 of raw TCP"
+    # Without a yardstick (turned off, or it failed) a figure has neither key, and the message says nothing of it.
+    bare = _figures({4096: 0.1})
+    bandwidth_figures.add_efficiency(bare, {})
+    assert "tcp_gbps" not in bare[0] and "efficiency" not in bare[0]
+    assert bandwidth_figures.efficiency_range(bare) == ""
+
+
+def test_min_efficiency_fails_a_figure_below_it_with_expected_and_seen() -> None:
+    found = _figures({4096: 0.1, 1048576: 1.5})
+    bandwidth_figures.add_efficiency(found, {4096: 0.4, 1048576: 2.0})
+    sizes = [4096, 1048576]
+    everywhere = bandwidth_figures.thresholds({"min_efficiency": 0.5}, sizes, "min_efficiency")
+    assert everywhere == {4096: 0.5, 1048576: 0.5}
+    assert bandwidth_figures.below("all_reduce", found, {}, everywhere) == (
+        "expected all_reduce efficiency (busbw / raw TCP) >= min_efficiency; "
+        "at 4KiB: 0.250 < 0.5 (busbw 0.100 GB/s, raw TCP 0.400 GB/s)"
+    )
+    # Per size: only the sizes named are judged; a threshold both figures meet passes.
+    assert bandwidth_figures.below("all_reduce", found, {}, {1048576: 0.7}) == ""
+    assert "at 1MiB: 0.750 < 0.8" in bandwidth_figures.below("all_reduce", found, {}, {1048576: 0.8})
+    # Both thresholds at once: both are said.
+    both = bandwidth_figures.below("all_reduce", found, {4096: 1.0}, {4096: 0.5})
+    assert both.startswith("expected all_reduce busbw >= min_busbw_gbps; at 4KiB: 0.100 GB/s < 1 GB/s")
+    assert "; expected all_reduce efficiency" in both
+    with pytest.raises(ValueError, match="min_efficiency names 64KiB, which the sweep does not measure"):
+        bandwidth_figures.thresholds({"min_efficiency": {"65536": 0.5}}, sizes, "min_efficiency")
