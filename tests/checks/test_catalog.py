@@ -101,7 +101,20 @@ def test_registered_checks_equal_the_catalog() -> None:
 
 
 # The kinds distval.config knows how to validate (and tests/config/test_config.py tests one by one).
-ARG_KINDS = ("int", "seconds", "fraction", "version", "choice", "names", "paths", "variables", "sizes", "busbw", "efficiency", "bool")
+ARG_KINDS = (
+    "int",
+    "seconds",
+    "fraction",
+    "version",
+    "choice",
+    "names",
+    "paths",
+    "variables",
+    "sizes",
+    "busbw",
+    "efficiency",
+    "bool",
+)
 
 
 def test_catalog_entries_are_consistent() -> None:

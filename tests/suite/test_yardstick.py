@@ -88,6 +88,7 @@ def test_every_ring_link_is_measured_both_ways_on_loopback(world: int) -> None:
     for pair in result["pairs"]:
         assert all(g > 0 for g in pair["tcp_gbps"])
         assert all(n >= 3 for n in pair["iterations"])
+        assert all(best >= median for best, median in zip(pair["best_tcp_gbps"], pair["tcp_gbps"], strict=True))
     assert [f["size"] for f in result["sizes"]] == list(SIZES)
     for figure in result["sizes"]:
         slowest = min(p["tcp_gbps"][SIZES.index(figure["size"])] for p in result["pairs"])
@@ -123,7 +124,7 @@ def test_a_peer_that_never_connects_ends_in_an_error_within_the_timeout() -> Non
     thread.start()
     silent = store.exchange(0)
     silent("yardstick/endpoints", {"namespace": "elsewhere", "address": "127.0.0.1", "port": 9})
-    silent("yardstick/results", {"sent": {}, "counts": {}, "problem": None})
+    silent("yardstick/results", {"sent": {}, "counts": {}, "bests": {}, "problem": None})
     thread.join(30)
     assert not thread.is_alive()
     assert "rank 0 never connected within 1 s" in outcome["error"], outcome
@@ -152,7 +153,7 @@ def test_a_peer_that_accepts_and_never_answers_ends_in_an_error() -> None:
     mute = store.exchange(1)
     try:
         mute("yardstick/endpoints", {"namespace": "elsewhere", "address": "127.0.0.1", "port": listener.getsockname()[1]})
-        mute("yardstick/results", {"sent": {}, "counts": {}, "problem": None})
+        mute("yardstick/results", {"sent": {}, "counts": {}, "bests": {}, "problem": None})
         thread.join(30)
     finally:
         listener.close()
@@ -176,7 +177,7 @@ def test_a_failure_on_one_rank_is_every_ranks_error() -> None:
     thread = threading.Thread(target=rank1)
     thread.start()
     peer("yardstick/endpoints", {"namespace": "elsewhere", "address": "127.0.0.1", "port": 9})
-    peer("yardstick/results", {"sent": {}, "counts": {}, "problem": "could not connect"})
+    peer("yardstick/results", {"sent": {}, "counts": {}, "bests": {}, "problem": "could not connect"})
     thread.join(30)
     assert "rank 0: could not connect" in outcome["error"] and "rank 1: rank 0 never connected" in outcome["error"]
 
@@ -204,8 +205,10 @@ def _figures(busbw: dict[int, float]) -> list[dict[str, Any]]:
 
 def test_each_figure_gets_its_sizes_raw_tcp_and_its_efficiency() -> None:
     found = _figures({4096: 0.1, 1048576: 1.5})
-    bandwidth_figures.add_efficiency(found, {4096: 0.4, 1048576: 2.0})
+    bandwidth_figures.add_efficiency(found, {4096: (0.4, 0.5), 1048576: (2.0, 3.0)})
     assert [(f["label"], f["tcp_gbps"], f["efficiency"]) for f in found] == [("4KiB", 0.4, 0.25), ("1MiB", 2.0, 0.75)]
+    # The best figures (here the same seconds as the median) against the best raw TCP.
+    assert [(f["best_tcp_gbps"], f["best_efficiency"]) for f in found] == [(0.5, 0.2), (3.0, 0.5)]
     assert bandwidth_figures.efficiency_range(found) == ", 0.25-0.75 of raw TCP"
     # Without a yardstick (turned off, or it failed) a figure has neither key, and the message says nothing of it.
     bare = _figures({4096: 0.1})
@@ -216,7 +219,7 @@ def test_each_figure_gets_its_sizes_raw_tcp_and_its_efficiency() -> None:
 
 def test_min_efficiency_fails_a_figure_below_it_with_expected_and_seen() -> None:
     found = _figures({4096: 0.1, 1048576: 1.5})
-    bandwidth_figures.add_efficiency(found, {4096: 0.4, 1048576: 2.0})
+    bandwidth_figures.add_efficiency(found, {4096: (0.4, 0.4), 1048576: (2.0, 2.0)})
     sizes = [4096, 1048576]
     everywhere = bandwidth_figures.thresholds({"min_efficiency": 0.5}, sizes, "min_efficiency")
     assert everywhere == {4096: 0.5, 1048576: 0.5}
