@@ -56,7 +56,7 @@ def yardstick_of(item: Mapping[str, object], busbw_gbps: float | None, prefix: s
     best_efficiency against best_busbw_gbps), or (None, None) unless both are finite, in range, and the efficiency
     is busbw / tcp_gbps (to the suite's rounding: 4 decimals, with 1 % slack for the rounding of busbw and
     tcp_gbps themselves)."""
-    tcp, ratio = _float_or_none(item.get(f"{prefix}tcp_gbps")), _float_or_none(item.get(f"{prefix}efficiency"))
+    tcp, ratio = _number_or_none(item.get(f"{prefix}tcp_gbps")), _number_or_none(item.get(f"{prefix}efficiency"))
     if tcp is None or ratio is None or busbw_gbps is None:
         return None, None
     if not all(math.isfinite(v) for v in (tcp, ratio, busbw_gbps)):
@@ -105,6 +105,11 @@ def figures_from_details(operation: str, details: Mapping[str, object]) -> tuple
         except (KeyError, TypeError, ValueError):
             continue
     return tuple(figures)
+
+
+def _number_or_none(value: object) -> float | None:
+    """A JSON number as a float; None for anything else (a string, a bool, null)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _float_or_none(value: object) -> float | None:
