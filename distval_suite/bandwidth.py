@@ -44,7 +44,7 @@ from distval_suite.core import Context, check
 from distval_suite.devices import backend_family
 from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED
 from distval_suite.support import ABSENT, MUST, probe_verdict, support
-from distval_suite.yardstick import YardstickError, measure
+from distval_suite.yardstick import YardstickError, measure, nominal_link
 
 KIB = 1024
 DEFAULT_SIZES = tuple(4 * KIB * 4**i for i in range(8))  # 4 KiB, 16 KiB, ..., 64 MiB
@@ -307,7 +307,13 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
     if efficiency_thresholds and not use_yardstick:
         raise ValueError("min_efficiency needs the yardstick (busbw / raw TCP), but yardstick is false")
     world = dist.get_world_size()
-    tcp = _yardstick(ctx, sizes, warmup, iterations, min_time_s) if use_yardstick else {}
+    nccl = backend_family(ctx.backend) == "nccl"
+    if efficiency_thresholds and nccl:
+        raise ValueError("min_efficiency is busbw / raw TCP, a gloo yardstick; NCCL's is the transport it picked")
+    # NCCL's yardstick is the transport it picked (its INFO lines: the scenario's nccl_transports) and the link's
+    # nominal speed below, not TCP: NVLink or InfiniBand against a socket would be no efficiency at all.
+    tcp = _yardstick(ctx, sizes, warmup, iterations, min_time_s) if use_yardstick and not nccl else {}
+    link = nominal_link(ctx.socket_interfaces.get("NCCL_SOCKET_IFNAME" if nccl else "GLOO_SOCKET_IFNAME"))
     for operation in operations:
         ctx.step(operation)
         started = time.monotonic()
@@ -346,6 +352,8 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
             "statistic": "median of %s per rank; the slowest rank's median" % sample,
             "device": str(ctx.device),
             "figures": figures,
+            # The interface the backend's sockets use and its nominal speed where the machine reports it.
+            "link": link,
         }
         wrong_ranks = ["rank %d: %s" % (r, e["problem"]) for r, e in enumerate(everyone) if e["problem"]]
         if wrong_ranks:

@@ -401,6 +401,24 @@ def _gbps(size: int, seconds: float) -> float:
     return round(size / seconds / 1e9, 6) if seconds > 0 else 0.0
 
 
+def nominal_link(interface: Optional[str], sys_class_net: str = "/sys/class/net") -> Dict[str, Any]:
+    """The interface the backend's sockets use and its nominal speed where the kernel reports one
+    (``/sys/class/net/<if>/speed``, Mb/s): ``{"interface": "eth0", "nominal_gbps": 1.25}`` (GB/s, as busbw
+    counts). Loopback, a down link or a driver that reports none (-1, or EINVAL on read): ``nominal_gbps`` None.
+    A veth reports 10000 whatever it carries: a nominal speed names the link, it does not measure it."""
+    if not interface:
+        return {"interface": None, "nominal_gbps": None}
+    speed: Optional[float] = None
+    try:
+        with open(os.path.join(sys_class_net, os.path.basename(interface), "speed"), encoding="ascii") as handle:
+            megabits = int(handle.read(32).strip())
+        if megabits > 0:
+            speed = round(megabits / 8000.0, 6)  # Mb/s -> GB/s (10^9 bytes)
+    except (OSError, ValueError):
+        pass
+    return {"interface": interface, "nominal_gbps": speed}
+
+
 def efficiency(busbw_gbps: float, tcp_gbps: float) -> Optional[float]:
     """busbw / raw TCP at the same size, rounded to 4 decimals (a ratio: more digits are noise); None without a
     yardstick figure."""

@@ -8,12 +8,13 @@ import os
 import socket
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from distval_suite import bandwidth_figures, yardstick
-from distval_suite.yardstick import YardstickError, count_for, efficiency, measure, ring_links
+from distval_suite.yardstick import YardstickError, count_for, efficiency, measure, nominal_link, ring_links
 
 SIZES = (4096, 65536, 1048576)
 
@@ -236,3 +237,14 @@ def test_min_efficiency_fails_a_figure_below_it_with_expected_and_seen() -> None
     assert "; expected all_reduce efficiency" in both
     with pytest.raises(ValueError, match="min_efficiency names 64KiB, which the sweep does not measure"):
         bandwidth_figures.thresholds({"min_efficiency": {"65536": 0.5}}, sizes, "min_efficiency")
+
+
+def test_the_nominal_link_speed_is_what_the_kernel_reports(tmp_path: Path) -> None:
+    for name, text in (("eth0", "10000\n"), ("ib0", "-1\n"), ("bad", "fast")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "speed").write_text(text)
+    assert nominal_link("eth0", str(tmp_path)) == {"interface": "eth0", "nominal_gbps": 1.25}
+    assert nominal_link("ib0", str(tmp_path)) == {"interface": "ib0", "nominal_gbps": None}  # down or unknown
+    assert nominal_link("bad", str(tmp_path)) == {"interface": "bad", "nominal_gbps": None}
+    assert nominal_link("lo", str(tmp_path)) == {"interface": "lo", "nominal_gbps": None}  # no such file
+    assert nominal_link(None, str(tmp_path)) == {"interface": None, "nominal_gbps": None}
