@@ -280,9 +280,9 @@ def measure(
     - ``seconds``: how long this rank measured.
 
     ``interface``: the network interface gloo uses here (GLOO_SOCKET_IFNAME), whose address the peers in other
-    containers connect to. ``timeout_s`` bounds each socket operation (a connect, an accept, a message and its acknowledgement);
-    ``limit_s`` (default: 4 x ``timeout_s``) the whole measurement. Raises YardstickError when a link could not be
-    measured; the ranks then learn it from the exchange that follows (a rank that left the check) or time out.
+    containers connect to. ``timeout_s`` bounds each socket operation (a connect, an accept, a message and its
+    acknowledgement); ``limit_s`` (default: 4 x ``timeout_s``) the whole measurement. Raises YardstickError on
+    every rank when a link could not be measured on any (each rank shares its outcome, a failure too).
     """
     started = time.monotonic()
     deadline = started + (limit_s if limit_s is not None else 4 * timeout_s)
@@ -314,6 +314,7 @@ def measure(
                     link, sizes, warmup, iterations, min_time_s, max_iterations, deadline
                 )
                 link.sock.close()  # before the next link: a neighbour waiting on it sees the end at once
+                link.buffer = bytearray()  # the largest message's buffer, not kept for the next link
         except YardstickError as exc:
             problem = str(exc)
         except (socket.timeout, BlockingIOError):  # BlockingIOError: SO_RCVTIMEO or SO_SNDTIMEO ran out
@@ -340,7 +341,15 @@ def measure(
     if problems:
         raise YardstickError("; ".join(problems))
     same_namespace = len({e["namespace"] for e in everyone}) == 1
-    path = "loopback" if same_namespace else "addresses %s" % ", ".join(str(e["address"]) for e in everyone)
+    path = (
+        "loopback"
+        if same_namespace
+        else "%s, addresses %s"
+        % (
+            "interface %s" % interface if interface else "the hostname's address",
+            ", ".join(str(e["address"]) for e in everyone),
+        )
+    )
     return summarize(sizes, shared, path, seconds)
 
 
