@@ -26,6 +26,12 @@ distval_suite/support.py says this backend and torch version may lack it and a c
 element, before any timed call) raised on every rank; any other exception is an error.
 ``min_busbw_gbps`` (one number, or size -> number) fails an operation whose busbw at a size is below it,
 with the numbers in the message.
+
+Before the operations, with gloo, the yardstick (distval_suite/yardstick.py, testcase ``bandwidth.yardstick``):
+the raw TCP throughput between ring neighbours at every size of the sweep, in the same containers and over the
+same path. Each figure then has ``tcp_gbps`` and ``efficiency`` = busbw / tcp_gbps (and their ``best_`` pair),
+which mean the same on any machine; ``min_efficiency`` fails a figure below it. ``yardstick: false`` skips it.
+NCCL's yardstick is the transport it picked (its INFO lines, read by the harness), not TCP.
 """
 
 from __future__ import annotations
