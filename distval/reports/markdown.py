@@ -208,6 +208,12 @@ def bandwidth_section(summary: RunSummary) -> list[str]:
         *figure_table(series),
         "",
     ]
+    links = [(s.plan.scenario.name, dict(s.properties).get("bandwidth.link")) for s in summary.scenarios if s.figures]
+    named = [f"{markdown_cell(name)}: {markdown_cell(link)}" for name, link in links if link]
+    if named:
+        # The interface the backend's sockets used and its nominal speed where the machine reports one (for NCCL the
+        # yardstick, beside the transport it picked; a Docker veth reports 10 Gb/s whatever it carries).
+        lines += ["Link (the interface the backend's sockets use, its nominal speed): " + "; ".join(named) + ".", ""]
     lines += efficiency_table(series)
     lines += ratio_table(topology_rows_of(summary))
     operations = list(dict.fromkeys(f.operation for s in series for f in s.figures))

@@ -18,6 +18,7 @@ The image wrote them, so they are taken only when finite, in range and consisten
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -130,6 +131,30 @@ def figures_of(cases: Iterable[tuple[str, Mapping[str, object]]]) -> tuple[Figur
         if name.startswith(PREFIX) and name != YARDSTICK_CASE:
             found += figures_from_details(name[len(PREFIX) :], details)
     return tuple(found)
+
+
+# An interface name as the kernel allows it (IFNAMSIZ: 15 characters); anything else from the image is not shown.
+_INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+
+
+def link_of(cases: Iterable[tuple[str, Mapping[str, object]]]) -> str | None:
+    """The link the bandwidth check's sockets used, from its first operation's ``link`` detail: ``eth0, nominal
+    1.25 GB/s`` (the speed /sys/class/net reports), ``eth0, no nominal speed reported``; None when no operation
+    named one (the check did not run, a report from before it, or what the image wrote is not an interface name
+    and a speed in range)."""
+    for name, details in cases:
+        if not name.startswith(PREFIX) or name == YARDSTICK_CASE:
+            continue
+        link = details.get("link")
+        if not isinstance(link, Mapping):
+            continue
+        interface, nominal = link.get("interface"), _number_or_none(link.get("nominal_gbps"))
+        if not isinstance(interface, str) or _INTERFACE.match(interface) is None:
+            continue
+        if nominal is not None and math.isfinite(nominal) and 0 < nominal <= TCP_GBPS_MAX:
+            return f"{interface}, nominal {nominal:g} GB/s"
+        return f"{interface}, no nominal speed reported"
+    return None
 
 
 def property_name(figure: Figure, quantity: str) -> str:

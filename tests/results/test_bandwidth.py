@@ -45,7 +45,7 @@ from distval.reports.comparison_text import render_comparison_text
 from distval.reports.json_report import json_report
 from distval.reports.markdown import efficiency_table, render_markdown
 from distval.reports.mermaid import PALETTE, Series, busbw_chart, colour, legend
-from distval.results.bandwidth import figure_properties, figures_from_details, figures_of, topology_rows
+from distval.results.bandwidth import figure_properties, figures_from_details, figures_of, link_of, topology_rows
 from distval.results.outcome import FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.results.scenario import summarize_scenario as summarize
@@ -251,6 +251,36 @@ def test_an_untrusted_efficiency_is_dropped_not_reported(change: dict[str, Any],
     first, second = figures_from_details("all_reduce", raw)
     assert (first.tcp_gbps, first.efficiency, first.best_efficiency) == (None, None, None), why
     assert first.busbw_gbps == 0.5 and second.efficiency == 0.5
+
+
+@pytest.mark.parametrize(
+    ("link", "shown"),
+    [
+        ({"interface": "eth0", "nominal_gbps": 1.25}, "eth0, nominal 1.25 GB/s"),
+        ({"interface": "ib0", "nominal_gbps": None}, "ib0, no nominal speed reported"),
+        ({"interface": "eth0", "nominal_gbps": 1e9}, "eth0, no nominal speed reported"),  # past any link
+        ({"interface": "eth0\x1b[31m", "nominal_gbps": 1.25}, None),  # not an interface name: not shown
+        ({"interface": None, "nominal_gbps": None}, None),
+        ("eth0", None),
+    ],
+)
+def test_the_link_is_named_where_the_suite_found_it(link: object, shown: str | None) -> None:
+    found = {**details("all_reduce", (0.5, 2.0)), "link": link}
+    assert link_of([("bandwidth.yardstick", {"link": {"interface": "lo"}}), ("bandwidth.all_reduce", found)]) == shown
+
+
+def test_the_link_reaches_the_junit_properties_and_the_markdown() -> None:
+    summary = run_summary(GOOD)
+    assert "bandwidth.link" not in dict(summary.scenarios[0].properties)  # a report from before it: nothing said
+    linked = [
+        dataclasses.replace(s, properties=(*s.properties, ("bandwidth.link", "eth0, nominal 1.25 GB/s")))
+        for s in summary.scenarios
+    ]
+    text = render_markdown(dataclasses.replace(summary, scenarios=tuple(linked)))
+    assert (
+        "Link (the interface the backend's sockets use, its nominal speed): inside: eth0, nominal 1.25 GB/s; "
+        "across: eth0, nominal 1.25 GB/s." in text
+    )
 
 
 def test_the_yardsticks_own_testcase_is_no_operation() -> None:
