@@ -26,6 +26,12 @@ distval_suite/support.py says this backend and torch version may lack it and a c
 element, before any timed call) raised on every rank; any other exception is an error.
 ``min_busbw_gbps`` (one number, or size -> number) fails an operation whose busbw at a size is below it,
 with the numbers in the message.
+
+Before the operations, with gloo, the yardstick (distval_suite/yardstick.py, testcase ``bandwidth.yardstick``):
+the raw TCP throughput between ring neighbours at every size of the sweep, in the same containers and over the
+same path. Each figure then has ``tcp_gbps`` and ``efficiency`` = busbw / tcp_gbps (and their ``best_`` pair),
+which mean the same on any machine; ``min_efficiency`` fails a figure below it. ``yardstick: false`` skips it.
+NCCL's yardstick is the transport it picked (its INFO lines, read by the harness), not TCP.
 """
 
 from __future__ import annotations
@@ -38,10 +44,13 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 import torch.distributed as dist
 
+from distval_suite import bandwidth_figures
+from distval_suite.bandwidth_figures import ELEMENT_BYTES, size_label
 from distval_suite.core import Context, check
 from distval_suite.devices import backend_family
 from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED
 from distval_suite.support import ABSENT, MUST, probe_verdict, support
+from distval_suite.yardstick import YardstickError, measure, nominal_link
 
 KIB = 1024
 DEFAULT_SIZES = tuple(4 * KIB * 4**i for i in range(8))  # 4 KiB, 16 KiB, ..., 64 MiB
@@ -52,24 +61,6 @@ DEFAULT_WARMUP = 1
 DEFAULT_MIN_TIME_S = 0.1  # timed calls per figure add up to at least this (docs/measurements.md, "Noise")
 MAX_ITERATIONS = 1000  # however short a call: a bound on the calls of one figure
 OPERATIONS = ("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all")
-ELEMENT_BYTES = 4  # float32
-
-
-def size_label(size: int) -> str:
-    """4096 -> '4KiB', 1048576 -> '1MiB', 1000 -> '1000B': names that fit a JUnit property."""
-    for unit, factor in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
-        if size >= factor and size % factor == 0:
-            return "%d%s" % (size // factor, unit)
-    return "%dB" % size
-
-
-def bus_factor(operation: str, world: int) -> float:
-    """nccl-tests' busbw / algbw for this operation on ``world`` ranks."""
-    if operation == "all_reduce":
-        return 2.0 * (world - 1) / world
-    if operation == "broadcast":
-        return 1.0
-    return (world - 1) / world
 
 
 # One operation at one size, its buffers allocated once: (rank, world, numel of one rank's part, device)
@@ -259,21 +250,53 @@ def _sizes(args: Dict[str, Any]) -> List[int]:
     return sorted({int(s) for s in args.get("sizes") or DEFAULT_SIZES})
 
 
-def _thresholds(args: Dict[str, Any], sizes: List[int]) -> Dict[int, float]:
-    """min_busbw_gbps as size -> GB/s: one number applies to every size."""
-    given = args.get("min_busbw_gbps")
-    if given is None:
+def _yardstick(ctx: Context, sizes: List[int], warmup: int, iterations: int, min_time_s: float) -> Dict[int, Tuple[float, float]]:
+    """Measure the raw TCP throughput between ring neighbours (distval_suite/yardstick.py) and report it as the
+    testcase ``bandwidth.yardstick``; size -> (median GB/s, best GB/s), empty when it could not be measured (its
+    testcase says why)."""
+    world = dist.get_world_size()
+    ctx.step("yardstick")
+    started = time.monotonic()
+    if world < 2:
+        ctx.report("yardstick", SKIPPED, "one rank: no link between ranks to measure", time.monotonic() - started)
         return {}
-    if isinstance(given, dict):
-        thresholds = {int(size): float(value) for size, value in given.items()}
-        unmeasured = sorted(set(thresholds) - set(sizes))
-        if unmeasured:
-            raise ValueError(
-                "min_busbw_gbps names %s, which the sweep does not measure (sizes: %s)"
-                % (", ".join(map(size_label, unmeasured)), ", ".join(map(size_label, sizes)))
-            )
-        return thresholds
-    return {size: float(given) for size in sizes}
+    try:
+        # Each socket operation gets the collectives' timeout; the whole measurement at most half of the check's
+        # time, so that the sweep itself still has the rest.
+        result = measure(
+            ctx.exchange,
+            dist.get_rank(),
+            world,
+            sizes,
+            warmup,
+            iterations,
+            min_time_s,
+            timeout_s=ctx.collective_timeout_s,
+            interface=ctx.gloo_interface,
+            max_iterations=MAX_ITERATIONS,
+            limit_s=ctx.check_timeout_s / 2,
+        )
+    except YardstickError as exc:
+        ctx.report(
+            "yardstick",
+            ERROR,
+            "the raw TCP throughput between ranks could not be measured: %s; no efficiency is given" % exc,
+            time.monotonic() - started,
+        )
+        return {}
+    for figure in result["sizes"]:
+        figure["label"] = size_label(figure["size"])
+    figures = result["sizes"]
+    ctx.report(
+        "yardstick",
+        PASSED,
+        "raw TCP between ring neighbours over %s, the slowest of %d directions: %s (median per size; a message "
+        "timed until its acknowledgement)"
+        % (result["path"], len(result["pairs"]), ", ".join("%.3f GB/s at %s" % (f["tcp_gbps"], f["label"]) for f in figures)),
+        time.monotonic() - started,
+        {"path": result["path"], "tcp": figures, "pairs": result["pairs"], "world_size": world},
+    )
+    return {int(f["size"]): (float(f["tcp_gbps"]), float(f["best_tcp_gbps"])) for f in figures}
 
 
 @check("bandwidth")
@@ -284,8 +307,19 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
     warmup = int(args.get("warmup", DEFAULT_WARMUP))
     min_time_s = float(args.get("min_time_s", DEFAULT_MIN_TIME_S))
     operations = list(args.get("ops") or OPERATIONS)
-    thresholds = _thresholds(args, sizes)
+    thresholds = bandwidth_figures.thresholds(args, sizes)
+    efficiency_thresholds = bandwidth_figures.thresholds(args, sizes, "min_efficiency")
+    use_yardstick = bool(args.get("yardstick", True))
+    if efficiency_thresholds and not use_yardstick:
+        raise ValueError("min_efficiency needs the yardstick (busbw / raw TCP), but yardstick is false")
     world = dist.get_world_size()
+    nccl = backend_family(ctx.backend) == "nccl"
+    if efficiency_thresholds and nccl:
+        raise ValueError("min_efficiency is busbw / raw TCP, a gloo yardstick; NCCL's is the transport it picked")
+    # NCCL's yardstick is the transport it picked (its INFO lines: the scenario's nccl_transports) and the link's
+    # nominal speed below, not TCP: NVLink or InfiniBand against a socket would be no efficiency at all.
+    tcp = _yardstick(ctx, sizes, warmup, iterations, min_time_s) if use_yardstick and not nccl else {}
+    link = nominal_link(ctx.socket_interfaces.get("NCCL_SOCKET_IFNAME" if nccl else "GLOO_SOCKET_IFNAME"))
     for operation in operations:
         ctx.step(operation)
         started = time.monotonic()
@@ -312,8 +346,9 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
         duration_s = time.monotonic() - started
         slowest = [max(e["medians"][i] for e in everyone) for i in range(len(sizes))]
         slowest_best = [max(e["bests"][i] for e in everyone) for i in range(len(sizes))]
-        figures = _figures(operation, sizes, slowest, world, slowest_best, counts)
-        sample = _sample(iterations, min_time_s, counts)
+        figures = bandwidth_figures.figures(operation, sizes, slowest, world, slowest_best, counts)
+        bandwidth_figures.add_efficiency(figures, tcp)
+        sample = bandwidth_figures.sample(iterations, min_time_s, counts)
         details: Dict[str, Any] = {
             "operation": operation,
             "world_size": world,
@@ -323,6 +358,8 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
             "statistic": "median of %s per rank; the slowest rank's median" % sample,
             "device": str(ctx.device),
             "figures": figures,
+            # The interface the backend's sockets use and its nominal speed where the machine reports it.
+            "link": link,
         }
         wrong_ranks = ["rank %d: %s" % (r, e["problem"]) for r, e in enumerate(everyone) if e["problem"]]
         if wrong_ranks:
@@ -334,72 +371,38 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
                 details,
             )
             continue
-        slow = [f for f in figures if f["size"] in thresholds and f["busbw_gbps"] < thresholds[f["size"]]]
-        if slow:
+        unjudged = [f["label"] for f in figures if f["size"] in efficiency_thresholds and "efficiency" not in f]
+        if unjudged:
             ctx.report(
                 operation,
-                FAILED,
-                "expected %s busbw >= min_busbw_gbps; %s"
-                % (
-                    operation,
-                    "; ".join(
-                        "at %s: %.3f GB/s < %g GB/s (time %.1f us, algbw %.3f GB/s)"
-                        % (f["label"], f["busbw_gbps"], thresholds[f["size"]], f["time_us"], f["algbw_gbps"])
-                        for f in slow
-                    ),
-                )
-                + " (median of %s, slowest of %d ranks)" % (sample, world),
+                ERROR,
+                "min_efficiency cannot be judged at %s: the raw TCP yardstick was not measured (see bandwidth.yardstick)"
+                % ", ".join(unjudged),
                 duration_s,
                 details,
             )
+            continue
+        below = bandwidth_figures.below(operation, figures, thresholds, efficiency_thresholds)
+        if below:
+            ctx.report(operation, FAILED, below + " (median of %s, slowest of %d ranks)" % (sample, world), duration_s, details)
             continue
         peak = max(figures, key=lambda f: f["busbw_gbps"])
         ctx.report(
             operation,
             PASSED,
-            "%s over %d ranks, %s..%s: busbw up to %.3f GB/s (at %s), every result right (median of %s)"
-            % (operation, world, figures[0]["label"], figures[-1]["label"], peak["busbw_gbps"], peak["label"], sample),
+            "%s over %d ranks, %s..%s: busbw up to %.3f GB/s (at %s)%s, every result right (median of %s)"
+            % (
+                operation,
+                world,
+                figures[0]["label"],
+                figures[-1]["label"],
+                peak["busbw_gbps"],
+                peak["label"],
+                bandwidth_figures.efficiency_range(figures),
+                sample,
+            ),
             duration_s,
             details,
         )
     if not ctx.reported:
         ctx.report("ops", ERROR, "no operation measured (ops is empty)")
-
-
-def _sample(iterations: int, min_time_s: float, counts: List[int]) -> str:
-    """What each median is of, e.g. '5-212 iterations (at least 5 and 0.1 s per size)'."""
-    if min_time_s <= 0 or not counts:
-        return "%d iterations" % iterations
-    low, high = min(counts), max(counts)
-    spread = "%d" % low if low == high else "%d-%d" % (low, high)
-    return "%s iterations (at least %d and %g s per size)" % (spread, iterations, min_time_s)
-
-
-def _figures(
-    operation: str, sizes: List[int], seconds: List[float], world: int, best_seconds: List[float], counts: List[int]
-) -> List[Dict[str, Any]]:
-    """One figure per size from the slowest rank's median (``seconds``); ``best_busbw_gbps`` from the slowest
-    rank's fastest iteration (``best_seconds``): what the image reached at best, which noise on a shared
-    machine (it only ever slows a call down) moves far less than the median."""
-    factor = bus_factor(operation, world)
-    figures = []
-    for index, size in enumerate(sizes):
-        elapsed = seconds[index]
-        measured = max(1, size // (ELEMENT_BYTES * world)) * ELEMENT_BYTES * world  # whole elements per rank
-        algbw = measured / elapsed / 1e9 if elapsed > 0 else 0.0
-        best = best_seconds[index]
-        best_algbw = measured / best / 1e9 if best > 0 else 0.0
-        figures.append(
-            {
-                "size": size,
-                "label": size_label(size),
-                "bytes": measured,
-                "time_us": round(elapsed * 1e6, 3),
-                "algbw_gbps": round(algbw, 6),
-                "busbw_gbps": round(algbw * factor, 6),
-                "best_time_us": round(best * 1e6, 3),
-                "best_busbw_gbps": round(best_algbw * factor, 6),
-                "iterations": counts[index],  # timed calls of this size, on every rank
-            }
-        )
-    return figures

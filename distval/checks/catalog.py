@@ -15,11 +15,14 @@ from types import MappingProxyType
 class ArgSpec:
     # A kind declared in distval/config/argument_kinds.py (KINDS: its words, its JSON Schema, its reader): "int",
     # "seconds", "fraction" (0..1), "version", "choice", "names", "paths", "variables", "sizes" (message sizes),
-    # "busbw" (GB/s thresholds).
+    # "busbw" (GB/s thresholds), "efficiency" (busbw / raw TCP thresholds), "bool".
     kind: str
     description: str
     minimum: int = 0
     choices: tuple[str, ...] = ()
+    # A "bool" argument of the same check that must not be false for this one to mean anything (min_efficiency
+    # needs the yardstick): the loader refuses the pair (distval/config/check_list.py).
+    needs: str = ""
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,16 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                     choices=("all_reduce", "all_gather", "broadcast", "reduce_scatter", "all_to_all"),
                 ),
                 min_busbw_gbps=ArgSpec("busbw", "fail below this busbw in GB/s: one number, or size -> GB/s"),
+                yardstick=ArgSpec(
+                    "bool",
+                    "measure the raw TCP throughput between ring neighbours first (testcase bandwidth.yardstick) and give "
+                    "each figure its efficiency, busbw / raw TCP (default true; false saves its seconds)",
+                ),
+                min_efficiency=ArgSpec(
+                    "efficiency",
+                    "fail below this efficiency (busbw / raw TCP): one number, or size -> number; needs the yardstick",
+                    needs="yardstick",
+                ),
             ),
             _info(
                 "reconfigure",

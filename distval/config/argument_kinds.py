@@ -129,6 +129,16 @@ KINDS: Mapping[str, ArgumentKind] = MappingProxyType(
             schema=lambda spec: dict(byte_sizes.BUSBW_SCHEMA),
             reader=lambda spec: byte_sizes.busbw_threshold,
         ),
+        "efficiency": ArgumentKind(
+            words=lambda spec: f"busbw / raw TCP, > 0 and <= {byte_sizes.EFFICIENCY_MAX:g}; or size -> that",
+            schema=lambda spec: dict(byte_sizes.EFFICIENCY_SCHEMA),
+            reader=lambda spec: byte_sizes.efficiency_threshold,
+        ),
+        "bool": ArgumentKind(
+            words=lambda spec: "true or false",
+            schema=lambda spec: {"type": "boolean"},
+            reader=lambda spec: values.boolean,
+        ),
     }
 )
 

@@ -41,6 +41,12 @@ def _check(node: yaml.Node, key_path: str, problems: Problems) -> CheckSpec | No
             value = _argument(info.args[arg_name], arg_node, f"{arg_path}.{arg_name}", problems)
             if value is not None:
                 args[arg_name] = value
+        for arg_name, arg_node in (arg_nodes or {}).items():
+            needed = info.args[arg_name].needs
+            if needed and args.get(needed) is False:
+                problems.add(
+                    arg_node, f"{arg_path}.{arg_name}", f"{arg_name} needs {needed}, but {needed} is false: drop one of them"
+                )
     return CheckSpec(name=name, args=MappingProxyType(args), required=required)
 
 

@@ -164,6 +164,35 @@ def figure_table(series: list[Series]) -> list[str]:
     return lines
 
 
+def efficiency_table(series: list[Series]) -> list[str]:
+    """Per series: the raw TCP yardstick (GB/s) and each operation's efficiency (busbw / raw TCP) per message
+    size; [] when no figure has one (the yardstick off, or a report from before it)."""
+    if not any(f.efficiency is not None for s in series for f in s.figures):
+        return []
+    sizes = sorted({f.size for s in series for f in s.figures})
+    labels = {f.size: f.label for s in series for f in s.figures}
+    lines = [
+        "#### Efficiency against raw TCP",
+        "",
+        "Raw TCP: the slowest direction between ring neighbours, measured with plain sockets in the same containers "
+        "(GB/s); below it each operation's busbw / raw TCP at the same size.",
+        "",
+        "| scenario | operation | " + " | ".join(markdown_cell(labels[size]) for size in sizes) + " |",
+        "|---|---|" + "---:|" * len(sizes),
+    ]
+    for s in series:
+        tcp = {f.size: f.tcp_gbps for f in s.figures if f.tcp_gbps is not None}
+        if not tcp:
+            continue
+        cells = [f"{tcp[size]:.3f}" if size in tcp else "" for size in sizes]
+        lines.append(f"| {markdown_cell(s.name)} | raw TCP (GB/s) | " + " | ".join(cells) + " |")
+        for operation in dict.fromkeys(f.operation for f in s.figures):
+            ratios = {f.size: f.efficiency for f in s.figures if f.operation == operation and f.efficiency is not None}
+            cells = [f"{ratios[size]:.2f}" if size in ratios else "" for size in sizes]
+            lines.append(f"| {markdown_cell(s.name)} | {markdown_cell(operation)} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def bandwidth_section(summary: RunSummary) -> list[str]:
     """busbw per scenario, in-container next to cross-container, and a chart per operation; [] without figures."""
     series = [Series(s.plan.scenario.name, s.figures) for s in summary.scenarios if s.figures]
@@ -179,6 +208,13 @@ def bandwidth_section(summary: RunSummary) -> list[str]:
         *figure_table(series),
         "",
     ]
+    links = [(s.plan.scenario.name, dict(s.properties).get("bandwidth.link")) for s in summary.scenarios if s.figures]
+    named = [f"{markdown_cell(name)}: {markdown_cell(link)}" for name, link in links if link]
+    if named:
+        # The interface the backend's sockets used and its nominal speed where the machine reports one (for NCCL the
+        # yardstick, beside the transport it picked; a Docker veth reports 10 Gb/s whatever it carries).
+        lines += ["Link (the interface the backend's sockets use, its nominal speed): " + "; ".join(named) + ".", ""]
+    lines += efficiency_table(series)
     lines += ratio_table(topology_rows_of(summary))
     operations = list(dict.fromkeys(f.operation for s in series for f in s.figures))
     return lines + chart_section(operations, series)

@@ -6,10 +6,19 @@ calls, algbw = bytes / time and busbw = algbw x nccl-tests' factor (2(n-1)/n for
 for all_gather, reduce_scatter and all_to_all, 1 for broadcast). ``best_busbw_gbps`` is the same from the
 slowest rank's fastest iteration: what the image reached at best, which the noise of a shared machine
 (it only ever slows a call down) moves far less than the median; None in reports older than it.
+
+``tcp_gbps`` is the raw TCP throughput the ranks reached between ring neighbours at the same size
+(distval_suite/yardstick.py, the testcase ``bandwidth.yardstick``), and ``efficiency`` busbw / tcp_gbps: a figure
+that means the same on two machines; ``best_tcp_gbps`` and ``best_efficiency`` the same from the fastest
+message and the fastest call. All None where the yardstick was off, failed, or the report predates it.
+The image wrote them, so they are taken only when finite, in range and consistent with each other and busbw
+(the record reader already refused what is not a finite number at all).
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -29,6 +38,35 @@ class Figure:
     world_size: int
     best_time_us: float | None = None
     best_busbw_gbps: float | None = None
+    tcp_gbps: float | None = None
+    efficiency: float | None = None
+    best_tcp_gbps: float | None = None
+    best_efficiency: float | None = None
+
+
+# Above any link a container reaches today (a 3.2 Tb/s NIC is 400 GB/s; loopback measured here a few GB/s): a larger
+# raw TCP figure is not a measurement.
+TCP_GBPS_MAX = 10_000.0
+# busbw / raw TCP: above 1 by noise at small sizes, or where a collective's links beat one TCP stream, but a
+# hundredfold is not a measurement.
+EFFICIENCY_MAX = 100.0
+
+
+def yardstick_of(item: Mapping[str, object], busbw_gbps: float | None, prefix: str = "") -> tuple[float | None, float | None]:
+    """(tcp_gbps, efficiency) of one figure as the image wrote them (``prefix`` "best_": best_tcp_gbps and
+    best_efficiency against best_busbw_gbps), or (None, None) unless both are finite, in range, and the efficiency
+    is busbw / tcp_gbps (to the suite's rounding: 4 decimals, with 1 % slack for the rounding of busbw and
+    tcp_gbps themselves)."""
+    tcp, ratio = _number_or_none(item.get(f"{prefix}tcp_gbps")), _number_or_none(item.get(f"{prefix}efficiency"))
+    if tcp is None or ratio is None or busbw_gbps is None:
+        return None, None
+    if not all(math.isfinite(v) for v in (tcp, ratio, busbw_gbps)):
+        return None, None
+    if not (0 < tcp <= TCP_GBPS_MAX and 0 < ratio <= EFFICIENCY_MAX):
+        return None, None
+    if not math.isclose(ratio, busbw_gbps / tcp, rel_tol=0.01, abs_tol=1e-4):
+        return None, None
+    return tcp, ratio
 
 
 def figures_from_details(operation: str, details: Mapping[str, object]) -> tuple[Figure, ...]:
@@ -43,6 +81,10 @@ def figures_from_details(operation: str, details: Mapping[str, object]) -> tuple
         if not isinstance(item, dict):
             continue
         try:
+            busbw = float(item["busbw_gbps"])
+            best_busbw = _float_or_none(item.get("best_busbw_gbps"))
+            tcp, ratio = yardstick_of(item, busbw)
+            best_tcp, best_ratio = yardstick_of(item, best_busbw, "best_") if ratio is not None else (None, None)
             figures.append(
                 Figure(
                     operation=operation,
@@ -50,16 +92,25 @@ def figures_from_details(operation: str, details: Mapping[str, object]) -> tuple
                     label=str(item["label"]),
                     time_us=float(item["time_us"]),
                     algbw_gbps=float(item["algbw_gbps"]),
-                    busbw_gbps=float(item["busbw_gbps"]),
+                    busbw_gbps=busbw,
                     iterations=_int(item.get("iterations", iterations)),  # per size since min_time_s
                     world_size=world,
                     best_time_us=_float_or_none(item.get("best_time_us")),
-                    best_busbw_gbps=_float_or_none(item.get("best_busbw_gbps")),
+                    best_busbw_gbps=best_busbw,
+                    tcp_gbps=tcp,
+                    efficiency=ratio,
+                    best_tcp_gbps=best_tcp,
+                    best_efficiency=best_ratio,
                 )
             )
         except (KeyError, TypeError, ValueError):
             continue
     return tuple(figures)
+
+
+def _number_or_none(value: object) -> float | None:
+    """A JSON number as a float; None for anything else (a string, a bool, null)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def _float_or_none(value: object) -> float | None:
@@ -69,13 +120,41 @@ def _float_or_none(value: object) -> float | None:
         return None
 
 
+# The yardstick's own testcase: its details hold the raw TCP figures, not a collective's.
+YARDSTICK_CASE = f"{PREFIX}yardstick"
+
+
 def figures_of(cases: Iterable[tuple[str, Mapping[str, object]]]) -> tuple[Figure, ...]:
     """Every figure of a scenario, from its testcases as (name, details), in report order."""
     found: list[Figure] = []
     for name, details in cases:
-        if name.startswith(PREFIX):
+        if name.startswith(PREFIX) and name != YARDSTICK_CASE:
             found += figures_from_details(name[len(PREFIX) :], details)
     return tuple(found)
+
+
+# An interface name as the kernel allows it (IFNAMSIZ: 15 characters); anything else from the image is not shown.
+_INTERFACE = re.compile(r"^[A-Za-z0-9_.:@-]{1,15}$")
+
+
+def link_of(cases: Iterable[tuple[str, Mapping[str, object]]]) -> str | None:
+    """The link the bandwidth check's sockets used, from its first operation's ``link`` detail: ``eth0, nominal
+    1.25 GB/s`` (the speed /sys/class/net reports), ``eth0, no nominal speed reported``; None when no operation
+    named one (the check did not run, a report from before it, or what the image wrote is not an interface name
+    and a speed in range)."""
+    for name, details in cases:
+        if not name.startswith(PREFIX) or name == YARDSTICK_CASE:
+            continue
+        link = details.get("link")
+        if not isinstance(link, Mapping):
+            continue
+        interface, nominal = link.get("interface"), _number_or_none(link.get("nominal_gbps"))
+        if not isinstance(interface, str) or _INTERFACE.match(interface) is None:
+            continue
+        if nominal is not None and math.isfinite(nominal) and 0 < nominal <= TCP_GBPS_MAX:
+            return f"{interface}, nominal {nominal:g} GB/s"
+        return f"{interface}, no nominal speed reported"
+    return None
 
 
 def property_name(figure: Figure, quantity: str) -> str:
@@ -93,6 +172,11 @@ def figure_properties(figures: Iterable[Figure]) -> dict[str, str]:
         properties[property_name(figure, "busbw_gbps")] = f"{figure.busbw_gbps:.4f}"
         if figure.best_busbw_gbps is not None:
             properties[property_name(figure, "best_busbw_gbps")] = f"{figure.best_busbw_gbps:.4f}"
+        if figure.tcp_gbps is not None and figure.efficiency is not None:
+            properties[property_name(figure, "tcp_gbps")] = f"{figure.tcp_gbps:.4f}"
+            properties[property_name(figure, "efficiency")] = f"{figure.efficiency:.4f}"
+        if figure.best_efficiency is not None:
+            properties[property_name(figure, "best_efficiency")] = f"{figure.best_efficiency:.4f}"
         properties[property_name(figure, "iterations")] = str(figure.iterations)
         counts.add(figure.iterations)
     if counts:

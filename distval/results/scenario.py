@@ -21,7 +21,7 @@ from distval.checks.catalog import FAULTS_CASE, is_check, is_collective
 from distval.config import NCCL_BACKENDS
 from distval.errors import EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED, EXIT_PASSED, PlanError
 from distval.plan.model import ScenarioPlan
-from distval.results.bandwidth import Figure, figure_properties, figures_of
+from distval.results.bandwidth import Figure, figure_properties, figures_of, link_of
 from distval.results.diagnosis import Diagnosis, current_attempts, diagnose, is_record_file
 from distval.results.faults import NOT_INJECTED, fault_cases
 from distval.results.logs import first_error_line, tail
@@ -336,6 +336,10 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
         )
     # The bandwidth figures as properties too (bandwidth.all_reduce.1MiB.busbw_gbps): JUnit consumers read those.
     properties += tuple(figure_properties(figures_of((c.name, c.details) for c in cases)).items())
+    # The interface the backend's sockets used and its nominal speed: NCCL's yardstick beside nccl_transports.
+    link = link_of((c.name, c.details) for c in cases)
+    if link is not None:
+        properties += (("bandwidth.link", link),)
     diagnosis = diagnose(outcome.containers)
     if diagnosis.restarts is not None:  # the suite's launch facts were read: torchrun's restart count
         properties += (("restarts", str(diagnosis.restarts)),)

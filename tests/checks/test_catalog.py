@@ -101,7 +101,20 @@ def test_registered_checks_equal_the_catalog() -> None:
 
 
 # The kinds distval.config knows how to validate (and tests/config/test_config.py tests one by one).
-ARG_KINDS = ("int", "seconds", "fraction", "version", "choice", "names", "paths", "variables", "sizes", "busbw")
+ARG_KINDS = (
+    "int",
+    "seconds",
+    "fraction",
+    "version",
+    "choice",
+    "names",
+    "paths",
+    "variables",
+    "sizes",
+    "busbw",
+    "efficiency",
+    "bool",
+)
 
 
 def test_catalog_entries_are_consistent() -> None:
@@ -145,6 +158,8 @@ CATALOG_KINDS: dict[str, dict[str, str]] = {
         "warmup": "int",
         "ops": "names",
         "min_busbw_gbps": "busbw",
+        "yardstick": "bool",
+        "min_efficiency": "efficiency",
     },
     "reconfigure": {},
     "collective_loop": {"duration_s": "seconds", "numel": "int", "timeout_s": "seconds"},

@@ -30,6 +30,8 @@ EXAMPLES: dict[str, tuple[str, str]] = {
     "variables": ("[NCCL_ALGO, GLOO_SOCKET_IFNAME]", "NCCL_ALGO"),
     "sizes": ("[4KiB, 1MiB]", "[]"),
     "busbw": ("{1MiB: 2.5}", "{}"),
+    "efficiency": ("{1MiB: 0.5}", "1.5"),
+    "bool": ("false", "'no'"),
 }
 
 

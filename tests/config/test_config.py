@@ -616,6 +616,10 @@ def _sample_values(spec: ArgSpec) -> tuple[str, object, str, str]:
         return "[1MiB, 4096, 4 KiB]", (4096, 1048576), "[4KiB, 3MB]", "[1]"
     if spec.kind == "busbw":
         return "{4KiB: 0.5, 1048576: 2}", {"4096": 0.5, "1048576": 2.0}, "{4KiB: 0}", ".4KiB"
+    if spec.kind == "efficiency":
+        return "{4KiB: 0.25, 1048576: 1}", {"4096": 0.25, "1048576": 1.0}, "{4KiB: 1.5}", ".4KiB"
+    if spec.kind == "bool":
+        return "false", False, "'no'", ""
     pytest.fail(f"no config test for argument kind {spec.kind!r}")
 
 
@@ -629,6 +633,17 @@ def test_every_catalog_argument_is_accepted_and_rejected_by_its_kind(check: str,
     problems = problems_of(arg_text(check, arg, bad))
     assert len(problems) == 1, problems
     assert problems[0].startswith(f"{FILE}:{ARG_LINE}: scenarios[0].checks[0].args.{arg}{suffix}: expected "), problems
+
+
+def test_min_efficiency_without_the_yardstick_is_refused() -> None:
+    """min_efficiency is busbw / raw TCP: with the yardstick off there is nothing to judge it by."""
+    text = ARG_TEMPLATE.format(check="bandwidth", arg="min_efficiency", value="0.5\n          yardstick: false")
+    assert problems_of(text) == [
+        f"{FILE}:{ARG_LINE}: scenarios[0].checks[0].args.min_efficiency: min_efficiency needs yardstick, but yardstick "
+        "is false: drop one of them"
+    ]
+    (scenario,) = parse_config(text.replace("false", "true"), FILE).scenarios
+    assert dict(scenario.checks[0].args) == {"min_efficiency": 0.5, "yardstick": True}
 
 
 def test_required_flag_is_parsed() -> None:

@@ -43,9 +43,9 @@ from distval.reports.comparison import NO_REGRESSION, REGRESSED, judge
 from distval.reports.comparison_markdown import render_comparison_markdown
 from distval.reports.comparison_text import render_comparison_text
 from distval.reports.json_report import json_report
-from distval.reports.markdown import render_markdown
+from distval.reports.markdown import efficiency_table, render_markdown
 from distval.reports.mermaid import PALETTE, Series, busbw_chart, colour, legend
-from distval.results.bandwidth import figure_properties, figures_from_details, topology_rows
+from distval.results.bandwidth import figure_properties, figures_from_details, figures_of, link_of, topology_rows
 from distval.results.outcome import FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.results.scenario import summarize_scenario as summarize
@@ -193,6 +193,99 @@ def test_figures_become_properties_and_json() -> None:
         "cross_container_busbw_gbps": 2.0,
         "ratio": 1.0,
     }
+
+
+def with_yardstick(found: dict[str, Any], tcp: tuple[float, float]) -> dict[str, Any]:
+    """``found``'s figures with raw TCP per size and their efficiency, as distval_suite/bandwidth_figures.py adds them."""
+    found = copy.deepcopy(found)
+    for figure, gbps in zip(found["figures"], tcp, strict=True):
+        figure["tcp_gbps"] = gbps
+        figure["efficiency"] = round(figure["busbw_gbps"] / gbps, 4)
+        figure["best_busbw_gbps"] = figure["busbw_gbps"] * 1.5
+        figure["best_tcp_gbps"] = gbps * 2
+        figure["best_efficiency"] = round(figure["best_busbw_gbps"] / figure["best_tcp_gbps"], 4)
+    return found
+
+
+def test_efficiency_reaches_the_figures_properties_json_and_markdown() -> None:
+    found = figures_from_details("all_reduce", with_yardstick(details("all_reduce", (0.5, 2.0)), (1.0, 4.0)))
+    assert [(f.tcp_gbps, f.efficiency, f.best_tcp_gbps, f.best_efficiency) for f in found] == [
+        (1.0, 0.5, 2.0, 0.375),
+        (4.0, 0.5, 8.0, 0.375),
+    ]
+    properties = figure_properties(found)
+    assert properties["bandwidth.all_reduce.4KiB.tcp_gbps"] == "1.0000"
+    assert properties["bandwidth.all_reduce.1MiB.efficiency"] == "0.5000"
+    assert properties["bandwidth.all_reduce.1MiB.best_efficiency"] == "0.3750"
+    assert dataclasses.asdict(found[0])["efficiency"] == 0.5  # the JSON report's bandwidth entries are these
+    summary = run_summary(GOOD)
+    series = [Series("inside", found)]
+    table = efficiency_table(series)
+    assert table[table.index("| scenario | operation | 4KiB | 1MiB |") + 2 :] == [
+        "| inside | raw TCP (GB/s) | 1.000 | 4.000 |",
+        "| inside | all\\_reduce | 0.50 | 0.50 |",
+        "",
+    ]
+    # Without a yardstick (off, or a report from before it) there is no such table.
+    assert efficiency_table([Series("inside", summary.scenarios[0].figures)]) == []
+    assert "Efficiency against raw TCP" not in render_markdown(summary)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"tcp_gbps": float("inf")}, "not finite"),
+        ({"tcp_gbps": 0.0}, "no throughput"),
+        ({"tcp_gbps": -1.0}, "negative"),
+        ({"tcp_gbps": 1e6}, "past any link"),
+        ({"efficiency": 1e3}, "past the bound"),
+        ({"efficiency": 0.9}, "not busbw / tcp_gbps"),
+        ({"efficiency": "0.5"}, "a string"),
+        ({"efficiency": None}, "absent"),
+    ],
+)
+def test_an_untrusted_efficiency_is_dropped_not_reported(change: dict[str, Any], why: str) -> None:
+    """The image wrote these numbers: only finite, in-range, consistent ones reach the reports; the busbw figure stays."""
+    raw = with_yardstick(details("all_reduce", (0.5, 2.0)), (1.0, 4.0))
+    raw["figures"][0].update(change)
+    first, second = figures_from_details("all_reduce", raw)
+    assert (first.tcp_gbps, first.efficiency, first.best_efficiency) == (None, None, None), why
+    assert first.busbw_gbps == 0.5 and second.efficiency == 0.5
+
+
+@pytest.mark.parametrize(
+    ("link", "shown"),
+    [
+        ({"interface": "eth0", "nominal_gbps": 1.25}, "eth0, nominal 1.25 GB/s"),
+        ({"interface": "ib0", "nominal_gbps": None}, "ib0, no nominal speed reported"),
+        ({"interface": "eth0", "nominal_gbps": 1e9}, "eth0, no nominal speed reported"),  # past any link
+        ({"interface": "eth0\x1b[31m", "nominal_gbps": 1.25}, None),  # not an interface name: not shown
+        ({"interface": None, "nominal_gbps": None}, None),
+        ("eth0", None),
+    ],
+)
+def test_the_link_is_named_where_the_suite_found_it(link: object, shown: str | None) -> None:
+    found = {**details("all_reduce", (0.5, 2.0)), "link": link}
+    assert link_of([("bandwidth.yardstick", {"link": {"interface": "lo"}}), ("bandwidth.all_reduce", found)]) == shown
+
+
+def test_the_link_reaches_the_junit_properties_and_the_markdown() -> None:
+    summary = run_summary(GOOD)
+    assert "bandwidth.link" not in dict(summary.scenarios[0].properties)  # a report from before it: nothing said
+    linked = [
+        dataclasses.replace(s, properties=(*s.properties, ("bandwidth.link", "eth0, nominal 1.25 GB/s")))
+        for s in summary.scenarios
+    ]
+    text = render_markdown(dataclasses.replace(summary, scenarios=tuple(linked)))
+    assert (
+        "Link (the interface the backend's sockets use, its nominal speed): inside: eth0, nominal 1.25 GB/s; "
+        "across: eth0, nominal 1.25 GB/s." in text
+    )
+
+
+def test_the_yardsticks_own_testcase_is_no_operation() -> None:
+    yardstick_details = {"path": "loopback", "tcp": [{"size": 4096, "tcp_gbps": 1.0}], "figures": [{"size": 4096}]}
+    assert figures_of([("bandwidth.yardstick", yardstick_details)]) == ()
 
 
 def test_topology_rows_need_both_topologies_at_one_world_size() -> None:

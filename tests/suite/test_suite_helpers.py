@@ -46,6 +46,8 @@ TORCH_FREE = (
     "distval_suite.watchdog",
     "distval_suite.answers",
     "distval_suite.support",
+    "distval_suite.yardstick",
+    "distval_suite.bandwidth_figures",
 )
 
 
