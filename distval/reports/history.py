@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from distval.reports.baseline import BadReport, Tolerances, deltas, read_report
+from distval.results.bandwidth import EFFICIENCY_MAX  # the bound the harness itself keeps an efficiency within
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
 
 ABSENT = "absent"  # the run has no such scenario, or its scenario no such check
@@ -41,7 +42,6 @@ OUTPUT_DIR_MARKDOWN = "summary.md"
 # Bounds on the numbers the page shows: a report past them was not written by distval.
 BUSBW_MAX_GBPS = 1e6  # 1 PB/s
 DURATION_MAX_S = 1e7  # 115 days
-EFFICIENCY_MAX = 2.0  # busbw over raw TCP throughput: above 1 where shared memory beats TCP, never 2x
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,7 @@ def _broken(path: list[Any], value: Any) -> dict[str, Any]:
         (["scenarios", 0, "cases", 0, "status"], "<b>", "cases[0].status"),
         (["scenarios", 0, "bandwidth", 0, "busbw_gbps"], 1e300, "bandwidth[0].busbw_gbps"),
         (["scenarios", 0, "bandwidth", 0, "busbw_gbps"], "3", "bandwidth[0].busbw_gbps"),
-        (["scenarios", 0, "bandwidth", 0, "efficiency"], 2.5, "bandwidth[0].efficiency"),
+        (["scenarios", 0, "bandwidth", 0, "efficiency"], 100.5, "bandwidth[0].efficiency"),
         (["scenarios", 0, "bandwidth", 0, "efficiency"], 0, "bandwidth[0].efficiency"),
         (["early_error"], "x", "early_error: expected an object"),
     ],
