@@ -40,7 +40,7 @@ from common import BenchError, check_image, distval_executable
 
 from distval.cli.baseline import DEFAULT_REMEASURE
 from distval.reports.baseline import Tolerances, baseline_case, confirm, deltas
-from distval.reports.reference import CANDIDATE, DEFAULT_PAIRS, PairedTolerances, reference_case, schedule
+from distval.reports.reference import CANDIDATE, DEFAULT_PAIRS, PairedTolerances, paired, reference_case, schedule
 
 SAME = "same image"  # the good image as the candidate: its comparisons count false alarms
 
@@ -71,8 +71,27 @@ def _busbw(figures: Sequence[Any]) -> list[Any]:
     return [f for f in figures if f.kind == "busbw"]
 
 
-def judge_paired(rounds: Sequence[dict[str, Any]], label: str, used: int, tolerances: PairedTolerances) -> dict[str, Any]:
-    """``--reference --pairs used`` over every choice of ``used`` of the candidate's rounds."""
+def _efficiencies(entry: dict[str, Any]) -> dict[tuple[str, int], float]:
+    return {
+        (str(f["operation"]), int(f["size"])): float(f["efficiency"])
+        for f in entry.get("bandwidth") or []
+        if isinstance(f.get("efficiency"), (int, float)) and f["efficiency"] > 0
+    }
+
+
+def _efficiency_regressed(candidates: Sequence[Any], references: Sequence[Any], tolerances: PairedTolerances) -> list[bool]:
+    """The paired judgement of each figure's efficiency (busbw / raw TCP of the same run) instead of its busbw: whether
+    normalising each run by its own yardstick cancels the machine's run-to-run noise (one verdict per figure)."""
+    by_pair = [(_efficiencies(c), _efficiencies(r)) for c, r in zip(candidates, references, strict=True)]
+    keys = [k for k in by_pair[0][0] if all(k in c and k in r for c, r in by_pair)]
+    return [paired("busbw", str(k), [c[k] for c, _ in by_pair], [r[k] for _, r in by_pair], tolerances).regressed for k in keys]
+
+
+def judge_paired(
+    rounds: Sequence[dict[str, Any]], label: str, used: int, tolerances: PairedTolerances, efficiency: bool = False
+) -> dict[str, Any]:
+    """``--reference --pairs used`` over every choice of ``used`` of the candidate's rounds; ``efficiency``: each busbw
+    figure judged by its efficiency instead (the checks and durations as --reference judges them)."""
     mine = [r for r in rounds if r["candidate"] == label]
     failed = comparisons = figures = regressed = 0
     for chosen in itertools.combinations(mine, used):
@@ -83,10 +102,16 @@ def judge_paired(rounds: Sequence[dict[str, Any]], label: str, used: int, tolera
             candidates = [r["runs"]["candidate"]["scenarios"][index] for r in chosen]
             references = [r["runs"]["reference"]["scenarios"][index] for r in chosen]
             case = reference_case(candidates, references, order, "good", tolerances)
-            any_failed |= case.status == "failed"
-            busbw = [f for f in case.details["figures"] if f["kind"] == "busbw"]
-            figures += len(busbw)
-            regressed += sum(1 for f in busbw if f["regressed"])
+            others = [f for f in case.details["figures"] if f["kind"] != "busbw"]
+            verdicts = (
+                _efficiency_regressed(candidates, references, tolerances)
+                if efficiency
+                else [f["regressed"] for f in case.details["figures"] if f["kind"] == "busbw"]
+            )
+            checks_failed = any(c["verdict"] == "the image" for c in case.details["checks"])
+            any_failed |= checks_failed or any(verdicts) or any(f["regressed"] for f in others)
+            figures += len(verdicts)
+            regressed += sum(verdicts)
         failed += any_failed
     return {"failed": failed, "comparisons": comparisons, "busbw_regressed": regressed, "busbw_figures": figures}
 
@@ -117,11 +142,13 @@ def judge_baseline(rounds: Sequence[dict[str, Any]], label: str, tolerances: Tol
 def judge(rounds: Sequence[dict[str, Any]], used_pairs: Sequence[int]) -> list[dict[str, Any]]:
     rows = []
     labels = (SAME, *SLOW_IMAGES)
+    with_efficiency = any(_efficiencies(r["runs"]["candidate"]["scenarios"][0]) for r in rounds)
     for used in used_pairs:
-        row: dict[str, Any] = {"rule": f"--reference --pairs {used}"}
-        for label in labels:
-            row[label] = judge_paired(rounds, label, used, PairedTolerances())
-        rows.append(row)
+        for efficiency in (False, True) if with_efficiency else (False,):
+            row: dict[str, Any] = {"rule": f"--reference --pairs {used}" + (", by efficiency" if efficiency else "")}
+            for label in labels:
+                row[label] = judge_paired(rounds, label, used, PairedTolerances(), efficiency)
+            rows.append(row)
     row = {"rule": f"--baseline (one good run) --remeasure {DEFAULT_REMEASURE}"}
     for label in labels:
         row[label] = judge_baseline(rounds, label, Tolerances())

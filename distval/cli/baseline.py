@@ -34,7 +34,6 @@ from distval.reports.comparison import VERDICTS, judge, verdict_line
 from distval.reports.comparison_json import render_comparison_json
 from distval.reports.comparison_markdown import write_comparison_markdown
 from distval.reports.comparison_text import render_comparison_text
-from distval.reports.reference import DEFAULT_PAIRED_BUSBW_TOLERANCE
 from distval.results.outcome import PASSED
 from distval.results.scenario import RunSummary, ScenarioResult
 
@@ -71,9 +70,10 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--busbw-tolerance",
         type=cli_values.fraction_of_drop,
+        default=DEFAULT_BUSBW_TOLERANCE,
         metavar="F",
-        help=f"a busbw lower by more than this fraction (0.2 or 20%%) regresses (default {DEFAULT_BUSBW_TOLERANCE * 100:.0f}%% "
-        f"against a --baseline, {DEFAULT_PAIRED_BUSBW_TOLERANCE * 100:.0f}%% in --reference's pairs)",
+        help=f"a busbw lower by more than this fraction (0.2 or 20%%) regresses, against a --baseline or, in --reference's "
+        f"pairs, by the whole paired interval (default {DEFAULT_BUSBW_TOLERANCE * 100:.0f}%%)",
     )
     parser.add_argument(
         "--busbw-slack-us",
@@ -87,6 +87,7 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--duration-tolerance",
         type=cli_values.fraction_of_growth,
+        default=DEFAULT_DURATION_TOLERANCE,
         metavar="F",
         help=f"a duration longer by more than this fraction (and by more than {DEFAULT_DURATION_SLACK_S:g} s) regresses "
         f"(default {DEFAULT_DURATION_TOLERANCE * 100:.0f}%%)",
@@ -94,13 +95,7 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _tolerances(args: argparse.Namespace) -> Tolerances:
-    """The tolerances against a --baseline (or in ``compare``): the options given, else the defaults (the options
-    default to None, since --reference's pairs have defaults of their own)."""
-    return Tolerances(
-        busbw=DEFAULT_BUSBW_TOLERANCE if args.busbw_tolerance is None else args.busbw_tolerance,
-        duration=DEFAULT_DURATION_TOLERANCE if args.duration_tolerance is None else args.duration_tolerance,
-        busbw_slack_us=args.busbw_slack_us,
-    )
+    return Tolerances(busbw=args.busbw_tolerance, duration=args.duration_tolerance, busbw_slack_us=args.busbw_slack_us)
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,7 @@ from distval.plan.model import ScenarioPlan
 from distval.reports.baseline import scenario_entries
 from distval.reports.reference import (
     CANDIDATE,
-    DEFAULT_PAIRED_BUSBW_TOLERANCE,
     DEFAULT_PAIRED_DURATION_SLACK_S,
-    DEFAULT_PAIRED_DURATION_TOLERANCE,
     DEFAULT_PAIRS,
     MAX_PAIRS,
     PairedTolerances,
@@ -59,9 +57,7 @@ class ReferenceOptions:
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> ReferenceOptions:
         tolerances = PairedTolerances(
-            busbw=DEFAULT_PAIRED_BUSBW_TOLERANCE if args.busbw_tolerance is None else args.busbw_tolerance,
-            duration=DEFAULT_PAIRED_DURATION_TOLERANCE if args.duration_tolerance is None else args.duration_tolerance,
-            duration_slack_s=DEFAULT_PAIRED_DURATION_SLACK_S,
+            busbw=args.busbw_tolerance, duration=args.duration_tolerance, duration_slack_s=DEFAULT_PAIRED_DURATION_SLACK_S
         )
         return cls(args.reference, DEFAULT_PAIRS if args.pairs is None else args.pairs, tolerances)
 
