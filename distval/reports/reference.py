@@ -26,7 +26,8 @@ One testcase ``reference`` per scenario says what the pairs found:
   widens the interval instead of deciding the verdict, so the noise rules of ``--baseline`` (medians against bests,
   the call-time slack, re-measures) are not needed here;
 - **nothing compared is not a pass**: with no figure and no check both images ran (the reference image missing,
-  every reference run ended early), the testcase fails.
+  every reference run ended early), the testcase fails; where every run of both images was skipped (no GPU the
+  Engine can give), it is skipped with their reasons, as the scenario is.
 
 A candidate run after the first that fails (pairs 2...) fails the testcase too: a failure in any run is a failure.
 The first candidate run is the scenario's own result (its testcases, figures and logs in every report); the others
@@ -48,7 +49,7 @@ from distval.reports.baseline import (
     busbw_figures,
     check_durations,
 )
-from distval.results.outcome import ERROR, FAILED, PASSED, CaseResult
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 
 REFERENCE_CASE = "reference"
 CANDIDATE, REFERENCE = "candidate", "reference"
@@ -274,6 +275,18 @@ def reference_case(
         problems.append(
             f"expected {against} and the candidate to have run something to compare in {pairs} pair(s); "
             + ("no reference run finished" if not references else "no figure and no check is in both")
+        )
+    runs = [*candidates, *references]
+    if not figures and not compared_checks and references and all(e.get("status") == SKIPPED for e in runs):
+        # Skipped on both images (no GPU the Engine can give, every check version-gated): the scenario's own skip
+        # says why; a comparison that had nothing to compare on either image neither passes nor fails it.
+        reasons = sorted({str(c.get("message", ""))[:200] for e in runs for c in e.get("cases") or [] if isinstance(c, dict)})
+        return CaseResult(
+            REFERENCE_CASE,
+            SKIPPED,
+            f"the scenario was skipped on the candidate and on {against}: " + ("; ".join(reasons[:3]) or "no reason given"),
+            0.0,
+            details=details,
         )
     if problems:
         return CaseResult(REFERENCE_CASE, FAILED, "; and ".join(problems), 0.0, details=details)

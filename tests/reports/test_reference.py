@@ -122,6 +122,19 @@ def test_nothing_compared_is_not_a_pass() -> None:
     assert nothing.status == FAILED and "no figure and no check is in both" in nothing.message
 
 
+def test_a_scenario_skipped_on_both_images_skips_the_comparison_with_the_reason() -> None:
+    skipped = {
+        "name": "bw",
+        "status": "skipped",
+        "bandwidth": [],
+        "cases": [{"name": "all_reduce", "status": "skipped", "message": "no GPU"}],
+    }
+    case = reference_case([skipped] * 2, [skipped] * 2, schedule(2), "good:1", TOLERANCES)
+    assert case.status == "skipped" and case.message.endswith("good:1: no GPU"), case.message
+    # Skipped on the candidate only: the reference ran, nothing was compared: failed.
+    assert reference_case([skipped] * 2, [entry(1.0)] * 2, schedule(2), "good:1", TOLERANCES).status == FAILED
+
+
 def test_figures_from_the_image_that_are_not_positive_finite_numbers_are_not_paired() -> None:
     hostile = entry(1.0)
     hostile["bandwidth"] = [figure("all_reduce", 65536, "64KiB", float("nan")), figure("all_reduce", 1048576, "1MiB", -1.0)]
