@@ -102,14 +102,15 @@ def judge_paired(
             candidates = [r["runs"]["candidate"]["scenarios"][index] for r in chosen]
             references = [r["runs"]["reference"]["scenarios"][index] for r in chosen]
             case = reference_case(candidates, references, order, "good", tolerances)
-            others = [f for f in case.details["figures"] if f["kind"] != "busbw"]
-            verdicts = (
-                _efficiency_regressed(candidates, references, tolerances)
-                if efficiency
-                else [f["regressed"] for f in case.details["figures"] if f["kind"] == "busbw"]
-            )
-            checks_failed = any(c["verdict"] == "the image" for c in case.details["checks"])
-            any_failed |= checks_failed or any(verdicts) or any(f["regressed"] for f in others)
+            if efficiency:
+                # The testcase's verdict with its busbw figures judged by efficiency instead.
+                verdicts = _efficiency_regressed(candidates, references, tolerances)
+                others = [f for f in case.details["figures"] if f["kind"] != "busbw"]
+                checks_failed = any(c["verdict"] == "the image" for c in case.details["checks"])
+                any_failed |= checks_failed or any(verdicts) or any(f["regressed"] for f in others)
+            else:
+                verdicts = [f["regressed"] for f in case.details["figures"] if f["kind"] == "busbw"]
+                any_failed |= case.status == "failed"
             figures += len(verdicts)
             regressed += sum(verdicts)
         failed += any_failed

@@ -26,7 +26,7 @@ import os
 import re
 from typing import Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
 
-from distval_suite import elf
+from distval_suite import elf, libraries
 
 PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "TORCHELASTIC_", "PYTORCH_", "OMP_", "KMP_", "MKL_", "CUDA_", "CUDNN_", "CUBLAS_")
 # Listed beside them: what decides which libraries load (distval_suite/libraries.py judges the result).
@@ -141,7 +141,7 @@ def unread_libraries(scanned: Iterable[str]) -> Optional[str]:
     """Why the names the image reads are not known (None: they are): none of torch's own libraries (libtorch*,
     libc10*), which every rank maps, could be read. Without them a misspelt name cannot be told from a correct
     one, and a pass would claim what was never judged."""
-    if any(re.match(r"lib(torch|c10)[._-]", os.path.basename(path)) for path in scanned):
+    if any(libraries.TORCH_OWN.match(os.path.basename(path)) for path in scanned):
         return None
     return "none of torch's own libraries (libtorch*, libc10*) could be read for the names it reads (read: %s)" % (
         ", ".join(os.path.basename(p) for p in sorted(scanned)[:5]) or "nothing"

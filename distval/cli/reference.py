@@ -17,6 +17,7 @@ from distval.reports.reference import (
     DEFAULT_PAIRED_DURATION_SLACK_S,
     DEFAULT_PAIRS,
     MAX_PAIRS,
+    REFERENCE,
     PairedTolerances,
     reference_case,
     schedule,
@@ -103,7 +104,7 @@ def run_pairs(
     own: list[ScenarioResult] = []
     paired: dict[str, PairedRuns] = {}
     for candidate, reference in zip(candidates, references, strict=True):
-        runs: dict[str, list[ScenarioResult]] = {CANDIDATE: [], "reference": []}
+        runs: dict[str, list[ScenarioResult]] = {CANDIDATE: [], REFERENCE: []}
         for number, members in enumerate(order, start=1):
             log(f"{candidate.scenario.name}: pair {number} of {pairs}, {members[0]} first")
             for member in members:
@@ -111,7 +112,7 @@ def run_pairs(
                 (result,) = run((candidate if member == CANDIDATE else reference,))
                 runs[member].append(result)
         own.append(runs[CANDIDATE][0])
-        paired[candidate.scenario.name] = PairedRuns(tuple(runs[CANDIDATE][1:]), tuple(runs["reference"]), order)
+        paired[candidate.scenario.name] = PairedRuns(tuple(runs[CANDIDATE][1:]), tuple(runs[REFERENCE]), order)
     return own, paired
 
 
