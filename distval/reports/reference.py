@@ -271,13 +271,21 @@ def reference_case(
     if pairs < 2:
         # One pair gives a ratio, not an interval: no figure could regress, and a pass would say nothing.
         problems.append(f"expected at least 2 complete pairs with {against} to judge by; {pairs} ran")
-    elif not figures and not compared_checks:
+    elif not compared_checks:
+        # Every figure but the time to verdict comes from a check: without a check that both images ran, the pairs
+        # compared nothing (a reference that errored before its checks still has a time to verdict).
         problems.append(
             f"expected {against} and the candidate to have run something to compare in {pairs} pair(s); "
-            + ("no reference run finished" if not references else "no figure and no check is in both")
+            + (
+                "no reference run finished"
+                if not references
+                else "no figure and no check is in both"
+                if not figures
+                else "no check ran on both images (a time to verdict alone compares nothing)"
+            )
         )
     runs = [*candidates, *references]
-    if not figures and not compared_checks and references and all(e.get("status") == SKIPPED for e in runs):
+    if not compared_checks and references and all(e.get("status") == SKIPPED for e in runs):
         # Skipped on both images (no GPU the Engine can give, every check version-gated): the scenario's own skip
         # says why; a comparison that had nothing to compare on either image neither passes nor fails it.
         reasons = sorted({str(c.get("message", ""))[:200] for e in runs for c in e.get("cases") or [] if isinstance(c, dict)})

@@ -126,6 +126,7 @@ def test_a_scenario_skipped_on_both_images_skips_the_comparison_with_the_reason(
     skipped = {
         "name": "bw",
         "status": "skipped",
+        "duration_s": 2.0,
         "bandwidth": [],
         "cases": [{"name": "all_reduce", "status": "skipped", "message": "no GPU"}],
     }
@@ -227,3 +228,14 @@ def test_bad_combinations_are_refused_before_anything_runs(argv: tuple[str, ...]
 def test_the_paired_tolerances_are_the_options() -> None:
     assert ReferenceOptions.from_args(parsed("--reference", "r:1")).tolerances.busbw == 0.20
     assert ReferenceOptions.from_args(parsed("--reference", "r:1", "--busbw-tolerance", "0.3")).tolerances.busbw == 0.3
+
+
+def test_a_reference_that_never_ran_a_check_compared_nothing() -> None:
+    # The reference image missing or broken at start: each run an error with only a setup case, yet a time to
+    # verdict; that one figure is no comparison of the images.
+    broken = {"name": "bw", "status": ERROR, "duration_s": 3.0, "bandwidth": [], "cases": [
+        {"name": "setup", "status": ERROR, "duration_s": 3.0, "message": "no such image"},
+    ]}  # fmt: skip
+    case = reference_case([entry(1.0)] * 2, [broken] * 2, schedule(2), "gone:1", TOLERANCES)
+    assert case.status == FAILED, case.message
+    assert "no check ran on both images" in case.message
