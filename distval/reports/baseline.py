@@ -99,6 +99,11 @@ class Delta:
     remeasured: tuple[float | None, ...] = ()
     cleared: bool = False  # regressed in the run, not in most of the runs: noise
     votes: int = 0  # of the 1 + len(remeasured) runs, how many saw it regressed (0 where not re-measured)
+    # busbw only: the raw TCP yardstick at the same size in either run (``tcp_gbps``), where both reports have it.
+    # Evidence, never a verdict: the yardstick is taken once before the sweep, and judging by efficiency did not
+    # cancel this machine's noise (docs/measurements.md, "Candidate against reference").
+    old_tcp: float | None = None
+    new_tcp: float | None = None
 
     @property
     def best_ratio(self) -> float | None:
@@ -109,6 +114,13 @@ class Delta:
     @property
     def ratio(self) -> float:
         return self.new / self.old if self.old else float("inf") if self.new else 1.0
+
+    @property
+    def tcp_ratio(self) -> float | None:
+        """The raw TCP yardstick's new / old at this figure's size, where both runs measured it."""
+        if self.old_tcp is None or self.new_tcp is None or not self.old_tcp:
+            return None
+        return self.new_tcp / self.old_tcp
 
     @property
     def unit(self) -> str:
@@ -124,7 +136,9 @@ class Delta:
         if self.kind == "busbw":
             best = self.best_ratio
             at_best = "" if best is None else f"; best {self.old_best:.4g} -> {self.new_best:.4g} GB/s ({best:.2f}x)"
-            return f"{self.ratio:.2f}x, tolerance -{tolerances.busbw:.0%}{at_best}"
+            tcp = self.tcp_ratio
+            raw = "" if tcp is None else f"; raw TCP {self.old_tcp:.4g} -> {self.new_tcp:.4g} GB/s ({tcp:.2f}x)"
+            return f"{self.ratio:.2f}x, tolerance -{tolerances.busbw:.0%}{at_best}{raw}"
         return f"{self.ratio:.2f}x, tolerance +{tolerances.duration:.0%} and +{tolerances.duration_slack_s:g} s"
 
     def _again(self) -> str:
@@ -313,10 +327,17 @@ class BusbwFigure:
     best: float | None  # GB/s; None in reports older than best figures
     time_us: float | None  # the median call; None where the report lacks it
     best_time_us: float | None
+    tcp_gbps: float | None = None  # the raw TCP yardstick at this size; None without one (yardstick: false, older reports)
 
 
 def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _positive(value: Any) -> float | None:
+    """A finite number above 0, else None: a stored report is read back, and its yardstick only ever informs."""
+    number = _number(value)
+    return number if number is not None and math.isfinite(number) and number > 0 else None
 
 
 def busbw_figures(scenario: Mapping[str, Any]) -> dict[tuple[str, int], BusbwFigure]:
@@ -330,6 +351,7 @@ def busbw_figures(scenario: Mapping[str, Any]) -> dict[tuple[str, int], BusbwFig
                 _number(figure.get("best_busbw_gbps")),
                 _number(figure.get("time_us")),
                 _number(figure.get("best_time_us")),
+                _positive(figure.get("tcp_gbps")),
             )
         except (AttributeError, KeyError, TypeError, ValueError):
             continue
@@ -378,7 +400,7 @@ def deltas(old: Mapping[str, Any], new: Mapping[str, Any], tolerances: Tolerance
         elif noise:
             why = f"its best call {now.best_time_us - was.best_time_us:+.0f} us, within the {slack:g} us slack"  # type: ignore[operator]
         delta = Delta("busbw", f"{key[0]} {was.label}", was.median, now.median, median_slower and best_dropped, *bests, noise)
-        result.append(dataclasses.replace(delta, noise_why=why))
+        result.append(dataclasses.replace(delta, noise_why=why, old_tcp=was.tcp_gbps, new_tcp=now.tcp_gbps))
     old_d, new_d = check_durations(old), check_durations(new)
     for name in [n for n in new_d if n in old_d]:
         before, after = old_d[name], new_d[name]
@@ -536,6 +558,7 @@ def baseline_case(
             f"{len(regressed)} of {len(found)} did{again}: "
             + "; ".join(d.describe(tolerances) for d in regressed)
             + (f" (busbw: medians and bests of {iterations} iterations)" if busbw else "")
+            + _machine_slower(regressed, tolerances)
         )
     if problems:
         return CaseResult(BASELINE_CASE, FAILED, "; and ".join(problems), 0.0, details=details)
@@ -568,6 +591,21 @@ def baseline_case(
         ),
         0.0,
         details=details,
+    )
+
+
+def _machine_slower(regressed: Sequence[Delta], tolerances: Tolerances) -> str:
+    """A hint, when every regressed busbw figure's raw TCP yardstick fell past the tolerance too in the run: the
+    machine was slower than when the baseline ran, which a stored baseline cannot tell from a slower image. It does
+    not clear the figures (the image could have slowed its own sockets too); it says how to tell."""
+    busbw = [d for d in regressed if d.kind == "busbw"]
+    ratios = [r for r in (d.tcp_ratio for d in busbw) if r is not None]
+    if not busbw or len(ratios) < len(busbw) or any(r >= 1 - tolerances.busbw for r in ratios):
+        return ""
+    return (
+        f". In the run, the raw TCP between the same ranks fell too ({min(ratios):.2f}-{max(ratios):.2f}x of the "
+        "baseline's at those sizes): the machine may have been slower, not the image; --reference IMAGE compares the "
+        "two images in pairs on this machine in one run"
     )
 
 

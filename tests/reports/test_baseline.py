@@ -88,6 +88,28 @@ def test_a_figure_the_baseline_has_and_the_run_lacks_fails_and_is_named() -> Non
     assert more.status == PASSED, more.message
 
 
+def test_a_regression_says_when_the_machines_raw_tcp_fell_too_and_still_fails() -> None:
+    # The yardstick is evidence, never a verdict: the image could slow its own sockets too.
+    def at(busbw: float, tcp: float | None) -> dict[str, Any]:
+        return {**figure("broadcast", 1048576, "1MiB", busbw), "tcp_gbps": tcp}
+
+    baseline = report("old", entry([at(1.1, 1.1)], [case("env")]))
+    machine = baseline_case(entry([at(0.6, 0.6)], [case("env")]), baseline, Tolerances(), "GOOD.json")
+    assert machine.status == FAILED, machine.message
+    assert "busbw broadcast 1MiB: 1.1 -> 0.6 GB/s (0.55x, tolerance -20%; raw TCP 1.1 -> 0.6 GB/s (0.55x))" in machine.message
+    assert "the raw TCP between the same ranks fell too (0.55-0.55x" in machine.message
+    assert "--reference IMAGE" in machine.message
+    assert machine.details["deltas"][0]["old_tcp"] == 1.1 and machine.details["deltas"][0]["new_tcp"] == 0.6
+    # The hint can fail: a yardstick that held (or fell within the tolerance), or one a run lacks, says nothing.
+    for tcp in (1.1, 0.9, None):
+        image = baseline_case(entry([at(0.6, tcp)], [case("env")]), baseline, Tolerances(), "GOOD.json")
+        assert image.status == FAILED and "fell too" not in image.message, image.message
+    # A yardstick that is not a positive number is no evidence either.
+    for bad in (0, -1.0, "fast", True):
+        odd = baseline_case(entry([at(0.6, bad)], [case("env")]), baseline, Tolerances(), "GOOD.json")  # type: ignore[arg-type]
+        assert odd.status == FAILED and "raw TCP" not in odd.message, odd.message
+
+
 def test_a_failed_or_errored_remeasure_fails_the_baseline_testcase() -> None:
     baseline = report("old", entry(TWO_FIGURES, [case("env")]))
     slow = entry([figure("all_reduce", 65536, "64KiB", 0.5), TWO_FIGURES[1]], [case("env")])

@@ -89,9 +89,26 @@ def test_a_slow_image_fails_the_good_images_baseline_and_the_default_tolerance_h
         ("broadcast", "1MiB"),
     }
 
-    # The same image again passes its own baseline at the default tolerances (docs/measurements.md, "Noise": how often
-    # two runs of one image failed each other before min_time_s, the call-time slack and the re-measure).
-    code_again, again = distval(config, GOOD, tmp_path / "again.json", run_ids(), "--baseline", str(tmp_path / "good.json"))
+    # The same image again matches its own baseline by scenario_hash, compares every figure and passes. At tolerances
+    # no load swing reaches, not the defaults: how often an unchanged image fails a stored baseline at the defaults is
+    # a rate, which the benchmarks measure (docs/measurements.md, "Noise" and "Candidate against reference": 56-58 %
+    # of comparisons of the default sweep on this shared VM). In a CI run beside the fault tests, broadcast 1 MiB
+    # measured 0.58x, 0.98x and 0.76x of the stored run in the run and its two re-measures (its best 0.72x), and the raw
+    # TCP yardstick 0.58x: the machine slowed, not the image. Here a figure regresses only when its median and its best
+    # both fell below 0.4x in two of three runs, and a check only when it took 4x as long and 1 s more. The default
+    # tolerances' boundary is asserted deterministically below, on shifted figures.
+    code_again, again = distval(
+        config,
+        GOOD,
+        tmp_path / "again.json",
+        run_ids(),
+        "--baseline",
+        str(tmp_path / "good.json"),
+        "--busbw-tolerance",
+        "0.6",
+        "--duration-tolerance",
+        "3",
+    )
     same = cases(again)["baseline"]
     assert (code_again, same["status"]) == (0, "passed"), same["message"]
     assert "matched by scenario_hash" in same["message"] and "4 busbw" in same["message"]
