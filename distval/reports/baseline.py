@@ -27,7 +27,8 @@ into the next. The earlier rule, "regressed in every run", confirmed a true drop
 with probability p**3 (tests/results/test_remeasure_rule.py simulates both rules' miss and false-alarm rates).
 A re-measure that failed or errored fails the ``baseline`` testcase: a failure in any run is a failure.
 
-Fails closed: a matched scenario whose comparison compared nothing fails, a figure (busbw or duration)
+Fails closed: a matched scenario whose comparison compared nothing fails (unless it was skipped in both
+reports: skipped, with the scenario's reasons), a figure (busbw or duration)
 the baseline has and the run lacks fails (named), and when no scenario of the run matched the baseline
 at all, or when the baseline is ``unusable`` (it has no scenario, or its run ended early; with several
 baselines, one of them), every ``baseline`` testcase fails. A scenario the baseline lacks while others matched is skipped
@@ -548,6 +549,19 @@ def baseline_case(
             f"expected every figure of {run} ({how}) in this run; {len(gone)} missing: "
             + ", ".join(gone[:10])
             + (f", ... ({len(gone)} in all)" if len(gone) > 10 else "")
+        )
+    if not found and not gone and not failures and scenario.get("status") == SKIPPED and previous.get("status") == SKIPPED:
+        # Skipped in the run and in the baseline (no GPU the Engine can give, every check version-gated): the
+        # scenario's own skip says why, and a comparison with nothing to compare on either side neither passes nor
+        # fails it (as --reference's, distval/reports/reference.py); --fail-on-skip fails it. Skipped in the run
+        # alone while the baseline has its figures fails above, each figure named as missing.
+        reasons = sorted({str(c.get("message", ""))[:200] for c in scenario.get("cases") or [] if isinstance(c, dict)})
+        return CaseResult(
+            BASELINE_CASE,
+            SKIPPED,
+            f"the scenario was skipped in this run and in {run} ({how}): " + ("; ".join(reasons[:3]) or "no reason given"),
+            0.0,
+            details=details,
         )
     if not found and not gone:
         # Nothing compared is not a pass: neither report has a figure of this scenario that the other has.

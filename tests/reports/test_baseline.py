@@ -73,6 +73,35 @@ def test_a_matched_scenario_that_compared_nothing_fails() -> None:
     assert "neither has a busbw figure or a check's duration" in result.message
 
 
+def test_a_scenario_skipped_in_the_run_and_in_the_baseline_is_skipped_and_only_then() -> None:
+    # The default config's NCCL scenarios on a machine without GPUs: "compared nothing" failed every such run.
+    no_gpu = case("env", SKIPPED, 0.0, "no GPU the Engine can give (probe: 0 devices)")
+    skipped = entry([], [no_gpu], status=SKIPPED)
+    verdict = baseline_case(skipped, report("old", entry([], [no_gpu], status=SKIPPED)), Tolerances(), "GOOD.json")
+    assert verdict.status == SKIPPED, verdict.message
+    assert verdict.message == (
+        "the scenario was skipped in this run and in GOOD.json (run old) (matched by scenario_hash): "
+        "no GPU the Engine can give (probe: 0 devices)"
+    )
+    # The guard can fail: skipped in the run while the baseline ran it fails, naming what is missing.
+    ran = entry(TWO_FIGURES, [case("env")])
+    assert "3 missing: busbw all_reduce 64KiB" in baseline_case(skipped, report("old", ran), Tolerances(), "G").message
+    assert baseline_case(entry([], [case("env", SKIPPED)]), report("old", ran), Tolerances(), "G").status == FAILED
+    # Skipped in the baseline only: nothing of it to compare with, which is no pass either.
+    assert baseline_case(ran, report("old", skipped), Tolerances(), "G").status == FAILED
+    nothing = baseline_case(entry([], [case("process_group")]), report("old", skipped), Tolerances(), "G")
+    assert nothing.status == FAILED and "neither has a busbw figure" in nothing.message, nothing.message
+    # Through apply_baseline: skipped beside a scenario that matched; --fail-on-skip fails it like any other skip.
+    bw, other = plans()
+    no_gpu_case = CaseResult("env", SKIPPED, "no GPU the Engine can give", 0.0)
+    hashes = (("scenario_hash", "h-other"), ("scenario_hash_any_image", "a-other"))
+    summary = RunSummary("run2", (result(bw, 1.0), ScenarioResult(other, (no_gpu_case,), hashes, "", 0.0)))
+    lenient = apply_baseline(summary, json_report(summary), Tolerances(), "GOOD.json")
+    assert [s.cases[-1].status for s in lenient.scenarios] == [PASSED, SKIPPED]
+    strict = apply_baseline(summary, json_report(summary), Tolerances(), "GOOD.json", fail_on_skip=True)
+    assert [s.cases[-1].status for s in strict.scenarios] == [PASSED, FAILED]
+
+
 def test_a_figure_the_baseline_has_and_the_run_lacks_fails_and_is_named() -> None:
     baseline = report("old", entry(TWO_FIGURES, [case("env"), case("bandwidth.all_reduce")]))
     # The 1 MiB figure is gone and the bandwidth check did not run (skipped): what is left is within tolerance.
