@@ -23,6 +23,10 @@ class ArgSpec:
     # A "bool" argument of the same check that must not be false for this one to mean anything (min_efficiency
     # needs the yardstick): the loader refuses the pair (distval/config/check_list.py).
     needs: str = ""
+    # The backends under which the argument means anything (min_efficiency: gloo, whose transport is the TCP the
+    # yardstick measures; NCCL picks its own, NVLink or InfiniBand): the loader refuses it under another backend
+    # (distval/config/check_list.py) instead of the check erroring on the GPU machine. Empty: every backend.
+    backends: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,6 +192,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                     "efficiency",
                     "fail below this efficiency (busbw / raw TCP): one number, or size -> number; needs the yardstick",
                     needs="yardstick",
+                    backends=("gloo",),
                 ),
             ),
             _info(

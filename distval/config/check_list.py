@@ -50,6 +50,24 @@ def _check(node: yaml.Node, key_path: str, problems: Problems) -> CheckSpec | No
     return CheckSpec(name=name, args=MappingProxyType(args), required=required)
 
 
+def backend_issues(checks: tuple[CheckSpec, ...], backend: str) -> list[tuple[str, str]]:
+    """(key path below the scenario, message) for each check argument given under a backend it means nothing with
+    (ArgSpec.backends); known only once the scenario's backend is resolved (its own, a matrix's, or the top level's)."""
+    issues = []
+    for index, check in enumerate(checks):
+        for arg_name in check.args:
+            allowed = CATALOG[check.name].args[arg_name].backends
+            if allowed and backend not in allowed:
+                issues.append(
+                    (
+                        f"checks[{index}].args.{arg_name}",
+                        f"expected {arg_name} only with backend {' or '.join(allowed)}; got backend {backend!r}: drop it "
+                        "from this scenario",
+                    )
+                )
+    return issues
+
+
 def read_checks(node: yaml.Node, key_path: str, problems: Problems) -> tuple[CheckSpec, ...] | None:
     """The checks in the order listed; None (after a problem) if the list is not a non-empty list."""
     if not isinstance(node, yaml.SequenceNode) or not node.value:

@@ -57,6 +57,11 @@ def version_gates(info: CheckInfo) -> list[dict[str, str]]:
     return gates
 
 
+def _described(spec: ArgSpec) -> str:
+    """The argument's description, with the backends it is refused outside of (ArgSpec.backends)."""
+    return spec.description + (f"; only with backend {' or '.join(spec.backends)}" if spec.backends else "")
+
+
 def checks_data() -> list[dict[str, Any]]:
     """Every check of the catalog, in catalog order, as plain data (``distval checks --format json``)."""
     return [
@@ -64,7 +69,7 @@ def checks_data() -> list[dict[str, Any]]:
             "name": info.name,
             "description": info.description,
             "arguments": [
-                {"name": name, "kind": spec.kind, "values": argument_kind(spec), "description": spec.description}
+                {"name": name, "kind": spec.kind, "values": argument_kind(spec), "description": _described(spec)}
                 for name, spec in info.args.items()
             ],
             "requirements": requirements(info),

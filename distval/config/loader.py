@@ -15,6 +15,7 @@ import yaml
 
 from distval.bounded_read import FileRefused, read_regular_file
 from distval.config.budget import Budget
+from distval.config.check_list import backend_issues
 from distval.config.compose import compose
 from distval.config.devices import resolve_devices
 from distval.config.faults import scenario_fault_issues
@@ -102,10 +103,11 @@ def _entry(node: yaml.Node, key_path: str, defaults: dict[str, Any], problems: P
 def _faults_checked(
     node: yaml.Node, fields: Mapping[str, yaml.Node], key_path: str, scenarios: list[Scenario], problems: Problems
 ) -> list[Scenario]:
-    """The scenarios, after the rules between their faults, expect and the rest (config/faults.py)."""
+    """The scenarios, after the rules between their faults, expect and the rest (config/faults.py) and between their
+    check arguments and their backend (config/check_list.py)."""
     before = len(problems.lines)
     for scenario in scenarios:
-        for sub_path, message in scenario_fault_issues(scenario):
+        for sub_path, message in [*scenario_fault_issues(scenario), *backend_issues(scenario.checks, scenario.backend)]:
             at = fields.get(sub_path.split("[")[0].split(".")[0], node)
             problems.add(at, f"{key_path}.{sub_path}", message if not scenario.axes else f"{message} (in {scenario.name})")
     return scenarios if len(problems.lines) == before else []

@@ -646,6 +646,45 @@ def test_min_efficiency_without_the_yardstick_is_refused() -> None:
     assert dict(scenario.checks[0].args) == {"min_efficiency": 0.5, "yardstick": True}
 
 
+def test_a_gloo_only_argument_under_nccl_is_refused_before_anything_runs() -> None:
+    """min_efficiency is busbw / raw TCP, the transport gloo uses: under NCCL (NVLink, InfiniBand) it judged nothing
+    and the check errored on the GPU machine; the loader refuses it, also where the backend is the top level's or a
+    matrix axis', and accepts it under gloo (the guard can pass)."""
+    text = yaml_text(
+        """
+        backend: nccl
+        scenarios:
+          - name: top
+            topology: in-container
+            world_size: 2
+            checks: [{name: bandwidth, args: {min_efficiency: 0.5}}]
+          - name: own
+            topology: in-container
+            world_size: 2
+            backend: gloo
+            checks: [{name: bandwidth, args: {min_efficiency: 0.5}}]
+          - name: axis
+            topology: in-container
+            world_size: 2
+            matrix: {backend: [gloo, nccl-legacy]}
+            checks: [{name: bandwidth, args: {min_efficiency: 0.5, min_busbw_gbps: 1}}]
+        """
+    )
+    problems = problems_of(text)
+    assert [line.split(": ", 1)[1] for line in problems] == [
+        "scenarios[0].checks[0].args.min_efficiency: expected min_efficiency only with backend gloo; got backend 'nccl': "
+        "drop it from this scenario",
+        "scenarios[2].checks[0].args.min_efficiency: expected min_efficiency only with backend gloo; got backend "
+        "'nccl-legacy': drop it from this scenario (in axis.nccl-legacy)",
+    ], problems
+    gloo = parse_config(text.replace("backend: nccl\n", "").replace(", nccl-legacy]", "]"), FILE).scenarios
+    assert [(s.name, s.backend, dict(s.checks[0].args)["min_efficiency"]) for s in gloo] == [
+        ("top", "gloo", 0.5),
+        ("own", "gloo", 0.5),
+        ("axis.gloo", "gloo", 0.5),
+    ]
+
+
 def test_required_flag_is_parsed() -> None:
     text = yaml_text(
         """
