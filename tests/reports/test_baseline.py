@@ -74,7 +74,7 @@ def test_a_matched_scenario_that_compared_nothing_fails() -> None:
 
 
 def test_a_scenario_skipped_in_the_run_and_in_the_baseline_is_skipped_and_only_then() -> None:
-    # The default config's NCCL scenarios on a machine without GPUs: "compared nothing" failed every such run.
+    # configs/nccl.yaml's scenarios on a machine without GPUs: "compared nothing" failed every such run.
     no_gpu = case("env", SKIPPED, 0.0, "no GPU the Engine can give (probe: 0 devices)")
     skipped = entry([], [no_gpu], status=SKIPPED)
     verdict = baseline_case(skipped, report("old", entry([], [no_gpu], status=SKIPPED)), Tolerances(), "GOOD.json")

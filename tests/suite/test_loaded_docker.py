@@ -91,6 +91,19 @@ def test_a_second_copy_of_a_library_is_caught(fixture_image: Callable[[str], str
     ), message
 
 
+def test_torchs_libraries_that_no_package_owns_cannot_be_judged_and_fail(
+    fixture_image: Callable[[str], str], tmp_path: Path
+) -> None:
+    """No package database owns libtorch*/libc10*: which copy is the packaged one cannot be told, so the check fails
+    saying so (a pass would claim what was never judged)."""
+    cases = _cases(fixture_image("distval-fixtures/broken:torch-libs-unowned"), tmp_path)
+    message = cases["libraries"]["message"]
+    assert cases["libraries"]["status"] == "failed", message
+    assert "no package database (pip's RECORD, dpkg, conda-meta) owns torch's own libraries (libc10.so" in message, message
+    assert "which copy of a library is the packaged one cannot be told" in message
+    assert cases["env"]["status"] == "passed"  # torch itself works: only the judgement is impossible
+
+
 def test_a_misspelt_and_a_harmful_variable_baked_into_the_image_fail(fixture_image: Callable[[str], str], tmp_path: Path) -> None:
     cases = _cases(fixture_image("distval-fixtures/broken:env-misspelt-harmful"), tmp_path)
     message = cases["environment"]["message"]
