@@ -555,11 +555,10 @@ def baseline_case(
         # scenario's own skip says why, and a comparison with nothing to compare on either side neither passes nor
         # fails it (as --reference's, distval/reports/reference.py); --fail-on-skip fails it. Skipped in the run
         # alone while the baseline has its figures fails above, each figure named as missing.
-        reasons = sorted({str(c.get("message", ""))[:200] for c in scenario.get("cases") or [] if isinstance(c, dict)})
         return CaseResult(
             BASELINE_CASE,
             SKIPPED,
-            f"the scenario was skipped in this run and in {run} ({how}): " + ("; ".join(reasons[:3]) or "no reason given"),
+            f"the scenario was skipped in this run and in {run} ({how}): {skip_reasons([scenario])}",
             0.0,
             details=details,
         )
@@ -621,6 +620,12 @@ def _machine_slower(regressed: Sequence[Delta], tolerances: Tolerances) -> str:
         "baseline's at those sizes): the machine may have been slower, not the image; --reference IMAGE compares the "
         "two images in pairs on this machine in one run"
     )
+
+
+def skip_reasons(entries: Sequence[Mapping[str, Any]]) -> str:
+    """Why skipped scenarios (their JSON report entries) were skipped: their testcases' distinct messages, the first 3."""
+    reasons = sorted({str(c.get("message", ""))[:200] for e in entries for c in e.get("cases") or [] if isinstance(c, dict)})
+    return "; ".join(reasons[:3]) or "no reason given"
 
 
 def _runs(count: int) -> str:

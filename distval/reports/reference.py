@@ -48,6 +48,7 @@ from distval.reports.baseline import (
     DEFAULT_DURATION_TOLERANCE,
     busbw_figures,
     check_durations,
+    skip_reasons,
 )
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 
@@ -288,11 +289,10 @@ def reference_case(
     if not compared_checks and references and all(e.get("status") == SKIPPED for e in runs):
         # Skipped on both images (no GPU the Engine can give, every check version-gated): the scenario's own skip
         # says why; a comparison that had nothing to compare on either image neither passes nor fails it.
-        reasons = sorted({str(c.get("message", ""))[:200] for e in runs for c in e.get("cases") or [] if isinstance(c, dict)})
         return CaseResult(
             REFERENCE_CASE,
             SKIPPED,
-            f"the scenario was skipped on the candidate and on {against}: " + ("; ".join(reasons[:3]) or "no reason given"),
+            f"the scenario was skipped on the candidate and on {against}: {skip_reasons(runs)}",
             0.0,
             details=details,
         )
