@@ -44,6 +44,7 @@ from distval.cli.run import (
     write_reports,
 )
 from distval.cli.selection_options import add_selection_options, selection
+from distval.cli.slurm import add_slurm_commands
 from distval.config import load_config
 from distval.config.checks_reference import FORMATS, REFERENCE_PAGE, render_checks
 from distval.config.keys_reference import KEYS_PAGE, render_keys_markdown
@@ -439,6 +440,8 @@ COMMAND_EXIT_CODES: dict[str, ExitCodes] = {
     "cleanup": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
     "export kubernetes": ExitCodes(_COMMON, _SUCCESS),
     "collect kubernetes": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOTHING_VALIDATED)),
+    "export slurm": ExitCodes(_COMMON, _SUCCESS),
+    "collect slurm": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED)),
     "completion": ExitCodes(_COMMON, _SUCCESS),
 }
 
@@ -678,7 +681,8 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.set_defaults(handler=command_cleanup)
     add_doctor_command(commands, _doctor_engine, _add_hosts_options)
     add_attest_commands(commands, _engine)
-    add_kubernetes_commands(commands, _add_report_options)
+    export_targets, collect_targets = add_kubernetes_commands(commands, _add_report_options)
+    add_slurm_commands(export_targets, collect_targets, _add_report_options)
 
     completion = commands.add_parser(
         "completion",
