@@ -540,6 +540,35 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no Docker: run each node as local processes with the local Python's torch (see --python)",
     )
+    run.add_argument(
+        "--target",
+        choices=("docker", "slurm"),
+        default="docker",
+        help="docker (the default: one Engine, or several with --hosts) or slurm: each scenario as a batch job, "
+        "submitted with sbatch from this host, followed to its deadline and cancelled (scancel) on every stop; "
+        "see --slurm-dir, --bundle (docs/slurm.md)",
+    )
+    run.add_argument(
+        "--slurm-dir",
+        metavar="DIR",
+        default="distval-slurm-jobs",
+        type=cli_values.file_path("the directory of the jobs"),
+        help="with --target slurm: where each scenario's job directory goes, on a filesystem every node sees at the "
+        "same path (default distval-slurm-jobs)",
+    )
+    run.add_argument(
+        "--bundle",
+        metavar="DIR",
+        type=cli_values.file_path("an OCI bundle directory"),
+        help="with --target slurm --integration oci: the image under test unpacked as an OCI bundle (docs/slurm.md)",
+    )
+    run.add_argument(
+        "--integration",
+        choices=("oci", "pyxis", "apptainer"),
+        default="oci",
+        help="with --target slurm: how a job step runs the image (oci: srun --container, the default)",
+    )
+    run.add_argument("--partition", help="with --target slurm: the partition to submit to (default: the cluster's)")
     # The old name of --local, one letter from --hosts (several Engines): kept for one release, with a line saying so.
     run.add_argument("--host", dest="deprecated_host", action="store_true", help=argparse.SUPPRESS)
     run.add_argument(

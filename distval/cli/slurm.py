@@ -11,40 +11,24 @@ no exported job.
 from __future__ import annotations
 
 import argparse
-import json
 import secrets
 import sys
 from pathlib import Path
 from typing import Any
 
-from distval.bounded_read import FileRefused, read_regular_file
 from distval.cli import values as cli_values
 from distval.cli.run import filtered, running, select, write_reports
 from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
-from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError, SelectionError, one_line
+from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError, SelectionError
 from distval.plan.selection import NO_CHECK_SELECTED
 from distval.reports.summary import render_summary
+from distval.targets.slurm.bundle_config import read_bundle_config
 from distval.targets.slurm.collect import summarize_jobs
 from distval.targets.slurm.export import BATCH_FILE, export_config, write_job
 from distval.targets.slurm.integrations import INTEGRATIONS, OCI
 
 DEFAULT_OUT = "distval-slurm"
-BUNDLE_CONFIG_MAX_BYTES = 1024 * 1024
-
-
-def read_bundle_config(bundle: str) -> dict[str, Any]:
-    """The OCI bundle's config.json (umoci unpack writes it): the image's environment, user and working directory."""
-    path = Path(bundle) / "config.json"
-    try:
-        config = json.loads(read_regular_file(path, BUNDLE_CONFIG_MAX_BYTES))
-    except FileRefused as exc:
-        raise BadInput(f"--bundle {bundle}: expected an OCI bundle (umoci unpack's config.json and rootfs): {exc}") from exc
-    except ValueError as exc:
-        raise BadInput(f"--bundle {bundle}: {path} is not JSON: {one_line(str(exc))[:200]}") from exc
-    if not isinstance(config, dict) or not isinstance(config.get("process"), dict):
-        raise BadInput(f"--bundle {bundle}: {path} is not an OCI runtime config (no process object)")
-    return config
 
 
 def command_export(args: argparse.Namespace) -> int:

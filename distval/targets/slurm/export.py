@@ -52,6 +52,9 @@ SUITE_MOUNT = "/distval"  # the plan's working directory: the suite, the spec an
 BATCH_FILE = "job.sbatch"
 ORIGIN_FILE = "origin.json"
 SPEC_TEMPLATE = "spec.json.in"
+# What Slurm puts in a step's environment (srun(1) OUTPUT ENVIRONMENT VARIABLES), besides what distval exports.
+SET_BY_SLURM = ("SLURM_*", "SLURMD_*", "TMPDIR")
+NODE_ROOTFS = "rootfs"  # in each node's bundle directory: the image's rootfs, hard-linked there by the batch script
 _MASTER_PORT_OPTION = re.compile(r"^(--master[_-]port=)\d+$")
 # A value srun --export cannot carry: its list is comma-separated, with no quoting.
 _EXPORT_UNSAFE = re.compile(r"[,\n]")
@@ -164,19 +167,23 @@ def shell_word(text: str) -> str:
 
 def _spec_template(plan: ScenarioPlan) -> str:
     spec = json.loads(_mapped(plan, plan.suite_spec_json))
-    # Which variables distval sets: the environment check must not count the ones Slurm's step adds as the
-    # image's own. The SLURM_* ones Slurm sets in every step are named by prefix in the spec's reason.
+    # The environment check judges what the image bakes in: what Slurm sets in every step is the scheduler's, not the
+    # image's (named by prefix: distval_suite/environment.py image_variables).
+    spec["set_by_distval"] = sorted({*spec.get("set_by_distval", []), *SET_BY_SLURM})
     return json.dumps(spec, sort_keys=True, indent=1) + "\n"
 
 
-def _bundle_config(image_config: dict[str, Any], plan: ScenarioPlan, job: JobDir, node: int, rootfs: str) -> str:
+def _bundle_config(image_config: dict[str, Any], plan: ScenarioPlan, job: JobDir, node: int) -> str:
     """Node ``node``'s OCI config.json: the image's (from umoci unpack: its environment, user, working directory),
-    its root the shared, read-only rootfs, the suite, spec and the node's results mounted, the node's own network.
+    its root the image's rootfs read-only, the suite, spec and the node's results mounted, the node's own network.
 
-    The rootfs is shared by every node and job: read-only, with a fresh /tmp, so that the image under test cannot
-    change what the next run starts from (Docker gives each container a layer of its own instead)."""
+    The rootfs's files are the bundle's, shared by every node and job: read-only, with a fresh /tmp, so that the image
+    under test cannot change what the next run starts from (Docker gives each container a layer of its own instead)."""
     config = json.loads(json.dumps(image_config))
-    config["root"] = {"path": rootfs, "readonly": True}
+    # Slurm 22.05 runs <bundle>/rootfs whatever root.path says, and runc refuses a rootfs that is a symbolic link: the
+    # batch script links the image's rootfs there file by file (cp -al: hard links, 0.6 s for the 24,000 files of the
+    # torch 2.6 image here) and removes the links when the steps end.
+    config["root"] = {"path": NODE_ROOTFS, "readonly": True}
     process = config.setdefault("process", {})
     process["cwd"] = plan.containers[node].working_dir
     process["terminal"] = False
@@ -184,13 +191,22 @@ def _bundle_config(image_config: dict[str, Any], plan: ScenarioPlan, job: JobDir
     # A job step uses its node's network and hostname (the rendezvous address is the node's): no network or UTS
     # namespace of its own, as on any Slurm cluster.
     linux["namespaces"] = [n for n in linux.get("namespaces", []) if n.get("type") not in ("network", "uts")]
-    mounts = [m for m in config.get("mounts", []) if m.get("destination") not in ("/tmp", SUITE_MOUNT)]
+    config.pop("hostname", None)  # runc refuses a hostname without a UTS namespace of the container's own
+    mounts = [
+        m for m in config.get("mounts", []) if m.get("destination") not in ("/tmp", SUITE_MOUNT, "/etc/hosts", "/etc/resolv.conf")
+    ]
     shm = plan.containers[node].options.shm_size
     if shm is not None:
         for mount in mounts:
             if mount.get("destination") == "/dev/shm":
                 mount["options"] = [o for o in mount.get("options", []) if not o.startswith("size=")] + [f"size={shm}"]
     mounts.append({"destination": "/tmp", "type": "tmpfs", "source": "tmpfs", "options": ["nosuid", "nodev", "mode=1777"]})
+    # The node's names and resolver, as Docker and enroot give a container: an image's own /etc/hosts is empty, and
+    # node 0's address is a name.
+    mounts += [
+        {"destination": path, "type": "bind", "source": path, "options": ["rbind", "ro"]}
+        for path in ("/etc/hosts", "/etc/resolv.conf")
+    ]
     mounts += [
         {"destination": m.destination, "type": "bind", "source": m.source, "options": ["rbind", "ro" if m.read_only else "rw"]}
         for m in _mounts(plan, job, node)
@@ -225,7 +241,13 @@ def _time_limit(deadline_s: float) -> str:
 
 
 def batch_script(
-    plan: ScenarioPlan, name: str, job: JobDir, integration: str, image_ref: str, partition: str | None = None
+    plan: ScenarioPlan,
+    name: str,
+    job: JobDir,
+    integration: str,
+    image_ref: str,
+    partition: str | None = None,
+    bundle_rootfs: str | None = None,
 ) -> str:
     containers = plan.containers
     nodes = len(containers)
@@ -279,6 +301,17 @@ def batch_script(
     for node in range(nodes):
         # World-writable: the image's user (any uid) writes its records there, as on Docker (mode 0777).
         lines.append(f'mkdir -p "$JOB_DIR/run/node-{node}" && chmod 0777 "$JOB_DIR/run/node-{node}" || exit 2')
+    if integration == OCI:
+        if bundle_rootfs is None:
+            raise PlanError("the oci integration needs the image's OCI bundle (--bundle DIR)")
+        lines.append(f"BUNDLE_ROOTFS={shlex.quote(bundle_rootfs)}")
+        for node in range(nodes):
+            rootfs = f'"$JOB_DIR/bundles/node-{node}/{NODE_ROOTFS}"'
+            lines.append(
+                f'rm -rf {rootfs} && cp -al "$BUNDLE_ROOTFS" {rootfs} || '
+                "{ echo \"distval: cannot hard-link the bundle's rootfs into the job directory (the same filesystem is "
+                'needed)" >&2; exit 2; }'
+            )
     lines.append("# One step per node, all at once: each node's exit code and output, as a container's on Docker.")
     for node in range(nodes):
         container = containers[node]
@@ -320,6 +353,7 @@ def batch_script(
     lines += [
         "wait",
         'echo "ended=$(date +%s.%N)" >> "$JOB_DIR/run/job"',
+        f'rm -rf "$JOB_DIR"/bundles/node-*/{NODE_ROOTFS}',
         'worst=0; for f in "$JOB_DIR"/run/node-*.exit; do code=$(cat "$f"); [ "$code" -gt "$worst" ] && worst=$code; done',
         'exit "$worst"',
     ]
@@ -344,8 +378,11 @@ def export_scenario(
     _check_layout(plan)
     job = JobDir(root)
     origin = Origin(plan.scenario, plan.image, plan.run_id, plan.slug, config_path, name)
+    rootfs = None
+    if integration == OCI and bundle is not None and image_config is not None:
+        rootfs = str(PurePosixPath(bundle, str(image_config.get("root", {}).get("path", "rootfs"))))
     files = {
-        BATCH_FILE: batch_script(plan, name, job, integration, plan.image, partition),
+        BATCH_FILE: batch_script(plan, name, job, integration, plan.image, partition, rootfs),
         ORIGIN_FILE: json.dumps(origin_data(origin), indent=1, sort_keys=True) + "\n",
         SPEC_TEMPLATE: _spec_template(plan),
         # Mount points inside the read-only /distval, for the spec and the results directory.
@@ -356,9 +393,8 @@ def export_scenario(
     if integration == OCI:
         if bundle is None or image_config is None:
             raise PlanError("the oci integration needs the image's OCI bundle (--bundle DIR)")
-        rootfs = str(PurePosixPath(bundle, str(image_config.get("root", {}).get("path", "rootfs"))))
         for node in range(len(plan.containers)):
-            files[f"bundles/node-{node}/config.json"] = _bundle_config(image_config, plan, job, node, rootfs)
+            files[f"bundles/node-{node}/config.json"] = _bundle_config(image_config, plan, job, node)
     return ExportedJob(plan, name, integration, files=files, dirs=("distval/results",))
 
 

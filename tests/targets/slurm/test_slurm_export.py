@@ -79,7 +79,8 @@ def test_each_node_gets_an_oci_bundle_config_with_the_suite_spec_and_its_own_res
     root = f"{tmp_path.resolve()}/out/cross-container-2ranks"
     for node in (0, 1):
         config = json.loads(job.files[f"bundles/node-{node}/config.json"])
-        assert config["root"] == {"path": "/shared/bundle/rootfs", "readonly": True}
+        assert config["root"] == {"path": "rootfs", "readonly": True}  # hard-linked there by the batch script
+        assert "hostname" not in config and {"/etc/hosts", "/etc/resolv.conf"} <= {m["destination"] for m in config["mounts"]}
         assert {n["type"] for n in config["linux"]["namespaces"]} == {"pid", "ipc", "mount"}  # the node's network
         assert config["process"]["cwd"] == "/distval"
         assert "PATH=/usr/local/bin:/usr/bin:/bin" in config["process"]["env"]  # the image's environment kept
@@ -237,7 +238,12 @@ def test_export_command_needs_a_bundle_for_oci_and_writes_the_jobs(tmp_path: Pat
 def test_the_batch_script_runs_against_stand_ins_for_slurm(tmp_path: Path) -> None:
     """The script itself, run by bash with scontrol and srun as stand-ins: the job file, the spec with the job's
     address and port, each node's exit code, and the worst exit code as the job's."""
-    job = _export(tmp_path)["cross-container-2ranks"]
+    bundle = tmp_path / "bundle"
+    (bundle / "rootfs" / "usr" / "bin").mkdir(parents=True)
+    (bundle / "rootfs" / "usr" / "bin" / "python3").write_text("", encoding="utf-8")
+    config = load_config(str(ROOT / "configs" / "default.yaml"))
+    jobs = export_config(config, "r1", IMAGE, tmp_path / "out", OCI, str(bundle), IMAGE_CONFIG)
+    job = next(j for j in jobs if j.plan.scenario.name == "cross-container-2ranks")
     directory = write_job(job, tmp_path / "out")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -253,8 +259,12 @@ def test_the_batch_script_runs_against_stand_ins_for_slurm(tmp_path: Path) -> No
     assert json.loads(Path(jobdir.path("run", "spec.json")).read_text(encoding="utf-8"))["results_dir"] == "/distval/results"
     assert [Path(jobdir.node_exit(n)).read_text(encoding="ascii").strip() for n in (0, 1)] == ["0", "3"]
     assert oct(os.stat(jobdir.node_results(1)).st_mode & 0o777) == "0o777"
+    # The rootfs was hard-linked into each node's bundle while the steps ran, and removed after them.
+    assert not (directory / "bundles" / "node-0" / "rootfs").exists()
+    assert 'cp -al "$BUNDLE_ROOTFS"' in job.files["job.sbatch"]
 
 
 def test_batch_script_is_what_export_writes(tmp_path: Path) -> None:
     job = _export(tmp_path)["in-container-2ranks"]
-    assert job.files["job.sbatch"] == batch_script(job.plan, job.name, JobDir(f"{tmp_path.resolve()}/out/{job.name}"), OCI, IMAGE)
+    directory = JobDir(f"{tmp_path.resolve()}/out/{job.name}")
+    assert job.files["job.sbatch"] == batch_script(job.plan, job.name, directory, OCI, IMAGE, None, "/shared/bundle/rootfs")

@@ -1,0 +1,168 @@
+"""The slurm target on a real Slurm cluster: a controller and two compute nodes as containers on this machine
+(distval/targets/slurm/cluster.py: Debian's Slurm 22.05, munge, runc), the image under test made an OCI bundle
+(docker save, skopeo copy, umoci unpack) and run by ``srun --container``. Marked ``docker``.
+
+- the default config's cross-container scenario passes across the two Slurm nodes on the 2.6 image;
+- broken:allreduce-wrong fails all_reduce there, the testcase it fails on Docker;
+- a job stopped at its deadline is cancelled: nothing of it is queued or running afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from distval.cli.main import main
+from distval.config import load_config
+from distval.results.outcome import EXIT_STATUS_CASE, FAILED, PASSED
+from distval.targets.docker.engine import Engine
+from distval.targets.slurm.bundle_config import read_bundle_config
+from distval.targets.slurm.cluster import Cluster, make_bundle, run_on, start_cluster, stop_cluster
+from distval.targets.slurm.collect import JobState, summarize_jobs
+from distval.targets.slurm.export import export_config, write_job
+from distval.targets.slurm.integrations import OCI
+from distval.targets.slurm.jobs import ACTIVE, cancel, follow, job_state, submit
+from tests.paths import ROOT
+
+pytestmark = pytest.mark.docker
+IMAGE = "distval-fixtures/torch:2.6-debian"
+BROKEN = "distval-fixtures/broken:allreduce-wrong"
+JOB_TIMEOUT_S = 900.0
+
+
+@dataclass
+class ControllerCommands:
+    """Slurm's client in the cluster's controller (the test cluster's login node)."""
+
+    engine: Engine
+    cluster: Cluster
+
+    def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> tuple[int, str]:
+        return run_on(self.engine, self.cluster.controller, argv)
+
+
+@dataclass
+class SlurmHere:
+    cluster: Cluster
+    commands: ControllerCommands
+    bundles: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def slurm(fixture_image: Callable[[str], str]) -> Iterator[SlurmHere]:
+    fixture_image("distval-fixtures/slurm-node:bookworm")
+    # Under /tmp, not pytest's tmp_path: the node containers mount it at the same path (the Engine is this machine's).
+    shared = tempfile.mkdtemp(prefix="distval-slurm-shared-")
+    os.chmod(shared, 0o755)
+    cluster = start_cluster(shared, 2, lambda line: print(line, flush=True))
+    try:
+        yield SlurmHere(cluster, ControllerCommands(Engine("tests-slurm"), cluster), {})
+    finally:
+        stop_cluster(cluster.cluster_id)
+        shutil.rmtree(shared, ignore_errors=True)
+
+
+def _bundle(slurm: SlurmHere, image: str) -> str:
+    if image not in slurm.bundles:
+        bundle = f"{slurm.cluster.shared}/bundles/{len(slurm.bundles)}"
+        started = time.monotonic()
+        make_bundle(slurm.commands.engine, slurm.cluster, image, bundle)
+        print(f"bundle of {image}: {time.monotonic() - started:.1f} s", flush=True)
+        slurm.bundles[image] = bundle
+    return slurm.bundles[image]
+
+
+def _run(slurm: SlurmHere, image: str, name: str, scenario: str, deadline_s: float = JOB_TIMEOUT_S) -> tuple[Path, JobState]:
+    bundle = _bundle(slurm, image)
+    config = load_config(str(ROOT / "configs" / "default.yaml"))
+    out = Path(slurm.cluster.shared) / name
+    (job,) = [
+        j
+        for j in export_config(config, name, image, out, OCI, bundle, read_bundle_config(bundle))
+        if j.plan.scenario.name == scenario
+    ]
+    directory = write_job(job, out)
+    submitted = submit(slurm.commands, str(directory / "job.sbatch"))
+    state = follow(slurm.commands, submitted.job_id, time.monotonic() + deadline_s, threading.Event())
+    if state.state.rstrip("+") in ACTIVE:
+        state = cancel(slurm.commands, submitted.job_id) or state
+    return directory, state
+
+
+def test_the_default_cross_container_scenario_passes_across_two_slurm_nodes(slurm: SlurmHere) -> None:
+    directory, state = _run(slurm, IMAGE, "good", "cross-container-2ranks")
+    (result,) = summarize_jobs([directory]).scenarios
+    statuses = {c.name: c.status for c in result.cases}
+    assert state.state == "COMPLETED", (state, statuses, result.logs[-3000:])
+    assert statuses[EXIT_STATUS_CASE] == PASSED and statuses["all_reduce"] == PASSED, (statuses, result.logs[-3000:])
+    assert all(s in (PASSED, "skipped") for s in statuses.values()), statuses
+    job = (directory / "run" / "job").read_text(encoding="utf-8")
+    assert f"node={slurm.cluster.nodes[0]}" in job and f"node={slurm.cluster.nodes[1]}" in job
+
+
+def test_a_broken_image_fails_all_reduce_as_on_docker(slurm: SlurmHere) -> None:
+    directory, _ = _run(slurm, BROKEN, "broken", "cross-container-2ranks")
+    (result,) = summarize_jobs([directory]).scenarios
+    statuses = {c.name: c.status for c in result.cases}
+    assert statuses["all_reduce"] == FAILED, (statuses, result.logs[-3000:])
+
+
+def test_a_job_stopped_at_its_deadline_leaves_nothing_queued_or_running(slurm: SlurmHere) -> None:
+    directory, state = _run(slurm, IMAGE, "deadline", "cross-container-2ranks", deadline_s=8.0)
+    code, queue = slurm.commands.run(["squeue", "--noheader", "--format=%i %T"])
+    assert code == 0 and queue.strip() == "", queue
+    assert state.state.rstrip("+") not in ACTIVE, state
+    for node in slurm.cluster.nodes:  # no container of the job left on a node
+        code, listing = run_on(slurm.commands.engine, node, ["runc", "--root=/run/distval-runc", "list", "-q"])
+        assert listing.strip() == "", listing
+    (result,) = summarize_jobs([directory], states={directory: state}).scenarios
+    assert {c.name: c.status for c in result.cases}[EXIT_STATUS_CASE] != PASSED
+    assert job_state is not None
+
+
+def _client_on_path(slurm: SlurmHere, directory: Path) -> str:
+    """Slurm's client commands as this host's, each run in the controller (the test cluster's login node): a PATH."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for command in ("sbatch", "scontrol", "scancel", "squeue"):
+        path = directory / command
+        path.write_text(f'#!/bin/sh\nexec docker exec {slurm.cluster.controller} {command} "$@"\n', encoding="utf-8")
+        path.chmod(0o755)
+    return f"{directory}:{os.environ['PATH']}"
+
+
+def test_run_target_slurm_submits_follows_and_collects(slurm: SlurmHere, monkeypatch: pytest.MonkeyPatch) -> None:
+    bundle = _bundle(slurm, IMAGE)
+    monkeypatch.setenv("PATH", _client_on_path(slurm, Path(slurm.cluster.shared) / "bin"))
+    report = Path(slurm.cluster.shared) / "run.json"
+    argv = ["run", str(ROOT / "configs" / "default.yaml"), "--target", "slurm", "--image", IMAGE, "--bundle", bundle]
+    argv += ["--slurm-dir", f"{slurm.cluster.shared}/run-jobs", "--filter", "cross-container-2ranks", "--json", str(report)]
+    assert main(argv) == 0
+    data = json.loads(report.read_text(encoding="utf-8"))
+    assert data["mode"] == "slurm"
+
+
+def test_run_target_slurm_cancels_a_job_past_its_deadline(slurm: SlurmHere, monkeypatch: pytest.MonkeyPatch) -> None:
+    bundle = _bundle(slurm, IMAGE)
+    monkeypatch.setenv("PATH", _client_on_path(slurm, Path(slurm.cluster.shared) / "bin"))
+    config = Path(slurm.cluster.shared) / "short.yaml"
+    text = (ROOT / "configs" / "default.yaml").read_text(encoding="utf-8")
+    config.write_text(text.replace("timeout_s: 600 ", "timeout_s: 10 "), encoding="utf-8")
+    argv = ["run", str(config), "--target", "slurm", "--image", IMAGE, "--bundle", bundle]
+    argv += ["--slurm-dir", f"{slurm.cluster.shared}/short-jobs", "--filter", "cross-container-2ranks"]
+    started = time.monotonic()
+    assert main(argv) == 1
+    assert time.monotonic() - started < 90
+    code, queue = slurm.commands.run(["squeue", "--noheader"])
+    assert code == 0 and queue.strip() == "", queue
+    for node in slurm.cluster.nodes:
+        _, listing = run_on(slurm.commands.engine, node, ["runc", "--root=/run/distval-runc", "list", "-q"])
+        assert listing.strip() == "", listing
