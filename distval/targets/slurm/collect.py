@@ -40,6 +40,8 @@ class JobState:
 
     state: str
     reason: str = ""
+    # Nodes Slurm took out while the job ran (down, drained, failing): host name -> Slurm's state and reason.
+    lost_nodes: tuple[tuple[str, str], ...] = ()
 
     @property
     def text(self) -> str:
@@ -142,8 +144,10 @@ def outcome_of(directory: Path, state: JobState | None = None, duration_s: float
             problem = "the job never started here (no run/job in its directory)" + (f"; {state.text}" if state else "")
         elif exit_code is None:
             problem = f"its job step on {host or 'its node'} never reported an exit code" + (f"; {state.text}" if state else "")
-        elif state is not None and state.state == "NODE_FAIL" and host and host in state.reason:
-            problem = f"Slurm lost node {host} ({state.text})"
+        lost = dict(state.lost_nodes) if state is not None else {}
+        if host in lost:
+            # The node is named whatever else its step left: a node taken out mid-run is the scenario's error.
+            problem = f"Slurm took node {host} out while the job ran ({lost[host]}; {state.text if state else ''})"
         containers.append(
             ContainerOutcome(
                 name=name,

@@ -91,6 +91,24 @@ def job_state(commands: Commands, job_id: str) -> JobState | None:
     return None
 
 
+# sinfo's compact node states (sinfo(1) NODE STATE CODES) of a node that no longer runs jobs as it should.
+_LOST_STATES = ("down", "drain", "drng", "drained", "draining", "fail", "failg", "maint", "unk", "npc", "pow")
+
+
+def lost_nodes(commands: Commands, nodes: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Which of ``nodes`` Slurm has taken out (down, drained, failing), each with its state and reason."""
+    if not nodes:
+        return ()
+    code, output = commands.run(["sinfo", "--noheader", "--Node", "--nodes", ",".join(nodes), "--format=%N|%t|%E"])
+    found: dict[str, str] = {}
+    for line in output.splitlines() if code == 0 else []:
+        name, _, rest = line.partition("|")
+        state, _, reason = rest.partition("|")
+        if name in nodes and state.rstrip("*~#!%$@^-").lower() in _LOST_STATES:
+            found[name] = f"{state}: {reason.strip()}" if reason.strip() and reason.strip() != "none" else state
+    return tuple(sorted(found.items()))
+
+
 def started_at(commands: Commands, job_id: str) -> float | None:
     """When Slurm started the job (its StartTime, the controller's clock), None while pending or unknown."""
     code, output = commands.run(["scontrol", "--oneliner", "show", "job", job_id])

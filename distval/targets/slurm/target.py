@@ -8,6 +8,7 @@ running; the job directories stay, as Slurm's own output files do.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -22,10 +23,10 @@ from distval.run.events import RunEvents
 from distval.targets.base import Log
 from distval.targets.declarations import SLURM
 from distval.targets.docker import plan as one_engine
-from distval.targets.slurm.collect import JobState, outcome_of
-from distval.targets.slurm.export import export_scenario, job_names, write_job
+from distval.targets.slurm.collect import JobState, outcome_of, read_job_facts
+from distval.targets.slurm.export import JobDir, export_scenario, job_names, write_job
 from distval.targets.slurm.integrations import OCI
-from distval.targets.slurm.jobs import ACTIVE, Commands, cancel, follow, started_at, submit
+from distval.targets.slurm.jobs import ACTIVE, Commands, cancel, follow, lost_nodes, started_at, submit
 
 # After the deadline, what the job may take to be cancelled and its steps to end (KillWait and the runtime's kill).
 CANCEL_MARGIN_S = 60.0
@@ -100,7 +101,9 @@ class SlurmTarget:
         finally:
             with self._lock:
                 self._active.pop(submitted.job_id, None)
-        return outcome_of(directory, state)
+        facts = read_job_facts(JobDir(str(directory)))
+        lost = lost_nodes(self.commands, facts.nodes) if facts is not None else ()
+        return outcome_of(directory, dataclasses.replace(state, lost_nodes=lost))
 
     execute_again = execute
 

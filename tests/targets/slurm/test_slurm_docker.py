@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -30,7 +31,7 @@ from distval.targets.slurm.cluster import Cluster, make_bundle, run_on, start_cl
 from distval.targets.slurm.collect import JobState, summarize_jobs
 from distval.targets.slurm.export import export_config, write_job
 from distval.targets.slurm.integrations import OCI
-from distval.targets.slurm.jobs import ACTIVE, cancel, follow, job_state, submit
+from distval.targets.slurm.jobs import ACTIVE, cancel, follow, lost_nodes, submit
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.docker
@@ -126,7 +127,6 @@ def test_a_job_stopped_at_its_deadline_leaves_nothing_queued_or_running(slurm: S
         assert listing.strip() == "", listing
     (result,) = summarize_jobs([directory], states={directory: state}).scenarios
     assert {c.name: c.status for c in result.cases}[EXIT_STATUS_CASE] != PASSED
-    assert job_state is not None
 
 
 def _client_on_path(slurm: SlurmHere, directory: Path) -> str:
@@ -166,3 +166,39 @@ def test_run_target_slurm_cancels_a_job_past_its_deadline(slurm: SlurmHere, monk
     for node in slurm.cluster.nodes:
         _, listing = run_on(slurm.commands.engine, node, ["runc", "--root=/run/distval-runc", "list", "-q"])
         assert listing.strip() == "", listing
+
+
+def test_a_node_taken_out_mid_run_is_the_scenarios_error_naming_the_node(slurm: SlurmHere) -> None:
+    """Last: it takes a node out (scontrol update state=down, what an admin or a health check does to a failing node;
+    a drain alone lets the job finish) and returns it."""
+    bundle = _bundle(slurm, IMAGE)
+    config = load_config(str(ROOT / "configs" / "default.yaml"))
+    out = Path(slurm.cluster.shared) / "down"
+    (job,) = [
+        j
+        for j in export_config(config, "down", IMAGE, out, OCI, bundle, read_bundle_config(bundle))
+        if j.plan.scenario.name == "cross-container-2ranks"
+    ]
+    directory = write_job(job, out)
+    submitted = submit(slurm.commands, str(directory / "job.sbatch"))
+    victim = slurm.cluster.nodes[1]
+    try:
+        started = time.monotonic()
+        while not list((directory / "run" / "node-1").glob("rank-*.jsonl")):  # its rank has begun
+            assert time.monotonic() - started < 180, "the job's rank on node 1 never wrote a record"
+            time.sleep(0.5)
+        code, output = slurm.commands.run(["scontrol", "update", f"nodename={victim}", "state=down", "reason=distval-test"])
+        assert code == 0, output
+        state = follow(slurm.commands, submitted.job_id, time.monotonic() + 120, threading.Event())
+        if state.state.rstrip("+") in ACTIVE:
+            state = cancel(slurm.commands, submitted.job_id) or state
+        state = dataclasses.replace(state, lost_nodes=lost_nodes(slurm.commands, slurm.cluster.nodes))
+    finally:
+        slurm.commands.run(["scontrol", "update", f"nodename={victim}", "state=resume"])
+    (result,) = summarize_jobs([directory], states={directory: state}).scenarios
+    cases = {c.name: c for c in result.cases}
+    assert cases[EXIT_STATUS_CASE].status == "error", (state, cases[EXIT_STATUS_CASE])
+    assert f"Slurm took node {victim} out while the job ran" in cases[EXIT_STATUS_CASE].message
+    assert "distval-test" in cases[EXIT_STATUS_CASE].message
+    code, queue = slurm.commands.run(["squeue", "--noheader"])
+    assert queue.strip() == "", queue

@@ -80,7 +80,7 @@ def test_each_node_gets_an_oci_bundle_config_with_the_suite_spec_and_its_own_res
     for node in (0, 1):
         config = json.loads(job.files[f"bundles/node-{node}/config.json"])
         assert config["root"] == {"path": "rootfs", "readonly": True}  # hard-linked there by the batch script
-        assert "hostname" not in config and {"/etc/hosts", "/etc/resolv.conf"} <= {m["destination"] for m in config["mounts"]}
+        assert "hostname" not in config
         assert {n["type"] for n in config["linux"]["namespaces"]} == {"pid", "ipc", "mount"}  # the node's network
         assert config["process"]["cwd"] == "/distval"
         assert "PATH=/usr/local/bin:/usr/bin:/bin" in config["process"]["env"]  # the image's environment kept
@@ -89,6 +89,8 @@ def test_each_node_gets_an_oci_bundle_config_with_the_suite_spec_and_its_own_res
             "/distval": (f"{root}/distval", ["rbind", "ro"]),
             "/distval/spec.json": (f"{root}/run/spec.json", ["rbind", "ro"]),
             "/distval/results": (f"{root}/run/node-{node}", ["rbind", "rw"]),
+            "/etc/hosts": ("/etc/hosts", ["rbind", "ro"]),  # the node's names: node 0's address is one
+            "/etc/resolv.conf": ("/etc/resolv.conf", ["rbind", "ro"]),
         }
         assert any(m["destination"] == "/tmp" and m["type"] == "tmpfs" for m in config["mounts"])
 
@@ -196,11 +198,13 @@ def test_a_failed_check_on_one_rank_fails_that_testcase(tmp_path: Path) -> None:
 
 def test_a_node_without_records_or_exit_code_is_an_error_naming_it_never_a_pass(tmp_path: Path) -> None:
     directory = _run_job(tmp_path, missing_node=1)
-    summary = summarize_jobs([directory], states={directory: JobState("NODE_FAIL", "node c2 failed")})
+    state = JobState("NODE_FAIL", "nodes c[1-2]", lost_nodes=(("c2", "down*: distval-test"),))
+    summary = summarize_jobs([directory], states={directory: state})
     (result,) = summary.scenarios
     cases = {c.name: c for c in result.cases}
     assert cases["all_reduce"].status == ERROR and cases[EXIT_STATUS_CASE].status == ERROR
-    assert "c2" in cases[EXIT_STATUS_CASE].message and "NODE_FAIL" in cases[EXIT_STATUS_CASE].message
+    message = cases[EXIT_STATUS_CASE].message
+    assert "Slurm took node c2 out while the job ran (down*: distval-test" in message and "NODE_FAIL" in message
 
 
 def test_a_job_that_never_started_passes_nothing(tmp_path: Path) -> None:
