@@ -133,7 +133,7 @@ def _archive(files: dict[str, tuple[bytes, int]]) -> bytes:
     return buffer.getvalue()
 
 
-def _create_kwargs(name: str, network: str, cluster_id: str, shared: str, daemon: str) -> dict[str, Any]:
+def _create_kwargs(name: str, network: str, cluster_id: str, shared: tuple[str, ...], daemon: str) -> dict[str, Any]:
     return {
         "image": SLURM_NODE,
         "name": name,
@@ -149,7 +149,7 @@ def _create_kwargs(name: str, network: str, cluster_id: str, shared: str, daemon
         "tmpfs": {"/run": "exec"},
         "mounts": [
             {"Target": "/sys/fs/cgroup", "Source": "/sys/fs/cgroup", "Type": "bind", "ReadOnly": False},
-            {"Target": shared, "Source": shared, "Type": "bind", "ReadOnly": False},
+            *({"Target": path, "Source": path, "Type": "bind", "ReadOnly": False} for path in shared),
         ],
         "detach": True,
         # An init as PID 1 that reaps: slurmd would leave every ended step's processes as zombies.
@@ -157,13 +157,21 @@ def _create_kwargs(name: str, network: str, cluster_id: str, shared: str, daemon
     }
 
 
-def start_cluster(shared: str, nodes: int = 2, progress: Progress = lambda line: None, cluster_id: str | None = None) -> Cluster:
-    """Start a controller and ``nodes`` compute nodes sharing ``shared`` (an absolute directory here), and wait until
-    every node is idle. On any failure everything of the cluster is removed before the error leaves."""
+def start_cluster(
+    shared: str,
+    nodes: int = 2,
+    progress: Progress = lambda line: None,
+    cluster_id: str | None = None,
+    also_shared: Sequence[str] = (),
+) -> Cluster:
+    """Start a controller and ``nodes`` compute nodes sharing ``shared`` (an absolute directory here, and the
+    directories ``also_shared``: a cache of bundles), and wait until every node is idle. On any failure everything of
+    the cluster is removed before the error leaves."""
     if not 1 <= nodes <= NODES_MAX:
         raise BadInput(f"slurm cluster: expected 1..{NODES_MAX} compute nodes; got {nodes}")
-    if not os.path.isabs(shared):
-        raise BadInput(f"slurm cluster: the shared directory must be absolute; got {shared}")
+    for path in (shared, *also_shared):
+        if not os.path.isabs(path):
+            raise BadInput(f"slurm cluster: a shared directory must be absolute; got {path}")
     cluster_id = cluster_id or secrets.token_hex(3)
     engine = Engine(f"slurm-{cluster_id}")
     build_fixtures(engine, [SLURM_NODE], progress)
@@ -181,7 +189,7 @@ def start_cluster(shared: str, nodes: int = 2, progress: Progress = lambda line:
             "/etc/slurm/oci.conf": (oci_conf().encode(), 0o644),
         }
         for name, daemon in ((controller, "slurmctld"), *((n, "slurmd") for n in names)):
-            handle = engine.create_raw(_create_kwargs(name, network, cluster_id, shared, daemon))
+            handle = engine.create_raw(_create_kwargs(name, network, cluster_id, (shared, *also_shared), daemon))
             engine.put_archive(handle, "/", _archive(files))
             engine.start(handle)
         wait_idle(engine, cluster, started)
@@ -218,6 +226,21 @@ def wait_idle(engine: Engine, cluster: Cluster, started: float) -> None:
             return
         time.sleep(0.5)
     raise EngineError(f"slurm cluster {cluster.cluster_id}: the nodes were not idle within {READY_TIMEOUT_S:g} s: {last}")
+
+
+def cached_bundle(engine: Engine, cluster: Cluster, image: str, cache: str) -> str:
+    """The image's bundle under ``cache`` (a directory the cluster shares), made once per image id: a bundle takes
+    minutes (docs/measurements.md#slurm), and the image's id names exactly its content."""
+    info = engine.image(image)
+    if info is None:
+        raise EngineError(f"image {image} is not in the Engine")
+    bundle = Path(cache) / info.id.replace("sha256:", "")[:32]
+    if not (bundle / "config.json").is_file():
+        partial = bundle.with_name(bundle.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        make_bundle(engine, cluster, image, str(partial))
+        os.replace(partial, bundle)  # umoci's config.json names no path of its own: the bundle can move
+    return str(bundle)
 
 
 def make_bundle(engine: Engine, cluster: Cluster, image: str, bundle: str) -> None:

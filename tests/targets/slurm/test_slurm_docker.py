@@ -13,6 +13,9 @@ import dataclasses
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -24,10 +27,12 @@ import pytest
 
 from distval.cli.main import main
 from distval.config import load_config
+from distval.errors import EXIT_INTERRUPTED
+from distval.fixtures import cache_dir
 from distval.results.outcome import EXIT_STATUS_CASE, FAILED, PASSED
 from distval.targets.docker.engine import Engine
 from distval.targets.slurm.bundle_config import read_bundle_config
-from distval.targets.slurm.cluster import Cluster, make_bundle, run_on, start_cluster, stop_cluster
+from distval.targets.slurm.cluster import Cluster, cached_bundle, run_on, start_cluster, stop_cluster
 from distval.targets.slurm.collect import JobState, summarize_jobs
 from distval.targets.slurm.export import export_config, write_job
 from distval.targets.slurm.integrations import OCI
@@ -64,7 +69,10 @@ def slurm(fixture_image: Callable[[str], str]) -> Iterator[SlurmHere]:
     # Under /tmp, not pytest's tmp_path: the node containers mount it at the same path (the Engine is this machine's).
     shared = tempfile.mkdtemp(prefix="distval-slurm-shared-")
     os.chmod(shared, 0o755)
-    cluster = start_cluster(shared, 2, lambda line: print(line, flush=True))
+    # The images' bundles outlive the session (minutes each to make: docs/measurements.md#slurm), one per image id.
+    bundles = cache_dir() / "slurm-bundles"
+    bundles.mkdir(parents=True, exist_ok=True)
+    cluster = start_cluster(shared, 2, lambda line: print(line, flush=True), also_shared=(str(bundles),))
     try:
         yield SlurmHere(cluster, ControllerCommands(Engine("tests-slurm"), cluster), {})
     finally:
@@ -74,11 +82,9 @@ def slurm(fixture_image: Callable[[str], str]) -> Iterator[SlurmHere]:
 
 def _bundle(slurm: SlurmHere, image: str) -> str:
     if image not in slurm.bundles:
-        bundle = f"{slurm.cluster.shared}/bundles/{len(slurm.bundles)}"
         started = time.monotonic()
-        make_bundle(slurm.commands.engine, slurm.cluster, image, bundle)
+        slurm.bundles[image] = cached_bundle(slurm.commands.engine, slurm.cluster, image, str(cache_dir() / "slurm-bundles"))
         print(f"bundle of {image}: {time.monotonic() - started:.1f} s", flush=True)
-        slurm.bundles[image] = bundle
     return slurm.bundles[image]
 
 
@@ -146,8 +152,8 @@ def test_run_target_slurm_submits_follows_and_collects(slurm: SlurmHere, monkeyp
     argv = ["run", str(ROOT / "configs" / "default.yaml"), "--target", "slurm", "--image", IMAGE, "--bundle", bundle]
     argv += ["--slurm-dir", f"{slurm.cluster.shared}/run-jobs", "--filter", "cross-container-2ranks", "--json", str(report)]
     assert main(argv) == 0
-    data = json.loads(report.read_text(encoding="utf-8"))
-    assert data["mode"] == "slurm"
+    (scenario,) = json.loads(report.read_text(encoding="utf-8"))["scenarios"]
+    assert scenario["properties"]["mode"] == "slurm" and scenario["status"] == "passed", scenario
 
 
 def test_run_target_slurm_cancels_a_job_past_its_deadline(slurm: SlurmHere, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -161,6 +167,33 @@ def test_run_target_slurm_cancels_a_job_past_its_deadline(slurm: SlurmHere, monk
     started = time.monotonic()
     assert main(argv) == 1
     assert time.monotonic() - started < 90
+    code, queue = slurm.commands.run(["squeue", "--noheader"])
+    assert code == 0 and queue.strip() == "", queue
+    for node in slurm.cluster.nodes:
+        _, listing = run_on(slurm.commands.engine, node, ["runc", "--root=/run/distval-runc", "list", "-q"])
+        assert listing.strip() == "", listing
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
+def test_a_signal_to_run_target_slurm_cancels_the_running_job(slurm: SlurmHere, sig: signal.Signals) -> None:
+    bundle = _bundle(slurm, IMAGE)
+    env = {**os.environ, "PATH": _client_on_path(slurm, Path(slurm.cluster.shared) / "bin")}
+    argv = [sys.executable, "-m", "distval", "run", str(ROOT / "configs" / "default.yaml"), "--target", "slurm"]
+    argv += ["--image", IMAGE, "--bundle", bundle, "--slurm-dir", f"{slurm.cluster.shared}/signal-{sig.name}"]
+    argv += ["--filter", "cross-container-2ranks", "--quiet"]
+    process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        started = time.monotonic()
+        while slurm.commands.run(["squeue", "--noheader", "--states=RUNNING"])[1].strip() == "":
+            assert process.poll() is None and time.monotonic() - started < 120, "the job never ran"
+            time.sleep(0.5)
+        time.sleep(3)  # its steps have started
+        process.send_signal(sig)
+        output, _ = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == EXIT_INTERRUPTED, output[-3000:]
     code, queue = slurm.commands.run(["squeue", "--noheader"])
     assert code == 0 and queue.strip() == "", queue
     for node in slurm.cluster.nodes:
