@@ -85,7 +85,8 @@ def slurm_conf(controller: str, nodes: Sequence[str], cpus: int) -> str:
         "SelectType=select/cons_tres",
         "SelectTypeParameters=CR_Core",
         "SchedulerType=sched/backfill",
-        "ReturnToService=2",
+        # A node an admin (or a test) sets DOWN stays down until resumed; one that only stopped answering returns.
+        "ReturnToService=1",
         "StateSaveLocation=/var/spool/slurmctld",
         "SlurmdSpoolDir=/var/spool/slurmd",
         "SlurmctldPidFile=/run/slurmctld.pid",
@@ -133,7 +134,7 @@ def _archive(files: dict[str, tuple[bytes, int]]) -> bytes:
     return buffer.getvalue()
 
 
-def _create_kwargs(name: str, network: str, cluster_id: str, shared: tuple[str, ...], daemon: str) -> dict[str, Any]:
+def _create_kwargs(name: str, network: str, cluster_id: str, shared: str, daemon: str) -> dict[str, Any]:
     return {
         "image": SLURM_NODE,
         "name": name,
@@ -149,7 +150,7 @@ def _create_kwargs(name: str, network: str, cluster_id: str, shared: tuple[str, 
         "tmpfs": {"/run": "exec"},
         "mounts": [
             {"Target": "/sys/fs/cgroup", "Source": "/sys/fs/cgroup", "Type": "bind", "ReadOnly": False},
-            *({"Target": path, "Source": path, "Type": "bind", "ReadOnly": False} for path in shared),
+            {"Target": shared, "Source": shared, "Type": "bind", "ReadOnly": False},
         ],
         "detach": True,
         # An init as PID 1 that reaps: slurmd would leave every ended step's processes as zombies.
@@ -157,21 +158,14 @@ def _create_kwargs(name: str, network: str, cluster_id: str, shared: tuple[str, 
     }
 
 
-def start_cluster(
-    shared: str,
-    nodes: int = 2,
-    progress: Progress = lambda line: None,
-    cluster_id: str | None = None,
-    also_shared: Sequence[str] = (),
-) -> Cluster:
-    """Start a controller and ``nodes`` compute nodes sharing ``shared`` (an absolute directory here, and the
-    directories ``also_shared``: a cache of bundles), and wait until every node is idle. On any failure everything of
-    the cluster is removed before the error leaves."""
+def start_cluster(shared: str, nodes: int = 2, progress: Progress = lambda line: None, cluster_id: str | None = None) -> Cluster:
+    """Start a controller and ``nodes`` compute nodes sharing ``shared`` (an absolute directory here, one mount: the
+    batch script hard-links a bundle's rootfs into a job's directory, and link(2) does not cross mounts), and wait
+    until every node is idle. On any failure everything of the cluster is removed before the error leaves."""
     if not 1 <= nodes <= NODES_MAX:
         raise BadInput(f"slurm cluster: expected 1..{NODES_MAX} compute nodes; got {nodes}")
-    for path in (shared, *also_shared):
-        if not os.path.isabs(path):
-            raise BadInput(f"slurm cluster: a shared directory must be absolute; got {path}")
+    if not os.path.isabs(shared):
+        raise BadInput(f"slurm cluster: the shared directory must be absolute; got {shared}")
     cluster_id = cluster_id or secrets.token_hex(3)
     engine = Engine(f"slurm-{cluster_id}")
     build_fixtures(engine, [SLURM_NODE], progress)
@@ -189,7 +183,7 @@ def start_cluster(
             "/etc/slurm/oci.conf": (oci_conf().encode(), 0o644),
         }
         for name, daemon in ((controller, "slurmctld"), *((n, "slurmd") for n in names)):
-            handle = engine.create_raw(_create_kwargs(name, network, cluster_id, (shared, *also_shared), daemon))
+            handle = engine.create_raw(_create_kwargs(name, network, cluster_id, shared, daemon))
             engine.put_archive(handle, "/", _archive(files))
             engine.start(handle)
         wait_idle(engine, cluster, started)

@@ -61,20 +61,22 @@ class SlurmHere:
     cluster: Cluster
     commands: ControllerCommands
     bundles: dict[str, str]
+    jobs: Path  # this session's directory for jobs, under the cluster's shared one
 
 
 @pytest.fixture(scope="module")
 def slurm(fixture_image: Callable[[str], str]) -> Iterator[SlurmHere]:
     fixture_image("distval-fixtures/slurm-node:bookworm")
-    # Under /tmp, not pytest's tmp_path: the node containers mount it at the same path (the Engine is this machine's).
-    shared = tempfile.mkdtemp(prefix="distval-slurm-shared-")
+    # One directory the nodes mount at the same path (the Engine is this machine's): the images' bundles, kept between
+    # sessions (minutes each to make: docs/measurements.md#slurm), and this session's jobs beside them. One mount:
+    # the batch script hard-links a bundle's rootfs into each job, and link(2) does not cross mounts.
+    root = cache_dir() / "slurm"
+    (root / "sessions").mkdir(parents=True, exist_ok=True)
+    shared = tempfile.mkdtemp(prefix="distval-slurm-", dir=root / "sessions")
     os.chmod(shared, 0o755)
-    # The images' bundles outlive the session (minutes each to make: docs/measurements.md#slurm), one per image id.
-    bundles = cache_dir() / "slurm-bundles"
-    bundles.mkdir(parents=True, exist_ok=True)
-    cluster = start_cluster(shared, 2, lambda line: print(line, flush=True), also_shared=(str(bundles),))
+    cluster = start_cluster(str(root), 2, lambda line: print(line, flush=True))
     try:
-        yield SlurmHere(cluster, ControllerCommands(Engine("tests-slurm"), cluster), {})
+        yield SlurmHere(cluster, ControllerCommands(Engine("tests-slurm"), cluster), {}, Path(shared))
     finally:
         stop_cluster(cluster.cluster_id)
         shutil.rmtree(shared, ignore_errors=True)
@@ -83,7 +85,8 @@ def slurm(fixture_image: Callable[[str], str]) -> Iterator[SlurmHere]:
 def _bundle(slurm: SlurmHere, image: str) -> str:
     if image not in slurm.bundles:
         started = time.monotonic()
-        slurm.bundles[image] = cached_bundle(slurm.commands.engine, slurm.cluster, image, str(cache_dir() / "slurm-bundles"))
+        bundles = str(cache_dir() / "slurm" / "bundles")
+        slurm.bundles[image] = cached_bundle(slurm.commands.engine, slurm.cluster, image, bundles)
         print(f"bundle of {image}: {time.monotonic() - started:.1f} s", flush=True)
     return slurm.bundles[image]
 
@@ -91,7 +94,7 @@ def _bundle(slurm: SlurmHere, image: str) -> str:
 def _run(slurm: SlurmHere, image: str, name: str, scenario: str, deadline_s: float = JOB_TIMEOUT_S) -> tuple[Path, JobState]:
     bundle = _bundle(slurm, image)
     config = load_config(str(ROOT / "configs" / "default.yaml"))
-    out = Path(slurm.cluster.shared) / name
+    out = slurm.jobs / name
     (job,) = [
         j
         for j in export_config(config, name, image, out, OCI, bundle, read_bundle_config(bundle))
@@ -138,7 +141,7 @@ def test_a_job_stopped_at_its_deadline_leaves_nothing_queued_or_running(slurm: S
 def _client_on_path(slurm: SlurmHere, directory: Path) -> str:
     """Slurm's client commands as this host's, each run in the controller (the test cluster's login node): a PATH."""
     directory.mkdir(parents=True, exist_ok=True)
-    for command in ("sbatch", "scontrol", "scancel", "squeue"):
+    for command in ("sbatch", "scontrol", "scancel", "squeue", "sinfo"):
         path = directory / command
         path.write_text(f'#!/bin/sh\nexec docker exec {slurm.cluster.controller} {command} "$@"\n', encoding="utf-8")
         path.chmod(0o755)
@@ -147,10 +150,10 @@ def _client_on_path(slurm: SlurmHere, directory: Path) -> str:
 
 def test_run_target_slurm_submits_follows_and_collects(slurm: SlurmHere, monkeypatch: pytest.MonkeyPatch) -> None:
     bundle = _bundle(slurm, IMAGE)
-    monkeypatch.setenv("PATH", _client_on_path(slurm, Path(slurm.cluster.shared) / "bin"))
-    report = Path(slurm.cluster.shared) / "run.json"
+    monkeypatch.setenv("PATH", _client_on_path(slurm, slurm.jobs / "bin"))
+    report = slurm.jobs / "run.json"
     argv = ["run", str(ROOT / "configs" / "default.yaml"), "--target", "slurm", "--image", IMAGE, "--bundle", bundle]
-    argv += ["--slurm-dir", f"{slurm.cluster.shared}/run-jobs", "--filter", "cross-container-2ranks", "--json", str(report)]
+    argv += ["--slurm-dir", f"{slurm.jobs}/run-jobs", "--filter", "cross-container-2ranks", "--json", str(report)]
     assert main(argv) == 0
     (scenario,) = json.loads(report.read_text(encoding="utf-8"))["scenarios"]
     assert scenario["properties"]["mode"] == "slurm" and scenario["status"] == "passed", scenario
@@ -158,12 +161,12 @@ def test_run_target_slurm_submits_follows_and_collects(slurm: SlurmHere, monkeyp
 
 def test_run_target_slurm_cancels_a_job_past_its_deadline(slurm: SlurmHere, monkeypatch: pytest.MonkeyPatch) -> None:
     bundle = _bundle(slurm, IMAGE)
-    monkeypatch.setenv("PATH", _client_on_path(slurm, Path(slurm.cluster.shared) / "bin"))
-    config = Path(slurm.cluster.shared) / "short.yaml"
+    monkeypatch.setenv("PATH", _client_on_path(slurm, slurm.jobs / "bin"))
+    config = slurm.jobs / "short.yaml"
     text = (ROOT / "configs" / "default.yaml").read_text(encoding="utf-8")
     config.write_text(text.replace("timeout_s: 600 ", "timeout_s: 10 "), encoding="utf-8")
     argv = ["run", str(config), "--target", "slurm", "--image", IMAGE, "--bundle", bundle]
-    argv += ["--slurm-dir", f"{slurm.cluster.shared}/short-jobs", "--filter", "cross-container-2ranks"]
+    argv += ["--slurm-dir", f"{slurm.jobs}/short-jobs", "--filter", "cross-container-2ranks"]
     started = time.monotonic()
     assert main(argv) == 1
     assert time.monotonic() - started < 90
@@ -177,9 +180,9 @@ def test_run_target_slurm_cancels_a_job_past_its_deadline(slurm: SlurmHere, monk
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "Ctrl-C"])
 def test_a_signal_to_run_target_slurm_cancels_the_running_job(slurm: SlurmHere, sig: signal.Signals) -> None:
     bundle = _bundle(slurm, IMAGE)
-    env = {**os.environ, "PATH": _client_on_path(slurm, Path(slurm.cluster.shared) / "bin")}
+    env = {**os.environ, "PATH": _client_on_path(slurm, slurm.jobs / "bin")}
     argv = [sys.executable, "-m", "distval", "run", str(ROOT / "configs" / "default.yaml"), "--target", "slurm"]
-    argv += ["--image", IMAGE, "--bundle", bundle, "--slurm-dir", f"{slurm.cluster.shared}/signal-{sig.name}"]
+    argv += ["--image", IMAGE, "--bundle", bundle, "--slurm-dir", f"{slurm.jobs}/signal-{sig.name}"]
     argv += ["--filter", "cross-container-2ranks", "--quiet"]
     process = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
@@ -206,7 +209,7 @@ def test_a_node_taken_out_mid_run_is_the_scenarios_error_naming_the_node(slurm: 
     a drain alone lets the job finish) and returns it."""
     bundle = _bundle(slurm, IMAGE)
     config = load_config(str(ROOT / "configs" / "default.yaml"))
-    out = Path(slurm.cluster.shared) / "down"
+    out = slurm.jobs / "down"
     (job,) = [
         j
         for j in export_config(config, "down", IMAGE, out, OCI, bundle, read_bundle_config(bundle))
