@@ -98,6 +98,11 @@ class SlurmTarget:
                     "CANCELLED", f"{reason}; distval cancelled it: {cancel(self.commands, submitted.job_id) or 'gone'}"
                 )
                 timing["cancel_s"] = time.monotonic() - began
+        except BaseException:
+            # Ctrl-C or SIGTERM raised in this thread (a run of one scenario executes it in the main thread): the job
+            # is cancelled here, before it leaves the jobs that interrupted() and close() would cancel.
+            cancel(self.commands, submitted.job_id)
+            raise
         finally:
             with self._lock:
                 self._active.pop(submitted.job_id, None)

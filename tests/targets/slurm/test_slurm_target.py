@@ -98,3 +98,21 @@ def test_close_cancels_every_job_still_running(tmp_path: Path) -> None:
     assert slurm.state == "CANCELLED"
     worker.join(10)
     assert not worker.is_alive()
+
+
+def test_an_interrupt_raised_while_following_cancels_the_job(tmp_path: Path) -> None:
+    """A run of one scenario executes it in the main thread, where Ctrl-C and SIGTERM raise: the job is cancelled
+    before the exception leaves execute (measured on the real cluster: it kept running until this)."""
+
+    class Interrupting(Slurm):
+        def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> tuple[int, str]:
+            if argv[0] == "scontrol" and self.state == "RUNNING" and ["scancel", "7"] not in self.calls:
+                self.calls.append(list(argv))
+                raise KeyboardInterrupt
+            return super().run(argv, timeout_s)
+
+    slurm = Interrupting()
+    target = _target(tmp_path, slurm)
+    with pytest.raises(KeyboardInterrupt):
+        target.execute(_plan(target), NO_EVENTS, threading.Event())
+    assert ["scancel", "7"] in slurm.calls and slurm.state == "CANCELLED"
