@@ -107,9 +107,16 @@ def config_file(path: str) -> Dict[str, str]:
 
 
 def image_variables(first_process: Dict[str, str], set_by_distval: Iterable[str]) -> List[Variable]:
-    """The image's variables (the first process's, less distval's own) and the config files' entries."""
+    """The image's variables (the first process's, less distval's own) and the config files' entries. A name in
+    ``set_by_distval`` that ends with '*' is a prefix: the variables a scheduler sets in every step (Slurm's SLURM_*),
+    whose names distval cannot list in advance."""
     ours = set(set_by_distval)
-    found = [Variable(name, value, "image") for name, value in sorted(first_process.items()) if name not in ours]
+    prefixes = tuple(name[:-1] for name in ours if name.endswith("*"))
+    found = [
+        Variable(name, value, "image")
+        for name, value in sorted(first_process.items())
+        if name not in ours and not (prefixes and name.startswith(prefixes))
+    ]
     for path in CONFIG_FILES:
         found += [Variable(name, value, path) for name, value in sorted(config_file(path).items())]
     return found

@@ -82,7 +82,9 @@ def command_collect(args: argparse.Namespace) -> int:
     return summary.exit_code or (0 if written else InternalError.exit_code)
 
 
-def add_kubernetes_commands(commands: Any, add_report_options: Any) -> None:
+def add_kubernetes_commands(commands: Any, add_report_options: Any) -> tuple[Any, Any]:
+    """The export and collect commands with their kubernetes subcommand; returns their subcommand sets (the other
+    targets add theirs)."""
     export = commands.add_parser("export", help="write the manifests that run a config's scenarios on another platform")
     export_targets = export.add_subparsers(dest="target", required=True)
     kube = export_targets.add_parser(
@@ -134,3 +136,4 @@ def add_kubernetes_commands(commands: Any, add_report_options: Any) -> None:
     logs.add_argument("--fail-on-skip", action="store_true", help="any skipped check fails, with its reason")
     add_report_options(logs)
     logs.set_defaults(handler=command_collect)
+    return export_targets, collect_targets

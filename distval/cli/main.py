@@ -44,6 +44,7 @@ from distval.cli.run import (
     write_reports,
 )
 from distval.cli.selection_options import add_selection_options, selection
+from distval.cli.slurm import add_slurm_commands
 from distval.config import load_config
 from distval.config.checks_reference import FORMATS, REFERENCE_PAGE, render_checks
 from distval.config.keys_reference import KEYS_PAGE, render_keys_markdown
@@ -439,6 +440,8 @@ COMMAND_EXIT_CODES: dict[str, ExitCodes] = {
     "cleanup": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
     "export kubernetes": ExitCodes(_COMMON, _SUCCESS),
     "collect kubernetes": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOTHING_VALIDATED)),
+    "export slurm": ExitCodes(_COMMON, _SUCCESS),
+    "collect slurm": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED)),
     "completion": ExitCodes(_COMMON, _SUCCESS),
 }
 
@@ -537,6 +540,35 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="no Docker: run each node as local processes with the local Python's torch (see --python)",
     )
+    run.add_argument(
+        "--target",
+        choices=("docker", "slurm"),
+        default="docker",
+        help="docker (the default: one Engine, or several with --hosts) or slurm: each scenario as a batch job, "
+        "submitted with sbatch from this host, followed to its deadline and cancelled (scancel) on every stop; "
+        "see --slurm-dir, --bundle (docs/slurm.md)",
+    )
+    run.add_argument(
+        "--slurm-dir",
+        metavar="DIR",
+        default="distval-slurm-jobs",
+        type=cli_values.file_path("the directory of the jobs"),
+        help="with --target slurm: where each scenario's job directory goes, on a filesystem every node sees at the "
+        "same path (default distval-slurm-jobs)",
+    )
+    run.add_argument(
+        "--bundle",
+        metavar="DIR",
+        type=cli_values.file_path("an OCI bundle directory"),
+        help="with --target slurm --integration oci: the image under test unpacked as an OCI bundle (docs/slurm.md)",
+    )
+    run.add_argument(
+        "--integration",
+        choices=("oci", "pyxis", "apptainer"),
+        default="oci",
+        help="with --target slurm: how a job step runs the image (oci: srun --container, the default)",
+    )
+    run.add_argument("--partition", help="with --target slurm: the partition to submit to (default: the cluster's)")
     # The old name of --local, one letter from --hosts (several Engines): kept for one release, with a line saying so.
     run.add_argument("--host", dest="deprecated_host", action="store_true", help=argparse.SUPPRESS)
     run.add_argument(
@@ -678,7 +710,8 @@ def build_parser() -> argparse.ArgumentParser:
     cleanup.set_defaults(handler=command_cleanup)
     add_doctor_command(commands, _doctor_engine, _add_hosts_options)
     add_attest_commands(commands, _engine)
-    add_kubernetes_commands(commands, _add_report_options)
+    export_targets, collect_targets = add_kubernetes_commands(commands, _add_report_options)
+    add_slurm_commands(export_targets, collect_targets, _add_report_options)
 
     completion = commands.add_parser(
         "completion",

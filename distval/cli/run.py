@@ -16,6 +16,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from distval.cli.baseline import BaselineOptions, check_remeasure, overwrites_baseline, remeasure, with_baseline
@@ -51,6 +52,9 @@ from distval.targets.base import Target, plan_on, plan_reference, refuse_what_it
 from distval.targets.docker.target import DockerTarget
 from distval.targets.engines.hosts import TlsFiles, check_hosts_allowed, run_hosts, tls_files
 from distval.targets.local.target import LocalTarget
+from distval.targets.slurm.bundle_config import read_bundle_config
+from distval.targets.slurm.jobs import LocalCommands
+from distval.targets.slurm.target import SlurmTarget
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine
@@ -326,6 +330,10 @@ def choose_target(args: argparse.Namespace, config: Config, engine_for: Callable
         return LocalTarget(args.run_id, args.python)
     if args.python:
         raise BadInput("--python names the local Python of --local: it needs --local")
+    if args.target == "slurm":
+        return slurm_target(args, config)
+    if args.bundle:
+        raise BadInput("--bundle is the OCI bundle of --target slurm: it needs --target slurm")
     if args.image and args.sample_image:
         raise BadInput(f"--image names the image under test, {SAMPLE_IMAGE_FLAG} asks for distval's sample: give one, not both")
     return containers_target(
@@ -342,6 +350,27 @@ def choose_target(args: argparse.Namespace, config: Config, engine_for: Callable
     )
 
 
+def slurm_target(args: argparse.Namespace, config: Config) -> Target:
+    """--target slurm: Slurm's client on this host, the jobs under --slurm-dir."""
+    if args.hosts or args.hosts_from_config:
+        raise BadInput("--hosts names Docker Engines, --target slurm submits to Slurm: give one, not both")
+    if args.integration == "oci" and not args.bundle:
+        raise BadInput("--target slurm --integration oci: expected --bundle DIR, the image unpacked as an OCI bundle")
+    if args.integration != "oci" and args.bundle:
+        raise BadInput(f"--integration {args.integration}: --bundle is for --integration oci only")
+    bundle = str(Path(args.bundle).resolve()) if args.bundle else None
+    return SlurmTarget(
+        LocalCommands(),
+        args.slurm_dir,
+        args.image,
+        config.path,
+        args.integration,
+        bundle,
+        read_bundle_config(bundle) if bundle else None,
+        args.partition,
+    )
+
+
 def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -> int:
     """``engine_for(run_id)``: the Engine of a Docker run, asked for only then (--local never imports docker-py)."""
     args.run_id = args.run_id or secrets.token_hex(4)
@@ -350,7 +379,8 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     results: list[ScenarioResult] = []
     host = socket.gethostname()
     target: Target | None = None
-    mode = "host" if args.local else "docker"  # the reports' ``mode`` property, as before --local had its name
+    # The reports' ``mode`` property, as before --local had its name.
+    mode = "host" if args.local else ("slurm" if args.target == "slurm" else "docker")
     # No config given: the shipped default (inside the package, so an installed distval has it too).
     config_path = args.config or str(DEFAULT_CONFIG)
     baseline = BaselineOptions.from_args(args)

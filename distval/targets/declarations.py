@@ -55,4 +55,23 @@ KUBERNETES = TargetDeclaration(
         "reference": Lacking("distval does not run the pods, so it cannot interleave two images' runs"),
     },
 )
-TARGETS = (DOCKER, ENGINES, LOCAL, KUBERNETES)
+SLURM = TargetDeclaration(
+    name="slurm",
+    chosen_with="`distval export slurm`, `--target slurm`",
+    runs="a batch job per scenario (sbatch), one job step per node running the image under test through Slurm's "
+    "OCI containers (or pyxis, Apptainer); exported, or submitted and followed by distval (--target slurm)",
+    lacks={
+        # Faults act through the Docker Engine on containers; a job step is no container distval can pause or cut.
+        "faults": Lacking("faults are injected through the Docker Engine, and a Slurm job step is not its container"),
+        # A step uses its node's own network: no scenario network exists whose family or count distval could choose.
+        "ipv6": Lacking("a job step uses its node's own network; distval makes no network on a cluster"),
+        "extra_networks": Lacking("a job step uses its node's own network; distval makes no network on a cluster"),
+        "keep_on_failure": Lacking("the job's directory (records, output, bundles) is always kept; the job itself ends"),
+        "reaper": Lacking(
+            "distval cancels the job (scancel) on Ctrl-C, SIGTERM and the deadline; killed outright, the job ends at its "
+            "time limit (#SBATCH --time, the scenario's deadline)"
+        ),
+        "reference": Lacking("not yet: the pairs of --reference are run on Docker Engines only"),
+    },
+)
+TARGETS = (DOCKER, ENGINES, LOCAL, KUBERNETES, SLURM)

@@ -12,6 +12,7 @@ OPTION = {
     "engines": "`--hosts URL,...`",
     "local": "`--local`",
     "kubernetes": "`distval export kubernetes`",
+    "slurm": "`distval export slurm`, `--target slurm`",
 }
 
 

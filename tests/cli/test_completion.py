@@ -109,7 +109,7 @@ def complete(script: Path, line: str, cwd: Path | None = None) -> list[str]:
         ("distval run -j ", []),  # a number: nothing to offer
         ("distval fixtures ", ["build", "list"]),
         ("distval fixtures list --format ", ["json", "text"]),
-        ("distval export ", ["kubernetes"]),
+        ("distval export ", ["kubernetes", "slurm"]),
         ("distval export kubernetes --la", ["--layout"]),
         ("distval export kubernetes --ou", ["--out", "--output-dir"]),
         ("distval export kubernetes --layout j", ["jobset"]),

@@ -126,6 +126,10 @@ def _export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return ["export", "kubernetes", DEFAULT, "--image", IMAGE, "--out", str(tmp_path / "out")]
 
 
+def _export_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    return ["export", "slurm", DEFAULT, "--image", IMAGE, "--integration", "apptainer", "-o", str(tmp_path / "out")]
+
+
 def _collect(directory: str) -> Setup:
     return lambda tmp_path, monkeypatch: ["collect", "kubernetes", *map(str, sorted((KUBE / directory).glob("*.log")))]
 
@@ -210,6 +214,9 @@ EXAMPLES: list[tuple[str, int, Setup]] = [
     ("collect kubernetes", 1, _collect("ddp-no-broadcast-rank1")),
     ("collect kubernetes", 2, _plain("collect", "kubernetes", "no-such.log")),
     ("collect kubernetes", 3, _collect_no_client),
+    ("export slurm", 0, _export_slurm),
+    ("export slurm", 2, _plain("export", "slurm", DEFAULT, "--image", IMAGE)),  # no --bundle for Slurm's OCI containers
+    ("collect slurm", 2, _plain("collect", "slurm", "no-such-directory")),
     ("attest", 0, _attest),
     ("attest", 2, _plain("attest", "no-such.json", "--image", IMAGE, "--key", "no.key", "-o", "a.json")),
     ("attest", 3, _attest_unreachable),
@@ -229,6 +236,10 @@ REACHED_ELSEWHERE = {
     ("nodes", EXIT_PASSED): "starting and removing node Engines needs Docker: tests/targets/engines/test_nodes*.py",
     ("collect kubernetes", EXIT_NOTHING_VALIDATED): "tests/data/kube holds no log of a run that skipped everything; "
     "collect's verdict is RunSummary.exit_code, whose 5 tests/results/test_results.py tests",
+    ("collect slurm", EXIT_PASSED): "job directories as a run leaves them: tests/targets/slurm/test_slurm_export.py",
+    ("collect slurm", EXIT_CHECKS_FAILED): "job directories as a run leaves them: tests/targets/slurm/test_slurm_export.py",
+    ("collect slurm", EXIT_NOTHING_VALIDATED): "collect's verdict is RunSummary.exit_code, whose 5 "
+    "tests/results/test_results.py tests",
 }
 
 
@@ -302,6 +313,10 @@ def test_a_bug_in_any_command_is_exit_4(
         argv += ["--image", IMAGE]
     if command == "collect kubernetes":
         argv += ["x.log"]
+    if command == "export slurm":
+        argv += ["c.yaml", "--image", IMAGE]
+    if command == "collect slurm":
+        argv += ["jobs"]
     assert main(argv) == EXIT_INTERNAL
     assert "internal error (a bug in distval" in capsys.readouterr().err
 

@@ -116,3 +116,9 @@ def test_without_torchs_libraries_read_the_names_are_not_judged() -> None:
     missing = environment.unread_libraries(["/usr/lib/x86_64-linux-gnu/libgomp.so.1"])
     assert missing is not None and "libgomp.so.1" in missing
     assert "read: nothing" in (environment.unread_libraries([]) or "")
+
+
+def test_a_name_ending_with_a_star_leaves_out_a_schedulers_family() -> None:
+    """Slurm sets SLURM_* in every step: the target names them by prefix (distval/targets/slurm/export.py)."""
+    found = image_variables({"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "c1", "NCCL_ALGO": "Tree", "SLURMX": "1"}, ["SLURM_*"])
+    assert [v.name for v in found if v.source == "image"] == ["NCCL_ALGO", "SLURMD_NODENAME", "SLURMX"]

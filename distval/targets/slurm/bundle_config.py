@@ -1,0 +1,28 @@
+"""An OCI bundle's config.json, read for distval export slurm and --target slurm: the image's environment, user and
+working directory as ``umoci unpack`` wrote them, which each node's bundle config starts from
+(distval/targets/slurm/export.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from distval.bounded_read import FileRefused, read_regular_file
+from distval.errors import BadInput, one_line
+
+BUNDLE_CONFIG_MAX_BYTES = 1024 * 1024
+
+
+def read_bundle_config(bundle: str) -> dict[str, Any]:
+    """``bundle``/config.json as a dict; BadInput (one line) for anything that is no OCI runtime config."""
+    path = Path(bundle) / "config.json"
+    try:
+        config = json.loads(read_regular_file(path, BUNDLE_CONFIG_MAX_BYTES))
+    except FileRefused as exc:
+        raise BadInput(f"--bundle {bundle}: expected an OCI bundle (umoci unpack's config.json and rootfs): {exc}") from exc
+    except ValueError as exc:
+        raise BadInput(f"--bundle {bundle}: {path} is not JSON: {one_line(str(exc))[:200]}") from exc
+    if not isinstance(config, dict) or not isinstance(config.get("process"), dict):
+        raise BadInput(f"--bundle {bundle}: {path} is not an OCI runtime config (no process object)")
+    return config

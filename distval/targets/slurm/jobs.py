@@ -1,0 +1,151 @@
+"""A Slurm job from submission to its end: ``sbatch``, its state from ``scontrol show job`` (``squeue`` where the
+controller has forgotten it, no accounting needed), following it with a deadline, and ``scancel`` until nothing of it
+is queued or running.
+
+The commands run through ``Commands``: on this machine (``LocalCommands``, a login node with Slurm's client) or in the
+test cluster's controller (distval/targets/slurm/cluster.py). Job states are Slurm's words (squeue(1) JOB STATE
+CODES); a job is over once its state is none of the active ones.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from distval.errors import EnvironmentUnusable, one_line
+from distval.targets.slurm.collect import JobState
+
+COMMAND_TIMEOUT_S = 30.0
+POLL_S = 0.5
+# The states of a job that may still run or hold nodes (squeue(1)); every other state is final.
+ACTIVE = frozenset(
+    {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"}
+)
+CANCEL_WAIT_S = 60.0
+_JOB_ID = re.compile(r"^(\d{1,12})(?:;\S+)?$")
+_FIELD = re.compile(r"(\w+)=(\S*)")
+
+
+class Commands(Protocol):
+    def run(self, argv: Sequence[str], timeout_s: float = COMMAND_TIMEOUT_S) -> tuple[int, str]:
+        """``argv`` on a host with Slurm's client: its exit code and its output (stdout and stderr)."""
+        ...
+
+
+class LocalCommands:
+    """Slurm's client on this machine (a login node)."""
+
+    def run(self, argv: Sequence[str], timeout_s: float = COMMAND_TIMEOUT_S) -> tuple[int, str]:
+        try:
+            done = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout_s, check=False)
+        except FileNotFoundError as exc:
+            raise EnvironmentUnusable(
+                f"{argv[0]}: not found; the slurm target needs Slurm's client (sbatch, scontrol, scancel)"
+            ) from exc
+        except subprocess.TimeoutExpired:
+            return 124, f"{argv[0]} did not answer within {timeout_s:g} s"
+        return done.returncode, done.stdout + done.stderr
+
+
+@dataclass(frozen=True)
+class Submitted:
+    job_id: str
+    submitted_at: float  # time.time()
+
+
+def submit(commands: Commands, script: str) -> Submitted:
+    code, output = commands.run(["sbatch", "--parsable", script])
+    line = output.strip().splitlines()[-1] if output.strip() else ""
+    match = _JOB_ID.match(line)
+    if code != 0 or match is None:
+        raise EnvironmentUnusable(f"sbatch {script} failed ({code}): {one_line(output)[:400]}")
+    return Submitted(match.group(1), time.time())
+
+
+def job_state(commands: Commands, job_id: str) -> JobState | None:
+    """The job's state and reason (with its nodes), or None where Slurm no longer knows the job."""
+    code, output = commands.run(["scontrol", "--oneliner", "show", "job", job_id])
+    if code == 0:
+        fields = dict(_FIELD.findall(output))
+        state = fields.get("JobState", "UNKNOWN")
+        reason = fields.get("Reason", "")
+        nodes = fields.get("NodeList", "")
+        detail = ", ".join(
+            x
+            for x in (
+                f"reason {reason}" if reason and reason != "None" else "",
+                f"nodes {nodes}" if nodes and nodes != "(null)" else "",
+            )
+            if x
+        )
+        return JobState(state, detail)
+    code, output = commands.run(["squeue", "--noheader", "--jobs", job_id, "--format=%T %R"])
+    if code == 0 and output.strip():
+        state, _, reason = output.strip().partition(" ")
+        return JobState(state, reason)
+    return None
+
+
+# sinfo's compact node states (sinfo(1) NODE STATE CODES) of a node that no longer runs jobs as it should.
+_LOST_STATES = ("down", "drain", "drng", "drained", "draining", "fail", "failg", "maint", "unk", "npc", "pow")
+
+
+def lost_nodes(commands: Commands, nodes: Sequence[str]) -> tuple[tuple[str, str], ...]:
+    """Which of ``nodes`` Slurm has taken out (down, drained, failing), each with its state and reason."""
+    if not nodes:
+        return ()
+    try:
+        code, output = commands.run(["sinfo", "--noheader", "--Node", "--nodes", ",".join(nodes), "--format=%N|%t|%E"])
+    except EnvironmentUnusable:
+        return ()  # no sinfo here: the nodes' own records and exit codes still say what ran
+    found: dict[str, str] = {}
+    for line in output.splitlines() if code == 0 else []:
+        name, _, rest = line.partition("|")
+        state, _, reason = rest.partition("|")
+        if name in nodes and state.rstrip("*~#!%$@^-").lower() in _LOST_STATES:
+            found[name] = f"{state}: {reason.strip()}" if reason.strip() and reason.strip() != "none" else state
+    return tuple(sorted(found.items()))
+
+
+def started_at(commands: Commands, job_id: str) -> float | None:
+    """When Slurm started the job (its StartTime, the controller's clock), None while pending or unknown."""
+    code, output = commands.run(["scontrol", "--oneliner", "show", "job", job_id])
+    fields = dict(_FIELD.findall(output)) if code == 0 else {}
+    text = fields.get("StartTime", "")
+    try:
+        return time.mktime(time.strptime(text, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+
+
+def follow(commands: Commands, job_id: str, deadline: float, stop: threading.Event) -> JobState:
+    """Until the job is over, the deadline (time.monotonic()) passes or ``stop`` is set: its last state. Cancelling
+    is the caller's (``cancel``), whatever ended the wait."""
+    last = JobState("UNKNOWN", "never seen")
+    while True:
+        state = job_state(commands, job_id)
+        if state is None:
+            return last if last.state not in ACTIVE else JobState("UNKNOWN", "Slurm no longer knows the job")
+        last = state
+        if state.state.rstrip("+") not in ACTIVE:
+            return state
+        if time.monotonic() >= deadline or stop.wait(POLL_S):
+            return state
+
+
+def cancel(commands: Commands, job_id: str, wait_s: float = CANCEL_WAIT_S) -> JobState | None:
+    """``scancel`` the job and wait until nothing of it is queued or running (its last state; None: Slurm forgot it)."""
+    commands.run(["scancel", job_id])
+    end = time.monotonic() + wait_s
+    state = job_state(commands, job_id)
+    while state is not None and state.state.rstrip("+") in ACTIVE and time.monotonic() < end:
+        time.sleep(POLL_S)
+        if state.state == "PENDING":
+            commands.run(["scancel", job_id])
+        state = job_state(commands, job_id)
+    return state

@@ -1,0 +1,118 @@
+"""distval run --target slurm without a cluster: Slurm's client as a stand-in that keeps a job running until scancel.
+The job is cancelled at the deadline, on a stop (Ctrl-C, SIGTERM: the run sets ``stop``) and by close; every
+outcome of a cancelled job fails closed (tests/targets/slurm/test_slurm_docker.py runs the real cluster)."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distval.config import load_config
+from distval.plan.model import ScenarioPlan
+from distval.results.outcome import EXIT_STATUS_CASE
+from distval.results.scenario import summarize_scenario
+from distval.targets.slurm import jobs
+from distval.targets.slurm.target import SlurmTarget
+from tests.paths import ROOT
+
+IMAGE = "distval-fixtures/torch:2.6-debian"
+NO_EVENTS: Any = None  # the slurm target tells no phases
+
+
+class Slurm:
+    """sbatch, scontrol, squeue, scancel, sinfo: one job that runs until it is cancelled."""
+
+    def __init__(self) -> None:
+        self.calls: list[list[str]] = []
+        self.state = "PENDING"
+
+    def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> tuple[int, str]:
+        self.calls.append(list(argv))
+        if argv[0] == "sbatch":
+            self.state = "RUNNING"
+            return 0, "7\n"
+        if argv[0] == "scancel":
+            self.state = "CANCELLED"
+            return 0, ""
+        if argv[0] == "scontrol":
+            return 0, f"JobId=7 JobName=x JobState={self.state} Reason=None StartTime=2026-12-04T22:00:00 NodeList=c[1-2]"
+        return 0, ""
+
+
+def _target(tmp_path: Path, slurm: Slurm) -> SlurmTarget:
+    return SlurmTarget(slurm, str(tmp_path / "jobs"), IMAGE, "configs/default.yaml", "apptainer")
+
+
+def _plan(target: SlurmTarget, timeout_s: float | None = None) -> ScenarioPlan:
+    config = load_config(str(ROOT / "configs" / "default.yaml"))
+    scenario = next(s for s in config.scenarios if s.name == "cross-container-2ranks")
+    plan = target.plan_scenario(scenario, "r1", "cross-container-2ranks")
+    if timeout_s is not None:
+        plan = dataclasses.replace(plan, scenario=dataclasses.replace(plan.scenario, timeout_s=timeout_s))
+    return plan
+
+
+@pytest.fixture(autouse=True)
+def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(jobs, "POLL_S", 0.01)
+
+
+def test_a_job_past_its_deadline_is_cancelled_and_fails_closed(tmp_path: Path) -> None:
+    slurm = Slurm()
+    target = _target(tmp_path, slurm)
+    plan = _plan(target, timeout_s=0.3)
+    started = time.monotonic()
+    outcome = target.execute(plan, NO_EVENTS, threading.Event())
+    assert time.monotonic() - started < 10
+    assert ["scancel", "7"] in slurm.calls and slurm.state == "CANCELLED"
+    result = summarize_scenario(outcome)
+    exit_case = next(c for c in result.cases if c.name == EXIT_STATUS_CASE)
+    assert exit_case.status == "error" and "past its deadline" in exit_case.message
+    assert all(c.status != "passed" for c in result.cases)
+
+
+def test_a_stop_cancels_the_job_at_once(tmp_path: Path) -> None:
+    slurm = Slurm()
+    target = _target(tmp_path, slurm)
+    stop = threading.Event()
+    threading.Timer(0.2, stop.set).start()
+    outcome = target.execute(_plan(target), NO_EVENTS, stop)
+    assert slurm.state == "CANCELLED"
+    assert "stopped (Ctrl-C or SIGTERM)" in summarize_scenario(outcome).cases[-1].message
+
+
+def test_close_cancels_every_job_still_running(tmp_path: Path) -> None:
+    slurm = Slurm()
+    target = _target(tmp_path, slurm)
+    worker = threading.Thread(target=target.execute, args=(_plan(target), NO_EVENTS, threading.Event()), daemon=True)
+    worker.start()
+    while slurm.state != "RUNNING":
+        time.sleep(0.01)
+    target.interrupted()
+    assert slurm.state == "CANCELLED"
+    worker.join(10)
+    assert not worker.is_alive()
+
+
+def test_an_interrupt_raised_while_following_cancels_the_job(tmp_path: Path) -> None:
+    """A run of one scenario executes it in the main thread, where Ctrl-C and SIGTERM raise: the job is cancelled
+    before the exception leaves execute (measured on the real cluster: it kept running until this)."""
+
+    class Interrupting(Slurm):
+        def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> tuple[int, str]:
+            if argv[0] == "scontrol" and self.state == "RUNNING" and ["scancel", "7"] not in self.calls:
+                self.calls.append(list(argv))
+                raise KeyboardInterrupt
+            return super().run(argv, timeout_s)
+
+    slurm = Interrupting()
+    target = _target(tmp_path, slurm)
+    with pytest.raises(KeyboardInterrupt):
+        target.execute(_plan(target), NO_EVENTS, threading.Event())
+    assert ["scancel", "7"] in slurm.calls and slurm.state == "CANCELLED"
