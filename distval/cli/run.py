@@ -16,7 +16,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from distval.cli.baseline import BaselineOptions, check_remeasure, overwrites_baseline, remeasure, with_baseline
@@ -52,7 +51,7 @@ from distval.targets.base import Target, plan_on, plan_reference, refuse_what_it
 from distval.targets.docker.target import DockerTarget
 from distval.targets.engines.hosts import TlsFiles, check_hosts_allowed, run_hosts, tls_files
 from distval.targets.local.target import LocalTarget
-from distval.targets.slurm.bundle_config import read_bundle_config
+from distval.targets.slurm.bundle_config import chosen_bundle
 from distval.targets.slurm.jobs import LocalCommands
 from distval.targets.slurm.target import SlurmTarget
 
@@ -354,20 +353,9 @@ def slurm_target(args: argparse.Namespace, config: Config) -> Target:
     """--target slurm: Slurm's client on this host, the jobs under --slurm-dir."""
     if args.hosts or args.hosts_from_config:
         raise BadInput("--hosts names Docker Engines, --target slurm submits to Slurm: give one, not both")
-    if args.integration == "oci" and not args.bundle:
-        raise BadInput("--target slurm --integration oci: expected --bundle DIR, the image unpacked as an OCI bundle")
-    if args.integration != "oci" and args.bundle:
-        raise BadInput(f"--integration {args.integration}: --bundle is for --integration oci only")
-    bundle = str(Path(args.bundle).resolve()) if args.bundle else None
+    bundle, image_config = chosen_bundle(args.integration, args.bundle, "--target slurm")
     return SlurmTarget(
-        LocalCommands(),
-        args.slurm_dir,
-        args.image,
-        config.path,
-        args.integration,
-        bundle,
-        read_bundle_config(bundle) if bundle else None,
-        args.partition,
+        LocalCommands(), args.slurm_dir, args.image, config.path, args.integration, bundle, image_config, args.partition
     )
 
 

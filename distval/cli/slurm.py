@@ -23,7 +23,7 @@ from distval.config import load_config
 from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError, SelectionError
 from distval.plan.selection import NO_CHECK_SELECTED
 from distval.reports.summary import render_summary
-from distval.targets.slurm.bundle_config import read_bundle_config
+from distval.targets.slurm.bundle_config import chosen_bundle
 from distval.targets.slurm.collect import summarize_jobs
 from distval.targets.slurm.export import BATCH_FILE, export_config, write_job
 from distval.targets.slurm.integrations import INTEGRATIONS, OCI
@@ -38,12 +38,7 @@ def command_export(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.integration == OCI and not args.bundle:
-        raise BadInput("export slurm --integration oci: expected --bundle DIR, the image unpacked as an OCI bundle")
-    if args.integration != OCI and args.bundle:
-        raise BadInput(f"export slurm --integration {args.integration}: --bundle is for --integration oci only")
-    bundle = str(Path(args.bundle).resolve()) if args.bundle else None
-    image_config = read_bundle_config(bundle) if bundle else None
+    bundle, image_config = chosen_bundle(args.integration, args.bundle, "export slurm")
     run_id = args.run_id or secrets.token_hex(4)
     selected = select(config, args.filter, selection(args))
     for name in sorted(selected.unselected & {s.name for s in filtered(config, args.filter).scenarios}):

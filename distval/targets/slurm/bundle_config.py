@@ -10,6 +10,7 @@ from typing import Any
 
 from distval.bounded_read import FileRefused, read_regular_file
 from distval.errors import BadInput, one_line
+from distval.targets.slurm.integrations import OCI
 
 BUNDLE_CONFIG_MAX_BYTES = 1024 * 1024
 
@@ -26,3 +27,16 @@ def read_bundle_config(bundle: str) -> dict[str, Any]:
     if not isinstance(config, dict) or not isinstance(config.get("process"), dict):
         raise BadInput(f"--bundle {bundle}: {path} is not an OCI runtime config (no process object)")
     return config
+
+
+def chosen_bundle(integration: str, bundle: str | None, command: str) -> tuple[str | None, dict[str, Any] | None]:
+    """--bundle as ``command`` (``export slurm``, ``--target slurm``) takes it: required with the OCI integration,
+    refused with the others (they start from the image itself); returns the absolute bundle and its config."""
+    if integration == OCI and not bundle:
+        raise BadInput(f"{command} --integration oci: expected --bundle DIR, the image unpacked as an OCI bundle")
+    if integration != OCI and bundle:
+        raise BadInput(f"{command} --integration {integration}: --bundle is for --integration oci only")
+    if not bundle:
+        return None, None
+    absolute = str(Path(bundle).resolve())
+    return absolute, read_bundle_config(absolute)
