@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from distval.cli import values as cli_values
-from distval.cli.run import filtered, running, select, write_reports
+from distval.cli.run import exported_scenarios, write_reports
 from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
-from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError, SelectionError
-from distval.plan.selection import NO_CHECK_SELECTED
+from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError
 from distval.reports.files import write_atomically
 from distval.reports.summary import render_summary
 from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_files, summarize_sources
@@ -37,14 +36,7 @@ def command_export(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
     run_id = args.run_id or secrets.token_hex(4)
-    selected = select(config, args.filter, selection(args))
-    for name in sorted(selected.unselected & {s.name for s in filtered(config, args.filter).scenarios}):
-        print(f"distval: not exported: {name}: {NO_CHECK_SELECTED}", file=sys.stderr)
-    for note in selected.kept:
-        print(f"distval: {note}", file=sys.stderr)
-    chosen = running(selected, args.filter)
-    if not chosen.scenarios:  # every scenario was said above: exporting none is no success
-        raise SelectionError(f"nothing to export: the check selection leaves no scenario of {config.path} a check")
+    chosen = exported_scenarios(config, args.filter, selection(args))
     exported = export_config(chosen, run_id, args.image, args.layout)
     out = Path(args.out)
     written = 0

@@ -33,9 +33,10 @@ from distval.errors import (
     InternalError,
     Interrupted,
     SampleImageRefused,
+    SelectionError,
 )
 from distval.plan.model import RunPlan, ScenarioPlan, images_of
-from distval.plan.selection import Selected, Selection, select_checks
+from distval.plan.selection import NO_CHECK_SELECTED, Selected, Selection, select_checks
 from distval.reports.files import refusal
 from distval.reports.html import write_run_html
 from distval.reports.json_report import write_json
@@ -110,6 +111,21 @@ def running(selected: Selected, patterns: Sequence[str] | None) -> Config:
     """The scenarios that run: --filter's, less those the selection left no check."""
     config = filtered(selected.config, patterns)
     return dataclasses.replace(config, scenarios=tuple(s for s in config.scenarios if s.name not in selected.unselected))
+
+
+def exported_scenarios(config: Config, patterns: Sequence[str] | None, selection: Selection) -> Config:
+    """The scenarios an export writes (``distval export kubernetes`` and ``slurm``): --filter's, less those the check
+    selection left no check, each of those said on stderr with the selection's notes; SelectionError when none is
+    left (exporting nothing is no success)."""
+    selected = select(config, patterns, selection)
+    for name in sorted(selected.unselected & {s.name for s in filtered(config, patterns).scenarios}):
+        print(f"distval: not exported: {name}: {NO_CHECK_SELECTED}", file=sys.stderr)
+    for note in selected.kept:
+        print(f"distval: {note}", file=sys.stderr)
+    chosen = running(selected, patterns)
+    if not chosen.scenarios:
+        raise SelectionError(f"nothing to export: the check selection leaves no scenario of {config.path} a check")
+    return chosen
 
 
 def plan_selected(target: Target, selected: Selected, run_id: str, patterns: Sequence[str] | None) -> RunPlan:

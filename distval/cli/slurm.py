@@ -17,11 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from distval.cli import values as cli_values
-from distval.cli.run import filtered, running, select, write_reports
+from distval.cli.run import exported_scenarios, write_reports
 from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
-from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError, SelectionError
-from distval.plan.selection import NO_CHECK_SELECTED
+from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError
 from distval.reports.summary import render_summary
 from distval.targets.slurm.bundle_config import chosen_bundle
 from distval.targets.slurm.collect import summarize_jobs
@@ -40,14 +39,7 @@ def command_export(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     bundle, image_config = chosen_bundle(args.integration, args.bundle, "export slurm")
     run_id = args.run_id or secrets.token_hex(4)
-    selected = select(config, args.filter, selection(args))
-    for name in sorted(selected.unselected & {s.name for s in filtered(config, args.filter).scenarios}):
-        print(f"distval: not exported: {name}: {NO_CHECK_SELECTED}", file=sys.stderr)
-    for note in selected.kept:
-        print(f"distval: {note}", file=sys.stderr)
-    chosen = running(selected, args.filter)
-    if not chosen.scenarios:
-        raise SelectionError(f"nothing to export: the check selection leaves no scenario of {config.path} a check")
+    chosen = exported_scenarios(config, args.filter, selection(args))
     out = Path(args.out)
     exported = export_config(chosen, run_id, args.image, out, args.integration, bundle, image_config, args.partition)
     written = 0
