@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from distval import strict_json
 from distval.attestation.predicate import NOT_VALIDATING, parse_utc
 from distval.errors import EXIT_MEANINGS, BadInput
 from distval.escape import terminal_line
@@ -56,10 +57,13 @@ def _names(value: object, key: str, where: str) -> tuple[str, ...]:
 def parse_policy(raw: bytes, where: str) -> Policy:
     """The policy in the file ``where``; BadPolicy (exit code 2, one line) when it is not one."""
     try:
-        data = yaml.safe_load(raw.decode("utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as exc:
+        data = strict_json.yaml_safe_load(raw.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError, RecursionError) as exc:
         mark = getattr(exc, "problem_mark", None)
         at = f" (line {mark.line + 1})" if mark is not None else ""
+        twice = getattr(exc, "problem", None)
+        if isinstance(twice, str) and "appears twice" in twice:
+            raise BadPolicy(f"{where}{at}: {twice}: a policy says each thing once") from None
         raise BadPolicy(f"{where}: expected a YAML or JSON mapping of {', '.join(KEYS)}; it is not YAML{at}") from None
     if not isinstance(data, dict):
         raise BadPolicy(f"{where}: expected a YAML or JSON mapping of {', '.join(KEYS)}; got {type(data).__name__}")

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from distval import strict_json
 from distval.engine_protocol import ImageInfo
 from distval.errors import NotVerified
 
@@ -63,7 +64,9 @@ def parse_statement(payload: bytes) -> Statement:
     """The statement of a verified payload; NotVerified when it is signed but not a distval statement (another
     predicate type, another statement version, subjects without a sha256 digest)."""
     try:
-        data = json.loads(payload.decode("utf-8"))
+        data = strict_json.loads(payload.decode("utf-8"))
+    except strict_json.DuplicateKey as exc:
+        raise NotVerified(f"not verified: the signed payload is not a statement distval reads one way: {exc}") from None
     except (ValueError, RecursionError):
         raise NotVerified("not verified: the signed payload is not JSON (not an in-toto statement)") from None
     if not isinstance(data, dict) or data.get("_type") != STATEMENT_TYPE:

@@ -10,12 +10,12 @@ raises: an unreadable file is named as such.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from distval import strict_json
 from distval.plan.rank_files import ERROR_FILE, FLIGHT_RECORDER, LAUNCH, RECORDS, STACKS
 from distval.results.outcome import ContainerOutcome
 from distval.results.records import json_problem
@@ -311,7 +311,7 @@ class Diagnosis:
 def json_object(text: str) -> dict[str, Any] | None:
     """A JSON object the image under test wrote, or None where it is not one a report can hold."""
     try:
-        value = json.loads(text)
+        value = strict_json.loads(text)
     except (ValueError, RecursionError):
         return None
     # Written by the image under test: NaN, Infinity or a 400-digit number would break a report writer later.

@@ -4,13 +4,13 @@ its host), and the probe step that learns a host's rendezvous facts (distval/tar
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Concatenate, ParamSpec, TypeVar
 
+from distval import strict_json
 from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError
 from distval.plan.model import ProbeHost, ScenarioPlan, Step
@@ -126,7 +126,7 @@ def probe_host(engine: EngineAPI, probe: ContainerPlan, archive: bytes, first: b
     if state.exit_code != 0 or not lines:
         last = (stderr.strip().splitlines() or ["(no output)"])[-1]
         raise EngineError(f"the host probe on {probe.host} exited {state.exit_code}: {last}")
-    found = json.loads(lines[-1])
+    found = strict_json.loads(lines[-1])
     if not found.get("interface"):
         raise EngineError(f"the host probe on {probe.host} found no interface holding {found.get('address')}")
     facts = {host_fact("socket_ifname", probe.host): str(found["interface"])}

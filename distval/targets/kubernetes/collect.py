@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from distval import strict_json
 from distval.bounded_read import LOG_MAX_BYTES, FileRefused, read_regular_file, size_text
 from distval.errors import BadInput, EnvironmentUnusable, one_line
 from distval.results.logs import tail
@@ -145,7 +146,7 @@ def _assemble(source: _Source, label: str) -> None:
             continue
         text = "".join(pieces[p][1] for p in range(1, parts + 1))
         try:
-            record = json.loads(text)
+            record = strict_json.loads(text)
             if not isinstance(record, dict):
                 raise ValueError("not an object")
             if "start" in record:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from distval import strict_json
 from distval.config import Config
 from distval.errors import PlanError
 from distval.plan.model import ScenarioPlan
@@ -166,7 +167,7 @@ def shell_word(text: str) -> str:
 
 
 def _spec_template(plan: ScenarioPlan) -> str:
-    spec = json.loads(_mapped(plan, plan.suite_spec_json))
+    spec = strict_json.loads(_mapped(plan, plan.suite_spec_json))
     # The environment check judges what the image bakes in: what Slurm sets in every step is the scheduler's, not the
     # image's (named by prefix: distval_suite/environment.py image_variables).
     spec["set_by_distval"] = sorted({*spec.get("set_by_distval", []), *SET_BY_SLURM})
@@ -179,7 +180,7 @@ def _bundle_config(image_config: dict[str, Any], plan: ScenarioPlan, job: JobDir
 
     The rootfs's files are the bundle's, shared by every node and job: read-only, with a fresh /tmp, so that the image
     under test cannot change what the next run starts from (Docker gives each container a layer of its own instead)."""
-    config = json.loads(json.dumps(image_config))
+    config = strict_json.loads(json.dumps(image_config))
     # Slurm 22.05 runs <bundle>/rootfs whatever root.path says, and runc refuses a rootfs that is a symbolic link: the
     # batch script links the image's rootfs there file by file (cp -al: hard links, 0.6 s for the 24,000 files of the
     # torch 2.6 image here) and removes the links when the steps end.
