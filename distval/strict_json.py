@@ -31,11 +31,16 @@ class DuplicateKey(json.JSONDecodeError):
         return (ValueError, (str(self),))
 
 
+# Levels of nesting read: a report is a few, a rank's details at most records.DOCUMENT_MAX_DEPTH (64). Deeper JSON
+# would make any later recursive walk of it (repr, a writer, a copy) hit Python's recursion limit far from here.
+DEPTH_MAX = 100
+
+
 class TooDeep(json.JSONDecodeError):
-    """JSON nested past the parser's recursion limit."""
+    """JSON nested past DEPTH_MAX levels (or the parser's recursion limit)."""
 
     def __init__(self) -> None:
-        ValueError.__init__(self, "nested too deeply to be read")
+        ValueError.__init__(self, f"nested more than {DEPTH_MAX} levels deep")
         self.msg, self.doc, self.pos, self.lineno, self.colno = str(self), "", 0, 1, 1
 
     def __reduce__(self) -> tuple[Any, ...]:
@@ -56,9 +61,23 @@ def loads(text: str | bytes | bytearray) -> Any:
     (TooDeep); any other fault is json's own JSONDecodeError (or a UnicodeDecodeError for bytes that are not
     UTF-8), all of them ValueErrors."""
     try:
-        return json.loads(text, object_pairs_hook=_unique)
+        value = json.loads(text, object_pairs_hook=_unique)
     except RecursionError:
         raise TooDeep() from None
+    _within_depth(value)
+    return value
+
+
+def _within_depth(value: Any) -> None:
+    """TooDeep when ``value`` nests more than DEPTH_MAX lists and objects; walked without recursion."""
+    pending: list[tuple[Any, int]] = [(value, 0)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict | list):
+            if depth >= DEPTH_MAX:
+                raise TooDeep()
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
 
 
 class UniqueKeyLoader(yaml.SafeLoader):

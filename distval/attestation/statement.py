@@ -44,14 +44,15 @@ def image_digests(reference: str, image: ImageInfo) -> list[tuple[str, str]]:
 
 
 def statement_bytes(subjects: list[tuple[str, str]], predicate: Mapping[str, Any]) -> bytes:
-    """The statement as the envelope's payload: JSON, keys sorted, UTF-8."""
+    """The statement as the envelope's payload: JSON, keys sorted, ASCII (every other character as a \\u escape: a
+    lone surrogate of the image's in a message, which UTF-8 cannot encode, is kept as the report has it)."""
     data = {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": name, "digest": {"sha256": digest}} for name, digest in subjects],
         "predicateType": PREDICATE_TYPE,
         "predicate": predicate,
     }
-    return json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return json.dumps(data, sort_keys=True, ensure_ascii=True).encode("ascii")
 
 
 def _shown(value: object) -> str:

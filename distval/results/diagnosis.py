@@ -19,6 +19,7 @@ from distval import strict_json
 from distval.plan.rank_files import ERROR_FILE, FLIGHT_RECORDER, LAUNCH, RECORDS, STACKS
 from distval.results.outcome import ContainerOutcome
 from distval.results.records import json_problem
+from distval.text_caps import STACKS_MAX_CHARS, capped_end_bytes
 
 FR_SHOWN = 5  # the last collectives shown per rank
 STACK_LINES_MAX = 60  # per rank, in the reports
@@ -335,7 +336,7 @@ def diagnose(containers: Iterable[ContainerOutcome]) -> Diagnosis:
             stacks, fr, launch = STACKS.match(name), FLIGHT_RECORDER.match(name), LAUNCH.match(name)
             if stacks and data.strip():
                 rank = int(stacks.group(1))
-                text = data.decode("utf-8", "replace")
+                text = capped_end_bytes(data, STACKS_MAX_CHARS)  # the image wrote it: its end is kept
                 current = ranks.get(rank, RankDiagnosis(rank))
                 ranks[rank] = RankDiagnosis(rank, parse_stacks(text), text, current.flight_recorder)
             elif fr:

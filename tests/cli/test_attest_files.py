@@ -90,3 +90,14 @@ def test_an_attestation_replacing_a_world_writable_file_is_not_world_writable(
     argv = ["attest", report, "--image", IMAGE, "--key", str(tmp_path / "cosign.key"), "-o", str(output)]
     assert main(argv) == EXIT_PASSED
     assert stat.S_IMODE(output.stat().st_mode) == _umasked(0o666) and output.stat().st_uid == os.geteuid()
+
+
+def test_a_lone_surrogate_in_a_message_is_attested_and_verified(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The image's message "\\udc80" (a lone surrogate json reads from the report) is signed as the report has it."""
+    assert main(["attest", "--generate-key", "--key", str(tmp_path / "cosign.key")]) == EXIT_PASSED
+    data = passing_report()
+    data["scenarios"][0]["cases"][0]["message"] = "gave \udc80 and \ufffe"
+    report = write_json(tmp_path / "report.json", data)
+    output = str(tmp_path / "attestation.json")
+    assert main(["attest", report, "--image", IMAGE, "--key", str(tmp_path / "cosign.key"), "-o", output]) == EXIT_PASSED
+    assert main(["verify", output, "--image", IMAGE, "--key", str(tmp_path / "cosign.pub"), "--report", report]) == EXIT_PASSED
