@@ -15,11 +15,11 @@ from typing import Any
 
 from distval.attestation import dsse, keys
 from distval.attestation.policy import (
-    DEFAULT_POLICY,
     POLICY_MAX_BYTES,
     BadPolicy,
     Policy,
     age_refusal,
+    default_policy,
     parse_policy,
     passed_count,
     verdict_refusal,
@@ -112,7 +112,8 @@ def add_attest_commands(commands: Any, engine_for: EngineFor) -> None:
         help="verify an attestation of distval attest: signature, the image's digest, its age and a policy",
         description="Check that a signature of the envelope holds under the public key, that its subject is the image's "
         "digest as the Engine reports it, that it is recent enough and that its verdict passes the policy (default: "
-        "nothing failed, at least one check passed, at most 7 days old; docs/attestation.md#the-policy). One line says "
+        "nothing failed, every check of the shipped default config passed, at most 7 days old; "
+        "docs/attestation.md#the-policy). One line says "
         "why not.",
     )
     verify.add_argument(
@@ -238,7 +239,7 @@ def command_attest(args: argparse.Namespace, engine_for: EngineFor) -> int:
 
 def _policy(path: str | None) -> Policy:
     if path is None:
-        return DEFAULT_POLICY
+        return default_policy()
     try:
         return parse_policy(read_regular_file(path, POLICY_MAX_BYTES), path)
     except FileRefused as exc:

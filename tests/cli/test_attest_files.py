@@ -83,7 +83,7 @@ def test_an_attestation_replacing_a_world_writable_file_is_not_world_writable(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["attest", "--generate-key", "--key", str(tmp_path / "cosign.key")]) == EXIT_PASSED
-    report = write_json(tmp_path / "report.json", passing_report())
+    report = write_json(tmp_path / "report.json", passing_report(default_checks=True))
     output = tmp_path / "attestation.json"
     output.write_text("{}", encoding="utf-8")
     output.chmod(0o666)
@@ -95,7 +95,7 @@ def test_an_attestation_replacing_a_world_writable_file_is_not_world_writable(
 def test_a_lone_surrogate_in_a_message_is_attested_and_verified(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The image's message "\\udc80" (a lone surrogate json reads from the report) is signed as the report has it."""
     assert main(["attest", "--generate-key", "--key", str(tmp_path / "cosign.key")]) == EXIT_PASSED
-    data = passing_report()
+    data = passing_report(default_checks=True)
     data["scenarios"][0]["cases"][0]["message"] = "gave \udc80 and \ufffe"
     report = write_json(tmp_path / "report.json", data)
     output = str(tmp_path / "attestation.json")

@@ -84,14 +84,14 @@ def _with_second(text: str, key: str, value: str) -> str:
 def test_a_report_with_a_key_twice_is_not_attested(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     private, _ = write_key_pair(tmp_path)
     report = tmp_path / "report.json"
-    report.write_text(_with_second(json.dumps(passing_report()), "exit_code", "1"), encoding="utf-8")
+    report.write_text(_with_second(json.dumps(passing_report(default_checks=True)), "exit_code", "1"), encoding="utf-8")
     argv = ["attest", str(report), "--image", IMAGE, "--key", private, "-o", str(tmp_path / "a.json")]
     _refused(capsys, argv, 'the key "exit_code" appears twice in one object')
 
 
 def test_an_envelope_with_a_key_twice_is_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     private, public = write_key_pair(tmp_path)
-    report = write_json(tmp_path / "report.json", passing_report())
+    report = write_json(tmp_path / "report.json", passing_report(default_checks=True))
     output = tmp_path / "attestation.json"
     assert main(["attest", report, "--image", IMAGE, "--key", private, "-o", str(output)]) == EXIT_PASSED
     envelope = output.read_text(encoding="utf-8")
