@@ -31,7 +31,7 @@ from typing import Any
 
 from distval import strict_json
 from distval.config import Config
-from distval.errors import PlanError
+from distval.errors import BadInput, PlanError, one_line
 from distval.plan.model import ScenarioPlan
 from distval.plan.placeholders import placeholders_in, resolve
 from distval.reports.files import write_atomically
@@ -399,6 +399,29 @@ def export_scenario(
     return ExportedJob(plan, name, integration, files=files, dirs=("distval/results",))
 
 
+# Slurm's partition names (a comma-separated list of them is one --partition): letters, digits, _ . -
+_PARTITIONS = re.compile(r"[A-Za-z0-9_.-]{1,64}(,[A-Za-z0-9_.-]{1,64}){0,31}")
+# What the job directory's path may not hold: it is written into #SBATCH lines and the job's script (a line break
+# starts a shell line), and into container mount lists, where "," separates mounts and ":" source from target.
+_PATH_FORBIDDEN = re.compile(r"[\x00-\x20\x7f-\x9f,:\u2028\u2029]")
+
+
+def option_refusal(out: Path, partition: str | None) -> str | None:
+    """Why the command line's --partition or -o cannot go into a job; None when both can. ``out`` resolved."""
+    if partition is not None and not _PARTITIONS.fullmatch(partition):
+        return (
+            f"--partition {one_line(partition)[:100]!r}: expected a Slurm partition name (letters, digits, _ . -), "
+            "or several separated by commas"
+        )
+    found = _PATH_FORBIDDEN.search(str(out))
+    if found is not None:
+        return (
+            f"-o {one_line(str(out))[:200]!r}: the jobs' directory is written into #SBATCH lines, the job script and "
+            f"mount lists, where {found.group()!r} cannot be: choose a path without spaces, line breaks, ',' or ':'"
+        )
+    return None
+
+
 def export_config(
     config: Config,
     run_id: str,
@@ -409,9 +432,12 @@ def export_config(
     image_config: dict[str, Any] | None = None,
     partition: str | None = None,
 ) -> list[ExportedJob]:
+    root = out.resolve()
+    refused = option_refusal(root, partition)
+    if refused is not None:
+        raise BadInput(refused)
     plan = plan_run(config, run_id, image)
     names = job_names(s.slug for s in plan.scenarios)
-    root = out.resolve()
     return [
         export_scenario(s, name, str(root / name), integration, config.path, bundle, image_config, partition)
         for s, name in zip(plan.scenarios, names, strict=True)
