@@ -19,7 +19,7 @@ from distval.cli import values as cli_values
 from distval.cli.run import exported_scenarios, write_reports
 from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
-from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError
+from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError
 from distval.reports.files import write_atomically
 from distval.reports.summary import render_summary
 from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_files, summarize_sources
@@ -69,9 +69,9 @@ def command_collect(args: argparse.Namespace) -> int:
         namespace = args.namespace or "default"
         sources, failure = read_api(KubernetesPods(), namespace, args.job)
         summary = summarize_sources(sources, from_api=True, fail_on_skip=args.fail_on_skip, job_failure=failure)
-    written = write_reports(summary, args)
+    unwritten = write_reports(summary, args)
     sys.stdout.write(render_summary(summary))
-    return summary.exit_code or (0 if written else InternalError.exit_code)
+    return summary.exit_code or unwritten
 
 
 def add_kubernetes_commands(commands: Any, add_report_options: Any) -> tuple[Any, Any]:
