@@ -99,9 +99,7 @@ def _tolerances(args: argparse.Namespace) -> Tolerances:
     durations are said as notes, not judged."""
     judged = args.duration_tolerance is not None
     duration = args.duration_tolerance if judged else DEFAULT_DURATION_TOLERANCE
-    return Tolerances(
-        busbw=args.busbw_tolerance, duration=duration, busbw_slack_us=args.busbw_slack_us, durations_judged=judged
-    )
+    return Tolerances(busbw=args.busbw_tolerance, duration=duration, busbw_slack_us=args.busbw_slack_us, durations_judged=judged)
 
 
 @dataclass(frozen=True)

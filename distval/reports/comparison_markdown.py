@@ -13,9 +13,9 @@ from distval.errors import EXIT_PASSED
 from distval.escape import markdown_cell as _cell
 from distval.reports.comparison import (
     IMPROVEMENT,
+    NOTE,
     REGRESSION,
     SCENARIO,
-    NOTE,
     UNCHANGED,
     Judgement,
     cell,

@@ -11,9 +11,9 @@ from typing import Any
 from distval.escape import terminal_line
 from distval.reports.comparison import (
     IMPROVEMENT,
+    NOTE,
     REGRESSION,
     SCENARIO,
-    NOTE,
     UNCHANGED,
     Judgement,
     cell,
