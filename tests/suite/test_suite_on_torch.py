@@ -18,8 +18,8 @@ them). Every assertion is on a testcase's status and a fragment of its message, 
 
 The interpreter: $DISTVAL_SUITE_TORCH_PYTHON, else /usr/bin/python3 when it has torch. Without one the tests are
 skipped with the reason, and fail on CI (.ci/run installs python3-torch): a missing torch must not silently turn
-these guards off. All scenarios run in one ``distval run`` (two at a time on 2 cores), about 40 s on a loaded
-machine (docs/measurements.md); the time limits only bound a hang.
+these guards off. All scenarios run in one ``distval run`` (two at a time on 2 cores): 24 s at a load of 8
+(docs/measurements.md); the time limits only bound a hang.
 """
 
 from __future__ import annotations
