@@ -44,8 +44,9 @@ FIXTURE_FILES = ROOT / "distval" / "fixtures" / "files"
 IMPLEMENTATION_ENV = "SUITE_IMPLEMENTATION"
 # Small tensors only: the large size is covered by the Docker tests (allreduce-large-truncated); here it costs time.
 COLLECTIVES = "{name: collectives, args: {large_mib: 1}}"
-# Only bounds a hang: the config's own deadlines end a stuck scenario well before.
-RUN_LIMIT_S = 900
+# Deadlines that only bound a hang (a scenario takes about 13 s at a load of 8). The run's own limit outlasts every
+# scenario's deadline one after another, so that distval's deadline, which says where a rank hung, comes first.
+SCENARIO_DEADLINE_S, CHECK_TIMEOUT_S = 240, 180
 RED = ("failed", "error")
 
 
@@ -94,7 +95,7 @@ def torch_python() -> str | None:
 
 
 def config_text() -> str:
-    lines = ["timeout_s: 300", "check_timeout_s: 240", "scenarios:"]
+    lines = [f"timeout_s: {SCENARIO_DEADLINE_S}", f"check_timeout_s: {CHECK_TIMEOUT_S}", "scenarios:"]
     for s in SCENARIOS:
         env = f", env: {{{IMPLEMENTATION_ENV}: {json.dumps(os.pathsep.join(map(str, s.files)))}}}" if s.files else ""
         lines.append(
@@ -129,7 +130,7 @@ def verdicts(tmp_path_factory: pytest.TempPathFactory) -> Verdicts:
         env=env,
         capture_output=True,
         text=True,
-        timeout=RUN_LIMIT_S,
+        timeout=SCENARIO_DEADLINE_S * len(SCENARIOS) + 300,
         check=False,
     )
     # 0 or 1 (some check failed, as the defects must make them); anything else is the run's own trouble.
