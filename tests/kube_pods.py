@@ -2,7 +2,8 @@
 
 ``pods_plan`` reads the manifests ``distval export kubernetes`` wrote (Indexed Job layout) and makes the
 ScenarioPlan that distval/targets/docker/runtime.py executes against the real Engine: one container per pod with the pod
-template's command, environment (the completion index filled in where the downward API gives it), the
+template's command, environment (the completion index filled in where the downward API gives it), its
+securityContext (the uid, every capability dropped, no new privileges, as Pod Security "restricted" has it), the
 ConfigMap's files at their mount paths, emptyDirs as directories, and the pod's DNS name
 ``<job>-<index>.<service>`` as its container name (Docker's DNS resolves it on the network; the hostname is
 ``<job>-<index>``, as Kubernetes sets it). The containers' stdout and stderr are then what ``kubectl logs``
@@ -67,6 +68,13 @@ def pods_plan(manifests: str) -> ScenarioPlan:
             ]
     limits = container.get("resources", {}).get("limits", {})
     cpu = limits.get("cpu")
+    # The container's securityContext as a kubelet applies it (Docker's seccomp default is RuntimeDefault's).
+    security = container.get("securityContext", {})
+    user = None
+    if "runAsUser" in security:
+        user = str(security["runAsUser"]) + (f":{security['runAsGroup']}" if "runAsGroup" in security else "")
+    cap_drop = ("ALL",) if "ALL" in security.get("capabilities", {}).get("drop", []) else ()
+    security_opt = ("no-new-privileges",) if security.get("allowPrivilegeEscalation") is False else ()
     labels = ((LABEL_MANAGED, "true"), (LABEL_RUN, base.run_id), (LABEL_SCENARIO, base.scenario.name))
     containers = []
     for index in range(job["spec"]["completions"]):
@@ -95,6 +103,9 @@ def pods_plan(manifests: str) -> ScenarioPlan:
                     memory=_size(limits["memory"]) if "memory" in limits else None,
                     shm_size=shm,
                     gpu_device_ids=tuple(str(i) for i in range(int(limits.get(GPU_RESOURCE, 0)))),
+                    user=user,
+                    cap_drop=cap_drop,
+                    security_opt=security_opt,
                 ),
                 files=tuple(files),
                 results_dir=planned.results_dir,

@@ -8,6 +8,12 @@ two ``if`` branches of a chain in the other order, a sort reversed or keyed diff
 swapped, a verdict constant returned in place of another, a ``continue`` dropped), runs the tests that
 cover the module against each mutant and prints one table row per mutant: killed, survived, or
 equivalent (a survivor listed in ``EQUIVALENT`` with the reason no test can tell it from the original).
+``--named`` runs instead the hand-written mutants of ``NAMED`` (slips no operator makes: another operation's known
+answer, a call form dropped, a tolerance widened); one whose text the module no longer has is bad use (exit 2),
+so that a rewrite of the module says which to write again. The suite's, against its checks run on Debian's torch:
+
+    python tools/mutation_pass.py distval_suite/collectives.py distval_suite/ddp.py distval_suite/answers.py \
+        --named --timeout 600
 
 The mutants are written into a temporary copy of the repository (one per job); the working tree is never
 touched. Each test run is its own ``pytest`` process (``-x``, no cache, no bytecode: two mutants written
@@ -42,7 +48,82 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/plan/test_faults_plan.py",
     ),
     "distval/results/faults.py": ("tests/results/test_faults_results.py",),
+    # The suite's checks run on a real torch (Debian's 1.13 on the host, no Docker): about 30 s a run, so pass
+    # --timeout 600 (a run cut short counts as killed). answers.py's formulas also have their property test.
+    "distval_suite/collectives.py": ("tests/suite/test_suite_on_torch.py",),
+    "distval_suite/ddp.py": ("tests/suite/test_suite_on_torch.py",),
+    "distval_suite/answers.py": ("tests/suite/test_suite_answers.py", "tests/suite/test_suite_on_torch.py"),
 }
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A hand-written mutant: ``old``, found exactly once in the module, becomes ``new``."""
+
+    path: str
+    old: str
+    new: str
+    description: str
+
+
+# Slips in the suite that a mutation pass of its Docker-only era found surviving every quick test.
+NAMED: tuple[Replacement, ...] = (
+    Replacement(
+        "distval_suite/collectives.py",
+        "    return _tensor(v, _reduce_expected_formula, op, v.world)",
+        '    return _tensor(v, _reduce_expected_formula, "MAX" if op == "PRODUCT" else op, v.world)',
+        "PRODUCT checked against MAX's answer",
+    ),
+    Replacement(
+        "distval_suite/collectives.py",
+        "    return _tensor(v, _reduce_expected_formula, op, v.world)",
+        '    if op == "MIN":\n        return _tensor(v, answers.reduce_input, op, 0, v.world)\n'
+        "    return _tensor(v, _reduce_expected_formula, op, v.world)",
+        "MIN checked against rank 0's buffer",
+    ),
+    Replacement(
+        "distval_suite/answers.py",
+        "            result = result * value",
+        "            result = maximum(result, value)",
+        "PRODUCT's answer folded as MAX",
+    ),
+    Replacement(
+        "distval_suite/collectives.py",
+        "AVG_RTOL = {torch.float16: 1e-2, torch.bfloat16: 2e-2, torch.float32: 1e-5, torch.float64: 1e-12}",
+        "AVG_RTOL = {torch.float16: 0.5, torch.bfloat16: 0.5, torch.float32: 0.5, torch.float64: 0.5}",
+        "AVG's tolerance widened to 50 %",
+    ),
+    Replacement(
+        "distval_suite/ddp.py",
+        "SYNC_RTOL, SYNC_ATOL = 1e-4, 1e-5",
+        "SYNC_RTOL, SYNC_ATOL = 0.5, 1e-5",
+        "ddp_sync's tolerance widened to 50 %",
+    ),
+    Replacement(
+        "distval_suite/collectives.py",
+        "        work.wait()\n",
+        "",
+        "an async result checked without wait()",
+    ),
+    Replacement(
+        "distval_suite/collectives.py",
+        "FORMS = (IN_PLACE, ASYNC, VIEW)",
+        "FORMS = (IN_PLACE, ASYNC)",
+        "the view form dropped",
+    ),
+    Replacement(
+        "distval_suite/collectives.py",
+        "    (tensor,), outside = _guarded(v)\n    tensor.copy_(data)",
+        "    if v.form == VIEW:\n        return data, lambda: None\n    (tensor,), outside = _guarded(v)\n    tensor.copy_(data)",
+        "the view form's input not placed in a view",
+    ),
+    Replacement(
+        "distval_suite/collectives.py",
+        "FORMS = (IN_PLACE, ASYNC, VIEW)",
+        "FORMS = (IN_PLACE, VIEW)",
+        "the async form dropped",
+    ),
+)
 
 # Survivors that are no behaviour change, keyed by "path:line:col mutation" (the table's first two columns),
 # with why no test can kill them. Anything surviving outside this list is a gap in the tests.
@@ -368,6 +449,19 @@ def mutants(path: str) -> list[Mutant]:
     return sorted(found, key=lambda m: (m.line, m.col))
 
 
+def named_mutants(path: str) -> list[Mutant]:
+    """``NAMED``'s mutants of the module; one whose text the module lacks, or has more than once, raises ValueError."""
+    source = (ROOT / path).read_text()
+    found = []
+    for r in (r for r in NAMED if r.path == path):
+        if source.count(r.old) != 1:
+            raise ValueError(f"{path} has {source.count(r.old)} copies of the text of the mutant {r.description!r}, not 1")
+        at = source.index(r.old)
+        line = source.count("\n", 0, at) + 1
+        found.append(Mutant(path, line, 0, f"named: {r.description}", source.replace(r.old, r.new)))
+    return found
+
+
 def _position(node: ast.AST) -> tuple[int, int]:
     # A comprehension has no position of its own: its first filter's (the one a mutant negates) stands in.
     for n in ast.walk(node):
@@ -400,8 +494,8 @@ def _run_tests(copy_root: Path, tests: Sequence[str], timeout_s: float) -> str:
     return "survived" if done.returncode == 0 else "killed"
 
 
-def run_pass(paths: Sequence[str], jobs: int, timeout_s: float, only: str | None) -> list[Outcome]:
-    todo = [m for path in paths for m in mutants(path) if only is None or only in m.key]
+def run_pass(paths: Sequence[str], todo: Sequence[Mutant], jobs: int, timeout_s: float) -> list[Outcome]:
+    """Each mutant of ``todo`` (of the modules ``paths``) against its module's tests."""
     with tempfile.TemporaryDirectory(prefix="mutation-pass-") as tmp:
         copies = [_copy_tree(Path(tmp) / str(j)) for j in range(jobs)]
         for path in paths:  # the unmutated (but unparsed) module must pass, or every mutant reads as killed
@@ -453,17 +547,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one test run may take (default 120)")
     parser.add_argument("--only", help="only the mutants whose 'path:line:col mutation' contains this text")
     parser.add_argument("--list", action="store_true", help="list the mutants without running the tests")
+    parser.add_argument("--named", action="store_true", help="the hand-written mutants of NAMED instead of the generated ones")
     args = parser.parse_args(argv)
     unknown = [m for m in args.modules if m not in TESTS]
     if unknown or args.jobs < 1:
         print(f"mutation_pass: unknown module {unknown[0]}; known: {', '.join(TESTS)}" if unknown else "--jobs must be >= 1")
         return 2
+    make = named_mutants if args.named else mutants
+    try:
+        listed = [m for path in args.modules for m in make(path)]
+    except ValueError as exc:
+        print(f"mutation_pass: {exc}; write the mutant again for the module as it is now")
+        return 2
     if args.list:
-        for path in args.modules:
-            for mutant in mutants(path):
-                print(mutant.key)
+        for mutant in listed:
+            print(mutant.key)
         return 0
-    outcomes = run_pass(args.modules, args.jobs, args.timeout, args.only)
+    todo = [m for m in listed if args.only is None or args.only in m.key]
+    outcomes = run_pass(args.modules, todo, args.jobs, args.timeout)
     print(table(outcomes))
     return 1 if any(o.result == "survived" for o in outcomes) else 0
 

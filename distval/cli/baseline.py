@@ -95,7 +95,11 @@ def _tolerance_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _tolerances(args: argparse.Namespace) -> Tolerances:
-    return Tolerances(busbw=args.busbw_tolerance, duration=args.duration_tolerance, busbw_slack_us=args.busbw_slack_us)
+    """The tolerances asked; a --duration-tolerance left out where its default is None (``distval compare``) means
+    durations are said as notes, not judged."""
+    judged = args.duration_tolerance is not None
+    duration = args.duration_tolerance if judged else DEFAULT_DURATION_TOLERANCE
+    return Tolerances(busbw=args.busbw_tolerance, duration=duration, busbw_slack_us=args.busbw_slack_us, durations_judged=judged)
 
 
 @dataclass(frozen=True)
@@ -258,4 +262,12 @@ def add_compare_command(commands: Any) -> None:
         help="list the unchanged testcases and figures too (text and Markdown; by default they are one count line)",
     )
     _tolerance_arguments(compare)
-    compare.set_defaults(handler=command_compare)
+    # compare judges verdicts and busbw; a check's duration only where asked (around one failure many move).
+    compare.set_defaults(handler=command_compare, duration_tolerance=None)
+    for action in compare._actions:
+        if action.dest == "duration_tolerance":
+            action.help = (
+                "judge durations too: one longer by more than this fraction (and by more than "
+                f"{DEFAULT_DURATION_SLACK_S:g} s) regresses (default: not judged; a duration that moved past "
+                f"{DEFAULT_DURATION_TOLERANCE * 100:.0f}%% is listed as a note)"
+            )

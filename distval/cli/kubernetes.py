@@ -10,6 +10,8 @@ distval job, 3 when the API is asked for without a client or kubeconfig.
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import secrets
 import sys
 from pathlib import Path
@@ -19,11 +21,21 @@ from distval.cli import values as cli_values
 from distval.cli.run import exported_scenarios, write_reports
 from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
-from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError
+from distval.config.yaml_nodes import shown
+from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError
 from distval.reports.files import write_atomically
 from distval.reports.summary import render_summary
 from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_files, summarize_sources
-from distval.targets.kubernetes.export import LAYOUTS, export_config, render
+from distval.targets.kubernetes.export import (
+    DEFAULT_PULL_TIMEOUT_S,
+    DEFAULT_RUN_AS_USER,
+    LAYOUTS,
+    SECURITY_LEVELS,
+    PodOptions,
+    Toleration,
+    export_config,
+    render,
+)
 
 DEFAULT_OUT = "distval-kubernetes"
 
@@ -37,7 +49,15 @@ def command_export(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     run_id = args.run_id or secrets.token_hex(4)
     chosen = exported_scenarios(config, args.filter, selection(args))
-    exported = export_config(chosen, run_id, args.image, args.layout)
+    pod_options = PodOptions(
+        security=args.pod_security,
+        run_as_user=args.run_as_user,
+        node_selector=tuple(args.node_selector),
+        tolerations=tuple(args.toleration),
+        image_pull_secrets=tuple(dict.fromkeys(args.image_pull_secret)),
+        pull_timeout_s=math.ceil(args.pull_timeout),
+    )
+    exported = export_config(chosen, run_id, args.image, args.layout, pod_options)
     out = Path(args.out)
     written = 0
     for scenario in exported:
@@ -69,9 +89,67 @@ def command_collect(args: argparse.Namespace) -> int:
         namespace = args.namespace or "default"
         sources, failure = read_api(KubernetesPods(), namespace, args.job)
         summary = summarize_sources(sources, from_api=True, fail_on_skip=args.fail_on_skip, job_failure=failure)
-    written = write_reports(summary, args)
+    unwritten = write_reports(summary, args)
     sys.stdout.write(render_summary(summary))
-    return summary.exit_code or (0 if written else InternalError.exit_code)
+    return summary.exit_code or unwritten
+
+
+# Kubernetes' own grammars (k8s.io/apimachinery validation): a label's name part and value, a DNS subdomain.
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+UID_MAX = 2**31 - 1
+
+
+def _dns_subdomain(value: str) -> str:
+    """argparse type: a Kubernetes object name (a Secret's): lowercase RFC 1123 subdomain, at most 253."""
+    if len(value) > 253 or not _DNS_SUBDOMAIN.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"expected a Kubernetes name: lowercase letters, digits, '-' and '.', at most 253; got {shown(value)}"
+        )
+    return value
+
+
+def _label_key(value: str) -> str:
+    prefix, slash, name = value.rpartition("/")
+    if not _LABEL_NAME.fullmatch(name) or (slash and (len(prefix) > 253 or not _DNS_SUBDOMAIN.fullmatch(prefix))):
+        raise argparse.ArgumentTypeError(
+            f"expected a label key ([prefix/]name: name 1-63 letters, digits, '-', '_', '.'; prefix a DNS subdomain); "
+            f"got {shown(value)}"
+        )
+    return value
+
+
+def _label_value(value: str) -> str:
+    if value and not _LABEL_NAME.fullmatch(value):
+        raise argparse.ArgumentTypeError(
+            f"expected a label value (at most 63 letters, digits, '-', '_', '.'); got {shown(value)}"
+        )
+    return value
+
+
+def _node_selector(value: str) -> tuple[str, str]:
+    """argparse type of --node-selector: KEY=VALUE, each in Kubernetes' label grammar."""
+    key, equals, label = value.partition("=")
+    if not equals:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE; got {shown(value)}")
+    return _label_key(key), _label_value(label)
+
+
+def _toleration(value: str) -> Toleration:
+    """argparse type of --toleration: KEY[=VALUE][:EFFECT]."""
+    rest, colon, effect = value.rpartition(":") if ":" in value else (value, "", "")
+    if colon and effect not in TAINT_EFFECTS:
+        raise argparse.ArgumentTypeError(f"expected the effect {', '.join(TAINT_EFFECTS)} after ':'; got {shown(value)}")
+    key, equals, label = rest.partition("=")
+    return Toleration(_label_key(key), _label_value(label) if equals else None, effect if colon else None)
+
+
+def _uid(value: str) -> int:
+    """argparse type of --run-as-user: a non-root uid."""
+    if not (value.isascii() and value.isdigit()) or not 1 <= int(value) <= UID_MAX:
+        raise argparse.ArgumentTypeError(f"expected a uid from 1 to {UID_MAX} (0 is root); got {shown(value)}")
+    return int(value)
 
 
 def add_kubernetes_commands(commands: Any, add_report_options: Any) -> tuple[Any, Any]:
@@ -110,6 +188,54 @@ def add_kubernetes_commands(commands: Any, add_report_options: Any) -> tuple[Any
         help="indexed-job (default) or jobset (jobset.x-k8s.io, Kubeflow Trainer's base)",
     )
     kube.add_argument("--run-id", type=cli_values.run_id, help="in the names and labels (default: random)")
+    kube.add_argument(
+        "--pod-security",
+        choices=SECURITY_LEVELS,
+        default=SECURITY_LEVELS[0],
+        help="restricted (default): the pods meet Pod Security 'restricted' (a non-root uid, no privilege escalation, "
+        "every capability dropped, RuntimeDefault seccomp); none: the image's own user, for images that must run as root",
+    )
+    kube.add_argument(
+        "--run-as-user",
+        type=_uid,
+        default=DEFAULT_RUN_AS_USER,
+        metavar="UID",
+        help=f"the non-root uid of the pods under --pod-security restricted, where a scenario names no user: (default "
+        f"{DEFAULT_RUN_AS_USER})",
+    )
+    kube.add_argument(
+        "--node-selector",
+        type=_node_selector,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="schedule the pods only on nodes with this label (repeatable)",
+    )
+    kube.add_argument(
+        "--toleration",
+        type=_toleration,
+        action="append",
+        default=[],
+        metavar="KEY[=VALUE][:EFFECT]",
+        help="let the pods onto nodes with this taint (repeatable; EFFECT: NoSchedule, PreferNoSchedule or NoExecute, "
+        "default every effect; without =VALUE any value)",
+    )
+    kube.add_argument(
+        "--image-pull-secret",
+        type=_dns_subdomain,
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a Secret of the namespace with the registry's credentials (repeatable)",
+    )
+    kube.add_argument(
+        "--pull-timeout",
+        type=cli_values.duration,
+        default=DEFAULT_PULL_TIMEOUT_S,
+        metavar="DURATION",
+        help="the time the image pull and scheduling may take on top of the scenario's deadline: Kubernetes' "
+        f"activeDeadlineSeconds counts both (default {DEFAULT_PULL_TIMEOUT_S // 60} min)",
+    )
     add_selection_options(kube)
     kube.set_defaults(handler=command_export)
 

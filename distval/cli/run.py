@@ -184,12 +184,14 @@ def _refused_reports(args: argparse.Namespace) -> list[tuple[str, str, str]]:
     return refused + overwrites_baseline(baselines, [(option, getattr(args, attribute)) for option, attribute in REPORT_OPTIONS])
 
 
-def write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset[str] = frozenset()) -> bool:
+def write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset[str] = frozenset()) -> int:
     """JUnit, JSON, Markdown and $GITHUB_STEP_SUMMARY; a report that cannot be written is one line on stderr.
-    ``skip``: the paths refused before the run (already said). Each writer on its own: one that fails for a
-    bug of distval's (any exception but OSError) costs neither the others nor the terminal summary; it is
-    said as an internal error, and the return value is False then (the caller exits non-zero). ``--suite-prefix``
-    (where the command has it) names the testsuites instead of the images."""
+    ``skip``: the paths refused before the run (already said). Each writer on its own: one that fails costs
+    neither the others nor the terminal summary. Returns the exit code the failed writes call for, which the
+    caller uses where the verdict's own is 0 (a pipeline that publishes on 0 must find every report it asked for):
+    0 when every report was written, 2 (bad input: a report path) when the system refused a write (OSError),
+    4 when a writer failed for a bug of distval's. ``--suite-prefix`` (where the command has it) names the
+    testsuites instead of the images."""
     summary = dataclasses.replace(summary, suite_prefix=getattr(args, "suite_prefix", None) or summary.suite_prefix)
     writers: list[tuple[str, str | None, Callable[[], object]]] = [
         ("JUnit XML", args.junit, lambda: write_junit(summary, args.junit)),
@@ -206,18 +208,19 @@ def write_reports(summary: RunSummary, args: argparse.Namespace, skip: frozenset
             lambda: append_step_summary(summary),
         ),
     ]
-    written = True
+    code = 0
     for what, path, write in writers:
         if not path or path in skip:
             continue
         try:
             write()
         except OSError as exc:
-            print(f"distval: cannot write the {what} to {path}: {exc}", file=sys.stderr)
+            print(f"distval: cannot write the {what} to {path}: {exc.strerror or exc}", file=sys.stderr)
+            code = code or BadInput.exit_code
         except Exception as exc:  # a bug of distval's, not the image's: the other reports still get written
             print(f"distval: the {what} was not written to {path}: {InternalError(exc)}", file=sys.stderr)
-            written = False
-    return written
+            code = InternalError.exit_code
+    return code
 
 
 def default_jobs() -> int:
@@ -515,8 +518,8 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     with signals_deferred(raise_after=False):
         summary = with_reference(with_baseline(summary, baseline, remeasures), reference, paired, planned)
         exit_code = summary.exit_code
-        if not write_reports(summary, args, frozenset(path for _, path, _ in refused)):
-            exit_code = exit_code or InternalError.exit_code  # a report is missing: never a quiet 0
+        unwritten = write_reports(summary, args, frozenset(path for _, path, _ in refused))
+        exit_code = exit_code or unwritten  # a report is missing: never a quiet 0
         try:
             sys.stdout.write(render_summary(summary))
         except Exception as exc:  # a bug of distval's in the terminal summary: the reports above are written

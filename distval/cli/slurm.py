@@ -20,7 +20,7 @@ from distval.cli import values as cli_values
 from distval.cli.run import exported_scenarios, write_reports
 from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
-from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, InternalError
+from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError
 from distval.reports.summary import render_summary
 from distval.targets.slurm.bundle_config import chosen_bundle
 from distval.targets.slurm.collect import summarize_jobs
@@ -61,9 +61,9 @@ def command_export(args: argparse.Namespace) -> int:
 
 def command_collect(args: argparse.Namespace) -> int:
     summary = summarize_jobs([Path(d) for d in args.directories], fail_on_skip=args.fail_on_skip)
-    written = write_reports(summary, args)
+    unwritten = write_reports(summary, args)
     sys.stdout.write(render_summary(summary))
-    return summary.exit_code or (0 if written else InternalError.exit_code)
+    return summary.exit_code or unwritten
 
 
 def add_slurm_commands(export_targets: Any, collect_targets: Any, add_report_options: Any) -> None:

@@ -56,6 +56,39 @@ def suite_label(summary: RunSummary, scenario: ScenarioResult) -> str:
     return summary.suite_prefix or scenario.plan.image
 
 
+def image_repository(image: str) -> str:
+    """The image reference without its tag or digest (``reg:5000/torch:sha-1a2b`` -> ``reg:5000/torch``): what
+    names the same image from commit to commit, where pipelines tag each build with its commit."""
+    name = image.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
+def identity_label(summary: RunSummary, scenario: ScenarioResult) -> str:
+    """What a testcase's identity (JUnit's classname) names the image by: --suite-prefix when given, else the
+    image's repository, so that GitLab's and Jenkins' history follow a testcase across tags (a pipeline tags its
+    image with the commit); the tag stays in the ``image`` property and the testsuite's name. Where two images of
+    the run share a repository (a candidate and its reference), the whole reference keeps them apart."""
+    if summary.suite_prefix:
+        return summary.suite_prefix
+    image = scenario.plan.image
+    repository = image_repository(image)
+    others = {s.plan.image for s in summary.scenarios if image_repository(s.plan.image) == repository}
+    return repository if len(others) <= 1 else image
+
+
+def run_identity_label(summary: RunSummary) -> str | None:
+    """``identity_label`` for the run as a whole (the early stop's testcase): the prefix, else the images'
+    repositories (the whole references where two share one), comma-separated; None when no image is known."""
+    if summary.suite_prefix:
+        return summary.suite_prefix
+    images = run_images(summary)
+    repositories = [image_repository(image) for image in images]
+    unique = len(set(repositories)) == len(repositories)
+    return ",".join(repositories if unique else images) or None
+
+
 def run_images(summary: RunSummary) -> tuple[str, ...]:
     """The images the run was to validate: the plan's (``summary.images``), else those its scenarios ran."""
     return summary.images or tuple(sorted({s.plan.image for s in summary.scenarios}))

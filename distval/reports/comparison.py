@@ -33,7 +33,10 @@ REGRESSION = "regression"
 IMPROVEMENT = "improvement"
 UNCHANGED = "unchanged"
 NOT_COMPARED = "not-compared"  # on one side only (a new scenario, testcase or figure): nothing to compare it with
-STATUSES = (REGRESSION, IMPROVEMENT, UNCHANGED, NOT_COMPARED)
+# A duration past the tolerance where durations are not judged (compare without --duration-tolerance): said, not
+# counted against the image; its verdict is judged all the same.
+NOTE = "note"
+STATUSES = (REGRESSION, IMPROVEMENT, UNCHANGED, NOTE, NOT_COMPARED)
 
 SCENARIO = "scenario"  # the scenario's verdict (or the scenario itself, when one side lacks it)
 TESTCASE = "testcase"  # a testcase's verdict and duration
@@ -223,10 +226,17 @@ def _testcases(
             pass  # --baseline's testcase, not a check of the image: one report made with --baseline, one without
         elif before is not None and before["status"] == PASSED:
             worse.append("passed in OLD, gone from NEW")
+        notes = []
         if delta is not None and delta.regressed:
             worse.append(f"slower past the tolerance: {delta.judged(t)}")
         elif reverse is not None and reverse.regressed:
             better.append(f"faster past the tolerance: {_ratio(delta) or 0:.2f}x")
+        elif delta is not None and not t.durations_judged and (t.slower(delta.old, delta.new) or t.slower(delta.new, delta.old)):
+            faster = t.slower(delta.new, delta.old)
+            notes.append(
+                f"{'faster' if faster else 'slower'}: {delta.old:.2f} -> {delta.new:.2f} s "
+                f"({_ratio(delta) or 0:.2f}x; durations are judged with --duration-tolerance)"
+            )
         # A check that ran in OLD (its duration is a figure) and did not run in NEW: the figure is missing, as
         # --baseline says ("a figure the baseline has and the run lacks fails"), whatever the verdicts.
         ran_before = before is not None and before["status"] != SKIPPED and before["duration_s"] is not None
@@ -238,11 +248,13 @@ def _testcases(
             if worse
             else IMPROVEMENT
             if better
+            else NOTE
+            if notes
             else UNCHANGED
             if before is not None and after is not None
             else NOT_COMPARED
         )
-        why = "; ".join(worse or better) or ("only in NEW" if before is None else "only in OLD" if after is None else "")
+        why = "; ".join(worse or better or notes) or ("only in NEW" if before is None else "only in OLD" if after is None else "")
         found.append(Item(scenario.name, TESTCASE, name, status, before, after, _ratio(delta), why))
     return found
 

@@ -13,6 +13,7 @@ from distval.errors import EXIT_PASSED
 from distval.escape import markdown_cell as _cell
 from distval.reports.comparison import (
     IMPROVEMENT,
+    NOTE,
     REGRESSION,
     SCENARIO,
     UNCHANGED,
@@ -51,8 +52,8 @@ def render_comparison_markdown(judgement: Judgement, show_all: bool = False) -> 
         f"Old {_cell(comparison.old_path)} (run {_cell(str(comparison.old.get('run_id')))}), new {_cell(comparison.new_path)} "
         f"(run {_cell(str(comparison.new.get('run_id')))}). "
         f"Tolerance: busbw -{t.busbw:.0%} and the call +{t.busbw_slack_us:g} us; "
-        f"durations +{t.duration:.0%} and "
-        f"+{t.duration_slack_s:g} s (process_group and exit_status not compared). "
+        + (f"durations +{t.duration:.0%} and +{t.duration_slack_s:g} s" if t.durations_judged else "durations not judged")
+        + " (process_group and exit_status not compared). "
         "busbw is the slowest rank's median of the stated iterations. " + counts(judgement) + ".",
         "",
         f"### Regressions ({len(regressions)})" if regressions else "### Regressions: none",
@@ -65,6 +66,9 @@ def render_comparison_markdown(judgement: Judgement, show_all: bool = False) -> 
         lines += [*(f"- {_cell(why)}" for why in judgement.nothing_compared), ""]
     if improvements:
         lines += [f"### Improvements ({len(improvements)})", "", *(f"- {_cell(line(item))}" for item in improvements), ""]
+    notes = judgement.having(NOTE)
+    if notes:
+        lines += [f"### Notes ({len(notes)}, not judged)", "", *(f"- {_cell(line(item))}" for item in notes), ""]
     for scenario in judgement.scenarios:
         found = scenario.comparison
         old, new = scenario.items[0].old or {}, scenario.items[0].new or {}  # the SCENARIO item comes first

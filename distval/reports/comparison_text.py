@@ -11,6 +11,7 @@ from typing import Any
 from distval.escape import terminal_line
 from distval.reports.comparison import (
     IMPROVEMENT,
+    NOTE,
     REGRESSION,
     SCENARIO,
     UNCHANGED,
@@ -47,8 +48,8 @@ def render_comparison_text(judgement: Judgement, show_all: bool = False) -> str:
         terminal_line(f"old: {comparison.old_path} (run {comparison.old.get('run_id')})"),
         terminal_line(f"new: {comparison.new_path} (run {comparison.new.get('run_id')})"),
         f"tolerance: busbw -{t.busbw:.0%} and the call +{t.busbw_slack_us:g} us; "
-        f"durations +{t.duration:.0%} and +{t.duration_slack_s:g} s "
-        "(process_group and exit_status not compared)",
+        + (f"durations +{t.duration:.0%} and +{t.duration_slack_s:g} s " if t.durations_judged else "durations not judged ")
+        + "(process_group and exit_status not compared)",
         "",
         f"Regressions ({len(regressions)}):" if regressions else "Regressions: none",
         *("  " + terminal_line(line(item)) for item in regressions),
@@ -58,6 +59,9 @@ def render_comparison_text(judgement: Judgement, show_all: bool = False) -> str:
         lines += ["  " + terminal_line(why) for why in judgement.nothing_compared]
     if improvements:
         lines += ["", f"Improvements ({len(improvements)}):", *("  " + terminal_line(line(item)) for item in improvements)]
+    notes = judgement.having(NOTE)
+    if notes:
+        lines += ["", f"Notes ({len(notes)}, not judged):", *("  " + terminal_line(line(item)) for item in notes)]
     for scenario in judgement.scenarios:
         found = scenario.comparison
         old, new = scenario.items[0].old, scenario.items[0].new  # the SCENARIO item comes first

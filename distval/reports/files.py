@@ -161,7 +161,34 @@ def refusal(path: str | os.PathLike[str]) -> str | None:
             return _planted_stream(found.path, os.stat(found.path))
         except OSError:  # /dev/stdout as a pipe: /proc/self/fd/1 resolves to no path of the filesystem
             return None
-    return _kind_problem(found.path, path)
+    return _kind_problem(found.path, path) or _creation_problem(found.path, path)
+
+
+def _creation_problem(resolved: str, path: str | os.PathLike[str]) -> str | None:
+    """Why no file can be created where the report goes, found by creating one: the deepest existing directory of
+    the path gets an empty file of a fresh name, removed at once. Permission bits alone cannot say it: root may
+    write where the bits forbid, and pseudo-filesystems (/proc, /sys) or a read-only mount refuse what the bits
+    allow; a run of many minutes must not end on a report that could never have been written."""
+    directory = os.path.dirname(resolved)
+    while directory != "/" and not os.path.isdir(directory):
+        if os.path.lexists(directory):
+            return f"{os.fspath(path)}: {directory} is not a directory"
+        directory = os.path.dirname(directory)
+    for _ in range(_TEMPORARY_ATTEMPTS):
+        probe = os.path.join(directory, f".distval-probe-{secrets.token_hex(8)}")
+        try:
+            handle = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            return f"{os.fspath(path)}: no file can be created in {directory} ({exc.strerror or exc})"
+        os.close(handle)
+        try:
+            os.unlink(probe)
+        except OSError:
+            pass
+        return None
+    return None
 
 
 def _is_stream(path: str | os.PathLike[str]) -> bool:

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from distval import __version__
+from distval.errors import EXIT_MEANINGS, EXIT_PASSED
 from distval.escape import strip_controls
 from distval.reports import charts
 from distval.reports.files import write_atomically
@@ -57,6 +58,7 @@ td.error { background: #f6c9a8; font-weight: bold; } td.skipped { background: #e
 td.absent { color: #aaa; } td.regression { outline: 3px solid #c00000; outline-offset: -3px; }
 .mark { color: #c00000; font-weight: bold; }
 ul.regressions li { margin: .2em 0; }
+li.verdict.failed > strong { color: #c00000; } li.verdict.passed > strong { color: #1a7f1a; }
 section.scenario > div.charts { display: flex; flex-wrap: wrap; gap: 0 1.5em; align-items: flex-start; }
 figure { margin: .4em 0 1em; } figcaption { font-size: 12px; color: #444; }
 .none { color: #666; font-style: italic; }
@@ -120,6 +122,44 @@ def _cell(cell: Cell, run: int, runs: Sequence[Run]) -> str:
     if title:
         attributes += f' title="{title}"'
     return f"<td{attributes}>{words}{mark}</td>"
+
+
+FAILING_LISTED = 20  # a run's failing cells named in its verdict line; the rest are counted
+
+
+def _verdict_words(run: Run) -> tuple[str, str]:
+    """(class, words) of a run's verdict, from its exit code: what a reader needs before any column."""
+    if run.exit_code is None:
+        return "absent", "verdict unknown (no exit code in the report)"
+    meaning = EXIT_MEANINGS.get(run.exit_code, "an exit code distval does not use")
+    kind = "passed" if run.exit_code == EXIT_PASSED else "failed"
+    word = "passed" if run.exit_code == EXIT_PASSED else "FAILED"
+    return kind, f"{word} (exit code {run.exit_code}: {meaning})"
+
+
+def _verdicts(history: History) -> str:
+    """Each run's verdict, newest first, with the cells that failed in it, so that a failure is read before the
+    matrix, whose failing cell may sit far to the right of a wide table."""
+    items = []
+    for run, cells in reversed(list(zip(history.runs, history.cells, strict=True))):
+        kind, words = _verdict_words(run)
+        failing = [(column, cell) for column, cell in zip(history.columns, cells, strict=True) if cell.status in (FAILED, ERROR)]
+        named = "".join(
+            f"<li><code>{_text(column.scenario)}</code> <code>{_text(column.check)}</code>: "
+            f"{CELL_WORDS.get(cell.status, _text(cell.status))} {_text(cell.message, MESSAGE_MAX_CHARS)}</li>"
+            for column, cell in failing[:FAILING_LISTED]
+        )
+        more = (
+            f"<li>and {len(failing) - FAILING_LISTED} more failing cell(s) in the matrix</li>"
+            if len(failing) > FAILING_LISTED
+            else ""
+        )
+        early = f" · ended early: {_text(run.early_error, MESSAGE_MAX_CHARS)}" if run.early_error else ""
+        items.append(
+            f'<li class="verdict {kind}" data-run="{run.number}"><strong>{run_label(run)}</strong> '
+            f"{html.escape(run.date)}: <strong>{words}</strong>{early}" + (f"<ul>{named}{more}</ul>" if named else "") + "</li>"
+        )
+    return '<h2 id="verdicts">Verdicts</h2><ul class="verdicts">' + "".join(items) + "</ul>"
 
 
 def _matrix(history: History, page_dir: str) -> str:
@@ -209,6 +249,7 @@ def render_html(history: History, page_path: str | Path, title: str = "distval h
         f"<h1>{html.escape(title)}</h1>",
         f'<p id="summary">{len(history.runs)} run(s), {scenarios} scenario(s), {len(history.columns)} check(s); '
         f"{html.escape(first)} to {html.escape(last)}. Written by distval {html.escape(__version__)}.</p>",
+        _verdicts(history),
         _regressions(history),
         '<h2 id="runs">Runs × checks</h2>',
         "<p>Each row is a run (in start order), each column a scenario's check; a cell says pass, FAIL, skip, ERROR or "

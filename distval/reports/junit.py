@@ -4,13 +4,15 @@ One testsuite per scenario, one testcase per check (the failing ranks are named 
 to the testsuite's system-out. The reports of several images (one config run against each, in one CI job)
 stay apart (docs: reports.md, "JUnit XML"):
 
-* testsuite ``[<image>] <scenario> (<topology>, <layout>...)``; classname ``distval.<image>.<scenario>``
-  with every dot inside the image and the scenario written ``_`` (Jenkins splits a classname at its dots into
-  package and class: the package is ``distval.<image>``, the class the scenario). ``--suite-prefix`` takes
-  the image's place in both. The classname depends only on the image (or prefix) and the scenario, so
-  GitLab's (classname, name) de-duplication and Jenkins' history see the same testcase in every run.
+* testsuite ``[<image>] <scenario> (<topology>, <layout>...)``; classname ``distval.<repository>.<scenario>``
+  (the image without its tag or digest) with every dot inside the repository and the scenario written ``_``
+  (Jenkins splits a classname at its dots into package and class: the package is ``distval.<repository>``, the
+  class the scenario). ``--suite-prefix`` takes the image's place in both. The classname depends only on the
+  repository (or prefix) and the scenario, not on the tag, which pipelines set to the commit: GitLab's
+  (classname, name) de-duplication, its new/resolved failures and Jenkins' history see the same testcase in
+  every run. Two images of one run that share a repository keep their whole references in it.
 * A run that stopped early adds the testsuite ``[<image>] distval run`` with one error testcase (classname
-  ``distval.<image>.run``; several images comma-separated, or the prefix; plain ``distval run`` when no
+  ``distval.<repository>.run``; several comma-separated, or the prefix; plain ``distval run`` when no
   image is known), so that two images' runs that stopped before any scenario stay apart as well.
 
 What the consumers need (docs: reports.md, "JUnit XML"), built here with ElementTree:
@@ -42,7 +44,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from distval.checks.catalog import FAULTS_CASE
-from distval.reports.common import milliseconds, run_label, suite_label, suite_name, utc_iso, wall_seconds
+from distval.reports.common import (
+    identity_label,
+    milliseconds,
+    run_identity_label,
+    run_label,
+    suite_name,
+    utc_iso,
+    wall_seconds,
+)
 from distval.reports.files import write_atomically
 from distval.results.outcome import ERROR, EXIT_STATUS_CASE, FAILED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult, run_properties, suite_properties
@@ -168,7 +178,7 @@ def classnames(summary: RunSummary) -> list[str]:
     only the first of two equal (classname, name)): the later one gets ``_2``, ``_3``..."""
     names: list[str] = []
     for scenario in summary.scenarios:
-        base = f"distval.{dotless(suite_label(summary, scenario))}.{dotless(scenario.plan.scenario.name)}"
+        base = f"distval.{dotless(identity_label(summary, scenario))}.{dotless(scenario.plan.scenario.name)}"
         name, number = base, 1
         while name in names:
             number += 1
@@ -189,10 +199,10 @@ def render_junit(summary: RunSummary) -> str:
         case = CaseResult(kind, ERROR, message, 0.0)
         # Named like the scenarios' suites (the image, or --suite-prefix), so that the reports of different images
         # that stopped early stay apart too.
-        label = run_label(summary)
+        label, identity = run_label(summary), run_identity_label(summary)
         name, classname = ("distval run", "distval.run")
-        if label is not None:
-            name, classname = f"[{label}] distval run", f"distval.{dotless(label)}.run"
+        if label is not None and identity is not None:
+            name, classname = f"[{label}] distval run", f"distval.{dotless(identity)}.run"
         early: list[tuple[CaseResult, str, str | None]] = [(case, classname, kind)]
         total_ms += _testsuite(root, name, early, 0.0, summary, None, run_properties(summary))
         all_cases.append(case)

@@ -349,7 +349,16 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
         properties += (("rendezvous_store", diagnosis.store_path),)
     if diagnosis.flight_recorder_summary is not None:
         properties += (("flight_recorder", diagnosis.flight_recorder_summary),)
-    return ScenarioResult(plan, tuple(cases), properties, logs, outcome.duration_s, diagnosis)
+    # Where the target saw no start (collected from Kubernetes or Slurm), the earliest rank process's, as the records
+    # say it (validated: a number within TIME_MAX_S): the history orders runs by it, whatever the order it was given.
+    starts = [
+        float(started)
+        for by_case in records.values()
+        for record in by_case.values()
+        if isinstance(started := record.get("started_at"), (int, float)) and not isinstance(started, bool) and started > 0
+    ]
+    started_at = min(starts) if starts else None
+    return ScenarioResult(plan, tuple(cases), properties, logs, outcome.duration_s, diagnosis, started_at)
 
 
 # The worse outcome wins where one case has several records that count: error > failed > skipped > passed;

@@ -16,8 +16,10 @@ every ``apt-get install``. What stands in, and why:
   is no registry to push to) in front of the real docker CLI, which does everything else.
 - GitLab (Docker executor, privileged runner, ``docker:27-dind`` service): the job image ``debian:bookworm`` is
   distval's own bookworm root filesystem (the reaper's base: nothing can be pulled here); the ``docker:27-dind``
-  service is a node Engine (Debian's dockerd 20.10 in a container, ``distval nodes``), reached as ``docker`` like
-  the service alias; ``privileged = true`` is the node's capability set (every capability but CAP_SYS_RESOURCE,
+  service is a node Engine (Debian's dockerd 20.10 in a container, ``distval nodes``) serving TLS on 2376 as dind does,
+  its client certificates mounted at /certs/client as the runner's volume would; it is reached by the node's name,
+  which its server certificate names, where the job says ``docker`` (the service alias); ``privileged = true`` is
+  the node's capability set (every capability but CAP_SYS_RESOURCE,
   which this host cannot grant). The base image reaches the service Engine with ``docker save | docker load``,
   where the job's Dockerfile would pull it. The job runs on the default branch, so its release lines run: the
   File variable DISTVAL_SIGNING_KEY is a file with the private key of a pair made here (mounted where a runner writes
@@ -178,7 +180,7 @@ def dind_service(fixture_image: Callable[[str], str]) -> Iterator[Any]:
     from distval.targets.engines.dind import start_nodes, stop_nodes
 
     fixture_image(NODE_ENGINE)
-    node_set = start_nodes(1, plain=[0], progress=lambda line: print(line, flush=True))
+    node_set = start_nodes(1, progress=lambda line: print(line, flush=True))  # over TLS, as the example's dind
     try:
         yield node_set
     finally:
@@ -200,9 +202,11 @@ def test_gitlab_job_runs_as_written(
     pipeline = yaml.safe_load((DOCS / "gitlab-ci.yml").read_text())
     job = pipeline["distval"]
     node = dind_service.nodes[0]
-    address = node.url.removeprefix("tcp://").rsplit(":", 1)[0]
+    address = node.url.removeprefix("https://").rsplit(":", 1)[0]
+    tls = dind_service.tls_dir
     # The Dockerfile's FROM, where the job's Engine would pull it.
-    subprocess.run(f"docker save {BASE} | docker -H {shlex.quote(node.url)} load -q", shell=True, check=True)
+    load = f"docker --tlsverify -H {shlex.quote(node.url.replace('https://', 'tcp://'))} load -q"
+    subprocess.run(f"docker save {BASE} | DOCKER_CERT_PATH={shlex.quote(tls)} {load}", shell=True, check=True)
     project = _project(tmp_path)
     (project / "wheels").mkdir()
     (project / "wheels" / wheel.name).write_bytes(wheel.read_bytes())
@@ -228,6 +232,8 @@ def test_gitlab_job_runs_as_written(
     variables = dict(predefined)
     for key, value in job["variables"].items():  # GitLab expands a variable's $references to those defined before
         variables[key] = _expand(str(value), variables)
+    # The node's server certificate names the node, not the service alias `docker`: the one line that differs.
+    variables["DOCKER_HOST"] = variables["DOCKER_HOST"].replace("tcp://docker:", f"tcp://{node.name}:")
     variables["DISTVAL_PIP_SPEC"] = f"/builds/project/wheels/{wheel.name}"
     # As GitLab's shell does: each line echoed ("$ line"), then run; the first that fails ends the job.
     lines = _shell_text(job["before_script"]) + _shell_text(job["script"])
@@ -235,7 +241,9 @@ def test_gitlab_job_runs_as_written(
     name = f"distval-ci-example-{os.getpid()}"
     command = [
         "docker", "create", "--name", name, "--label", "distval.ci-example=1",
-        "--add-host", f"docker:{address}",
+        "--add-host", f"docker:{address}", "--add-host", f"{node.name}:{address}",
+        # The runner's `volumes = ["/certs/client"]`: dind's client certificates, which the job's docker CLI and distval use.
+        "-v", f"{tls}:/certs/client:ro",
         "--cap-add", "ALL", "--cap-drop", "SYS_RESOURCE", "--security-opt", "seccomp=unconfined",
         "-v", f"{project}:/builds/project", "-w", "/builds/project",
         "-v", f"{runner_files / 'DISTVAL_SIGNING_KEY'}:/builds/project.tmp/DISTVAL_SIGNING_KEY:ro",

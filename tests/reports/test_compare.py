@@ -100,7 +100,7 @@ def test_busbw_and_duration_regressions_and_improvements_each_say_old_new_and_wh
     old = report("old", entry(TWO_FIGURES, [case("env"), case("bandwidth.all_reduce", duration_s=2.0)]))
     slower = [figure("all_reduce", 65536, "64KiB", 0.5), figure("all_reduce", 1048576, "1MiB", 4.0)]
     new = report("new", entry(slower, [case("env"), case("bandwidth.all_reduce", duration_s=9.0)]))
-    code, text, _ = compare(tmp_path, old, new, capsys)
+    code, text, _ = compare(tmp_path, old, new, capsys, "--duration-tolerance", "50%")
     assert code == EXIT_CHECKS_FAILED
     assert section(text, "Regressions") == [
         "bw: testcase bandwidth.all_reduce: passed 2.00 s -> passed 9.00 s "
@@ -108,6 +108,31 @@ def test_busbw_and_duration_regressions_and_improvements_each_say_old_new_and_wh
         "bw: busbw all_reduce 64KiB: 1 GB/s -> 0.5 GB/s (dropped past the tolerance: 0.50x, tolerance -20%)",
     ]
     assert section(text, "Improvements") == ["bw: busbw all_reduce 1MiB: 2 GB/s -> 4 GB/s (rose past the tolerance: 2.00x)"]
+    # Without --duration-tolerance the duration is a note, not a regression; busbw is judged all the same.
+    code, text, markdown = compare(tmp_path, old, new, capsys)
+    assert code == EXIT_CHECKS_FAILED
+    assert section(text, "Regressions") == [
+        "bw: busbw all_reduce 64KiB: 1 GB/s -> 0.5 GB/s (dropped past the tolerance: 0.50x, tolerance -20%)",
+    ]
+    assert section(text, "Notes (1, not judged)") == [
+        "bw: testcase bandwidth.all_reduce: passed 2.00 s -> passed 9.00 s "
+        "(slower: 2.00 -> 9.00 s (4.50x; durations are judged with --duration-tolerance))"
+    ]
+    assert "durations not judged" in text and "### Notes (1, not judged)" in markdown
+
+
+def test_one_failure_among_durations_that_moved_is_one_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Around one real failure (a hung collective, a rank restarted) every check's time moves: compare lists the one
+    verdict that got worse as the regression and the durations as notes, whatever the order of the reports."""
+    names = [f"check{i}" for i in range(13)]
+    good = report("good", entry(TWO_FIGURES, [case("env"), *(case(n, duration_s=1.0) for n in names)]))
+    bad_cases = [case("env", status=FAILED), *(case(n, duration_s=4.0) for n in names)]
+    bad = report("bad", entry(TWO_FIGURES, bad_cases))
+    code, text, _ = compare(tmp_path, good, bad, capsys)
+    assert code == EXIT_CHECKS_FAILED
+    (regression,) = section(text, "Regressions")
+    assert regression.startswith("bw: testcase env: passed") and "verdict worse" in regression
+    assert len(section(text, "Notes (13, not judged)")) == 13
 
 
 @pytest.mark.parametrize(
@@ -192,7 +217,7 @@ def test_json_is_one_object_with_identities_verdict_exit_code_and_every_item(
     }
     (bw,) = [i for i in items if i["name"] == "all_reduce 64KiB"]
     assert bw["old"]["busbw_gbps"] == bw["new"]["busbw_gbps"] == 1.0 and bw["ratio"] == 1.0
-    assert data["counts"] == {"regression": 3, "improvement": 0, "unchanged": 1, "not-compared": 0}
+    assert data["counts"] == {"regression": 3, "improvement": 0, "unchanged": 1, "note": 0, "not-compared": 0}
 
 
 def test_compare_markdown_escapes_what_the_reports_say() -> None:

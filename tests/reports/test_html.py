@@ -182,6 +182,30 @@ def test_the_page_shows_the_matrix_the_regressions_and_a_chart_per_scenario(tmp_
     assert "no efficiency recorded" in page and "no bandwidth figure recorded" in page
 
 
+def test_the_page_leads_with_each_runs_verdict_and_its_failing_cells(tmp_path: Path) -> None:
+    """A failing cell may sit thousands of pixels to the right of a wide matrix: each run's verdict, newest first,
+    and the cells that failed in it come before the matrix."""
+    nights = [night(1), night(2), night(3, allreduce="failed")]
+    page = render_html(build_history([(f"{i}.json", r) for i, r in enumerate(nights)]), tmp_path / "index.html")
+    verdicts = page.index('<h2 id="verdicts">')
+    assert verdicts < page.index('id="regressions"') < page.index('<table class="matrix"')
+    section = page[verdicts : page.index("</ul>", page.index('<ul class="verdicts">') + 1)]
+    runs = re.findall(r'<li class="verdict (\w+)" data-run="(\d+)"><strong>#\d+</strong>', page)
+    assert runs == [("failed", "3"), ("passed", "2"), ("passed", "1")]
+    assert "FAILED (exit code 1: a check failed or errored)" in page
+    assert "<code>inside</code> <code>all_reduce</code>: FAIL got 5.0" in section
+
+
+def test_the_order_of_the_arguments_changes_nothing(tmp_path: Path) -> None:
+    """Runs are ordered by when they started, not by the command line: a failure after a pass is a regression
+    whichever report comes first."""
+    good, bad = night(1), night(2, allreduce="failed")
+    forward = build_history([("good.json", good), ("bad.json", bad)])
+    backward = build_history([("bad.json", bad), ("good.json", good)])
+    assert [r.run_id for r in forward.runs] == [r.run_id for r in backward.runs] == ["night1", "night2"]
+    assert forward.check_regressions == backward.check_regressions and len(forward.check_regressions) == 1
+
+
 def test_links_are_relative_paths_that_no_scheme_can_start() -> None:
     assert href("/a/b/javascript:alert(1).xml", "/a/c") == "../b/javascript%3Aalert%281%29.xml"
     assert href("/a/b/r e&p\"o'r<t>.md", "/a/b") == "r%20e%26p%22o%27r%3Ct%3E.md"

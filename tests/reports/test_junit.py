@@ -39,6 +39,7 @@ MASKS = (
 )
 RUN_ID = "5eed5eed"
 IMAGE = "example/torch:test"
+REPOSITORY = "example/torch"  # IMAGE without its tag: what the classnames name
 # The testsuites name the image (docs/reports.md): one config run against several images keeps them apart.
 INSIDE = f"[{IMAGE}] inside (in-container, 2 ranks)"
 ACROSS = f"[{IMAGE}] across (cross-container, 2x1, 2 ranks, static)"
@@ -182,14 +183,14 @@ def test_testcases_and_classnames(root: ET.Element) -> None:
     inside = suite_named(root, INSIDE)
     across = suite_named(root, ACROSS)
     assert [(c.get("name"), c.get("classname")) for c in inside.findall("testcase")] == [
-        ("env", "distval.example/torch:test.inside"),
-        ("all_reduce", "distval.example/torch:test.inside"),
-        ("exit_status", "distval.example/torch:test.inside"),
+        ("env", "distval.example/torch.inside"),
+        ("all_reduce", "distval.example/torch.inside"),
+        ("exit_status", "distval.example/torch.inside"),
     ]
     assert [(c.get("name"), c.get("classname")) for c in across.findall("testcase")] == [
-        ("env", "distval.example/torch:test.across"),
-        ("all_reduce", "distval.example/torch:test.across"),
-        ("exit_status", "distval.example/torch:test.across"),
+        ("env", "distval.example/torch.across"),
+        ("all_reduce", "distval.example/torch.across"),
+        ("exit_status", "distval.example/torch.across"),
     ]
     assert (inside.get("tests"), inside.get("failures"), inside.get("errors"), inside.get("skipped")) == ("3", "1", "0", "0")
     assert (across.get("tests"), across.get("failures"), across.get("errors"), across.get("skipped")) == ("3", "0", "2", "1")
@@ -291,7 +292,7 @@ def test_system_out_holds_the_logs(root: ET.Element) -> None:
 def test_early_error_suite(root: ET.Element) -> None:
     suite = suite_named(root, EARLY)
     (case,) = suite.findall("testcase")
-    assert (case.get("name"), case.get("classname")) == ("interrupted", f"distval.{IMAGE}.run")
+    assert (case.get("name"), case.get("classname")) == ("interrupted", f"distval.{REPOSITORY}.run")
     error = case.find("error")
     assert error is not None
     assert (error.get("type"), error.get("message")) == ("interrupted", "interrupted by SIGTERM; cleaned up")
@@ -354,12 +355,12 @@ def test_cases_of_a_check_and_a_required_skip(schema: etree.XMLSchema) -> None:
     assert schema.validate(etree.fromstring(report.encode())), schema.error_log
     suite = suite_named(ET.fromstring(report), "[example/torch:test] multi (in-container, 2 ranks)")
     assert [(c.get("name"), c.get("classname")) for c in suite.findall("testcase")] == [
-        ("env", "distval.example/torch:test.multi"),
-        ("identity", "distval.example/torch:test.multi"),
-        ("process_group", "distval.example/torch:test.multi"),
-        ("collectives.broadcast", "distval.example/torch:test.multi"),
-        ("collectives.gather_object", "distval.example/torch:test.multi"),
-        ("exit_status", "distval.example/torch:test.multi"),
+        ("env", "distval.example/torch.multi"),
+        ("identity", "distval.example/torch.multi"),
+        ("process_group", "distval.example/torch.multi"),
+        ("collectives.broadcast", "distval.example/torch.multi"),
+        ("collectives.gather_object", "distval.example/torch.multi"),
+        ("exit_status", "distval.example/torch.multi"),
     ]
     assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("6", "1", "0", "1")
     assert suite.find("testcase[@name='identity']/skipped") is not None
@@ -583,8 +584,8 @@ def test_dots_in_the_image_and_the_scenario_make_no_jenkins_package(schema: etre
     assert suite.get("file") == "configs/matrix.yaml"
     assert suite.get("name") == "[registry.example.com:5000/torch:2.6-debian] ddp-torch2.6-py3.11 (in-container, 2 ranks)"
     (classname,) = {c.get("classname") for c in suite.iter("testcase")}
-    assert classname == "distval.registry_example_com:5000/torch:2_6-debian.ddp-torch2_6-py3_11"
-    assert classname.rsplit(".", 1) == ["distval.registry_example_com:5000/torch:2_6-debian", "ddp-torch2_6-py3_11"]
+    assert classname == "distval.registry_example_com:5000/torch.ddp-torch2_6-py3_11"
+    assert classname.rsplit(".", 1) == ["distval.registry_example_com:5000/torch", "ddp-torch2_6-py3_11"]
 
 
 def _identities(report: str) -> tuple[set[str | None], set[tuple[str | None, str | None]]]:
@@ -594,14 +595,47 @@ def _identities(report: str) -> tuple[set[str | None], set[tuple[str | None, str
 
 
 def test_one_config_against_two_images_gives_reports_that_stay_apart(summary: RunSummary) -> None:
-    other = tuple(dataclasses.replace(s, plan=dataclasses.replace(s.plan, image="example/torch:2.7")) for s in summary.scenarios)
+    other = tuple(dataclasses.replace(s, plan=dataclasses.replace(s.plan, image="example/other:2.7")) for s in summary.scenarios)
     names, cases = _identities(render_junit(dataclasses.replace(summary, early_error=None, early_exit_code=None)))
     other_names, other_cases = _identities(render_junit(RunSummary(RUN_ID, other)))
     assert names.isdisjoint(other_names) and cases.isdisjoint(other_cases)
-    assert ("distval.example/torch:2_7.inside", "env") in other_cases
+    assert ("distval.example/other.inside", "env") in other_cases
     # The same image and config in another run: the same classnames (GitLab's and Jenkins' history follow them).
     again = render_junit(dataclasses.replace(summary, run_id="another", early_error=None, early_exit_code=None))
     assert _identities(again) == (names, cases)
+
+
+@pytest.mark.parametrize("tag", ["sha-3f9c2e1", "sha-77aa001@sha256:" + "ab" * 32])
+def test_a_testcases_identity_survives_a_new_tag(summary: RunSummary, tag: str) -> None:
+    """Pipelines tag each build with its commit: the (classname, name) pairs GitLab's new/resolved failures and
+    Jenkins' history key on stay the same; the tag is in the ``image`` property and the testsuite's name."""
+    image = f"registry.example.com:5000/team/torch:{tag}"
+    first = _identities(render_junit(RunSummary(RUN_ID, tuple(_with_image(s, image) for s in summary.scenarios))))
+    later = "registry.example.com:5000/team/torch:sha-0000001"
+    root = ET.fromstring(render_junit(RunSummary("another", tuple(_with_image(s, later) for s in summary.scenarios))))
+    assert {(c.get("classname"), c.get("name")) for c in root.iter("testcase")} == first[1]
+    assert {c.get("classname") for c in root.iter("testcase")} == {
+        "distval.registry_example_com:5000/team/torch.inside",
+        "distval.registry_example_com:5000/team/torch.across",
+    }
+    assert {properties(s)["image"] for s in root.iter("testsuite")} == {later}
+    assert all(s.get("name", "").startswith(f"[{later}] ") for s in root.iter("testsuite"))
+
+
+def test_two_tags_of_one_repository_in_one_run_keep_apart_classnames(summary: RunSummary) -> None:
+    """A candidate and its reference are often two tags of one repository: in one report their testcases must not
+    share (classname, name), or GitLab keeps only the first."""
+    inside = summary.scenarios[0]
+    both = (_with_image(inside, "example/torch:candidate"), _with_image(inside, "example/torch:last-good"))
+    root = ET.fromstring(render_junit(RunSummary(RUN_ID, both)))
+    classnames = [suite.find("testcase").get("classname") for suite in root.iter("testsuite")]  # type: ignore[union-attr]
+    assert classnames == ["distval.example/torch:candidate.inside", "distval.example/torch:last-good.inside"]
+
+
+def _with_image(scenario: ScenarioResult, image: str) -> ScenarioResult:
+    plan = dataclasses.replace(scenario.plan, image=image)
+    properties = tuple((key, image if key == "image" else value) for key, value in scenario.properties)
+    return dataclasses.replace(scenario, plan=plan, properties=properties)
 
 
 def test_suite_prefix_takes_the_images_place(summary: RunSummary, schema: etree.XMLSchema) -> None:
@@ -625,8 +659,9 @@ def test_suite_prefix_takes_the_images_place(summary: RunSummary, schema: etree.
 @pytest.mark.parametrize(
     ("images", "prefix", "name", "classname"),
     [
-        (("reg.example/torch:2.7",), None, "[reg.example/torch:2.7] distval run", "distval.reg_example/torch:2_7.run"),
-        (("a/torch:1", "b/torch:2"), None, "[a/torch:1,b/torch:2] distval run", "distval.a/torch:1,b/torch:2.run"),
+        (("reg.example/torch:2.7",), None, "[reg.example/torch:2.7] distval run", "distval.reg_example/torch.run"),
+        (("a/torch:1", "b/torch:2"), None, "[a/torch:1,b/torch:2] distval run", "distval.a/torch,b/torch.run"),
+        (("a/torch:1", "a/torch:2"), None, "[a/torch:1,a/torch:2] distval run", "distval.a/torch:1,a/torch:2.run"),
         (("a/torch:1",), "nightly-cu128", "[nightly-cu128] distval run", "distval.nightly-cu128.run"),
         ((), None, "distval run", "distval.run"),  # the config unread and no --image: no image is known
     ],
@@ -654,7 +689,7 @@ def test_scenarios_that_only_a_dot_tells_apart_keep_apart_classnames() -> None:
     ]
     root = ET.fromstring(render_junit(RunSummary(RUN_ID, tuple(named))))
     found = [suite.find("testcase").get("classname") for suite in root.iter("testsuite")]  # type: ignore[union-attr]
-    assert found == [f"distval.{IMAGE}.a_b", f"distval.{IMAGE}.a_b_2", f"distval.{IMAGE}.a_b_3"]
+    assert found == [f"distval.{REPOSITORY}.a_b", f"distval.{REPOSITORY}.a_b_2", f"distval.{REPOSITORY}.a_b_3"]
 
 
 def test_timestamp_is_utc_without_a_zone_and_started_at_has_one(root: ET.Element) -> None:

@@ -4,6 +4,7 @@ Engine and a fake runtime. The JUnit format has its own tests/reports/test_junit
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -25,6 +26,7 @@ from distval.config.shipped import DEFAULT_IMAGE
 from distval.escape import markdown_cell
 from distval.plan.identity import scenario_hash
 from distval.plan.model import ScenarioPlan
+from distval.reports.common import image_repository
 from distval.reports.files import write_atomically
 from distval.reports.json_report import render_json, write_json
 from distval.reports.junit import write_junit
@@ -94,7 +96,7 @@ def test_run_names_the_image_in_the_reports_and_the_time_is_the_runs(fake_docker
         f"[{IMAGE}] inside (in-container, 2 ranks)",
         f"[{IMAGE}] across (cross-container, 2x1, 2 ranks, static)",
     ]
-    assert {c.get("classname") for c in suites[0].iter("testcase")} == {"distval.example/torch:test.inside"}
+    assert {c.get("classname") for c in suites[0].iter("testcase")} == {"distval.example/torch.inside"}
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert [s["suite_name"] for s in report["scenarios"]] == [s.get("name") for s in suites]
     # The run loop saw each scenario start: the suites' timestamps and the run's wall-clock time come from it.
@@ -273,15 +275,36 @@ def test_engine_version_failure_does_not_stop_the_run(fake_docker: Path, tmp_pat
     assert report["scenarios"][0]["properties"]["docker_engine_version"] == "unknown"
 
 
-def test_unwritable_report_is_one_line_and_the_others_are_written(
-    fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("where", ["file/x.md", "/proc/distval-summary.md"])
+def test_a_report_path_no_file_can_be_created_in_is_refused_before_the_run(
+    fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], where: str
 ) -> None:
-    blocker = tmp_path / "file"
-    blocker.write_text("", encoding="utf-8")
-    code = run(fake_docker, tmp_path, "--quiet", "--filter", "inside", "--markdown", str(blocker / "x.md"))
-    assert code == 0
+    """A path under a file, or under /proc (root may write where permission bits forbid, but no file can be created
+    there): one line and exit 2 before anything runs, not a verdict of exit 0 after a long run without the report."""
+    (tmp_path / "file").write_text("", encoding="utf-8")
+    path = where if where.startswith("/") else str(tmp_path / where)
+    code = run(fake_docker, tmp_path, "--quiet", "--filter", "inside", "--markdown", path)
+    assert code == 2
     (line,) = capsys.readouterr().err.strip().splitlines()
-    assert line.startswith(f"distval: cannot write the Markdown summary to {blocker / 'x.md'}: ")
+    assert line.startswith(f"distval: --markdown {path}: "), line
+    assert all("create_container" not in engine.calls for engine in FakeEngine.instances)  # nothing ran
+
+
+def test_a_report_that_cannot_be_written_after_the_run_never_leaves_exit_0(
+    fake_docker: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The path was fine when the run started, the write failed after it (a disk full, a mount gone read-only):
+    one line naming the report and its path, the other reports still written, and exit 2, never the verdict's 0."""
+
+    def full(*_: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(distval.cli.run, "write_markdown", full)
+    target = tmp_path / "x.md"
+    code = run(fake_docker, tmp_path, "--quiet", "--filter", "inside", "--markdown", str(target))
+    assert code == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == f"distval: cannot write the Markdown summary to {target}: No space left on device"
     assert json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))["exit_code"] == 0
 
 
@@ -298,7 +321,7 @@ def test_reports_when_the_engine_is_unreachable(tmp_path: Path, monkeypatch: pyt
     # No scenario ran, yet every report names the image: two images' runs that stopped early stay apart.
     (suite,) = ET.parse(tmp_path / "r.xml").getroot().iter("testsuite")
     assert suite.get("name") == f"[{DEFAULT_IMAGE}] distval run"
-    assert suite.find("testcase").get("classname") == f"distval.{DEFAULT_IMAGE.replace('.', '_')}.run"  # type: ignore[union-attr]
+    assert suite.find("testcase").get("classname") == f"distval.{image_repository(DEFAULT_IMAGE).replace('.', '_')}.run"  # type: ignore[union-attr]
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["exit_code"] == 3 and report["engine_version"] is None and report["scenarios"] == []
     assert report["early_error"]["kind"] == "environment"

@@ -13,7 +13,15 @@ Only what differs between Docker and Kubernetes is translated:
 - the files copied in -> a ConfigMap (the suite's *.py and the spec) and emptyDir volumes, at the same paths;
 - the scenario network's subnets -> none: a pod has one interface, the suite then leaves GLOO_SOCKET_IFNAME
   unset; an internal network -> a NetworkPolicy allowing egress only to the job's pods and DNS;
-- the deadline -> activeDeadlineSeconds (it counts from the Job's start, image pulls included).
+- the deadline -> activeDeadlineSeconds: Kubernetes counts it from the Job's start, image pulls and scheduling
+  included, so it is the scenario's deadline plus ``PodOptions.pull_timeout_s`` (the time an image pull and
+  scheduling may take; named in the annotation ``distval.deadline``), not a deadline that a slow pull eats into.
+
+A cluster admits what Pod Security "restricted" allows by default (``PodOptions.security``): the pods run as a
+non-root uid (the scenario's ``user:``, else ``--run-as-user``), with no privilege escalation, every capability
+dropped and the runtime's default seccomp profile; ``--pod-security none`` leaves the image's own user for images
+that must run as root. CPU pods request the CPU and memory their ranks need; tolerations, node selectors and
+image pull secrets come from the command line.
 
 What has no Kubernetes form is refused per scenario with the reason (node 0 by IP, extra networks, a user
 by name); ulimits are not settable per pod and are named in an annotation instead.
@@ -58,6 +66,44 @@ DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _NODE_RANK_OPTION = re.compile(r"^--node[_-]rank=(\d+)$")
 # Docker sizes (distval/config/values.py SIZE_PATTERN) in Kubernetes quantities: Docker's k, m, g are binary.
 _DOCKER_UNITS = {"": "", "b": "", "k": "Ki", "m": "Mi", "g": "Gi"}
+
+
+SECURITY_LEVELS = ("restricted", "none")
+# A non-root uid present in no image's /etc/passwd by design (distroless' "nonroot"): the suite needs no home.
+DEFAULT_RUN_AS_USER = 65532
+# What a pull of a multi-GiB torch image and the scheduling may take before the scenario's own deadline starts.
+DEFAULT_PULL_TIMEOUT_S = 900
+# A CPU pod's requests where the scenario sets none: one CPU and 2 GiB per rank (a gloo rank of the default config
+# peaks under 1 GiB here; the 16 MiB collectives' buffers, torch's own and the launcher's).
+CPU_PER_RANK = 1
+MEMORY_PER_RANK_MI = 2048
+
+
+@dataclass(frozen=True)
+class Toleration:
+    key: str
+    value: str | None
+    effect: str | None  # NoSchedule, PreferNoSchedule, NoExecute; None: every effect
+
+    def manifest(self) -> dict[str, str]:
+        found = {"key": self.key, "operator": "Equal" if self.value is not None else "Exists"}
+        if self.value is not None:
+            found["value"] = self.value
+        if self.effect is not None:
+            found["effect"] = self.effect
+        return found
+
+
+@dataclass(frozen=True)
+class PodOptions:
+    """What a cluster asks of the pods beyond the plan (``distval export kubernetes``'s options)."""
+
+    security: str = "restricted"  # one of SECURITY_LEVELS
+    run_as_user: int = DEFAULT_RUN_AS_USER  # where the scenario names no user
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[Toleration, ...] = ()
+    image_pull_secrets: tuple[str, ...] = ()
+    pull_timeout_s: int = DEFAULT_PULL_TIMEOUT_S
 
 
 @dataclass(frozen=True)
@@ -156,7 +202,9 @@ def _node_varying(containers: tuple[ContainerPlan, ...]) -> tuple[set[str], tupl
     return env_keys, tuple(argv)
 
 
-def _pod_template(plan: ScenarioPlan, name: str, master: str, spec_json: str, subdomain: str | None) -> dict[str, Any]:
+def _pod_template(
+    plan: ScenarioPlan, name: str, master: str, spec_json: str, subdomain: str | None, pod_options: PodOptions
+) -> dict[str, Any]:
     containers = plan.containers
     first = containers[0]
     node0 = re.compile(rf"\b{re.escape(first.hostname)}\b")
@@ -218,12 +266,32 @@ def _pod_template(plan: ScenarioPlan, name: str, master: str, spec_json: str, su
         "env": env,
         "volumeMounts": mounts,
     }
-    if limits:
+    ranks = max(1, len(first.ranks))
+    if not options.gpu_device_ids:
+        # A CPU pod without requests is best-effort: the first evicted, and refused where a ResourceQuota asks for
+        # requests. Memory is limited as requested (no overcommit to be killed for); CPU is not (no throttling).
+        limits.setdefault("memory", f"{MEMORY_PER_RANK_MI * ranks}Mi")
+        requests = {"cpu": limits.get("cpu", str(CPU_PER_RANK * ranks)), "memory": limits["memory"]}
+    else:
         requests = {k: v for k, v in limits.items() if k != GPU_RESOURCE}
+    if limits:
         container["resources"] = {"limits": limits, **({"requests": requests} if requests else {})}
+    pod_security: dict[str, Any] = {}
     if options.user is not None:
         uid, _, gid = options.user.partition(":")
         container["securityContext"] = {"runAsUser": int(uid), **({"runAsGroup": int(gid)} if gid else {})}
+    if pod_options.security == "restricted":
+        # Pod Security "restricted" (kubernetes.io/docs/concepts/security/pod-security-standards): non-root, no
+        # privilege escalation, every capability dropped, the runtime's default seccomp profile.
+        user = container.get("securityContext", {}).get("runAsUser", pod_options.run_as_user)
+        container["securityContext"] = {
+            "runAsUser": user,
+            **{k: v for k, v in container.get("securityContext", {}).items() if k == "runAsGroup"},
+            "runAsNonRoot": True,
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+        }
+        pod_security = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "enableServiceLinks": False,  # no Service variables in the image's environment
@@ -231,19 +299,28 @@ def _pod_template(plan: ScenarioPlan, name: str, master: str, spec_json: str, su
         "containers": [container],
         "volumes": volumes,
     }
+    if pod_security:
+        pod["securityContext"] = pod_security
+    if pod_options.node_selector:
+        pod["nodeSelector"] = dict(pod_options.node_selector)
+    if pod_options.tolerations:
+        pod["tolerations"] = [t.manifest() for t in pod_options.tolerations]
+    if pod_options.image_pull_secrets:
+        pod["imagePullSecrets"] = [{"name": secret} for secret in pod_options.image_pull_secrets]
     if subdomain is not None:
         pod["subdomain"] = subdomain
     return {"metadata": {"labels": _labels(plan, name), "annotations": _annotations(plan)}, "spec": pod}
 
 
-def _job_spec(plan: ScenarioPlan, template: dict[str, Any]) -> dict[str, Any]:
+def _job_spec(plan: ScenarioPlan, template: dict[str, Any], pod_options: PodOptions) -> dict[str, Any]:
     nodes = len(plan.containers)
     return {
         "completionMode": "Indexed",
         "completions": nodes,
         "parallelism": nodes,
         "backoffLimit": 0,  # a failing rank fails the scenario, never retried into a pass
-        "activeDeadlineSeconds": math.ceil(plan.deadline_s),
+        # Kubernetes counts it from the Job's start: the image pull and scheduling come on top of the deadline.
+        "activeDeadlineSeconds": math.ceil(plan.deadline_s) + pod_options.pull_timeout_s,
         "template": template,
     }
 
@@ -256,14 +333,23 @@ def _spec_json(plan: ScenarioPlan, origin: Origin, master: str) -> str:
     return json.dumps(spec, sort_keys=True, indent=1)
 
 
-def export_scenario(plan: ScenarioPlan, name: str, layout: str, config_path: str) -> ExportedScenario:
+def export_scenario(
+    plan: ScenarioPlan, name: str, layout: str, config_path: str, pod_options: PodOptions = PodOptions()
+) -> ExportedScenario:
     if layout not in LAYOUTS:
         raise PlanError(f"unknown layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
     why = refusal(plan)
+    if why is None and pod_options.security == "restricted" and (plan.containers[0].options.user or "").split(":")[0] == "0":
+        why = "user 0 is root, which Pod Security 'restricted' refuses: another uid, or --pod-security none"
     if why is not None:
         return ExportedScenario(plan, name, refused=why)
     labels = _labels(plan, name)
-    metadata = {"name": name, "labels": labels, "annotations": _annotations(plan)}
+    annotations = {
+        **_annotations(plan),
+        "distval.deadline": f"{math.ceil(plan.deadline_s)} s for the scenario, {pod_options.pull_timeout_s} s more "
+        "for the image pull and scheduling (activeDeadlineSeconds counts both)",
+    }
+    metadata = {"name": name, "labels": labels, "annotations": annotations}
     if layout == "jobset":
         master = f"{name}-{JOBSET_REPLICATED_JOB}-0-0.{name}"  # JobSet's pod hostnames and Service (its subdomain)
     else:
@@ -281,7 +367,7 @@ def export_scenario(plan: ScenarioPlan, name: str, layout: str, config_path: str
     if not plan.scenario.egress:
         resources.append(_network_policy(metadata, labels))
     if layout == "jobset":
-        template = _pod_template(plan, name, master, spec_json, subdomain=None)
+        template = _pod_template(plan, name, master, spec_json, None, pod_options)
         resources.append(
             {
                 "apiVersion": JOBSET_API,
@@ -294,14 +380,14 @@ def export_scenario(plan: ScenarioPlan, name: str, layout: str, config_path: str
                         {
                             "name": JOBSET_REPLICATED_JOB,
                             "replicas": 1,
-                            "template": {"metadata": {"labels": labels}, "spec": _job_spec(plan, template)},
+                            "template": {"metadata": {"labels": labels}, "spec": _job_spec(plan, template, pod_options)},
                         }
                     ],
                 },
             }
         )
     else:
-        template = _pod_template(plan, name, master, spec_json, subdomain=name)
+        template = _pod_template(plan, name, master, spec_json, name, pod_options)
         resources.append(
             {
                 "apiVersion": "v1",
@@ -316,7 +402,9 @@ def export_scenario(plan: ScenarioPlan, name: str, layout: str, config_path: str
                 },
             }
         )
-        resources.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": dict(metadata), "spec": _job_spec(plan, template)})
+        resources.append(
+            {"apiVersion": "batch/v1", "kind": "Job", "metadata": dict(metadata), "spec": _job_spec(plan, template, pod_options)}
+        )
     return ExportedScenario(plan, name, tuple(resources))
 
 
@@ -341,10 +429,12 @@ def _network_policy(metadata: dict[str, Any], labels: dict[str, str]) -> dict[st
     }
 
 
-def export_config(config: Config, run_id: str, image: str | None, layout: str) -> list[ExportedScenario]:
+def export_config(
+    config: Config, run_id: str, image: str | None, layout: str, pod_options: PodOptions = PodOptions()
+) -> list[ExportedScenario]:
     plan = plan_run(config, run_id, image)
     names = kube_names(run_id, (s.slug for s in plan.scenarios))
-    return [export_scenario(s, name, layout, config.path) for s, name in zip(plan.scenarios, names, strict=True)]
+    return [export_scenario(s, name, layout, config.path, pod_options) for s, name in zip(plan.scenarios, names, strict=True)]
 
 
 # libyaml's emitter where PyYAML has it: the suite's files make each scenario's YAML ~200 KB.

@@ -117,6 +117,15 @@ def test_recorded_pod_logs_give_the_verdicts_of_the_docker_path(directory: Path)
         assert "not checked: a pod's exit code is not in its log" in case(result, EXIT_STATUS_CASE)[1]
 
 
+def test_a_collected_scenario_starts_when_its_first_rank_did(tmp_path: Path) -> None:
+    """No target saw the pods start: the earliest rank process's start, as its records say, dates the scenario,
+    so that the history orders collected runs by time whatever order they are given in. (The recorded logs predate
+    the records' started_at: rank 1's records get one here.)"""
+    assert collect(logs(GOOD, CROSS)).scenarios[0].started_at is None  # nothing says when: none is made up
+    paths = _edited(tmp_path, lambda text: text.replace('"status": "passed"', '"started_at": 1765000000.25, "status": "passed"'))
+    assert collect(paths).scenarios[0].started_at == 1765000000.25
+
+
 def test_the_good_image_passes_and_the_broken_one_fails_on_rank_1() -> None:
     good = collect(logs(GOOD))
     assert good.exit_code == 0 and {s.status for s in good.scenarios} == {PASSED}

@@ -35,9 +35,12 @@ from distval.plan.identity import scenario_hash
 from distval.targets.docker.runtime import suite_dir
 from distval.targets.kubernetes.export import (
     COMPLETION_INDEX,
+    DEFAULT_PULL_TIMEOUT_S,
     GPU_RESOURCE,
     NAME_MAX,
     ExportedScenario,
+    PodOptions,
+    Toleration,
     export_config,
     kube_names,
     quantity,
@@ -201,7 +204,8 @@ def _pod(scenario: ExportedScenario) -> dict[str, Any]:
     job_spec = workload["spec"] if workload["kind"] == "Job" else workload["spec"]["replicatedJobs"][0]["template"]["spec"]
     assert job_spec["completionMode"] == "Indexed" and job_spec["backoffLimit"] == 0
     assert job_spec["completions"] == job_spec["parallelism"] == len(scenario.plan.containers)
-    assert job_spec["activeDeadlineSeconds"] == math.ceil(scenario.plan.scenario.timeout_s)
+    # Kubernetes counts it from the Job's start: the pull and scheduling allowance comes on top of the deadline.
+    assert job_spec["activeDeadlineSeconds"] == math.ceil(scenario.plan.scenario.timeout_s) + DEFAULT_PULL_TIMEOUT_S
     pod: dict[str, Any] = job_spec["template"]["spec"]
     return pod
 
@@ -282,7 +286,13 @@ def test_resources_user_and_refusals(tmp_path: Path) -> None:
         "limits": {"cpu": "1500m", "memory": "512Mi"},
         "requests": {"cpu": "1500m", "memory": "512Mi"},
     }
-    assert container["securityContext"] == {"runAsUser": 1000, "runAsGroup": 1000}
+    assert container["securityContext"] == {
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "runAsNonRoot": True,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
     assert {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": "1Gi"}} in _pod(sized)["volumes"]
     assert by_name.refused == "user 'nobody': Kubernetes runs containers as a numeric uid[:gid] only"
     assert by_ip.refused is not None and by_ip.refused.startswith("master_addr: ip needs node 0's address")
@@ -294,6 +304,146 @@ def test_resources_user_and_refusals(tmp_path: Path) -> None:
     # egress: true is an open network in Docker: no NetworkPolicy; the others get one.
     assert "NetworkPolicy" not in {r["kind"] for r in open_.resources}
     assert "NetworkPolicy" in {r["kind"] for r in sized.resources}
+
+
+# Pod Security Standards, "restricted" (kubernetes.io/docs/concepts/security/pod-security-standards, v1.25+): the
+# controls a pod template must meet, checked offline as the admission controller would.
+RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+
+
+def restricted_violations(pod: dict[str, Any]) -> list[str]:
+    """What Pod Security "restricted" refuses in ``pod`` (a pod spec), one line each; [] when it admits it."""
+    found = []
+    context = pod.get("securityContext", {})
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            found.append(f"{key}")
+    for volume in pod.get("volumes", []):
+        kinds = set(volume) - {"name"}
+        if not kinds <= RESTRICTED_VOLUMES:
+            found.append(f"volume {volume['name']}: {sorted(kinds)}")
+    pod_seccomp = context.get("seccompProfile", {}).get("type")
+    for container in pod.get("containers", []) + pod.get("initContainers", []):
+        own = container.get("securityContext", {})
+        name = container["name"]
+        if own.get("privileged"):
+            found.append(f"{name}: privileged")
+        if own.get("allowPrivilegeEscalation") is not False:
+            found.append(f"{name}: allowPrivilegeEscalation must be false")
+        if "ALL" not in own.get("capabilities", {}).get("drop", []):
+            found.append(f"{name}: capabilities must drop ALL")
+        if set(own.get("capabilities", {}).get("add", [])) - {"NET_BIND_SERVICE"}:
+            found.append(f"{name}: capabilities added")
+        if not own.get("runAsNonRoot", context.get("runAsNonRoot")):
+            found.append(f"{name}: runAsNonRoot must be true")
+        if own.get("runAsUser", context.get("runAsUser")) == 0:
+            found.append(f"{name}: runAsUser 0")
+        if own.get("seccompProfile", {}).get("type", pod_seccomp) not in ("RuntimeDefault", "Localhost"):
+            found.append(f"{name}: seccompProfile must be RuntimeDefault or Localhost")
+        if any(port.get("hostPort") for port in container.get("ports", [])):
+            found.append(f"{name}: hostPort")
+    return found
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("config", CONFIGS)
+def test_every_exported_pod_meets_pod_security_restricted(config: str, layout: str) -> None:
+    for scenario in exported(config, layout):
+        if scenario.refused is None:
+            assert restricted_violations(_pod(scenario)) == [], scenario.name
+
+
+def test_the_restricted_check_can_fail() -> None:
+    """Each control refuses a pod that breaks it, and --pod-security none gives such a pod (the image's own user)."""
+    (scenario, *_) = export_config(
+        load_config(str(ROOT / "configs" / "default.yaml")), "r1", IMAGE, "indexed-job", PodOptions(security="none")
+    )
+    assert restricted_violations(_pod(scenario)) == [
+        "suite: allowPrivilegeEscalation must be false",
+        "suite: capabilities must drop ALL",
+        "suite: runAsNonRoot must be true",
+        "suite: seccompProfile must be RuntimeDefault or Localhost",
+    ]
+    good = _pod(exported("default.yaml", "indexed-job")[0])
+    for edit, why in [
+        (lambda p: p.update(hostNetwork=True), "hostNetwork"),
+        (lambda p: p["volumes"].append({"name": "h", "hostPath": {"path": "/"}}), "volume h: ['hostPath']"),
+        (lambda p: p["containers"][0]["securityContext"].update(runAsUser=0), "suite: runAsUser 0"),
+        (lambda p: p["containers"][0]["securityContext"]["capabilities"].update(add=["SYS_ADMIN"]), "suite: capabilities added"),
+        (lambda p: p["securityContext"].update(seccompProfile={"type": "Unconfined"}), "suite: seccompProfile must be"),
+    ]:
+        pod = copy.deepcopy(good)
+        edit(pod)
+        assert any(line.startswith(why) for line in restricted_violations(pod)), why
+
+
+def test_cpu_pods_request_what_their_ranks_need_and_the_cluster_options_reach_the_pods() -> None:
+    options = PodOptions(
+        run_as_user=4242,
+        node_selector=(("node.kubernetes.io/instance-type", "c7i.4xlarge"),),
+        tolerations=(Toleration("dedicated", "ml", "NoSchedule"), Toleration("spot", None, None)),
+        image_pull_secrets=("regcred",),
+        pull_timeout_s=120,
+    )
+    config = load_config(str(ROOT / "configs" / "default.yaml"))
+    for scenario in export_config(config, "r1", IMAGE, "indexed-job", options):
+        pod = _pod_of(scenario)
+        ranks = len(scenario.plan.containers[0].ranks)
+        container = pod["containers"][0]
+        assert container["resources"] == {
+            "limits": {"memory": f"{2048 * ranks}Mi"},
+            "requests": {"cpu": str(ranks), "memory": f"{2048 * ranks}Mi"},
+        }
+        assert container["securityContext"]["runAsUser"] == 4242
+        assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "c7i.4xlarge"}
+        assert pod["tolerations"] == [
+            {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"},
+            {"key": "spot", "operator": "Exists"},
+        ]
+        assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+        job = next(r for r in scenario.resources if r["kind"] == "Job")
+        assert job["spec"]["activeDeadlineSeconds"] == math.ceil(scenario.plan.deadline_s) + 120
+        assert job["metadata"]["annotations"]["distval.deadline"].startswith(f"{math.ceil(scenario.plan.deadline_s)} s ")
+
+
+def _pod_of(scenario: ExportedScenario) -> dict[str, Any]:
+    job = next(r for r in scenario.resources if r["kind"] == "Job")
+    pod: dict[str, Any] = job["spec"]["template"]["spec"]
+    return pod
+
+
+def test_a_root_user_is_refused_under_restricted_and_exported_with_none(tmp_path: Path) -> None:
+    config = tmp_path / "k.yaml"
+    scenario = "{name: root, topology: in-container, world_size: 2, user: '0', checks: [env]}"
+    config.write_text(f"version: 1\nscenarios:\n  - {scenario}\n")
+    (refused,) = export_config(load_config(str(config)), "r1", IMAGE, "indexed-job")
+    assert refused.refused == "user 0 is root, which Pod Security 'restricted' refuses: another uid, or --pod-security none"
+    (allowed,) = export_config(load_config(str(config)), "r1", IMAGE, "indexed-job", PodOptions(security="none"))
+    assert allowed.refused is None and _pod_of(allowed)["containers"][0]["securityContext"] == {"runAsUser": 0}
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "expected"),
+    [
+        ("--node-selector", "no-equals", "expected KEY=VALUE"),
+        ("--node-selector", "bad key=x", "expected a label key"),
+        ("--node-selector", "k=" + "v" * 64, "expected a label value"),
+        ("--toleration", "dedicated=ml:NoWay", "expected the effect NoSchedule, PreferNoSchedule, NoExecute"),
+        ("--toleration", "a\nb", "expected a label key"),
+        ("--image-pull-secret", "Reg_Cred", "expected a Kubernetes name"),
+        ("--run-as-user", "0", "expected a uid from 1 to"),
+        ("--pod-security", "baseline", "invalid choice"),
+    ],
+)
+def test_cluster_options_are_checked_in_one_line(
+    option: str, value: str, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = str(ROOT / "configs" / "default.yaml")
+    argv = ["export", "kubernetes", config, "--image", IMAGE, "-o", str(tmp_path / "o"), option, value]
+    assert distval.cli.main.main(argv) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert expected in line, line
+    assert not (tmp_path / "o").exists()
 
 
 def test_names_are_dns_labels_and_unique() -> None:
