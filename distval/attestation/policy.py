@@ -10,7 +10,7 @@ how old it may be. The policy file is a small YAML (or JSON) mapping:
 
 A required check (in required_checks or required_scenarios) passed on every rank: a case with skipped ranks
 (skipped_ranks: some ranks skipped it while others passed) does not count as passed for it, whatever
-allow_skipped says. A check name also matches its cases ("collectives" matches "collectives.all_reduce").
+allow_skipped says. A check name no case has names its cases ("collectives": "collectives.all_reduce", ...).
 
 Without a policy file, ``default_policy()``: at most 7 days old, and every check the shipped default config
 (configs/default.yaml, read with the config loader) lists is required, so that a run of one check, or of a config
@@ -143,10 +143,11 @@ def _image_id(predicate: Mapping[str, Any]) -> object:
     return _mapping(predicate.get("image")).get("id")
 
 
-def _is_of(case: Mapping[str, Any], check: str) -> bool:
-    """Whether ``case`` is the check's (its name, or one of its cases: "collectives.all_reduce" of collectives)."""
-    name = str(case.get("name"))
-    return name == check or name.startswith(check + ".")
+def _of(check: str, cases: list[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, Mapping[str, Any]]]:
+    """The cases named ``check``; where none is, its cases ("collectives.all_reduce" of collectives): a config's
+    check name (the default policy's) names the cases its check reports."""
+    exact = [(scenario, case) for scenario, case in cases if case.get("name") == check]
+    return exact or [(scenario, case) for scenario, case in cases if str(case.get("name")).startswith(check + ".")]
 
 
 def _partly_skipped(case: Mapping[str, Any]) -> bool:
@@ -196,7 +197,7 @@ def verdict_refusal(predicate: Mapping[str, Any], policy: Policy) -> str | None:
         said = f"config_sha256 {capped(terminal_line(str(found)), 80)}" if found else "no config_sha256"
         return f"refused: the run read another config ({said}); the policy pins config_sha256 {policy.config_sha256}"
     for name in policy.required_checks:
-        problem = _required_refusal(name, [(s, c) for s, c in on_image if _is_of(c, name)], policy, "no scenario of the report")
+        problem = _required_refusal(name, _of(name, on_image), policy, "no scenario of the report")
         if problem is not None:
             return problem
     for scenario_name, checks in policy.required_scenarios:
@@ -204,7 +205,7 @@ def verdict_refusal(predicate: Mapping[str, Any], policy: Policy) -> str | None:
         if not ran:
             return f"refused: the required scenario {scenario_name} did not run on the image"
         for name in checks:
-            cases = [(s, c) for s, c in on_image if s == scenario_name and _is_of(c, name)]
+            cases = _of(name, [(s, c) for s, c in on_image if s == scenario_name])
             problem = _required_refusal(name, cases, policy, f"scenario {scenario_name} never")
             if problem is None and not all(case.get("status") == "passed" for _, case in cases):
                 problem = f"refused: {scenario_name}: the required check {name} did not pass there"
