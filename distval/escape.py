@@ -17,12 +17,25 @@ _BIDI = "\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200e\u200f\u061
 _CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_BIDI}]")
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_{}\[\]|#!~])")
 _SURROGATE = re.compile("[\ud800-\udfff]")
+# What no well-formed text holds: lone surrogates (json.loads makes them of "\udc80"; UTF-8 cannot encode them) and
+# Unicode's noncharacters (U+FDD0..U+FDEF and the last two code points of every plane, U+FFFE and U+FFFF among
+# them), which XML 1.0 forbids: either one in a figure label made the chart renderer's SVG unparseable.
+_NOT_TEXT = re.compile(
+    "[\ud800-\udfff\ufdd0-\ufdef"
+    + "".join(f"{chr(plane * 0x10000 + 0xFFFE)}{chr(plane * 0x10000 + 0xFFFF)}" for plane in range(17))
+    + "]"
+)
+
+
+def valid_text(text: str) -> str:
+    """``text`` with every lone surrogate and noncharacter as U+FFFD: what any encoder and XML parser accepts."""
+    return _NOT_TEXT.sub("\ufffd", text)
 
 
 def strip_controls(text: str) -> str:
     """``text`` without C0/C1 control characters (but newline and tab) and without bidi overrides; other
     format characters (category Cf) are dropped too, since they are invisible."""
-    text = _CONTROL.sub("", text)
+    text = valid_text(_CONTROL.sub("", text))
     return "".join(c for c in text if c in "\n\t" or unicodedata.category(c) != "Cf")
 
 

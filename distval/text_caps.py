@@ -14,6 +14,9 @@ MESSAGE_MAX_CHARS = 4096
 DETAIL_MAX_CHARS = 64 * 1024
 # A container's stdout and stderr, each, kept in the reports (its end: where a failure shows).
 RANK_LOG_MAX_CHARS = 1024 * 1024
+# A rank's stack file (faulthandler's dumps, appended at each SIGUSR1), kept in the JSON report: its end, where the
+# last dump is. The image writes it: a 250 MiB file must not become a 290 MB report.
+STACKS_MAX_CHARS = 256 * 1024
 # The last lines of a container's log shown with a failure.
 LOG_TAIL_MAX_CHARS = 64 * 1024
 
@@ -30,6 +33,15 @@ def capped_end(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     return f"[... cut: {len(text)} characters in all, the last {limit} shown] {text[-limit:]}"
+
+
+def capped_end_bytes(data: bytes, limit: int) -> str:
+    """The end of ``data`` (UTF-8, undecodable bytes replaced) as ``capped_end`` keeps it, without decoding more
+    than the end of it (a character is at most 4 bytes)."""
+    text = data[-4 * limit :].decode("utf-8", "replace")
+    if len(data) <= 4 * limit:
+        return capped_end(text, limit)
+    return f"[... cut: {len(data)} bytes in all, the last {limit} characters shown] {text[-limit:]}"
 
 
 # Nesting kept in a record; deeper is replaced by a marker (a report writer recursing into 900 levels could

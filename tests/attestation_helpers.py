@@ -12,6 +12,7 @@ from typing import Any
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from distval.attestation import keys
+from distval.attestation.policy import default_policy
 from tests.fake_engine import FAKE_IMAGE_ID
 
 IMAGE = "example/torch:candidate"
@@ -60,8 +61,16 @@ def _scenario(name: str, cases: list[dict[str, Any]], image_id: str | None = FAK
     }
 
 
-def passing_report() -> dict[str, Any]:
-    """A run of two scenarios on the fake Engine's image: every check passed but cuda_build's skip in one."""
+def _default_checks(present: list[str]) -> list[dict[str, Any]]:
+    """A passed case of each check of the shipped default config that ``present`` lacks (the default policy
+    requires them all; derived, as the policy derives them)."""
+    names = default_policy().required_checks
+    return [_case(name) for name in names if not any(p == name or p.startswith(name + ".") for p in present)]
+
+
+def passing_report(default_checks: bool = False) -> dict[str, Any]:
+    """A run of two scenarios on the fake Engine's image: every check passed but cuda_build's skip in one.
+    ``default_checks``: the first also ran the default config's other checks (what the default policy requires)."""
     return {
         "schema_version": 1,
         "run_id": "abc123",
@@ -81,6 +90,7 @@ def passing_report() -> dict[str, Any]:
                     _case("collectives.all_reduce"),
                     _case("ddp"),
                     _case("exit_status"),
+                    *(_default_checks(["env", "cuda_build", "collectives.all_reduce", "ddp"]) if default_checks else []),
                 ],
             ),
             _scenario(
@@ -123,3 +133,9 @@ def write_key_pair(directory: Path, name: str = "cosign") -> tuple[str, str]:
     (directory / f"{name}.key").write_text(private_pem)
     (directory / f"{name}.pub").write_text(public_pem)
     return str(directory / f"{name}.key"), str(directory / f"{name}.pub")
+
+
+def passed_of(report: dict[str, Any]) -> str:
+    """verify's "N of M check results passed" for ``report``, all on the fake Engine's image."""
+    cases = [case for scenario in report["scenarios"] for case in scenario["cases"]]
+    return f"{sum(1 for case in cases if case['status'] == 'passed')} of {len(cases)} check results passed"

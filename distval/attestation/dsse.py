@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from cryptography.hazmat.primitives.asymmetric import ec
 
+from distval import strict_json
 from distval.attestation import keys
 from distval.errors import BadInput, NotVerified
 
@@ -82,7 +83,9 @@ def parse_envelope(raw: bytes, where: str) -> Envelope:
     envelope with no signature is one: verify_payload says it is unsigned."""
     expected = "a DSSE envelope (JSON with payloadType, payload and signatures, as distval attest writes)"
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = strict_json.loads(raw.decode("utf-8"))
+    except strict_json.DuplicateKey as exc:
+        raise BadEnvelope(f"{where}: expected {expected}; {exc}") from None
     except (ValueError, RecursionError):
         raise BadEnvelope(f"{where}: expected {expected}; it is not JSON") from None
     if not isinstance(data, dict):

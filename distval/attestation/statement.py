@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from distval import strict_json
 from distval.engine_protocol import ImageInfo
 from distval.errors import NotVerified
 
@@ -43,14 +44,15 @@ def image_digests(reference: str, image: ImageInfo) -> list[tuple[str, str]]:
 
 
 def statement_bytes(subjects: list[tuple[str, str]], predicate: Mapping[str, Any]) -> bytes:
-    """The statement as the envelope's payload: JSON, keys sorted, UTF-8."""
+    """The statement as the envelope's payload: JSON, keys sorted, ASCII (every other character as a \\u escape: a
+    lone surrogate of the image's in a message, which UTF-8 cannot encode, is kept as the report has it)."""
     data = {
         "_type": STATEMENT_TYPE,
         "subject": [{"name": name, "digest": {"sha256": digest}} for name, digest in subjects],
         "predicateType": PREDICATE_TYPE,
         "predicate": predicate,
     }
-    return json.dumps(data, sort_keys=True, ensure_ascii=False).encode("utf-8")
+    return json.dumps(data, sort_keys=True, ensure_ascii=True).encode("ascii")
 
 
 def _shown(value: object) -> str:
@@ -63,7 +65,9 @@ def parse_statement(payload: bytes) -> Statement:
     """The statement of a verified payload; NotVerified when it is signed but not a distval statement (another
     predicate type, another statement version, subjects without a sha256 digest)."""
     try:
-        data = json.loads(payload.decode("utf-8"))
+        data = strict_json.loads(payload.decode("utf-8"))
+    except strict_json.DuplicateKey as exc:
+        raise NotVerified(f"not verified: the signed payload is not a statement distval reads one way: {exc}") from None
     except (ValueError, RecursionError):
         raise NotVerified("not verified: the signed payload is not JSON (not an in-toto statement)") from None
     if not isinstance(data, dict) or data.get("_type") != STATEMENT_TYPE:

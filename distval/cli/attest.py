@@ -15,11 +15,11 @@ from typing import Any
 
 from distval.attestation import dsse, keys
 from distval.attestation.policy import (
-    DEFAULT_POLICY,
     POLICY_MAX_BYTES,
     BadPolicy,
     Policy,
     age_refusal,
+    default_policy,
     parse_policy,
     passed_count,
     verdict_refusal,
@@ -44,7 +44,7 @@ from distval.errors import (
 )
 from distval.escape import terminal_line
 from distval.reports.baseline import parse_report, read_report_bytes
-from distval.reports.files import NotARegularFile, UnsafePath, write_atomically
+from distval.reports.files import NotARegularFile, UnsafePath, create_new, write_atomically
 
 # How attest and verify reach the Engine that holds the image (distval/cli/main.py gives its own, the tests a fake).
 EngineFor = Callable[[str], EngineAPI]
@@ -112,7 +112,8 @@ def add_attest_commands(commands: Any, engine_for: EngineFor) -> None:
         help="verify an attestation of distval attest: signature, the image's digest, its age and a policy",
         description="Check that a signature of the envelope holds under the public key, that its subject is the image's "
         "digest as the Engine reports it, that it is recent enough and that its verdict passes the policy (default: "
-        "nothing failed, at least one check passed, at most 7 days old; docs/attestation.md#the-policy). One line says "
+        "nothing failed, every check of the shipped default config passed, at most 7 days old; "
+        "docs/attestation.md#the-policy). One line says "
         "why not.",
     )
     verify.add_argument(
@@ -165,6 +166,20 @@ def _write(path: str, text: str, what: str, new_mode: int = 0o666) -> None:
         raise BadInput(f"cannot write {what} {path}: {exc.strerror or exc}") from None
 
 
+def _create(path: str, text: str, what: str, mode: int) -> None:
+    try:
+        create_new(path, text, mode)
+    except FileExistsError:
+        raise BadInput(
+            f"attest --generate-key: {path} appeared while the key pair was made; a key is never overwritten "
+            "(check who put it there, remove it, or name another)"
+        ) from None
+    except UnsafePath as exc:
+        raise BadInput(f"cannot write {what} {path}: {exc}") from None
+    except OSError as exc:
+        raise BadInput(f"cannot write {what} {path}: {exc.strerror or exc}") from None
+
+
 def public_key_path(private: str) -> str:
     """Where --generate-key writes the public key: KEY with .pub for .key (cosign.key -> cosign.pub), else KEY.pub."""
     return private.removesuffix(".key") + ".pub"
@@ -181,8 +196,15 @@ def generate_key(path: str) -> int:
         if os.path.lexists(target):
             raise BadInput(f"attest --generate-key: {target} exists; a key is never overwritten (remove it, or name another)")
     private_pem, public_pem = keys.generate_key_pair(_passphrase())
-    _write(path, private_pem, "the private key", new_mode=0o600)
-    _write(public, public_pem, "the public key")
+    # Each file is made whole under a private temporary name and linked to its name, which fails when anything is
+    # there: a file (or a link) another user put at either name after the check above is never written over, nor
+    # taken for the key pair's public key; the private key made a moment before is then removed again.
+    _create(path, private_pem, "the private key", 0o600)
+    try:
+        _create(public, public_pem, "the public key", 0o644)
+    except BadInput:
+        os.unlink(path)
+        raise
     encrypted = f"encrypted with ${keys.PASSPHRASE_ENV}" if _passphrase() else f"not encrypted (${keys.PASSPHRASE_ENV} unset)"
     print(f"wrote {path} (private, {encrypted}) and {public} (public: give it to distval verify --key or cosign)")
     return EXIT_PASSED
@@ -217,7 +239,7 @@ def command_attest(args: argparse.Namespace, engine_for: EngineFor) -> int:
 
 def _policy(path: str | None) -> Policy:
     if path is None:
-        return DEFAULT_POLICY
+        return default_policy()
     try:
         return parse_policy(read_regular_file(path, POLICY_MAX_BYTES), path)
     except FileRefused as exc:

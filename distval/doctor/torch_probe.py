@@ -9,12 +9,12 @@ quotes it (escaped), never a pass.
 
 from __future__ import annotations
 
-import json
 import re
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from distval import strict_json
 from distval.engine_protocol import EngineAPI
 from distval.escape import terminal_line
 from distval.plan.nodes import suite_copies
@@ -69,7 +69,7 @@ def read_answer(exit_code: int | None, stdout: str, stderr: str) -> TorchFacts |
         last = (stderr.strip().splitlines() or ["no output"])[-1]
         return f"the probe exited {exit_code}: {quoted(last)}"
     try:
-        answer = json.loads(lines[-1])
+        answer = strict_json.loads(lines[-1])
     except ValueError:
         return f"the probe printed {quoted(lines[-1])}, not its JSON line"
     if not isinstance(answer, dict):

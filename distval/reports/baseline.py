@@ -40,7 +40,6 @@ that a baseline run that was fast as a whole does not fail every run after it.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import statistics
 from collections.abc import Mapping, Sequence
@@ -48,6 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distval import strict_json
 from distval.bounded_read import REPORT_MAX_BYTES, FileRefused, read_regular_file
 from distval.errors import BadInput
 from distval.reports.json_report import json_report
@@ -227,7 +227,7 @@ def read_report_bytes(path: str | Path) -> bytes:
 def parse_report(raw: bytes, path: str | Path) -> dict[str, Any]:
     """A distval JSON report (schema_version 1) from the bytes of the file ``path``; BadReport otherwise."""
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = strict_json.loads(raw.decode("utf-8"))
     except (ValueError, RecursionError) as exc:
         raise BadReport(f"{path} is not JSON: {exc}") from exc
     if not isinstance(data, dict) or data.get("schema_version") != 1 or not isinstance(data.get("scenarios"), list):

@@ -8,8 +8,16 @@ is what a CI script that throws a report away must never cause, and a pipe canno
 that is not a regular file (a directory, a block device, a socket: ``NotARegularFile``) is refused. A regular
 file (or a missing one) gets the text in a new temporary file beside it (same directory, so same filesystem),
 flushed to the disk (fsync) and renamed over it: a reader, or a run killed halfway, sees the old file or the
-new one, never a part. An existing target keeps its permission bits; missing parent directories are
-created. On any failure the temporary file is removed and the old file stays as it was.
+new one, never a part. The new file is distval's own: created with distval's mode (``new_mode``, the umask
+applies) and owner, never the replaced file's (a file another user planted with mode 0666 in /tmp must not make
+root's report world-writable, nor a report another user can edit before ``attest`` signs it). Missing parent
+directories are created. On any failure the temporary file is removed and the old file stays as it was.
+
+A stream is opened with ``O_NONBLOCK``, so a FIFO that no process reads is refused (``NotARegularFile``) instead
+of hanging the writer, and a FIFO or device another user owns in a sticky world-writable directory is refused
+(``UnsafePath``, the kernel's ``fs.protected_fifos`` rule): a pipe planted in /tmp must not take root's report
+away, nor hang it. ``create_new`` writes a file that must not exist (a key): whole, with its mode from the start,
+and never over anything, not even over a file that appeared after the caller looked.
 
 distval often runs as root with report paths in shared directories such as /tmp. The kernel's
 ``fs.protected_symlinks`` refuses to follow a symbolic link in a sticky world-writable directory unless the
@@ -45,8 +53,9 @@ _KINDS = (
     (stat.S_ISFIFO, "a named pipe (FIFO)"),
     (stat.S_ISSOCK, "a socket"),
 )
-# Opened for writing as they are (no O_CREAT: nothing is made; no O_TRUNC: a pipe or a device has nothing to cut).
-_STREAM_FLAGS = os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC
+# Opened for writing as they are (no O_CREAT: nothing is made; no O_TRUNC: a pipe or a device has nothing to cut);
+# O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) rather than waiting for one forever.
+_STREAM_FLAGS = os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 class NotARegularFile(OSError):
@@ -67,17 +76,34 @@ class _Resolved:
 def _protected_link(directory: str, link: str, link_stat: os.stat_result) -> str | None:
     """fs.protected_symlinks' rule: in a sticky world-writable directory, follow only a link that belongs to
     the caller or to the directory's owner."""
-    try:
-        parent = os.stat(directory)
-    except OSError:
-        return None
-    sticky_and_shared = parent.st_mode & stat.S_ISVTX and parent.st_mode & stat.S_IWOTH
-    if sticky_and_shared and link_stat.st_uid not in (parent.st_uid, os.geteuid()):
+    parent = _sticky_and_shared(directory)
+    if parent is not None and link_stat.st_uid not in (parent.st_uid, os.geteuid()):
         return (
             f"{link} is a symbolic link of uid {link_stat.st_uid} in the sticky world-writable directory {directory}: "
             "a report is never written through another user's link there (as fs.protected_symlinks refuses)"
         )
     return None
+
+
+def _sticky_and_shared(directory: str) -> os.stat_result | None:
+    """The status of ``directory`` when it is sticky and world-writable (as /tmp), else None."""
+    try:
+        parent = os.stat(directory)
+    except OSError:
+        return None
+    return parent if parent.st_mode & stat.S_ISVTX and parent.st_mode & stat.S_IWOTH else None
+
+
+def _planted_stream(path: str, status: os.stat_result) -> str | None:
+    """fs.protected_fifos' rule: a FIFO or device in a sticky world-writable directory that belongs neither to
+    the caller nor to the directory's owner was put there by someone else, for root's report to go into."""
+    parent = _sticky_and_shared(os.path.dirname(path) or ".")
+    if parent is None or status.st_uid in (parent.st_uid, os.geteuid()):
+        return None
+    return (
+        f"{path} is a stream of uid {status.st_uid} in the sticky world-writable directory {os.path.dirname(path)}: "
+        "a report is never written into another user's FIFO or device there (as fs.protected_fifos refuses)"
+    )
 
 
 def _resolve(path: str | os.PathLike[str]) -> _Resolved:
@@ -131,7 +157,10 @@ def refusal(path: str | os.PathLike[str]) -> str | None:
     if found.problem is not None:
         return found.problem
     if _is_stream(path):
-        return None
+        try:
+            return _planted_stream(found.path, os.stat(found.path))
+        except OSError:  # /dev/stdout as a pipe: /proc/self/fd/1 resolves to no path of the filesystem
+            return None
     return _kind_problem(found.path, path) or _creation_problem(found.path, path)
 
 
@@ -171,6 +200,13 @@ def _is_stream(path: str | os.PathLike[str]) -> bool:
         return False
 
 
+def _status_or_none(path: str, field: str) -> int | None:
+    try:
+        return int(getattr(os.stat(path), field))
+    except OSError:
+        return None
+
+
 def _is_stream_mode(mode: int) -> bool:
     return stat.S_ISCHR(mode) or stat.S_ISFIFO(mode)
 
@@ -191,15 +227,28 @@ def _kind_problem(resolved: str, path: str | os.PathLike[str]) -> str | None:
     )
 
 
-def _write_stream(path: str | os.PathLike[str], data: bytes) -> bool:
-    """Write ``data`` into ``path`` when it is a character device or a FIFO (opening a FIFO waits for its reader,
-    as any writer of a pipe does); False, having written nothing, when it is not one (the regular path follows)."""
+def _write_stream(path: str | os.PathLike[str], resolved: str, data: bytes) -> bool:
+    """Write ``data`` into ``path`` when it is a character device or a FIFO that a process reads (a FIFO without
+    one is refused at once: NotARegularFile); False, having written nothing, when it is not one (the regular path
+    follows). UnsafePath for another user's stream in a sticky world-writable directory."""
     if not _is_stream(path):
         return False
-    fd = os.open(path, _STREAM_FLAGS)
     try:
-        if not _is_stream_mode(os.fstat(fd).st_mode):  # swapped for something else since the stat above
+        fd = os.open(path, _STREAM_FLAGS)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise NotARegularFile(
+                errno.ENXIO, f"{os.fspath(path)} is a named pipe (FIFO) that no process reads: nothing was written"
+            ) from None
+        raise
+    try:
+        status = os.fstat(fd)
+        if not _is_stream_mode(status.st_mode):  # swapped for something else since the stat above
             return False
+        if status.st_ino == _status_or_none(resolved, "st_ino") and (problem := _planted_stream(resolved, status)):
+            raise UnsafePath(problem)
+        # Blocking again for the writes: a slow reader (| jq) is waited for, as by any writer of a pipe.
+        os.set_blocking(fd, True)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]
@@ -212,8 +261,9 @@ def write_atomically(path: str | os.PathLike[str], text: str, new_mode: int = 0o
     """Replace the regular file at ``path`` (or its symbolic link's target) with ``text`` (UTF-8) atomically, or
     write ``text`` into it when it is a character device or a FIFO.
 
-    ``new_mode``: the permission bits a file that did not exist is created with (the umask applies), e.g. 0o600
-    for a private key, which is then never readable by others, not even while it is written.
+    ``new_mode``: the permission bits the new file is created with (the umask applies), e.g. 0o600 for a private
+    key, which is then never readable by others, not even while it is written. A replaced file's bits and owner
+    are never kept: the file is distval's.
 
     Characters UTF-8 cannot encode (lone surrogates from rank output) are written as ``\\udcXX`` escapes.
     """
@@ -221,7 +271,7 @@ def write_atomically(path: str | os.PathLike[str], text: str, new_mode: int = 0o
     if found.problem is not None:
         raise (NotARegularFile if "loop of symbolic links" in found.problem else UnsafePath)(found.problem)
     data = text.encode("utf-8", "backslashreplace")
-    if _write_stream(path, data):
+    if _write_stream(path, found.path, data):
         return
     reason = _kind_problem(found.path, path)
     if reason is not None:
@@ -240,24 +290,23 @@ def write_atomically(path: str | os.PathLike[str], text: str, new_mode: int = 0o
         os.close(directory)
 
 
-def _write_in(directory: int, target: Path, data: bytes, new_mode: int) -> None:
-    try:
-        mode: int | None = stat.S_IMODE(os.stat(target.name, dir_fd=directory, follow_symlinks=False).st_mode)
-    except FileNotFoundError:
-        mode = None
+def _write_in(directory: int, target: Path, data: bytes, new_mode: int, replace: bool = True) -> None:
+    """``data`` into a new temporary file beside ``target``, then renamed over it (``replace``) or linked to its
+    name, which fails when anything is there (FileExistsError), then the temporary name removed."""
     temporary: str | None = None
     try:
-        # An existing file's mode is set below, once the temporary file is ours; a new one is created with new_mode.
-        temporary, fd = _create_temporary(directory, target.name, new_mode if mode is None else 0o600)
+        temporary, fd = _create_temporary(directory, target.name, new_mode)
         with os.fdopen(fd, "wb") as handle:
-            if mode is not None:
-                os.fchmod(handle.fileno(), mode)
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
-        # By path: the directory has no symbolic link in it (resolved above, opened level by level without
-        # following one), and a rename never follows a link at the target's name.
-        os.replace(target.parent / temporary, target)
+        if replace:
+            # By path: the directory has no symbolic link in it (resolved above, opened level by level without
+            # following one), and a rename never follows a link at the target's name.
+            os.replace(target.parent / temporary, target)
+        else:
+            os.link(temporary, target.name, src_dir_fd=directory, dst_dir_fd=directory, follow_symlinks=False)
+            os.unlink(temporary, dir_fd=directory)
     except BaseException:
         if temporary is not None:
             try:
@@ -265,6 +314,24 @@ def _write_in(directory: int, target: Path, data: bytes, new_mode: int) -> None:
             except FileNotFoundError:
                 pass
         raise
+
+
+def create_new(path: str | os.PathLike[str], text: str, mode: int) -> None:
+    """Create ``path`` with ``text`` and ``mode`` (the umask applies) whole, or not at all: never over anything
+    that is there (FileExistsError, even for a file or a link another user put there after the caller looked),
+    never through another user's link (UnsafePath)."""
+    found = _resolve(os.path.dirname(os.path.abspath(os.fspath(path))) or "/")
+    if found.problem is not None:
+        raise UnsafePath(found.problem)
+    if found.foreign_link is not None:
+        raise UnsafePath(f"{os.fspath(path)}: its directory goes through {found.foreign_link}, another user's symbolic link")
+    target = Path(found.path) / os.path.basename(os.fspath(path))
+    directory = _open_directory(target.parent)
+    try:
+        _write_in(directory, target, text.encode("utf-8"), mode, replace=False)
+        _fsync_directory(directory)
+    finally:
+        os.close(directory)
 
 
 def _open_directory(directory: Path) -> int:

@@ -10,15 +10,16 @@ raises: an unreadable file is named as such.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from distval import strict_json
 from distval.plan.rank_files import ERROR_FILE, FLIGHT_RECORDER, LAUNCH, RECORDS, STACKS
 from distval.results.outcome import ContainerOutcome
 from distval.results.records import json_problem
+from distval.text_caps import STACKS_MAX_CHARS, capped_end_bytes
 
 FR_SHOWN = 5  # the last collectives shown per rank
 STACK_LINES_MAX = 60  # per rank, in the reports
@@ -311,7 +312,7 @@ class Diagnosis:
 def json_object(text: str) -> dict[str, Any] | None:
     """A JSON object the image under test wrote, or None where it is not one a report can hold."""
     try:
-        value = json.loads(text)
+        value = strict_json.loads(text)
     except (ValueError, RecursionError):
         return None
     # Written by the image under test: NaN, Infinity or a 400-digit number would break a report writer later.
@@ -335,7 +336,7 @@ def diagnose(containers: Iterable[ContainerOutcome]) -> Diagnosis:
             stacks, fr, launch = STACKS.match(name), FLIGHT_RECORDER.match(name), LAUNCH.match(name)
             if stacks and data.strip():
                 rank = int(stacks.group(1))
-                text = data.decode("utf-8", "replace")
+                text = capped_end_bytes(data, STACKS_MAX_CHARS)  # the image wrote it: its end is kept
                 current = ranks.get(rank, RankDiagnosis(rank))
                 ranks[rank] = RankDiagnosis(rank, parse_stacks(text), text, current.flight_recorder)
             elif fr:

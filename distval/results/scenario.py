@@ -11,12 +11,11 @@ restart attempts that cannot be ordered: distval/results/diagnosis.py) the worse
 from __future__ import annotations
 
 import dataclasses
-import json
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from distval import __version__
+from distval import __version__, strict_json
 from distval.checks.catalog import FAULTS_CASE, is_check, is_collective
 from distval.config import NCCL_BACKENDS
 from distval.errors import EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED, EXIT_PASSED, PlanError
@@ -161,7 +160,7 @@ def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object
             if not line.strip():
                 continue
             try:
-                record = json.loads(line)
+                record = strict_json.loads(line)
                 if isinstance(record, dict) and "message" in record:
                     record["message"] = capped(str(record["message"]), MESSAGE_MAX_CHARS)
                 record = capped_strings(record)  # the image's text: capped before it is checked and kept
@@ -174,6 +173,9 @@ def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object
                 rank = int(record["rank"])
                 record["check"] = str(record["check"])
                 record["duration_s"] = float(record.get("duration_s") or 0.0)
+            except (strict_json.DuplicateKey, strict_json.TooDeep) as exc:  # read two ways, or not at all: never kept
+                problems.append(f"{outcome.name}:{file_name}:{number}: unreadable result line ({exc})")
+                continue
             except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: "[[[[..." past json's depth
                 problems.append(f"{outcome.name}:{file_name}:{number}: unreadable result line (cut by a crash?)")
                 continue

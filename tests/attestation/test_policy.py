@@ -10,14 +10,18 @@ import pytest
 
 from distval.attestation.policy import (
     DEFAULT_POLICY,
+    KEYS,
     BadPolicy,
     Policy,
     age_refusal,
+    default_policy,
     parse_policy,
     passed_count,
     verdict_refusal,
 )
 from distval.attestation.predicate import predicate
+from distval.config import load_config
+from distval.config.shipped import DEFAULT_CONFIG
 from distval.engine_protocol import ImageInfo
 from distval.errors import EXIT_BAD_INPUT
 from tests.attestation_helpers import IMAGE, MADE, changed, passing_report
@@ -44,11 +48,17 @@ def test_a_policy_file_in_yaml_or_json() -> None:
 @pytest.mark.parametrize(
     ("text", "said"),
     [
-        (b"", "expected a YAML or JSON mapping of max_age_days, required_checks, allow_skipped; got NoneType"),
+        (
+            b"",
+            f"expected a YAML or JSON mapping of {', '.join(KEYS)}; got NoneType",
+        ),
         (b"[1]", "got list"),
         (b"a: 1\nb: [", "it is not YAML (line 2)"),
         (b"\xff", "it is not YAML"),
-        (b"max_age: 3", "unknown key 'max_age' (expected max_age_days, required_checks, allow_skipped)"),
+        (
+            b"max_age: 3",
+            f"unknown key 'max_age' (expected {', '.join(KEYS)})",
+        ),
         (b"max_age_days: 0", "max_age_days: expected a number of days > 0 and <= 3650; got 0"),
         (b"max_age_days: true", "got True"),
         (b"max_age_days: '7'", "got '7'"),
@@ -149,3 +159,65 @@ def test_a_refusal_line_escapes_the_images_text_and_is_capped() -> None:
     report = changed(passing_report(), 0, "ddp", "failed", "\x1b[2Jwiped " + "x" * 500)
     line = str(_refusal(report))
     assert "\x1b" not in line and "\n" not in line and len(line) < 260
+
+
+def _skipped_on_rank(report: dict[str, Any], scenario: int, check: str, ranks: list[int]) -> dict[str, Any]:
+    """``report`` with ``check`` passed in the scenario, but skipped on ``ranks`` (others passed it)."""
+    for case in report["scenarios"][scenario]["cases"]:
+        if case["name"] == check:
+            case["skipped_ranks"] = ranks
+    return report
+
+
+def test_a_required_check_skipped_on_one_rank_is_refused_whatever_allow_skipped_says() -> None:
+    report = _skipped_on_rank(passing_report(), 1, "ddp", [1])
+    for policy in (Policy(required_checks=("ddp",)), Policy(required_checks=("ddp",), allow_skipped=("ddp",))):
+        assert _refusal(report, policy) == "refused: cross-container-2ranks: the required check ddp was skipped on rank(s) 1"
+
+
+def test_allow_skipped_counts_a_check_skipped_on_some_ranks_as_skipped() -> None:
+    report = _skipped_on_rank(passing_report(), 0, "ddp", [0])
+    refusal = _refusal(report, Policy(allow_skipped=("cuda_build",)))
+    assert refusal is not None and refusal.startswith("refused: in-container-2ranks: ddp was skipped, which the policy")
+    assert _refusal(report, Policy(allow_skipped=("cuda_build", "ddp"))) is None
+
+
+def test_required_scenarios_name_the_checks_each_scenario_must_pass() -> None:
+    policy = parse_policy(b"required_scenarios:\n  in-container-2ranks: [ddp, collectives]\n", "p.yaml")
+    assert policy.required_scenarios == (("in-container-2ranks", ("ddp", "collectives")),)
+    assert _refusal(passing_report(), policy) is None
+    assert _refusal(passing_report(), Policy(required_scenarios=(("in-container-2ranks", ("store",)),))) == (
+        "refused: the required check store did not run on the image (scenario in-container-2ranks never ran it)"
+    )
+    assert _refusal(passing_report(), Policy(required_scenarios=(("cross-container-2ranks", ("cuda_build",)),))) == (
+        "refused: cross-container-2ranks: the required check cuda_build was skipped: not supported by this image: no GPU"
+    )
+    assert _refusal(passing_report(), Policy(required_scenarios=(("multi-node", ("ddp",)),))) == (
+        "refused: the required scenario multi-node did not run on the image"
+    )
+
+
+def test_the_config_can_be_pinned_by_its_hash() -> None:
+    pinned = "c" * 64
+    policy = parse_policy(f"config_sha256: {pinned}".encode(), "p.yaml")
+    assert policy.config_sha256 == pinned
+    report = passing_report()
+    assert _refusal(report, policy) == (
+        f"refused: the run read another config (no config_sha256); the policy pins config_sha256 {pinned}"
+    )
+    report["config_sha256"] = "d" * 64
+    assert "another config (config_sha256 " + "d" * 64 + ")" in str(_refusal(report, policy))
+    report["config_sha256"] = pinned
+    assert _refusal(report, policy) is None
+    with pytest.raises(BadPolicy, match="config_sha256: expected 64 lowercase hex digits"):
+        parse_policy(b"config_sha256: abc", "p.yaml")
+
+
+def test_the_default_policy_requires_what_the_shipped_default_config_validates() -> None:
+    """Derived through the loader: every check configs/default.yaml lists, whatever it lists today."""
+    config = load_config(DEFAULT_CONFIG)
+    listed = {check.name for scenario in config.scenarios for check in scenario.checks}
+    assert set(default_policy().required_checks) == listed and listed
+    one_check = passing_report()  # env, cuda_build, collectives, ddp: less than the default config
+    assert str(_refusal(one_check, default_policy())).startswith("refused: the required check ")
+    assert _refusal(passing_report(default_checks=True), default_policy()) is None

@@ -20,7 +20,7 @@ import distval.cli.main
 from distval.cli.main import main
 from distval.engine_protocol import ImageInfo
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOT_VERIFIED, EXIT_PASSED
-from tests.attestation_helpers import IMAGE, MADE, changed, passing_report, write_json, write_key_pair
+from tests.attestation_helpers import IMAGE, MADE, changed, passed_of, passing_report, write_json, write_key_pair
 from tests.fake_engine import FAKE_IMAGE_ID, FakeEngine
 
 OTHER = "example/torch:other"
@@ -44,7 +44,7 @@ def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
 def _attested(tmp_path: Path, report: dict[str, Any] | None = None) -> tuple[str, str, str]:
     """(attestation, public key, report path) of ``report`` (default: one that passed) on IMAGE."""
     private, public = write_key_pair(tmp_path)
-    path = write_json(tmp_path / "report.json", report or passing_report())
+    path = write_json(tmp_path / "report.json", report or passing_report(default_checks=True))
     output = str(tmp_path / "attestation.json")
     assert main(["attest", path, "--image", IMAGE, "--key", private, "-o", output]) == EXIT_PASSED
     return output, public, path
@@ -64,7 +64,7 @@ def test_generate_attest_verify(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert stat.S_IMODE(os.stat(key).st_mode) == 0o600
     public = str(tmp_path / "keys" / "release.pub")
     assert Path(public).read_text().startswith("-----BEGIN PUBLIC KEY-----")
-    report = write_json(tmp_path / "report.json", passing_report())
+    report = write_json(tmp_path / "report.json", passing_report(default_checks=True))
     junit = tmp_path / "junit.xml"
     junit.write_text("<testsuites/>")
     output = str(tmp_path / "att.json")
@@ -72,11 +72,12 @@ def test_generate_attest_verify(tmp_path: Path, capsys: pytest.CaptureFixture[st
     code, out, _ = _run(argv, capsys)
     assert (code, out) == (
         EXIT_PASSED,
-        f"wrote {output}: {IMAGE} (sha256:abababababab), 9 of 10 check results passed; run exit code 0\n",
+        f"wrote {output}: {IMAGE} (sha256:abababababab), {passed_of(passing_report(default_checks=True))}; run exit code 0\n",
     )
     code, out, err = _run(["verify", output, "--image", IMAGE, "--key", public, "--report", report], capsys)
     assert (code, err) == (EXIT_PASSED, "")
-    assert out == f"verified: {IMAGE} (sha256:abababababab): 9 of 10 check results passed; attested 2026-12-04T12:00:00Z\n"
+    passed = passed_of(passing_report(default_checks=True))
+    assert out == f"verified: {IMAGE} (sha256:abababababab): {passed}; attested 2026-12-04T12:00:00Z\n"
     statement = json.loads(base64.b64decode(json.loads(Path(output).read_text())["payload"]))
     assert statement["subject"] == [{"name": IMAGE, "digest": {"sha256": FAKE_IMAGE_ID.removeprefix("sha256:")}}]
     assert statement["predicate"]["junit"] == {"sha256": hashlib.sha256(b"<testsuites/>").hexdigest()}
@@ -88,7 +89,7 @@ def test_an_encrypted_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsy
     key = str(tmp_path / "cosign.key")
     code, out, _ = _run(["attest", "--generate-key", "--key", key], capsys)
     assert code == EXIT_PASSED and "encrypted with $DISTVAL_KEY_PASSPHRASE" in out
-    report = write_json(tmp_path / "report.json", passing_report())
+    report = write_json(tmp_path / "report.json", passing_report(default_checks=True))
     argv = ["attest", report, "--image", IMAGE, "--key", key, "-o", str(tmp_path / "a.json")]
     assert main(argv) == EXIT_PASSED
     monkeypatch.delenv("DISTVAL_KEY_PASSPHRASE")
@@ -111,7 +112,7 @@ def _tamper(path: str, change: Any) -> None:
 
 
 def test_a_tampered_payload_is_not_verified(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    failed = changed(passing_report(), 0, "ddp", "failed", "gradients differ")
+    failed = changed(passing_report(default_checks=True), 0, "ddp", "failed", "gradients differ")
     output, public, _ = _attested(tmp_path, failed)
     assert main(["verify", output, "--image", IMAGE, "--key", public]) == EXIT_CHECKS_FAILED  # genuine: refused
     capsys.readouterr()
@@ -197,7 +198,7 @@ def test_a_verdict_the_policy_refuses_is_exit_1(tmp_path: Path, capsys: pytest.C
 
 
 def test_an_attestation_of_a_run_that_validated_nothing_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    report = passing_report()
+    report = passing_report(default_checks=True)
     report["scenarios"], report["exit_code"] = [], 5
     output, public, _ = _attested(tmp_path, report)
     code, _, err = _run(["verify", output, "--image", IMAGE, "--key", public], capsys)
@@ -215,7 +216,7 @@ def test_an_image_the_engine_lacks(tmp_path: Path, monkeypatch: pytest.MonkeyPat
 
 def test_a_report_of_another_image_is_not_attested(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     private, _ = write_key_pair(tmp_path)
-    report = write_json(tmp_path / "report.json", passing_report())
+    report = write_json(tmp_path / "report.json", passing_report(default_checks=True))
     argv = ["attest", report, "--image", OTHER, "--key", private, "-o", str(tmp_path / "a.json")]
     _refused(*_run(argv, capsys)[::2], EXIT_BAD_INPUT, f"scenario in-container-2ranks ran {IMAGE}")
     assert not (tmp_path / "a.json").exists()

@@ -916,7 +916,7 @@ class _Endless:
             self.handed += 1
             yield b"x" * (2**20 - 1) + b"\n"
 
-    def logs(self, stdout: bool, stderr: bool, stream: bool = False, follow: bool | None = None) -> Any:
+    def logs(self, stdout: bool, stderr: bool, stream: bool = False, follow: bool | None = None, tail: int | str = "all") -> Any:
         assert stream and follow is False, "read whole, or followed: a log of any size, or one that never ends"
         return self._stream()
 

@@ -147,12 +147,12 @@ def _attest_files(tmp_path: Path, report: dict[str, Any]) -> list[str]:
 
 def _attest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     fake_engine(monkeypatch)
-    return _attest_files(tmp_path, passing_report())
+    return _attest_files(tmp_path, passing_report(default_checks=True))
 
 
 def _attest_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     no_engine(tmp_path, monkeypatch)
-    return _attest_files(tmp_path, passing_report())
+    return _attest_files(tmp_path, passing_report(default_checks=True))
 
 
 def _verify(report: dict[str, Any], key: str = "cosign") -> Setup:
@@ -171,7 +171,7 @@ def _verify(report: dict[str, Any], key: str = "cosign") -> Setup:
 
 
 def _verify_unreachable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    argv = _verify(passing_report())(tmp_path, monkeypatch)
+    argv = _verify(passing_report(default_checks=True))(tmp_path, monkeypatch)
     monkeypatch.setattr(distval.cli.main, "Engine", RealEngine)
     no_engine(tmp_path, monkeypatch)
     return argv
@@ -220,11 +220,11 @@ EXAMPLES: list[tuple[str, int, Setup]] = [
     ("attest", 0, _attest),
     ("attest", 2, _plain("attest", "no-such.json", "--image", IMAGE, "--key", "no.key", "-o", "a.json")),
     ("attest", 3, _attest_unreachable),
-    ("verify", 0, _verify(passing_report())),
-    ("verify", 1, _verify(changed(passing_report(), 0, "ddp", "failed"))),
+    ("verify", 0, _verify(passing_report(default_checks=True))),
+    ("verify", 1, _verify(changed(passing_report(default_checks=True), 0, "ddp", "failed"))),
     ("verify", 2, _plain("verify", "no-such.json", "--image", IMAGE, "--key", "no.pub")),
     ("verify", 3, _verify_unreachable),
-    ("verify", EXIT_NOT_VERIFIED, _verify(passing_report(), key="other")),
+    ("verify", EXIT_NOT_VERIFIED, _verify(passing_report(default_checks=True), key="other")),
     ("completion", 0, _plain("completion", "bash")),
     ("completion", 2, _plain("completion", "tcsh")),
 ]

@@ -61,17 +61,32 @@ def special(tmp_path: Path, kind: str) -> Path:
     return path
 
 
-def read_fifo(path: Path) -> tuple[threading.Thread, list[bytes]]:
-    """A reader of the FIFO at ``path`` (a writer's open waits for one), collecting what it reads."""
+class FifoReader:
+    """A reader of a FIFO, there before the writer comes (the writer opens without waiting and refuses a FIFO that
+    no process reads): the read end is opened at once, and a writer end of the test's own keeps the reader from
+    seeing the end of the data until ``join`` closes it, whenever the writer under test comes and goes."""
+
+    def __init__(self, path: Path, got: list[bytes]) -> None:
+        self.read_end = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        os.set_blocking(self.read_end, True)
+        self.held_writer = os.open(path, os.O_WRONLY)
+        self.got = got
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self) -> None:
+        with os.fdopen(self.read_end, "rb") as handle:
+            self.got.append(handle.read())
+
+    def join(self, timeout: float) -> None:
+        os.close(self.held_writer)
+        self.thread.join(timeout)
+
+
+def read_fifo(path: Path) -> tuple[FifoReader, list[bytes]]:
+    """A reader of the FIFO at ``path``, collecting what it reads (once ``join`` is called)."""
     got: list[bytes] = []
-
-    def read() -> None:
-        with open(path, "rb") as handle:
-            got.append(handle.read())
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    return reader, got
+    return FifoReader(path, got), got
 
 
 def system_device() -> str:
@@ -175,19 +190,27 @@ def test_a_loop_of_links_is_refused(tmp_path: Path) -> None:
         write_atomically(tmp_path / "a", "x")
 
 
-def test_an_existing_file_keeps_its_permissions(tmp_path: Path) -> None:
+def _default_mode() -> int:
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return 0o666 & ~umask
+
+
+@pytest.mark.parametrize("old_mode", [0o666, 0o600, 0o4777])
+def test_a_replaced_file_gives_the_report_none_of_its_permissions(tmp_path: Path, old_mode: int) -> None:
+    """The report is distval's own file: a world-writable (or setuid) file it replaces does not make it so."""
     target = tmp_path / "report.md"
     target.write_text("OLD", encoding="utf-8")
-    target.chmod(0o600)
+    target.chmod(old_mode)
     write_atomically(target, "NEW")
-    assert (target.stat().st_mode & 0o777, target.read_text(encoding="utf-8")) == (0o600, "NEW")
+    assert (target.stat().st_mode & 0o7777, target.read_text(encoding="utf-8")) == (_default_mode(), "NEW")
 
 
 def _fail(*args: Any, **kwargs: Any) -> Any:
     raise OSError(28, "No space left on device")
 
 
-@pytest.mark.parametrize("step", ["fdopen", "fchmod", "fsync", "replace"])
+@pytest.mark.parametrize("step", ["fdopen", "fsync", "replace"])
 def test_no_temporary_file_is_left_on_any_failure(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
     target = tmp_path / "report.json"
     target.write_text("OLD", encoding="utf-8")
@@ -427,3 +450,61 @@ def test_run_refuses_another_users_link_before_anything_runs(fake_docker: Path, 
     code = run(fake_docker, tmp_path, "--quiet", "--junit", str(link))
     assert code == 2 and FakeEngine.instances == []
     assert not (tmp_path / "made").exists()
+
+
+@pytest.mark.usefixtures("as_root")
+def test_another_users_file_planted_in_a_sticky_directory_is_replaced_by_roots_own(tmp_path: Path) -> None:
+    """Another user's report.json of mode 0666 in /tmp: root's report replaces it with a file root owns, of
+    distval's mode, which that user can no longer edit (flip a status) before attest signs it."""
+    shared = sticky_directory(tmp_path)
+    planted = shared / "report.json"
+    planted.write_text("{}", encoding="utf-8")
+    os.chown(planted, 65534, 65534)
+    planted.chmod(0o666)
+    write_atomically(planted, '{"exit_code": 0}')
+    status = planted.stat()
+    assert (status.st_uid, status.st_gid, status.st_mode & 0o7777) == (0, os.getegid(), _default_mode())
+    assert not status.st_mode & stat.S_IWOTH and planted.read_text(encoding="utf-8") == '{"exit_code": 0}'
+
+
+def test_a_fifo_no_process_reads_is_refused_at_once(tmp_path: Path) -> None:
+    """Opened without waiting: the writer never hangs on a pipe nobody reads; one line names the path."""
+    fifo = special(tmp_path, "fifo")
+    with pytest.raises(NotARegularFile, match=f"{re.escape(str(fifo))} is a named pipe \\(FIFO\\) that no process reads"):
+        write_atomically(fifo, "{}")
+    assert kind_of(fifo) == "fifo" and listing(tmp_path) == ["report.fifo"]
+
+
+@pytest.mark.usefixtures("as_root")
+def test_another_users_fifo_in_a_sticky_directory_is_refused_even_with_a_reader(tmp_path: Path) -> None:
+    shared = sticky_directory(tmp_path)
+    fifo = shared / "junit.xml"
+    os.mkfifo(fifo)
+    os.chown(fifo, OTHER_UID, OTHER_UID)
+    reason = refusal(fifo)
+    assert reason is not None and f"uid {OTHER_UID}" in reason and "another user's FIFO" in reason
+    reader, got = read_fifo(fifo)
+    with pytest.raises(UnsafePath, match="another user's FIFO"):
+        write_atomically(fifo, "<x/>")
+    reader.join(10)
+    assert got == [b""]
+
+
+@pytest.mark.usefixtures("as_root")
+def test_run_refuses_another_users_fifo_before_anything_runs(fake_docker: Path, tmp_path: Path) -> None:  # noqa: F811
+    shared = sticky_directory(tmp_path)
+    fifo = shared / "report.json"
+    os.mkfifo(fifo)
+    os.chown(fifo, OTHER_UID, OTHER_UID)
+    code = run(fake_docker, tmp_path, "--quiet", "--json", str(fifo))
+    assert code == 2 and FakeEngine.instances == []
+
+
+@pytest.mark.usefixtures("as_root")
+def test_run_refuses_a_symbolic_link_another_user_planted_at_the_report_path(fake_docker: Path, tmp_path: Path) -> None:  # noqa: F811
+    shared = sticky_directory(tmp_path)
+    victim = tmp_path / "victim.json"
+    victim.write_text("keep", encoding="utf-8")
+    link_of(65534, shared / "report.json", victim)
+    code = run(fake_docker, tmp_path, "--quiet", "--json", str(shared / "report.json"))
+    assert code == 2 and victim.read_text(encoding="utf-8") == "keep"

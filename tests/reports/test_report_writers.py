@@ -143,4 +143,4 @@ def test_a_record_line_nested_past_jsons_depth_is_an_unreadable_line_not_a_crash
     c = inside.containers[0]
     outcome = ScenarioOutcome(inside, "sha256:1", 1.0, (ContainerOutcome(c.name, c.node_rank, c.ranks, 0, False, "", "", files),))
     cases = {case.name: case for case in summarize_scenario(outcome).cases}
-    assert cases["results"].message.endswith("rank-0.jsonl:2: unreadable result line (cut by a crash?)")
+    assert cases["results"].message.endswith("rank-0.jsonl:2: unreadable result line (nested more than 100 levels deep)")

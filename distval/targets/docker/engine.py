@@ -30,6 +30,7 @@ import docker.types
 from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, joined_within, kept_end
 from distval.engine_protocol import ContainerState, EngineFacts, ExecResult, GpuSupport, ImageInfo, Resource
 from distval.errors import EngineError, EngineUnreachable, ImageMissing
+from distval.escape import terminal_line
 from distval.labels import DISTVAL_LABELS, LABEL_MANAGED, LABEL_ROLE, LABEL_RUN
 from distval.owner import Owner, current_owner
 from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
@@ -477,7 +478,8 @@ class Engine:
             try:
                 container.start()
                 container.wait(timeout=GPU_PROBE_TIMEOUT_S)
-                output = container.logs(stdout=True, stderr=False).decode("utf-8", "replace").strip()
+                # The image's python prints the count: its last line only, never all an image could print.
+                output = container.logs(stdout=True, stderr=False, tail=1).decode("utf-8", "replace").strip()
             finally:
                 container.remove(force=True, v=True)
         except TRANSPORT_ERRORS as exc:
@@ -485,8 +487,9 @@ class Engine:
             if isinstance(exc, docker.errors.APIError) and NO_GPU_DRIVER in text:
                 return GpuSupport(0, f"this Docker Engine cannot give GPUs to containers ({text})")
             raise _mapped(f"probe the Engine's GPUs with {image}", exc) from None
-        if not output.isdigit():
-            return GpuSupport(0, f"the GPU probe in {image} printed {output[:200]!r}, not a device count")
+        # ASCII digits, a few of them: str.isdigit() holds for "²" and for 5,000 digits, which int() refuses.
+        if not (output.isascii() and output.isdigit() and len(output) <= 6):
+            return GpuSupport(0, f"the GPU probe in {image} printed {terminal_line(output[:200])!r}, not a device count")
         count = int(output)
         reason = "" if count else "the Engine accepted the GPU request but the container saw no /dev/nvidia* device"
         return GpuSupport(count, reason)

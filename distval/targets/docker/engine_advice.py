@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import os
 from pathlib import Path
+
+from distval import strict_json
 
 CHAIN_DEPTH_MAX = 8  # how deep the exception chain is searched: docker-py's is 3-4 deep
 CONFIG_BYTES_MAX = 1 << 20  # ~/.docker/config.json read at most this far (it is the user's, but still bounded)
@@ -46,7 +47,7 @@ def _json_file(path: Path) -> object:
     """A JSON file of the Docker CLI's configuration (bounded), None where it is missing or unreadable."""
     try:
         with open(path, "rb") as handle:
-            return json.loads(handle.read(CONFIG_BYTES_MAX))
+            return strict_json.loads(handle.read(CONFIG_BYTES_MAX))
     except (OSError, ValueError):
         return None
 

@@ -11,11 +11,11 @@ waiting for launchers that would sit in torchrun's exit barrier (300 s) or gloo'
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Collection
 from typing import Any
 
+from distval import strict_json
 from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError
 from distval.plan.faults import FaultStep
@@ -203,7 +203,7 @@ class FaultRunner:
                 found = []
                 for line in data.decode("utf-8", "replace").splitlines():
                     try:
-                        record = json.loads(line)
+                        record = strict_json.loads(line)
                     except ValueError:
                         continue  # a line being written
                     if isinstance(record, dict):

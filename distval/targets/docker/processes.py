@@ -8,11 +8,11 @@ kills one rank -- goes through an exec of a short script run with the scenario's
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
+from distval import strict_json
 from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError
 
@@ -105,7 +105,7 @@ def parse_workers(exit_code: int | None, output: str) -> tuple[Worker, ...]:
     if exit_code != 0:
         raise EngineError(f"listing the worker processes failed (exit {exit_code}): {last_line[:300] or 'no output'}")
     try:
-        entries = json.loads(last_line)
+        entries = strict_json.loads(last_line)
         return tuple(
             sorted(
                 (Worker(int(e["pid"]), int(e["rank"]), int(e["local_rank"]), e.get("error")) for e in entries),

@@ -4,15 +4,18 @@ its host), and the probe step that learns a host's rendezvous facts (distval/tar
 
 from __future__ import annotations
 
-import json
+import ipaddress
+import re
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Concatenate, ParamSpec, TypeVar
 
+from distval import strict_json
 from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError
+from distval.escape import terminal_line
 from distval.plan.model import ProbeHost, ScenarioPlan, Step
 from distval.plan.placeholders import facts_for_address, host_fact, resolve
 from distval.plan.specs import ContainerPlan
@@ -126,13 +129,44 @@ def probe_host(engine: EngineAPI, probe: ContainerPlan, archive: bytes, first: b
     if state.exit_code != 0 or not lines:
         last = (stderr.strip().splitlines() or ["(no output)"])[-1]
         raise EngineError(f"the host probe on {probe.host} exited {state.exit_code}: {last}")
-    found = json.loads(lines[-1])
-    if not found.get("interface"):
-        raise EngineError(f"the host probe on {probe.host} found no interface holding {found.get('address')}")
-    facts = {host_fact("socket_ifname", probe.host): str(found["interface"])}
+    return probe_facts(probe.host, lines[-1], first)
+
+
+# A Linux interface name: at most IFNAMSIZ - 1 characters, none of them a space or a slash.
+_INTERFACE = re.compile(r"[A-Za-z0-9_.@:-]{1,15}")
+
+
+def probe_facts(host: str, line: str, first: bool) -> dict[str, str]:
+    """The facts in the host probe's JSON line (the image's Python printed it, so every field is checked before
+    it reaches a command line or a spec: a port of "1; rm -rf /" is refused); EngineError, one line, otherwise."""
+    said = f"the host probe on {host} printed {terminal_line(line)[:200]!r}"
+    try:
+        found = strict_json.loads(line)
+    except ValueError as exc:
+        raise EngineError(f"{said}, not its JSON line ({exc})") from None
+    if not isinstance(found, dict):
+        raise EngineError(f"{said}, not a JSON object")
+    address = found.get("address")
+    try:
+        address = str(ipaddress.ip_address(address if isinstance(address, str) else ""))
+    except ValueError:
+        raise EngineError(f"{said}: its address is not an IP address") from None
+    interface = found.get("interface")
+    if not interface:
+        raise EngineError(f"the host probe on {host} found no interface holding {address}")
+    if not isinstance(interface, str) or not _INTERFACE.fullmatch(interface):
+        raise EngineError(f"{said}: its interface is not a network interface's name")
+    ports = found.get("ports")
+    if (
+        not isinstance(ports, list)
+        or len(ports) < 2
+        or not all(isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535 for port in ports[:2])
+    ):
+        raise EngineError(f"{said}: its ports are not two port numbers (1 to 65535)")
+    facts = {host_fact("socket_ifname", host): interface}
     if first:
-        facts.update(facts_for_address(str(found["address"])))
-        facts["master_port"], facts["c10d_port"] = (str(port) for port in found["ports"][:2])
+        facts.update(facts_for_address(address))
+        facts["master_port"], facts["c10d_port"] = str(ports[0]), str(ports[1])
     return facts
 
 

@@ -21,7 +21,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from distval import strict_json
 from distval.bounded_read import LOG_MAX_BYTES, FileRefused, read_regular_file, size_text
+from distval.config.layout import WORLD_SIZE_MAX
 from distval.errors import BadInput, EnvironmentUnusable, one_line
 from distval.results.logs import tail
 from distval.results.outcome import ERROR, EXIT_STATUS_CASE, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
@@ -145,13 +147,15 @@ def _assemble(source: _Source, label: str) -> None:
             continue
         text = "".join(pieces[p][1] for p in range(1, parts + 1))
         try:
-            record = json.loads(text)
+            record = strict_json.loads(text)
             if not isinstance(record, dict):
                 raise ValueError("not an object")
             if "start" in record:
                 start = record["start"]
                 if not isinstance(start, dict) or int(start["rank"]) != rank:
                     raise ValueError("a start record of another rank")
+                if start.get("node_rank") not in (None, ""):
+                    node_rank_of(start["node_rank"])  # a node's number, or a garbled line now (not a crash later)
                 if "origin" in start:
                     origin_from_data(start["origin"])  # readable, or a garbled line now
                 source.starts.append(start)
@@ -159,7 +163,7 @@ def _assemble(source: _Source, label: str) -> None:
                 if int(record["rank"]) != rank or not isinstance(record.get("check"), str):
                     raise ValueError("a result record without its rank or check")
                 source.records.setdefault(rank, []).append((serial, record))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:  # OverflowError: int(Infinity)
             source.garbled.append(f"{where}: rank {rank}'s record {serial} is not a distval record ({one_line(str(exc))[:120]})")
     for rank, records in source.records.items():
         missing = _gaps(sorted({serial for serial, _ in records} | {0}))  # 0 is the start line
@@ -266,8 +270,18 @@ def _node_of(source: _Source) -> int | None:
         return source.node_rank
     for start in source.starts:
         if start.get("node_rank") not in (None, ""):
-            return int(start["node_rank"])
+            return node_rank_of(start["node_rank"])
     return None
+
+
+def node_rank_of(value: object) -> int:
+    """A start record's node_rank (the image wrote it): a whole number from 0 to WORLD_SIZE_MAX - 1, as an int or
+    its decimal digits; ValueError for anything else (a list, a float, 5,000 digits, "1; rm")."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 9:
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < WORLD_SIZE_MAX:
+        raise ValueError(f"node_rank: expected a whole number from 0 to {WORLD_SIZE_MAX - 1}")
+    return value
 
 
 def _checks_missing(origin: Origin, records: Sequence[tuple[int, dict[str, Any]]]) -> list[str]:

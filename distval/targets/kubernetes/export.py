@@ -39,6 +39,7 @@ from typing import Any
 
 import yaml
 
+from distval import strict_json
 from distval.config import Config
 from distval.errors import PlanError
 from distval.labels import LABEL_MANAGED, LABEL_RUN, LABEL_SCENARIO
@@ -325,9 +326,9 @@ def _job_spec(plan: ScenarioPlan, template: dict[str, Any], pod_options: PodOpti
 
 
 def _spec_json(plan: ScenarioPlan, origin: Origin, master: str) -> str:
-    spec = json.loads(resolve(plan.suite_spec_json, {"subnets": ""}))
+    spec = strict_json.loads(resolve(plan.suite_spec_json, {"subnets": ""}))
     node0 = re.compile(rf"\b{re.escape(plan.containers[0].hostname)}\b")
-    spec = json.loads(node0.sub(master, json.dumps(spec)))
+    spec = strict_json.loads(node0.sub(master, json.dumps(spec)))
     spec["stdout_records"] = origin_data(origin)
     return json.dumps(spec, sort_keys=True, indent=1)
 

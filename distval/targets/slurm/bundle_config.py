@@ -4,10 +4,10 @@ working directory as ``umoci unpack`` wrote them, which each node's bundle confi
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
+from distval import strict_json
 from distval.bounded_read import FileRefused, read_regular_file
 from distval.errors import BadInput, one_line
 from distval.targets.slurm.integrations import OCI
@@ -19,7 +19,7 @@ def read_bundle_config(bundle: str) -> dict[str, Any]:
     """``bundle``/config.json as a dict; BadInput (one line) for anything that is no OCI runtime config."""
     path = Path(bundle) / "config.json"
     try:
-        config = json.loads(read_regular_file(path, BUNDLE_CONFIG_MAX_BYTES))
+        config = strict_json.loads(read_regular_file(path, BUNDLE_CONFIG_MAX_BYTES))
     except FileRefused as exc:
         raise BadInput(f"--bundle {bundle}: expected an OCI bundle (umoci unpack's config.json and rootfs): {exc}") from exc
     except ValueError as exc:

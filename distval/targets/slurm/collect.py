@@ -12,10 +12,10 @@ naming the node; a job that never started (no ``run/job``) is an error of every 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from distval import strict_json
 from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of_file, kept_end, read_regular_file
 from distval.errors import BadInput, one_line
 from distval.results.outcome import ContainerOutcome, ScenarioOutcome
@@ -62,7 +62,7 @@ class JobFacts:
 def read_origin(directory: Path) -> Origin:
     path = directory / ORIGIN_FILE
     try:
-        data = json.loads(read_regular_file(path, ORIGIN_MAX_BYTES))
+        data = strict_json.loads(read_regular_file(path, ORIGIN_MAX_BYTES))
         return origin_from_data(data)
     except FileRefused as exc:
         raise CollectError(f"{directory}: not a job directory of distval export slurm ({path}: {exc})") from exc

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from distval import strict_json
 from distval.config import Config
-from distval.errors import PlanError
+from distval.errors import BadInput, PlanError, one_line
 from distval.plan.model import ScenarioPlan
 from distval.plan.placeholders import placeholders_in, resolve
 from distval.reports.files import write_atomically
@@ -166,7 +167,7 @@ def shell_word(text: str) -> str:
 
 
 def _spec_template(plan: ScenarioPlan) -> str:
-    spec = json.loads(_mapped(plan, plan.suite_spec_json))
+    spec = strict_json.loads(_mapped(plan, plan.suite_spec_json))
     # The environment check judges what the image bakes in: what Slurm sets in every step is the scheduler's, not the
     # image's (named by prefix: distval_suite/environment.py image_variables).
     spec["set_by_distval"] = sorted({*spec.get("set_by_distval", []), *SET_BY_SLURM})
@@ -179,7 +180,7 @@ def _bundle_config(image_config: dict[str, Any], plan: ScenarioPlan, job: JobDir
 
     The rootfs's files are the bundle's, shared by every node and job: read-only, with a fresh /tmp, so that the image
     under test cannot change what the next run starts from (Docker gives each container a layer of its own instead)."""
-    config = json.loads(json.dumps(image_config))
+    config = strict_json.loads(json.dumps(image_config))
     # Slurm 22.05 runs <bundle>/rootfs whatever root.path says, and runc refuses a rootfs that is a symbolic link: the
     # batch script links the image's rootfs there file by file (cp -al: hard links, 0.6 s for the 24,000 files of the
     # torch 2.6 image here) and removes the links when the steps end.
@@ -398,6 +399,29 @@ def export_scenario(
     return ExportedJob(plan, name, integration, files=files, dirs=("distval/results",))
 
 
+# Slurm's partition names (a comma-separated list of them is one --partition): letters, digits, _ . -
+_PARTITIONS = re.compile(r"[A-Za-z0-9_.-]{1,64}(,[A-Za-z0-9_.-]{1,64}){0,31}")
+# What the job directory's path may not hold: it is written into #SBATCH lines and the job's script (a line break
+# starts a shell line), and into container mount lists, where "," separates mounts and ":" source from target.
+_PATH_FORBIDDEN = re.compile(r"[\x00-\x20\x7f-\x9f,:\u2028\u2029]")
+
+
+def option_refusal(out: Path, partition: str | None) -> str | None:
+    """Why the command line's --partition or -o cannot go into a job; None when both can. ``out`` resolved."""
+    if partition is not None and not _PARTITIONS.fullmatch(partition):
+        return (
+            f"--partition {one_line(partition)[:100]!r}: expected a Slurm partition name (letters, digits, _ . -), "
+            "or several separated by commas"
+        )
+    found = _PATH_FORBIDDEN.search(str(out))
+    if found is not None:
+        return (
+            f"-o {one_line(str(out))[:200]!r}: the jobs' directory is written into #SBATCH lines, the job script and "
+            f"mount lists, where {found.group()!r} cannot be: choose a path without spaces, line breaks, ',' or ':'"
+        )
+    return None
+
+
 def export_config(
     config: Config,
     run_id: str,
@@ -408,9 +432,12 @@ def export_config(
     image_config: dict[str, Any] | None = None,
     partition: str | None = None,
 ) -> list[ExportedJob]:
+    root = out.resolve()
+    refused = option_refusal(root, partition)
+    if refused is not None:
+        raise BadInput(refused)
     plan = plan_run(config, run_id, image)
     names = job_names(s.slug for s in plan.scenarios)
-    root = out.resolve()
     return [
         export_scenario(s, name, str(root / name), integration, config.path, bundle, image_config, partition)
         for s, name in zip(plan.scenarios, names, strict=True)

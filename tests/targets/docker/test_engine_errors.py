@@ -85,7 +85,9 @@ class FakeContainer:
         self.calls("container.wait")
         return {"StatusCode": 0}
 
-    def logs(self, stdout: bool = True, stderr: bool = True, stream: bool = False, follow: bool | None = None) -> Any:
+    def logs(
+        self, stdout: bool = True, stderr: bool = True, stream: bool = False, follow: bool | None = None, tail: int | str = "all"
+    ) -> Any:
         self.calls("container.logs")
         return iter([b"2\n"]) if stream else b"2\n"  # docker-py: a generator of chunks when streamed
 
