@@ -73,13 +73,6 @@ def _number(value: torch.Tensor) -> str:
     return "%d" % number if number == int(number) else "%.6g" % number
 
 
-def _agreed_problems(ctx: Context, label: str, problems: List[str]) -> List[str]:
-    """Every rank's problems, each prefixed with its rank, in rank order: the ranks give one verdict together
-    (a rank that alone failed would leave while the others wait in the next collective)."""
-    everyone = ctx.exchange(label, problems[:20])
-    return ["rank %d: %s" % (r, p) for r, found in enumerate(everyone) for p in found]
-
-
 # -- fsdp2 ---------------------------------------------------------------------------------------------
 
 # FSDP2 on the CPU needs torch 2.7. fully_shard is torch.distributed._composable.fsdp.fully_shard in 2.4 and 2.5,
@@ -110,9 +103,10 @@ def _fsdp_batch(rank: int, step: int) -> Tuple[torch.Tensor, torch.Tensor]:
     return x, y
 
 
-def _fsdp_reference(model: nn.Module, world: int) -> Tuple[List[List[float]], List[torch.Tensor]]:
-    """The per-rank losses at every step and the parameters after FSDP_STEPS SGD steps on the gradient averaged
-    over every rank's batch (FSDP's documented semantics), on one process."""
+def _fsdp_reference(model: nn.Module, world: int, divisor: int) -> Tuple[List[List[float]], List[torch.Tensor]]:
+    """The per-rank losses at every step and the parameters after FSDP_STEPS SGD steps on the sum of every rank's
+    gradient divided by ``divisor``, on one process: the world size is FSDP's documented semantics (the average),
+    1 the sum that a reduce-scatter without its division gives (named in the failure message)."""
     optimizer = torch.optim.SGD(model.parameters(), lr=FSDP_LR, momentum=FSDP_MOMENTUM)
     losses: List[List[float]] = []
     for step in range(FSDP_STEPS):
@@ -122,7 +116,7 @@ def _fsdp_reference(model: nn.Module, world: int) -> Tuple[List[List[float]], Li
             x, y = _fsdp_batch(r, step)
             per_rank.append(nn.functional.mse_loss(model(x), y))
         losses.append([float(loss) for loss in per_rank])
-        (torch.stack(per_rank).sum() / world).backward()
+        (torch.stack(per_rank).sum() / divisor).backward()
         optimizer.step()
     return losses, [p.detach().clone() for p in model.parameters()]
 
@@ -142,8 +136,11 @@ def check_fsdp2(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     device = ctx.device
     model = _fsdp_model()
     names = [name for name, _ in model.named_parameters()]
-    ref_losses, references = _fsdp_reference(copy.deepcopy(model), world)
-    ref_params = dict(zip(names, references))  # noqa: B905 - zip(strict=) is Python 3.10; the lists come from one model
+    ref_losses, references = _fsdp_reference(copy.deepcopy(model), world, world)
+    _, summed = _fsdp_reference(copy.deepcopy(model), world, 1)
+    # zip(strict=) is Python 3.10; the lists come from one model.
+    ref_params = dict(zip(names, references))  # noqa: B905
+    summed_params = dict(zip(names, summed))  # noqa: B905
     mesh = init_device_mesh(device.type, (world,))
     # Each Linear is its own parameter group, the root a third (the way training code wraps blocks).
     fully_shard(model[0], mesh=mesh)
@@ -163,13 +160,6 @@ def check_fsdp2(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     everyone = ctx.exchange("fsdp2.shards", [shard.flatten().tolist() for shard in shards])
     everyone_losses = ctx.exchange("fsdp2.losses", losses)
     problems: List[str] = []
-    for step in range(FSDP_STEPS):
-        for r in range(world):
-            want, got = ref_losses[step][r], float(everyone_losses[r][step])
-            if abs(got - want) > FSDP_RTOL * abs(want) + FSDP_ATOL:
-                problems.append(
-                    "step %d, rank %d's loss: expected %.12g (the reference's forward), got %.12g" % (step + 1, r, want, got)
-                )
     worst = 0.0
     shard_rows: Dict[str, List[int]] = {}
     for index, name in enumerate(names):
@@ -190,9 +180,25 @@ def check_fsdp2(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             at = int(difference.flatten().argmax())
             problems.append(
                 "%s after %d steps, element %d: expected %.12g (one process, gradient averaged over %d ranks' "
-                "batches), got %.12g"
-                % (name, FSDP_STEPS, at, float(reference.flatten()[at]), world, float(assembled.flatten()[at]))
+                "batches), got %.12g (summing the gradients instead would give %.12g)"
+                % (
+                    name,
+                    FSDP_STEPS,
+                    at,
+                    float(reference.flatten()[at]),
+                    world,
+                    float(assembled.flatten()[at]),
+                    float(summed_params[name].flatten()[at]),
+                )
             )
+    # The losses after the parameters: a wrong gradient shows in both, the parameters say more.
+    for step in range(FSDP_STEPS):
+        for r in range(world):
+            want, got = ref_losses[step][r], float(everyone_losses[r][step])
+            if abs(got - want) > FSDP_RTOL * abs(want) + FSDP_ATOL:
+                problems.append(
+                    "step %d, rank %d's loss: expected %.12g (the reference's forward), got %.12g" % (step + 1, r, want, got)
+                )
     details = {"world_size": world, "steps": FSDP_STEPS, "shard_rows": shard_rows, "max_difference": worst}
     if problems:
         raise CheckFailed("; ".join(problems[:8]), details)
@@ -257,10 +263,11 @@ def check_dtensor(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     found = describe_difference("Shard(1).full_tensor()", full, gathered)
     if found is not None:
         problems.append(found)
-    everyone = _agreed_problems(ctx, "dtensor.problems", problems)
+    # Each rank judges its own local tensors (the report puts every rank's message side by side); no collective
+    # follows, so a rank that fails here leaves no other waiting.
     details = {"world_size": world, "shape": [rows, cols]}
-    if everyone:
-        raise CheckFailed("; ".join(everyone[:8]), details)
+    if problems:
+        raise CheckFailed("; ".join(problems[:8]), details)
     return (
         "a %dx%d tensor on a mesh of %d ranks: Shard(0), Shard(1), Replicate and Partial and the moves between them "
         "gave every rank its known local tensor" % (rows, cols, world),
@@ -396,10 +403,10 @@ def check_dcp(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
                 problems.append(found)
     finally:
         shutil.rmtree(root, ignore_errors=True)
-    everyone_problems = _agreed_problems(ctx, "dcp.problems", problems)
+    # Each rank judges what it loaded, as in dtensor.
     details = {"world_size": world, "files": sorted(merged), "bytes_this_rank": size}
-    if everyone_problems:
-        raise CheckFailed("; ".join(everyone_problems[:8]), details)
+    if problems:
+        raise CheckFailed("; ".join(problems[:8]), details)
     return (
         "saved on %d ranks (Shard(0), Shard(1), replicated), loaded exactly with the shardings swapped and on one "
         "rank alone (%d files)" % (world, len(merged)),

@@ -78,13 +78,13 @@ BROKEN = [
     Broken(
         "distval-fixtures/broken:fsdp-sums-gradients",
         "fsdp2",
-        ("after 3 steps", "gradient averaged over 2 ranks' batches"),
+        ("after 3 steps", "gradient averaged over 2 ranks' batches", "summing the gradients instead would give"),
         ("dtensor", "dcp"),
     ),
     Broken(
         "distval-fixtures/broken:dtensor-reshard-no-exchange",
         "dtensor",
-        ("Shard(0) -> Shard(1): ", "elements differ"),
+        ("rank 0: Shard(0) -> Shard(1): 8 of 20 elements differ, first at [3, 0]: expected 22, got 0",),
         ("dcp",),
     ),
     Broken(
