@@ -10,9 +10,9 @@ Python 3.11), and this module must import on every torch the suite supports.
 
 Every answer is known by construction: integer-valued float tensors whose elements are all different (a chunk
 taken at the wrong offset, one rank's shard or a wrong placement gives other values or another shape), and for
-FSDP2 a reference training computed in this same process from every rank's batch. Ranks compare what they hold
-through the rendezvous store (ctx.exchange), never through another collective, so that a broken all_gather fails
-the collectives check and not these.
+FSDP2 a reference training computed in this same process from every rank's batch. Where ranks combine what they
+hold (fsdp2's shards, dcp's files) they do it through the rendezvous store (ctx.exchange), never through another
+collective, so that a broken all_gather fails the collectives check and not these.
 """
 
 from __future__ import annotations
