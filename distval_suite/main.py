@@ -29,6 +29,7 @@ CHECK_MODULES = (
     "distval_suite.group",
     "distval_suite.bandwidth",
     "distval_suite.steady",
+    "distval_suite.parallelism",
 )
 
 

@@ -202,6 +202,27 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 torch_minimum=(2, 14),
             ),
             _info(
+                "fsdp2",
+                "torch >= 2.7: FSDP2 (fully_shard) trains a small model sharded over every rank; the losses and the "
+                "parameters assembled from the shards equal a one-process reference (gradient averaged over every rank's batch)",
+                collective=True,
+                torch_minimum=(2, 7),
+            ),
+            _info(
+                "dtensor",
+                "torch >= 2.5: a known tensor on a DeviceMesh of every rank, moved between Shard(0), Shard(1), Replicate "
+                "and Partial placements; every rank's local tensor is its known piece",
+                collective=True,
+                torch_minimum=(2, 5),
+            ),
+            _info(
+                "dcp",
+                "torch >= 2.5: torch.distributed.checkpoint saves sharded DTensors on every rank and loads them back "
+                "exactly, resharded on the same ranks and on one rank alone",
+                collective=True,
+                torch_minimum=(2, 5),
+            ),
+            _info(
                 "collective_loop",
                 "all_reduce with a known answer in a loop (the workload a fault lands in); records the error text at once",
                 collective=True,

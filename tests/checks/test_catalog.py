@@ -162,6 +162,9 @@ CATALOG_KINDS: dict[str, dict[str, str]] = {
         "min_efficiency": "efficiency",
     },
     "reconfigure": {},
+    "fsdp2": {},
+    "dtensor": {},
+    "dcp": {},
     "collective_loop": {"duration_s": "seconds", "numel": "int", "timeout_s": "seconds"},
     "allocate": {"mib": "int", "rank": "int"},
 }
