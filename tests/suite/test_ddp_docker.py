@@ -42,7 +42,10 @@ def run(image: str, checks: str, run_id: str, tmp_path: Path, world_size: int = 
     return code, {name: outcome(case) for (_, name), case in cases(root).items()}
 
 
-@pytest.mark.parametrize(("image", "world_size"), [*((image, 2) for image in sorted(GOOD)), ("distval-fixtures/torch:2.6-debian", 3)])
+GOOD_RUNS = [*((image, 2) for image in sorted(GOOD)), ("distval-fixtures/torch:2.6-debian", 3)]
+
+
+@pytest.mark.parametrize(("image", "world_size"), GOOD_RUNS)
 def test_every_part_passes_on_a_good_image(
     fixture_image: Callable[[str], str], image: str, world_size: int, run_id: str, tmp_path: Path
 ) -> None:
