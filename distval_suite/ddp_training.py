@@ -471,29 +471,22 @@ def check_ddp_training(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             outcome = (FAILED, problem) if problem else (PASSED, "")
         except Exception as exc:  # noqa: BLE001 - a part's crash is its result (every rank learns it below)
             outcome = (ERROR, "%s: %s" % (type(exc).__name__, (str(exc).strip().splitlines() or [""])[0][:300]))
-        # Every rank judges its own parameters; all report the same verdict, naming the ranks that saw a problem.
-        everyone = ctx.exchange("ddp_training/%s" % name, list(outcome))
-        status, message = _agree(name, everyone, details, world)
-        if status == ERROR:
-            broken = "ddp_training.%s" % name
+        # Every rank judges its own parameters and reports its own verdict (the harness names the ranks that
+        # failed); the ranks learn whether any of them raised, to stop after that part together.
+        everyone = ctx.exchange("ddp_training/%s" % name, outcome[0])
+        raised = [r for r, status in enumerate(everyone) if status == ERROR]
+        if raised:
+            broken = "ddp_training.%s (on rank(s) %s)" % (name, ", ".join(map(str, raised)))
+        status, message = outcome
+        if status == PASSED:
+            taken = sorted(set(details.get("steps", [])))
+            message = (
+                "the parameters after %s steps (%s buckets) are the reference's: SGD on the gradient averaged over %d ranks"
+                % (
+                    taken[0] if len(taken) == 1 else "%d-%d" % (taken[0], taken[-1]),
+                    details.get("buckets"),
+                    world,
+                )
+            )
         ctx.report(name, status, message, time.monotonic() - started, details)
     return None
-
-
-def _agree(name: str, everyone: List[List[str]], details: Dict[str, Any], world: int) -> Tuple[str, str]:
-    for status in (ERROR, FAILED):
-        by_text: Dict[str, List[int]] = {}
-        for r, (seen, text) in enumerate(everyone):
-            if seen == status:
-                by_text.setdefault(text, []).append(r)
-        if by_text:
-            return status, "; ".join(
-                "rank%s %s: %s" % ("" if len(ranks) == 1 else "s", ", ".join(map(str, ranks)), text)
-                for text, ranks in by_text.items()
-            )
-    return PASSED, "%s: the parameters on all %d ranks after %s steps (%s buckets) are the reference's" % (
-        name,
-        world,
-        details.get("steps"),
-        details.get("buckets"),
-    )
