@@ -94,7 +94,10 @@ class _Net(nn.Module):  # type: ignore[misc, unused-ignore]  # Any without torch
                 parameter.copy_((((index * 5 + offset * 3) % 17) - 8).div(16).reshape(parameter.shape))
 
     def forward(self, rows: torch.Tensor, features: torch.Tensor, scale: torch.Tensor, aux: Optional[torch.Tensor]) -> Any:
-        out = self.table(rows) + self.first(features) + self.second(features) + self.third(features)
+        # The table's lookup last, so that its gradient is ready first in the backward pass: DDP rebuilds its
+        # buckets in that order, and torch 1.13 caps the first rebuilt bucket at 1 MiB, which the table alone
+        # fills (measured: with the lookup first, the small layers joined it in one bucket of everything).
+        out = self.first(features) + self.second(features) + self.third(features) + self.table(rows)
         if aux is not None:  # a mask of the rows that use the branch (all of them on a rank)
             out = out + self.aux(features) * aux.unsqueeze(1)
         column = torch.tensor(COLUMN, dtype=out.dtype, device=out.device)
@@ -339,13 +342,16 @@ class Part:
         layout = _bucket_layout(model)
         count = len(set(layout.values())) if layout is not None else None
         details: Dict[str, Any] = {"steps": plan.steps, "buckets": count if count is not None else "not exposed by this torch"}
+        problem = _judge(plan, self, micro, comm_unit, snapshots, _flat(model.module), layout or {})
         if need_buckets and count is not None and count < MIN_BUCKETS:
-            return (
+            # After the parameters' verdict, which names the defect where there is one (a DDP that never
+            # synchronises never rebuilds its buckets either).
+            few = (
                 "expected at least %d gradient buckets with bucket_cap_mb=%g once DDP rebuilt them; the reducer has %d, "
-                "so a defect past the first bucket would not show" % (MIN_BUCKETS, BUCKET_CAP_MB, count),
-                details,
+                "so a defect past the first bucket would not show" % (MIN_BUCKETS, BUCKET_CAP_MB, count)
             )
-        return _judge(plan, self, micro, comm_unit, snapshots, _flat(model.module), layout or {}), details
+            problem = "%s; %s" % (problem, few) if problem else few
+        return problem, details
 
 
 def _even(steps: int, world: int) -> List[int]:

@@ -30,16 +30,25 @@ def run_id(docker_client: object) -> object:
 
 
 def run(image: str, checks: str, run_id: str, tmp_path: Path, world_size: int = 2) -> tuple[int, dict[str, tuple[str, str]]]:
-    """Exit code and every testcase's (outcome, message) of one in-container scenario."""
+    """Exit code and every testcase's (outcome, message) of one in-container scenario; a passed testcase's
+    message is rank 0's, from its output (JUnit gives a passed testcase none)."""
     config = tmp_path / "ddp.yaml"
+    # The default config's limits (configs/default.yaml: what a loaded 2-core runner needs).
     config.write_text(
-        "timeout_s: 300\ncheck_timeout_s: 200\nscenarios:\n"
+        "timeout_s: 600\ncheck_timeout_s: 300\nscenarios:\n"
         f"  - {{topology: in-container, world_size: {world_size}, checks: {checks}}}\n"
     )
     junit = tmp_path / "results.xml"
     code = main(["run", str(config), "--image", image, "--junit", str(junit), "--run-id", run_id, "--quiet"])
     root: ET.Element = validate(junit)
-    return code, {name: outcome(case) for (_, name), case in cases(root).items()}
+    found: dict[str, tuple[str, str]] = {}
+    for (_, name), case in cases(root).items():
+        status, message = outcome(case)
+        if status == "passed":
+            first = [line for line in (case.findtext("system-out") or "").splitlines() if line.startswith("rank 0: passed: ")]
+            message = first[0].removeprefix("rank 0: passed: ") if first else ""
+        found[name] = (status, message)
+    return code, found
 
 
 GOOD_RUNS = [*((image, 2) for image in sorted(GOOD)), ("distval-fixtures/torch:2.6-debian", 3)]
