@@ -25,6 +25,7 @@ CHECK_MODULES = (
     "distval_suite.launch",
     "distval_suite.collectives",
     "distval_suite.ddp",
+    "distval_suite.ddp_training",
     "distval_suite.store",
     "distval_suite.group",
     "distval_suite.bandwidth",

@@ -152,6 +152,19 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "ddp_sync", "DistributedDataParallel: identical, changed parameters on every rank after one step", collective=True
             ),
             _info(
+                "ddp_training",
+                "DistributedDataParallel as training uses it, several gradient buckets and steps against a reference: "
+                "buckets, no_sync accumulation, find_unused_parameters, static_graph, the fp16 comm hook, Join with "
+                "uneven inputs (one result per part)",
+                collective=True,
+                steps=ArgSpec("int", "optimizer steps per part (default 4; Join's rank r takes r more)", minimum=3),
+                parts=ArgSpec(
+                    "names",
+                    "the parts to run (default all)",
+                    choices=("buckets", "no_sync", "find_unused", "static_graph", "comm_hook", "join"),
+                ),
+            ),
+            _info(
                 "ddp_sampler",
                 "DistributedSampler + DDP: disjoint covering shards, the published reference losses and weights",
                 collective=True,

@@ -148,6 +148,7 @@ CATALOG_KINDS: dict[str, dict[str, str]] = {
     "all_reduce": {"numel": "int"},
     "collectives": {"repeat": "int", "large_mib": "int"},
     "ddp_sync": {},
+    "ddp_training": {"steps": "int", "parts": "names"},
     "ddp_sampler": {},
     "store": {},
     "timeout": {"deadline_s": "seconds", "margin_s": "seconds"},

@@ -45,7 +45,7 @@ SCENARIO_KEYS = (
 )
 CHECK_NAMES = (
     "a check name (env, identity, cuda_build, bytecode, libraries, environment, launch, all_reduce, collectives, "
-    "ddp_sync, ddp_sampler, store, timeout, bandwidth, reconfigure, fsdp2, dtensor, dcp, collective_loop, allocate)"
+    "ddp_sync, ddp_training, ddp_sampler, store, timeout, bandwidth, reconfigure, fsdp2, dtensor, dcp, collective_loop, allocate)"
 )
 
 
@@ -1077,10 +1077,12 @@ def test_default_yaml_loads() -> None:
         # cuda_build's verdict is about the image's build: a config states build/cuda for it. bandwidth
         # measures speed (seconds per scenario): configs/bandwidth.yaml runs it. collective_loop and allocate
         # are the workload and the memory hog of fault scenarios: configs/faults.yaml runs them. bytecode is
-        # new and not yet in the default list. libraries and environment run in every scenario, last. fsdp2, dtensor
-        # and dcp (the parallelism a training job runs) are the nightly checks: configs/training.yaml runs them.
+        # new and not yet in the default list. libraries and environment run in every scenario, last. ddp_training,
+        # fsdp2, dtensor and dcp (DDP as training uses it, the parallelism a training job runs) are the nightly checks:
+        # configs/training.yaml runs them.
         assert sorted(DEFAULT_CHECKS) == sorted(
-            set(CATALOG) - {"cuda_build", "bytecode", "bandwidth", "collective_loop", "allocate", "fsdp2", "dtensor", "dcp"}
+            set(CATALOG)
+            - {"cuda_build", "bytecode", "bandwidth", "collective_loop", "allocate", "ddp_training", "fsdp2", "dtensor", "dcp"}
         )
         args = {c.name: dict(c.args) for c in scenario.checks if c.args}
         assert args == {
@@ -1101,7 +1103,7 @@ def test_training_yaml_loads() -> None:
     for scenario in config.scenarios:
         assert scenario.backend == "gloo"
         assert (scenario.timeout_s, scenario.collective_timeout_s, scenario.check_timeout_s) == (600.0, 60.0, 300.0)
-        assert [c.name for c in scenario.checks] == ["env", "fsdp2", "dtensor", "dcp"]
+        assert [c.name for c in scenario.checks] == ["env", "ddp_training", "fsdp2", "dtensor", "dcp"]
 
 
 # --- regressions: each of these crashed parse_config or was accepted when these tests were written ---

@@ -36,9 +36,9 @@ def run_id(docker_client: object) -> object:
     assert leftovers(docker_client, value) == [], "the run left containers or networks behind"
 
 
-def run(config: str, image: str, run_id: str, junit: Path) -> tuple[int, dict[str, dict[str, tuple[str, str]]]]:
+def run(config: str, image: str, run_id: str, junit: Path, *extra: str) -> tuple[int, dict[str, dict[str, tuple[str, str]]]]:
     """Exit code and, per topology, every testcase's (outcome, message)."""
-    code = main(["run", config, "--image", image, "--junit", str(junit), "--run-id", run_id, "--quiet"])
+    code = main(["run", config, "--image", image, "--junit", str(junit), "--run-id", run_id, "--quiet", *extra])
     by_topology: dict[str, dict[str, tuple[str, str]]] = {}
     for (suite, name), case in cases(validate(junit)).items():
         topology = suite.split("(")[-1].split(",")[0]
@@ -101,10 +101,21 @@ def test_broken_image_is_caught_by_exactly_its_check(
     fixture_image: Callable[[str], str], broken: Broken, run_id: str, tmp_path: Path
 ) -> None:
     fixture_image(broken.image)
-    # The shipped nightly config itself: the three checks in both topologies, with its deadlines.
-    code, results = run(TRAINING_CONFIG, broken.image, run_id, tmp_path / "results.xml")
+    # The shipped nightly config itself, with its deadlines; in one topology (no defect here depends on the transport:
+    # dcp's checkpoint travels through the store whatever the layout, tests/suite/test_suite_docker.py says why one is
+    # enough) and without ddp_training, which these images do not touch (tests/suite/test_ddp_docker.py runs it).
+    code, results = run(
+        TRAINING_CONFIG,
+        broken.image,
+        run_id,
+        tmp_path / "results.xml",
+        "--filter",
+        "in-container-*",
+        "--skip-check",
+        "ddp_training",
+    )
     assert code == 1
-    assert set(results) == set(TOPOLOGIES)
+    assert set(results) == {"in-container"}
     for topology, found in results.items():
         status, message = found[broken.check]
         assert status == "failure", (topology, broken.check, status, message)
