@@ -116,7 +116,7 @@ class Serving:
         self.port = self.server.getsockname()[1]
         self.clock = RoundClock()
         program = daemon()
-        program.time = SimpleNamespace(monotonic=self.clock, sleep=time.sleep)
+        program.time = SimpleNamespace(monotonic=self.clock, sleep=time.sleep)  # type: ignore[attr-defined]
         self.reaper = program.Reaper("run1", key, GRACE_S, first_s)
         self.ended: tuple[str, float] | None = None
         self.thread = threading.Thread(target=self._serve, daemon=True)

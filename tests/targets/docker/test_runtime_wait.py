@@ -140,7 +140,7 @@ def test_a_stopped_node_engine_is_that_hosts_error_and_the_other_engine_is_clean
     plan = scenario_plan_across(("tcp://a:2375", "tcp://192.0.2.1:2375"))
     clock = FakeClock()
     survivor = ScriptedEngine({name: None for name in (c.name for c in plan.containers)}, clock)
-    survivor.where = "tcp://a:2375"  # type: ignore[attr-defined] # what HostEngine names
+    survivor.where = "tcp://a:2375"  # what HostEngine names
     stopped = StoppedEngine({})
     hosts: dict[str, EngineAPI] = {
         "tcp://a:2375": HostEngine(0, cast(Engine, survivor)),
