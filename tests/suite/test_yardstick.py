@@ -96,8 +96,9 @@ def test_every_ring_link_is_measured_both_ways_on_loopback(world: int) -> None:
         assert figure["tcp_gbps"] == slowest > 0
         sender, receiver = map(int, figure["slowest"].split("->"))
         assert (sender, receiver) in expected
-    # min_time_s adds messages: 20 ms of 4 KiB messages on loopback are more than 3.
-    assert result["sizes"][0]["iterations"] > 3
+    # At least the iterations asked for. How many more min_time_s adds depends on how long each message took (more
+    # than 3 in 20 ms on a quiet loopback, exactly 3 at a load of 45): count_for's own test below says how many.
+    assert result["sizes"][0]["iterations"] >= 3
     assert open_sockets() == before
 
 
