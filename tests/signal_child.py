@@ -4,7 +4,9 @@
 The Engine prints ``IN <phase>`` on stdout when the run reaches the phase and then blocks there the way the real
 Engine does (a call that does not return; a rank that never exits; a slow removal), so that the parent can
 deliver a real signal in that phase and measure the time to exit. ``REMOVED`` is printed once the run's
-cleanup has removed its resources."""
+cleanup has removed its resources. ``SIGNALLED`` is printed when distval's handler first runs, and ``LATE <call>``
+for each blocking call of the Engine begun after it (a wait slice, a diagnosis, a held step): how promptly a
+signal is acted on, in events rather than seconds (a loaded machine stretches the seconds)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,11 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
+from types import FrameType
 from typing import Any
 
 import distval.cli.main
+import distval.run.interrupts as interrupts
 from distval.config.shipped import DEFAULT_IMAGE
 from distval.engine_protocol import ContainerState, ExecResult, ImageInfo
 from distval.errors import EngineError
@@ -29,14 +33,37 @@ FOREVER_S = 3600.0
 
 
 _PRINTING = threading.Lock()
+# Set when distval's signal handler first runs (in the main thread).
+SIGNALLED = threading.Event()
 
 
-def entered(phase: str) -> None:
+def say(line: str) -> None:
     # One write under a lock: print() from two diagnosis threads interleaved "IN xIN x\n\n", a line the test
     # never matched, so it failed as "ended before diagnosing".
     with _PRINTING:
-        sys.stdout.write(f"IN {phase}\n")
+        sys.stdout.write(f"{line}\n")
         sys.stdout.flush()
+
+
+def entered(phase: str) -> None:
+    say(f"IN {phase}")
+
+
+def late(call: str) -> None:
+    """A blocking call begins: after the signal, say so."""
+    if SIGNALLED.is_set():
+        say(f"LATE {call}")
+
+
+_handler = interrupts.on_signal
+
+
+def _noting(signum: int, frame: FrameType | None) -> None:
+    """distval's handler, first saying that it ran (install() installs whatever on_signal is then)."""
+    if not SIGNALLED.is_set():
+        SIGNALLED.set()
+        say("SIGNALLED")
+    _handler(signum, frame)
 
 
 class HoldingEngine(FakeEngine):
@@ -51,6 +78,8 @@ class HoldingEngine(FakeEngine):
         threading.Thread(target=time.sleep, args=(FOREVER_S,), daemon=True).start()
 
     def _hold(self, phase: str) -> None:
+        if phase not in ("images", "collecting", "diagnosing"):  # the cleanup and the reports ask for images again;
+            late(phase)  # the diagnosis' threads may reach their exec after the signal, begun before it
         if self.phase == phase:
             entered(phase)
             time.sleep(FOREVER_S)  # the main thread blocked in a call, as in a socket read
@@ -104,6 +133,7 @@ class HoldingEngine(FakeEngine):
         if self.phase == "waiting" and not getattr(self, "_said_waiting", False):
             self._said_waiting = True
             entered("waiting")
+        late("wait")
         time.sleep(timeout_s)  # the Engine's wait API for a rank that never exits: the slice passes
         return False
 
@@ -151,6 +181,7 @@ class ReaperHoldingEngine(HoldingEngine):
 
 def main() -> int:
     phase, *argv = sys.argv[1:]
+    interrupts.on_signal = _noting  # type: ignore[assignment] # the parent reads what happened after the signal
     HoldingEngine.phase = phase
     engine_class = ReaperHoldingEngine if phase == "reaper" else HoldingEngine
     distval.cli.main.Engine = engine_class  # type: ignore[attr-defined] # cli._engine's stand-in hook

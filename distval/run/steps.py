@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -150,11 +150,18 @@ class NodeBackend(Protocol):
 
 
 def run_steps(
-    backend: NodeBackend, plan: ScenarioPlan, events: RunEvents, stop: threading.Event | None = None, remove: bool = True
+    backend: NodeBackend,
+    plan: ScenarioPlan,
+    events: RunEvents,
+    stop: threading.Event | None = None,
+    remove: bool = True,
+    clock: Callable[[], float] = time.monotonic,
 ) -> ScenarioOutcome:
     """Run ``plan`` on ``backend``. ``remove`` False (--keep-on-failure): the scenario's resources stay; the caller
-    removes or keeps them once it knows the verdict (distval/targets/docker/keep.py)."""
-    started = time.monotonic()
+    removes or keeps them once it knows the verdict (distval/targets/docker/keep.py). ``clock``: the monotonic clock
+    of the deadline and the outcome's duration (a test's fake one moves only when its backend's wait blocks, so the
+    loop's verdicts do not depend on the machine's speed)."""
+    started = clock()
     stop = stop or threading.Event()
     image_id = backend.image_id()
     created: list[str] = []  # node names, in creation order
@@ -166,7 +173,7 @@ def run_steps(
         return ScenarioOutcome(
             plan,
             image_id,
-            time.monotonic() - started,
+            clock() - started,
             containers,
             setup_error=skip.reason if skip is not None else error,
             setup_skipped=skip is not None,
@@ -210,7 +217,7 @@ def run_steps(
                 elif isinstance(step, StartContainer):
                     if deadline is None:
                         backend.before_start()
-                        deadline = time.monotonic() + plan.deadline_s  # from the first start, after setup
+                        deadline = clock() + plan.deadline_s  # from the first start, after setup
                     backend.start(step.container, step.host)
                 else:
                     skip = backend.run_step(step, facts)
@@ -221,7 +228,7 @@ def run_steps(
             events.note(plan, backend.started_note(len(created)))
             nodes = [name for name in created if plan.container(name).node_rank >= 0]
             overseer = backend.overseer(nodes, deadline)
-            killed = wait_for_nodes(backend, nodes, deadline, events, plan, stop, overseer)
+            killed = wait_for_nodes(backend, nodes, deadline, events, plan, stop, overseer, clock)
             events.phase(plan, COLLECTING)
             return outcome(tuple(node_outcome(name, backend.collect(name), name in killed) for name in nodes))
         except setup_errors as exc:
@@ -250,6 +257,7 @@ def wait_for_nodes(
     plan: ScenarioPlan,
     stop: threading.Event,
     overseer: Overseer | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> set[str]:
     """Wait until every node stopped, each exit an event as it is seen; at the deadline, on a stop request, or when
     the overseer ends the scenario, kill what still runs: the names killed."""
@@ -267,14 +275,14 @@ def wait_for_nodes(
 
     slice_s = WAIT_SLICE_S if overseer is None else FAULT_SLICE_S
     while running:
-        remaining_s = deadline - time.monotonic()
+        remaining_s = deadline - clock()
         if remaining_s > 0 and not stop.is_set():
             stopped = backend.wait(tuple(running), min(slice_s, remaining_s))
             for name, state in stopped.items():
                 seen(name, state)
             if stopped:
                 continue
-        if overseer is not None or stop.is_set() or time.monotonic() >= deadline:
+        if overseer is not None or stop.is_set() or clock() >= deadline:
             # Which ones are still running: the others may have exited while one was waited on.
             for name in list(running):
                 seen(name, backend.exited(name))
@@ -286,7 +294,7 @@ def wait_for_nodes(
             backend.before_kill(running, stop)
             overseer.thaw()
             return kill()
-        if stop.is_set() or time.monotonic() >= deadline:
+        if stop.is_set() or clock() >= deadline:
             if not stop.is_set():
                 events.phase(plan, KILLING)
                 events.note(plan, f"deadline of {plan.deadline_s:g} s reached; killing {', '.join(sorted(running))}")

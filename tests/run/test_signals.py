@@ -1,7 +1,8 @@
-"""Ctrl-C and SIGTERM are honoured within seconds in every phase of a run (issue 20), without Docker.
+"""Ctrl-C and SIGTERM are honoured at once in every phase of a run, without Docker.
 
 ``distval run`` runs as a subprocess against a fake Engine (tests/signal_child.py) that holds the run in one
-phase; a real signal is delivered there and the seconds from signal to exit are asserted. The subprocess starts
+phase; a real signal is delivered there, and what the run did after it is asserted: the exit code, the cleanup,
+and no blocking call of the Engine begun after the handler ran (the seconds are printed). The subprocess starts
 with SIGINT *ignored*, as everything started by a non-interactive shell's ``cmd &`` does (a CI script): that
 is how CI's distval sat out a Ctrl-C until its deadline. A CPU hog of two busy processes runs beside each test
 (the load of a shared CI runner)."""
@@ -38,13 +39,24 @@ from tests import load
 from tests.fake_engine import FakeEngine
 from tests.paths import ROOT
 
-# From the signal to the exit, on a machine at a load average of 10: the runtime sees a stop request within
-# WAIT_SLICE_S (0.5 s) and the fake Engine removes nothing slowly, so anything near this is a signal not acted on.
-EXIT_BOUND_S = 5.0
+# How promptly a signal is acted on is judged in events, not seconds: the child says when distval's handler ran
+# (SIGNALLED) and every blocking call of the fake Engine begun after it (LATE: a wait slice, a step of the run); a
+# run that went on after the signal shows one. Left alone, a held phase would end at the scenario's deadline (300 s)
+# or never (a call held for an hour), and a phase that ends by itself (the removal, the diagnosis at a 1 s deadline)
+# ends with another exit code. So the seconds are only a bound against a hang, far from anything the code waits
+# for: printed, they were 0.3-2.2 s beside the 2-process hog (load 10); a loaded machine stretches them.
+EXIT_BOUND_S = 60.0
 # The removing phase: the removal (tests/signal_child.py REMOVAL_S, 2 s) finishes first, then the exit.
 REMOVING_BOUND_S = 2.0 + EXIT_BOUND_S
 # The building phase: a build step that cannot be cancelled is left after the schedule's wind-down.
 BUILDING_BOUND_S = WIND_DOWN_S + EXIT_BOUND_S
+
+
+def late_calls(stdout: str) -> list[str]:
+    """The fake Engine's blocking calls begun after distval's handler ran (tests/signal_child.py)."""
+    return [line for line in stdout.splitlines() if line.startswith("LATE ")]
+
+
 PHASES = [
     "images",
     "building",
@@ -136,6 +148,7 @@ def test_a_signal_in_each_phase_ends_the_run_within_seconds(cpu_hog: None, tmp_p
     print(f"{phase} {signal.Signals(signum).name}: exited {took:.2f} s after the signal")
     assert took <= bound, f"{phase}: {took:.1f} s from {signal.Signals(signum).name} to exit\n{stderr}"
     assert code == 128 + signum, stderr
+    assert "SIGNALLED\n" in stdout and late_calls(stdout) == [], stdout  # nothing new began after the signal
     assert "Traceback" not in stderr, stderr
     assert "REMOVED\n" in stdout, stdout  # the run's final cleanup ran
     if phase == "removing":
@@ -154,6 +167,7 @@ def test_a_signal_while_waiting_for_another_fixture_builder_ends_the_run(cpu_hog
         took, stdout, stderr, code = _run_and_signal(tmp_path, "building", signum, reached="another process is building")
     print(f"waiting for the builders' lock: exited {took:.2f} s after the signal")
     assert took <= EXIT_BOUND_S, stderr
+    assert "SIGNALLED\n" in stdout and late_calls(stdout) == [], stdout
     assert (code, "Traceback" in stderr, "IN building\n" in stdout) == (128 + signum, False, False), stderr
 
 
@@ -168,6 +182,9 @@ def test_a_signal_while_two_scenarios_run_in_worker_threads_ends_the_run(
     )
     print(f"--jobs 2, {phase}: exited {took:.2f} s after the signal")
     assert took <= EXIT_BOUND_S, stderr
+    # No LATE check here: a worker thread goes on until the main thread, once the handler ran, sets the stop (a
+    # step or a wait may begin meanwhile); that the workers saw it is the exit code and the cleanup's REMOVED.
+    assert "SIGNALLED\n" in stdout, stdout
     assert (code, "Traceback" in stderr, "REMOVED\n" in stdout) == (128 + signum, False, True), stderr
 
 
@@ -307,4 +324,6 @@ def test_a_signal_while_an_image_is_copied_to_other_hosts_ends_the_copy_within_s
     finally:
         timer.cancel()
         restore()
-    assert took <= EXIT_BOUND_S, f"{took:.1f} s: the copy went on after the signal"
+    # Left alone, each host's copy streams for STREAM_S; the signal ends it long before (a load stretches the
+    # fraction of a second it takes, not to half the stream).
+    assert took <= _SlowHost.STREAM_S / 2, f"{took:.1f} s: the copy went on after the signal"

@@ -564,9 +564,10 @@ def test_watchdog_deadline_of_the_check_itself_applies_when_earlier() -> None:
 
 
 def test_watchdog_thread_records_and_ends_the_rank() -> None:
-    """The real thread: a check stepping every 20 ms is still stopped at its 150 ms limit."""
+    """The real thread: a check stepping every 20 ms is still stopped at its 150 ms limit (steps do not reset the
+    limit). When is the fake clock's to say (above): here the thread only has to fire while the check steps on, which
+    it does however long a loaded machine makes it wait for a core."""
     import threading
-    import time
 
     written: list[tuple[Any, ...]] = []
     exited = threading.Event()
@@ -578,18 +579,15 @@ def test_watchdog_thread_records_and_ends_the_rank() -> None:
 
     dog = Watchdog(lambda *record: written.append(record), exit_process=exit_process, poll_s=0.01)
     dog.start("ddp_sync", 0.15)
-    started = time.monotonic()
-    step = 0
-    while not exited.is_set() and time.monotonic() - started < 5.0:
-        step += 1
-        dog.step(f"ddp_sync.step{step}")
-        time.sleep(0.02)
-    assert exited.is_set() and codes == [Watchdog.EXIT_CODE]
-    assert time.monotonic() - started < 1.0
+    steps = 0
+    while not exited.wait(0.02) and steps < 3000:  # 60 s of steps, were the thread never to fire
+        steps += 1
+        dog.step(f"ddp_sync.step{steps}")
+    assert exited.is_set() and codes == [Watchdog.EXIT_CODE], f"not fired in {steps} steps"
     (record,) = written
     check, case, status, message, elapsed, details = record
     assert check == "ddp_sync" and case.startswith("ddp_sync.step") and status == ERROR
-    assert 0.15 <= elapsed < 1.0 and details == {"watchdog": True}
+    assert 0.15 <= elapsed and details == {"watchdog": True}
 
 
 # -- counting repeated runs ---------------------------------------------------------------------------

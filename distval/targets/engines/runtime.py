@@ -219,7 +219,9 @@ def run_across_hosts(
     stop: threading.Event | None = None,
     hosts: Mapping[str, EngineAPI] | None = None,
     before_start: Callable[[], object] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> ScenarioOutcome:
     """``run_scenario`` across several Engines (``hosts``: the Engine of each --hosts URL; ``engine`` runs the steps
-    that name none): the probes first, then the nodes, each on its host."""
-    return run_steps(HostsNodes(engine, plan, events, hosts, before_start), plan, events, stop)
+    that name none): the probes first, then the nodes, each on its host. ``clock``: run_scenario's."""
+    nodes = HostsNodes(engine, plan, events, hosts, before_start, clock)
+    return run_steps(nodes, plan, events, stop, clock=clock)

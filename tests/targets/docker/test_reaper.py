@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, SimpleNamespace
 
 import pytest
 
@@ -27,9 +27,10 @@ from distval.targets.docker import reaper_container
 from distval.targets.docker.cleanup import RunDecision
 from distval.targets.docker.reaper import REAPER_PORT, Reaper, ReaperLaunch, addresses, engine_socket_path, own_container
 from distval.targets.planning import plan_run
+from tests.fake_clock import FakeClock
 from tests.paths import ROOT
 
-GRACE_S = 1.0  # reconnecting within it takes a few ms; room for a loaded machine
+GRACE_S = 1.0  # on the serve loop's own clock (RoundClock), which only the tests move
 KEY = b"k" * 32
 
 
@@ -74,20 +75,56 @@ def daemon() -> ModuleType:
     return module
 
 
+class RoundClock(FakeClock):
+    """The reaper program's clock in these tests: it moves only when a test says so, and counts how often it is read
+    (its serve loop reads it once a round), so that a test can wait until the loop has seen the time it set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+        self.read = threading.Condition()
+
+    def __call__(self) -> float:
+        with self.read:
+            self.reads += 1
+            self.read.notify_all()
+        return self.now
+
+    def rounds(self, count: int = 2) -> None:
+        """Wait until the serve loop has read the clock ``count`` more times: a whole round ran on the time now."""
+        with self.read:
+            until = self.reads + count
+            assert self.read.wait_for(lambda: self.reads >= until, timeout=30), "the serve loop stopped reading its clock"
+
+
+def until(condition: Callable[[], bool]) -> None:
+    """Wait for a state of the serve loop's thread (a drop it has handled)."""
+    for _ in range(3000):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the reaper never got there")
+
+
 class Serving:
-    """The reaper program's serve loop on a loopback port, in a thread; ``ended`` says how it ended and when."""
+    """The reaper program's serve loop on a loopback port, in a thread; ``ended`` says how it ended and when. Its
+    time is ``clock``'s: the program, baked into the reaper's image as it is, reads ``time.monotonic`` of its own
+    module, which is this instance's alone (loaded from the file for each Serving), so no other test shares it."""
 
     def __init__(self, first_s: float = 30.0, key: bytes = KEY, port: int = 0) -> None:
         self.server = socket.create_server(("127.0.0.1", port))
         self.port = self.server.getsockname()[1]
-        self.reaper = daemon().Reaper("run1", key, GRACE_S, first_s)
+        self.clock = RoundClock()
+        program = daemon()
+        program.time = SimpleNamespace(monotonic=self.clock, sleep=time.sleep)  # type: ignore[attr-defined]
+        self.reaper = program.Reaper("run1", key, GRACE_S, first_s)
         self.ended: tuple[str, float] | None = None
         self.thread = threading.Thread(target=self._serve, daemon=True)
         self.thread.start()
 
     def _serve(self) -> None:
         how = self.reaper.serve(self.server)
-        self.ended = (how, time.monotonic())
+        self.ended = (how, self.clock())
 
     def connect(self) -> tuple[socket.socket, bytes]:
         """A connection and the nonce of the reaper's challenge."""
@@ -253,34 +290,46 @@ def test_held_until_the_connection_drops_then_reaps_after_the_grace(serving: Ser
     sock, _ = serving.hello()
     sock.sendall(b"PING\n")
     assert readline(sock) == "PONG"
-    time.sleep(GRACE_S * 2)
+    serving.clock.advance(GRACE_S * 2)
+    serving.clock.rounds()
     assert serving.ended is None, "expected the reaper to wait while its connection is held"
-    dropped = time.monotonic()
     sock.close()
-    serving.thread.join(timeout=10)
+    until(lambda: not serving.reaper.holders)
+    dropped = serving.clock.now
+    serving.clock.advance(GRACE_S * 0.9)
+    serving.clock.rounds()
+    assert serving.ended is None, "reaped within the grace"
+    serving.clock.advance(GRACE_S * 0.1)
+    serving.thread.join(timeout=30)
     assert serving.ended is not None and serving.ended[0] == "reap"
-    assert GRACE_S <= serving.ended[1] - dropped < GRACE_S + 3, serving.ended[1] - dropped
+    assert serving.ended[1] - dropped == pytest.approx(GRACE_S)
 
 
 def test_a_connection_back_within_the_grace_keeps_it_held(serving: Serving) -> None:
     first, _ = serving.hello()
     first.close()
-    time.sleep(GRACE_S / 10)
+    until(lambda: not serving.reaper.holders)
+    serving.clock.advance(GRACE_S / 10)
     second, nonce = serving.hello()
-    time.sleep(GRACE_S * 2)
+    serving.clock.advance(GRACE_S * 2)
+    serving.clock.rounds()
     assert serving.ended is None, "expected a connection back within the grace period to hold the reaper"
     second.sendall(disarm_line(nonce))
     assert readline(second) == "BYE"
-    serving.thread.join(timeout=10)
+    serving.thread.join(timeout=30)
     assert serving.ended is not None and serving.ended[0] == "disarm"
 
 
 def test_nobody_connects_then_it_reaps_after_the_first_connection_window() -> None:
-    started = time.monotonic()  # before the reaper starts its clock
     running = Serving(first_s=1.0)
-    running.thread.join(timeout=10)
+    started = running.clock.now  # the reaper's clock starts at its construction
+    running.clock.advance(0.9)
+    running.clock.rounds()
+    assert running.ended is None, "reaped inside the first-connection window"
+    running.clock.advance(0.1)
+    running.thread.join(timeout=30)
     assert running.ended is not None and running.ended[0] == "reap"
-    assert 1.0 <= running.ended[1] - started < 3.0
+    assert running.ended[1] - started == pytest.approx(1.0)
     running.server.close()
 
 
@@ -415,12 +464,13 @@ def test_the_reaper_is_held_from_its_thread_and_disarmed_at_the_end() -> None:
 
 
 def test_a_reaper_that_cannot_be_reached_is_one_line_from_its_thread_and_removed(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(distval.targets.docker.reaper, "CONNECT_WINDOW_S", 0.5)
+    monkeypatch.setattr(distval.targets.docker.reaper, "CONNECT_WINDOW_S", 2.0)
     engine = Launching(listen=False)
     lines: list[str] = []
-    started = time.monotonic()
     reaper = Reaper.start(engine, lines.append)  # type: ignore[arg-type]
-    assert reaper is not None and time.monotonic() - started < 0.5, "the run waits only for the reaper's container"
+    # The run waits only for the reaper's container: start returned while its thread still tries to connect (it gives
+    # up once the window closes). An event, not a bound on how long start took.
+    assert reaper is not None and not reaper._settled.is_set(), "the run waited for the reaper's connection"
     settle(reaper)
     assert len(lines) == 1 and lines[0].startswith("no reaper for run run1 (cannot reach the reaper (127.0.0.1:"), lines
     assert lines[0].endswith("`distval cleanup --run-id run1` removes its containers and networks"), lines
@@ -451,7 +501,8 @@ def test_a_run_that_ends_while_the_reaper_is_being_reached_removes_it_without_a_
     assert reaper is not None
     started = time.monotonic()
     reaper.disarm()
-    assert time.monotonic() - started < 5, "disarm waits for one connection attempt at most"
+    # Waiting out the connection window would take CONNECT_WINDOW_S; one attempt takes a fraction of a second.
+    assert time.monotonic() - started < distval.targets.docker.reaper.CONNECT_WINDOW_S, "disarm waited for the window"
     assert lines == [] and ["distval.run=run1", "distval.role=reaper"] in engine.removed
 
 

@@ -9,9 +9,7 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -31,22 +29,15 @@ WORKER = (
 
 
 @pytest.fixture
-def results(tmp_path: Path) -> Iterator[Path]:
-    """A results directory with rank 0's stacks begun and its flight-recorder dump kept fresh."""
+def results(tmp_path: Path) -> Path:
+    """A results directory with rank 0's stacks begun and its flight-recorder dump fresh: its mtime an hour ahead,
+    so it is newer than any wait's start (a thread that touched it every 20 ms raced the wait on a loaded machine)."""
     (tmp_path / "stacks-rank-0.txt").write_text('Thread 0x00007f (most recent call first):\n  File "')
     dump = tmp_path / "flight-recorder-rank-0.json"
     dump.write_text("{}")
-    stop = threading.Event()
-
-    def touch() -> None:
-        while not stop.wait(0.02):
-            os.utime(dump)
-
-    toucher = threading.Thread(target=touch, daemon=True)
-    toucher.start()
-    yield tmp_path
-    stop.set()
-    toucher.join()
+    ahead = time.time() + 3600
+    os.utime(dump, (ahead, ahead))
+    return tmp_path
 
 
 def wait_for(results: Path, state: str, limit_s: float) -> tuple[dict[str, object], float]:

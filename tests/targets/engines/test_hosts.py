@@ -8,7 +8,6 @@ import dataclasses
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,13 +22,16 @@ from distval.errors import BadInput, EngineError, ImageMissing
 from distval.plan.identity import scenario_hash
 from distval.plan.model import CreateContainer, ProbeHost, StartContainer
 from distval.plan.placeholders import facts_on_host, host_fact, resolve
+from distval.run.steps import WAIT_SLICE_S
 from distval.targets.base import plan_on, refuse_what_it_lacks
+from distval.targets.docker.runtime import HOST_WATCH_S
 from distval.targets.engines.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files
 from distval.targets.engines.plan import rendezvous_target
 from distval.targets.engines.target import EnginesTarget
 from distval.targets.engines.transfer import ImageMismatch, same_image
 from distval.targets.planning import plan_run
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
+from tests.fake_clock import FakeClock
 from tests.fake_engine import FakeEngine
 
 A, B, C = "tcp://10.0.0.1:2375", "https://10.0.0.2:2376", "ssh://ci@node3"
@@ -359,7 +361,10 @@ def test_the_runtime_runs_each_step_on_its_host_and_an_unreachable_one_is_that_h
 
 
 class RunningEngine(ProbedEngine):
-    """A fake host whose nodes run until killed: the wait on them only ever times out."""
+    """A fake host whose nodes run until killed: the wait on them only ever times out, taking its timeout on
+    ``clock`` (shared by the hosts of a scenario)."""
+
+    clock = FakeClock()
 
     def state(self, container: Any) -> ContainerState:
         if self.unreachable_after_start and self.started:
@@ -371,27 +376,24 @@ class RunningEngine(ProbedEngine):
     def wait_stopped(self, container: Any, timeout_s: float) -> bool:
         if "probe" in str(container):
             return True
-        time.sleep(min(timeout_s, 0.01))
+        self.clock.advance(timeout_s)
         return False
 
 
-def test_an_engine_that_stops_answering_while_another_hosts_node_is_waited_on_is_its_error_before_the_deadline(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """The wait blocks on node 0 (host 0), which runs on: host 1, gone, is its error within HOST_WATCH_S
-    (here 0.05 s), not at the scenario's deadline (240 s)."""
-    import distval.targets.docker.runtime
+def test_an_engine_that_stops_answering_while_another_hosts_node_is_waited_on_is_its_error_before_the_deadline() -> None:
+    """The wait blocks on node 0 (host 0), which runs on: host 1, gone, is its error within HOST_WATCH_S, not at
+    the scenario's deadline (240 s). On a fake clock that the waits move (tests/fake_clock.py)."""
     from distval.run.events import NoEvents
     from distval.targets.engines.runtime import HostEngine, run_across_hosts
 
-    monkeypatch.setattr(distval.targets.docker.runtime, "HOST_WATCH_S", 0.05)
     plan = plan_run(parse_config(yaml_text(CROSS), FILE), "r1", hosts=(A, B)).scenarios[0]
     first, second = RunningEngine("a", "eth0"), RunningEngine("b", "ens5", unreachable_after_start=True)
+    first.clock = second.clock = clock = FakeClock()
     hosts = {A: HostEngine(0, first), B: HostEngine(1, second)}  # type: ignore[arg-type]
-    started = time.monotonic()
-    outcome = run_across_hosts(FakeEngine("unused"), plan, NoEvents(), hosts=hosts)
+    started = clock()
+    outcome = run_across_hosts(FakeEngine("unused"), plan, NoEvents(), hosts=hosts, clock=clock)
     assert outcome.setup_error == "host 1 (tcp://b:2375): inspect distval-r1-cross-n1: Connection refused"
-    assert time.monotonic() - started < plan.deadline_s / 2, "seen at the deadline, not when the host went"
+    assert HOST_WATCH_S <= clock() - started <= HOST_WATCH_S + WAIT_SLICE_S, "seen at the deadline, not when the host went"
     assert first.calls[-1] == "remove_labelled" and second.calls[-1] == "remove_labelled"
 
 

@@ -30,8 +30,10 @@ from distval.targets.local.runtime import MARKER, LocalTorch, free_ports, proces
 from tests import load
 
 RUN_ID = "h0st"
-# From a signal to the exit of a host-mode run: the wait polls every 0.2 s, then each node is SIGKILLed.
-SIGNAL_TO_EXIT_S = 10.0
+# From a signal to the exit of a host-mode run whose nodes hang: a bound against a hang only, far from the 300 s
+# deadline that would otherwise end it. That the signal ended it is the exit code and the "interrupted" testcase
+# (the wait polls every 0.2 s, then each node is SIGKILLed: about a second beside the hog, printed).
+SIGNAL_TO_EXIT_S = 60.0
 # Stands in for a Python with torch: answers the GPU probe, and for a node's command line reports what
 # it was given (one JSON line on stdout) and writes a passing record per check for each of its ranks.
 # FAKE_MODE=hang: sleeps, with a child in a session of its own (as torchrun's workers are).
@@ -191,7 +193,9 @@ def test_a_hanging_node_is_killed_at_the_deadline_with_every_process_it_started(
     started = time.monotonic()
     outcome = run_local_scenario(LocalTorch(str(fake_python)), plan, events)
     elapsed = time.monotonic() - started
-    assert 2.0 <= elapsed < 15.0, elapsed
+    # Not before the deadline; how soon after it is the step loop's, on a fake clock (tests/run/test_steps.py): here a
+    # bound against a hang only, as real processes start and die as fast as the machine lets them.
+    assert 2.0 <= elapsed < 60.0, elapsed
     assert tagged_processes(tag) == []
     assert all(o.killed_at_deadline and o.exit_code == 128 + signal.SIGKILL for o in outcome.containers)
     assert KILLING in events.of("phase")
@@ -200,6 +204,19 @@ def test_a_hanging_node_is_killed_at_the_deadline_with_every_process_it_started(
     case = next(c for c in result.cases if c.name == "all_reduce")
     assert f"node {plan.containers[0].name} was still running at the 2 s deadline and was killed" in case.message
     assert list((tmp_path / "root").iterdir()) == []
+
+
+class StopWhenRunning(Recorder):
+    """Sets ``stop`` (a Ctrl-C) as the run enters its running phase: every node has started."""
+
+    def __init__(self, stop: threading.Event) -> None:
+        super().__init__()
+        self.stop = stop
+
+    def phase(self, plan: ScenarioPlan, name: str) -> None:
+        super().phase(plan, name)
+        if name == RUNNING:
+            self.stop.set()
 
 
 def test_stop_kills_the_nodes_at_once(fake_python: Path, tmp_path: Path) -> None:
@@ -211,12 +228,14 @@ def test_stop_kills_the_nodes_at_once(fake_python: Path, tmp_path: Path) -> None
     """
     plan = plan_of(text, fake_python, tmp_path / "root")
     stop = threading.Event()
-    threading.Timer(1.0, stop.set).start()
+    events = StopWhenRunning(stop)  # once the nodes run: a timer raced their start on a loaded machine
     started = time.monotonic()
-    outcome = run_local_scenario(LocalTorch(str(fake_python)), plan, Recorder(), stop)
-    assert time.monotonic() - started < 15.0
+    outcome = run_local_scenario(LocalTorch(str(fake_python)), plan, events, stop)
+    # The stop ended it, not the 300 s deadline (that would be the killing phase); the bound only catches a hang.
+    assert time.monotonic() - started < plan.deadline_s / 2
+    assert KILLING not in events.of("phase") and outcome.setup_error is None
     assert tagged_processes(tag) == []
-    assert outcome.containers[0].exit_code == 128 + signal.SIGKILL
+    assert outcome.containers[0].exit_code == 128 + signal.SIGKILL and outcome.containers[0].killed_at_deadline
 
 
 NCCL = """
@@ -392,6 +411,7 @@ def test_a_signal_kills_every_node_process_and_removes_the_directories(fake_pyth
             if process.poll() is None:
                 process.kill()
                 process.wait()
+    print(f"{signal.Signals(signum).name}: exited {took:.2f} s after the signal")
     assert process.returncode == 128 + signum, stderr
     assert took <= SIGNAL_TO_EXIT_S, f"{took:.1f} s from the signal to the exit"
     assert tagged_processes(tag) == []

@@ -1,0 +1,107 @@
+"""Every file of Docker or host tests has a time budget (tests/budgets.py), no budget names a file that is gone, and
+the budgets fit CI's: what a new Docker test costs is declared where it is added, and the sum is judged at once.
+
+A file counts as one of Docker or host tests when it uses the ``docker`` or ``host`` marker anywhere (a module's
+``pytestmark``, a decorator, a ``pytest.param``'s marks), or is named ``*_docker.py``: found in the source, so that
+the guard costs no collection of the whole suite (tests/project/test_waiting_tests.py collects for its own
+reasons); on 2026-12-06 it found the same 24 files as ``pytest --collect-only -m "docker or host"``."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Collection, Mapping
+from pathlib import Path
+
+import pytest
+
+from tests.budgets import BUDGETS_S, CI_LIMIT_S
+from tests.paths import TESTS
+
+MARKERS = ("docker", "host")
+
+
+def _uses_marker(tree: ast.AST) -> bool:
+    """``pytest.mark.docker``, ``mark.host`` (from pytest import mark) and the like, anywhere in the module."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr in MARKERS:
+            owner = node.value
+            named = owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else ""
+            if named == "mark":
+                return True
+    return False
+
+
+def docker_test_files(tests: Path = TESTS) -> list[str]:
+    """The files of Docker or host tests under ``tests``, as paths from the repository root."""
+    found = []
+    for path in sorted(tests.rglob("test_*.py")):
+        if path.name.endswith("_docker.py") or _uses_marker(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            found.append(path.relative_to(tests.parent).as_posix())
+    return found
+
+
+def budget_problems(files: Collection[str], budgets: Mapping[str, int], limit_s: int) -> list[str]:
+    """What is wrong with ``budgets`` for these Docker test ``files``: one line each."""
+    missing, stale = sorted(set(files) - set(budgets)), sorted(set(budgets) - set(files))
+    problems = [f"{path}: Docker or host tests without a budget in tests/budgets.py" for path in missing]
+    problems += [f"{path}: a budget in tests/budgets.py for a file of no Docker tests" for path in stale]
+    problems += [f"{path}: budget {s} s is not a positive number of seconds" for path, s in budgets.items() if s <= 0]
+    total = sum(budgets.values())
+    if total > limit_s:
+        problems.append(f"the budgets sum to {total} s, over CI's {limit_s} s (tests/budgets.py CI_LIMIT_S)")
+    return problems
+
+
+def test_every_docker_test_file_has_a_budget_and_every_budget_a_file() -> None:
+    files = docker_test_files()
+    assert len(files) >= 20  # the finder finds them (24 on 2026-12-06)
+    assert budget_problems(files, BUDGETS_S, limit_s=10**9) == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the declared budgets sum to 3,521 s against CI_LIMIT_S (3,000 s): the Docker tests are over CI's budget "
+    "(stop 29's CI on record: 37.6 min beside the waiting process's 19.2). Strict: once under, this passes and the mark goes.",
+)
+def test_the_budgets_fit_ci() -> None:
+    assert budget_problems(BUDGETS_S, BUDGETS_S, CI_LIMIT_S) == []
+
+
+def test_the_guard_fails_on_a_missing_budget_a_stale_one_and_a_sum_over_the_limit() -> None:
+    files = ["tests/a/test_a_docker.py", "tests/b/test_b.py"]
+    assert budget_problems(files, {"tests/a/test_a_docker.py": 10, "tests/b/test_b.py": 20}, 30) == []
+    assert budget_problems(files, {"tests/a/test_a_docker.py": 10}, 30) == [
+        "tests/b/test_b.py: Docker or host tests without a budget in tests/budgets.py"
+    ]
+    assert budget_problems(files, {**dict.fromkeys(files, 10), "tests/gone_docker.py": 5}, 30) == [
+        "tests/gone_docker.py: a budget in tests/budgets.py for a file of no Docker tests"
+    ]
+    assert budget_problems(files, {"tests/a/test_a_docker.py": 10, "tests/b/test_b.py": 21}, 30) == [
+        "the budgets sum to 31 s, over CI's 30 s (tests/budgets.py CI_LIMIT_S)"
+    ]
+    assert budget_problems(files, {"tests/a/test_a_docker.py": 0, "tests/b/test_b.py": 1}, 30) == [
+        "tests/a/test_a_docker.py: budget 0 s is not a positive number of seconds"
+    ]
+
+
+def test_the_finder_sees_a_marker_wherever_it_is_used(tmp_path: Path) -> None:
+    tests = tmp_path / "tests"
+    (tests / "x").mkdir(parents=True)
+    (tests / "x" / "test_module_mark.py").write_text("import pytest\npytestmark = [pytest.mark.docker]\n")
+    (tests / "x" / "test_decorated.py").write_text("from pytest import mark\n@mark.host\ndef test_a(): pass\n")
+    (tests / "x" / "test_param.py").write_text(
+        "import pytest\n@pytest.mark.parametrize('a', [pytest.param(1, marks=pytest.mark.docker)])\ndef test_a(a): pass\n"
+    )
+    (tests / "x" / "test_by_name_docker.py").write_text("def test_a(): pass\n")
+    (tests / "x" / "test_quick.py").write_text("import pytest\n@pytest.mark.waits\ndef test_a(): pass\n# pytest.mark.docker\n")
+    assert docker_test_files(tests) == [
+        "tests/x/test_by_name_docker.py",
+        "tests/x/test_decorated.py",
+        "tests/x/test_module_mark.py",
+        "tests/x/test_param.py",
+    ]
+
+
+def test_the_budgets_are_one_line_per_file_in_path_order() -> None:
+    """A new file's line goes in its place, not at the end, so that two appends rarely touch the same lines."""
+    assert list(BUDGETS_S) == sorted(BUDGETS_S)
