@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -21,6 +21,7 @@ import torch.distributed as dist
 from distval_suite.devices import device_kind, is_nccl, local_device_index, no_device_reason
 from distval_suite.network import parse_subnets, select_socket_interfaces
 from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
+from distval_suite.survey import Survey
 from distval_suite.watchdog import Watchdog
 
 T = TypeVar("T")
@@ -115,6 +116,8 @@ class Context:
         self._init_kwargs: Dict[str, Any] = {}
         self._reported_init = False
         self._exchanges = 0
+        # The survey of the image's files started beside the checks (distval_suite/main.py), or None.
+        self.survey: Optional[Survey] = None
 
     # -- results ---------------------------------------------------------------------------------
     def report(
@@ -491,15 +494,20 @@ def _init_hint(message: str) -> str:
 
 CheckFunction = Callable[[Context, Dict[str, Any]], CheckOutcome]
 CHECKS: Dict[str, CheckFunction] = {}
+# Checks whose verdict is a time (a timeout's elapsed time, bandwidth figures, when a fault's error came): nothing of
+# the suite's own may run beside them (distval_suite/main.py waits for the survey of the image's files first).
+TIMED: Set[str] = set()
 # Checks that break a process group (timeout: a subgroup with a rank that never came) or replace the
 # default one (reconfigure: a new default group with enable_reconfigure, so nothing the timeout left
 # behind can spoil it) run after all the others, in this order, whatever the scenario's order.
 RUN_LAST = ("timeout", "reconfigure")
 
 
-def check(name: str) -> Callable[[CheckFunction], CheckFunction]:
+def check(name: str, timed: bool = False) -> Callable[[CheckFunction], CheckFunction]:
     def register(function: CheckFunction) -> CheckFunction:
         CHECKS[name] = function
+        if timed:
+            TIMED.add(name)
         return function
 
     return register
