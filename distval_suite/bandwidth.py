@@ -299,7 +299,7 @@ def _yardstick(ctx: Context, sizes: List[int], warmup: int, iterations: int, min
     return {int(f["size"]): (float(f["tcp_gbps"]), float(f["best_tcp_gbps"])) for f in figures}
 
 
-@check("bandwidth", timed=True)
+@check("bandwidth")
 def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
     ctx.process_group()
     sizes = _sizes(args)

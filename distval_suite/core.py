@@ -13,7 +13,7 @@ import os
 import threading
 import time
 from datetime import timedelta
-from typing import Any, Callable, Dict, List, Optional, Set, Tuple, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, TypeVar
 
 import torch
 import torch.distributed as dist
@@ -494,20 +494,19 @@ def _init_hint(message: str) -> str:
 
 CheckFunction = Callable[[Context, Dict[str, Any]], CheckOutcome]
 CHECKS: Dict[str, CheckFunction] = {}
-# Checks whose verdict is a time (a timeout's elapsed time, bandwidth figures, when a fault's error came): nothing of
-# the suite's own may run beside them (distval_suite/main.py waits for the survey of the image's files first).
-TIMED: Set[str] = set()
 # Checks that break a process group (timeout: a subgroup with a rank that never came) or replace the
 # default one (reconfigure: a new default group with enable_reconfigure, so nothing the timeout left
 # behind can spoil it) run after all the others, in this order, whatever the scenario's order.
 RUN_LAST = ("timeout", "reconfigure")
+# Checks whose verdict is a time (the timeout's elapsed time, bandwidth's figures, when a fault's error came in
+# collective_loop): nothing of the suite's own may run beside them (distval_suite/main.py waits for the survey of the
+# image's files before one).
+TIMED = ("timeout", "bandwidth", "collective_loop")
 
 
-def check(name: str, timed: bool = False) -> Callable[[CheckFunction], CheckFunction]:
+def check(name: str) -> Callable[[CheckFunction], CheckFunction]:
     def register(function: CheckFunction) -> CheckFunction:
         CHECKS[name] = function
-        if timed:
-            TIMED.add(name)
         return function
 
     return register

@@ -37,7 +37,7 @@ def _new_group_blocking(ranks: List[int], timeout: timedelta) -> Any:
                 os.environ[name] = value
 
 
-@check("timeout", timed=True)
+@check("timeout")
 def check_timeout(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     """One rank arrives late on purpose; the others must fail at the deadline, not hang.
 

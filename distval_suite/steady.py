@@ -34,7 +34,7 @@ def _expected(world: int, iteration: int) -> float:
     return world * (world + 1) / 2.0 + world * (iteration % 7)
 
 
-@check("collective_loop", timed=True)
+@check("collective_loop")
 def check_collective_loop(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     ctx.process_group()
     duration_s = float(args.get("duration_s", DEFAULT_DURATION_S))
