@@ -412,6 +412,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"ratio {d.wall_s / f.wall_s:.2f}   load {load_text()}",
                     flush=True,
                 )
+                # Each repetition's own breakdown too: on a loaded machine a benchmark may be stopped before the medians.
+                for scenario, checks in d.check_s.items():
+                    shares = check_shares(checks, d.scenario_s.get(scenario, 0.0))
+                    print(
+                        f"    {scenario} {d.scenario_s.get(scenario, 0.0):.2f} s: {', '.join(s.text() for s in shares)}",
+                        flush=True,
+                    )
     finally:
         left_after = sum(sweep(run_id) for run_id in run_ids)
         if left_after:
