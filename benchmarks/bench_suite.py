@@ -24,8 +24,9 @@ B) the floor: the same plan (distval.config.load_config + distval.targets.planni
 So ``distval - floor`` is what the checks themselves, the harness and result collection cost on top of
 starting the containers and forming the process group. Printed: per repetition times, the medians per image
 and the ratio median(distval) / median(floor) per image (target <= 1.5 on every image), and where the
-distval run's time went: each check's median duration from its JSON report, per scenario, and the rest of
-the scenario (containers, torchrun, imports, teardown) as 'outside the checks'.
+distval run's time went: each check's median duration from its JSON report, per scenario, with its share of the
+scenario's time and a flag where it is over its time budget (the catalog's ``budget_s``, shown by ``distval
+checks``), and the rest of the scenario (containers, torchrun, imports, teardown) as 'outside the checks'.
 
 Before timing, every fixture image must be present and current (its recipe label equal to the recipe in
 distval.fixtures): otherwise ``distval run`` would rebuild it inside the timed run, so the benchmark stops
@@ -68,6 +69,7 @@ from common import (
     sweep,
 )
 
+from distval.checks.catalog import CATALOG
 from distval.config import Config, load_config
 from distval.plan.model import ContainerPlan, RunPlan, ScenarioPlan
 from distval.tarball import File, build_tar, read_entries
@@ -286,6 +288,30 @@ def distval_timeout(config: Config) -> float:
     return sum(s.timeout_s + 120.0 for s in config.scenarios)
 
 
+@dataclass(frozen=True)
+class CheckShare:
+    name: str
+    seconds: float
+    share: float  # of the scenario's time (distval's median)
+    budget_s: float | None  # CheckInfo.budget_s
+
+    @property
+    def over(self) -> bool:
+        return self.budget_s is not None and self.seconds > self.budget_s
+
+    def text(self) -> str:
+        over = f" OVER its {self.budget_s:g} s budget" if self.over else ""
+        return f"{self.name} {self.seconds:.2f} ({self.share:.0%}){over}"
+
+
+def check_shares(checks: dict[str, float], scenario_s: float) -> list[CheckShare]:
+    """Each check's median seconds, its share of the scenario's time and its budget (the catalog's), longest first."""
+    return [
+        CheckShare(name, seconds, seconds / scenario_s if scenario_s > 0 else 0.0, getattr(CATALOG.get(name), "budget_s", None))
+        for name, seconds in sorted(checks.items(), key=lambda kv: -kv[1])
+    ]
+
+
 def print_summary(results: list[ImageResult]) -> None:
     print("\nmedians per image:")
     for r in results:
@@ -296,9 +322,14 @@ def print_summary(results: list[ImageResult]) -> None:
         print(f"    ratio distval/floor (medians): {r.ratio():.2f}{verdict}")
         for scenario, checks in r.check_medians().items():
             inside = sum(checks.values())
-            outside = r.distval_scenario_median(scenario) - inside
-            parts = ", ".join(f"{name} {seconds:.2f}" for name, seconds in sorted(checks.items(), key=lambda kv: -kv[1]))
-            print(f"    {scenario}: checks {inside:.2f} s ({parts}); outside the checks {outside:.2f} s")
+            scenario_s = r.distval_scenario_median(scenario)
+            shares = check_shares(checks, scenario_s)
+            parts = ", ".join(share.text() for share in shares)
+            outside = scenario_s - inside
+            print(f"    {scenario} ({scenario_s:.2f} s): checks {inside:.2f} s ({parts}); outside the checks {outside:.2f} s")
+            over = [share.name for share in shares if share.over]
+            if over:
+                print(f"    {scenario}: over budget (distval checks): {', '.join(over)}")
 
 
 def json_report(config_path: Path, distval: str, repeat: int, results: list[ImageResult]) -> dict[str, Any]:
@@ -318,6 +349,11 @@ def json_report(config_path: Path, distval: str, repeat: int, results: list[Imag
                 "floor_scenario_median_s": r.scenario_medians(),
                 "distval_check_s": [s.check_s for s in r.distval],
                 "distval_check_median_s": r.check_medians(),
+                "distval_scenario_median_s": {scenario: r.distval_scenario_median(scenario) for scenario in r.check_medians()},
+                "over_budget": {
+                    scenario: [share.name for share in check_shares(checks, r.distval_scenario_median(scenario)) if share.over]
+                    for scenario, checks in r.check_medians().items()
+                },
                 "ratio": r.ratio(),
                 "ratio_target": RATIO_TARGET,
             }
@@ -376,6 +412,13 @@ def main(argv: list[str] | None = None) -> int:
                     f"ratio {d.wall_s / f.wall_s:.2f}   load {load_text()}",
                     flush=True,
                 )
+                # Each repetition's own breakdown too: on a loaded machine a benchmark may be stopped before the medians.
+                for scenario, checks in d.check_s.items():
+                    shares = check_shares(checks, d.scenario_s.get(scenario, 0.0))
+                    print(
+                        f"    {scenario} {d.scenario_s.get(scenario, 0.0):.2f} s: {', '.join(s.text() for s in shares)}",
+                        flush=True,
+                    )
     finally:
         left_after = sum(sweep(run_id) for run_id in run_ids)
         if left_after:

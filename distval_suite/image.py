@@ -29,7 +29,13 @@ from distval_suite.cudabuild import (
 )
 from distval_suite.devices import backend_family
 from distval_suite.requirements import marker_environment, normalize
+from distval_suite.survey import Survey
 from distval_suite.versions import version_matches
+
+
+def torch_package_dir() -> str:
+    """torch's package directory: where the environment check reads the names torch's Python files read."""
+    return str(os.path.dirname(os.path.abspath(torch.__file__)))
 
 
 def _backend_availability() -> Dict[str, bool]:
@@ -240,16 +246,17 @@ def _findings_message(texts: List[str]) -> str:
     return "; ".join(texts[:MAX_FINDINGS_TEXT]) + ("; and %d more (details)" % more if more > 0 else "")
 
 
-def _mapped() -> List[str]:
-    with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-        return libraries.mapped_paths(f.read())
+def _survey(ctx: Context) -> Survey:
+    """The rank's survey of the image's files (distval_suite/survey.py), or, where none was started, one that
+    reads everything when asked."""
+    return ctx.survey if ctx.survey is not None else Survey("", (), ())
 
 
 @check("libraries")
 def check_libraries(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     # Every rank judges its own process: what it mapped is what ran (a rank of another node may load another copy).
-    owners = libraries.package_files(sys.path)
-    found = libraries.describe(_mapped(), owners)
+    owners = _survey(ctx).package_files(sys.path)
+    found = libraries.describe(libraries.mapped_now(), owners)
     cannot = libraries.unjudged(found)
     findings = libraries.assess(found, owners, libraries.interpreter_dirs(), args.get("allow_dirs", []))
     by_database: Dict[str, int] = {}
@@ -281,8 +288,9 @@ def check_environment(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     if lacking:  # the target's declared reason (distval/targets/declarations.py): its ranks start from no image
         raise Skip(str(lacking))
     variables = environment.image_variables(environment.environ_of("/proc/1/environ"), ctx.spec.get("set_by_distval", []))
-    known, scanned = environment.names_in_libraries(_mapped())
-    known |= environment.names_in_python(os.path.dirname(os.path.abspath(torch.__file__)))
+    survey = _survey(ctx)
+    known, scanned = survey.names_in_libraries(libraries.mapped_now())
+    known |= survey.python_names(torch_package_dir())
     findings = environment.assess(variables, known, args.get("harmful", environment.HARMFUL), args.get("allow", []))
     harmful_fails = args.get("harmful_verdict", "fail") == "fail"
     failing = [f for f in findings if f.kind == "misspelt" or (f.kind == "harmful" and harmful_fails)]

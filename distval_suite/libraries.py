@@ -81,6 +81,12 @@ def mapped_paths(maps_text: str) -> List[str]:
     return list(seen)
 
 
+def mapped_now() -> List[str]:
+    """The shared objects this process maps now (``mapped_paths`` of /proc/self/maps)."""
+    with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+        return mapped_paths(f.read())
+
+
 def library_key(soname: str) -> str:
     """The library a soname is, whoever vendored it: auditwheel's hash suffix taken off."""
     return _AUDITWHEEL_HASH.sub("", soname)

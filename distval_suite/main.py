@@ -17,7 +17,9 @@ import traceback
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from distval_suite import diagnostics
+from distval_suite.libraries import mapped_now
 from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED, RecordWriter
+from distval_suite.survey import Survey
 
 # The modules holding the checks, one concern each.
 CHECK_MODULES = (
@@ -32,6 +34,8 @@ CHECK_MODULES = (
     "distval_suite.steady",
     "distval_suite.parallelism",
 )
+# The checks that read what distval_suite/survey.py surveys beside the earlier checks.
+SURVEYED_FOR = ("libraries", "environment")
 
 
 def _ordered(entries: List[Dict[str, Any]], run_last: Tuple[str, ...]) -> List[Dict[str, Any]]:
@@ -42,17 +46,26 @@ def run(spec: Dict[str, Any]) -> int:
     # First, before torch: stacks on SIGUSR1 and the flight-recorder thread (distval/results/diagnosis.py).
     diagnostics.install(spec["results_dir"], int(os.environ["RANK"]))
     writer = RecordWriter(spec["results_dir"], int(os.environ["RANK"]), spec.get("stdout_records"))
+    import torch
     import torch.distributed as dist
 
-    from distval_suite.core import CHECKS, RUN_LAST, Context
+    from distval_suite.core import CHECKS, RUN_LAST, TIMED, Context
     from distval_suite.watchdog import Watchdog
 
     for module in CHECK_MODULES:
         importlib.import_module(module)  # each registers its checks in core.CHECKS on import
     ctx = Context(spec, writer, Watchdog(writer.write))
+    if any(entry["name"] in SURVEYED_FOR for entry in spec["checks"]):
+        # torch is imported, so its libraries are mapped: read the files the last checks need while the ranks
+        # wait in the first ones' collectives (distval_suite/survey.py).
+        ctx.survey = Survey(os.path.dirname(os.path.abspath(torch.__file__)), sys.path, mapped_now()).start()
     for sequence, entry in enumerate(_ordered(spec["checks"], RUN_LAST)):
         name = entry["name"]
         ctx.begin_check(sequence, name)
+        if name in TIMED and ctx.survey is not None:
+            # Nothing of the suite's own beside a timed check. Within its time limit, named, should it never end.
+            ctx.step("", "waiting for the survey of the image's files to end")
+            ctx.survey.wait()
         started = time.monotonic()
         function = CHECKS.get(name)
         if function is None:

@@ -44,6 +44,15 @@ class CheckInfo:
     # version may lack are probed, or skipped without a call (tests/checks/test_catalog.py: the suite files that ask the
     # table register these checks). Empty: the check never asks it.
     probed_dtypes: tuple[str, ...] = ()
+    # The time budget: the most seconds the check should take in one scenario of the default config (2 ranks, gloo,
+    # CPU, its default arguments) on a quiet 2-core machine; benchmarks/bench_suite.py flags a check past it. Derived
+    # from measurements: twice the largest quiet-machine median of the three fixtures (docs/measurements.md, "Time to
+    # verdict"), rounded up to 0.1 s; a check too short to be listed there, twice its time in a rank's timeline at a load
+    # of 28 (benchmarks/profile_suite.py, 2.6; at least 0.1 s). Where a check is why the suite misses its target (within
+    # 1.5x the floor), its share of that target instead, which it does not meet yet (said at the check). None: the check's
+    # own arguments set how long it runs (bandwidth's sizes, collective_loop's duration), it is no check of a suite run,
+    # or it has not been measured yet (cuda_build, bytecode, reconfigure): no budget is guessed.
+    budget_s: float | None = None
 
 
 def _info(
@@ -53,6 +62,7 @@ def _info(
     collective: bool = False,
     torch_minimum: tuple[int, int] | None = None,
     probed_dtypes: tuple[str, ...] = (),
+    budget_s: float | None = None,
     **args: ArgSpec,
 ) -> CheckInfo:
     return CheckInfo(
@@ -62,6 +72,7 @@ def _info(
         collective=collective,
         torch_minimum=torch_minimum,
         probed_dtypes=probed_dtypes,
+        budget_s=budget_s,
     )
 
 
@@ -87,10 +98,11 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
     {
         info.name: info
         for info in (
-            _info("env", "torch and Python versions, torch.distributed and backend availability, CUDA devices"),
+            _info("env", "torch and Python versions, torch.distributed and backend availability, CUDA devices", budget_s=0.1),
             _info(
                 "identity",
                 "the image is what the scenario states (torch and Python versions, CPU or CUDA build, backends)",
+                budget_s=0.1,
                 torch=ArgSpec("version", "torch version requirement, e.g. '>=2.6,<2.7'"),
                 python=ArgSpec("version", "Python version requirement, e.g. '>=3.11'"),
                 build=ArgSpec("choice", "cpu or cuda build of torch", choices=("cpu", "cuda")),
@@ -116,6 +128,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "the shared libraries each rank mapped (/proc/self/maps) against the image's package databases (pip RECORD, "
                 "dpkg, conda): one copy of each library, the packaged copy where a package ships it, none from outside "
                 "the package trees",
+                budget_s=0.5,  # the package databases are read beside the earlier checks (distval_suite/survey.py)
                 allow_dirs=ArgSpec("paths", "directories a library may come from although no package owns a file there"),
             ),
             _info(
@@ -123,6 +136,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "the variables the image bakes in (ENV, /etc/nccl.conf, ~/.nccl.conf) against the names its libraries "
                 "and torch read: a misspelt one fails with the likely name, one that fixes NCCL's algorithm or topology "
                 "is called out",
+                budget_s=0.5,  # 1.3 s measured when it read everything itself; now beside the earlier checks
                 harmful=ArgSpec(
                     "variables", "variables called out when the image sets them (default: NCCL's algorithm, topology ones)"
                 ),
@@ -132,12 +146,15 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 ),
             ),
             _info(
-                "launch", "the launcher's RANK/LOCAL_RANK/WORLD_SIZE/LOCAL_WORLD_SIZE/GROUP_RANK are consistent; every rank once"
+                "launch",
+                "the launcher's RANK/LOCAL_RANK/WORLD_SIZE/LOCAL_WORLD_SIZE/GROUP_RANK are consistent; every rank once",
+                budget_s=2.1,  # it waits for the slowest rank to start: 1.02 s on 1.13
             ),
             _info(
                 "all_reduce",
                 "every rank contributes rank+1; every rank must see world*(world+1)/2",
                 collective=True,
+                budget_s=0.2,
                 numel=ArgSpec("int", "number of float32 elements reduced", minimum=1),
             ),
             _info(
@@ -145,11 +162,17 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "every collective on float32/float64/int64/bfloat16 (NCCL: float16, AVG), small and large, against known answers",
                 collective=True,
                 probed_dtypes=("float32", "float64", "int64", "bfloat16", "float16"),
+                # Its share of the target, not a measurement: 8.0 s (one container) and 9.7 s (two) on 2.6 today.
+                budget_s=1.5,
                 repeat=ArgSpec("int", "run every collective this many times and report k of N failures", minimum=1),
                 large_mib=ArgSpec("int", "size of the large float32 tensors in MiB (default 16)", minimum=1),
             ),
             _info(
-                "ddp_sync", "DistributedDataParallel: identical, changed parameters on every rank after one step", collective=True
+                "ddp_sync",
+                "DistributedDataParallel: identical, changed parameters on every rank after one step",
+                collective=True,
+                # 1.13 s on 2.15: DDP's constructor imports torch._dynamo (1.2-1.7 s; once per rank, ddp_sampler reuses it).
+                budget_s=2.5,
             ),
             _info(
                 "ddp_training",
@@ -168,12 +191,19 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "ddp_sampler",
                 "DistributedSampler + DDP: disjoint covering shards, the published reference losses and weights",
                 collective=True,
+                budget_s=0.3,
             ),
-            _info("store", "the rendezvous TCPStore: set/get/add/wait across ranks with known answers", collective=True),
+            _info(
+                "store",
+                "the rendezvous TCPStore: set/get/add/wait across ranks with known answers",
+                collective=True,
+                budget_s=0.2,
+            ),
             _info(
                 "timeout",
                 "one rank arrives late; the others fail at the deadline with the backend's timeout error",
                 collective=True,
+                budget_s=1.5,  # the default config's deadline_s 0.5 + margin_s 1: a pass takes 0.51
                 deadline_s=ArgSpec("seconds", "the collective timeout to set (default 2)"),
                 margin_s=ArgSpec("seconds", "how late after the deadline the error may come (default 2)"),
             ),

@@ -1,6 +1,6 @@
 """``distval checks``: every check of the catalog (distval/checks/catalog.py) with its description, its arguments, what it
-needs and the version gates distval_suite/support.py's table declares for it, as text, JSON or Markdown. All of it is
-derived from those two declarations; docs/checks-reference.md is the Markdown, kept current by
+needs, its time budget and the version gates distval_suite/support.py's table declares for it, as text, JSON or
+Markdown. All of it is derived from those two declarations; docs/checks-reference.md is the Markdown, kept current by
 tests/project/test_front_door.py."""
 
 from __future__ import annotations
@@ -74,9 +74,17 @@ def checks_data() -> list[dict[str, Any]]:
             ],
             "requirements": requirements(info),
             "version_gates": version_gates(info),
+            "budget_s": info.budget_s,
         }
         for info in CATALOG.values()
     ]
+
+
+def budget_words(budget_s: float | None) -> str:
+    """The check's time budget (CheckInfo.budget_s) in words."""
+    if budget_s is None:
+        return "none declared"
+    return f"{budget_s:g} s per scenario of the default config (2 ranks, gloo, CPU) on a quiet 2-core machine"
 
 
 def _gate_line(gate: dict[str, str]) -> str:
@@ -96,6 +104,7 @@ def render_text(checks: list[dict[str, Any]]) -> str:
             lines.append(f"{indent}arg {argument['name']} ({argument['values']}): {argument['description']}")
         for gate in check["version_gates"]:
             lines.append(f"{indent}gate: {_gate_line(gate)}")
+        lines.append(f"{indent}time budget: {budget_words(check['budget_s'])}")
     return "\n".join(lines) + "\n"
 
 
@@ -109,12 +118,15 @@ def render_markdown(checks: list[dict[str, Any]]) -> str:
         "",
         "Every check a scenario's `checks` may name, with its arguments (`{name: CHECK, args: {...}}`), what it",
         "needs, and the version gates of [distval_suite/support.py](../distval_suite/support.py). What each check passes",
-        "on and how it fails, with examples: [checks.md](checks.md).",
+        "on and how it fails, with examples: [checks.md](checks.md). A check's time budget is what",
+        "`benchmarks/bench_suite.py` holds it to.",
     ]
     for check in checks:
         lines += ["", f"## {check['name']}", "", check["description"] + "."]
         if check["requirements"]:
             lines += ["", "Needs: " + "; ".join(check["requirements"]) + "."]
+        if check["budget_s"] is not None:
+            lines += ["", f"Time budget: {budget_words(check['budget_s'])} ([measured](measurements.md#time-to-verdict))."]
         if check["arguments"]:
             lines += ["", "| argument | values | meaning |", "|---|---|---|"]
             for argument in check["arguments"]:

@@ -94,6 +94,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--repeat",
         "--config",
         "--reports",
+        "--timeline-only",
     }
 )
 
