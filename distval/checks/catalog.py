@@ -180,6 +180,9 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "buckets, no_sync accumulation, find_unused_parameters, static_graph, the fp16 comm hook, Join with "
                 "uneven inputs (one result per part)",
                 collective=True,
+                # configs/training.yaml's: its six parts took 1.13-1.50 s of CPU per rank (1.13, 2.6, 2.15; process_time,
+                # load-independent), with DDP's own import paid earlier; 2x for the second rank on 2 cores.
+                budget_s=3.0,
                 steps=ArgSpec("int", "optimizer steps per part (default 4; Join's rank r takes r more)", minimum=3),
                 parts=ArgSpec(
                     "names",
@@ -256,6 +259,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "torch >= 2.5: a known tensor on a DeviceMesh of every rank, moved between Shard(0), Shard(1), Replicate "
                 "and Partial placements; every rank's local tensor is its known piece",
                 collective=True,
+                budget_s=1.0,  # configs/training.yaml's: 0.8-1.0 s on 2.15 once torch.distributed.tensor was imported
                 torch_minimum=(2, 5),
             ),
             _info(
