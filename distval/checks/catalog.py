@@ -153,7 +153,8 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
             ),
             _info(
                 "ddp_sampler",
-                "DistributedSampler + DDP: disjoint covering shards, the published reference losses and weights",
+                "DistributedSampler + DDP: disjoint covering shards, the reference step's losses and weights "
+                "(at 2 ranks the published ones)",
                 collective=True,
             ),
             _info("store", "the rendezvous TCPStore: set/get/add/wait across ranks with known answers", collective=True),
