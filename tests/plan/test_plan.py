@@ -354,7 +354,7 @@ def test_default_suite_spec(default_plan: RunPlan) -> None:
         assert [c["name"] for c in spec["checks"]] == [c.name for c in plan.scenario.checks] == DEFAULT_CHECKS
         assert spec["scenario"] == plan.scenario.name
         assert spec["collective_timeout_s"] == 60.0
-        assert spec["check_timeout_s"] == 300.0
+        assert spec["check_timeout_s"] == {3: 450.0, 4: 600.0}.get(plan.scenario.world_size, 300.0)
         assert (
             spec["world_size"]
             == plan.scenario.world_size
