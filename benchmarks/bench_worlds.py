@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -100,6 +101,10 @@ def run_one(distval: str, image: str, topology: str, world: int, checks: list[st
             scenario_s = float(scenarios[0]["duration_s"] or 0.0) if scenarios else None
         if proc.returncode != 0:
             print(proc.stdout.decode("utf-8", "replace")[-3000:], file=sys.stderr)
+            if report.exists():  # the evidence of a failed run outlives the temporary directory
+                kept = Path(tempfile.gettempdir()) / f"bench-worlds-{run_id}-failed.json"
+                shutil.copyfile(report, kept)
+                print(f"{topology} W={world}: the failed run's report is kept in {kept}", file=sys.stderr)
     return Sample(topology, world, repetition, wall, scenario_s, proc.returncode, before, load_text())
 
 
