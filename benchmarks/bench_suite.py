@@ -5,8 +5,8 @@ distval and floor back to back; the order of the two alternates between repetiti
 runs on a warmer Engine):
 
 A) distval: wall time of ``distval run CONFIG --image IMAGE --quiet --run-id bench-suite-<i>`` as a
-   subprocess. This runs every scenario of the config (default: in-container 2 ranks and cross-container
-   2 ranks, the whole gloo suite). Its exit code must be 0.
+   subprocess. This runs every scenario of the config (default: 3 ranks in one container, 2 ranks in two
+   containers and 2 x 2 across two containers, the whole gloo suite). Its exit code must be 0.
 B) the floor: the same plan (distval.config.load_config + distval.targets.planning.plan_run with run id
    ``bench-floor-<i>`` and the same image, so network, container names, hostnames, env, labels, working dir
    and torch.distributed.run command line are exactly distval's), except that the trailing

@@ -29,7 +29,7 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from distval_suite import answers
+from distval_suite import answers, subgroups
 from distval_suite.core import CheckFailed, CheckOutcome, Context, check, require_world
 from distval_suite.devices import backend_family, is_nccl
 from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED
@@ -398,33 +398,6 @@ def _gather_object(rank: int, world: int) -> Optional[str]:
     )
 
 
-def _subgroup(rank: int, world: int, device: torch.device) -> Optional[str]:
-    """A collective inside new_group(ranks 1..world-1) must leave rank 0 alone, and the world group working."""
-    members = list(range(1, world))
-    group = dist.new_group(ranks=members)
-
-    def plain(r: int) -> torch.Tensor:
-        layout = Variant(r, world, SMALL_NUMEL, torch.float32, device, IN_PLACE, 0, "SUM")
-        return _tensor(layout, answers.plain_input, r, world)
-
-    tensor = plain(rank)
-    if rank in members:
-        dist.all_reduce(tensor, group=group)
-        expected = functools.reduce(torch.add, [plain(r) for r in members])
-        problem = _compare("all_reduce inside new_group(%s)" % members, tensor, expected)
-    else:
-        problem = _compare(
-            "rank %d outside new_group(%s) after the group's all_reduce" % (rank, members),
-            tensor,
-            plain(rank),
-        )
-    world_tensor = torch.ones(SMALL_NUMEL, device=device)
-    dist.all_reduce(world_tensor)
-    return problem or _compare(
-        "world all_reduce after the subgroup's", world_tensor, torch.full((SMALL_NUMEL,), float(world), device=device)
-    )
-
-
 def _exception_text(exc: BaseException) -> str:
     return "%s: %s" % (type(exc).__name__, str(exc).splitlines()[0][:300] if str(exc) else "")
 
@@ -530,7 +503,7 @@ def check_collectives(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     # (numpy missing on a receiving rank) stays in step with the others for the next call.
     others: List[Tuple[str, Callable[[], Optional[str]]]] = [
         ("barrier", lambda: _barrier(rank, world)),
-        ("subgroup", lambda: _subgroup(rank, world, device)),
+        ("subgroup", lambda: subgroups.subgroup_problem(rank, world, device, ctx.exchange)),
         ("broadcast_object_list", lambda: _broadcast_object_list(rank, world)),
         ("all_gather_object", lambda: _all_gather_object(rank, world)),
         ("gather_object", lambda: _gather_object(rank, world)),

@@ -7,7 +7,7 @@ parameters are compared on the CPU after the step (through the store, not a coll
 from __future__ import annotations
 
 import copy
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Tuple
 
 import torch
 import torch.distributed as dist
@@ -124,6 +124,32 @@ REFERENCE = {0: ([0, 2], 6.6602), 1: ([1, 3], 17.2775)}
 REFERENCE_WEIGHT = 1.1972
 
 
+# The ranks' gradients averaged in another order than the local reference's: rounding only.
+SAMPLER_RTOL = 1e-4
+
+
+def _sampler_reference(rank: int, world: int) -> Tuple[List[int], float, float]:
+    """Rank ``rank``'s samples and first loss, and weight[0,0] after the step, of the reference run at ``world``
+    ranks: no shuffle, so rank r gets samples r and r + world of 2 * world; one SGD step (lr 0.1) on the
+    gradient averaged over every rank's batch, from nn.Linear(2, 1) after torch.manual_seed(17)."""
+    torch.manual_seed(17)
+    module = nn.Linear(2, 1)
+    dataset = _Pairs(2 * world)
+    grads: List[torch.Tensor] = []
+    loss_here = 0.0
+    for r in range(world):
+        batch = [dataset[i] for i in (r, r + world)]
+        x, y = torch.stack([b[0] for b in batch]), torch.stack([b[1] for b in batch])
+        module.zero_grad()
+        loss = nn.functional.mse_loss(module(x), y)
+        loss.backward()
+        grads.append(module.weight.grad.detach().clone())
+        if r == rank:
+            loss_here = float(loss)
+    weight = module.weight.detach() - 0.1 * torch.stack(grads).mean(dim=0)
+    return [rank, rank + world], loss_here, float(weight[0, 0])
+
+
 def _gather_ints(ctx: Context, label: str, values: List[int]) -> List[List[int]]:
     return [[int(v) for v in entry] for entry in ctx.exchange(label, values)]
 
@@ -171,16 +197,27 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             "expected identical weights on every rank after the step; got %s"
             % [[round(v, 4) for v in w.tolist()] for w in everyone]
         )
-    if world == 2:
-        want_samples, want_loss = REFERENCE[rank]
-        weight = float(model.module.weight[0, 0])
-        details.update({"weight00": round(weight, 4)})
-        if seen != want_samples or round(losses[0], 4) != want_loss or round(weight, 4) != REFERENCE_WEIGHT:
-            problems.append(
-                "expected the published reference (rank %d: samples %s, loss %.4f, weight[0,0] %.4f); "
-                "got samples %s, loss %.4f, weight[0,0] %.4f"
-                % (rank, want_samples, want_loss, REFERENCE_WEIGHT, seen, losses[0], weight)
-            )
+    # The reference step at any world size, computed on each rank from every rank's batch (DDP averages the
+    # gradients); at 2 ranks it must also be the published one.
+    want_samples, want_loss, want_weight = _sampler_reference(rank, world)
+    if world == 2 and (want_samples, round(want_loss, 4), round(want_weight, 4)) != (*REFERENCE[rank], REFERENCE_WEIGHT):
+        problems.append(
+            "the local reference step disagrees with the published one at 2 ranks (rank %d: samples %s, loss %.4f, "
+            "weight[0,0] %.4f; published %s, %.4f, %.4f)"
+            % (rank, want_samples, want_loss, want_weight, REFERENCE[rank][0], REFERENCE[rank][1], REFERENCE_WEIGHT)
+        )
+    weight = float(model.module.weight[0, 0])
+    details.update({"weight00": round(weight, 4), "reference_weight00": round(want_weight, 4)})
+    if (
+        seen != want_samples
+        or abs(losses[0] - want_loss) > SAMPLER_RTOL * abs(want_loss)
+        or abs(weight - want_weight) > SAMPLER_RTOL * abs(want_weight)
+    ):
+        problems.append(
+            "expected the reference step (rank %d of %d: samples %s, loss %.4f, weight[0,0] %.4f); "
+            "got samples %s, loss %.4f, weight[0,0] %.4f"
+            % (rank, world, want_samples, want_loss, want_weight, seen, losses[0], weight)
+        )
 
     # 2. Shuffle with set_epoch: a different permutation per epoch, still disjoint and covering.
     data = _Pairs(4 * world)  # a length the world size divides: no padding, so the shards must be disjoint
@@ -221,6 +258,7 @@ def check_ddp_sampler(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     if problems:
         raise CheckFailed("; ".join(problems), details)
     return (
-        "disjoint covering shards %s, reference losses and weights match, shuffle/padding/drop_last as documented" % shards,
+        "disjoint covering shards %s, the reference step's losses and weights (%d ranks) match, "
+        "shuffle/padding/drop_last as documented" % (shards, world),
         details,
     )

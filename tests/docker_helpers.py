@@ -30,6 +30,17 @@ from tests.paths import ROOT, SCHEMAS
 DEFAULT_CONFIG = str(ROOT / "configs" / "default.yaml")
 SCHEMA = SCHEMAS / "junit-10.xsd"
 TOPOLOGIES = ("in-container", "cross-container")
+# The default config's scenarios by layout_key: one per topology, and across containers 2 x 2 beside 2 x 1.
+DEFAULT_LAYOUTS = (*TOPOLOGIES, "cross-container 2x2")
+
+
+def layout_key(suite: str) -> str:
+    """A JUnit suite's topology, ``[image] name (cross-container, 2x1, 2 ranks, static)`` -> ``cross-container``, with
+    the layout added where a container holds several ranks across containers (``cross-container 2x2``)."""
+    fields = suite.split("(")[-1].rstrip(")").split(", ")
+    several = fields[0] == "cross-container" and len(fields) > 1 and "x" in fields[1] and not fields[1].endswith("x1")
+    return f"{fields[0]} {fields[1]}" if several else fields[0]
+
 
 # The good torch images: the checks each one skips (and must skip) in the default config, and the
 # timeout path its torch takes. The host-mode tests hold torch 2.15 on the host to the same verdicts.

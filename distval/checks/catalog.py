@@ -192,7 +192,8 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
             ),
             _info(
                 "ddp_sampler",
-                "DistributedSampler + DDP: disjoint covering shards, the published reference losses and weights",
+                "DistributedSampler + DDP: disjoint covering shards, the reference step's losses and weights "
+                "(at 2 ranks the published ones)",
                 collective=True,
                 budget_s=0.3,
             ),

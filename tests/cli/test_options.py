@@ -85,7 +85,7 @@ def test_an_output_dir_that_is_a_file_is_refused_before_anything_runs(
 
 
 def test_verbose_shows_each_ranks_output_escaped_when_its_scenario_ends(engine: None, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", DEFAULT, "--image", IMAGE, "-v", "--filter", "in-container-2ranks"]) == 1
+    assert main(["run", DEFAULT, "--image", IMAGE, "-v", "--filter", "in-container-3ranks"]) == 1
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if " | " in line]
     # The controls are taken out (what is left of a sequence is plain, harmless text).
@@ -94,13 +94,13 @@ def test_verbose_shows_each_ranks_output_escaped_when_its_scenario_ends(engine: 
     assert "\x1b" not in err and "\x07" not in err and "\u202e" not in err and "\r" not in err
     # Each line names its scenario, and comes after the scenario's verdict line.
     name = lines[0].split(" | ")[0]
-    assert name.startswith("in-container-2ranks") and all(line.startswith(name + " | ") for line in lines)
+    assert name.startswith("in-container-3ranks") and all(line.startswith(name + " | ") for line in lines)
     finished = next(i for i, line in enumerate(err.splitlines()) if re.search(r": (failed|error) in ", line))
     assert err.splitlines().index(lines[0]) > finished
 
 
 def test_without_verbose_no_rank_output(engine: None, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", DEFAULT, "--image", IMAGE, "--filter", "in-container-2ranks"]) == 1
+    assert main(["run", DEFAULT, "--image", IMAGE, "--filter", "in-container-3ranks"]) == 1
     assert "rank says" not in capsys.readouterr().err
 
 

@@ -72,15 +72,17 @@ def test_filter_on_plan_and_export_refuses_a_pattern_that_matches_nothing(
 ) -> None:
     assert main([*command, "--filter", "in-*", "--filter", "nope*"]) == 2
     assert _one_line(capsys) == (
-        f"distval: --filter 'nope*' matches no scenario of {DEFAULT}; its scenarios: in-container-2ranks, cross-container-2ranks"
+        f"distval: --filter 'nope*' matches no scenario of {DEFAULT}; its scenarios: "
+        "in-container-3ranks, cross-container-2ranks, cross-container-2x2"
     )
 
 
 def test_plan_shows_the_filter_and_the_selection(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["plan", DEFAULT, "--filter", "cross-*", "-k", "ddp or store"]) == 0
+    assert main(["plan", DEFAULT, "--filter", "cross-*-2ranks", "-k", "ddp or store"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"run <run-id> from {DEFAULT}: 1 scenario(s)\n")
-    assert "scenario cross-container-2ranks (" in out and "scenario in-container-2ranks" not in out
+    assert "scenario cross-container-2ranks (" in out and "scenario in-container-3ranks" not in out
+    assert "scenario cross-container-2x2" not in out
     assert "\n  checks: ddp_sync, ddp_sampler, store\n" in out
 
 

@@ -1063,16 +1063,19 @@ def test_explicit_scenario_name_of_up_to_80_characters(length: int) -> None:
 
 def test_default_yaml_loads() -> None:
     config = load_config(ROOT / "configs" / "default.yaml")
-    assert [(s.name, s.topology, s.world_size) for s in config.scenarios] == [
-        ("in-container-2ranks", "in-container", 2),
-        ("cross-container-2ranks", "cross-container", 2),
+    assert [(s.name, s.topology, s.world_size, s.nodes, s.nproc_per_node) for s in config.scenarios] == [
+        ("in-container-3ranks", "in-container", 3, 1, 3),
+        ("cross-container-2ranks", "cross-container", 2, 2, 1),
+        ("cross-container-2x2", "cross-container", 4, 2, 2),
     ]
     for scenario in config.scenarios:
         assert scenario.backend == "gloo"
-        assert scenario.timeout_s == 600.0
+        # The limits grow with the ranks per core (2 cores): 2 ranks the top level's, 3 and 4 ranks their own.
+        assert (scenario.timeout_s, scenario.check_timeout_s) == {3: (900.0, 450.0), 4: (1200.0, 600.0)}.get(
+            scenario.world_size, (600.0, 300.0)
+        )
         assert scenario.collective_timeout_s == 60.0
-        assert scenario.check_timeout_s == 300.0
-        # The whole gloo suite, every check once, in both scenarios (the second reuses the first's list).
+        # The whole gloo suite, every check once, in every scenario (the others reuse the first's list).
         assert [c.name for c in scenario.checks] == DEFAULT_CHECKS
         # cuda_build's verdict is about the image's build: a config states build/cuda for it. bandwidth
         # measures speed (seconds per scenario): configs/bandwidth.yaml runs it. collective_loop and allocate

@@ -99,11 +99,12 @@ def test_default_plan_matches_golden(default_plan: RunPlan) -> None:
 
 def test_golden_covers_both_topologies() -> None:
     golden = GOLDEN_PLAN.read_text(encoding="utf-8")
-    assert golden.startswith(f"run {RUN_ID} from configs/default.yaml: 2 scenario(s)\n")
-    assert "scenario in-container-2ranks (in-container, 2 ranks)\n" in golden
+    assert golden.startswith(f"run {RUN_ID} from configs/default.yaml: 3 scenario(s)\n")
+    assert "scenario in-container-3ranks (in-container, 3 ranks)\n" in golden
     assert "scenario cross-container-2ranks (cross-container, 2x1, 2 ranks, static)\n" in golden
-    assert golden.count(". create container ") == 3  # one in-container, two cross-container
-    assert golden.count(". start ") == 3
+    assert "scenario cross-container-2x2 (cross-container, 2x2, 4 ranks, static)\n" in golden
+    assert golden.count(". create container ") == 5  # one in-container, two cross-container twice
+    assert golden.count(". start ") == 5
 
 
 def test_render_is_deterministic(default_plan: RunPlan) -> None:
@@ -122,8 +123,8 @@ def test_cli_plan_image_override(monkeypatch: pytest.MonkeyPatch, capsys: pytest
     monkeypatch.chdir(ROOT)
     assert distval.cli.main.main(["plan", "configs/default.yaml", "--run-id", RUN_ID, "--image", "mine/torch:x"]) == 0
     out = capsys.readouterr().out
-    assert out.count("\n  image: mine/torch:x\n") == 2  # each scenario's header
-    assert out.count("\n       image: mine/torch:x\n") == 3  # each container's creation arguments
+    assert out.count("\n  image: mine/torch:x\n") == 3  # each scenario's header
+    assert out.count("\n       image: mine/torch:x\n") == 5  # each container's creation arguments
     assert DEFAULT_IMAGE not in out
 
 
@@ -135,12 +136,12 @@ def test_in_container_topology(default_plan: RunPlan) -> None:
     assert plan.scenario.topology == "in-container"
     (container,) = plan.containers
     assert container.node_rank == 0
-    assert container.ranks == (0, 1)
+    assert container.ranks == (0, 1, 2)
     argv = container.argv
     assert argv[:3] == ("python3", "-m", "torch.distributed.run")
     assert "--standalone" in argv
     assert "--nnodes=1" in argv
-    assert "--nproc_per_node=2" in argv
+    assert "--nproc_per_node=3" in argv
     assert not any(a.startswith(("--master_addr", "--node_rank", "--master-addr", "--node-rank")) for a in argv)
     assert argv[-4:] == ("--max_restarts=0", "-m", "distval_suite.main", SPEC_PATH)
     assert_torch_1_13_spellings(argv)
@@ -220,8 +221,9 @@ def test_labels_and_network(default_plan: RunPlan) -> None:
             assert container.name.startswith(network.name)
     # One network per scenario, named after the run and the scenario.
     assert [p.network.name for p in default_plan.scenarios] == [
-        "distval-0123abcd-in-container-2ranks",
+        "distval-0123abcd-in-container-3ranks",
         "distval-0123abcd-cross-container-2ranks",
+        "distval-0123abcd-cross-container-2x2",
     ]
 
 
@@ -248,7 +250,7 @@ def test_config_image_wins_over_default() -> None:
 
 
 def test_default_image_when_none_is_given(default_plan: RunPlan) -> None:
-    assert [s.image for s in default_plan.scenarios] == [DEFAULT_IMAGE, DEFAULT_IMAGE]
+    assert [s.image for s in default_plan.scenarios] == [DEFAULT_IMAGE] * 3
     assert images_of(default_plan) == [DEFAULT_IMAGE]
 
 
@@ -352,8 +354,12 @@ def test_default_suite_spec(default_plan: RunPlan) -> None:
         assert [c["name"] for c in spec["checks"]] == [c.name for c in plan.scenario.checks] == DEFAULT_CHECKS
         assert spec["scenario"] == plan.scenario.name
         assert spec["collective_timeout_s"] == 60.0
-        assert spec["check_timeout_s"] == 300.0
-        assert spec["world_size"] == 2
+        assert spec["check_timeout_s"] == {3: 450.0, 4: 600.0}.get(plan.scenario.world_size, 300.0)
+        assert (
+            spec["world_size"]
+            == plan.scenario.world_size
+            == {"in-container-3ranks": 3, "cross-container-2x2": 4}.get(plan.scenario.name, 2)
+        )
         assert spec["nproc_per_node"] == len(plan.containers[0].ranks)
 
 

@@ -130,7 +130,7 @@ def test_plan_without_a_config_plans_the_default_one(capsys: pytest.CaptureFixtu
     without = capsys.readouterr().out
     assert main(["plan", str(DEFAULT_CONFIG)]) == 0
     assert without == capsys.readouterr().out
-    assert without.startswith(f"run <run-id> from {DEFAULT_CONFIG}: 2 scenario(s)")
+    assert without.startswith(f"run <run-id> from {DEFAULT_CONFIG}: 3 scenario(s)")
 
 
 @pytest.fixture
@@ -154,7 +154,7 @@ def test_run_without_config_or_image_says_it_validates_the_sample_image(
     assert re.fullmatch(rf"distval run {RUN_ID}: \d+ of \d+ check results passed; exit code 1", lines[-1])
     report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
     assert report["config"] == str(DEFAULT_CONFIG)
-    assert [s["name"] for s in report["scenarios"]] == ["in-container-2ranks", "cross-container-2ranks"]
+    assert [s["name"] for s in report["scenarios"]] == ["in-container-3ranks", "cross-container-2ranks", "cross-container-2x2"]
 
 
 def test_the_sample_image_note_is_said_with_quiet_too(

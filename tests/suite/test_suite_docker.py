@@ -15,7 +15,17 @@ from pathlib import Path
 import pytest
 
 from distval.cli.main import main
-from tests.docker_helpers import DEFAULT_CONFIG, GOOD, TOPOLOGIES, cases, leftovers, outcome, validate
+from tests.docker_helpers import (
+    DEFAULT_CONFIG,
+    DEFAULT_LAYOUTS,
+    GOOD,
+    TOPOLOGIES,
+    cases,
+    layout_key,
+    leftovers,
+    outcome,
+    validate,
+)
 
 pytestmark = pytest.mark.docker
 
@@ -28,13 +38,12 @@ def run_id(docker_client: object) -> object:
 
 
 def run(config: str, image: str, run_id: str, junit: Path) -> tuple[int, dict[str, dict[str, tuple[str, str]]]]:
-    """Exit code and, per topology, every testcase's (outcome, message)."""
+    """Exit code and, per topology (layout_key), every testcase's (outcome, message)."""
     code = main(["run", config, "--image", image, "--junit", str(junit), "--run-id", run_id, "--quiet"])
     root: ET.Element = validate(junit)
     by_topology: dict[str, dict[str, tuple[str, str]]] = {}
     for (suite, name), case in cases(root).items():
-        topology = suite.split("(")[-1].split(",")[0]
-        by_topology.setdefault(topology, {})[name] = outcome(case)
+        by_topology.setdefault(layout_key(suite), {})[name] = outcome(case)
     return code, by_topology
 
 
@@ -61,7 +70,7 @@ def test_default_config_passes_with_every_skip_explained(
     expected_skips, timeout_path = GOOD[image]
     code, results = run(DEFAULT_CONFIG, image, run_id, tmp_path / "results.xml")
     assert code == 0, results
-    assert set(results) == set(TOPOLOGIES)
+    assert set(results) == set(DEFAULT_LAYOUTS)
     for topology, found in results.items():
         skipped = {name for name, (status, _) in found.items() if status == "skipped"}
         assert skipped == expected_skips, (topology, skipped)

@@ -106,5 +106,5 @@ def test_harness_image_validates_the_fixture_through_the_socket(
         client.images.remove(tag, force=True)  # type: ignore[attr-defined]
     found = cases(validate(junit))
     assert outcome(found[("cross-container-2ranks (cross-container, 2x1, 2 ranks, static)", "all_reduce")]) == ("passed", "")
-    assert outcome(found[("in-container-2ranks (in-container, 2 ranks)", "ddp_sync")]) == ("passed", "")
+    assert outcome(found[("in-container-3ranks (in-container, 3 ranks)", "ddp_sync")]) == ("passed", "")
     assert leftovers(client, run_id) == []

@@ -30,6 +30,12 @@ def run(args: list[str], run_id: str) -> int:
 
 IN = "in-container-2ranks (in-container, 2 ranks)"
 CROSS = "cross-container-2ranks (cross-container, 2x1, 2 ranks, static)"
+# The default config's scenarios (configs/default.yaml) and their world sizes.
+DEFAULT_SUITES = {
+    "in-container-3ranks (in-container, 3 ranks)": 3,
+    CROSS: 2,
+    "cross-container-2x2 (cross-container, 2x2, 4 ranks, static)": 4,
+}
 
 
 @pytest.fixture
@@ -49,12 +55,12 @@ def test_default_config_passes_on_fixture_in_both_topologies(
     assert run([DEFAULT_CONFIG, "--sample-image", "--junit", str(junit)], run_id) == 0
     root = validate(junit)
     found = cases(root)
-    for suite in (IN, CROSS):
+    for suite in DEFAULT_SUITES:
         for check in ("env", "all_reduce", "exit_status"):
             assert outcome(found[(suite, check)]) == ("passed", ""), (suite, check)
     suites = {s.get("name"): s for s in root.iter("testsuite")}
     # The testsuites name the image (docs/reports.md, "Names, times and timestamps").
-    assert {f"[distval-fixtures/torch:2.6-debian] {IN}", f"[distval-fixtures/torch:2.6-debian] {CROSS}"} <= set(suites)
+    assert {f"[distval-fixtures/torch:2.6-debian] {suite}" for suite in DEFAULT_SUITES} <= set(suites)
     cross_suite = suites[f"[distval-fixtures/torch:2.6-debian] {CROSS}"]
     props = {p.get("name"): p.get("value") for p in cross_suite.iter("property")}
     assert props["image"] == "distval-fixtures/torch:2.6-debian"
@@ -75,12 +81,13 @@ def test_all_reduce_that_does_nothing_fails_all_reduce_and_only_that(
     junit = tmp_path / "results.xml"
     assert run([DEFAULT_CONFIG, "--image", image, "--junit", str(junit)], run_id) == 1
     found = cases(validate(junit))
-    for suite in (IN, CROSS):
+    for suite, world in DEFAULT_SUITES.items():
         status, message = outcome(found[(suite, "all_reduce")])
         assert status == "failure"
         assert "rank 0:" in message and "rank 1:" in message
-        assert "expected 3.0 in every element, got 1.0" in message
-        assert "expected 3.0 in every element, got 2.0" in message
+        expected = world * (world + 1) / 2
+        assert f"expected {expected} in every element, got 1.0" in message
+        assert f"expected {expected} in every element, got 2.0" in message
         assert outcome(found[(suite, "env")]) == ("passed", "")
         assert outcome(found[(suite, "exit_status")]) == ("passed", "")
 
@@ -137,7 +144,7 @@ def test_debian_stock_torch_is_caught_with_its_root_cause(
     junit = tmp_path / "results.xml"
     assert run([DEFAULT_CONFIG, "--image", image, "--junit", str(junit)], run_id) == 1
     found = cases(validate(junit))
-    for suite in (IN, CROSS):
+    for suite in DEFAULT_SUITES:
         status, message = outcome(found[(suite, "env")])
         assert status == "error"
         assert "use_libuv was requested but PyTorch was build without libuv support" in message

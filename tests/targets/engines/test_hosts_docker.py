@@ -56,7 +56,7 @@ def _config(tmp_path: Path, nodes: int, timeout_s: int | None = None) -> Path:
     document = yaml.safe_load(Path(DEFAULT_CONFIG).read_text())
     if timeout_s is not None:
         document["timeout_s"] = timeout_s
-    (scenario,) = [s for s in document["scenarios"] if s["topology"] == "cross-container"]
+    (scenario,) = [s for s in document["scenarios"] if s["name"] == "cross-container-2ranks"]
     scenario.update(name=f"cross-container-{nodes}ranks", world_size=nodes)
     document["scenarios"] = [scenario]
     path = tmp_path / "hosts.yaml"

@@ -502,7 +502,7 @@ def test_export_takes_run_s_output_option_and_its_first_name(option: str, tmp_pa
     out = tmp_path / "manifests"
     config = str(ROOT / "configs" / "default.yaml")
     assert distval.cli.main.main(["export", "kubernetes", config, "--image", IMAGE, option, str(out), "--run-id", "r1"]) == 0
-    assert sorted(p.suffix for p in out.iterdir()) == [".yaml", ".yaml"]
+    assert sorted(p.suffix for p in out.iterdir()) == [".yaml"] * 3  # one per scenario
 
 
 def test_export_command_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from distval.cli.main import main
-from tests.docker_helpers import DEFAULT_CONFIG, GOOD, TOPOLOGIES, cases, outcome, unavailable
+from tests.docker_helpers import DEFAULT_CONFIG, DEFAULT_LAYOUTS, GOOD, cases, layout_key, outcome, unavailable
 from tests.host_venv import torch_venv
 
 pytestmark = pytest.mark.host
@@ -55,8 +55,8 @@ def test_default_config_passes_with_the_container_runs_verdicts(torch_python: st
     by_topology: dict[str, dict[str, tuple[str, str]]] = {}
     for (suite, name), verdict in found.items():
         assert suite.endswith(" [host]"), suite
-        by_topology.setdefault(suite.split("(")[-1].split(",")[0], {})[name] = verdict
-    assert set(by_topology) == set(TOPOLOGIES)
+        by_topology.setdefault(layout_key(suite.removesuffix(" [host]")), {})[name] = verdict
+    assert set(by_topology) == set(DEFAULT_LAYOUTS)
     for topology, verdicts in by_topology.items():
         # The same verdict per (scenario, check) as the container run: passed, except its skips (none), and the
         # environment check, which the local target declares it cannot run (no image's environment starts the ranks).
@@ -69,7 +69,7 @@ def test_default_config_passes_with_the_container_runs_verdicts(torch_python: st
             assert verdicts[name][0] == "passed", (topology, name, verdicts[name])
     # The same timeout path as in the container: torch 2.15's set_timeout() on a live group.
     outputs = [c.findtext("system-out") or "" for c in root.iter("testcase") if c.get("name") == "timeout"]
-    assert len(outputs) == 2 and all(f"(timeout via {timeout_path}" in text for text in outputs), outputs
+    assert len(outputs) == len(DEFAULT_LAYOUTS) and all(f"(timeout via {timeout_path}" in text for text in outputs), outputs
 
 
 def test_an_nccl_scenario_without_gpus_is_skipped_with_the_measured_reason(

@@ -269,6 +269,6 @@ def test_the_batch_script_runs_against_stand_ins_for_slurm(tmp_path: Path) -> No
 
 
 def test_batch_script_is_what_export_writes(tmp_path: Path) -> None:
-    job = _export(tmp_path)["in-container-2ranks"]
+    job = _export(tmp_path)["in-container-3ranks"]
     directory = JobDir(f"{tmp_path.resolve()}/out/{job.name}")
     assert job.files["job.sbatch"] == batch_script(job.plan, job.name, directory, OCI, IMAGE, None, "/shared/bundle/rootfs")
