@@ -161,7 +161,10 @@ def _guarded(v: Variant, count: int = 1) -> Tuple[List[torch.Tensor], Callable[[
 
 
 def _placed(data: torch.Tensor, v: Variant) -> Tuple[torch.Tensor, Callable[[], Optional[str]]]:
-    """``data`` in the variant's form (a view at offset 1 inside a guarded buffer, or itself)."""
+    """``data`` in the variant's form (a view at offset 1, transposed or strided inside a guarded buffer, or itself:
+    a fresh copy already, so the large size is not copied twice)."""
+    if v.form in (IN_PLACE, ASYNC):
+        return data, lambda: None
     (tensor,), outside = _guarded(v)
     tensor.copy_(data.reshape(tensor.shape))
     return tensor, outside
