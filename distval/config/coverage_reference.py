@@ -52,7 +52,7 @@ def render_coverage_markdown() -> str:
         "not current. Do not edit by hand. -->",
         "",
         "Each variant set covers defect classes; each defect class is shown by the smallest input that shows it,",
-        "not by every operation x form x dtype x size. Dtypes: " + ", ".join(f"`{d}`" for d in DTYPES) + f" (`bool` only "
+        "not by every operation x form x dtype x size. Dtypes: " + ", ".join(f"`{d}`" for d in DTYPES) + " (`bool` only "
         "in " + ", ".join(f"`{o}`" for o in BOOL_OPERATIONS) + ", where torch defines a logical meaning: SUM and MAX are "
         "OR, PRODUCT and MIN are AND). A dtype or operation this torch may lack is probed or version-gated by "
         "[distval_suite/support.py](../distval_suite/support.py); a dtype that runs and gives wrong values fails.",
