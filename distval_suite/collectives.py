@@ -38,7 +38,7 @@ from distval_suite.core import CheckFailed, CheckOutcome, Context, check, requir
 from distval_suite.coverage import ASYNC, IN_PLACE, LARGE, NON_CONTIGUOUS, SMALL_NUMEL, STRIDED, TRANSPOSED, VIEW, ZERO
 from distval_suite.devices import backend_family
 from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED
-from distval_suite.support import ABSENT, MUST, UNDEFINED, ZERO_ELEMENTS, probe_verdict, shape_support, support
+from distval_suite.support import ABSENT, MUST, UNDEFINED, probe_verdict, support
 from distval_suite.tally import summarize_runs
 
 DTYPES = tuple(getattr(torch, name) for name in coverage.DTYPES)
@@ -596,10 +596,7 @@ def check_collectives(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             elif verdict == "error":
                 runs += 1
                 errors.append("%s: %s" % (_dtype_name(dtype), why))
-        kind, why = shape_support(backend_family(ctx.backend), part, ZERO_ELEMENTS, torch.__version__)
-        if kind == ABSENT and any(v.numel == 0 for v in planned):
-            skipped.append("0 elements (%s)" % why)
-        runnable = [v for v in planned if verdicts[v.dtype][0] == "run" and not (kind == ABSENT and v.numel == 0)]
+        runnable = [v for v in planned if verdicts[v.dtype][0] == "run"]
         for iteration in range(repeat):
             for v in runnable:
                 label = v.describe(spec.rooted, len(spec.reduce_ops) > 1)

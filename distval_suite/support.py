@@ -39,16 +39,8 @@ MAY_LACK: Dict[Tuple[str, str, str], Tuple[Tuple[int, ...], str, str]] = {
     ("nccl", "all_reduce.avg", "bool"): (NEVER, "ReduceOp.AVG on bool tensors", UNDEFINED),
     ("gloo", ANY, "bfloat16"): ((2, 14), "gloo's bfloat16 support in every operation", PROBE),
     ("gloo", ANY, "float16"): ((2, 14), "gloo's float16 support in every operation", PROBE),
-    # Debian's torch 1.13 gloo raises "Invalid scalar type" for bool; 2.6 reduces it (measured).
-    ("gloo", ANY, "bool"): ((2, 6), "gloo's bool support in every operation", PROBE),
-}
-
-ZERO_ELEMENTS = "zero elements"
-# (backend family, operation, shape) -> (first torch version known to take it, what): below that version the variant
-# is skipped without a call, because calling it does harm. Debian's torch 1.13 gloo kills the rank with SIGFPE (an
-# integer division by the element count) on an all_gather of empty tensors; 2.6 returns at once (measured).
-SHAPE_LACKS: Dict[Tuple[str, str, str], Tuple[Tuple[int, ...], str]] = {
-    ("gloo", "all_gather", ZERO_ELEMENTS): ((2, 6), "gloo's all_gather of zero-element tensors (SIGFPE in the rank)"),
+    # Debian's torch 1.13 gloo raises "Invalid scalar type" for bool; 2.6 reduces it (measured), as 2.15 does.
+    ("gloo", ANY, "bool"): ((2, 14), "gloo's bool support in every operation", PROBE),
 }
 
 
@@ -80,16 +72,6 @@ def support(family: str, operation: str, dtype: str, torch_version: str, device:
             if entry[2] == ABSENT:
                 return ABSENT, "%s is missing before torch %s; the image has %s (version gate)" % (entry[1], first, torch_version)
             return PROBE, "%s may be missing in torch %s (known from torch %s on)" % (entry[1], torch_version, first)
-    return MUST, ""
-
-
-def shape_support(family: str, operation: str, shape: str, torch_version: str) -> Tuple[str, str]:
-    """(MUST, "") when ``operation`` must take tensors of ``shape`` here; (ABSENT, why) below the version SHAPE_LACKS
-    names (skipped without a call: the call does harm)."""
-    entry = SHAPE_LACKS.get((family, operation, shape))
-    if entry is not None and version_tuple(torch_version) < entry[0]:
-        first = ".".join(map(str, entry[0]))
-        return ABSENT, "%s is missing before torch %s; the image has %s (version gate)" % (entry[1], first, torch_version)
     return MUST, ""
 
 
