@@ -446,8 +446,8 @@ def test_repeated_runs_are_counted_once_each(fixture_image: Callable[[str], str]
     async, 9 dtypes at offset 1, float32 transposed, 0 elements, 9 dtypes large), 4 times. The flaky image's
     all_reduce is call-counted: every 2nd call wrong (+1; on bool the +1 raises; on 0 elements it shows nothing),
     every 4th raises, and it returns no work handle for async_op=True (an error of its own). The capability probes of
-    bfloat16 and float16 are calls 1 and 2, so the runs are calls 3-122: 28 wrong and 32 raised, each counted once
-    (tests/suite/test_suite_coverage.py's plan, counted the same way)."""
+    bfloat16, float16 and bool (torch 2.6) are calls 1-3, so the runs are calls 4-123: 24 wrong and 38 raised, each
+    counted once (distval_suite/coverage.py's plan, counted the same way)."""
     config = tmp_path / "flaky.yaml"
     config.write_text(
         "scenarios:\n"
@@ -458,9 +458,9 @@ def test_repeated_runs_are_counted_once_each(fixture_image: Callable[[str], str]
     assert code == 1
     status, message = results["in-container"]["collectives.all_reduce.sum"]
     assert status == "failure"
-    first_wrong = "rank 0: 28 of 120 runs wrong; first: run 1, bfloat16, 7 elements, in place: all_reduce(SUM): "
+    first_wrong = "rank 0: 24 of 120 runs wrong; first: run 1, int64, 7 elements, in place: all_reduce(SUM): "
     assert message.startswith(first_wrong), message
-    assert "; 32 of 120 runs raised; first: run 1, float64, 7 elements, in place: RuntimeError: " in message
+    assert "; 38 of 120 runs raised; first: run 1, float32, 7 elements, in place: RuntimeError: " in message
     assert results["in-container"]["collectives.broadcast"][0] == "passed"
 
 
