@@ -7,7 +7,7 @@ not a Cartesian product: each defect class with the smallest input that shows it
 every root with every reduce op; asynchronously (``async_op=True``, checked after ``wait()``), on a view at
 storage offset 1 inside a guarded buffer (the elements around it must stay untouched), on non-contiguous
 tensors (transposed, strided) and on zero elements once per operation; and at ``large_mib`` MiB (16 by
-default: past gloo's segment sizes and 2**20 elements; one element more, so that the count is odd) once per
+default: past gloo's segment sizes and 2**20 elements; three elements more, so that the count is odd) once per
 operation, and in every dtype in all_reduce(SUM). A non-contiguous tensor must be reduced correctly, or refused
 with an exception on every rank before anything was written (coverage.py says why); silently unchanged or
 wrong is a failure. The inputs and answers come from distval_suite/answers.py, which a host test proves tell
@@ -427,9 +427,11 @@ def variants(
 
 
 def large_numel(large_mib: int, dtype: torch.dtype) -> int:
-    """``large_mib`` MiB of ``dtype``, plus one element: an odd count past every power of two below it."""
+    """``large_mib`` MiB of ``dtype``, plus answers.MIN_NUMEL (3) elements: an odd count past every power of two below
+    it, whose tail past that power holds every residue of the inputs' rotation, so a reduction that stops at the power
+    of two leaves an element that is no MIN or MAX (one element more could be one where a rank's input is the answer)."""
     element = torch.tensor([], dtype=dtype).element_size()
-    return int(large_mib * 2**20 // element + 1)
+    return int(large_mib * 2**20 // element + answers.MIN_NUMEL)
 
 
 BARRIER_LATE_S = 0.2

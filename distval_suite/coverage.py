@@ -29,7 +29,7 @@ BOOL_OPERATIONS = ("all_reduce.sum", "all_reduce.max", "all_reduce.min", "all_re
 
 SMALL_NUMEL = 7  # odd, and at least answers.MIN_NUMEL
 TRANSPOSED_SHAPE = (3, 5)  # a 5x3 buffer seen through .t(): 15 elements, odd, dense but not contiguous
-# Sizes: SMALL elements, the large size (large_mib MiB of the dtype plus one element: odd, past 2**20 elements and
+# Sizes: SMALL elements, the large size (large_mib MiB of the dtype plus three elements: odd, past 2**20 elements and
 # gloo's 1 MiB segments in every dtype at the default 16 MiB), or none at all.
 SMALL, LARGE, ZERO = "small", "large", "zero"
 # Forms (how the tensor is laid out and the call made).
@@ -149,11 +149,11 @@ DEFECT_CLASSES: Tuple[DefectClass, ...] = (
     ),
     DefectClass("zero-element tensors", "0 float32 elements: no error, nothing written", ("zero elements",)),
     DefectClass(
-        "odd sizes (a remainder dropped by chunking)", "7 elements (small), 15 (transposed), 2**k + 1 (large)", ("every dtype",)
+        "odd sizes (a remainder dropped by chunking)", "7 elements (small), 15 (transposed), 2**k + 3 (large)", ("every dtype",)
     ),
     DefectClass(
         "large tensors (past gloo's 1 MiB segments and 2**20 elements, a chunking switch)",
-        "large_mib MiB + 1 element: every dtype in all_reduce(SUM), float32 in every other operation",
+        "large_mib MiB + 3 elements: every dtype in all_reduce(SUM), float32 in every other operation",
         ("large, every dtype", "large"),
     ),
     DefectClass(

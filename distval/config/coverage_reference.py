@@ -28,7 +28,7 @@ COVERAGE_PAGE = "docs/collectives-coverage.md"
 
 def _size(rule: Rule) -> str:
     if rule.size == LARGE:
-        return "`large_mib` MiB + 1 element"
+        return "`large_mib` MiB + 3 elements"
     if rule.size == ZERO:
         return "0 elements"
     if rule.form == TRANSPOSED:

@@ -468,7 +468,7 @@ def test_a_defect_past_2_22_elements_is_caught_by_the_default_size(
     fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
 ) -> None:
     """broken:allreduce-large-truncated reduces only the first 2**22 elements: the old 4 MiB default passed
-    it; the default config's 16 MiB (+1 element) fails all_reduce in every dtype at the large size."""
+    it; the default config's 16 MiB (+3 elements) fails all_reduce in every dtype at the large size."""
     image = fixture_image("distval-fixtures/broken:allreduce-large-truncated")
     config = tmp_path / "large.yaml"
     config.write_text(
@@ -480,6 +480,6 @@ def test_a_defect_past_2_22_elements_is_caught_by_the_default_size(
     (found,) = results.values()
     for name in ("collectives.all_reduce.sum", "collectives.all_reduce.max", "collectives.all_reduce.product"):
         status, message = found[name]
-        assert status == "failure" and "4194305 elements, in place: all_reduce(" in message, (name, found[name])
+        assert status == "failure" and "4194307 elements, in place: all_reduce(" in message, (name, found[name])
     for name in ("env", "all_reduce", "collectives.broadcast", "collectives.all_gather"):
         assert found[name][0] == "passed", (name, found[name])
