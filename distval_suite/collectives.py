@@ -1,14 +1,18 @@
 """The collective checks: ``all_reduce`` (one SUM, the quick signal) and ``collectives`` (every
 collective against a known answer, one result per operation).
 
-In ``collectives`` each tensor operation runs on float32, float64, int64 and bfloat16 (float16 too with
-NCCL) at 7 elements and at ``large_mib`` MiB (16 by default: past gloo's segment sizes and past 2**20
-elements in every dtype; one element more, so that the count is odd), in the call forms training code
-uses: in place, asynchronous (``async_op=True``, checked after ``wait()``) and on a view at storage
-offset 1 inside a larger buffer (the elements around it must stay untouched); rooted operations
-(broadcast, reduce, gather, scatter) from every root. The inputs and answers come from distval_suite/answers.py,
-which a host test proves tell every reduce op, root and rank's buffer apart; every value is a small
-integer, exact in every dtype, so answers are compared exactly (AVG under NCCL within a tolerance).
+In ``collectives`` each tensor operation runs the variants distval_suite/coverage.py declares (a coverage model,
+not a Cartesian product: each defect class with the smallest input that shows it): every dtype training reduces
+(float32, float64, int64, bfloat16, float16, int32, int8, uint8, and bool in the reductions) at 7 elements from
+every root with every reduce op; asynchronously (``async_op=True``, checked after ``wait()``), on a view at
+storage offset 1 inside a guarded buffer (the elements around it must stay untouched), on non-contiguous
+tensors (transposed, strided) and on zero elements once per operation; and at ``large_mib`` MiB (16 by
+default: past gloo's segment sizes and 2**20 elements; three elements more, so that the count is odd) once per
+operation, and in every dtype in all_reduce(SUM). A non-contiguous tensor must be reduced correctly, or refused
+with an exception on every rank before anything was written (coverage.py says why); silently unchanged or
+wrong is a failure. The inputs and answers come from distval_suite/answers.py, which a host test proves tell
+every reduce op, root and rank's buffer apart; every value is a small integer, exact in every dtype, so
+answers are compared exactly (AVG under NCCL within a tolerance).
 
 A skip comes only from distval_suite/support.py: an operation or dtype the table says this backend and torch
 version may lack gets a capability probe (a call on a few elements, before the real ones) and is
@@ -29,21 +33,21 @@ from typing import Any, Callable, Dict, List, NamedTuple, Optional, Tuple
 import torch
 import torch.distributed as dist
 
-from distval_suite import answers, subgroups
+from distval_suite import answers, coverage, subgroups
 from distval_suite.core import CheckFailed, CheckOutcome, Context, check, require_world
-from distval_suite.devices import backend_family, is_nccl
+from distval_suite.coverage import ASYNC, IN_PLACE, LARGE, NON_CONTIGUOUS, SMALL_NUMEL, STRIDED, TRANSPOSED, VIEW, ZERO
+from distval_suite.devices import backend_family
 from distval_suite.records import ERROR, FAILED, PASSED, SKIPPED
 from distval_suite.support import ABSENT, MUST, UNDEFINED, probe_verdict, support
 from distval_suite.tally import summarize_runs
 
-DTYPES = (torch.float32, torch.float64, torch.int64, torch.bfloat16)
-SMALL_NUMEL = 7
+DTYPES = tuple(getattr(torch, name) for name in coverage.DTYPES)
 DEFAULT_LARGE_MIB = 16
-# What no formula in distval_suite/answers.py produces (they are all positive): output buffers start as it, and
-# the elements around a view must still hold it after the call.
+# What no formula in distval_suite/answers.py produces (they are all positive, at most 127): output buffers start as
+# it, and the elements around a view must still hold it after the call. uint8 cannot hold -7; a bool guard is True,
+# which a bool answer can be: there the view's own elements show an ignored offset.
 GUARD = -7
-IN_PLACE, ASYNC, VIEW = "in place", "async", "view at offset 1"
-FORMS = (IN_PLACE, ASYNC, VIEW)
+GUARDS = {torch.uint8: 250, torch.bool: True}
 NUMPY_MISSING = re.compile(r"(?i)numpy is not available|no module named .?numpy")
 
 
@@ -58,12 +62,21 @@ class Variant(NamedTuple):
     op: str  # the reduce op of rooted reductions ("SUM" elsewhere)
 
     def describe(self, rooted: bool, reducing: bool) -> str:
-        parts = [str(self.dtype).replace("torch.", ""), "%d elements" % self.numel, self.form]
+        parts = [_dtype_name(self.dtype), "%d elements" % self.numel, self.form]
         if reducing:
             parts.append(self.op)
         if rooted:
             parts.append("root %d" % self.root)
         return ", ".join(parts)
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).replace("torch.", "")
+
+
+class Refused(Exception):
+    """The collective raised on a non-contiguous tensor before writing anything: a refusal, acceptable when every
+    rank refused (distval_suite/coverage.py)."""
 
 
 @check("all_reduce")
@@ -89,67 +102,106 @@ def check_all_reduce(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     return "all_reduce(SUM) over %d ranks gave %s in all %d elements" % (world, expected, numel), details
 
 
-@functools.lru_cache(maxsize=8)
-def _index(numel: int, device: torch.device) -> torch.Tensor:
-    """The element index (cached: building 16 MiB of it costs more than reducing it)."""
-    return torch.arange(numel, dtype=torch.int64, device=device)
-
-
 @functools.lru_cache(maxsize=24)
 def _values(
-    formula: Callable[..., Any], params: Tuple[Any, ...], numel: int, dtype: torch.dtype, device: torch.device
+    formula: Callable[..., Any], params: Tuple[Any, ...], numel: int, dtype: torch.dtype, device: torch.device, world: int
 ) -> torch.Tensor:
-    """``formula(*params, index)`` over the element index, in ``dtype``. Cached: at 16 MiB building a tensor
-    from its formula costs 10-30x the collective itself (2 ranks, gloo), and every root, form and repeat
-    uses the same values."""
-    value = formula(*params, _index(numel, device))
+    """``formula(*params, index)`` over the element index, in ``dtype``. Every formula repeats every
+    answers.period(world) elements (tests/suite/test_suite_answers.py), so one period is computed and tiled: at 16 MiB
+    computing the formula over every element cost 10-30x the collective itself (2 ranks, gloo; int8's 16M elements
+    70 s at a load of 30). Cached: every root, form and repeat uses the same values."""
+    length = min(numel, answers.period(world))
+    value = formula(*params, torch.arange(length, dtype=torch.int64, device=device))
     if not isinstance(value, torch.Tensor):
-        value = torch.full((numel,), int(value), dtype=torch.int64, device=device)
-    return value.to(dtype)
+        value = torch.full((length,), int(value), dtype=torch.int64, device=device)
+    one_period = value.to(dtype)
+    if numel <= length:
+        return one_period
+    return one_period.repeat(-(-numel // length))[:numel].clone()
 
 
 def _tensor(v: Variant, formula: Callable[..., Any], *params: Any) -> torch.Tensor:
     """A formula of distval_suite/answers.py, the element index appended to ``params``, as a fresh tensor of the
     variant's size, dtype and device (a copy: collectives write into their inputs)."""
-    return _values(formula, params, v.numel, v.dtype, v.device).clone()
+    return _values(formula, params, v.numel, v.dtype, v.device, v.world).clone()
 
 
 def _reduce_expected_formula(op: str, world: int, index: Any) -> Any:
     return answers.reduce_expected(op, world, index, maximum=torch.maximum, minimum=torch.minimum)
 
 
+def _untouched(label: str, elements: torch.Tensor, guard: Any) -> Optional[str]:
+    if torch.equal(elements, torch.full_like(elements, guard)):
+        return None
+    return "%s changed: expected %s, got %s" % (label, [guard] * elements.numel(), elements.tolist()[:20])
+
+
 def _guarded(v: Variant, count: int = 1) -> Tuple[List[torch.Tensor], Callable[[], Optional[str]]]:
     """``count`` output tensors of ``v.numel`` elements holding GUARD, in the variant's form: separate
-    tensors, or consecutive views of one buffer that starts one element in and ends three early (an
-    implementation that ignores the storage offset, or writes whole buffers, changes those elements)."""
+    tensors; consecutive views of one buffer that starts one element in and ends three early (an
+    implementation that ignores the storage offset, or writes whole buffers, changes those elements);
+    transposed 2-D views (dense, not contiguous); or every other element of a buffer twice as long (the
+    elements between must stay GUARD)."""
+    guard = GUARDS.get(v.dtype, GUARD)
+    if v.form == TRANSPOSED:
+        rows, cols = coverage.TRANSPOSED_SHAPE
+        return [torch.full((cols, rows), guard, dtype=v.dtype, device=v.device).t() for _ in range(count)], lambda: None
+    if v.form == STRIDED:
+        strided = torch.full((2 * v.numel * count,), guard, dtype=v.dtype, device=v.device)
+        views = [strided[2 * v.numel * i : 2 * v.numel * (i + 1) : 2] for i in range(count)]
+        return views, lambda: _untouched("the elements between the [::2] slice's", strided[1::2], guard)
     if v.form != VIEW:
-        return [torch.full((v.numel,), GUARD, dtype=v.dtype, device=v.device) for _ in range(count)], lambda: None
+        return [torch.full((v.numel,), guard, dtype=v.dtype, device=v.device) for _ in range(count)], lambda: None
     total = v.numel * count
-    buffer = torch.full((total + 4,), GUARD, dtype=v.dtype, device=v.device)
+    buffer = torch.full((total + 4,), guard, dtype=v.dtype, device=v.device)
     views = [buffer[1 + i * v.numel : 1 + (i + 1) * v.numel] for i in range(count)]
-
-    def outside() -> Optional[str]:
-        around = torch.cat([buffer[:1], buffer[1 + total :]])
-        if torch.equal(around, torch.full_like(around, GUARD)):
-            return None
-        return "the elements around the view (storage offset 1) changed: expected %s, got %s" % (
-            [GUARD] * around.numel(),
-            around.tolist(),
-        )
-
-    return views, outside
+    return views, lambda: _untouched(
+        "the elements around the view (storage offset 1)", torch.cat([buffer[:1], buffer[1 + total :]]), guard
+    )
 
 
 def _placed(data: torch.Tensor, v: Variant) -> Tuple[torch.Tensor, Callable[[], Optional[str]]]:
-    """``data`` in the variant's form (a view at offset 1 inside a guarded buffer, or itself)."""
+    """``data`` in the variant's form (a view at offset 1, transposed or strided inside a guarded buffer, or itself:
+    a fresh copy already, so the large size is not copied twice)."""
+    if v.form in (IN_PLACE, ASYNC):
+        return data, lambda: None
     (tensor,), outside = _guarded(v)
-    tensor.copy_(data)
+    tensor.copy_(data.reshape(tensor.shape))
     return tensor, outside
+
+
+def _tensors(args: Any) -> List[torch.Tensor]:
+    found: List[torch.Tensor] = []
+    for arg in args:
+        if isinstance(arg, torch.Tensor):
+            found.append(arg)
+        elif isinstance(arg, (list, tuple)):
+            found += _tensors(arg)
+    return found
+
+
+def _refusable(v: Variant, tensors: List[torch.Tensor], call: Callable[[], Any]) -> None:
+    """``call()``; on a non-contiguous variant an exception raised before any of ``tensors`` changed is a Refused
+    (acceptable when every rank refused), one raised after writing stays what it was (an error)."""
+    if v.form not in NON_CONTIGUOUS:
+        call()
+        return
+    before = [t.clone() for t in tensors]
+    try:
+        call()
+    except Exception as exc:  # noqa: BLE001 - judged by what it left behind, never by its words
+        if all(torch.equal(before[i], tensors[i]) for i in range(len(tensors))):
+            raise Refused(_exception_text(exc)) from exc
+        raise
 
 
 def _call(v: Variant, function: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     """Call a collective in the variant's form; the asynchronous one waits on its work handle, and every
     answer is checked only after that wait (where training code may use the data)."""
+    _refusable(v, _tensors(args) + _tensors(kwargs.values()), lambda: _plain_call(v, function, *args, **kwargs))
+
+
+def _plain_call(v: Variant, function: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
     if v.form == ASYNC:
         work = function(*args, async_op=True, **kwargs)
         if work is None:
@@ -179,7 +231,10 @@ def _describe(tensor: torch.Tensor, expected: torch.Tensor, rtol: float = 0.0) -
 
 
 def _compare(label: str, tensor: torch.Tensor, expected: torch.Tensor, rtol: float = 0.0) -> Optional[str]:
-    """None when ``tensor`` is ``expected`` (exactly; within ``rtol`` for floating dtypes when given)."""
+    """None when ``tensor`` is ``expected`` (exactly; within ``rtol`` for floating dtypes when given). A 2-D
+    (transposed) tensor is compared in its logical order against the 1-D answer."""
+    if tensor.dim() == 2 and expected.dim() == 1 and tensor.numel() == expected.numel():
+        tensor = tensor.reshape(-1)
     if tensor.shape != expected.shape:
         return "%s: expected shape %s, got %s" % (label, tuple(expected.shape), tuple(tensor.shape))
     if torch.equal(tensor, expected) or (rtol and _wrong(tensor, expected, rtol).numel() == 0):
@@ -200,13 +255,26 @@ AVG_RTOL = {torch.float16: 1e-2, torch.bfloat16: 2e-2, torch.float32: 1e-5, torc
 ROOTED_REDUCE_OPS = ("SUM", "PRODUCT", "MIN", "MAX")
 
 
+def _bool_reduce_expected_formula(op: str, world: int, index: Any) -> Any:
+    return answers.bool_reduce_expected(op, world, index, maximum=torch.maximum, minimum=torch.minimum)
+
+
 def _reduce_expected(op: str, v: Variant) -> torch.Tensor:
+    if v.dtype == torch.bool:
+        return _tensor(v, _bool_reduce_expected_formula, op, v.world)
     return _tensor(v, _reduce_expected_formula, op, v.world)
+
+
+def _reduce_input(op: str, v: Variant) -> torch.Tensor:
+    """A rank's reduce input: answers.reduce_input, or for bool (logical reductions) answers.bool_reduce_input."""
+    if v.dtype == torch.bool:
+        return _tensor(v, answers.bool_reduce_input, v.rank, v.world)
+    return _tensor(v, answers.reduce_input, op, v.rank, v.world)
 
 
 def _all_reduce(op_name: str) -> Operation:
     def run(v: Variant) -> Optional[str]:
-        tensor, outside = _placed(_tensor(v, answers.reduce_input, op_name, v.rank, v.world), v)
+        tensor, outside = _placed(_reduce_input(op_name, v), v)
         _call(v, dist.all_reduce, tensor, op=getattr(dist.ReduceOp, op_name))
         rtol = AVG_RTOL.get(v.dtype, 0.0) if op_name == "AVG" else 0.0
         return _first(_compare("all_reduce(%s)" % op_name, tensor, _reduce_expected(op_name, v), rtol), outside())
@@ -222,7 +290,7 @@ def _broadcast(v: Variant) -> Optional[str]:
 
 
 def _reduce(v: Variant) -> Optional[str]:
-    tensor, outside = _placed(_tensor(v, answers.reduce_input, v.op, v.rank, v.world), v)
+    tensor, outside = _placed(_reduce_input(v.op, v), v)
     _call(v, dist.reduce, tensor, dst=v.root, op=getattr(dist.ReduceOp, v.op))
     if v.rank != v.root:
         return outside()  # the other ranks' buffers are scratch space (documented), but not what lies around them
@@ -293,9 +361,13 @@ def _send_recv_ring(v: Variant) -> Optional[str]:
     right, left = (v.rank + 1) % v.world, (v.rank - 1) % v.world
     (received,), outside = _guarded(v)
     sent, sent_outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
-    requests = [dist.isend(sent, dst=right), dist.irecv(received, src=left)]
-    for request in requests:
-        request.wait()
+
+    def ring() -> None:
+        requests = [dist.isend(sent, dst=right), dist.irecv(received, src=left)]
+        for request in requests:
+            request.wait()
+
+    _refusable(v, [sent, received], ring)
     expected = _tensor(v, answers.plain_input, left, v.world)
     return _first(_compare("recv from rank %d" % left, received, expected), outside(), sent_outside())
 
@@ -323,32 +395,43 @@ TENSOR_OPERATIONS: List[Tuple[str, Spec]] = [
     ("all_to_all", Spec(_all_to_all)),
     ("send_recv_ring", Spec(_send_recv_ring, min_world=2)),
 ]
-# What NCCL reduces beyond gloo's set: float16 in every operation.
-NCCL_EXTRA_DTYPES = (torch.float16,)
 
 
 def operations_for(backend: str) -> Tuple[Tuple[torch.dtype, ...], List[Tuple[str, Spec]]]:
-    """The dtypes and the operations checked with ``backend``."""
-    return (DTYPES + NCCL_EXTRA_DTYPES if is_nccl(backend) else DTYPES), TENSOR_OPERATIONS
+    """The dtypes and the operations checked with ``backend`` (every backend: distval_suite/support.py says what a
+    backend and torch version may lack)."""
+    return DTYPES, TENSOR_OPERATIONS
 
 
-def variants(spec: Spec, rank: int, world: int, dtype: torch.dtype, device: torch.device, large_numel: int) -> List[Variant]:
-    """Every call form, root and rooted reduce op at the small size; the large size once, in place,
-    from the last rank (the size class is what it covers: the forms and roots are covered above)."""
-    roots = range(world) if spec.rooted else (world - 1,)
-    small = [
-        Variant(rank, world, SMALL_NUMEL, dtype, device, form, root, op)
-        for form in FORMS
-        for root in roots
-        for op in spec.reduce_ops
+def numel_of(planned: coverage.Planned, dtype: torch.dtype, large_mib: int) -> int:
+    if planned.size == ZERO:
+        return 0
+    if planned.size == LARGE:
+        return large_numel(large_mib, dtype)
+    if planned.form == TRANSPOSED:
+        return coverage.TRANSPOSED_SHAPE[0] * coverage.TRANSPOSED_SHAPE[1]
+    return SMALL_NUMEL
+
+
+def variants(
+    part: str, spec: Spec, rank: int, world: int, dtypes: Tuple[torch.dtype, ...], device: torch.device, large_mib: int
+) -> List[Variant]:
+    """The variants distval_suite/coverage.py plans for ``part`` (one declaration: docs/collectives-coverage.md is
+    written from the same rules)."""
+    by_name = {_dtype_name(d): d for d in dtypes}
+    planned = coverage.plan(part, tuple(by_name), world, spec.rooted, spec.reduce_ops)
+    return [
+        Variant(rank, world, numel_of(p, by_name[p.dtype], large_mib), by_name[p.dtype], device, p.form, p.root, p.op)
+        for p in planned
     ]
-    return small + [Variant(rank, world, large_numel, dtype, device, IN_PLACE, world - 1, spec.reduce_ops[0])]
 
 
 def large_numel(large_mib: int, dtype: torch.dtype) -> int:
-    """``large_mib`` MiB of ``dtype``, plus one element: an odd count past every power of two below it."""
+    """``large_mib`` MiB of ``dtype``, plus answers.MIN_NUMEL (3) elements: an odd count past every power of two below
+    it, whose tail past that power holds every residue of the inputs' rotation, so a reduction that stops at the power
+    of two leaves an element that is no MIN or MAX (one element more could be one where a rank's input is the answer)."""
     element = torch.tensor([], dtype=dtype).element_size()
-    return int(large_mib * 2**20 // element + 1)
+    return int(large_mib * 2**20 // element + answers.MIN_NUMEL)
 
 
 BARRIER_LATE_S = 0.2
@@ -476,27 +559,28 @@ def check_collectives(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
             skipped.append("every dtype (%s)" % absent)
             _report(ctx, part, runs, failures, errors, skipped, repeat, time.monotonic() - started)
             continue
+        planned = variants(part, spec, rank, world, dtypes, device, large_mib)
+        # Every dtype the plan uses is probed (where the table says so) before the real calls.
+        verdicts: Dict[torch.dtype, Tuple[str, str]] = {}
         for dtype in dtypes:
-            verdict, why = _probe(ctx, part, spec, dtype, rank, world)
-            dtype_name = str(dtype).replace("torch.", "")
-            if verdict == "undefined":
-                continue  # no torch defines it (distval_suite/support.py): not a variant, not a skip
+            if any(v.dtype == dtype for v in planned):
+                verdicts[dtype] = _probe(ctx, part, spec, dtype, rank, world)
+        for dtype, (verdict, why) in verdicts.items():
             if verdict == "skip":
-                skipped.append("%s (%s)" % (dtype_name, why))
-                continue
-            if verdict == "error":
+                skipped.append("%s (%s)" % (_dtype_name(dtype), why))
+            elif verdict == "error":
                 runs += 1
-                errors.append("%s: %s" % (dtype_name, why))
-                continue
-            for iteration in range(repeat):
-                for v in variants(spec, rank, world, dtype, device, large_numel(large_mib, dtype)):
-                    label = v.describe(spec.rooted, len(spec.reduce_ops) > 1)
-                    status, text = run_part(part, functools.partial(spec.operation, v), label)
-                    runs += 1
-                    if status == FAILED:
-                        failures.append("run %d, %s: %s" % (iteration + 1, label, text))
-                    elif status == ERROR:
-                        errors.append("run %d, %s: %s" % (iteration + 1, label, text))
+                errors.append("%s: %s" % (_dtype_name(dtype), why))
+        runnable = [v for v in planned if verdicts[v.dtype][0] == "run"]
+        for iteration in range(repeat):
+            for v in runnable:
+                label = v.describe(spec.rooted, len(spec.reduce_ops) > 1)
+                status, text = run_part(part, functools.partial(_judged, ctx, spec.operation, v), label)
+                runs += 1
+                if status == FAILED:
+                    failures.append("run %d, %s: %s" % (iteration + 1, label, text))
+                elif status == ERROR:
+                    errors.append("run %d, %s: %s" % (iteration + 1, label, text))
         _report(ctx, part, runs, failures, errors, skipped, repeat, time.monotonic() - started)
 
     # Each object collective completes its communication before it unpickles, so a rank that fails
@@ -513,6 +597,34 @@ def check_collectives(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
         outcomes = [run_part(part, attempt, "run %d" % (i + 1)) for i in range(repeat)]
         _report_runs(ctx, part, outcomes, repeat, time.monotonic() - started)
     return None
+
+
+_REFUSALS = itertools.count()
+
+
+def _judged(ctx: Context, operation: Operation, v: Variant) -> Optional[str]:
+    """Run one variant. On a non-contiguous one the ranks compare outcomes: a refusal (distval_suite/coverage.py) on
+    every rank is a correct outcome; a refusal on some ranks only is an error."""
+    if v.form not in NON_CONTIGUOUS:
+        return operation(v)
+    refused: Optional[str] = None
+    problem: Optional[str] = None
+    failure: Optional[BaseException] = None
+    try:
+        problem = operation(v)
+    except Refused as exc:
+        refused = str(exc)
+    except Exception as exc:  # noqa: BLE001 - reported below, after the ranks agreed on the refusals
+        failure = exc
+    everyone = ctx.exchange("collectives/refusal/%d" % next(_REFUSALS), refused)
+    if failure is not None:
+        raise failure
+    if refused is None and all(r is None for r in everyone):
+        return problem
+    verdict, why = probe_verdict(dict(enumerate(everyone)))
+    if verdict == "skip":  # every rank refused before writing: the acceptable outcome
+        return None
+    raise RuntimeError("%s refusal: %s" % (v.form, why))
 
 
 def _report(

@@ -32,8 +32,15 @@ MAY_LACK: Dict[Tuple[str, str, str], Tuple[Tuple[int, ...], str, str]] = {
     # Gloo's AVG divides in floating point: on int64 torch 2.15 raises "result type Float can't be cast to
     # the desired output type Long" (measured, 3 ranks). No version defines it, so it is no variant.
     ("gloo", "all_reduce.avg", "int64"): (NEVER, "gloo's ReduceOp.AVG on integer tensors", UNDEFINED),
+    ("gloo", "all_reduce.avg", "int32"): (NEVER, "gloo's ReduceOp.AVG on integer tensors", UNDEFINED),
+    ("gloo", "all_reduce.avg", "int8"): (NEVER, "gloo's ReduceOp.AVG on integer tensors", UNDEFINED),
+    ("gloo", "all_reduce.avg", "uint8"): (NEVER, "gloo's ReduceOp.AVG on integer tensors", UNDEFINED),
+    ("gloo", "all_reduce.avg", "bool"): (NEVER, "ReduceOp.AVG on bool tensors", UNDEFINED),
+    ("nccl", "all_reduce.avg", "bool"): (NEVER, "ReduceOp.AVG on bool tensors", UNDEFINED),
     ("gloo", ANY, "bfloat16"): ((2, 14), "gloo's bfloat16 support in every operation", PROBE),
     ("gloo", ANY, "float16"): ((2, 14), "gloo's float16 support in every operation", PROBE),
+    # Debian's torch 1.13 gloo raises "Invalid scalar type" for bool; 2.6 reduces it (measured), as 2.15 does.
+    ("gloo", ANY, "bool"): ((2, 14), "gloo's bool support in every operation", PROBE),
 }
 
 

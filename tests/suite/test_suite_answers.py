@@ -7,14 +7,18 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from fractions import Fraction
 
 import pytest
 
 from distval_suite import answers
 from distval_suite.answers import (
+    BOOL_MEANING,
     MIN_NUMEL,
     REDUCE_OPS,
     all_to_all_chunk,
+    bool_reduce_expected,
+    bool_reduce_input,
     fold,
     plain_input,
     position,
@@ -34,20 +38,36 @@ def vector(function: Callable[[int], int], numel: int) -> Vector:
     return [int(function(i)) for i in range(numel)]
 
 
-def elementwise(op: str, buffers: list[Vector]) -> Vector:
-    """What an implementation that runs ``op`` (maybe the wrong one) on these inputs returns."""
-    return [fold(op, [b[i] for b in buffers]) for i in range(len(buffers[0]))]
+def elementwise(op: str, buffers: list[Vector]) -> list[Fraction]:
+    """What an implementation that runs ``op`` (maybe the wrong one) on these inputs returns; AVG exactly, as a
+    floating dtype computes it (an average that is no integer is no other op's answer)."""
+    if op == "AVG":
+        return [Fraction(fold("SUM", [b[i] for b in buffers]), len(buffers)) for i in range(len(buffers[0]))]
+    return [Fraction(fold(op, [b[i] for b in buffers])) for i in range(len(buffers[0]))]
 
 
 def inputs(op: str, world: int, numel: int) -> list[Vector]:
     return [vector(lambda i, r=r: reduce_input(op, r, world, i), numel) for r in range(world)]
 
 
-def exact_everywhere(value: int) -> bool:
-    """Exact in bfloat16 (8 significant bits: integers up to 256, powers of two), float16 (max 65504)
-    and every wider type; non-negative, so no sign or overflow question."""
-    power_of_two = value > 0 and value & (value - 1) == 0
-    return 0 <= value <= 256 or (power_of_two and value <= 2**14)
+# Where each dtype holds every integer exactly (its range; a float's significant bits: float16 11, bfloat16 8).
+EXACT_RANGE = {
+    "int8": (-128, 127),
+    "uint8": (0, 255),
+    "int32": (-(2**31), 2**31 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+    "float16": (-(2**11), 2**11),
+    "bfloat16": (-(2**8), 2**8),
+    "float32": (-(2**24), 2**24),
+    "float64": (-(2**53), 2**53),
+}
+
+
+def exact_everywhere(value: Fraction | int) -> bool:
+    """Exact in every dtype training reduces, int8 (the narrowest range) and bfloat16 (the fewest significant bits)
+    included; non-negative, so no sign question either."""
+    integral = not isinstance(value, Fraction) or value.denominator == 1
+    return integral and value >= 0 and all(low <= value <= high for low, high in EXACT_RANGE.values())
 
 
 def wrong_answers(op: str, buffers: list[Vector]) -> dict[str, Vector]:
@@ -116,20 +136,27 @@ def test_reduce_scatter_and_all_to_all_chunks_are_distinct(world: int) -> None:
 @pytest.mark.parametrize("world", WORLDS)
 def test_every_value_and_answer_is_exact_in_every_dtype(world: int) -> None:
     numel = 15  # every residue of index % 3 and % 5
-    values: list[int] = []
+    values: list[Fraction] = []
+    floating: list[Fraction] = []  # AVG's: gloo defines AVG on floating dtypes only (distval_suite/support.py)
     for op in REDUCE_OPS:
-        values += [v for b in inputs(op, world, numel) for v in b]
-        values += vector(lambda i, o=op: reduce_expected(o, world, i), numel)
+        into = floating if op == "AVG" else values
+        into += [Fraction(v) for b in inputs(op, world, numel) for v in b]
+        into += [Fraction(v) for v in vector(lambda i, o=op: reduce_expected(o, world, i), numel)]
         # Every partial result along any order of the ranks (a ring or a tree adds in any order).
         for count in range(2, world + 1):
-            values += elementwise(op if op != "AVG" else "SUM", inputs(op, world, numel)[:count])
+            into += elementwise(op if op != "AVG" else "SUM", inputs(op, world, numel)[:count])
+    for op in BOOL_MEANING:
+        values += vector(lambda i, o=op: bool_reduce_expected(o, world, i), numel)
     for r in range(world):
+        values += vector(lambda i, r=r: bool_reduce_input(r, world, i), numel)
         values += vector(lambda i, r=r: plain_input(r, world, i), numel)
         values += vector(lambda i, r=r: scatter_chunk(r, world, i), numel)
         values += vector(lambda i, r=r: reduce_scatter_expected(r, world, i), numel)
         for j in range(world):
             values += vector(lambda i, r=r, j=j: all_to_all_chunk(r, world, j, i), numel)
     assert [v for v in values if not exact_everywhere(v)] == []
+    low, high = EXACT_RANGE["bfloat16"]  # the floating dtype with the fewest significant bits
+    assert [v for v in floating if not (v.denominator == 1 and 0 <= v <= high)] == []
     assert world <= answers.MAX_WORLD_FOR_EXACT
 
 
@@ -149,3 +176,50 @@ def test_the_property_check_fails_on_the_old_inputs() -> None:
     rising = [[r + 1 + i % 7 for i in range(numel)] for r in range(world)]
     assert "rank 0's buffer" in [n for n, w in wrong_answers("MIN", rising).items() if w == elementwise("MIN", rising)]
     assert "rank 1's buffer" in [n for n, w in wrong_answers("MAX", rising).items() if w == elementwise("MAX", rising)]
+
+
+@pytest.mark.parametrize("world", WORLDS)
+@pytest.mark.parametrize("numel", NUMELS)
+@pytest.mark.parametrize("op", tuple(BOOL_MEANING))
+def test_every_bool_reduction_differs_from_the_other_meaning_and_every_rank_buffer(op: str, world: int, numel: int) -> None:
+    """torch's bool reductions: SUM and MAX are OR, PRODUCT and MIN are AND. OR is no AND (a noop, or AND where OR
+    was asked, shows), and no rank's buffer is either answer; every value is 0 or 1."""
+    buffers = [vector(lambda i, r=r: bool_reduce_input(r, world, i), numel) for r in range(world)]
+    assert {v for b in buffers for v in b} == {0, 1}
+    expected = vector(lambda i: bool_reduce_expected(op, world, i), numel)
+    logical_or = [int(any(b[i] for b in buffers)) for i in range(numel)]
+    logical_and = [int(all(b[i] for b in buffers)) for i in range(numel)]
+    assert expected == (logical_or if op in ("SUM", "MAX") else logical_and)
+    other = logical_and if expected == logical_or else logical_or
+    assert other != expected, (op, world, numel)
+    for r, buffer in enumerate(buffers):
+        assert buffer != expected, (op, world, numel, r)
+
+
+def test_the_old_reduce_inputs_overflow_int8() -> None:
+    """The inputs before this change (2 ** ((position + index) % 3)) gave PRODUCT answers past int8's 127 at 8 ranks
+    (and all_to_all chunks up to 192): exactness must hold for the narrowest dtype."""
+    world = 8
+    old = [[2 ** ((position(r, world) + i) % 3) for i in range(15)] for r in range(world)]
+    assert max(elementwise("PRODUCT", old)) > EXACT_RANGE["int8"][1]
+    assert max(elementwise("PRODUCT", inputs("PRODUCT", world, 15))) <= EXACT_RANGE["int8"][1]
+
+
+@pytest.mark.parametrize("world", WORLDS)
+def test_every_formula_repeats_every_period(world: int) -> None:
+    """distval_suite/collectives.py computes one period of each formula and tiles it to the tensor's size."""
+    formulas: list[Callable[[int], int]] = []
+    for r in range(world):
+        formulas += [lambda i, r=r, o=op: reduce_input(o, r, world, i) for op in REDUCE_OPS]
+        formulas += [lambda i, r=r: bool_reduce_input(r, world, i), lambda i, r=r: plain_input(r, world, i)]
+        formulas += [lambda i, r=r: scatter_chunk(r, world, i), lambda i, r=r: reduce_scatter_expected(r, world, i)]
+        for j in range(world):
+            formulas += [
+                lambda i, r=r, j=j: reduce_scatter_chunk(r, world, j, i),
+                lambda i, r=r, j=j: all_to_all_chunk(r, world, j, i),
+            ]
+    formulas += [lambda i, o=op: reduce_expected(o, world, i) for op in REDUCE_OPS]
+    formulas += [lambda i, o=op: bool_reduce_expected(o, world, i) for op in BOOL_MEANING]
+    length = answers.period(world)
+    for formula in formulas:
+        assert vector(formula, length) == [formula(i + length) for i in range(length)]

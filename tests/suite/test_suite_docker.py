@@ -282,6 +282,27 @@ KNOWN_ANSWERS = [
         },
         ("env", "all_reduce"),
     ),
+    # What only the collectives' coverage model (distval_suite/coverage.py) catches: a dtype and a layout.
+    Broken(
+        "distval-fixtures/broken:half-precision-wrong",
+        f"[env, all_reduce, {COLLECTIVES}]",
+        {
+            "collectives.all_reduce.sum": ("float16, 7 elements, in place: all_reduce(SUM): element",),
+            "collectives.all_reduce.product": ("float16, 7 elements, in place: all_reduce(PRODUCT): element",),
+            "collectives.reduce": ("float16, 7 elements, in place, SUM, root ",),
+        },
+        # MIN and MAX stay right: float16 and bfloat16 order positive values alike.
+        ("env", "all_reduce", "collectives.all_reduce.max", "collectives.all_reduce.min", "collectives.broadcast"),
+    ),
+    Broken(
+        "distval-fixtures/broken:noncontiguous-ignored",
+        f"[env, all_reduce, {COLLECTIVES}]",
+        {
+            **{case: ("15 elements, transposed: all_reduce(",) for case in ALL_REDUCE_CASES},
+            "collectives.broadcast": ("15 elements, transposed, root 1: broadcast from rank 1: element",),
+        },
+        ("env", "all_reduce", "collectives.reduce", "collectives.all_gather", "collectives.send_recv_ring"),
+    ),
 ]
 BROKEN += KNOWN_ANSWERS
 
@@ -439,12 +460,12 @@ def test_a_defect_on_one_rank_is_one_red_testcase_and_costs_no_timeout(
 
 # -- counts over repeated runs ---------------------------------------------------------------------------
 def test_repeated_runs_are_counted_once_each(fixture_image: Callable[[str], str], run_id: str, tmp_path: Path) -> None:
-    """all_reduce.sum with repeat 4 is 64 runs (4 dtypes x (3 call forms at 7 elements + 1 large), 4 times).
-    The flaky image's all_reduce is call-counted: every 2nd call wrong, every 4th raises, and it returns no
-    work handle for async_op=True (an error of its own). Per dtype and repeat the calls are in place, async,
-    view, large; float32, float64 and int64 take calls 1-48 (async and large raise: 2 errors per repeat),
-    bfloat16's capability probe call 49, and bfloat16 calls 50-65 (in place wrong, async and view raise):
-    4 wrong and 32 raised of 64, each run counted once."""
+    """all_reduce.sum with repeat 4 is 120 runs: distval_suite/coverage.py's 30 variants (9 dtypes in place, float32
+    async, 9 dtypes at offset 1, float32 transposed, 0 elements, 9 dtypes large), 4 times. The flaky image's
+    all_reduce is call-counted: every 2nd call wrong (+1; on bool the +1 raises; on 0 elements it shows nothing),
+    every 4th raises, and it returns no work handle for async_op=True (an error of its own). The capability probes of
+    bfloat16, float16 and bool (torch 2.6) are calls 1-3, so the runs are calls 4-123: 24 wrong and 38 raised, each
+    counted once (distval_suite/coverage.py's plan, counted the same way)."""
     config = tmp_path / "flaky.yaml"
     config.write_text(
         "scenarios:\n"
@@ -455,9 +476,9 @@ def test_repeated_runs_are_counted_once_each(fixture_image: Callable[[str], str]
     assert code == 1
     status, message = results["in-container"]["collectives.all_reduce.sum"]
     assert status == "failure"
-    first_wrong = "rank 0: 4 of 64 runs wrong; first: run 1, bfloat16, 7 elements, in place: all_reduce(SUM): "
+    first_wrong = "rank 0: 24 of 120 runs wrong; first: run 1, int64, 7 elements, in place: all_reduce(SUM): "
     assert message.startswith(first_wrong), message
-    assert "; 32 of 64 runs raised; first: run 1, float32, 7 elements, async: RuntimeError: " in message
+    assert "; 38 of 120 runs raised; first: run 1, float32, 7 elements, in place: RuntimeError: " in message
     assert results["in-container"]["collectives.broadcast"][0] == "passed"
 
 
@@ -465,7 +486,7 @@ def test_a_defect_past_2_22_elements_is_caught_by_the_default_size(
     fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
 ) -> None:
     """broken:allreduce-large-truncated reduces only the first 2**22 elements: the old 4 MiB default passed
-    it; the default config's 16 MiB (+1 element) fails all_reduce in every dtype at the large size."""
+    it; the default config's 16 MiB (+3 elements) fails all_reduce in every dtype at the large size."""
     image = fixture_image("distval-fixtures/broken:allreduce-large-truncated")
     config = tmp_path / "large.yaml"
     config.write_text(
@@ -477,6 +498,6 @@ def test_a_defect_past_2_22_elements_is_caught_by_the_default_size(
     (found,) = results.values()
     for name in ("collectives.all_reduce.sum", "collectives.all_reduce.max", "collectives.all_reduce.product"):
         status, message = found[name]
-        assert status == "failure" and "4194305 elements, in place: all_reduce(" in message, (name, found[name])
+        assert status == "failure" and "4194307 elements, in place: all_reduce(" in message, (name, found[name])
     for name in ("env", "all_reduce", "collectives.broadcast", "collectives.all_gather"):
         assert found[name][0] == "passed", (name, found[name])

@@ -60,3 +60,16 @@ def test_gloo_send_and_recv_on_cuda_tensors_are_declared_absent_on_every_torch()
     assert kind == ABSENT and "CPU tensors only" in why
     assert support("gloo", "send_recv_ring", "float32", "2.15.0", "cpu") == (MUST, "")
     assert support("nccl", "send_recv_ring", "float32", "2.15.0", "cuda") == (MUST, "")
+
+
+def test_the_dtypes_training_reduces_are_gated_where_an_old_gloo_lacks_them() -> None:
+    """bool: Debian's 1.13 gloo raises "Invalid scalar type" (probed, skipped there; 2.6 and 2.15 reduce it); int8,
+    uint8 and int32 work on every torch measured, so a wrong value or an exception there is never a skip."""
+    kind, why = support("gloo", "all_reduce.sum", "bool", "1.13.1")
+    assert kind == PROBE and "gloo's bool support" in why
+    assert support("gloo", "all_reduce.sum", "bool", "2.15.0") == (MUST, "")
+    for dtype in ("int8", "uint8", "int32"):
+        assert support("gloo", "all_reduce.product", dtype, "1.13.1") == (MUST, ""), dtype
+        assert support("gloo", "all_reduce.avg", dtype, "2.15.0")[0] == UNDEFINED, dtype
+    assert support("gloo", "all_reduce.avg", "bool", "2.15.0")[0] == UNDEFINED
+    assert support("gloo", "all_reduce.avg", "float16", "2.15.0") == (MUST, "")
