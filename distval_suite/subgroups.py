@@ -11,7 +11,10 @@ members, also:
   1 is another rank: an implementation that mixes the two broadcasts the wrong buffer);
 - ``new_subgroups_by_enumeration`` into the even and the odd ranks (interleaved, as a data-parallel group beside
   a model-parallel one is), and, where the world size is even, ``new_subgroups(2)``: consecutive pairs (the
-  ranks that share a container in a 2 x 2 layout). Both exist in every supported torch (>= 1.13).
+  ranks that share a container in a 2 x 2 layout). Both exist in every supported torch (>= 1.13), but before
+  torch 2.1 they refuse to run without CUDA ("Subgroups can only be created when CUDA is available", lifted by
+  pytorch#99706): there, on the CPU, the same partitions are made with ``new_group`` per subgroup, every rank
+  creating every one in the same order (what ``new_subgroups*`` do inside), and the messages say so.
 
 The known answer: rank r contributes 2**r times (1 + element % 3), so a SUM over any set of ranks is that set's
 bit mask (times the element's factor): no other set of ranks, and no single rank's buffer, gives it, and a
@@ -27,6 +30,7 @@ import torch
 import torch.distributed as dist
 
 from distval_suite import answers
+from distval_suite.core import torch_version
 
 NUMEL = 7
 # Up to here 2**rank times 3 is exact in float32 (24 bits of mantissa).
@@ -84,15 +88,21 @@ def subgroup_problem(rank: int, world: int, device: torch.device, exchange: Exch
     # Every group is created on every rank, in the same order (new_group's rule), members or not.
     noncontiguous = dist.new_group(ranks=evens)
     enumeration = [evens, odds]
-    enumerated, _ = dist.new_subgroups_by_enumeration(ranks_per_subgroup_list=enumeration)
     parity = [evens if r in evens else odds for r in range(world)]
-    groups = [
-        ("new_group(%s)" % evens, noncontiguous, [evens if r in evens else [] for r in range(world)]),
-        ("new_subgroups_by_enumeration(%s)" % enumeration, enumerated, parity),
-    ]
-    if world % 2 == 0:
-        paired, _ = dist.new_subgroups(group_size=2)
-        groups.append(("new_subgroups(group_size=2)", paired, [[r - r % 2, r - r % 2 + 1] for r in range(world)]))
+    pairs = [[r - r % 2, r - r % 2 + 1] for r in range(world)]
+    groups = [("new_group(%s)" % evens, noncontiguous, [evens if r in evens else [] for r in range(world)])]
+    if _subgroups_run_here(device):
+        enumerated, _ = dist.new_subgroups_by_enumeration(ranks_per_subgroup_list=enumeration)
+        groups.append(("new_subgroups_by_enumeration(%s)" % enumeration, enumerated, parity))
+        if world % 2 == 0:
+            paired, _ = dist.new_subgroups(group_size=2)
+            groups.append(("new_subgroups(group_size=2)", paired, pairs))
+    else:
+        why = " (new_group per subgroup: new_subgroups* need CUDA before torch 2.1)"
+        groups.append(("subgroups %s%s" % (enumeration, why), _own_group(rank, enumeration), parity))
+        if world % 2 == 0:
+            consecutive = [[r, r + 1] for r in range(0, world, 2)]
+            groups.append(("subgroups %s%s" % (consecutive, why), _own_group(rank, consecutive), pairs))
     wrong_view = _first(*[_views(exchange, label, group, members) for label, group, members in groups])
     if wrong_view:
         return wrong_view
@@ -104,6 +114,22 @@ def subgroup_problem(rank: int, world: int, device: torch.device, exchange: Exch
         ]
     problems += [_sum_in(label, rank, members[rank], group, device) for label, group, members in groups[1:]]
     return _first(*problems)
+
+
+def _subgroups_run_here(device: torch.device) -> bool:
+    """Whether new_subgroups* run here: with CUDA, or from torch 2.1 on (pytorch#99706), where gloo's CPU groups
+    are allowed too. A version gate, never an error's words."""
+    return torch_version() >= (2, 1) or (device.type == "cuda" and torch.cuda.is_available())
+
+
+def _own_group(rank: int, partition: List[List[int]]) -> Any:
+    """``partition``'s subgroups made with new_group, each on every rank in the same order; this rank's."""
+    own = None
+    for members in partition:
+        group = dist.new_group(ranks=members)
+        if rank in members:
+            own = group
+    return own
 
 
 def _first_ranks_group(rank: int, world: int, device: torch.device) -> Optional[str]:
