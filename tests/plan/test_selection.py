@@ -46,9 +46,9 @@ def _k(text: str) -> list[str]:
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("ddp", ["ddp_sync", "ddp_sampler"]),
+        ("ddp", ["ddp_sync", "ddp_training", "ddp_sampler"]),
         ("DDP_SYNC", ["ddp_sync"]),
-        ("ddp and not sampler", ["ddp_sync"]),
+        ("ddp and not sampler", ["ddp_sync", "ddp_training"]),
         ("env or store", ["env", "environment", "store"]),  # a part of a name, as pytest's -k: env is in environment
         ("env and not environment", ["env"]),
         ("collect and not (loop or ddp)", ["collectives"]),

@@ -66,7 +66,10 @@ def test_a_ring_that_misses_a_hop_is_caught_above_two_ranks_only(
         # Rank r contributes r + 1; without the last rank's the sum is short by world.
         assert status == "failure", (layout, found["all_reduce"])
         assert f"expected {world * (world + 1) / 2} in every element, got {world * (world - 1) / 2}" in message, message
-        for case in ("collectives.all_reduce.sum", "collectives.all_reduce.max", "collectives.all_reduce.product"):
+        # SUM and PRODUCT tell a rank's contribution left out (every rank adds to them); MAX and MIN need not: the
+        # collectives' inputs are 1 or 2 per element (exact in int8, PRODUCT <= 64), and the ranks that remain often
+        # reach the same maximum.
+        for case in ("collectives.all_reduce.sum", "collectives.all_reduce.product"):
             assert found[case][0] == "failure" and "all_reduce(" in found[case][1], (layout, case, found[case])
         status, message = found["collectives.all_gather"]
         assert status == "failure" and f"all_gather, slot of rank {world - 1}" in message, (layout, message)

@@ -37,7 +37,7 @@ def test_a_partition_that_is_no_slurm_partition_name_is_refused(
 def test_partition_names_and_lists_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str], partition: str) -> None:
     code, err = _export(tmp_path, capsys, "--partition", partition)
     assert code == 0, err
-    script = (tmp_path / "o" / "in-container-2ranks" / "job.sbatch").read_text(encoding="utf-8")
+    script = (tmp_path / "o" / "in-container-3ranks" / "job.sbatch").read_text(encoding="utf-8")
     assert f"#SBATCH --partition={partition}\n" in script
 
 
@@ -56,5 +56,5 @@ def test_pyxis_mounts_of_a_plain_directory_are_written(tmp_path: Path, capsys: p
     """The control: the refusal is of the characters, not of pyxis or of -o."""
     argv = ["export", "slurm", CONFIG, "--image", IMAGE, "--integration", PYXIS, "-o", str(tmp_path / "jobs")]
     assert distval.cli.main.main(argv) == 0, capsys.readouterr().err
-    origin = json.loads((tmp_path / "jobs" / "in-container-2ranks" / "origin.json").read_text(encoding="utf-8"))
+    origin = json.loads((tmp_path / "jobs" / "in-container-3ranks" / "origin.json").read_text(encoding="utf-8"))
     assert origin
