@@ -251,22 +251,24 @@ def _matrix(values: int, excludes: int = 0) -> str:
 
 def test_a_matrix_over_the_bound_is_refused_quickly() -> None:
     """Was: 20,000 values took 8 s here (quadratic duplicate search), and 100,000 never finished."""
-    started = time.perf_counter()
+    # CPU time of this process, here and below: the bound is on the work done, which other processes' load does not
+    # change (wall-clock bounds failed at a load of 30; a quick test must not depend on the machine's load).
+    started = time.process_time()
     one_problem(
         _matrix(2 * SCENARIOS_MAX),
         6,
         "scenarios[0].matrix",
         f"expected at most {SCENARIOS_MAX} combinations (distval's bound on scenarios); got 20000 image = 20000",
     )
-    assert time.perf_counter() - started < 3
+    assert time.process_time() - started < 3
 
 
 def test_a_matrix_at_the_bound_expands_in_linear_time() -> None:
     """Was 46 s here for 10,000 values and 5,000 exclude entries (every combination against every entry)."""
-    started = time.perf_counter()
+    started = time.process_time()
     config = parse_config(_matrix(SCENARIOS_MAX, SCENARIOS_MAX // 2), FILE)
     assert len(config.scenarios) == SCENARIOS_MAX // 2
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
 
 
 def test_a_file_over_the_scenario_bound_is_refused() -> None:
@@ -600,18 +602,18 @@ def test_a_version_argument_of_many_blanks_is_refused_in_linear_time() -> None:
             checks: [{{name: identity, args: {{torch: ">=1,{" " * 1_000_000},x"}}}}]
         """
     )
-    started = time.perf_counter()
+    started = time.process_time()
     one_problem(text, 4, "scenarios[0].checks[0].args.torch", "expected a version requirement like '>=2.6,<2.7'")
-    assert time.perf_counter() - started < 2
+    assert time.process_time() - started < 2
 
 
 def test_aliases_cannot_multiply_a_small_file_into_a_huge_one() -> None:
     """Was: 20 KB of aliases made a million problems (7 s, 150 MB of messages); nested aliases: unbounded."""
     doubling = "".join(f"x-{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, 40))
     text = f"x-0: &a0 [env, env]\n{doubling}{VALID}"
-    started = time.perf_counter()
+    started = time.process_time()
     one_problem(text, 17, "x-16[0]", f"expected at most {EXPANDED_MAX} nodes in the file once aliases are expanded")
-    assert time.perf_counter() - started < 1
+    assert time.process_time() - started < 1
 
 
 def test_past_100_problems_one_line_counts_the_rest() -> None:
@@ -627,12 +629,12 @@ def test_past_100_problems_one_line_counts_the_rest() -> None:
 def test_the_node_bound_holds_while_a_collection_is_still_open() -> None:
     """Was: checked when a collection closed, so one long list built all its nodes first (4 MB: 620 MB)."""
     text = "x-big: [" + "0," * (4 * EXPANDED_MAX) + "]\n" + VALID
-    started = time.perf_counter()
+    started = time.process_time()
     problems = problems_of(text)
     # Refused at the node past the bound, inside the list: the 900,000 nodes after it are never built.
     assert len(problems) == 1 and problems[0].startswith(f"{FILE}:1: x-big[{EXPANDED_MAX - 3}]: "), problems
     assert f"expected at most {EXPANDED_MAX} nodes in the file" in problems[0]
-    assert time.perf_counter() - started < 10  # about 2 s here: the bound's nodes, not the 1.2 million
+    assert time.process_time() - started < 10  # about 2 s here: the bound's nodes, not the 1.2 million
 
 
 @pytest.mark.parametrize(
@@ -678,9 +680,9 @@ def test_aliases_to_one_long_value_cost_linear_time() -> None:
     such aliases: 105 s in plan, about 22 h at the alias bound)."""
     value = "1" + ":0" * 20_000
     text = f"x-v: &v {value}\nenv: {{" + ", ".join(f"A{i}: *v" for i in range(300)) + "}\n" + VALID
-    started = time.perf_counter()
+    started = time.process_time()
     problems = problems_of(text)
-    assert time.perf_counter() - started < 2
+    assert time.process_time() - started < 2
     assert problems[0].startswith(f"{FILE}:1: env.A0: expected a value"), problems[0]
 
 
@@ -789,10 +791,10 @@ def _matrix_of(count: int, world_size: int, extra: str = "", checks: str = "[env
 
 def test_ten_thousand_scenarios_of_256_nodes_are_refused_quickly() -> None:
     """Was accepted: 2.56 million containers (about 19 minutes and 55 GB to plan, extrapolated)."""
-    started = time.perf_counter()
+    started = time.process_time()
     problem = one_problem(_matrix_of(SCENARIOS_MAX, 256), 2, "scenarios[0]")
     assert f"expected at most {CONTAINERS_MAX} containers in a file" in problem and "start 2560000" in problem
-    assert time.perf_counter() - started < 5
+    assert time.process_time() - started < 5
 
 
 def test_message_sizes_repeated_in_every_container_are_bounded() -> None:

@@ -611,18 +611,20 @@ def test_records_behind_a_launcher_prefix_are_read(tmp_path: Path) -> None:
 )
 def test_a_record_line_cannot_make_distval_allocate_by_its_numbers(line: str, fragment: str) -> None:
     """Was: the 46-byte line p=1/99999999999 listed every absent part (memory exhausted); 5000 digits: ValueError."""
-    started = time.perf_counter()
+    # CPU time of this process, here and below: the bound is on the work done, which other processes' load does not
+    # change (wall-clock bounds failed at a load of 30; a quick test must not depend on the machine's load).
+    started = time.process_time()
     (source,) = read_log("pod.log", line)
-    assert time.perf_counter() - started < 1
+    assert time.process_time() - started < 1
     assert len(source.garbled) == 1 and fragment in source.garbled[0], source.garbled
 
 
 def test_a_record_numbered_a_billion_does_not_list_the_numbers_before_it() -> None:
     """Was: the missing serials were found as set(range(max + 1)) - present: 10**9 numbers for n=999999999."""
     record = json.dumps({"rank": 0, "check": "env", "status": "passed"})
-    started = time.perf_counter()
+    started = time.process_time()
     (source,) = read_log("pod.log", f"{STDOUT_MARKER} v1 r=0 n=999999999 p=1/1 {record}")
-    assert time.perf_counter() - started < 1
+    assert time.process_time() - started < 1
     assert source.garbled == ["pod.log: rank 0's record(s) 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 are missing between the ones present"]
 
 
