@@ -95,6 +95,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--config",
         "--reports",
         "--timeline-only",
+        "--images",
     }
 )
 
