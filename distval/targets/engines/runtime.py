@@ -157,12 +157,14 @@ def probe_facts(host: str, line: str, first: bool) -> dict[str, str]:
     if not isinstance(interface, str) or not _INTERFACE.fullmatch(interface):
         raise EngineError(f"{said}: its interface is not a network interface's name")
     ports = found.get("ports")
+    # Node 0's host is asked for the master and c10d ports; the others for none (distval/targets/engines/plan.py).
+    wanted = 2 if first else 0
     if (
         not isinstance(ports, list)
-        or len(ports) < 2
-        or not all(isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535 for port in ports[:2])
+        or len(ports) < wanted
+        or not all(isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535 for port in ports)
     ):
-        raise EngineError(f"{said}: its ports are not two port numbers (1 to 65535)")
+        raise EngineError(f"{said}: its ports are not {wanted or 'only'} port numbers (1 to 65535)")
     facts = {host_fact("socket_ifname", host): interface}
     if first:
         facts.update(facts_for_address(address))

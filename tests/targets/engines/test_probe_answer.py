@@ -21,6 +21,14 @@ def test_a_good_answer_gives_the_facts() -> None:
     assert "eth0" in facts.values() and "10.0.0.1" in facts.values()
 
 
+def test_a_host_other_than_node_0s_is_asked_for_no_ports() -> None:
+    """plan.py asks the other hosts' probes for 0 ports: their empty list is their answer (found on two node Engines)."""
+    facts = probe_facts("h2", json.dumps({**GOOD, "ports": []}), first=False)
+    assert "master_port" not in facts and "eth0" in facts.values()
+    with pytest.raises(EngineError, match="its ports are not only port numbers"):
+        probe_facts("h2", json.dumps({**GOOD, "ports": ["1; rm -rf /"]}), first=False)
+
+
 @pytest.mark.parametrize(
     ("change", "said"),
     [
