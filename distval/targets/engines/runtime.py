@@ -164,7 +164,7 @@ def probe_facts(host: str, line: str, first: bool) -> dict[str, str]:
         or len(ports) < wanted
         or not all(isinstance(port, int) and not isinstance(port, bool) and 1 <= port <= 65535 for port in ports)
     ):
-        raise EngineError(f"{said}: its ports are not {wanted or 'only'} port numbers (1 to 65535)")
+        raise EngineError(f"{said}: its ports are not {'two' if wanted else 'only'} port numbers (1 to 65535)")
     facts = {host_fact("socket_ifname", host): interface}
     if first:
         facts.update(facts_for_address(address))
