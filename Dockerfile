@@ -13,6 +13,8 @@ ARG BASE=python:3.12-slim
 FROM ${BASE}
 ARG PIP_NO_INDEX=
 ENV PIP_NO_INDEX=${PIP_NO_INDEX} PIP_BREAK_SYSTEM_PACKAGES=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PYTHONDONTWRITEBYTECODE=1
+# distval's reaper image is built FROM this image where the Engine lacks it: nothing pulled, no root on the host.
+ENV DISTVAL_HELPER_BASE=harness
 COPY wheels/ /src/wheels/
 COPY pyproject.toml README.md /src/
 COPY distval /src/distval

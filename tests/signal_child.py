@@ -97,6 +97,7 @@ class HoldingEngine(FakeEngine):
         labels: Mapping[str, str],
         log: Callable[[str], None],
         buildargs: Mapping[str, str] | None = None,
+        network: bool = False,
     ) -> str:
         # In a build thread of distval.fixtures.schedule; like a step of the Engine's builder that prints
         # nothing, it does not see the stop: the main thread must not wait for it past the wind-down.

@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 import functools
 import json
+import os
 import secrets
 import socket
 import sys
@@ -68,6 +69,8 @@ from distval.errors import (
     exit_codes_line,
 )
 from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
+from distval.fixtures.helper_base import HARNESS, HELPER_BASE_ENV, HELPER_BASE_FLAG, MMDEBSTRAP
+from distval.fixtures.helper_base import choose as choose_helpers
 from distval.labels import LABEL_RUN
 from distval.results.scenario import RunSummary
 from distval.targets.base import plan_reference, refuse_what_it_lacks
@@ -124,8 +127,16 @@ def command_plan(args: argparse.Namespace) -> int:
             print(problem, file=sys.stderr)
         return EXIT_BAD_INPUT
     selected = select(config, args.filter, selection(args))
+    helpers = choose_helpers(args.helper_base, os.environ)
     target = containers_target(
-        running(selected, args.filter), args.image, tuple(args.hosts or ()), args.hosts_from_config, None, _engine, _no_line
+        running(selected, args.filter),
+        args.image,
+        tuple(args.hosts or ()),
+        args.hosts_from_config,
+        None,
+        _engine,
+        _no_line,
+        helpers=helpers,
     )
     plan = plan_selected(target, selected, args.run_id or "<run-id>", args.filter)
     refuse_what_it_lacks(target, plan, ["reference"] if args.reference else [])  # as distval run would
@@ -134,9 +145,9 @@ def command_plan(args: argparse.Namespace) -> int:
         # between the two plans (distval/reports/reference.py ``schedule``).
         plan = dataclasses.replace(plan, scenarios=plan.scenarios + plan_reference(target, plan, args.reference))
     if args.format == "json":
-        sys.stdout.write(json.dumps(plan_as_data(plan), indent=2, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps(plan_as_data(plan, helpers), indent=2, sort_keys=True) + "\n")
     else:
-        sys.stdout.write(render_plan(plan))
+        sys.stdout.write(render_plan(plan, helpers))
     return 0
 
 
@@ -179,7 +190,7 @@ def command_fixtures(args: argparse.Namespace) -> int:
     try:
         engine = _engine(secrets.token_hex(4))
         tags = args.tags or list(FIXTURES)
-        build_fixtures(engine, tags, progress, force=args.force)
+        build_fixtures(engine, tags, progress, force=args.force, helpers=choose_helpers(args.helper_base, os.environ))
     except DistvalError as exc:
         print(f"distval: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -225,6 +236,17 @@ def _add_hosts_options(parser: argparse.ArgumentParser, tls: bool = False, from_
         )
         parser.add_argument("--tls-cert", metavar="PATH", help="with https:// hosts: the client certificate")
         parser.add_argument("--tls-key", metavar="PATH", help="with https:// hosts: the client key")
+
+
+def _add_helper_base_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        HELPER_BASE_FLAG,
+        type=cli_values.helper_base,
+        metavar="IMAGE",
+        help=f"what distval's own images (the reaper's, the sample) are built FROM where the Engine lacks them: an image "
+        f"pinned by digest (NAME@sha256:...), {HARNESS!r} (the image distval runs in) or {MMDEBSTRAP!r} (offline, "
+        f"needs root); default ${HELPER_BASE_ENV}, else Debian's slim images pinned by digest",
+    )
 
 
 def _cleanup_engines(args: argparse.Namespace) -> list[Engine]:
@@ -496,6 +518,7 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"validate distval's sample image {DEFAULT_IMAGE} on purpose where no image is named: with ${CI_ENV} set, "
         "a run that names none is refused without it (a pipeline must not gate on distval's own image)",
     )
+    _add_helper_base_option(run)
     _add_report_options(run)
     add_html_argument(run)
     add_selection_options(run)
@@ -607,6 +630,7 @@ def build_parser() -> argparse.ArgumentParser:
     plan.add_argument("--run-id", type=cli_values.run_id)
     add_selection_options(plan)
     _add_hosts_options(plan, from_config=True)
+    _add_helper_base_option(plan)
     plan.add_argument(
         "--format", choices=("text", "json"), default="text", help="text for people (default) or the plan object as JSON"
     )
@@ -648,6 +672,7 @@ def build_parser() -> argparse.ArgumentParser:
     fixtures.add_argument("tags", nargs="*", help="fixtures to build (default: all)")
     fixtures.add_argument("--force", action="store_true", help="rebuild even when up to date")
     fixtures.add_argument("--all", action="store_true", help="list: also the broken:* images, made for distval's own tests")
+    _add_helper_base_option(fixtures)
     fixtures.add_argument(
         "--format",
         choices=("text", "json"),

@@ -35,6 +35,9 @@ from distval.errors import (
     SampleImageRefused,
     SelectionError,
 )
+from distval.fixtures.helper_base import DEFAULT as DEFAULT_HELPERS
+from distval.fixtures.helper_base import HelperBase
+from distval.fixtures.helper_base import choose as choose_helpers
 from distval.plan.model import RunPlan, ScenarioPlan, images_of
 from distval.plan.selection import NO_CHECK_SELECTED, Selected, Selection, select_checks
 from distval.reports.files import refusal
@@ -320,6 +323,7 @@ def containers_target(
     keep_on_failure: bool = False,
     tls: TlsFiles | None = None,
     distribution: str = "transfer",
+    helpers: HelperBase = DEFAULT_HELPERS,
 ) -> Target:
     """Several Engines when --hosts (``override``) or an allowed ``hosts`` key of a scenario --filter selects
     (``patterns``) names any, else the one Engine of DOCKER_HOST."""
@@ -332,8 +336,8 @@ def containers_target(
         # ``plan`` never import (tests/targets/local/test_host_runtime.py runs them where docker-py cannot be imported).
         from distval.targets.engines.target import EnginesTarget
 
-        return EnginesTarget(urls, override, image, tls, distribution, warn)
-    return DockerTarget(image, engine_for, keep_on_failure, warn)
+        return EnginesTarget(urls, override, image, tls, distribution, warn, helpers)
+    return DockerTarget(image, engine_for, keep_on_failure, warn, helpers)
 
 
 def choose_target(args: argparse.Namespace, config: Config, engine_for: Callable[[str], Engine], warn: Progress) -> Target:
@@ -365,6 +369,7 @@ def choose_target(args: argparse.Namespace, config: Config, engine_for: Callable
         args.keep_on_failure,
         tls_files(args.tls_ca, args.tls_cert, args.tls_key),
         args.image_distribution,
+        choose_helpers(args.helper_base, os.environ),
     )
 
 

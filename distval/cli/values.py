@@ -13,6 +13,7 @@ from typing import Any, NoReturn
 from distval.config.values import image_problem
 from distval.config.yaml_nodes import did_you_mean, shown
 from distval.errors import BadInput, UsageError
+from distval.fixtures.helper_base import base_problem
 from distval.reports.baseline import BadReport, read_report
 from distval.targets.docker.cleanup import parse_duration
 from distval.targets.engines.hosts import parse_hosts
@@ -242,3 +243,11 @@ def hosts_list(value: str) -> tuple[str, ...]:
         return parse_hosts(value)
     except BadInput as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--hosts: ")) from None
+
+
+def helper_base(value: str) -> str:
+    """argparse type of --helper-base: an image pinned by digest, or one of its keywords."""
+    why = base_problem(value)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{why}; got {shown(value)}")
+    return value

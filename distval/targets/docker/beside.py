@@ -3,7 +3,7 @@ container (distval/targets/docker/processes.py ``signal_workers_beside``; a paus
 namespace. Its image, entrypoint, user, privileges, mounts and network are declared here once, for the Engine
 that creates it (distval/targets/docker/engine.py ``run_beside``) and for the plan that shows it (distval/cli/plan_render.py).
 
-It runs distval's own image (the reaper's: Debian's python3, ensured on every Engine before a run), never the
+It runs distval's own image (the reaper's: a Python fixed at build time, ensured on every Engine before a run), never the
 image under test: an image's PYTHONPATH, LD_PRELOAD or python would otherwise run as root beside the ranks
 with more than the ranks have (issue 19).
 """
@@ -75,8 +75,8 @@ def description() -> dict[str, Any]:
         "when": "when the diagnosis before a kill finds a rank container paused (a freeze fault): once per "
         "such container, removed once it exits",
         "image": IMAGE,
-        "image_origin": "distval's own fixture image (the reaper's: Debian's python3), built by "
-        "`distval fixtures build`; never the image under test",
+        "image_origin": "distval's own image (the reaper's: a Python), built where the Engine lacks it as the plan's "
+        "helper images say; never the image under test",
         "entrypoint": [*ENTRYPOINT[:-1], "<distval/targets/docker/processes.py WORKER_SCRIPT>"],
         "command": ["<signal number>", "all"],
         "user": SETTINGS["user"],

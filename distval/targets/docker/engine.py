@@ -39,6 +39,7 @@ from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker import reaper_container
 from distval.targets.docker.engine_advice import os_error_in, what_to_do
+from distval.targets.docker.reaper import own_container
 from distval.targets.engines.hosts import HostSpec
 
 T = TypeVar("T")
@@ -174,6 +175,17 @@ class Engine:
         name, _, digest = reference.partition("@")
         self._call(f"pull {reference} into {self.where}", lambda: self.client.api.pull(name, tag=digest))
 
+    def own_image(self) -> str | None:
+        """The id of the image of the container distval runs in (the harness image), None on a host."""
+        container_id = own_container()
+        if container_id is None:
+            return None
+        attrs = self._call(
+            f"inspect distval's own container {container_id[:12]}", lambda: self.client.api.inspect_container(container_id)
+        )
+        image = attrs.get("Image")
+        return str(image) if image else None
+
     def create_raw(self, kwargs: Mapping[str, Any]) -> Any:
         """Create a container from docker-py arguments built elsewhere (distval/targets/engines/dind.py), with the run's
         labels."""
@@ -196,10 +208,13 @@ class Engine:
         labels: Mapping[str, str],
         log: Callable[[str], None],
         buildargs: Mapping[str, str] | None = None,
+        network: bool = False,
     ) -> str:
         """Build from an in-memory context (a tar holding a Dockerfile) with the legacy builder.
 
-        pull=False and no network: FROM names a local image, and nothing is ever pulled.
+        pull=False: FROM names an image in the Engine, and the build pulls nothing. No network but where ``network``
+        says so: a helper image built FROM a pulled base installs Debian's packages with apt-get
+        (distval/fixtures/build.py ``_from_base``).
         """
 
         def run() -> str:
@@ -211,7 +226,7 @@ class Engine:
                 pull=False,
                 rm=True,
                 forcerm=True,
-                network_mode="none",
+                network_mode=None if network else "none",
                 buildargs=dict(buildargs or {}),
                 decode=True,
             )

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError, ImageMissing
 from distval.fixtures import FIXTURES, build_fixtures, is_current
+from distval.fixtures.helper_base import HelperBase
 from distval.fixtures.recipes import REAPER_IMAGE
 from distval.owner import current_owner
 from distval.targets.docker.keep import Keeper
@@ -26,13 +27,14 @@ if TYPE_CHECKING:  # docker-py is imported with the Engine only where a run uses
 Log = Callable[[str], None]
 
 
-def ensure_images(engine: Engine, images: Sequence[str], log: Log) -> None:
-    """Every image is in the Engine: a missing or stale fixture is built (no registry is used); any other
-    missing image stops the run (distval never pulls)."""
+def ensure_images(engine: Engine, images: Sequence[str], log: Log, helpers: HelperBase) -> None:
+    """Every image is in the Engine: a missing or stale fixture is built (distval's helper images FROM ``helpers``'
+    base, pulled by digest; the others with mmdebstrap); any other missing image stops the run (distval never pulls
+    an image under test)."""
     for image in images:
         if image in FIXTURES and not is_current(engine, image):
-            log(f"image {image} is missing or stale: building it now (no registry is used)")
-            build_fixtures(engine, [image], log)
+            log(f"image {image} is missing or stale: building it now")
+            build_fixtures(engine, [image], log, helpers=helpers)
         elif engine.image(image) is None:
             raise ImageMissing(f"image {image} is not in the Docker Engine; distval never pulls: build, load or pull it first")
 

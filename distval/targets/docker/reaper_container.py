@@ -46,8 +46,8 @@ def description() -> dict[str, Any]:
         "name": "distval-<run id>-reaper",
         "when": "once per run and Docker Engine, before any container of the run starts",
         "image": REAPER_IMAGE,
-        "image_origin": "distval's own fixture image (Debian's python3 and distval/targets/docker/reaper_daemon.py), "
-        "built by `distval fixtures build`; never the image under test",
+        "image_origin": "distval's own image (a Python and distval/targets/docker/reaper_daemon.py), built where the Engine "
+        "lacks it as the plan's helper images say; never the image under test",
         "entrypoint": list(REAPER_ENTRYPOINT),
         "user": SETTINGS["user"],
         "privileges": {

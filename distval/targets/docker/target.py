@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from distval.config import Scenario
+from distval.fixtures.helper_base import DEFAULT, HelperBase
 from distval.plan.model import RunPlan, ScenarioPlan, images_of
 from distval.results.outcome import ScenarioOutcome
 from distval.results.scenario import ScenarioResult
@@ -25,10 +26,19 @@ if TYPE_CHECKING:  # docker-py is imported with the Engine, by ``engine_for``, o
 class DockerTarget:
     declaration = DOCKER
 
-    def __init__(self, image: str | None, engine_for: Callable[[str], Engine], keep_on_failure: bool, warn: Log) -> None:
+    def __init__(
+        self,
+        image: str | None,
+        engine_for: Callable[[str], Engine],
+        keep_on_failure: bool,
+        warn: Log,
+        helpers: HelperBase = DEFAULT,
+    ) -> None:
         """``image``: --image, over every scenario's; ``engine_for(run_id)``: the Engine, asked for only by ``open``;
-        ``warn``: where the one line of a run without a reaper goes."""
+        ``warn``: where the one line of a run without a reaper goes; ``helpers``: what distval's own images (the
+        reaper's, the sample) are built FROM where the Engine lacks them."""
         self.image = image
+        self.helpers = helpers
         self.engine_for = engine_for
         self.keep_on_failure = keep_on_failure
         self.warn = warn
@@ -46,10 +56,10 @@ class DockerTarget:
         # is not there only misleads.
         log(announce_run(plan.run_id))
         self.version = engine_version(engine)
-        ensure_images(engine, images_of(plan), log)
+        ensure_images(engine, images_of(plan), log, self.helpers)
         # The reaper's image is built like a missing fixture; where it cannot be, the run stops (one line): never a
         # reaper in another image.
-        ensure_images(engine, reaper_images(engine), log)
+        ensure_images(engine, reaper_images(engine), log, self.helpers)
         if plan.scenarios:
             self.run.start_reaper(self.warn, log)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import threading
 
 from distval.config import Scenario
+from distval.fixtures.helper_base import DEFAULT, HelperBase
 from distval.fixtures.recipes import REAPER_IMAGE
 from distval.plan.model import RunPlan, ScenarioPlan, images_of
 from distval.results.outcome import ScenarioOutcome
@@ -30,6 +31,7 @@ class EnginesTarget:
         tls: TlsFiles | None,
         distribution: str,
         warn: Log,
+        helpers: HelperBase = DEFAULT,
     ) -> None:
         """``urls``: every Engine of the run, host 0 first; ``override``: --hosts, over every scenario's ``hosts``
         (empty: each scenario's own, and one without any runs on host 0)."""
@@ -38,6 +40,7 @@ class EnginesTarget:
         self.image = image
         self.tls = tls
         self.distribution = distribution
+        self.helpers = helpers  # what distval's own images are built FROM where an Engine lacks them
         self.warn = warn
         self.hosts: dict[str, HostEngine] = {}
         self.runs: list[EngineRun] = []
@@ -56,7 +59,7 @@ class EnginesTarget:
             self.tls,
             self.distribution,
             [*images_of(plan), REAPER_IMAGE],  # each Engine's reaper runs in it
-            lambda local, image: ensure_images(local, [image], log),
+            lambda local, image: ensure_images(local, [image], log, self.helpers),
             log,
         )
         first = self.hosts[self.urls[0]].engine
