@@ -16,8 +16,13 @@ import pytest
 
 # First: the runner's $CI and $GITHUB_STEP_SUMMARY leave the environment before any test sees it.
 from tests import runner_environment  # noqa: F401
+from tests.budget_report import BudgetReport
 from tests.docker_helpers import FixtureImages, FixtureUnavailable, unavailable
 from tests.local_registry import LocalRegistry, RegistryUnavailable, local_registry
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(BudgetReport(), "distval-budget-report")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
