@@ -39,7 +39,6 @@ from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker import reaper_container
 from distval.targets.docker.engine_advice import os_error_in, what_to_do
-from distval.targets.docker.reaper import own_container
 from distval.targets.engines.hosts import HostSpec
 
 T = TypeVar("T")
@@ -175,15 +174,18 @@ class Engine:
         name, _, digest = reference.partition("@")
         self._call(f"pull {reference} into {self.where}", lambda: self.client.api.pull(name, tag=digest))
 
-    def own_image(self) -> str | None:
-        """The id of the image of the container distval runs in (the harness image), None on a host."""
-        container_id = own_container()
-        if container_id is None:
-            return None
-        attrs = self._call(
-            f"inspect distval's own container {container_id[:12]}", lambda: self.client.api.inspect_container(container_id)
-        )
-        image = attrs.get("Image")
+    def image_of_container(self, container_id: str) -> str | None:
+        """The id of a container's image (distval's own container's, for the helper base ``harness``); None where the
+        container is not one of this Engine's (distval in a container of another Engine)."""
+
+        def inspect() -> dict[str, Any] | None:
+            try:
+                return dict(self.client.api.inspect_container(container_id))
+            except docker.errors.NotFound:
+                return None
+
+        attrs = self._call(f"inspect container {container_id[:12]}", inspect)
+        image = (attrs or {}).get("Image")
         return str(image) if image else None
 
     def create_raw(self, kwargs: Mapping[str, Any]) -> Any:

@@ -49,6 +49,7 @@ from urllib.parse import urlparse
 from distval.errors import DistvalError, Interrupted
 from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE, is_current, recipe_hash
 from distval.labels import LABEL_ROLE, LABEL_RUN
+from distval.own_container import own_container
 from distval.targets.docker.reaper_daemon import proof
 
 if TYPE_CHECKING:
@@ -62,8 +63,6 @@ CONNECT_TIMEOUT_S = 1.0
 DISARM_TIMEOUT_S = 5.0
 GONE_TIMEOUT_S = 10.0
 DEFAULT_SOCKET = "/var/run/docker.sock"
-# A container's own files (/etc/hostname, ...) are mounted from /var/lib/docker/containers/<id>/.
-_CONTAINER_MOUNT = re.compile(r"/containers/([0-9a-f]{64})/")
 Log = Callable[[str], None]
 
 
@@ -89,16 +88,6 @@ def _remote_host(url: str | None = None) -> str | None:
     if host.startswith(("tcp://", "https://", "ssh://")):
         return urlparse(host).hostname
     return None
-
-
-def own_container(mountinfo: str = "/proc/self/mountinfo") -> str | None:
-    """The id of the container distval runs in (the harness image), from its mounts; None on a host."""
-    try:
-        with open(mountinfo, encoding="utf-8", errors="replace") as handle:
-            found = _CONTAINER_MOUNT.search(handle.read())
-    except OSError:
-        return None
-    return found.group(1) if found else None
 
 
 def addresses(host_port: int | None, own_addresses: list[str], url: str | None = None) -> list[tuple[str, int]]:

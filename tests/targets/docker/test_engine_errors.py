@@ -306,6 +306,7 @@ METHODS: dict[str, Callable[[Engine, FakeContainer], object]] = {
     "save_image": lambda e, c: list(e.save_image("example/torch:test")),
     "load_image": lambda e, c: e.load_image(iter([b"tar"])),
     "pull_digest": lambda e, c: e.pull_digest("example/torch@sha256:" + "0" * 64),
+    "image_of_container": lambda e, c: e.image_of_container("c0" * 32),
     "create_raw": lambda e, c: e.create_raw({"name": "n0", "image": "img", "labels": {"a": "b"}}),
 }
 REMOVALS = {"api.remove_container", "api.remove_network"}

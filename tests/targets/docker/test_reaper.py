@@ -634,7 +634,7 @@ def test_the_reaper_runs_in_distvals_reaper_image_never_the_image_under_test() -
     settle(reaper)
     assert engine.asked_image == REAPER_IMAGE == "distval-fixtures/reaper:bookworm"
     assert engine.asked_entrypoint == list(REAPER_ENTRYPOINT)
-    assert engine.asked_entrypoint[:3] == ["/usr/bin/python3.11", "-I", "-S"]
+    assert engine.asked_entrypoint[:3] == ["/opt/distval/python3", "-I", "-S"]
     assert all(name.startswith("DISTVAL_REAPER_") for name in engine.asked_environment), engine.asked_environment
     reaper.disarm()
 
