@@ -124,6 +124,10 @@ def test_a_docker_group_user_without_root_installs_the_wheel_and_gets_a_verdict(
     deps = tmp_path / "deps"
     _wheels_for("3.11", deps)  # bookworm's python3
     base = _push(docker_client, local_registry, machine)
+    for folder in (dist, deps):  # pytest's folders are 0700 root's; the user reads them through the mounts
+        folder.chmod(0o755)
+        for path in folder.iterdir():
+            path.chmod(0o644)
     socket_group = os.stat(SOCKET).st_gid
     name = f"distval-tests-adopter-{os.getpid()}"
     container = docker_client.containers.run(
