@@ -17,6 +17,7 @@ import pytest
 # First: the runner's $CI and $GITHUB_STEP_SUMMARY leave the environment before any test sees it.
 from tests import runner_environment  # noqa: F401
 from tests.budget_report import BudgetReport
+from tests.default_runs import DefaultRuns
 from tests.docker_helpers import FixtureImages, FixtureUnavailable, unavailable
 from tests.local_registry import LocalRegistry, RegistryUnavailable, local_registry
 
@@ -65,6 +66,14 @@ def fixture_image(pytestconfig: pytest.Config, docker_client: object) -> Callabl
             unavailable(pytestconfig, str(exc))
 
     return require
+
+
+@pytest.fixture(scope="session")
+def default_run(
+    fixture_image: Callable[[str], str], docker_client: object, tmp_path_factory: pytest.TempPathFactory
+) -> DefaultRuns:
+    """``default_run(image)``: configs/default.yaml on that image, run once per session (tests/default_runs.py)."""
+    return DefaultRuns(tmp_path_factory.mktemp("default-runs"), fixture_image, docker_client)
 
 
 @pytest.fixture(scope="session", name="local_registry")
