@@ -31,8 +31,8 @@ from typing import Any
 
 from common import REPO_ROOT, BenchError, check_image, distval_executable
 
-from distval.cli.baseline import DEFAULT_REMEASURE
 from distval.reports.baseline import DEFAULT_BUSBW_TOLERANCE, Tolerances, baseline_case, combined_baseline
+from distval.session.remeasure import DEFAULT_REMEASURE
 
 DEFAULT_IMAGE = "distval-fixtures/torch:2.6-debian"
 CONFIG = """\

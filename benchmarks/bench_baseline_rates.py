@@ -34,8 +34,8 @@ from typing import Any
 from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
 from common import BenchError, check_image, distval_executable
 
-from distval.cli.baseline import DEFAULT_REMEASURE
 from distval.reports.baseline import Tolerances, baseline_case, combined_baseline
+from distval.session.remeasure import DEFAULT_REMEASURE
 
 SLOW_IMAGES = ("distval-fixtures/broken:slow-busbw-25", "distval-fixtures/broken:slow-busbw-40")
 

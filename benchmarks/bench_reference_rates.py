@@ -38,9 +38,9 @@ from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
 from bench_baseline_rates import SLOW_IMAGES
 from common import BenchError, check_image, distval_executable
 
-from distval.cli.baseline import DEFAULT_REMEASURE
 from distval.reports.baseline import Tolerances, baseline_case, confirm, deltas
 from distval.reports.reference import CANDIDATE, DEFAULT_PAIRS, PairedTolerances, paired, reference_case, schedule
+from distval.session.remeasure import DEFAULT_REMEASURE
 
 SAME = "same image"  # the good image as the candidate: its comparisons count false alarms
 

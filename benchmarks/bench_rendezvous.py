@@ -92,12 +92,12 @@ from common import (
     verify,
 )
 
-from distval.cli.run import default_jobs
 from distval.config import Config, load_config
 from distval.labels import LABEL_MANAGED, LABEL_RUN
 from distval.plan.model import ScenarioPlan
 from distval.plan.placeholders import placeholders_in
 from distval.plan.specs import ContainerOptions
+from distval.session.scenarios import default_jobs
 from distval.targets.planning import plan_run
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "rendezvous.yaml"
@@ -552,7 +552,8 @@ def main(argv: list[str] | None = None) -> int:
     default_j = default_jobs()  # the same function distval asks
     if help_jobs is not None and help_jobs != default_j:
         raise BenchError(
-            f"`distval run --help` says the default --jobs is {help_jobs}, distval.cli.run.default_jobs() says {default_j}"
+            f"`distval run --help` says the default --jobs is {help_jobs}, "
+            f"distval.session.scenarios.default_jobs() says {default_j}"
         )
 
     plan0 = plan_run(config, f"{prefix}-plan")

@@ -34,7 +34,7 @@ from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
 ABSENT = "absent"  # the run has no such scenario, or its scenario no such check
 STATUSES = (PASSED, FAILED, SKIPPED, ERROR)
 FAILING = (FAILED, ERROR)
-# Where ``distval run -o DIR`` puts the JUnit and Markdown reports next to its report.json (cli/run.py's
+# Where ``distval run -o DIR`` puts the JUnit and Markdown reports next to its report.json (distval/session/reports.py's
 # OUTPUT_NAMES, which this stage must not import; tests/reports/test_history.py checks that they agree).
 OUTPUT_DIR_JSON = "report.json"
 OUTPUT_DIR_JUNIT = "junit.xml"

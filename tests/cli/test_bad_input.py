@@ -21,11 +21,13 @@ import pytest
 import yaml
 
 import distval.cli.main
+import distval.cli.plan
 import distval.cli.run
 import distval.cli.values as cli_values
 import distval.config.compose
 import distval.config.loader
 import distval.reports.baseline
+import distval.session.selection
 import distval.targets.kubernetes.collect
 from distval.bounded_read import (
     CONTAINER_LOG_MAX_BYTES,
@@ -519,7 +521,7 @@ def test_an_internal_error_in_run_is_one_line_and_the_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Was: a traceback, and no report at all."""
-    monkeypatch.setattr(distval.cli.run, "plan_on", _bug)
+    monkeypatch.setattr(distval.session.selection, "plan_on", _bug)
     monkeypatch.setattr(distval.cli.main, "Engine", _no_engine)
     report_options, paths = _reports(tmp_path)
     code = distval.cli.main.main(["run", str(ROOT / "configs" / "default.yaml"), "--quiet", *report_options])
@@ -532,7 +534,7 @@ def test_an_internal_error_in_run_is_one_line_and_the_reports(
 
 
 def test_an_internal_error_in_plan_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(distval.cli.main, "plan_selected", _bug)
+    monkeypatch.setattr(distval.cli.plan, "plan_selected", _bug)
     assert distval.cli.main.main(["plan", str(ROOT / "configs" / "default.yaml")]) == 4
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("distval: internal error (a bug in distval; please report it): ZeroDivisionError: a bug")

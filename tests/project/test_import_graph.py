@@ -19,8 +19,8 @@ KNOWN_CYCLES: list[set[str]] = []
 # host mode, ``distval plan`` and the modules they load must never need.
 DOCKER_PY_LAZY = {
     ("distval.cli.main", "distval.targets.docker.engine"),
-    ("distval.cli.main", "distval.targets.engines.dind"),
-    ("distval.cli.run", "distval.targets.engines.target"),
+    ("distval.cli.nodes", "distval.targets.engines.dind"),
+    ("distval.targets.choice", "distval.targets.engines.target"),
 }
 KNOWN_HIDDEN: set[tuple[str, str]] = set()
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from distval.cli.baseline import BaselineOptions, remeasure, with_baseline
 from distval.cli.main import build_parser, main
 from distval.cli.run import command_run
 from distval.config import parse_config
@@ -23,6 +22,7 @@ from distval.reports.baseline import BASELINE_CASE, Tolerances, apply_baseline, 
 from distval.reports.json_report import json_report
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
+from distval.session.remeasure import BaselineOptions, remeasure, with_baseline
 from distval.targets.planning import plan_scenario
 
 CONFIG = """\

@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from distval.cli.run import OUTPUT_NAMES
 from distval.reports.baseline import BadReport
 from distval.reports.history import (
     ABSENT,
@@ -23,6 +22,7 @@ from distval.reports.history import (
     read_history,
 )
 from distval.reports.json_report import json_report
+from distval.session.reports import OUTPUT_NAMES
 from tests.history_helpers import night, report, scenario, write_reports
 from tests.report_helpers import summary
 

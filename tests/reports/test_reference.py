@@ -1,5 +1,5 @@
 """The candidate-against-reference judgement (distval/reports/reference.py) and its run-command side
-(distval/cli/reference.py): pairs in ABBA order, checks attributed to the image or not, figures judged by the
+(distval/session/pairs.py): pairs in ABBA order, checks attributed to the image or not, figures judged by the
 paired interval, and nothing compared never a pass."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from distval.cli.main import build_parser
-from distval.cli.reference import PairedRuns, ReferenceOptions, check_reference, run_pairs, with_reference
+from distval.cli.reference import reference_options
 from distval.config import parse_config
 from distval.errors import BadInput
 from distval.plan.model import ScenarioPlan
@@ -27,6 +27,7 @@ from distval.reports.reference import (
 )
 from distval.results.outcome import ERROR, FAILED, PASSED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
+from distval.session.pairs import PairedRuns, ReferenceOptions, check_reference, run_pairs, with_reference
 from distval.targets.planning import plan_scenario
 
 TOLERANCES = PairedTolerances()
@@ -222,12 +223,12 @@ def parsed(*argv: str) -> argparse.Namespace:
 def test_bad_combinations_are_refused_before_anything_runs(argv: tuple[str, ...], expected: str) -> None:
     args = parsed(*argv)
     with pytest.raises(BadInput, match=expected.replace("-", r"\-").replace(".", r"\.")):
-        check_reference(ReferenceOptions.from_args(args), args)
+        check_reference(reference_options(args), args.jobs)
 
 
 def test_the_paired_tolerances_are_the_options() -> None:
-    assert ReferenceOptions.from_args(parsed("--reference", "r:1")).tolerances.busbw == 0.20
-    assert ReferenceOptions.from_args(parsed("--reference", "r:1", "--busbw-tolerance", "0.3")).tolerances.busbw == 0.3
+    assert reference_options(parsed("--reference", "r:1")).tolerances.busbw == 0.20
+    assert reference_options(parsed("--reference", "r:1", "--busbw-tolerance", "0.3")).tolerances.busbw == 0.3
 
 
 def test_a_reference_that_never_ran_a_check_compared_nothing() -> None:

@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from distval.cli.baseline import BaselineOptions, remeasure
 from distval.cli.main import main
 from distval.config import parse_config
 from distval.config.byte_sizes import byte_size_value
@@ -49,6 +48,7 @@ from distval.results.bandwidth import figure_properties, figures_from_details, f
 from distval.results.outcome import FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.results.scenario import summarize_scenario as summarize
+from distval.session.remeasure import BaselineOptions, remeasure
 from distval.targets.planning import plan_scenario
 
 CONFIG = """\
