@@ -12,7 +12,7 @@ machine's drift hits every image alike. Then judges, as ``distval run --baseline
   a comparison in which no scenario's ``baseline`` failed.
 
 The slow images (``distval-fixtures/broken:slow-busbw-25``, ``-40``) lower every timed collective's bus
-bandwidth to 75 % and 60 % of the good image's (distval/fixtures/files/slow_by_fraction.py). The load
+bandwidth to 75 % and 60 % of the good image's (distval/images/files/slow_by_fraction.py). The load
 average is printed with every run.
 
     python benchmarks/bench_baseline_rates.py --repeat 6 --json rates.json

@@ -9,7 +9,7 @@ What is measured, in one run:
 
    A) distval: wall time of ``distval run CONFIG --filter <scenario> --quiet --run-id <unique>`` as a
       subprocess; its exit code must be 0.
-   B) by hand: the same plan (distval.config.load_config + distval.targets.planning.plan_run with this sample's run id, so
+   B) by hand: the same plan (distval.config.load_config + distval.targets.engines.planning.plan_run with this sample's run id, so
       network, container names, hostnames, env, labels, working dir and command lines are exactly distval's)
       launched with the docker CLI: ``docker network create --internal`` (the plan's network name and labels),
       ``docker network inspect`` (the subnets, the one placeholder these static scenarios hold: they address
@@ -98,7 +98,7 @@ from distval.plan.model import ScenarioPlan
 from distval.plan.placeholders import placeholders_in
 from distval.plan.specs import ContainerOptions
 from distval.session.scenarios import default_jobs
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "rendezvous.yaml"
 LAYOUT_SCENARIOS = ("torchrun.static.n2.p1", "torchrun.static.n4.p1", "torchrun.static.n8.p1", "torchrun.static.n4.p2")

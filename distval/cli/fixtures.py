@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from distval.cli.output import print_json, stamped_progress
 from distval.errors import BadInput, DistvalError
-from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
+from distval.image_names import BROKEN_PREFIX
+from distval.images import FIXTURES, build_fixtures, recipe_hash
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine

@@ -31,6 +31,7 @@ from distval.cli.report_options import add_report_options, refused_run_reports
 from distval.cli.run import add_run_command
 from distval.cli.schema import add_schema_command
 from distval.cli.slurm import add_slurm_commands
+from distval.config.engine_hosts import HostSpec
 from distval.engine_protocol import EngineAPI
 from distval.errors import (
     EXIT_BAD_INPUT,
@@ -48,7 +49,6 @@ from distval.errors import (
 )
 from distval.results.scenario import RunSummary
 from distval.session.reports import write_reports
-from distval.targets.engines.hosts import HostSpec
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine

@@ -10,11 +10,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from distval.config import Config
+from distval.config.engine_hosts import TlsFiles
 from distval.config.shipped import SAMPLE_IMAGE_FLAG
 from distval.errors import BadInput
 from distval.targets.base import Target
 from distval.targets.docker.target import DockerTarget
-from distval.targets.engines.hosts import TlsFiles, check_hosts_allowed, run_hosts, tls_files
+from distval.targets.engines.hosts import check_hosts_allowed, run_hosts, tls_files
 from distval.targets.local.target import LocalTarget
 from distval.targets.slurm.bundle_config import chosen_bundle
 from distval.targets.slurm.jobs import LocalCommands

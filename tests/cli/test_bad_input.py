@@ -51,7 +51,7 @@ from distval.reports.junit import render_junit
 from distval.results.outcome import ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, summarize_scenario
 from distval.targets.docker.engine import Engine
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 from distval.text_caps import RANK_LOG_MAX_CHARS
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 from tests.paths import ROOT

@@ -13,7 +13,7 @@ from distval.results.outcome import SKIPPED, ScenarioOutcome
 from distval.results.scenario import summarize_scenario
 from distval.session.scenarios import default_jobs
 from distval.targets.docker.plan import SPEC_PATH
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 
 RUN_ID = "0123abcd"
 

@@ -20,7 +20,7 @@ from distval.config.checks_reference import REFERENCE_PAGE, checks_data, render_
 from distval.config.keys import KEYS
 from distval.config.keys_reference import KEYS_PAGE, render_keys_markdown, schema_words
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, SCHEMA_COMMENT_PREFIX, SCHEMA_FILE, STARTER_NAME, starter_config
-from distval.fixtures import BROKEN_PREFIX, FIXTURES
+from distval.images import BROKEN_PREFIX, FIXTURES
 from distval.session.sample import SAMPLE_IMAGE_NOTE
 from distval_suite.support import MAY_LACK
 from tests.paths import ROOT

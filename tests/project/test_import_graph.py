@@ -28,7 +28,7 @@ KNOWN_HIDDEN: set[tuple[str, str]] = set()
 def modules() -> dict[str, Path]:
     found = {}
     for path in PACKAGE.rglob("*.py"):
-        if "fixtures/files" in path.as_posix():  # the fixture images' own programs
+        if "images/files" in path.as_posix():  # the fixture images' own programs
             continue
         name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         found[name.removesuffix(".__init__")] = path

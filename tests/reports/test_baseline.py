@@ -23,7 +23,7 @@ from distval.reports.json_report import json_report
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.session.remeasure import BaselineOptions, remeasure, with_baseline
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 
 CONFIG = """\
 scenarios:

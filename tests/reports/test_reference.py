@@ -28,7 +28,7 @@ from distval.reports.reference import (
 from distval.results.outcome import ERROR, FAILED, PASSED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.session.pairs import PairedRuns, ReferenceOptions, check_reference, run_pairs, with_reference
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 
 TOLERANCES = PairedTolerances()
 

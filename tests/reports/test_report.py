@@ -37,7 +37,7 @@ from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult, 
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets.docker.engine import EngineError
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 from tests.fake_engine import FakeEngine
 from tests.report_helpers import (
     ANNOUNCEMENT,

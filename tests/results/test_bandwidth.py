@@ -49,7 +49,7 @@ from distval.results.outcome import FAILED, PASSED, SKIPPED, CaseResult, Contain
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.results.scenario import summarize_scenario as summarize
 from distval.session.remeasure import BaselineOptions, remeasure
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 
 CONFIG = """\
 scenarios:
