@@ -17,6 +17,7 @@ from distval.cli.hosts_options import add_hosts_options
 from distval.cli.reference import add_reference_arguments, reference_options
 from distval.cli.report_options import add_report_options, report_paths
 from distval.cli.selection_options import add_selection_options, selection
+from distval.cli.target_options import add_target_options, target_options
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, SAMPLE_IMAGE_FLAG
 from distval.errors import InternalError
 from distval.reports.summary import render_summary
@@ -24,7 +25,7 @@ from distval.session.request import RunRequest
 from distval.session.run import RunEnd, run
 from distval.session.sample import CI_ENV
 from distval.session.scenarios import default_jobs
-from distval.targets.choice import TargetOptions
+from distval.targets.registry import chosen_kind
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine
@@ -88,82 +89,13 @@ def add_run_command(commands: Any, engine_for: Callable[[str], Engine]) -> None:
         action="store_true",
         help="keep the containers and networks of failed scenarios and print the commands that inspect and remove them",
     )
-    run.add_argument(
-        "--local",
-        action="store_true",
-        help="no Docker: run each node as local processes with the local Python's torch (see --python)",
-    )
-    run.add_argument(
-        "--target",
-        choices=("docker", "slurm"),
-        default="docker",
-        help="docker (the default: one Engine, or several with --hosts) or slurm: each scenario as a batch job, "
-        "submitted with sbatch from this host, followed to its deadline and cancelled (scancel) on every stop; "
-        "see --slurm-dir, --bundle (docs/slurm.md)",
-    )
-    run.add_argument(
-        "--slurm-dir",
-        metavar="DIR",
-        default="distval-slurm-jobs",
-        type=cli_values.file_path("the directory of the jobs"),
-        help="with --target slurm: where each scenario's job directory goes, on a filesystem every node sees at the "
-        "same path (default distval-slurm-jobs)",
-    )
-    run.add_argument(
-        "--bundle",
-        metavar="DIR",
-        type=cli_values.file_path("an OCI bundle directory"),
-        help="with --target slurm --integration oci: the image under test unpacked as an OCI bundle (docs/slurm.md)",
-    )
-    run.add_argument(
-        "--integration",
-        choices=("oci", "pyxis", "apptainer"),
-        default="oci",
-        help="with --target slurm: how a job step runs the image (oci: srun --container, the default)",
-    )
-    run.add_argument("--partition", help="with --target slurm: the partition to submit to (default: the cluster's)")
+    add_target_options(run)
     # The old name of --local, one letter from --hosts (several Engines): kept for one release, with a line saying so.
     run.add_argument("--host", dest="deprecated_host", action="store_true", help=argparse.SUPPRESS)
-    run.add_argument(
-        "--python",
-        metavar="PATH",
-        help="with --local: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
-    )
     add_hosts_options(run, tls=True, from_config=True)
-    run.add_argument(
-        "--image-distribution",
-        choices=("transfer", "pull"),
-        default="transfer",
-        help="across several hosts: copy the image from host 0 (docker save | docker load, the default) or pull it "
-        "by digest where it has one",
-    )
     add_baseline_arguments(run)
     add_reference_arguments(run)
     run.set_defaults(handler=functools.partial(command_run, engine_for=engine_for))
-
-
-def target_options(args: argparse.Namespace) -> TargetOptions:
-    """What the command line asked of the target."""
-    return TargetOptions(
-        run_id=args.run_id,
-        image=args.image,
-        sample_image=args.sample_image,
-        local=args.local,
-        python=args.python,
-        target=args.target,
-        slurm_dir=args.slurm_dir,
-        bundle=args.bundle,
-        integration=args.integration,
-        partition=args.partition,
-        hosts=tuple(args.hosts or ()),
-        hosts_from_config=args.hosts_from_config,
-        tls_ca=args.tls_ca,
-        tls_cert=args.tls_cert,
-        tls_key=args.tls_key,
-        image_distribution=args.image_distribution,
-        keep_on_failure=args.keep_on_failure,
-        patterns=tuple(args.filter) if args.filter else None,
-    )
 
 
 def run_request(args: argparse.Namespace) -> RunRequest:
@@ -175,7 +107,7 @@ def run_request(args: argparse.Namespace) -> RunRequest:
         config_path=args.config or str(DEFAULT_CONFIG),
         selection=selection(args),
         patterns=tuple(args.filter) if args.filter else None,
-        target=target_options(args),
+        target=target_options(args, args.keep_on_failure),
         reports=report_paths(args),
         baseline=baseline_options(args),
         reference=reference_options(args),
@@ -206,4 +138,4 @@ def present(end: RunEnd, note: str | None) -> int:
 def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -> int:
     """``engine_for(run_id)``: the Engine of a Docker run, asked for only then (--local never imports docker-py)."""
     request = run_request(args)
-    return run(request, engine_for, functools.partial(present, note=request.target.summary_note))
+    return run(request, engine_for, functools.partial(present, note=chosen_kind(request.target).summary_note))

@@ -9,7 +9,7 @@ from distval.plan.selection import Selection
 from distval.session.pairs import ReferenceOptions
 from distval.session.remeasure import BaselineOptions
 from distval.session.reports import ReportPaths
-from distval.targets.choice import TargetOptions
+from distval.targets.kind import TargetOptions
 
 
 @dataclass(frozen=True)

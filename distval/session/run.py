@@ -28,7 +28,7 @@ from distval.session.sample import refuse_sample_in_ci, sample_image_note
 from distval.session.scenarios import default_jobs, run_scenarios
 from distval.session.selection import in_config_order, plan_selected, running, select
 from distval.targets.base import Target, plan_reference, refuse_what_it_lacks
-from distval.targets.choice import choose_target
+from distval.targets.registry import choose_target, chosen_kind
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine
@@ -71,7 +71,9 @@ def run(
 
     note: str | None = None  # SAMPLE_IMAGE_NOTE, once the plan says the sample image runs
     config_sha256: str | None = None  # once the config was read
-    images: tuple[str, ...] = (request.target.image,) if request.target.image else ()  # the plan's, once there is one
+    image = request.target.image  # --image: over every scenario's
+    images: tuple[str, ...] = (image,) if image else ()  # the plan's, once there is one
+    kind = chosen_kind(request.target)
 
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
         version = target.engine_version() if target is not None else None
@@ -83,7 +85,7 @@ def run(
             version,
             host,
             request.config_path,
-            request.target.report_mode,
+            kind.mode,
             image_note=note,
             selection_args=request.selection.arguments,
             images=images,
@@ -115,9 +117,9 @@ def run(
         options = ["keep_on_failure"] if request.target.keep_on_failure else []
         refuse_what_it_lacks(chosen, plan, options + (["reference"] if reference.image else []))
         references = plan_reference(chosen, plan, reference.image) if reference.image else ()
-        if request.target.runs_images:
-            refuse_sample_in_ci(plan, request.target.image, request.target.sample_image, environ)
-            note = sample_image_note(plan, request.target.image)
+        if kind.runs_images:
+            refuse_sample_in_ci(plan, image, bool(request.target.get("sample_image")), environ)
+            note = sample_image_note(plan, image)
             if note is not None:
                 warn(note)  # also with --quiet: a pipeline's log must show that the verdict is not on its image
         for line in plan.selection_notes:

@@ -20,7 +20,7 @@ KNOWN_CYCLES: list[set[str]] = []
 DOCKER_PY_LAZY = {
     ("distval.cli.main", "distval.targets.docker.engine"),
     ("distval.cli.nodes", "distval.targets.engines.dind"),
-    ("distval.targets.choice", "distval.targets.engines.target"),
+    ("distval.targets.engines.kind", "distval.targets.engines.target"),
 }
 KNOWN_HIDDEN: set[tuple[str, str]] = set()
 
