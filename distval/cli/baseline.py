@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from distval.cli import values as cli_values
-from distval.reports.baseline import (
+from distval.comparing.deltas import (
     DEFAULT_BUSBW_SLACK_US,
     DEFAULT_BUSBW_TOLERANCE,
     DEFAULT_DURATION_SLACK_S,

@@ -1,5 +1,5 @@
-"""``distval compare OLD.json NEW.json``: its options and what it prints (distval/reports/baseline.py compares,
-distval/reports/comparison.py judges)."""
+"""``distval compare OLD.json NEW.json``: its options and what it prints (distval/comparing/baseline.py compares,
+distval/comparing/comparison.py judges)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,14 @@ import sys
 from typing import Any
 
 from distval.cli.baseline import tolerance_arguments, tolerances
+from distval.comparing.baseline import compare_reports
+from distval.comparing.comparison import VERDICTS, judge, verdict_line
+from distval.comparing.comparison_json import render_comparison_json
+from distval.comparing.comparison_markdown import write_comparison_markdown
+from distval.comparing.comparison_text import render_comparison_text
+from distval.comparing.deltas import DEFAULT_DURATION_SLACK_S, DEFAULT_DURATION_TOLERANCE
+from distval.comparing.reading import BadReport, read_report
 from distval.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, ExitCodes
-from distval.reports.baseline import (
-    DEFAULT_DURATION_SLACK_S,
-    DEFAULT_DURATION_TOLERANCE,
-    BadReport,
-    compare_reports,
-    read_report,
-)
-from distval.reports.comparison import VERDICTS, judge, verdict_line
-from distval.reports.comparison_json import render_comparison_json
-from distval.reports.comparison_markdown import write_comparison_markdown
-from distval.reports.comparison_text import render_comparison_text
 from distval.session.reports import same_file
 
 

@@ -42,7 +42,7 @@ def command_plan(args: argparse.Namespace, engine_for: Callable[[str], Engine]) 
     refuse_what_it_lacks(target, plan, ["reference"] if args.reference else [])  # as distval run would
     if args.reference:
         # The reference's runs are part of what runs: shown after the candidate's, each scenario's pairs alternating
-        # between the two plans (distval/reports/reference.py ``schedule``).
+        # between the two plans (distval/comparing/reference.py ``schedule``).
         plan = dataclasses.replace(plan, scenarios=plan.scenarios + plan_reference(target, plan, args.reference))
     # distval's helpers beside the ranks (the reaper, the probes) run where the target has a reaper of distval's.
     beside = target.declaration.has(REAPER)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from distval.cli import values as cli_values
-from distval.reports.reference import DEFAULT_PAIRED_DURATION_SLACK_S, DEFAULT_PAIRS, MAX_PAIRS, PairedTolerances
+from distval.comparing.reference import DEFAULT_PAIRED_DURATION_SLACK_S, DEFAULT_PAIRS, MAX_PAIRS, PairedTolerances
 from distval.session.pairs import ReferenceOptions
 
 

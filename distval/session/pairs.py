@@ -1,4 +1,4 @@
-"""A run against --reference IMAGE: what it asked, the paired runs (distval/reports/reference.py says why pairs, in
+"""A run against --reference IMAGE: what it asked, the paired runs (distval/comparing/reference.py says why pairs, in
 which order, and how they are judged) and the ``reference`` testcase it adds to each scenario."""
 
 from __future__ import annotations
@@ -7,10 +7,10 @@ import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from distval.comparing.reading import scenario_entries
+from distval.comparing.reference import CANDIDATE, MAX_PAIRS, REFERENCE, PairedTolerances, reference_case, schedule
 from distval.errors import BadInput
 from distval.plan.model import ScenarioPlan
-from distval.reports.baseline import scenario_entries
-from distval.reports.reference import CANDIDATE, MAX_PAIRS, REFERENCE, PairedTolerances, reference_case, schedule
 from distval.results.scenario import RunSummary, ScenarioResult
 
 # Runs the given plans one at a time and returns their results in order (the run's scenario loop).

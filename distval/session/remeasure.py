@@ -1,5 +1,5 @@
 """A run against --baseline (last-known-good): what it asked, the re-measures of the scenarios whose figures
-regressed and are undecided, and the 'baseline' testcase each scenario gets (distval/reports/baseline.py judges)."""
+regressed and are undecided, and the 'baseline' testcase each scenario gets (distval/comparing/baseline.py judges)."""
 
 from __future__ import annotations
 
@@ -7,18 +7,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from distval.comparing.baseline import apply_baseline, failed_remeasures
+from distval.comparing.deltas import Tolerances, deltas, undecided
+from distval.comparing.reading import combined_baseline, match, scenario_entries
 from distval.errors import BadInput
 from distval.plan.model import ScenarioPlan
-from distval.reports.baseline import (
-    Tolerances,
-    apply_baseline,
-    combined_baseline,
-    deltas,
-    failed_remeasures,
-    match,
-    scenario_entries,
-    undecided,
-)
 from distval.results.outcome import PASSED
 from distval.results.scenario import RunSummary, ScenarioResult
 
@@ -52,7 +45,7 @@ def remeasure(
     log: Callable[[str], None],
 ) -> dict[int, list[ScenarioResult]]:
     """Up to --remeasure times, the scenarios with a figure that regressed in the run and that the runs so far
-    have not decided (it regresses when it regressed in more than half of the 1 + N runs: distval/reports/baseline.py
+    have not decided (it regresses when it regressed in more than half of the 1 + N runs: distval/comparing/baseline.py
     ``majority``) run again with ``run_again``; their results, by the scenario's index in the summary. A
     scenario whose re-measure failed is not run again: that failure fails its 'baseline' testcase anyway."""
     if not options.baselines or not summary.scenarios:

@@ -10,10 +10,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+from distval.comparing import charts
+from distval.comparing.html import write_run_html
 from distval.errors import BadInput, InternalError
-from distval.reports import charts
 from distval.reports.files import refusal
-from distval.reports.html import write_run_html
 from distval.reports.json_report import write_json
 from distval.reports.junit import write_junit
 from distval.reports.markdown import STEP_SUMMARY_ENV, append_step_summary, write_markdown

@@ -24,9 +24,9 @@ import distval.cli.main
 import distval.cli.plan
 import distval.cli.run
 import distval.cli.values as cli_values
+import distval.comparing.reading
 import distval.config.compose
 import distval.config.loader
-import distval.reports.baseline
 import distval.session.selection
 import distval.targets.kubernetes.collect
 from distval.bounded_read import (
@@ -758,7 +758,7 @@ def test_no_reader_takes_a_file_over_its_bound(
     """Each reader has a size bound, checked before reading (and again while reading: a growing file)."""
     path = tmp_path / "big"
     path.write_bytes(b" " * (2 * 2**20 + 1))
-    monkeypatch.setattr(distval.reports.baseline, "REPORT_MAX_BYTES", 2 * 2**20)
+    monkeypatch.setattr(distval.comparing.reading, "REPORT_MAX_BYTES", 2 * 2**20)
     monkeypatch.setattr(distval.targets.kubernetes.collect, "LOG_MAX_BYTES", 2 * 2**20)
     monkeypatch.setattr(distval.config.loader, "FILE_MAX_BYTES", 2 * 2**20)
     arguments = {"compare": ["compare", str(path), str(path)], "collect": ["collect", "kubernetes", str(path)]}

@@ -14,7 +14,7 @@ import pytest
 
 import distval.cli.run
 import distval.session.reports
-from distval.reports.baseline import BadReport, read_report
+from distval.comparing.reading import BadReport, read_report
 from distval.reports.json_report import render_json
 from distval.reports.junit import render_junit
 from distval.reports.markdown import render_markdown

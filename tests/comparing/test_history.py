@@ -1,4 +1,4 @@
-"""distval/reports/history.py: N JSON reports -> runs in start order, the runs x checks matrix, each scenario's
+"""distval/comparing/history.py: N JSON reports -> runs in start order, the runs x checks matrix, each scenario's
 figures, and the regressions with the run that introduced them; a malformed report is one line (BadReport)."""
 
 from __future__ import annotations
@@ -10,8 +10,7 @@ from typing import Any
 
 import pytest
 
-from distval.reports.baseline import BadReport
-from distval.reports.history import (
+from distval.comparing.history import (
     ABSENT,
     OUTPUT_DIR_JSON,
     OUTPUT_DIR_JUNIT,
@@ -21,6 +20,7 @@ from distval.reports.history import (
     checked_report,
     read_history,
 )
+from distval.comparing.reading import BadReport
 from distval.reports.json_report import json_report
 from distval.session.reports import OUTPUT_NAMES
 from tests.history_helpers import night, report, scenario, write_reports

@@ -8,8 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from distval.escape import terminal_line
-from distval.reports.comparison import (
+from distval.comparing.comparison import (
     IMPROVEMENT,
     NOTE,
     REGRESSION,
@@ -22,6 +21,7 @@ from distval.reports.comparison import (
     ratio_cell,
     unchanged_count,
 )
+from distval.escape import terminal_line
 
 
 def _safe(cells: tuple[str, ...]) -> tuple[str, ...]:

@@ -13,13 +13,14 @@ from typing import Any
 import pytest
 
 from distval.cli.main import build_parser, main
+from distval.comparing.baseline import compare_reports
+from distval.comparing.comparison import NOTHING_COMPARED, REGRESSED, STATUSES, VERDICTS, judge
+from distval.comparing.comparison_markdown import render_comparison_markdown
+from distval.comparing.comparison_text import render_comparison_text
+from distval.comparing.deltas import Tolerances
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_PASSED
-from distval.reports.baseline import Tolerances, compare_reports
-from distval.reports.comparison import NOTHING_COMPARED, REGRESSED, STATUSES, VERDICTS, judge
-from distval.reports.comparison_markdown import render_comparison_markdown
-from distval.reports.comparison_text import render_comparison_text
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
-from tests.reports.test_baseline import TWO_FIGURES, case, entry, figure, report
+from tests.comparing.test_baseline import TWO_FIGURES, case, entry, figure, report
 
 
 def compare(

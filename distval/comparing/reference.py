@@ -42,13 +42,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from distval.reports.baseline import (
+from distval.comparing.baseline import skip_reasons
+from distval.comparing.deltas import (
     DEFAULT_BUSBW_TOLERANCE,
     DEFAULT_DURATION_SLACK_S,
     DEFAULT_DURATION_TOLERANCE,
     busbw_figures,
     check_durations,
-    skip_reasons,
 )
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 

@@ -15,18 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distval.comparing.baseline import Comparison, ScenarioComparison
+from distval.comparing.deltas import BASELINE_CASE, Delta, Tolerances, busbw_figures, deltas
+from distval.comparing.reading import iterations_of, unusable
 from distval.errors import EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED, EXIT_PASSED
-from distval.reports.baseline import (
-    BASELINE_CASE,
-    Comparison,
-    Delta,
-    ScenarioComparison,
-    Tolerances,
-    busbw_figures,
-    deltas,
-    iterations_of,
-    unusable,
-)
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
 
 REGRESSION = "regression"

@@ -9,9 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from distval.errors import EXIT_PASSED
-from distval.escape import markdown_cell as _cell
-from distval.reports.comparison import (
+from distval.comparing.comparison import (
     IMPROVEMENT,
     NOTE,
     REGRESSION,
@@ -24,6 +22,8 @@ from distval.reports.comparison import (
     ratio_cell,
     unchanged_count,
 )
+from distval.errors import EXIT_PASSED
+from distval.escape import markdown_cell as _cell
 from distval.reports.files import write_atomically
 from distval.reports.mermaid import Series, chart_section
 from distval.results.bandwidth import Figure, figures_from_details

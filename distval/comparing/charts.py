@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distval.comparing.history import Series
 from distval.errors import BadInput
 from distval.escape import strip_controls
-from distval.reports.history import Series
 
 try:  # the optional html extra: distval without it still runs, and --html says what to install
     import vl_convert

@@ -1,4 +1,4 @@
-"""The candidate-against-reference judgement (distval/reports/reference.py) and its run-command side
+"""The candidate-against-reference judgement (distval/comparing/reference.py) and its run-command side
 (distval/session/pairs.py): pairs in ABBA order, checks attributed to the image or not, figures judged by the
 paired interval, and nothing compared never a pass."""
 
@@ -12,10 +12,7 @@ import pytest
 
 from distval.cli.main import build_parser
 from distval.cli.reference import reference_options
-from distval.config import parse_config
-from distval.errors import BadInput
-from distval.plan.model import ScenarioPlan
-from distval.reports.reference import (
+from distval.comparing.reference import (
     CANDIDATE,
     REFERENCE,
     REFERENCE_CASE,
@@ -25,6 +22,9 @@ from distval.reports.reference import (
     schedule,
     t95,
 )
+from distval.config import parse_config
+from distval.errors import BadInput
+from distval.plan.model import ScenarioPlan
 from distval.results.outcome import ERROR, FAILED, PASSED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.session.pairs import PairedRuns, ReferenceOptions, check_reference, run_pairs, with_reference

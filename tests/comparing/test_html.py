@@ -1,4 +1,4 @@
-"""distval/reports/html.py and charts.py: the page says what the history holds, carries no executable markup
+"""distval/comparing/html.py and charts.py: the page says what the history holds, carries no executable markup
 whatever the reports' text (fuzzed), links only to files beside the reports; the distval history command and
 distval run --html, with and without the renderer."""
 
@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import distval.reports.charts
+import distval.comparing.charts
 from distval.cli.main import main
-from distval.reports.charts import sanitized_svg
-from distval.reports.history import build_history, read_history
-from distval.reports.html import CSP, href, render_html, render_run_html
+from distval.comparing.charts import sanitized_svg
+from distval.comparing.history import build_history, read_history
+from distval.comparing.html import CSP, href, render_html, render_run_html
 from tests.history_helpers import figure, night, report, scenario, write_reports
 from tests.report_helpers import summary
 from tests.runner_environment import IN_CI
@@ -252,7 +252,7 @@ def test_distval_history_on_a_bad_report_is_one_line_and_exit_2(
 def test_without_the_renderer_html_is_one_line_and_exit_2(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(distval.reports.charts, "vl_convert", None)
+    monkeypatch.setattr(distval.comparing.charts, "vl_convert", None)
     (path,) = write_reports(tmp_path, [night(1)])
     assert main(["history", str(path), "--html", str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err

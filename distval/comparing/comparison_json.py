@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from distval.reports.comparison import STATUSES, Item, Judgement
+from distval.comparing.comparison import STATUSES, Item, Judgement
 
 COMPARISON_SCHEMA_VERSION = 1
 

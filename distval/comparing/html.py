@@ -1,7 +1,7 @@
-"""A history (distval/reports/history.py) -> one self-contained static HTML page (``distval history --html DIR``,
+"""A history (distval/comparing/history.py) -> one self-contained static HTML page (``distval history --html DIR``,
 ``distval run --html FILE``).
 
-The page carries no JavaScript and loads nothing: its charts are inline SVG (distval/reports/charts.py), its style
+The page carries no JavaScript and loads nothing: its charts are inline SVG (distval/comparing/charts.py), its style
 an inline <style>, and its Content-Security-Policy forbids everything else (``default-src 'none'``), so it opens
 from a CI artifact on the file system with no network, and text that slipped past escaping could not run anyway.
 Every text from a report is escaped here (``_text``: controls and bidi overrides out, HTML-escaped); links go only
@@ -18,11 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from distval import __version__
-from distval.errors import EXIT_MEANINGS, EXIT_PASSED
-from distval.escape import strip_controls
-from distval.reports import charts
-from distval.reports.files import write_atomically
-from distval.reports.history import (
+from distval.comparing import charts
+from distval.comparing.history import (
     ABSENT,
     Cell,
     CheckRegression,
@@ -35,6 +32,9 @@ from distval.reports.history import (
     build_history,
     checked_report,
 )
+from distval.errors import EXIT_MEANINGS, EXIT_PASSED
+from distval.escape import strip_controls
+from distval.reports.files import write_atomically
 from distval.reports.json_report import json_report
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
 from distval.results.scenario import RunSummary

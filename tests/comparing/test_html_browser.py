@@ -13,8 +13,8 @@ from pathlib import Path
 import lxml.html
 import pytest
 
-from distval.reports.history import History, build_history
-from distval.reports.html import render_html
+from distval.comparing.history import History, build_history
+from distval.comparing.html import render_html
 from tests.history_helpers import ARTIFACTS, Opened, chromium, night, open_offline
 from tests.runner_environment import IN_CI
 

@@ -1,7 +1,7 @@
 """``distval run --baseline`` fails closed: a comparison of nothing, a missing figure, a failed re-measure, a check
 that passed in the baseline and did not in the run, and a baseline that is empty or ended early (alone or among
 several) are failures, never a pass; a report path that is the baseline is refused. ``distval compare``:
-tests/reports/test_compare.py."""
+tests/comparing/test_compare.py."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ import pytest
 
 from distval.cli.main import build_parser, main
 from distval.cli.run import command_run
+from distval.comparing.baseline import apply_baseline, baseline_case
+from distval.comparing.deltas import BASELINE_CASE, Tolerances
 from distval.config import parse_config
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_PASSED
 from distval.plan.model import ScenarioPlan
-from distval.reports.baseline import BASELINE_CASE, Tolerances, apply_baseline, baseline_case
 from distval.reports.json_report import json_report
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult

@@ -7,14 +7,14 @@ regressions, each with the run that introduced it:
 - a check that passed in an earlier run of its scenario and failed (or errored) in a later one: marked from the
   first failing run after the last pass until it passes again;
 - a busbw figure judged against the previous run that has it, by the rule ``distval compare`` applies
-  (distval/reports/baseline.py ``deltas``: the median past the tolerance, its best and its call time too), and a
+  (distval/comparing/baseline.py ``deltas``: the median past the tolerance, its best and its call time too), and a
   scenario's time to verdict longer by more than the duration tolerance and slack. Efficiency is plotted, not
   judged: it is busbw over the machine's raw TCP throughput, so it moves with the machine as well as the image.
 
 Everything in a report is untrusted text (an image's records end up in it): the reader checks the shape and the
 numbers (finite, in range) of what the page uses and refuses a report that fails (BadReport, exit code 2, one
 line naming the file and the field); texts are kept as they are here and escaped where they are shown
-(distval/reports/html.py).
+(distval/comparing/html.py).
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from distval.reports.baseline import BadReport, Tolerances, deltas, read_report
+from distval.comparing.deltas import Tolerances, deltas
+from distval.comparing.reading import BadReport, read_report
 from distval.results.bandwidth import EFFICIENCY_MAX  # the bound the harness itself keeps an efficiency within
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
 
@@ -35,7 +36,7 @@ ABSENT = "absent"  # the run has no such scenario, or its scenario no such check
 STATUSES = (PASSED, FAILED, SKIPPED, ERROR)
 FAILING = (FAILED, ERROR)
 # Where ``distval run -o DIR`` puts the JUnit and Markdown reports next to its report.json (distval/session/reports.py's
-# OUTPUT_NAMES, which this stage must not import; tests/reports/test_history.py checks that they agree).
+# OUTPUT_NAMES, which this stage must not import; tests/comparing/test_history.py checks that they agree).
 OUTPUT_DIR_JSON = "report.json"
 OUTPUT_DIR_JUNIT = "junit.xml"
 OUTPUT_DIR_MARKDOWN = "summary.md"
