@@ -7,8 +7,7 @@ import dataclasses
 import functools
 import json
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from distval.cli import values as cli_values
 from distval.cli.hosts_options import add_hosts_options
@@ -21,13 +20,11 @@ from distval.errors import EXIT_BAD_INPUT, ConfigError
 from distval.session.selection import plan_selected, running, select
 from distval.targets.base import plan_reference, refuse_what_it_lacks
 from distval.targets.capabilities import REAPER
+from distval.targets.kind import EngineFor
 from distval.targets.registry import dry_run_target
 
-if TYPE_CHECKING:
-    from distval.targets.docker.engine import Engine
 
-
-def command_plan(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -> int:
+def command_plan(args: argparse.Namespace, engine_for: EngineFor) -> int:
     try:
         config = load_config(args.config or DEFAULT_CONFIG)
     except ConfigError as exc:
@@ -53,7 +50,7 @@ def command_plan(args: argparse.Namespace, engine_for: Callable[[str], Engine]) 
     return 0
 
 
-def add_plan_command(commands: Any, engine_for: Callable[[str], Engine]) -> None:
+def add_plan_command(commands: Any, engine_for: EngineFor) -> None:
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker, Slurm or any process (a dry run)")
     plan.add_argument(
         "config",

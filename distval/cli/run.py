@@ -7,8 +7,7 @@ import argparse
 import functools
 import secrets
 import sys
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from distval.cli import values as cli_values
 from distval.cli.baseline import add_baseline_arguments, baseline_options
@@ -25,13 +24,11 @@ from distval.session.request import RunRequest
 from distval.session.run import RunEnd, run
 from distval.session.sample import CI_ENV
 from distval.session.scenarios import default_jobs
+from distval.targets.kind import EngineFor
 from distval.targets.registry import chosen_kind
 
-if TYPE_CHECKING:
-    from distval.targets.docker.engine import Engine
 
-
-def add_run_command(commands: Any, engine_for: Callable[[str], Engine]) -> None:
+def add_run_command(commands: Any, engine_for: EngineFor) -> None:
     run = commands.add_parser("run", help="run the scenarios of a config against an image")
     run.add_argument(
         "config",
@@ -135,7 +132,7 @@ def present(end: RunEnd, note: str | None) -> int:
     return code
 
 
-def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -> int:
+def command_run(args: argparse.Namespace, engine_for: EngineFor) -> int:
     """``engine_for(run_id)``: the Engine of a Docker run, asked for only then (--local never imports docker-py)."""
     request = run_request(args)
     return run(request, engine_for, functools.partial(present, note=chosen_kind(request.target).summary_note))

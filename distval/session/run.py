@@ -12,7 +12,6 @@ import socket
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from distval.config import load_config
 from distval.errors import BadInput, ConfigError, DistvalError, InternalError, Interrupted
@@ -28,10 +27,8 @@ from distval.session.sample import refuse_sample_in_ci, sample_image_note
 from distval.session.scenarios import default_jobs, run_scenarios
 from distval.session.selection import in_config_order, plan_selected, running, select
 from distval.targets.base import Target, plan_reference, refuse_what_it_lacks
+from distval.targets.kind import EngineFor
 from distval.targets.registry import choose_target, chosen_kind
-
-if TYPE_CHECKING:
-    from distval.targets.docker.engine import Engine
 
 
 @dataclass(frozen=True)
@@ -48,9 +45,7 @@ class RunEnd:
 Present = Callable[[RunEnd], int]
 
 
-def run(
-    request: RunRequest, engine_for: Callable[[str], Engine], present: Present, environ: Mapping[str, str] = os.environ
-) -> int:
+def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: Mapping[str, str] = os.environ) -> int:
     """The run, start to end; ``engine_for(run_id)``: the Engine of a Docker run, asked for only then (--local never
     imports docker-py). Returns the exit code."""
     run_id = request.run_id

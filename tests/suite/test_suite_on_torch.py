@@ -39,7 +39,7 @@ from tests.runner_environment import IN_CI
 TORCH_PYTHON_ENV = "DISTVAL_SUITE_TORCH_PYTHON"
 DEBIAN_PYTHON = "/usr/bin/python3"
 IMPLEMENTATIONS = DATA / "suite_implementations"
-FIXTURE_FILES = ROOT / "distval" / "fixtures" / "files"
+FIXTURE_FILES = ROOT / "distval" / "images" / "files"
 # The variable the loader reads (not DISTVAL_*: the config refuses those as the harness's own).
 IMPLEMENTATION_ENV = "SUITE_IMPLEMENTATION"
 # Small tensors only: the large size is covered by the Docker tests (allreduce-large-truncated); here it costs time.
