@@ -2,7 +2,7 @@
 "fixture image cannot be built") into failures instead of skips.
 
 Docker tests run against the real Engine with the real fixture images. Each test asks for the images it
-uses with ``fixture_image(tag)``: a missing or stale image is built then (distval.fixtures, no registry;
+uses with ``fixture_image(tag)``: a missing or stale image is built then (distval.images, no registry;
 minutes the first time, once per session), so running one Docker test builds only what it needs.
 Helpers the Docker test modules share live in tests/docker_helpers.py.
 """
@@ -53,7 +53,7 @@ def fixture_image(pytestconfig: pytest.Config, docker_client: object) -> Callabl
     """``fixture_image(tag)`` returns the tag once that fixture image (and its parents) is in the Engine and
     current, building it if needed, once per session; a test that cannot have its image is skipped (or
     fails, with --require-docker) with the reason."""
-    from distval.fixtures import build_fixtures
+    from distval.images import build_fixtures
     from distval.targets.docker.engine import Engine
 
     engine = Engine("tests-fixtures")
