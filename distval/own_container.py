@@ -1,6 +1,6 @@
 """Which container distval itself runs in (the harness image), read from its own mounts: the reaper joins that
 container's networks (distval/targets/docker/reaper.py), and the helper base ``harness`` is its image
-(distval/fixtures/build.py)."""
+(distval/images/build.py)."""
 
 from __future__ import annotations
 

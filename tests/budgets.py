@@ -27,6 +27,7 @@ CI_LIMIT_S = CI_PYTEST_PROCESSES * CI_DOCKER_WALL_S
 
 BUDGETS_S: dict[str, int] = {
     "tests/cli/test_doctor_docker.py": 50,  # ~ 3 tests, each a torch import in the image
+    "tests/comparing/test_reference_docker.py": 180,  # ~ 2 tests, each several runs of the default scenario (ABBA pairs)
     "tests/fixtures/test_helper_base_docker.py": 200,  # mmdebstrap of bookworm's python3, push, pull, build: 183 s at load 17
     "tests/plan/test_gpu_docker.py": 30,  # ~ 4 tests; no GPU here: probes and skips
     "tests/plan/test_plan_engine_docker.py": 190,  # 10 rendezvous forms: 182 s recorded
@@ -37,7 +38,6 @@ BUDGETS_S: dict[str, int] = {
     # python -m build 10 s; then pip download of the dependencies, the adopter fixture pushed to the local registry,
     # pip install in a fresh venv and one check of one scenario from inside a container: 240 s at load 21
     "tests/project/test_wheel_docker.py": 300,
-    "tests/reports/test_reference_docker.py": 180,  # ~ 2 tests, each several runs of the default scenario (ABBA pairs)
     "tests/results/test_bandwidth_docker.py": 130,  # ~ 6 tests; the baseline one 33 s recorded
     "tests/results/test_diagnosis_docker.py": 180,  # a hung rank's stacks 76 s + 3 ~
     "tests/suite/test_bytecode_docker.py": 40,  # ~ 2 tests

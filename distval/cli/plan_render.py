@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from distval.escape import terminal_text
-from distval.fixtures.helper_base import DEFAULT, HelperBase, planned_builds
+from distval.images.helper_base import DEFAULT, HelperBase, planned_builds
 from distval.plan.fault_render import fault_data, fault_lines
 from distval.plan.model import (
     CreateContainer,
@@ -57,14 +57,14 @@ def _describe_step(plan: ScenarioPlan, step: Step) -> str:
     return f"learn {{node0_ip}}: the {'IPv6' if step.ipv6 else 'IPv4'} address of {step.container} on {step.network}"
 
 
-def render_plan(plan: RunPlan, helpers: HelperBase = DEFAULT) -> str:
-    """``helpers``: what distval's own images are built FROM where the Engine lacks them (--helper-base)."""
+def render_plan(plan: RunPlan, beside: bool = True, helpers: HelperBase = DEFAULT) -> str:
+    """``beside``: the target starts distval's helpers on a Docker Engine beside the ranks (its reaper among them),
+    and builds distval's own images there FROM ``helpers``' base where the Engine lacks them (--helper-base)."""
     lines = [f"run {plan.run_id} from {plan.config_path}: {len(plan.scenarios)} scenario(s)"]
     if plan.unselected:  # planned, not run: each is reported skipped
         lines[0] += f"; not run, {NO_CHECK_SELECTED}: {', '.join(sp.scenario.name for sp in plan.unselected)}"
     lines += [f"selection: {note}" for note in plan.selection_notes]
-    lines += _beside_lines()
-    lines += _helper_lines(plan, helpers)
+    lines += (_beside_lines() + _helper_lines(plan, helpers)) if beside else []
     for sp in plan.scenarios:
         s = sp.scenario
         lines.append("")
@@ -184,13 +184,18 @@ def _helper_lines(plan: RunPlan, helpers: HelperBase) -> list[str]:
     return lines
 
 
-def plan_as_data(plan: RunPlan, helpers: HelperBase = DEFAULT) -> dict[str, Any]:
-    """The plan as JSON-able data: what ``--format json`` prints."""
+def _helper_images(plan: RunPlan, helpers: HelperBase) -> dict[str, Any]:
+    return {**helpers.as_data(), "images": planned_builds(helpers, [sp.image for sp in plan.scenarios])}
+
+
+def plan_as_data(plan: RunPlan, beside: bool = True, helpers: HelperBase = DEFAULT) -> dict[str, Any]:
+    """The plan as JSON-able data: what ``--format json`` prints (``beside``: as ``render_plan``'s; else [] and no
+    helper images)."""
     return {
         "run_id": plan.run_id,
         "config": plan.config_path,
-        "beside": _beside(),
-        "helper_images": {**helpers.as_data(), "images": planned_builds(helpers, [sp.image for sp in plan.scenarios])},
+        "beside": _beside() if beside else [],
+        "helper_images": _helper_images(plan, helpers) if beside else None,
         "placeholders": dict(PLACEHOLDERS),
         "scenarios": [
             {

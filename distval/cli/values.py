@@ -7,14 +7,13 @@ import argparse
 import ast
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
+from distval.comparing.reading import BadReport, read_report
 from distval.config.values import image_problem
 from distval.config.yaml_nodes import did_you_mean, shown
 from distval.errors import BadInput, UsageError
-from distval.fixtures.helper_base import base_problem
-from distval.reports.baseline import BadReport, read_report
 from distval.targets.docker.cleanup import parse_duration
 from distval.targets.engines.hosts import parse_hosts
 
@@ -245,9 +244,15 @@ def hosts_list(value: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--hosts: ")) from None
 
 
-def helper_base(value: str) -> str:
-    """argparse type of --helper-base: an image pinned by digest, or one of its keywords."""
-    why = base_problem(value)
-    if why is not None:
-        raise argparse.ArgumentTypeError(f"{why}; got {shown(value)}")
-    return value
+class CheckedText:
+    """argparse type: text that ``problem`` accepts (it says why a value is not one, None when it is): a target
+    option's own check (distval/targets/kind.py ``TargetOption.problem``), --helper-base's."""
+
+    def __init__(self, problem: Callable[[str], str | None]) -> None:
+        self.problem = problem
+
+    def __call__(self, value: str) -> str:
+        why = self.problem(value)
+        if why is not None:
+            raise argparse.ArgumentTypeError(f"{why}; got {shown(value)}")
+        return value

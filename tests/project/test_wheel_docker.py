@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from distval.fixtures.recipes import ADOPTER, REAPER_IMAGE
+from distval.image_names import ADOPTER, REAPER_IMAGE
 from tests.docker_helpers import harness_requirements
 from tests.local_registry import LocalRegistry
 from tests.paths import ROOT
@@ -62,14 +62,14 @@ def test_the_wheel_and_the_sdist_hold_the_package_its_suite_configs_and_files(di
         "distval/configs/default.yaml",
         "distval/configs/training.yaml",
         "distval/configs/distval.schema.json",
-        "distval/fixtures/files/reaper_daemon.py",
-        "distval/fixtures/files/libuv_fix.py",
+        "distval/images/files/reaper_daemon.py",
+        "distval/images/files/libuv_fix.py",
     ]
     for name in shipped:
         assert name in names, f"the wheel lacks {name}"
         assert name in in_sdist, f"the sdist lacks {name}"
     # The reaper's program is one file in the checkout (a link); in the wheel it is that file's bytes.
-    program = zipfile.ZipFile(_wheel(dist)).read("distval/fixtures/files/reaper_daemon.py")
+    program = zipfile.ZipFile(_wheel(dist)).read("distval/images/files/reaper_daemon.py")
     assert program == (ROOT / "distval/targets/docker/reaper_daemon.py").read_bytes()
     assert not [name for name in names if name.startswith("tests/")]
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from distval.config import Scenario
-from distval.fixtures.helper_base import DEFAULT, HelperBase
+from distval.images.helper_base import DEFAULT, HelperBase
 from distval.plan.model import RunPlan, ScenarioPlan, images_of
 from distval.results.outcome import ScenarioOutcome
 from distval.results.scenario import ScenarioResult
