@@ -69,6 +69,7 @@ from distval.errors import (
 )
 from distval.fixtures import BROKEN_PREFIX, FIXTURES, build_fixtures, recipe_hash
 from distval.labels import LABEL_RUN
+from distval.registry.client import Registry
 from distval.results.scenario import RunSummary
 from distval.targets.base import plan_reference, refuse_what_it_lacks
 from distval.targets.docker.cleanup import RunDecision, by_run, decide
@@ -709,7 +710,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_hosts_options(cleanup, tls=True)
     cleanup.set_defaults(handler=command_cleanup)
     add_doctor_command(commands, _doctor_engine, _add_hosts_options)
-    add_attest_commands(commands, _engine)
+    add_attest_commands(commands, _engine, Registry)
     export_targets, collect_targets = add_kubernetes_commands(commands, _add_report_options)
     add_slurm_commands(export_targets, collect_targets, _add_report_options)
 
