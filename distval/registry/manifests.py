@@ -55,6 +55,7 @@ class Manifest:
 
     digest: str
     media_type: str
+    size: int  # of its bytes, for a descriptor of it
     config: Descriptor | None = None
     layers: tuple[Descriptor, ...] = ()
     entries: tuple[Descriptor, ...] = ()
@@ -102,7 +103,9 @@ def parse_manifest(raw: bytes, digest: str, content_type: str | None) -> Manifes
         entries = data.get("manifests")
         if not isinstance(entries, list) or len(entries) > ENTRIES_MAX:
             raise ManifestRefused(f"an index with a list of at most {ENTRIES_MAX} manifests")
-        return Manifest(digest, media_type, entries=tuple(_descriptor(e, f"manifests[{i}]") for i, e in enumerate(entries)))
+        return Manifest(
+            digest, media_type, len(raw), entries=tuple(_descriptor(e, f"manifests[{i}]") for i, e in enumerate(entries))
+        )
     if media_type in IMAGE_MANIFESTS:
         layers = data.get("layers")
         if not isinstance(layers, list) or len(layers) > ENTRIES_MAX:
@@ -110,6 +113,7 @@ def parse_manifest(raw: bytes, digest: str, content_type: str | None) -> Manifes
         return Manifest(
             digest,
             media_type,
+            len(raw),
             config=_descriptor(data.get("config"), "config"),
             layers=tuple(_descriptor(layer, f"layers[{i}]") for i, layer in enumerate(layers)),
         )

@@ -167,7 +167,9 @@ def test_a_shared_repo_digest_of_another_platforms_image_is_not_verified(
     assert [subject["digest"]["sha256"] for subject in subjects] == [FAKE_IMAGE_ID.removeprefix("sha256:")]
     monkeypatch.setitem(FakeEngine.images, "ghcr.io/org/torch:2.6", ImageInfo("sha256:" + "9" * 64, (), {}, index))
     code, _, err = _run(["verify", output, "--image", "ghcr.io/org/torch:2.6", "--key", public], capsys)
-    _refused(code, err, EXIT_NOT_VERIFIED, "not verified: the attestation is of sha256:abababababab, not of ghcr.io/org/torch:2.6")
+    _refused(
+        code, err, EXIT_NOT_VERIFIED, "not verified: the attestation is of sha256:abababababab, not of ghcr.io/org/torch:2.6"
+    )
 
 
 def test_an_expired_attestation_is_not_verified(
