@@ -77,3 +77,22 @@ def push_index(api: RegistryAPI, repository: str, tag: str, platforms: list[tupl
         )
     index = _json({"schemaVersion": 2, "mediaType": OCI_INDEX, "manifests": entries})
     return api.put_manifest(repository, tag, index, OCI_INDEX)
+
+
+def push_other_platform(api: RegistryAPI, repository: str, tag: str, manifest_digest: str, architecture: str) -> Pushed:
+    """The image ``manifest_digest`` again for linux/``architecture``: the same layers (already in the repository),
+    its configuration with the architecture edited, a manifest of the same media type, tagged ``tag``."""
+    manifest = api.manifest(repository, manifest_digest)
+    assert manifest.config is not None
+    config = json.loads(api.blob(repository, manifest.config.digest, 2**24))
+    config["architecture"] = architecture
+    raw_config = _json(config)
+    config_digest = api.put_blob(repository, raw_config)
+    data = {
+        "schemaVersion": 2,
+        "mediaType": manifest.media_type,
+        "config": {"mediaType": manifest.config.media_type, "digest": config_digest, "size": len(raw_config)},
+        "layers": [{"mediaType": layer.media_type, "digest": layer.digest, "size": layer.size} for layer in manifest.layers],
+    }
+    digest = api.put_manifest(repository, tag, _json(data), manifest.media_type)
+    return Pushed(digest, config_digest, f"linux/{architecture}")

@@ -363,7 +363,9 @@ def _stored_statement(
     if not found:
         assert refusal is not None
         raise NotVerified(f"{refusal} (each of the {len(layers)} attestation(s) stored for it)")
-    return max(found, key=lambda statement: str(parse_utc(statement.predicate.get("attested_at")) or ""))
+    # On a tie (two made within a second), the one stored later: never the older verdict by accident.
+    newest = max(range(len(found)), key=lambda i: (str(parse_utc(found[i].predicate.get("attested_at")) or ""), i))
+    return found[newest]
 
 
 def command_verify(args: argparse.Namespace, engine_for: EngineFor, registry_for: RegistryFor) -> int:
