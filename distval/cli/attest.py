@@ -271,8 +271,9 @@ def command_attest(args: argparse.Namespace, engine_for: EngineFor, registry_for
     published: PublishedImage | None = None
     if args.registry or args.push:
         reference = parse_reference(args.image)
-        published = _published(registry_for, reference, report_image_id(report, args.report))
-        info = ImageInfo(published.config_digest, (), {}, (reference.with_digest(published.manifest.digest),))
+        image_id = report_image_id(report, args.report)
+        published = _published(registry_for, reference, image_id)
+        info = ImageInfo(image_id, (), {}, (reference.with_digest(published.manifest.digest),))
         subjects = published.subjects()
         fields = {
             "repository": reference.name,

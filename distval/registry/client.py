@@ -186,7 +186,10 @@ class Registry:
                 return False
             self._authorization = f"Basic {credentials}"
             return True
-        if scheme.lower() != "bearer" or not params.get("realm", "").startswith(("https://", "http://")):
+        # The token comes from the realm the registry names, over HTTPS (plain HTTP only to the loopback): docker
+        # login's credentials never travel in the clear to another host.
+        realm = urllib.parse.urlsplit(params.get("realm", ""))
+        if scheme.lower() != "bearer" or not (realm.scheme == "https" or (realm.scheme == "http" and _loopback(realm.netloc))):
             return False
         query = {key: params[key] for key in ("service", "scope") if key in params}
         url = params["realm"] + ("?" + urllib.parse.urlencode(query) if query else "")

@@ -8,7 +8,9 @@ another image, and another platform's image of an index over both, refused with 
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import os
 import secrets
 import subprocess
@@ -24,13 +26,13 @@ import pytest
 import distval.fixtures.recipes
 from distval.attestation.published import DSSE_LAYER, attestation_tag
 from distval.cli.main import main
-from distval.errors import EXIT_CHECKS_FAILED, EXIT_NOT_VERIFIED, EXIT_PASSED
-from distval.registry.client import ManifestUnknown, Registry
+from distval.errors import EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOT_VERIFIED, EXIT_PASSED
+from distval.registry.client import ManifestUnknown, Registry, RegistryError
 from distval.registry.manifests import DOCKER_MANIFEST
 from distval.targets.docker.engine import Engine
 from tests.attestation_helpers import changed, passing_report, write_json, write_key_pair
 from tests.docker_helpers import harness_context
-from tests.local_registry import LocalRegistry
+from tests.local_registry import LocalRegistry, local_registry
 from tests.registry_helpers import one_file_layer, push_image, push_index, push_other_platform
 
 pytestmark = pytest.mark.docker
@@ -234,3 +236,32 @@ def _dockerfile_context(dockerfile: str) -> bytes:
         entry.size = len(data)
         archive.addfile(entry, io.BytesIO(data))
     return buffer.getvalue()
+
+
+def test_the_client_logs_in_with_docker_logins_credentials(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A registry that asks for credentials (a Basic challenge): refused without them (exit code 3, one line saying
+    how to log in), served with the ones `docker login` writes into $DOCKER_CONFIG/config.json."""
+    with local_registry(tmp_path / "registry", credentials=("distval", "s3cret")) as registry:
+        docker_config = tmp_path / "docker-config"
+        docker_config.mkdir()
+        monkeypatch.setenv("DOCKER_CONFIG", str(docker_config))
+        with pytest.raises(RegistryError, match=r"refused GET /v2/x/manifests/1 \(HTTP 401\).*docker login 127\.0\.0\.1"):
+            Registry(registry.host).manifest("x", "1")
+        auth = base64.b64encode(b"distval:s3cret").decode()
+        (docker_config / "config.json").write_text(json.dumps({"auths": {registry.host: {"auth": auth}}}))
+        api = Registry(registry.host)
+        pushed = push_image(api, "distval-tests/private", "v1", "amd64", one_file_layer())
+        assert api.manifest("distval-tests/private", "v1").digest == pushed.manifest_digest
+        private, public = write_key_pair(tmp_path)
+        report = _report(tmp_path, pushed.config_digest)
+        name = f"{registry.host}/distval-tests/private"
+        assert main(["attest", report, "--image", f"{name}:v1", "--key", private, "--push"]) == EXIT_PASSED
+        assert main(["verify", "--image", f"{name}:v1", "--key", public, "--registry"]) == EXIT_PASSED
+        (docker_config / "config.json").write_text(
+            json.dumps({"auths": {registry.host: {"auth": base64.b64encode(b"distval:wrong").decode()}}})
+        )
+        capsys.readouterr()
+        assert main(["verify", "--image", f"{name}:v1", "--key", public, "--registry"]) == EXIT_ENVIRONMENT
+        assert "(HTTP 401)" in capsys.readouterr().err
