@@ -20,9 +20,11 @@ from distval.attestation import dsse, keys
 from distval.attestation.published import DSSE_LAYER, attestation_tag
 from distval.attestation.statement import PREDICATE_TYPE, Subject, statement_bytes
 from distval.cli.main import main
+from distval.engine_protocol import ImageInfo
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOT_VERIFIED, EXIT_PASSED
 from distval.registry.manifests import OCI_MANIFEST
 from tests.attestation_helpers import MADE, changed, passing_report, write_json, write_key_pair
+from tests.fake_engine import FakeEngine
 from tests.fake_registry import FakeRegistry
 from tests.registry_helpers import Pushed, one_file_layer, push_image, push_index
 
@@ -246,3 +248,21 @@ def test_what_the_registry_lacks_and_what_the_command_line_lacks(
     assert code == EXIT_BAD_INPUT and "verify needs the attestation file, or --registry" in said
     code, said = _run(capsys, "attest", report, "--image", f"{NAME}:x", "--key", private, "--registry")
     assert code == EXIT_BAD_INPUT and "-o/--output (or --push)" in said
+
+
+def test_an_engine_that_pulled_the_image_verifies_it_by_its_id_and_not_another_platforms(
+    tmp_path: Path, registry: FakeRegistry, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An Engine that pulled the index's tag names the image by its configuration's digest (the second subject) and
+    records the index's digest as its repo digest on every platform: only the platform attested verifies."""
+    amd64, arm64, index = _multi_platform(registry)
+    private, public = write_key_pair(tmp_path)
+    output = str(tmp_path / "att.json")
+    report = _report_of(tmp_path, amd64.config_digest)
+    assert main(["attest", report, "--image", f"{NAME}:2.6", "--key", private, "-o", output, "--registry"]) == EXIT_PASSED
+    pulled = f"{NAME}:2.6"
+    monkeypatch.setattr(distval.cli.main, "Engine", FakeEngine)
+    for config, expected in ((amd64.config_digest, EXIT_PASSED), (arm64.config_digest, EXIT_NOT_VERIFIED)):
+        monkeypatch.setattr(FakeEngine, "images", {pulled: ImageInfo(config, (pulled,), {}, (f"{NAME}@{index}",))})
+        code, said = _run(capsys, "verify", output, "--image", pulled, "--key", public)
+        assert code == expected, said
