@@ -159,13 +159,14 @@ def stored_layers(api: RegistryAPI, reference: Reference, manifest_digest: str) 
         return []
     if stored.is_index:
         raise RegistryError(f"{reference.name}:{attestation_tag(manifest_digest)} is an index, not an attestation manifest")
-    return [layer for layer in stored.layers if layer.media_type == DSSE_LAYER]
+    # The newest STORED_MAX: a tag another writer filled with more is not a way to make verify read them all.
+    return [layer for layer in stored.layers if layer.media_type == DSSE_LAYER][-STORED_MAX:]
 
 
 def store(api: RegistryAPI, reference: Reference, manifest_digest: str, envelope: bytes) -> str:
     """Store ``envelope`` beside the image manifest ``manifest_digest`` (the attestations already there kept, up to
     STORED_MAX with the newest); the tag it is under."""
-    kept = [layer for layer in stored_layers(api, reference, manifest_digest)][-(STORED_MAX - 1) :]
+    kept = stored_layers(api, reference, manifest_digest)[-(STORED_MAX - 1) :]
     layer_digest = api.put_blob(reference.repository, envelope)
     layers = [
         _descriptor(layer.media_type, layer.digest, layer.size, dict(layer.annotations))

@@ -31,9 +31,11 @@ from distval.escape import terminal_line
 from distval.registry.manifests import ACCEPT, MANIFEST_MAX_BYTES, Manifest, ManifestRefused, parse_manifest, sha256_digest
 from distval.text_caps import capped
 
-# One request's socket timeout, and the most one answer may take to arrive whole.
+# One request's socket timeout, the most one answer may take to arrive whole, and the most all the answers of one
+# command may take together (a registry that drips its answers, or holds many, does not hold distval longer).
 TIMEOUT_S = 30.0
 ANSWER_DEADLINE_S = 120.0
+TOTAL_DEADLINE_S = 600.0
 # A token or an error's JSON: a few KiB.
 SMALL_MAX_BYTES = 2**20
 _CHUNK = 2**16
@@ -118,12 +120,15 @@ class Registry:
         # urllib follows a redirect for GET and HEAD only; the Authorization header is added unredirected, so that a
         # blob's redirect to its storage never carries the registry's token.
         self._opener = urllib.request.build_opener()
+        self._until = time.monotonic() + TOTAL_DEADLINE_S
 
     # The one way a request is made: bounded, with one retry after an authentication challenge.
     def _request(
         self, method: str, url: str, limit: int, headers: dict[str, str] | None = None, body: bytes | None = None
     ) -> tuple[int, dict[str, str], bytes]:
         for attempt in range(2):
+            if time.monotonic() > self._until:
+                raise RegistryError(f"the registry {self.host} took more than {TOTAL_DEADLINE_S:.0f} s in all: refused")
             request = urllib.request.Request(url, data=body, method=method, headers=headers or {})
             if self._authorization is not None:
                 request.add_unredirected_header("Authorization", self._authorization)
@@ -148,10 +153,9 @@ class Registry:
                 raise RegistryError(f"cannot reach the registry {self.host} ({self.base}): {_shown(str(reason))}") from None
         raise RegistryError(f"the registry {self.host} asked for credentials again after they were given")
 
-    @staticmethod
-    def _read(response: HTTPResponse, limit: int, url: str) -> bytes:
-        """The body, at most ``limit`` bytes, whole within ANSWER_DEADLINE_S."""
-        deadline = time.monotonic() + ANSWER_DEADLINE_S
+    def _read(self, response: HTTPResponse, limit: int, url: str) -> bytes:
+        """The body, at most ``limit`` bytes, whole within ANSWER_DEADLINE_S (and the command's TOTAL_DEADLINE_S)."""
+        deadline = min(time.monotonic() + ANSWER_DEADLINE_S, self._until)
         chunks: list[bytes] = []
         total = 0
         while True:
@@ -162,7 +166,7 @@ class Registry:
             if total > limit:
                 raise RegistryError(f"the registry's answer to {url} is larger than {size_text(limit)}: refused")
             if time.monotonic() > deadline:
-                raise RegistryError(f"the registry's answer to {url} took more than {ANSWER_DEADLINE_S:.0f} s: refused")
+                raise RegistryError(f"the registry's answer to {url} took too long (its deadline passed): refused")
             chunks.append(chunk)
 
     def _error_text(self, exc: urllib.error.HTTPError) -> str:
