@@ -47,6 +47,7 @@ from distval.errors import (
     UsageError,
     exit_codes_line,
 )
+from distval.registry.client import Registry
 from distval.results.scenario import RunSummary
 from distval.session.reports import write_reports
 
@@ -155,7 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_nodes_command(commands)
     add_cleanup_command(commands, _engine_on)
     add_doctor_command(commands, _doctor_engine, add_hosts_options)
-    add_attest_commands(commands, _engine)
+    add_attest_commands(commands, _engine, Registry)
     export_targets, collect_targets = add_kubernetes_commands(commands, add_report_options)
     add_slurm_commands(export_targets, collect_targets, add_report_options)
     add_completion_command(commands, build_parser)
