@@ -169,7 +169,9 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 # coverage model, 3.5 s and 4.9 s after it at a load of 11.
                 budget_s=1.5,
                 repeat=ArgSpec("int", "run every collective this many times and report k of N failures", minimum=1),
-                large_mib=ArgSpec("int", "size of the large float32 tensors in MiB (default 16)", minimum=1),
+                large_mib=ArgSpec(
+                    "int", "the large size: this many MiB of float32 (default 16), as many elements in every dtype", minimum=1
+                ),
             ),
             _info(
                 "ddp_sync",
