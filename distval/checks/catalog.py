@@ -113,7 +113,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "cuda_build",
                 "the CUDA build is real and consistent: torch.version.cuda, compiled CUDA, cuDNN compiled vs loaded, "
                 "NCCL vs its wheel, torch's nvidia-* requirements installed (CUDA parts skipped on a CPU build)",
-                budget_s=0.6,  # 0.30 s on 2.15 (its wheels' metadata), 0.12 on 1.13 (profile_suite --timeline-only, 2 ranks in one container, load 15-17, 2026-12-06)
+                budget_s=0.6,  # 0.30 s on 2.15 (its wheels' metadata), 0.12 on 1.13 (load 15-17)
                 build=ArgSpec("choice", "cpu or cuda build of torch", choices=("cpu", "cuda")),
                 cuda=ArgSpec("version", "CUDA version requirement, e.g. '13.*' or '>=12.8'"),
             ),
@@ -121,7 +121,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "bytecode",
                 "torch's .pyc files match their sources (PEP 552 header: mtime and size, or source hash), so that "
                 "no fresh container compiles torch's Python again on import",
-                budget_s=4.7,  # 2.32 s on 2.15 (every torch .pyc header), 1.28 on 1.13, 1.01 on 2.6 (profile_suite --timeline-only, 2 ranks in one container, load 15-17, 2026-12-06)
+                budget_s=4.7,  # 2.32 s on 2.15 (every torch .pyc header), 1.28 on 1.13, 1.01 on 2.6 (load 15-17)
                 max_stale_fraction=ArgSpec(
                     "fraction", "fail when more than this fraction of torch's modules have a stale or missing .pyc (default 0.05)"
                 ),
@@ -255,7 +255,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "reconfigure",
                 "torch >= 2.14: a gloo group reconfigured twice keeps giving correct collectives",
                 collective=True,
-                budget_s=0.2,  # 0.06 s on 2.15 (profile_suite --timeline-only, 2 ranks in one container, load 15-17, 2026-12-06)
+                budget_s=0.2,  # 0.06 s on 2.15 (load 15-17)
                 torch_minimum=(2, 14),
             ),
             _info(
@@ -263,7 +263,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "torch >= 2.7: FSDP2 (fully_shard) trains a small model sharded over every rank; the losses and the "
                 "parameters assembled from the shards equal a one-process reference (gradient averaged over every rank's batch)",
                 collective=True,
-                # 4.93 s on 2.15, most of it importing torch.distributed.tensor and torch._dynamo (profile_suite --timeline-only, 2 ranks in one container, load 15-17, 2026-12-06)
+                # 4.93 s on 2.15, most of it importing torch.distributed.tensor and torch._dynamo (load 15-17)
                 budget_s=9.9,
                 torch_minimum=(2, 7),
             ),
@@ -281,7 +281,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "exactly, resharded on the same ranks and on one rank alone",
                 collective=True,
                 # 4.34 s on 2.6, where it is the first to import torch.distributed.checkpoint; 0.33 s on 2.15 after fsdp2
-                # (profile_suite --timeline-only, 2 ranks in one container, load 15-17, 2026-12-06)
+                # (load 15-17)
                 budget_s=8.7,
                 torch_minimum=(2, 5),
             ),
