@@ -2,7 +2,7 @@
 "fixture image cannot be built") into failures instead of skips.
 
 Docker tests run against the real Engine with the real fixture images. Each test asks for the images it
-uses with ``fixture_image(tag)``: a missing or stale image is built then (distval.fixtures, no registry;
+uses with ``fixture_image(tag)``: a missing or stale image is built then (distval.images, no registry;
 minutes the first time, once per session), so running one Docker test builds only what it needs.
 Helpers the Docker test modules share live in tests/docker_helpers.py.
 """
@@ -16,7 +16,14 @@ import pytest
 
 # First: the runner's $CI and $GITHUB_STEP_SUMMARY leave the environment before any test sees it.
 from tests import runner_environment  # noqa: F401
+from tests.budget_report import BudgetReport
+from tests.default_runs import DefaultRuns
 from tests.docker_helpers import FixtureImages, FixtureUnavailable, unavailable
+from tests.local_registry import LocalRegistry, RegistryUnavailable, local_registry
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(BudgetReport(), "distval-budget-report")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,7 +53,7 @@ def fixture_image(pytestconfig: pytest.Config, docker_client: object) -> Callabl
     """``fixture_image(tag)`` returns the tag once that fixture image (and its parents) is in the Engine and
     current, building it if needed, once per session; a test that cannot have its image is skipped (or
     fails, with --require-docker) with the reason."""
-    from distval.fixtures import build_fixtures
+    from distval.images import build_fixtures
     from distval.targets.docker.engine import Engine
 
     engine = Engine("tests-fixtures")
@@ -59,6 +66,25 @@ def fixture_image(pytestconfig: pytest.Config, docker_client: object) -> Callabl
             unavailable(pytestconfig, str(exc))
 
     return require
+
+
+@pytest.fixture(scope="session")
+def default_run(
+    fixture_image: Callable[[str], str], docker_client: object, tmp_path_factory: pytest.TempPathFactory
+) -> DefaultRuns:
+    """``default_run(image)``: configs/default.yaml on that image, run once per session (tests/default_runs.py)."""
+    return DefaultRuns(tmp_path_factory.mktemp("default-runs"), fixture_image, docker_client)
+
+
+@pytest.fixture(scope="session", name="local_registry")
+def local_registry_fixture(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
+    """A real registry on a free 127.0.0.1 port for the whole session (tests/local_registry.py); skipped where
+    Debian's docker-registry is missing, a failure with --require-docker."""
+    try:
+        with local_registry(tmp_path_factory.mktemp("registry")) as registry:
+            yield registry
+    except RegistryUnavailable as exc:
+        unavailable(pytestconfig, str(exc))
 
 
 @pytest.fixture
