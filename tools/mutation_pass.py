@@ -72,15 +72,15 @@ class Replacement:
 NAMED: tuple[Replacement, ...] = (
     Replacement(
         "distval_suite/collectives.py",
-        "    return _tensor(v, _reduce_expected_formula, op, v.world)",
-        '    return _tensor(v, _reduce_expected_formula, "MAX" if op == "PRODUCT" else op, v.world)',
+        "    return _answer(v, _reduce_expected_formula, op, v.world)",
+        '    return _answer(v, _reduce_expected_formula, "MAX" if op == "PRODUCT" else op, v.world)',
         "PRODUCT checked against MAX's answer",
     ),
     Replacement(
         "distval_suite/collectives.py",
-        "    return _tensor(v, _reduce_expected_formula, op, v.world)",
-        '    if op == "MIN":\n        return _tensor(v, answers.reduce_input, op, 0, v.world)\n'
-        "    return _tensor(v, _reduce_expected_formula, op, v.world)",
+        "    return _answer(v, _reduce_expected_formula, op, v.world)",
+        '    if op == "MIN":\n        return _answer(v, answers.reduce_input, op, 0, v.world)\n'
+        "    return _answer(v, _reduce_expected_formula, op, v.world)",
         "MIN checked against rank 0's buffer",
     ),
     Replacement(
