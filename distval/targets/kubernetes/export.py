@@ -11,6 +11,8 @@ Only what differs between Docker and Kubernetes is translated:
 - node 0's container name -> pod 0's DNS name ``<job>-0.<service>`` under a headless Service (JobSet:
   ``<jobset>-node-0-0.<jobset>``, the Service JobSet makes);
 - the files copied in -> a ConfigMap (the suite's *.py and the spec) and emptyDir volumes, at the same paths;
+- what ran -> the plan file beside the manifests (``<job>.plan.json``: distval/targets/plan_file.py), whose SHA-256
+  every resource and pod carries (annotation ``distval.plan-sha256``): collect judges the pods' logs against it;
 - the scenario network's subnets -> none: a pod has one interface, the suite then leaves GLOO_SOCKET_IFNAME
   unset; an internal network -> a NetworkPolicy allowing egress only to the job's pods and DNS;
 - the deadline -> activeDeadlineSeconds: Kubernetes counts it from the Job's start, image pulls and scheduling
