@@ -79,7 +79,7 @@ def command_export(args: argparse.Namespace) -> int:
         written += 1
     if not written:
         raise BadInput(f"no scenario of {config.path} has a Kubernetes form (see the lines above)")
-    print(f"run id {run_id}: kubectl apply -f {out}/; then distval collect kubernetes with the pods' logs")
+    print(f"run id {run_id}: kubectl apply -f {out}/; then distval collect kubernetes --plan {out} with the pods' logs")
     return 0
 
 

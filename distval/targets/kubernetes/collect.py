@@ -475,6 +475,8 @@ def summarize_sources(
                 f"{source.label}: the log holds records of several jobs ({', '.join(source.jobs)[:300]}) and names no "
                 "pod: pass one log per pod, or kubectl logs --prefix"
             )
+        if len(source.jobs) > 1:  # one pod's ranks naming several jobs: the image's output, an error of it
+            source.garbled.append(f"{source.label}: its ranks name several jobs ({', '.join(source.jobs)[:300]})")
         job = source.jobs[0] if source.jobs else None
         if job is not None and job not in groups:
             raise CollectError(
