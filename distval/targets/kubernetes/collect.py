@@ -92,7 +92,6 @@ class _Source:
     reason: str | None = None  # the API's termination reason
     image_id: str | None = None
     node_rank: int | None = None  # the pod's completion index, when the API gave it
-    plan_sha256: str | None = None  # the pod's annotation, when the API gave it
 
     def keep_text(self, line: str) -> None:
         """A line of the pod's own output: its end is kept, CONTAINER_LOG_MAX_BYTES characters (a Docker
