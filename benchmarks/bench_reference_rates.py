@@ -4,7 +4,7 @@ misses (an image whose collectives are slower by a known fraction, judged agains
 
 The runs: ``--pairs`` rounds; in each, for every candidate (the good image again, ``broken:slow-busbw-25``,
 ``broken:slow-busbw-40``), one run of the candidate and one of the good image as its reference, in the order
-``distval run --reference`` uses (distval/reports/reference.py ``schedule``: ABBA...). Each run is the default
+``distval run --reference`` uses (distval/comparing/reference.py ``schedule``: ABBA...). Each run is the default
 bandwidth sweep (bench_bandwidth_spread's config: one container and across two, 2 ranks) with ``--json``. Then
 both judges, on those reports:
 
@@ -38,9 +38,10 @@ from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
 from bench_baseline_rates import SLOW_IMAGES
 from common import BenchError, check_image, distval_executable
 
-from distval.cli.baseline import DEFAULT_REMEASURE
-from distval.reports.baseline import Tolerances, baseline_case, confirm, deltas
-from distval.reports.reference import CANDIDATE, DEFAULT_PAIRS, PairedTolerances, paired, reference_case, schedule
+from distval.comparing.baseline import baseline_case
+from distval.comparing.deltas import Tolerances, confirm, deltas
+from distval.comparing.reference import CANDIDATE, DEFAULT_PAIRS, PairedTolerances, paired, reference_case, schedule
+from distval.session.remeasure import DEFAULT_REMEASURE
 
 SAME = "same image"  # the good image as the candidate: its comparisons count false alarms
 
