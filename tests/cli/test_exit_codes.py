@@ -131,12 +131,18 @@ def _export_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _collect(directory: str) -> Setup:
-    return lambda tmp_path, monkeypatch: ["collect", "kubernetes", *map(str, sorted((KUBE / directory).glob("*.log")))]
+    return lambda tmp_path, monkeypatch: [
+        "collect",
+        "kubernetes",
+        "--plan",
+        str(KUBE / directory),
+        *map(str, sorted((KUBE / directory).glob("*.log"))),
+    ]
 
 
 def _collect_no_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
-    return ["collect", "kubernetes", "--job", "dv-job"]
+    return ["collect", "kubernetes", "--plan", str(KUBE / "torch-2.6"), "--job", "dv-kube-rec-cross-container-2ranks"]
 
 
 def _attest_files(tmp_path: Path, report: dict[str, Any]) -> list[str]:
@@ -212,7 +218,7 @@ EXAMPLES: list[tuple[str, int, Setup]] = [
     ("export kubernetes", 2, _plain("export", "kubernetes", "no-such-config.yaml", "--image", IMAGE)),
     ("collect kubernetes", 0, _collect("torch-2.6")),
     ("collect kubernetes", 1, _collect("ddp-no-broadcast-rank1")),
-    ("collect kubernetes", 2, _plain("collect", "kubernetes", "no-such.log")),
+    ("collect kubernetes", 2, _plain("collect", "kubernetes", "--plan", str(KUBE / "torch-2.6"), "no-such.log")),
     ("collect kubernetes", 3, _collect_no_client),
     ("export slurm", 0, _export_slurm),
     ("export slurm", 2, _plain("export", "slurm", DEFAULT, "--image", IMAGE)),  # no --bundle for Slurm's OCI containers
