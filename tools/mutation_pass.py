@@ -48,6 +48,17 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/plan/test_faults_plan.py",
     ),
     "distval/results/faults.py": ("tests/results/test_faults_results.py",),
+    "distval/results/outcome.py": ("tests/results/test_results.py",),
+    # The verdicts of the comparisons: --reference's pairs, --baseline's figures, compare's items.
+    "distval/reports/reference.py": ("tests/reports/test_reference.py",),
+    "distval/reports/baseline.py": (
+        "tests/reports/test_baseline.py",
+        "tests/reports/test_compare.py",
+        "tests/results/test_remeasure_rule.py",
+        "tests/reports/test_reference.py",
+    ),
+    "distval/reports/comparison.py": ("tests/reports/test_compare.py",),
+    "distval/attestation/policy.py": ("tests/attestation/test_policy.py", "tests/cli/test_attest_rules.py"),
     # The suite's checks run on a real torch (Debian's 1.13 on the host, no Docker): about 30 s a run, so pass
     # --timeout 600 (a run cut short counts as killed). answers.py's formulas also have their property test.
     "distval_suite/collectives.py": ("tests/suite/test_suite_on_torch.py",),

@@ -14,10 +14,12 @@ the same on average, but with three pairs one run in four would put the same ima
 One testcase ``reference`` per scenario says what the pairs found:
 
 - **a check** (a testcase that validates: not the bookkeeping ones, ``process_group``, ``exit_status``, nor the
-  ``baseline``) that failed or errored in a candidate run while it passed in every reference run is **caused by
-  the image**: the testcase fails. Failed in both is **not attributable to the image** (the machine, the config,
-  or both images): the testcase is an error, saying so; the candidate's own testcase still fails the run. Failed
-  only on the reference is said, and judged by nothing;
+  ``baseline``) that failed or errored in a candidate run while it passed on the reference (and failed in no
+  reference run) is **caused by the image**: the testcase fails. Failed in both is **not attributable to the
+  image** (the machine, the config, or both images): the testcase is an error, saying so; the candidate's own
+  testcase still fails the run. Failed on the candidate and skipped (or absent) in every reference run is
+  **unpaired**: nothing was compared, so nothing excuses it, and the testcase fails. Failed only on the reference
+  is said, and judged by nothing;
 - **a figure** (each busbw of the bandwidth check, operation x message size; each check's duration; the scenario's
   time to verdict) that both images have in every pair: the logarithm of the candidate/reference ratio of each pair,
   their mean, and a two-sided 90 % Student-t interval around it (each side 95 %), reported as ratios. A figure
@@ -67,6 +69,11 @@ DEFAULT_PAIRED_DURATION_SLACK_S = DEFAULT_DURATION_SLACK_S
 # checks that need them), and the comparisons' own testcases.
 NOT_CHECKS = ("process_group", "exit_status", "baseline", REFERENCE_CASE)
 BAD = (FAILED, ERROR)
+# Whose failure a check's failure is (``attribute_checks``).
+THE_IMAGE = "the image"  # failed on the candidate, passed on the reference and never failed there
+NOT_ATTRIBUTABLE = "not attributable"  # failed on both images
+UNPAIRED = "the candidate, unpaired"  # failed on the candidate, never run on the reference (skipped or absent)
+REFERENCE_ONLY = "the reference only"
 # Student's t, 0.95 quantile (two-sided 90 %), by degrees of freedom; past the table, the normal's with a
 # first-order correction (within 0.2 % of the exact value at 31 and above).
 _T95: tuple[float, ...] = (
@@ -183,7 +190,7 @@ class CheckAttribution:
     name: str
     candidate: tuple[str, ...]  # the testcase's status in each candidate run
     reference: tuple[str, ...]  # ... in each reference run ("absent": not in that run)
-    verdict: str  # "the image", "not attributable", "the reference only", "" (no failure)
+    verdict: str  # THE_IMAGE, NOT_ATTRIBUTABLE, UNPAIRED, REFERENCE_ONLY, "" (no failure)
 
 
 def _statuses(entry: Mapping[str, Any]) -> dict[str, str]:
@@ -207,13 +214,16 @@ def attribute_checks(
         seen_r = tuple(run.get(name, "absent") for run in ref)
         candidate_bad = any(s in BAD for s in seen_c)
         reference_bad = any(s in BAD for s in seen_r)
-        reference_passed = bool(seen_r) and all(s == PASSED for s in seen_r)
-        if candidate_bad and reference_passed:
-            verdict = "the image"
+        if candidate_bad and reference_bad:
+            verdict = NOT_ATTRIBUTABLE
+        elif candidate_bad and PASSED in seen_r:
+            verdict = THE_IMAGE
         elif candidate_bad:
-            verdict = "not attributable"
+            # Skipped or absent in every reference run: nothing shows the machine at fault, and a candidate's
+            # failure is never excused by a comparison that did not happen.
+            verdict = UNPAIRED
         elif reference_bad:
-            verdict = "the reference only"
+            verdict = REFERENCE_ONLY
         else:
             verdict = ""
         found.append(CheckAttribution(name, seen_c, seen_r, verdict))
@@ -254,14 +264,21 @@ def reference_case(
         },
     }
     against = f"the reference {reference_image}" + (f" ({reference_id[:19]})" if reference_id else "")
-    caused = [c for c in checks if c.verdict == "the image"]
+    caused = [c for c in checks if c.verdict == THE_IMAGE]
+    unpaired = [c for c in checks if c.verdict == UNPAIRED]
     regressed = [f for f in figures if f.regressed]
-    shared = [c for c in checks if c.verdict == "not attributable"]
+    shared = [c for c in checks if c.verdict == NOT_ATTRIBUTABLE]
     problems = []
     if caused:
         problems.append(
             f"expected no check to fail on the candidate that passes on {against}; caused by the image: "
             + "; ".join(f"{c.name} ({'/'.join(c.candidate)} vs {'/'.join(c.reference)})" for c in caused[:10])
+        )
+    if unpaired:
+        problems.append(
+            f"expected no check to fail on the candidate that {against} did not run; failed on the candidate, "
+            "skipped or absent on the reference (nothing compared, nothing excuses it): "
+            + "; ".join(f"{c.name} ({'/'.join(c.candidate)} vs {'/'.join(c.reference)})" for c in unpaired[:10])
         )
     if regressed:
         problems.append(
@@ -309,7 +326,7 @@ def reference_case(
         )
     busbw = [f for f in figures if f.kind == "busbw"]
     lowest = min(busbw, key=lambda f: f.ratio, default=None)
-    reference_only = [c.name for c in checks if c.verdict == "the reference only"]
+    reference_only = [c.name for c in checks if c.verdict == REFERENCE_ONLY]
     return CaseResult(
         REFERENCE_CASE,
         PASSED,

@@ -239,3 +239,74 @@ def test_a_reference_that_never_ran_a_check_compared_nothing() -> None:
     case = reference_case([entry(1.0)] * 2, [broken] * 2, schedule(2), "gone:1", TOLERANCES)
     assert case.status == FAILED, case.message
     assert "no check ran on both images" in case.message
+
+
+def test_the_interval_is_students_t_with_pairs_minus_one_degrees_on_the_sample_spread() -> None:
+    candidate = [0.70, 0.80, 0.75]
+    logs = [math.log(c) for c in candidate]
+    mean = sum(logs) / 3
+    sample_sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    half = 2.920 * sample_sd / math.sqrt(3)  # t 0.95 at 2 degrees of freedom
+    figure = paired("busbw", "x", candidate, [1.0] * 3, TOLERANCES)
+    assert figure.low == pytest.approx(math.exp(mean - half), rel=1e-12)
+    assert figure.high == pytest.approx(math.exp(mean + half), rel=1e-12)
+    assert figure.ratio == pytest.approx(math.exp(mean), rel=1e-12)
+
+
+def test_the_interval_width_decides_at_its_boundary() -> None:
+    # With 2 degrees of freedom (t 2.920) the upper end is 0.80002: not past -20 %. With 3 (t 2.353), or the
+    # normal's 1.645, it would be 0.786 and regress.
+    wide = paired("busbw", "x", [0.7, 0.776, 0.72], [1.0] * 3, TOLERANCES)
+    assert 0.8 < wide.high < 0.8001 and not wide.regressed
+    narrower = paired("busbw", "x", [0.7, 0.770, 0.72], [1.0] * 3, TOLERANCES)
+    assert narrower.high < 0.8 and narrower.regressed
+    # Exactly at the tolerance is not past it, for busbw and durations alike.
+    at = paired("busbw", "x", [0.8, 0.8], [1.0, 1.0], TOLERANCES)
+    assert at.high == 0.8 and not at.regressed
+    just_past = paired("busbw", "x", [0.7999, 0.7999], [1.0, 1.0], TOLERANCES)
+    assert just_past.regressed
+    slower_at = paired("duration", "x", [15.0, 15.0], [10.0, 10.0], TOLERANCES)
+    assert slower_at.low == 1.5 and not slower_at.regressed
+    assert paired("duration", "x", [15.01, 15.01], [10.0, 10.0], TOLERANCES).regressed
+
+
+def test_a_duration_regresses_on_the_intervals_lower_end_and_past_the_slack() -> None:
+    # The mean is 2x and the upper end far past +50 %, but the lower end is not: one pair was as fast as the
+    # reference. Judging by the upper end (or the mean) would call it slower.
+    spread = paired("duration", "x", [10.0, 30.0, 20.0], [10.0] * 3, TOLERANCES)
+    assert spread.low < 1.5 < spread.high and not spread.regressed
+    # Busbw the other way round: the lower end far below -20 %, the upper end not.
+    assert not paired("busbw", "x", [1.0, 0.3, 0.5], [1.0] * 3, TOLERANCES).regressed
+    # 2x with no spread, but slower by exactly the slack (1 s): not past it; by a little more: past it.
+    assert not paired("duration", "x", [2.0, 2.0], [1.0, 1.0], TOLERANCES).regressed
+    assert paired("duration", "x", [2.01, 2.01], [1.0, 1.0], TOLERANCES).regressed
+    # Past the slack by far, within the tolerance: not slower.
+    assert not paired("duration", "x", [140.0, 140.0], [100.0, 100.0], TOLERANCES).regressed
+
+
+def test_the_t_quantile_past_the_table_is_the_corrected_normal() -> None:
+    # Within 0.2 % of Student's exact quantile, and the formula pinned (z + (z^3 + z) / 4 df).
+    exact = {31: 1.695519, 40: 1.683851, 60: 1.670649, 120: 1.657651}
+    for degrees, value in exact.items():
+        assert t95(degrees) == pytest.approx(value, rel=2e-3)
+    z = 1.6448536269514722
+    assert t95(31) == pytest.approx(z + (z**3 + z) / 124, rel=1e-9)
+    assert t95(2) == 2.920 and t95(3) == 2.353 and t95(29) == 1.699
+
+
+def test_a_check_the_candidate_failed_and_the_reference_skipped_fails_the_comparison() -> None:
+    # Another check both images ran keeps the pairs comparable: only the skipped one is unpaired.
+    failed = entry(1.0, {"all_reduce": FAILED, "store": PASSED})
+    skipped = entry(1.0, {"all_reduce": "skipped", "store": PASSED})
+    case = reference_case([failed] * 2, [skipped] * 2, schedule(2), "good:1", TOLERANCES)
+    assert case.status == FAILED, case.message
+    assert "skipped or absent on the reference" in case.message and "all_reduce (failed/failed vs skipped/skipped)" in case.message
+    # Absent from every reference run (the reference's torch has no such check): the same.
+    absent = entry(1.0, {"store": PASSED})
+    assert reference_case([failed] * 2, [absent] * 2, schedule(2), "good:1", TOLERANCES).status == FAILED
+    # Passed on the reference once, skipped once, never failed there: the image.
+    once = reference_case([failed] * 2, [entry(1.0, {"all_reduce": PASSED, "store": PASSED}), skipped], schedule(2), "good:1", TOLERANCES)
+    assert once.status == FAILED and "caused by the image: all_reduce" in once.message
+    # Failed on both, one reference run skipped it: not attributable (an error, not a pass).
+    both = reference_case([failed] * 2, [failed, skipped], schedule(2), "good:1", TOLERANCES)
+    assert both.status == ERROR and both.message.startswith("not attributable to the image: all_reduce")
