@@ -28,6 +28,7 @@ from distval.cli.history import HISTORY_EXIT_CODES, add_history_command, add_htm
 from distval.cli.kubernetes import add_kubernetes_commands
 from distval.cli.plan_render import plan_as_data, render_plan
 from distval.cli.reference import add_reference_arguments
+from distval.cli.references import add_references_arguments, add_references_command
 from distval.cli.run import (
     CI_ENV,
     OUTPUT_NAMES,
@@ -443,6 +444,7 @@ COMMAND_EXIT_CODES: dict[str, ExitCodes] = {
     "export slurm": ExitCodes(_COMMON, _SUCCESS),
     "collect slurm": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED)),
     "completion": ExitCodes(_COMMON, _SUCCESS),
+    "references suggest": ExitCodes(_COMMON, _SUCCESS),
 }
 
 
@@ -586,9 +588,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_baseline_arguments(run)
     add_reference_arguments(run)
+    add_references_arguments(run)
     run.set_defaults(handler=functools.partial(command_run, engine_for=_engine))
     add_compare_command(commands)
     add_history_command(commands)
+    add_references_command(commands)
 
     plan = commands.add_parser("plan", help="print the launch plan without touching Docker (a dry run)")
     plan.add_argument(

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from distval.cli.baseline import BaselineOptions, check_remeasure, overwrites_baseline, remeasure, with_baseline
 from distval.cli.history import html_refusal
 from distval.cli.reference import PairedRuns, ReferenceOptions, check_reference, run_pairs, with_reference
+from distval.cli.references import ReferencesOptions, references_options, with_references
 from distval.cli.selection_options import selection as selection_from
 from distval.config import Config, load_config
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE
@@ -394,6 +395,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     reference = ReferenceOptions.from_args(args)
     paired: dict[str, PairedRuns] = {}  # by scenario name: its runs beyond its own, with --reference
     planned: tuple[str, ...] = ()  # the scenarios that run (in pairs, with --reference)
+    machine = ReferencesOptions(None, "")  # --references, read before anything runs
 
     def warn(line: str) -> None:
         """A line said also with --quiet (a run without a reaper, the sample image for want of one)."""
@@ -433,6 +435,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
             raise BadInput("; ".join(dict.fromkeys(f"{option} {reason}" for option, _, reason in refused)))
         check_remeasure(baseline)
         check_reference(reference, args)
+        machine = references_options(args)
         config = load_config(config_path)
         config_sha256 = config.sha256
         selected = select(config, args.filter, selection)
@@ -517,6 +520,7 @@ def command_run(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -
     # Ctrl-C while the reports are written: they are written whole, then distval exits (nothing runs any more).
     with signals_deferred(raise_after=False):
         summary = with_reference(with_baseline(summary, baseline, remeasures), reference, paired, planned)
+        summary = with_references(summary, machine)
         exit_code = summary.exit_code
         unwritten = write_reports(summary, args, frozenset(path for _, path, _ in refused))
         exit_code = exit_code or unwritten  # a report is missing: never a quiet 0

@@ -49,6 +49,7 @@ from typing import Any
 
 from distval import strict_json
 from distval.bounded_read import REPORT_MAX_BYTES, FileRefused, read_regular_file
+from distval.config.references import REFERENCES_CASE
 from distval.errors import BadInput
 from distval.reports.json_report import json_report
 from distval.results.bandwidth import count_range
@@ -65,7 +66,7 @@ DEFAULT_DURATION_SLACK_S = 1.0
 # image even as the median of 100+ calls (docs/measurements.md, "Noise"). Lower it on a dedicated runner (NCCL's small
 # calls take tens of microseconds); 0 judges by the fraction alone.
 DEFAULT_BUSBW_SLACK_US = 100.0
-NOT_COMPARED = ("process_group", EXIT_STATUS_CASE, BASELINE_CASE)
+NOT_COMPARED = ("process_group", EXIT_STATUS_CASE, BASELINE_CASE, REFERENCES_CASE)
 
 
 class BadReport(BadInput):

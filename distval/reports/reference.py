@@ -44,6 +44,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from distval.config.references import REFERENCES_CASE
 from distval.reports.baseline import (
     DEFAULT_BUSBW_TOLERANCE,
     DEFAULT_DURATION_SLACK_S,
@@ -67,7 +68,7 @@ DEFAULT_PAIRED_DURATION_TOLERANCE = DEFAULT_DURATION_TOLERANCE
 DEFAULT_PAIRED_DURATION_SLACK_S = DEFAULT_DURATION_SLACK_S
 # Bookkeeping testcases: not checks of the image (the group forming and the containers' life are judged by the
 # checks that need them), and the comparisons' own testcases.
-NOT_CHECKS = ("process_group", "exit_status", "baseline", REFERENCE_CASE)
+NOT_CHECKS = ("process_group", "exit_status", "baseline", REFERENCE_CASE, REFERENCES_CASE)
 BAD = (FAILED, ERROR)
 # Whose failure a check's failure is (``attribute_checks``).
 THE_IMAGE = "the image"  # failed on the candidate, passed on the reference and never failed there

@@ -64,7 +64,8 @@ def test_a_check_that_passed_and_now_did_not_is_a_regression_listed_first(
     # The first thing after the header is the regressions section, and it names the check with old -> new.
     assert text.splitlines()[4].startswith("Regressions (")
     after = "-" if now == "gone" else f"{now} 1.00 s"
-    why = {"gone": "passed in OLD, gone from NEW", SKIPPED: "passed in OLD, skipped in NEW: not validated"}.get(now, "verdict worse")
+    whys = {"gone": "passed in OLD, gone from NEW", SKIPPED: "passed in OLD, skipped in NEW: not validated"}
+    why = whys.get(now, "verdict worse")
     assert f"bw: testcase collectives.all_reduce: passed 1.00 s -> {after} ({why})" in section(text, "Regressions"), text
     assert text.rstrip().endswith("verdict: regressed (exit code 1)")
     assert "### Regressions (" in markdown and "collectives.all\\_reduce: passed 1.00 s -&gt;" in markdown
@@ -89,9 +90,8 @@ def test_failed_then_skipped_is_no_fix_and_skipped_then_failed_is_worse(
     failed, skipped = run("failed", FAILED), run("skipped", SKIPPED)
     code, text, _ = compare(tmp_path, failed, skipped, capsys)
     assert code == EXIT_CHECKS_FAILED, text
-    assert "bw: testcase collectives.all_reduce: failed 1.00 s -> skipped 1.00 s (failed in OLD, skipped in NEW: not validated)" in (
-        section(text, "Regressions")
-    ), text
+    line = "bw: testcase collectives.all_reduce: failed 1.00 s -> skipped 1.00 s (failed in OLD, skipped in NEW: not validated)"
+    assert line in section(text, "Regressions"), text
     if scenario_too:
         assert "scenario bw: failed -> skipped (failed in OLD, skipped in NEW: not validated)" in section(text, "Regressions")
     code, text, _ = compare(tmp_path, skipped, failed, capsys)

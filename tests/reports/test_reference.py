@@ -300,13 +300,23 @@ def test_a_check_the_candidate_failed_and_the_reference_skipped_fails_the_compar
     skipped = entry(1.0, {"all_reduce": "skipped", "store": PASSED})
     case = reference_case([failed] * 2, [skipped] * 2, schedule(2), "good:1", TOLERANCES)
     assert case.status == FAILED, case.message
-    assert "skipped or absent on the reference" in case.message and "all_reduce (failed/failed vs skipped/skipped)" in case.message
+    assert "skipped or absent on the reference" in case.message
+    assert "all_reduce (failed/failed vs skipped/skipped)" in case.message
     # Absent from every reference run (the reference's torch has no such check): the same.
     absent = entry(1.0, {"store": PASSED})
     assert reference_case([failed] * 2, [absent] * 2, schedule(2), "good:1", TOLERANCES).status == FAILED
     # Passed on the reference once, skipped once, never failed there: the image.
-    once = reference_case([failed] * 2, [entry(1.0, {"all_reduce": PASSED, "store": PASSED}), skipped], schedule(2), "good:1", TOLERANCES)
+    passed = entry(1.0, {"all_reduce": PASSED, "store": PASSED})
+    once = reference_case([failed] * 2, [passed, skipped], schedule(2), "good:1", TOLERANCES)
     assert once.status == FAILED and "caused by the image: all_reduce" in once.message
     # Failed on both, one reference run skipped it: not attributable (an error, not a pass).
     both = reference_case([failed] * 2, [failed, skipped], schedule(2), "good:1", TOLERANCES)
     assert both.status == ERROR and both.message.startswith("not attributable to the image: all_reduce")
+
+
+def test_a_figure_says_its_unit_and_three_pairs_are_the_default() -> None:
+    busbw = paired("busbw", "all_reduce 1MiB", [0.6, 0.61], [1.0, 1.0], TOLERANCES).describe()
+    assert busbw.endswith("candidate 0.6/0.61, reference 1/1 GB/s)"), busbw
+    duration = paired("duration", "store", [2.0, 2.0], [1.0, 1.0], TOLERANCES).describe()
+    assert duration.endswith("candidate 2/2, reference 1/1 s)"), duration
+    assert ReferenceOptions.from_args(parsed("--reference", "r:1")).pairs == 3
