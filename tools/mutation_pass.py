@@ -156,6 +156,9 @@ EQUIVALENT: dict[str, str] = {
         'status == "passed" and status in ("failed", "error") exclude each other'
     ),
     "distval/results/expectations.py:193:15 `and` -> `or`": "after is None exactly when failure is None",
+    "distval/reports/reference.py:222:8 if/elif branches in the other order": (
+        "past the first two branches, candidate_bad and reference_bad exclude each other (both is the first branch)"
+    ),
 }
 
 # The module-level names a function returns as a verdict; a mutant returns another of the same family.

@@ -320,3 +320,51 @@ def test_a_figure_says_its_unit_and_three_pairs_are_the_default() -> None:
     duration = paired("duration", "store", [2.0, 2.0], [1.0, 1.0], TOLERANCES).describe()
     assert duration.endswith("candidate 2/2, reference 1/1 s)"), duration
     assert ReferenceOptions.from_args(parsed("--reference", "r:1")).pairs == 3
+
+
+def test_bookkeeping_testcases_are_not_checks_to_attribute() -> None:
+    # process_group failed on the candidate only: the group forming is judged by the checks that need it.
+    bad = entry(1.0, {"all_reduce": PASSED, "process_group": FAILED, "exit_status": ERROR})
+    case = reference_case([bad] * 2, [entry(1.0)] * 2, schedule(2), "good:1", TOLERANCES)
+    assert case.status == PASSED, case.message
+    assert case.details["checks"] == []
+
+
+def test_durations_that_are_not_positive_numbers_are_not_paired() -> None:
+    odd = entry(1.0)
+    odd["duration_s"] = True  # a bool is no number of seconds
+    zero = entry(1.0, duration_s=0.0)
+    for candidate in (odd, zero):
+        case = reference_case([candidate] * 2, [entry(1.0)] * 2, schedule(2), "good:1", TOLERANCES)
+        kinds = [f["kind"] for f in case.details["figures"]]
+        assert "time to verdict" not in kinds, kinds
+        assert case.status == PASSED, case.message
+
+
+def test_figures_are_listed_in_the_first_candidate_runs_order() -> None:
+    first, second = entry(1.0), entry(1.0)
+    second["bandwidth"] = list(reversed(second["bandwidth"]))
+    case = reference_case([first, second], [second, second], schedule(2), "good:1", TOLERANCES)
+    names = [f["name"] for f in case.details["figures"] if f["kind"] == "busbw"]
+    assert names == ["all_reduce 64KiB", "all_reduce 1MiB"]
+    case = reference_case([second, first], [first, first], schedule(2), "good:1", TOLERANCES)
+    assert [f["name"] for f in case.details["figures"] if f["kind"] == "busbw"] == ["all_reduce 1MiB", "all_reduce 64KiB"]
+
+
+def test_a_regression_beside_a_shared_failure_fails_rather_than_errs() -> None:
+    bad = entry(0.5, {"all_reduce": FAILED, "store": PASSED})
+    reference_bad = entry(1.0, {"all_reduce": FAILED, "store": PASSED})
+    case = reference_case(
+        [bad, entry(0.52, {"all_reduce": FAILED, "store": PASSED})], [reference_bad] * 2, schedule(2), "good:1", TOLERANCES
+    )
+    assert case.status == FAILED and "regressed" in case.message, case.message
+
+
+def test_pairs_are_complete_pairs_and_the_reference_id_is_shortened() -> None:
+    # Three candidate runs and one reference run: one pair, not three.
+    one = reference_case([entry(1.0)] * 3, [entry(1.0)], schedule(3), "good:1", TOLERANCES)
+    assert one.status == FAILED and "expected at least 2 complete pairs with the reference good:1" in one.message
+    long_id = "sha256:" + "ab" * 32
+    reference = {**entry(1.0), "image_id": long_id}
+    case = reference_case([entry(1.0)] * 2, [reference] * 2, schedule(2), "good:1", TOLERANCES)
+    assert f"the reference good:1 ({long_id[:19]}) over 2 pair(s)" in case.message, case.message
