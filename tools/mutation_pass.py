@@ -50,7 +50,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/results/faults.py": ("tests/results/test_faults_results.py",),
     "distval/results/outcome.py": ("tests/results/test_results.py",),
     # The verdicts of the comparisons: --reference's pairs, --baseline's figures, compare's items.
-    "distval/reports/reference.py": ("tests/reports/test_reference.py",),
+    "distval/reports/reference.py": ("tests/reports/test_reference.py", "tests/reports/test_rank_test.py"),
     "distval/reports/baseline.py": (
         "tests/reports/test_baseline.py",
         "tests/reports/test_compare.py",
@@ -58,6 +58,9 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/reports/test_reference.py",
     ),
     "distval/reports/comparison.py": ("tests/reports/test_compare.py",),
+    "distval/reports/rank_test.py": ("tests/reports/test_rank_test.py", "tests/reports/test_reference.py"),
+    "distval/reports/system_references.py": ("tests/reports/test_system_references.py",),
+    "distval/config/references.py": ("tests/reports/test_system_references.py",),
     "distval/attestation/policy.py": ("tests/attestation/test_policy.py", "tests/cli/test_attest_rules.py"),
     # The suite's checks run on a real torch (Debian's 1.13 on the host, no Docker): about 30 s a run, so pass
     # --timeout 600 (a run cut short counts as killed). answers.py's formulas also have their property test.
@@ -137,6 +140,46 @@ NAMED: tuple[Replacement, ...] = (
         '    Rule("async", ASYNC, SMALL, ONE, ONE, ONE, ALL_OPERATIONS, excluded=("send_recv_ring",)),\n',
         "",
         "the async form dropped",
+    ),
+)
+
+# The verdict code's slips that a generated mutant does not make.
+NAMED += (
+    Replacement(
+        "distval/reports/rank_test.py",
+        "    return alpha / max(1, family)",
+        "    return alpha",
+        "the multiplicity correction removed (each figure at the whole run's alpha)",
+    ),
+    Replacement(
+        "distval/reports/reference.py",
+        "        regressed = high < 1 - tolerances.busbw and (p_value is None or p_value < alpha)",
+        "        regressed = high < 1 - tolerances.busbw",
+        "busbw judged by the pairs' interval alone, the rank test ignored",
+    ),
+    Replacement(
+        "distval/reports/reference.py",
+        "t95(len(logs) - 1) * statistics.stdev(logs)",
+        "t95(len(logs)) * statistics.stdev(logs)",
+        "the interval's degrees of freedom one too many",
+    ),
+    Replacement(
+        "distval/reports/reference.py",
+        "t95(len(logs) - 1) * statistics.stdev(logs)",
+        "1.6449 * statistics.stdev(logs)",
+        "the normal's quantile for Student's t",
+    ),
+    Replacement(
+        "distval/reports/reference.py",
+        "t95(len(logs) - 1) * statistics.stdev(logs)",
+        "t95(len(logs) - 1) * statistics.pstdev(logs)",
+        "the population's spread for the sample's",
+    ),
+    Replacement(
+        "distval/reports/reference.py",
+        "        regressed = low > 1 + tolerances.duration and slower_by_s > tolerances.duration_slack_s",
+        "        regressed = high > 1 + tolerances.duration and slower_by_s > tolerances.duration_slack_s",
+        "the duration rule on the interval's upper end",
     ),
 )
 

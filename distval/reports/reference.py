@@ -53,7 +53,10 @@ from distval.reports.baseline import (
     check_durations,
     skip_reasons,
 )
+from distval.reports.rank_test import FAMILY_ALPHA, mann_whitney_greater, per_figure_alpha
+from distval.results.bandwidth import times_of
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
+from distval_suite.bandwidth_figures import SAMPLES_MAX
 
 REFERENCE_CASE = "reference"
 CANDIDATE, REFERENCE = "candidate", "reference"
@@ -115,6 +118,10 @@ class PairedFigure:
     low: float  # the 90 % interval of the ratio
     high: float
     regressed: bool
+    # busbw with per-iteration samples on both sides: the rank test's one-sided p-value that the candidate's calls
+    # are slower, and the significance it had to reach (FAMILY_ALPHA over the figures of the run); None without.
+    p_value: float | None = None
+    alpha: float | None = None
 
     @property
     def unit(self) -> str:
@@ -124,7 +131,9 @@ class PairedFigure:
         return (
             f"{self.kind} {self.name}: {self.ratio:.2f}x the reference (90% interval {self.low:.2f}..{self.high:.2f}x "
             f"over {len(self.candidate)} pairs; candidate {_values(self.candidate)}, reference {_values(self.reference)} "
-            f"{self.unit})"
+            f"{self.unit}"
+            + (f"; rank test p={self.p_value:.2g}, needed < {self.alpha:.2g}" if self.p_value is not None and self.alpha else "")
+            + ")"
         )
 
 
@@ -133,19 +142,43 @@ def _values(values: Sequence[float]) -> str:
 
 
 def paired(
-    kind: str, name: str, candidate: Sequence[float], reference: Sequence[float], tolerances: PairedTolerances
+    kind: str,
+    name: str,
+    candidate: Sequence[float],
+    reference: Sequence[float],
+    tolerances: PairedTolerances,
+    samples: tuple[Sequence[float], Sequence[float]] | None = None,
+    alpha: float = FAMILY_ALPHA,
 ) -> PairedFigure:
-    """One figure over the pairs (``candidate[i]`` and ``reference[i]`` from pair i; every value > 0)."""
+    """One figure over the pairs (``candidate[i]`` and ``reference[i]`` from pair i; every value > 0). ``samples``:
+    busbw's per-iteration call times of every candidate run and of every reference run, pooled; ``alpha`` the
+    significance the rank test must reach for this figure (``per_figure_alpha`` of the run's figures)."""
     logs = [math.log(c / r) for c, r in zip(candidate, reference, strict=True)]
     mean = statistics.fmean(logs)
     spread = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.inf
     low, high = math.exp(mean - spread), math.exp(mean + spread) if math.isfinite(spread) else math.inf
+    p_value = None
     if kind == "busbw":
-        regressed = high < 1 - tolerances.busbw
+        # Past the tolerance by the pairs' interval, and -- where both images wrote their iterations -- slower by
+        # the rank test at the run's corrected significance: either alone raises more false alarms than a run of
+        # many figures can afford (the module's docstring).
+        p_value = mann_whitney_greater(*samples) if samples is not None else None
+        regressed = high < 1 - tolerances.busbw and (p_value is None or p_value < alpha)
     else:
         slower_by_s = statistics.fmean(c - r for c, r in zip(candidate, reference, strict=True))
         regressed = low > 1 + tolerances.duration and slower_by_s > tolerances.duration_slack_s
-    return PairedFigure(kind, name, tuple(candidate), tuple(reference), math.exp(mean), low, high, regressed)
+    return PairedFigure(
+        kind,
+        name,
+        tuple(candidate),
+        tuple(reference),
+        math.exp(mean),
+        low,
+        high,
+        regressed,
+        p_value,
+        alpha if p_value is not None else None,
+    )
 
 
 def _positive(value: Any) -> float | None:
@@ -170,20 +203,56 @@ def _figure_values(entry: Mapping[str, Any]) -> dict[tuple[str, str], float]:
     return found
 
 
+def _samples(entry: Mapping[str, Any]) -> dict[str, tuple[float, ...]]:
+    """busbw figure name -> its per-iteration call times (microseconds), where the run's entry has usable ones."""
+    found: dict[str, tuple[float, ...]] = {}
+    for item in entry.get("bandwidth") or []:
+        if isinstance(item, dict):
+            times = times_of(item.get("samples_us"), SAMPLES_MAX)
+            if times is not None:
+                found[f"{item.get('operation')} {item.get('label')}"] = times
+    return found
+
+
+def _pooled(runs: Sequence[Mapping[str, tuple[float, ...]]], name: str) -> list[float] | None:
+    """One figure's samples of every run pooled, or None where a run has none (never judged on part of the runs)."""
+    if not runs or any(name not in run for run in runs):
+        return None
+    return [value for run in runs for value in run[name]]
+
+
+def sampled_figures(candidates: Sequence[Mapping[str, Any]], references: Sequence[Mapping[str, Any]]) -> int:
+    """How many busbw figures of one scenario the rank test judges: the scenario's share of the run's family."""
+    pairs = list(zip(candidates, references, strict=False))
+    c_runs, r_runs = [_samples(c) for c, _ in pairs], [_samples(r) for _, r in pairs]
+    names = c_runs[0] if c_runs else {}
+    return sum(1 for name in names if _pooled(c_runs, name) is not None and _pooled(r_runs, name) is not None)
+
+
 def paired_figures(
-    candidates: Sequence[Mapping[str, Any]], references: Sequence[Mapping[str, Any]], tolerances: PairedTolerances
+    candidates: Sequence[Mapping[str, Any]],
+    references: Sequence[Mapping[str, Any]],
+    tolerances: PairedTolerances,
+    family: int | None = None,
 ) -> tuple[PairedFigure, ...]:
-    """Every figure both images have in every pair (pairs: ``zip(candidates, references)``), in the candidate's order."""
+    """Every figure both images have in every pair (pairs: ``zip(candidates, references)``), in the candidate's order.
+    ``family``: the busbw figures with samples in the whole run (``sampled_figures`` summed over its scenarios); None:
+    this scenario's own."""
     pairs = list(zip(candidates, references, strict=False))
     if not pairs:
         return ()
     by_pair = [(_figure_values(c), _figure_values(r)) for c, r in pairs]
+    c_runs, r_runs = [_samples(c) for c, _ in pairs], [_samples(r) for _, r in pairs]
+    alpha = per_figure_alpha(sampled_figures(candidates, references) if family is None else family)
     first = by_pair[0][0]
     keys = [key for key in first if all(key in c and key in r for c, r in by_pair)]
-    return tuple(
-        paired(kind, name, [c[(kind, name)] for c, _ in by_pair], [r[(kind, name)] for _, r in by_pair], tolerances)
-        for kind, name in keys
-    )
+    figures = []
+    for kind, name in keys:
+        c_samples, r_samples = _pooled(c_runs, name), _pooled(r_runs, name)
+        samples = (c_samples, r_samples) if kind == "busbw" and c_samples is not None and r_samples is not None else None
+        values = [c[(kind, name)] for c, _ in by_pair], [r[(kind, name)] for _, r in by_pair]
+        figures.append(paired(kind, name, *values, tolerances, samples, alpha))
+    return tuple(figures)
 
 
 @dataclass(frozen=True)
@@ -243,10 +312,12 @@ def reference_case(
     order: Sequence[tuple[str, str]],
     reference_image: str,
     tolerances: PairedTolerances,
+    family: int | None = None,
 ) -> CaseResult:
     """The ``reference`` testcase of one scenario: ``candidates`` and ``references`` are the JSON report entries of its
-    runs, pair by pair (the first candidate run is the scenario's own); ``order`` each pair's order as it ran."""
-    figures = paired_figures(candidates, references, tolerances)
+    runs, pair by pair (the first candidate run is the scenario's own); ``order`` each pair's order as it ran;
+    ``family`` the run's busbw figures the rank test judges (``paired_figures``)."""
+    figures = paired_figures(candidates, references, tolerances, family)
     checks = attribute_checks(candidates, references)
     compared_checks = [c for c in checks if _compared(c)]
     pairs = min(len(candidates), len(references))
