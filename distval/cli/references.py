@@ -15,9 +15,11 @@ from distval.config.yaml_nodes import shown
 from distval.errors import BadInput
 from distval.reports.baseline import read_report, scenario_entries
 from distval.reports.files import NotARegularFile, UnsafePath, write_atomically
+from distval.reports.reference import REFERENCE_CASE
 from distval.reports.references_suggest import render, suggest
-from distval.reports.system_references import expected_failures, references_case
-from distval.results.scenario import RunSummary
+from distval.reports.system_references import Machine, expected_failures, references_case
+from distval.results.scenario import RunSummary, ScenarioResult
+from distval.results.shape import falls, straggler
 
 
 def system_name(value: str) -> str:
@@ -73,9 +75,27 @@ def with_references(summary: RunSummary, options: ReferencesOptions) -> RunSumma
         cases, problems, notes = expected_failures(result.cases, ours, options.system)
         judged = dataclasses.replace(result, cases=cases)
         (entry,) = scenario_entries(summary, [judged])
-        case = references_case(entry, ours, options.system, options.references.path, problems, notes)
+        case = references_case(entry, ours, options.system, options.references.path, problems, notes, machine_of(judged))
         scenarios.append(judged if case is None else dataclasses.replace(judged, cases=(*judged.cases, case)))
     return dataclasses.replace(summary, scenarios=tuple(scenarios))
+
+
+def machine_of(result: ScenarioResult) -> Machine:
+    """What the scenario's run says of the machine: the reference image's busbw where --reference ran pairs (the
+    ``reference`` testcase's figures), busbw falling past its plateau, and a straggler with its node."""
+    reference_busbw: dict[str, tuple[float, ...]] = {}
+    for case in result.cases:
+        if case.name == REFERENCE_CASE:
+            for figure in case.details.get("figures") or []:  # type: ignore[attr-defined]
+                if isinstance(figure, dict) and figure.get("kind") == "busbw":
+                    reference_busbw[str(figure.get("name"))] = tuple(figure.get("reference") or ())
+    scenario = result.plan.scenario
+    return Machine(
+        reference_busbw,
+        tuple(f.describe() for f in falls(result.figures)),
+        straggler(result.figures, scenario.nproc_per_node),
+        scenario.nodes,
+    )
 
 
 def add_references_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

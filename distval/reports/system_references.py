@@ -18,12 +18,15 @@ One testcase ``references`` per scenario:
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from distval.config.references import REFERENCES_CASE, FigureReference, ScenarioReferences
 from distval.reports.baseline import busbw_figures
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
+from distval.results.shape import Straggler
 
 BAD = (FAILED, ERROR)
 SHOWN = 10  # figures and checks named in one message, at most
@@ -59,6 +62,17 @@ def expected_failures(
     return tuple(judged), problems, notes
 
 
+@dataclass(frozen=True)
+class Machine:
+    """What the run knows of the machine beside the candidate's figures: the reference image's busbw per figure in
+    this run's pairs (``--reference``; figure name -> its value per pair), its shape findings and the ranks per node."""
+
+    reference_busbw: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    shape: Sequence[str] = ()
+    straggler: Straggler | None = None
+    nodes: int = 1
+
+
 def references_case(
     entry: Mapping[str, Any],
     references: ScenarioReferences | None,
@@ -66,10 +80,12 @@ def references_case(
     path: str,
     problems: Sequence[str] = (),
     notes: Sequence[str] = (),
+    machine: Machine | None = None,
 ) -> CaseResult | None:
     """The ``references`` testcase of one scenario (``entry``: its JSON report entry), None where nothing is asked of
     it (no reference, no figure, no expected failure judged). ``problems`` and ``notes`` come from
-    ``expected_failures``."""
+    ``expected_failures``; ``machine`` blames the machine for a floor the reference image misses too."""
+    machine = machine or Machine()
     measured = {key: f for key, f in busbw_figures(entry).items()}
     where = f"{system} in {path}"
     if references is None:
@@ -84,6 +100,7 @@ def references_case(
             details={"system": system, "references": path, "figures": []},
         )
     below: list[str] = []
+    blamed: list[str] = []  # below the floor on the reference image too: the machine's
     missing: list[str] = []
     rows: list[dict[str, Any]] = []
     for ref in references.busbw:
@@ -92,6 +109,12 @@ def references_case(
         rows.append(_row(ref, value))
         if value is None:
             missing.append(f"{ref.operation} {ref.label}")
+        elif not value >= ref.floor and _reference_misses(machine, ref):
+            values = machine.reference_busbw[f"{ref.operation} {ref.label}"]
+            blamed.append(
+                f"{ref.operation} {ref.label}: {value:.4g} GB/s, the reference image {statistics.median(values):.4g}, "
+                f"floor {ref.floor:.4g}"
+            )
         elif not value >= ref.floor:  # NaN never passes
             below.append(
                 f"{ref.operation} {ref.label}: {value:.4g} GB/s, floor {ref.floor:.4g} ({ref.gbps:.4g} -{ref.tolerance:.0%})"
@@ -108,11 +131,33 @@ def references_case(
         found.append(
             f"{len(unreferenced)} figure(s) with no reference (a figure is judged or fails): " + ", ".join(unreferenced[:SHOWN])
         )
+    found += list(machine.shape)
     judged = len(rows) - len(missing)
     if not found and not judged and not references.expected_failures:
         found.append("nothing to judge: the scenario's references name no figure and no expected failure")
     if found:
         return CaseResult(REFERENCES_CASE, FAILED, f"against {where}: " + "; and ".join(found), 0.0, details=details)
+    if blamed or machine.straggler is not None:
+        where_slow = (
+            machine.straggler.describe()
+            if machine.straggler is not None
+            else f"no straggler among the ranks: nodes 0..{machine.nodes - 1} alike"
+        )
+        return CaseResult(
+            REFERENCES_CASE,
+            ERROR,
+            "the machine, not the candidate: "
+            + (
+                f"{len(blamed)} figure(s) below the floor on {where} on the reference image too: "
+                + "; ".join(blamed[:SHOWN])
+                + "; "
+                if blamed
+                else ""
+            )
+            + where_slow,
+            0.0,
+            details=details,
+        )
     lowest = min(
         ((r["busbw_gbps"] / r["floor_gbps"], f"{r['operation']} {r['size']}") for r in rows if r["busbw_gbps"] is not None),
         default=None,
@@ -126,6 +171,11 @@ def references_case(
         0.0,
         details=details,
     )
+
+
+def _reference_misses(machine: Machine, ref: FigureReference) -> bool:
+    values = machine.reference_busbw.get(f"{ref.operation} {ref.label}")
+    return values is not None and len(values) > 0 and statistics.median(values) < ref.floor
 
 
 def _row(ref: FigureReference, value: float | None) -> dict[str, Any]:

@@ -5,6 +5,7 @@ good runs that the next good run passes."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,10 @@ from distval.config import parse_config
 from distval.config.references import REFERENCES_CASE, load_references, parse_references
 from distval.errors import EXIT_BAD_INPUT, EXIT_PASSED, BadInput, ConfigError
 from distval.reports.references_suggest import MIN_TOLERANCE, suggest, tolerance_of
-from distval.reports.system_references import references_case
-from distval.results.outcome import FAILED, PASSED, SKIPPED, CaseResult
+from distval.reports.system_references import Machine, references_case
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
+from distval.results.shape import Straggler
 from distval.targets.planning import plan_scenario
 
 TEXT = """\
@@ -211,3 +213,28 @@ def test_the_suggested_tolerance_covers_the_spread_and_keeps_its_minimum() -> No
     assert tolerance == pytest.approx(max(3 * 1.4826 * 0.1 / 1.0, 1.25 * 0.2))
     assert tolerance_of([1.0, 0.01])[1] == 0.9
     assert len(suggest([("a", report(entry(1.0))), ("b", report(entry(1.0, None)))])) == 1  # only what both have
+
+
+def test_a_floor_the_reference_image_misses_too_is_the_machines_and_names_the_node() -> None:
+    below = entry(0.5, 1.0)  # both figures far below their floors
+    machine = Machine(reference_busbw={"all_reduce 64KiB": (0.4, 0.5), "all_reduce 1MiB": (1.0, 1.1)}, nodes=2)
+    case = references_case(below, BW, "ci-2core", "refs.yaml", machine=machine)
+    assert case is not None and case.status == ERROR, case.message
+    assert case.message.startswith("the machine, not the candidate: 2 figure(s) below the floor on ci-2core in refs.yaml")
+    assert case.message.endswith("no straggler among the ranks: nodes 0..1 alike")
+    slow = Straggler(rank=3, node=1, slowest_in=4, figures=4, ratio=1.5)
+    named = references_case(below, BW, "ci-2core", "refs.yaml", machine=dataclasses.replace(machine, straggler=slow))
+    assert named is not None and named.message.endswith(
+        "rank 3 on node 1 is a straggler: the slowest rank in 4 of 4 figures, its calls 1.50x the other ranks' "
+        "(median over the figures)"
+    )
+    # The reference image reached the floor where the candidate did not: the candidate's.
+    mixed = Machine(reference_busbw={"all_reduce 64KiB": (1.0, 1.0), "all_reduce 1MiB": (1.0, 1.1)})
+    case = references_case(below, BW, "ci-2core", "refs.yaml", machine=mixed)
+    assert case is not None and case.status == FAILED and "1 figure(s) below the floor: all_reduce 64KiB" in case.message
+    # A curve that falls past its plateau fails, whatever the floors.
+    fell = references_case(entry(1.0, 2.0), BW, "ci-2core", "refs.yaml", machine=Machine(shape=("all_reduce busbw falls",)))
+    assert fell is not None and fell.status == FAILED and fell.message.endswith("all_reduce busbw falls")
+    # A straggler alone: the machine's.
+    alone = references_case(entry(1.0, 2.0), BW, "ci-2core", "refs.yaml", machine=Machine(straggler=slow))
+    assert alone is not None and alone.status == ERROR and "rank 3 on node 1 is a straggler" in alone.message
