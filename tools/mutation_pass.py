@@ -199,6 +199,7 @@ EQUIVALENT: dict[str, str] = {
         'status == "passed" and status in ("failed", "error") exclude each other'
     ),
     "distval/results/expectations.py:193:15 `and` -> `or`": "after is None exactly when failure is None",
+    "distval/reports/rank_test.py:32:47 constant 1 -> 2": "only the tag 0 (a value of x) is read; y's tag is any other",
     "distval/reports/reference.py:222:8 if/elif branches in the other order": (
         "past the first two branches, candidate_bad and reference_bad exclude each other (both is the first branch)"
     ),

@@ -278,3 +278,12 @@ def test_a_check_that_ended_before_the_fault_on_some_ranks_is_judged_rank_by_ran
     # Every rank before the fault: the case's own verdict.
     done = {r: {"all_reduce": rec("passed", FAULT_AT - 1)} for r in range(world)}
     assert judge([CaseResult("all_reduce", "passed", "ok", 1.0)], done, world_size=world)["all_reduce"].status == "passed"
+
+
+def test_the_first_rank_that_failed_before_the_fault_is_the_one_named() -> None:
+    records = {
+        0: {"all_reduce": rec("failed", FAULT_AT - 2, "rank 0's wrong answer")},
+        1: {"all_reduce": rec("failed", FAULT_AT - 1, "rank 1's wrong answer")},
+    }
+    judged = judge([CaseResult("all_reduce", "failed", "x", 1.0)], records, world_size=3)["all_reduce"]
+    assert judged.message.startswith("before the fault, rank 0: rank 0's wrong answer; "), judged.message
