@@ -16,7 +16,13 @@ import pytest
 
 # First: the runner's $CI and $GITHUB_STEP_SUMMARY leave the environment before any test sees it.
 from tests import runner_environment  # noqa: F401
+from tests.budget_report import BudgetReport
 from tests.docker_helpers import FixtureImages, FixtureUnavailable, unavailable
+from tests.local_registry import LocalRegistry, RegistryUnavailable, local_registry
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(BudgetReport(), "distval-budget-report")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,6 +65,17 @@ def fixture_image(pytestconfig: pytest.Config, docker_client: object) -> Callabl
             unavailable(pytestconfig, str(exc))
 
     return require
+
+
+@pytest.fixture(scope="session", name="local_registry")
+def local_registry_fixture(pytestconfig: pytest.Config, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalRegistry]:
+    """A real registry on a free 127.0.0.1 port for the whole session (tests/local_registry.py); skipped where
+    Debian's docker-registry is missing, a failure with --require-docker."""
+    try:
+        with local_registry(tmp_path_factory.mktemp("registry")) as registry:
+            yield registry
+    except RegistryUnavailable as exc:
+        unavailable(pytestconfig, str(exc))
 
 
 @pytest.fixture

@@ -10,6 +10,9 @@ signal is acted on, in events rather than seconds (a loaded machine stretches th
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import sys
 import threading
 import time
@@ -179,7 +182,26 @@ class ReaperHoldingEngine(HoldingEngine):
         return 0, 0
 
 
+# prctl(2)'s option: the signal the kernel sends this process when the thread that forked it exits.
+PR_SET_PDEATHSIG = 1
+# The test's pid, set by the test: to tell whether it died before the request below was made.
+PARENT_ENVIRONMENT = "DISTVAL_SIGNAL_CHILD_PARENT"
+
+
+def die_with_the_test() -> None:
+    """SIGKILL this process when the pytest that started it dies: the child blocks for FOREVER_S by design, and a
+    pytest killed mid-test (a CI timeout, Ctrl-C twice) left it running. A parent already gone before the request
+    (so nothing would deliver it) ends the child at once."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG)")
+    expected = os.environ.get(PARENT_ENVIRONMENT)
+    if expected is not None and os.getppid() != int(expected):
+        os._exit(3)
+
+
 def main() -> int:
+    die_with_the_test()
     phase, *argv = sys.argv[1:]
     interrupts.on_signal = _noting  # type: ignore[assignment] # the parent reads what happened after the signal
     HoldingEngine.phase = phase

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.budget_report import budget_lines, file_of
 from tests.budgets import BUDGETS_S, CI_LIMIT_S
 from tests.paths import TESTS
 
@@ -105,3 +106,13 @@ def test_the_finder_sees_a_marker_wherever_it_is_used(tmp_path: Path) -> None:
 def test_the_budgets_are_one_line_per_file_in_path_order() -> None:
     """A new file's line goes in its place, not at the end, so that two appends rarely touch the same lines."""
     assert list(BUDGETS_S) == sorted(BUDGETS_S)
+
+
+def test_the_budget_report_flags_a_file_over_its_budget_and_only_that() -> None:
+    spent = {"tests/a_docker.py": 31.0, "tests/b_docker.py": 30.0, "tests/quick.py": 99.0}
+    budgets = {"tests/a_docker.py": 30, "tests/b_docker.py": 30}
+    assert budget_lines(spent, budgets) == [
+        "    31.0 s of    30 s  tests/a_docker.py  OVER",
+        "    30.0 s of    30 s  tests/b_docker.py",
+    ]
+    assert file_of("tests/a_docker.py::test_x[y::z]") == "tests/a_docker.py"

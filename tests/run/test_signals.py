@@ -38,6 +38,7 @@ from distval.targets.planning import plan_run
 from tests import load
 from tests.fake_engine import FakeEngine
 from tests.paths import ROOT
+from tests.signal_child import PARENT_ENVIRONMENT
 
 # How promptly a signal is acted on is judged in events, not seconds: the child says when distval's handler ran
 # (SIGNALLED) and every blocking call of the fake Engine begun after it (LATE: a wait slice, a step of the run); a
@@ -103,7 +104,7 @@ def _run_and_signal(
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env={**os.environ, "DISTVAL_CACHE_DIR": str(tmp_path / "cache")},
+        env={**os.environ, "DISTVAL_CACHE_DIR": str(tmp_path / "cache"), PARENT_ENVIRONMENT: str(os.getpid())},
         preexec_fn=load.sigint_ignored,  # noqa: PLW1509 - a single call, no locks: the test's point
     )
     try:
@@ -327,3 +328,50 @@ def test_a_signal_while_an_image_is_copied_to_other_hosts_ends_the_copy_within_s
     # Left alone, each host's copy streams for STREAM_S; the signal ends it long before (a load stretches the
     # fraction of a second it takes, not to half the stream).
     assert took <= _SlowHost.STREAM_S / 2, f"{took:.1f} s: the copy went on after the signal"
+
+
+# A parent that starts the signal child and prints its pid, then waits: the test SIGKILLs this parent.
+PARENT = """
+import subprocess, sys, os
+child = subprocess.Popen([sys.executable, "-m", "tests.signal_child", *sys.argv[1:]],
+                         env={**os.environ, "DISTVAL_SIGNAL_CHILD_PARENT": str(os.getpid())}, stdout=subprocess.PIPE, text=True)
+print(child.pid, flush=True)
+child.stdout.readline()  # its first phase: the run is under way
+print("running", flush=True)
+child.wait()
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def test_the_signal_child_dies_with_the_test_that_started_it(tmp_path: Path) -> None:
+    """A pytest killed mid-test must not leave the child blocked for an hour: the kernel kills it with its parent."""
+    argv = ["waiting", str(_config(tmp_path, 300)), "--image", "x/y:z", "--junit", str(tmp_path / "r.xml")]
+    parent = subprocess.Popen(
+        [sys.executable, "-c", PARENT, *argv, "--run-id", "sig00002"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "DISTVAL_CACHE_DIR": str(tmp_path / "cache")},
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    try:
+        assert parent.stdout.readline().strip() == "running"
+        assert _alive(child)
+        parent.kill()
+        parent.wait()
+        # An upper bound only (the kernel acts on the parent's exit; this is how long the test waits for it).
+        until = time.monotonic() + 60
+        while _alive(child) and time.monotonic() < until:
+            time.sleep(0.05)
+        assert not _alive(child), "the signal child outlived the process that started it"
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
