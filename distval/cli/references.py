@@ -7,6 +7,7 @@ import argparse
 import dataclasses
 import sys
 from dataclasses import dataclass
+from typing import Any
 
 from distval.cli import values as cli_values
 from distval.config.keys import NAME_EXPECTED, NAME_PATTERN
@@ -98,7 +99,7 @@ def machine_of(result: ScenarioResult) -> Machine:
     )
 
 
-def add_references_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def add_references_command(commands: Any) -> None:
     references = commands.add_parser("references", help="write a references file from good runs (for run --references)")
     actions = references.add_subparsers(dest="references_action", metavar="ACTION", required=True)
     suggest_parser = actions.add_parser(
