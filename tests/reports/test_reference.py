@@ -368,3 +368,43 @@ def test_pairs_are_complete_pairs_and_the_reference_id_is_shortened() -> None:
     reference = {**entry(1.0), "image_id": long_id}
     case = reference_case([entry(1.0)] * 2, [reference] * 2, schedule(2), "good:1", TOLERANCES)
     assert f"the reference good:1 ({long_id[:19]}) over 2 pair(s)" in case.message, case.message
+
+
+def test_what_the_testcase_says_is_cut_at_ten_names_and_takes_no_time_of_its_own() -> None:
+    names = [f"check{i:02d}" for i in range(11)]
+    failed = entry(1.0, {**{n: FAILED for n in names}, "store": PASSED})
+    passed = entry(1.0, {**{n: PASSED for n in names}, "store": PASSED})
+    caused = reference_case([failed] * 2, [passed] * 2, schedule(2), "good:1", TOLERANCES)
+    assert "check09 (" in caused.message and "check10" not in caused.message, caused.message
+    shared = reference_case([failed] * 2, [failed] * 2, schedule(2), "good:1", TOLERANCES)
+    assert shared.status == ERROR and "check09" in shared.message and "check10" not in shared.message
+    only = reference_case([passed] * 2, [failed] * 2, schedule(2), "good:1", TOLERANCES)
+    assert only.status == PASSED and "check09" in only.message and "check10" not in only.message
+    many = {**entry(0.5), "bandwidth": [figure("all_reduce", 2**k, f"{2**k}B", 0.5) for k in range(11)]}
+    good = {**entry(1.0), "bandwidth": [figure("all_reduce", 2**k, f"{2**k}B", 1.0) for k in range(11)]}
+    regressed = reference_case([many] * 2, [good] * 2, schedule(2), "good:1", TOLERANCES)
+    assert "11 of 13 regressed" in regressed.message and "all_reduce 512B" in regressed.message
+    assert "all_reduce 1024B" not in regressed.message, regressed.message
+    for case in (caused, shared, only, regressed):
+        assert case.duration_s == 0.0  # the pairs' runs have their own times
+    skipped = {"name": "bw", "status": "skipped", "duration_s": 0.1, "bandwidth": [], "cases": []}
+    assert reference_case([skipped] * 2, [skipped] * 2, schedule(2), "good:1", TOLERANCES).duration_s == 0.0
+
+
+def test_a_pass_names_the_lowest_busbw_and_the_details_round_to_four_places() -> None:
+    candidate = {**entry(1.0), "bandwidth": [figure("all_reduce", 64, "64B", 0.95), figure("all_reduce", 128, "128B", 0.9)]}
+    reference = {**entry(1.0), "bandwidth": [figure("all_reduce", 64, "64B", 1.0), figure("all_reduce", 128, "128B", 1.0)]}
+    case = reference_case([candidate] * 2, [reference] * 2, schedule(2), "good:1", TOLERANCES)
+    assert case.status == PASSED and "lowest busbw busbw all_reduce 128B: 0.90x" in case.message, case.message
+    odd = {**entry(1.0), "bandwidth": [figure("all_reduce", 64, "64B", 0.123456789)]}
+    (data,) = [
+        f
+        for f in reference_case(
+            [odd] * 2, [{**odd, "bandwidth": [figure("all_reduce", 64, "64B", 1.0)]}] * 2, schedule(2), "g:1", TOLERANCES
+        ).details["figures"]
+        if f["kind"] == "busbw"
+    ]
+    assert (data["ratio"], data["low"], data["high"]) == (0.1235, 0.1235, 0.1235)
+    # Too few pairs and nothing compared: the first reason said is the pairs.
+    none = reference_case([entry(1.0)], [], schedule(3), "good:1", TOLERANCES)
+    assert none.message == "expected at least 2 complete pairs with the reference good:1 to judge by; 0 ran"
