@@ -200,7 +200,10 @@ EQUIVALENT: dict[str, str] = {
     ),
     "distval/results/expectations.py:193:15 `and` -> `or`": "after is None exactly when failure is None",
     "distval/reports/rank_test.py:32:47 constant 1 -> 2": "only the tag 0 (a value of x) is read; y's tag is any other",
-    "distval/reports/reference.py:222:8 if/elif branches in the other order": (
+    "distval/reports/rank_test.py:49:19 constant 0 -> 1": (
+        "from MIN_SAMPLES a side the variance is 0 (every value equal) or above 1 (19 ties and 1 other: 25)"
+    ),
+    "distval/reports/reference.py:291:8 if/elif branches in the other order": (
         "past the first two branches, candidate_bad and reference_bad exclude each other (both is the first branch)"
     ),
 }

@@ -378,6 +378,9 @@ def test_what_the_testcase_says_is_cut_at_ten_names_and_takes_no_time_of_its_own
     assert "check09 (" in caused.message and "check10" not in caused.message, caused.message
     shared = reference_case([failed] * 2, [failed] * 2, schedule(2), "good:1", TOLERANCES)
     assert shared.status == ERROR and "check09" in shared.message and "check10" not in shared.message
+    skipped_all = entry(1.0, {**{n: "skipped" for n in names}, "store": PASSED})
+    unpaired = reference_case([failed] * 2, [skipped_all] * 2, schedule(2), "good:1", TOLERANCES)
+    assert unpaired.status == FAILED and "check09 (" in unpaired.message and "check10" not in unpaired.message
     only = reference_case([passed] * 2, [failed] * 2, schedule(2), "good:1", TOLERANCES)
     assert only.status == PASSED and "check09" in only.message and "check10" not in only.message
     many = {**entry(0.5), "bandwidth": [figure("all_reduce", 2**k, f"{2**k}B", 0.5) for k in range(11)]}
