@@ -2,7 +2,7 @@
 
 Runs ``distval run CONFIG --image IMAGE --json`` ``--repeat`` times back to back (default config: the
 default bandwidth sweep, every operation, in one container and across two, 2 ranks each), then compares
-every consecutive pair of runs figure by figure, as ``--baseline`` would (distval.reports.baseline): for each
+every consecutive pair of runs figure by figure, as ``--baseline`` would (distval.comparing.baseline): for each
 pair, the median and the lowest ratio new/old of the median busbw and of the best busbw (the slowest
 rank's fastest iteration), how many figures fall below 1 - tolerance, and the ``baseline`` verdict at the
 default tolerances. Then, over every ordered pair of runs, how often ``baseline`` fails under each rule:
@@ -31,8 +31,10 @@ from typing import Any
 
 from common import REPO_ROOT, BenchError, check_image, distval_executable
 
-from distval.cli.baseline import DEFAULT_REMEASURE
-from distval.reports.baseline import DEFAULT_BUSBW_TOLERANCE, Tolerances, baseline_case, combined_baseline
+from distval.comparing.baseline import baseline_case
+from distval.comparing.deltas import DEFAULT_BUSBW_TOLERANCE, Tolerances
+from distval.comparing.reading import combined_baseline
+from distval.session.remeasure import DEFAULT_REMEASURE
 
 DEFAULT_IMAGE = "distval-fixtures/torch:2.6-debian"
 CONFIG = """\

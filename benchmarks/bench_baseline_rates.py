@@ -3,7 +3,7 @@ misses (an image whose collectives are slower by a known fraction, judged agains
 
 Runs the default bandwidth sweep (one container and across two, 2 ranks each; bench_bandwidth_spread's
 config) ``--repeat`` times for each image, interleaved (good, slow 25 %, slow 40 %, good, ...) so that the
-machine's drift hits every image alike. Then judges, as ``distval run --baseline`` would (distval.reports.baseline):
+machine's drift hits every image alike. Then judges, as ``distval run --baseline`` would (distval.comparing.baseline):
 
 - false alarm: a baseline made of good runs (one, or the median of three) against another good run, its
   re-measures being other good runs: every ordered choice; the comparison fails when any scenario's
@@ -12,7 +12,7 @@ machine's drift hits every image alike. Then judges, as ``distval run --baseline
   a comparison in which no scenario's ``baseline`` failed.
 
 The slow images (``distval-fixtures/broken:slow-busbw-25``, ``-40``) lower every timed collective's bus
-bandwidth to 75 % and 60 % of the good image's (distval/fixtures/files/slow_by_fraction.py). The load
+bandwidth to 75 % and 60 % of the good image's (distval/images/files/slow_by_fraction.py). The load
 average is printed with every run.
 
     python benchmarks/bench_baseline_rates.py --repeat 6 --json rates.json
@@ -34,8 +34,10 @@ from typing import Any
 from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
 from common import BenchError, check_image, distval_executable
 
-from distval.cli.baseline import DEFAULT_REMEASURE
-from distval.reports.baseline import Tolerances, baseline_case, combined_baseline
+from distval.comparing.baseline import baseline_case
+from distval.comparing.deltas import Tolerances
+from distval.comparing.reading import combined_baseline
+from distval.session.remeasure import DEFAULT_REMEASURE
 
 SLOW_IMAGES = ("distval-fixtures/broken:slow-busbw-25", "distval-fixtures/broken:slow-busbw-40")
 

@@ -6,7 +6,7 @@ A) distval: wall time of ``distval run CONFIG --quiet --run-id bench-<i>`` as a 
    the config: in-container 2 ranks and cross-container 2 ranks, the whole gloo suite). The process is
    started with subprocess.Popen and reaped with os.wait4, whose rusage gives the harness's peak resident
    memory (ru_maxrss, KiB on Linux). Its exit code must be 0.
-B) by hand: for each scenario of the same plan (distval.config.load_config + distval.targets.planning.plan_run with run id
+B) by hand: for each scenario of the same plan (distval.config.load_config + distval.targets.engines.planning.plan_run with run id
    ``bench-hand-<i>``, so names, hostnames, command lines, env, labels and working dir are exactly distval's):
    ``docker network create --internal``, ``docker network inspect`` (the subnets distval puts in the spec),
    ``docker create`` per container, ``docker cp -`` of the tar made by distval.targets.docker.runtime.files_archive from the
@@ -61,7 +61,7 @@ from common import (
 
 from distval.config import load_config
 from distval.plan.model import RunPlan, ScenarioPlan
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 RATIO_TARGET = 1.03  # issue 13

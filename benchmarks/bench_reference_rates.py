@@ -48,9 +48,9 @@ from typing import Any
 from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
 from common import BenchError, check_image, distval_executable
 
-from distval.cli.baseline import DEFAULT_REMEASURE
-from distval.reports.baseline import Tolerances, baseline_case, confirm, deltas
-from distval.reports.reference import (
+from distval.comparing.baseline import baseline_case
+from distval.comparing.deltas import Tolerances, confirm, deltas
+from distval.comparing.reference import (
     CANDIDATE,
     DEFAULT_PAIRS,
     PairedTolerances,
@@ -59,6 +59,7 @@ from distval.reports.reference import (
     sampled_figures,
     schedule,
 )
+from distval.session.remeasure import DEFAULT_REMEASURE
 
 SAME = "same image"  # the good image as the candidate: its comparisons count false alarms
 SLOW_IMAGES = tuple(f"distval-fixtures/broken:slow-busbw-{percent}" for percent in (10, 25, 40))

@@ -9,7 +9,7 @@ What is measured, in one run:
 
    A) distval: wall time of ``distval run CONFIG --filter <scenario> --quiet --run-id <unique>`` as a
       subprocess; its exit code must be 0.
-   B) by hand: the same plan (distval.config.load_config + distval.targets.planning.plan_run with this sample's run id, so
+   B) by hand: the same plan (distval.config.load_config + distval.targets.engines.planning.plan_run with this sample's run id, so
       network, container names, hostnames, env, labels, working dir and command lines are exactly distval's)
       launched with the docker CLI: ``docker network create --internal`` (the plan's network name and labels),
       ``docker network inspect`` (the subnets, the one placeholder these static scenarios hold: they address
@@ -92,13 +92,13 @@ from common import (
     verify,
 )
 
-from distval.cli.run import default_jobs
 from distval.config import Config, load_config
 from distval.labels import LABEL_MANAGED, LABEL_RUN
 from distval.plan.model import ScenarioPlan
 from distval.plan.placeholders import placeholders_in
 from distval.plan.specs import ContainerOptions
-from distval.targets.planning import plan_run
+from distval.session.scenarios import default_jobs
+from distval.targets.engines.planning import plan_run
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "rendezvous.yaml"
 LAYOUT_SCENARIOS = ("torchrun.static.n2.p1", "torchrun.static.n4.p1", "torchrun.static.n8.p1", "torchrun.static.n4.p2")
@@ -552,7 +552,8 @@ def main(argv: list[str] | None = None) -> int:
     default_j = default_jobs()  # the same function distval asks
     if help_jobs is not None and help_jobs != default_j:
         raise BenchError(
-            f"`distval run --help` says the default --jobs is {help_jobs}, distval.cli.run.default_jobs() says {default_j}"
+            f"`distval run --help` says the default --jobs is {help_jobs}, "
+            f"distval.session.scenarios.default_jobs() says {default_j}"
         )
 
     plan0 = plan_run(config, f"{prefix}-plan")

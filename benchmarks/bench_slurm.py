@@ -34,7 +34,7 @@ from pathlib import Path
 
 from distval.config import load_config
 from distval.targets.docker.engine import Engine
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 from distval.targets.slurm.bundle_config import read_bundle_config
 from distval.targets.slurm.cluster import Cluster, make_bundle, run_on, start_cluster, stop_cluster
 from distval.targets.slurm.collect import outcome_of, read_job_facts

@@ -7,7 +7,7 @@ runs on a warmer Engine):
 A) distval: wall time of ``distval run CONFIG --image IMAGE --quiet --run-id bench-suite-<i>`` as a
    subprocess. This runs every scenario of the config (default: 3 ranks in one container, 2 ranks in two
    containers and 2 x 2 across two containers, the whole gloo suite). Its exit code must be 0.
-B) the floor: the same plan (distval.config.load_config + distval.targets.planning.plan_run with run id
+B) the floor: the same plan (distval.config.load_config + distval.targets.engines.planning.plan_run with run id
    ``bench-floor-<i>`` and the same image, so network, container names, hostnames, env, labels, working dir
    and torch.distributed.run command line are exactly distval's), except that the trailing
    ``-m distval_suite.main /distval/spec.json`` of each command line is replaced by ``/distval/init_only.py``, a
@@ -29,7 +29,7 @@ scenario's time and a flag where it is over its time budget (the catalog's ``bud
 checks``), and the rest of the scenario (containers, torchrun, imports, teardown) as 'outside the checks'.
 
 Before timing, every fixture image must be present and current (its recipe label equal to the recipe in
-distval.fixtures): otherwise ``distval run`` would rebuild it inside the timed run, so the benchmark stops
+distval.images): otherwise ``distval run`` would rebuild it inside the timed run, so the benchmark stops
 and says which ``distval fixtures build`` to run. Nothing is ever pulled.
 
 Run from the repository root, with the project installed (``pip install -e .``)::
@@ -74,7 +74,7 @@ from distval.config import Config, load_config
 from distval.plan.model import ContainerPlan, RunPlan, ScenarioPlan
 from distval.tarball import File, build_tar, read_entries
 from distval.targets.docker.plan import CONTAINER_ROOT, SPEC_PATH
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 DEFAULT_IMAGES = (

@@ -18,7 +18,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from distval.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
+from distval.images import FIXTURES, RECIPE_LABEL, recipe_hash
 from distval.labels import LABEL_MANAGED, LABEL_RUN
 from distval.plan.model import ScenarioPlan, StartContainer
 from distval.plan.placeholders import placeholders_in, resolve

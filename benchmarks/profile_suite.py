@@ -52,7 +52,7 @@ from distval.plan.model import ScenarioPlan
 from distval.plan.specs import ContainerPlan
 from distval.tarball import File, build_tar, read_entries, regular_files
 from distval.targets.docker.plan import CONTAINER_ROOT, SPEC_PATH
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 RUN_ID = "profile-{pid}"

@@ -27,13 +27,13 @@ CI_LIMIT_S = CI_PYTEST_PROCESSES * CI_DOCKER_WALL_S
 
 BUDGETS_S: dict[str, int] = {
     "tests/cli/test_doctor_docker.py": 50,  # ~ 3 tests, each a torch import in the image
+    "tests/comparing/test_reference_docker.py": 180,  # ~ 2 tests, each several runs of the default scenario (ABBA pairs)
     "tests/plan/test_gpu_docker.py": 30,  # ~ 4 tests; no GPU here: probes and skips
     "tests/plan/test_plan_engine_docker.py": 190,  # 10 rendezvous forms: 182 s recorded
     "tests/plan/test_rendezvous_docker.py": 330,  # every rendezvous form 308 s (382 s at load 10) + 5 short ones
     "tests/plan/test_restart_docker.py": 130,  # an elastic restart 86 s + 3 ~
     "tests/project/test_ci_examples_docker.py": 1,  # opt-in (DISTVAL_CI_EXAMPLES=1): skipped in CI; about 10 min when run
     "tests/project/test_local_registry_docker.py": 10,  # one push and pull of a one-file image: 1.1 s at load 8
-    "tests/reports/test_reference_docker.py": 180,  # ~ 2 tests, each several runs of the default scenario (ABBA pairs)
     "tests/results/test_bandwidth_docker.py": 130,  # ~ 6 tests; the baseline one 33 s recorded
     "tests/results/test_diagnosis_docker.py": 180,  # a hung rank's stacks 76 s + 3 ~
     "tests/suite/test_bytecode_docker.py": 40,  # ~ 2 tests

@@ -2,7 +2,7 @@
 "fixture image cannot be built") into failures instead of skips.
 
 Docker tests run against the real Engine with the real fixture images. Each test asks for the images it
-uses with ``fixture_image(tag)``: a missing or stale image is built then (distval.fixtures, no registry;
+uses with ``fixture_image(tag)``: a missing or stale image is built then (distval.images, no registry;
 minutes the first time, once per session), so running one Docker test builds only what it needs.
 Helpers the Docker test modules share live in tests/docker_helpers.py.
 """
@@ -17,6 +17,7 @@ import pytest
 # First: the runner's $CI and $GITHUB_STEP_SUMMARY leave the environment before any test sees it.
 from tests import runner_environment  # noqa: F401
 from tests.budget_report import BudgetReport
+from tests.default_runs import DefaultRuns
 from tests.docker_helpers import FixtureImages, FixtureUnavailable, unavailable
 from tests.local_registry import LocalRegistry, RegistryUnavailable, local_registry
 
@@ -52,7 +53,7 @@ def fixture_image(pytestconfig: pytest.Config, docker_client: object) -> Callabl
     """``fixture_image(tag)`` returns the tag once that fixture image (and its parents) is in the Engine and
     current, building it if needed, once per session; a test that cannot have its image is skipped (or
     fails, with --require-docker) with the reason."""
-    from distval.fixtures import build_fixtures
+    from distval.images import build_fixtures
     from distval.targets.docker.engine import Engine
 
     engine = Engine("tests-fixtures")
@@ -65,6 +66,14 @@ def fixture_image(pytestconfig: pytest.Config, docker_client: object) -> Callabl
             unavailable(pytestconfig, str(exc))
 
     return require
+
+
+@pytest.fixture(scope="session")
+def default_run(
+    fixture_image: Callable[[str], str], docker_client: object, tmp_path_factory: pytest.TempPathFactory
+) -> DefaultRuns:
+    """``default_run(image)``: configs/default.yaml on that image, run once per session (tests/default_runs.py)."""
+    return DefaultRuns(tmp_path_factory.mktemp("default-runs"), fixture_image, docker_client)
 
 
 @pytest.fixture(scope="session", name="local_registry")

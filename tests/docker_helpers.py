@@ -22,9 +22,9 @@ import tomllib
 
 from distval.config import load_config
 from distval.errors import DistvalError
-from distval.fixtures import FIXTURES
+from distval.images import FIXTURES
 from distval.plan.model import images_of
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 from tests.paths import ROOT, SCHEMAS
 
 DEFAULT_CONFIG = str(ROOT / "configs" / "default.yaml")
@@ -136,7 +136,7 @@ class FixtureUnavailable(Exception):
 class FixtureImages:
     """Builds each requested fixture image (with its parents) when missing or stale, once per session.
 
-    ``build`` is ``distval.fixtures.build_fixtures`` bound to an Engine. Requests are serialised: two
+    ``build`` is ``distval.images.build_fixtures`` bound to an Engine. Requests are serialised: two
     builds at once would only compete for the same CPUs and download the same files. A tag that failed
     to build fails again at once, with the first reason, instead of retrying for every test.
     """
@@ -148,7 +148,7 @@ class FixtureImages:
 
     def __call__(self, tag: str) -> str:
         if tag not in FIXTURES:
-            raise ValueError(f"{tag} is not a fixture image (distval.fixtures.FIXTURES)")
+            raise ValueError(f"{tag} is not a fixture image (distval.images.FIXTURES)")
         with self._lock:
             if tag not in self._problems:
                 try:

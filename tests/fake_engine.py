@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from distval.engine_protocol import ContainerState, EngineAPI, EngineFacts, ExecResult, GpuSupport, ImageInfo, Resource
-from distval.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
+from distval.images import FIXTURES, RECIPE_LABEL, recipe_hash
 from distval.plan.specs import ContainerPlan, HelperPlan, NetworkPlan
 
 # The id of every image the fake Engine has (FakeEngine.images aside).

@@ -25,8 +25,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-# The distval cache, which the fixture wheels live under (distval.fixtures imports no docker-py).
-from distval.fixtures import cache_dir
+# The distval cache, which the fixture wheels live under (distval.images imports no docker-py).
+from distval.images import cache_dir
 
 REQUIREMENTS = ("torch==2.15.0", "numpy")  # numpy: torch's object collectives need it
 FORMAT = 1  # bump when the layout of what is built changes

@@ -22,7 +22,7 @@ from distval.plan.model import ScenarioPlan
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.run.events import RunEvents
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 from tests.fake_engine import FakeEngine
 from tests.paths import GOLDEN, SCHEMAS
 

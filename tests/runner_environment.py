@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 
-from distval.cli.run import CI_ENV
 from distval.reports.markdown import STEP_SUMMARY_ENV
+from distval.session.sample import CI_ENV
 
 # The variables distval itself reads from a pipeline; a test that checks them sets its own value.
 RUNNER_VARIABLES = (CI_ENV, STEP_SUMMARY_ENV)

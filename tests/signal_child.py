@@ -101,7 +101,7 @@ class HoldingEngine(FakeEngine):
         log: Callable[[str], None],
         buildargs: Mapping[str, str] | None = None,
     ) -> str:
-        # In a build thread of distval.fixtures.schedule; like a step of the Engine's builder that prints
+        # In a build thread of distval.images.schedule; like a step of the Engine's builder that prints
         # nothing, it does not see the stop: the main thread must not wait for it past the wind-down.
         self._hold("building")
         raise EngineError(f"build {tag}: not in this fake")

@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from distval import __version__
+from distval.comparing.reading import BadReport
 from distval.engine_protocol import ImageInfo
-from distval.reports.baseline import BadReport
 
 # The checks whose details are the findings of the attestation (distval_suite/libraries.py, environment.py): what the
 # ranks mapped and who owns it, the variables the image bakes in, and what was wrong with either; per scenario that

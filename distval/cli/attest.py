@@ -28,6 +28,7 @@ from distval.attestation.predicate import predicate
 from distval.attestation.statement import image_digests, parse_statement, statement_bytes, subject_mismatch
 from distval.bounded_read import FileRefused, read_regular_file
 from distval.cli import values as cli_values
+from distval.comparing.reading import parse_report, read_report_bytes
 from distval.engine_protocol import EngineAPI, ImageInfo
 from distval.errors import (
     EXIT_BAD_INPUT,
@@ -43,7 +44,6 @@ from distval.errors import (
     NotVerified,
 )
 from distval.escape import terminal_line
-from distval.reports.baseline import parse_report, read_report_bytes
 from distval.reports.files import NotARegularFile, UnsafePath, create_new, write_atomically
 
 # How attest and verify reach the Engine that holds the image (distval/cli/main.py gives its own, the tests a fake).

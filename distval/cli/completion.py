@@ -15,10 +15,13 @@ quoted all the same.
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import shlex
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from distval.cli import values as cli_values
 
@@ -296,3 +299,20 @@ def _fish(prog: str, commands: list[Command]) -> str:
             elif command.positional == FILE:
                 lines.append(f"complete -c {prog} -n {where} -F")
     return "\n".join(lines) + "\n"
+
+
+def command_completion(args: argparse.Namespace, build_parser: Callable[[], argparse.ArgumentParser]) -> int:
+    sys.stdout.write(render_completion(build_parser(), args.shell))
+    return 0
+
+
+def add_completion_command(commands: Any, build_parser: Callable[[], argparse.ArgumentParser]) -> None:
+    """``build_parser``: the whole command line's parser, which the script is generated from."""
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh or fish), generated from this command line's own parser",
+        description="Print a completion script for the shell: bash (source <(distval completion bash)), zsh "
+        "(source <(distval completion zsh), after compinit) or fish (distval completion fish | source).",
+    )
+    completion.add_argument("shell", choices=SHELLS)
+    completion.set_defaults(handler=functools.partial(command_completion, build_parser=build_parser))

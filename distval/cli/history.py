@@ -1,5 +1,5 @@
 """``distval history REPORT.json... --html DIR`` (the page of several runs) and ``distval run --html FILE``'s option
-(the same page for one run): distval/reports/history.py reads, distval/reports/html.py renders."""
+(the same page for one run): distval/comparing/history.py reads, distval/comparing/html.py renders."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import sys
 from typing import Any
 
 from distval.cli import values as cli_values
+from distval.comparing import charts
+from distval.comparing.history import read_history
+from distval.comparing.html import HISTORY_PAGE, write_history_html
 from distval.errors import EXIT_BAD_INPUT, EXIT_INTERNAL, EXIT_PASSED, BadInput, ExitCodes
-from distval.reports import charts
-from distval.reports.history import read_history
-from distval.reports.html import HISTORY_PAGE, write_history_html
 
 HISTORY_EXIT_CODES = ExitCodes(
     (EXIT_PASSED, EXIT_BAD_INPUT, EXIT_INTERNAL),

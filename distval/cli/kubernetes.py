@@ -18,13 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from distval.cli import values as cli_values
-from distval.cli.run import exported_scenarios, write_reports
+from distval.cli.exported import exported_scenarios
+from distval.cli.report_options import report_paths
 from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
 from distval.config.yaml_nodes import shown
 from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError
 from distval.reports.files import write_atomically
 from distval.reports.summary import render_summary
+from distval.session.reports import write_reports
 from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_files, summarize_sources
 from distval.targets.kubernetes.export import (
     DEFAULT_PULL_TIMEOUT_S,
@@ -89,7 +91,7 @@ def command_collect(args: argparse.Namespace) -> int:
         namespace = args.namespace or "default"
         sources, failure = read_api(KubernetesPods(), namespace, args.job)
         summary = summarize_sources(sources, from_api=True, fail_on_skip=args.fail_on_skip, job_failure=failure)
-    unwritten = write_reports(summary, args)
+    unwritten = write_reports(summary, report_paths(args))
     sys.stdout.write(render_summary(summary))
     return summary.exit_code or unwritten
 

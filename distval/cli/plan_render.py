@@ -56,12 +56,13 @@ def _describe_step(plan: ScenarioPlan, step: Step) -> str:
     return f"learn {{node0_ip}}: the {'IPv6' if step.ipv6 else 'IPv4'} address of {step.container} on {step.network}"
 
 
-def render_plan(plan: RunPlan) -> str:
+def render_plan(plan: RunPlan, beside: bool = True) -> str:
+    """``beside``: the target starts distval's helpers on a Docker Engine beside the ranks (its reaper among them)."""
     lines = [f"run {plan.run_id} from {plan.config_path}: {len(plan.scenarios)} scenario(s)"]
     if plan.unselected:  # planned, not run: each is reported skipped
         lines[0] += f"; not run, {NO_CHECK_SELECTED}: {', '.join(sp.scenario.name for sp in plan.unselected)}"
     lines += [f"selection: {note}" for note in plan.selection_notes]
-    lines += _beside_lines()
+    lines += _beside_lines() if beside else []
     for sp in plan.scenarios:
         s = sp.scenario
         lines.append("")
@@ -173,12 +174,12 @@ def _beside_lines() -> list[str]:
     return lines
 
 
-def plan_as_data(plan: RunPlan) -> dict[str, Any]:
-    """The plan as JSON-able data: what ``--format json`` prints."""
+def plan_as_data(plan: RunPlan, beside: bool = True) -> dict[str, Any]:
+    """The plan as JSON-able data: what ``--format json`` prints (``beside``: as ``render_plan``'s; else [])."""
     return {
         "run_id": plan.run_id,
         "config": plan.config_path,
-        "beside": _beside(),
+        "beside": _beside() if beside else [],
         "placeholders": dict(PLACEHOLDERS),
         "scenarios": [
             {

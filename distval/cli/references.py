@@ -1,26 +1,19 @@
-"""``distval run --references FILE --system NAME`` (the ``references`` testcase of distval/reports/system_references.py)
-and ``distval references suggest REPORT...`` (distval/reports/references_suggest.py)."""
+"""The command line of ``distval run --references FILE --system NAME`` (the run stage's side: distval/session/references.py)
+and ``distval references suggest REPORT...`` (distval/comparing/references_suggest.py)."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from distval.cli import values as cli_values
+from distval.comparing.reading import read_report
+from distval.comparing.references_suggest import render, suggest
 from distval.config.keys import NAME_EXPECTED, NAME_PATTERN
-from distval.config.references import References, load_references, system_problem
 from distval.config.yaml_nodes import shown
 from distval.errors import BadInput
-from distval.reports.baseline import read_report, scenario_entries
 from distval.reports.files import NotARegularFile, UnsafePath, write_atomically
-from distval.reports.reference import REFERENCE_CASE
-from distval.reports.references_suggest import render, suggest
-from distval.reports.system_references import Machine, expected_failures, references_case
-from distval.results.scenario import RunSummary, ScenarioResult
-from distval.results.shape import falls, straggler
 
 
 def system_name(value: str) -> str:
@@ -41,61 +34,6 @@ def add_references_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--system", type=system_name, metavar="NAME", help="with --references: the system (machine or SKU label) it ran on"
-    )
-
-
-@dataclass(frozen=True)
-class ReferencesOptions:
-    references: References | None
-    system: str
-
-
-def references_options(args: argparse.Namespace) -> ReferencesOptions:
-    """The file read and the system checked, before anything runs: BadInput (a ConfigError for the file) otherwise."""
-    if args.references is None:
-        if args.system is not None:
-            raise BadInput("--system names the machine for --references: give --references FILE too")
-        return ReferencesOptions(None, "")
-    if args.system is None:
-        raise BadInput("--references FILE judges the run on one system's references: give --system NAME too")
-    references = load_references(args.references)
-    problem = system_problem(references, args.system)
-    if problem is not None:
-        raise BadInput(problem)
-    return ReferencesOptions(references, args.system)
-
-
-def with_references(summary: RunSummary, options: ReferencesOptions) -> RunSummary:
-    """The summary with each scenario's expected failures said and its ``references`` testcase added."""
-    if options.references is None or not summary.scenarios:
-        return summary
-    by_scenario = options.references.systems[options.system]
-    scenarios = []
-    for result in summary.scenarios:
-        ours = by_scenario.get(result.plan.scenario.name)
-        cases, problems, notes = expected_failures(result.cases, ours, options.system)
-        judged = dataclasses.replace(result, cases=cases)
-        (entry,) = scenario_entries(summary, [judged])
-        case = references_case(entry, ours, options.system, options.references.path, problems, notes, machine_of(judged))
-        scenarios.append(judged if case is None else dataclasses.replace(judged, cases=(*judged.cases, case)))
-    return dataclasses.replace(summary, scenarios=tuple(scenarios))
-
-
-def machine_of(result: ScenarioResult) -> Machine:
-    """What the scenario's run says of the machine: the reference image's busbw where --reference ran pairs (the
-    ``reference`` testcase's figures), busbw falling past its plateau, and a straggler with its node."""
-    reference_busbw: dict[str, tuple[float, ...]] = {}
-    for case in result.cases:
-        if case.name == REFERENCE_CASE:
-            for figure in case.details.get("figures") or []:  # type: ignore[attr-defined]
-                if isinstance(figure, dict) and figure.get("kind") == "busbw":
-                    reference_busbw[str(figure.get("name"))] = tuple(figure.get("reference") or ())
-    scenario = result.plan.scenario
-    return Machine(
-        reference_busbw,
-        tuple(f.describe() for f in falls(result.figures)),
-        straggler(result.figures, scenario.nproc_per_node),
-        scenario.nodes,
     )
 
 

@@ -17,11 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from distval.cli import values as cli_values
-from distval.cli.run import exported_scenarios, write_reports
+from distval.cli.exported import exported_scenarios
+from distval.cli.report_options import report_paths
 from distval.cli.selection_options import add_selection_options, selection
 from distval.config import load_config
 from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError
 from distval.reports.summary import render_summary
+from distval.session.reports import write_reports
 from distval.targets.slurm.bundle_config import chosen_bundle
 from distval.targets.slurm.collect import summarize_jobs
 from distval.targets.slurm.export import BATCH_FILE, export_config, write_job
@@ -61,7 +63,7 @@ def command_export(args: argparse.Namespace) -> int:
 
 def command_collect(args: argparse.Namespace) -> int:
     summary = summarize_jobs([Path(d) for d in args.directories], fail_on_skip=args.fail_on_skip)
-    unwritten = write_reports(summary, args)
+    unwritten = write_reports(summary, report_paths(args))
     sys.stdout.write(render_summary(summary))
     return summary.exit_code or unwritten
 

@@ -10,10 +10,10 @@ import re
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from distval.comparing.reading import BadReport, read_report
 from distval.config.values import image_problem
 from distval.config.yaml_nodes import did_you_mean, shown
 from distval.errors import BadInput, UsageError
-from distval.reports.baseline import BadReport, read_report
 from distval.targets.docker.cleanup import parse_duration
 from distval.targets.engines.hosts import parse_hosts
 

@@ -11,6 +11,8 @@ from distval.errors import BadInput
 
 # The image under test when neither --image nor the scenario names one: distval's sample image (a run on it says so).
 DEFAULT_IMAGE = "distval-fixtures/torch:2.6-debian"
+# The option that asks for the sample image on purpose (refused in a pipeline without it: distval/session/sample.py).
+SAMPLE_IMAGE_FLAG = "--sample-image"
 CONFIGS_DIR = Path(__file__).resolve().parent.parent / "configs"
 DEFAULT_CONFIG = CONFIGS_DIR / "default.yaml"
 SCHEMA_FILE = CONFIGS_DIR / "distval.schema.json"

@@ -19,7 +19,7 @@ from distval.doctor import machine
 from distval.doctor.torch_probe import TorchFacts, probe_image, probe_local, probe_plan
 from distval.engine_protocol import API_VERSION_GPUS, API_VERSION_NEEDED, EngineAPI, EngineFacts, ImageInfo
 from distval.errors import EXIT_ENVIRONMENT, EXIT_PASSED, EngineError, EngineUnreachable, EnvironmentUnusable
-from distval.fixtures import FIXTURES, RECIPE_LABEL, recipe_hash
+from distval.images import FIXTURES, RECIPE_LABEL, recipe_hash
 from distval.targets.docker.engine_advice import WITHOUT_DOCKER, context_endpoint, current_context, export_line
 from distval.targets.local.runtime import find_python
 

@@ -16,7 +16,7 @@ from typing import Any
 from distval.config.faults import FaultSpec
 from distval.config.model import Scenario
 from distval.config.rendezvous import rendezvous_form
-from distval.fixtures.recipes import FAULT_HELPER
+from distval.image_names import FAULT_HELPER
 from distval.plan.specs import ContainerPlan, HelperPlan
 
 HELPER_INTERFACE = "eth0"  # the scenario network is the container's first (and in fault scenarios, only) one

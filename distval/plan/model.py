@@ -7,7 +7,7 @@ object, placeholders included; distval/targets/docker/runtime.py resolves each s
 executes it verbatim, deciding nothing itself (the model is TorchX's docker scheduler, whose dry run
 returns the docker-py arguments and whose schedule() only loops over them).
 
-The planners fill it in: distval/targets/planning.py chooses one per target (distval/targets/docker/plan.py,
+The planners fill it in: distval/targets/engines/planning.py chooses one per target (distval/targets/docker/plan.py,
 distval/targets/engines/plan.py, distval/targets/local/plan.py), and all of them build the nodes with
 distval/plan/nodes.py.
 """

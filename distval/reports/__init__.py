@@ -1,4 +1,5 @@
-"""The reports written at the end of a run, every one rendered from the one ``results.RunSummary``.
+"""The reports written at the end of a run, every one rendered from the one ``results.RunSummary`` (comparing a
+run with others is distval/comparing/).
 
 One module per format: ``junit`` (JUnit XML), ``json_report`` (the JSON report), ``markdown`` (Markdown,
 also appended to ``$GITHUB_STEP_SUMMARY``), ``summary`` (the table on stdout). ``facts`` holds what

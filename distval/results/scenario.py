@@ -92,8 +92,9 @@ class RunSummary:
     host: str = field(default_factory=socket.gethostname)
     config_path: str | None = None  # as given on the command line: the reproduce commands name it
     mode: str = "docker"  # "host" for distval run --host (local processes, no Docker): a property of every testsuite
-    # What the terminal summary starts with when the image was not the user's choice (cli/run.py SAMPLE_IMAGE_NOTE):
-    # then every scenario that named no image ran distval's sample image (the ``sample_image`` property).
+    # What the terminal summary starts with when the image was not the user's choice (SAMPLE_IMAGE_NOTE of
+    # distval/session/sample.py): then every scenario that named no image ran distval's sample image (the
+    # ``sample_image`` property).
     image_note: str | None = None
     # The images the plan was to validate (host mode: its Python), else --image's; () when unknown. What names the
     # reports of a run that stopped before any scenario ran (reports/common.py run_label), as scenarios name theirs.

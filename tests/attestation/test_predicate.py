@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from distval.attestation.predicate import FINDINGS_KEYS, parse_utc, predicate, utc_text
+from distval.comparing.reading import BadReport
 from distval.engine_protocol import ImageInfo
 from distval.errors import EXIT_BAD_INPUT
-from distval.reports.baseline import BadReport
 from tests.attestation_helpers import IMAGE, MADE, passing_report
 from tests.fake_engine import FAKE_IMAGE_ID
 

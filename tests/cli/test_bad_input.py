@@ -21,11 +21,13 @@ import pytest
 import yaml
 
 import distval.cli.main
+import distval.cli.plan
 import distval.cli.run
 import distval.cli.values as cli_values
+import distval.comparing.reading
 import distval.config.compose
 import distval.config.loader
-import distval.reports.baseline
+import distval.session.selection
 import distval.targets.kubernetes.collect
 from distval.bounded_read import (
     CONTAINER_LOG_MAX_BYTES,
@@ -49,7 +51,7 @@ from distval.reports.junit import render_junit
 from distval.results.outcome import ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, summarize_scenario
 from distval.targets.docker.engine import Engine
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 from distval.text_caps import RANK_LOG_MAX_CHARS
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 from tests.paths import ROOT
@@ -519,7 +521,7 @@ def test_an_internal_error_in_run_is_one_line_and_the_reports(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Was: a traceback, and no report at all."""
-    monkeypatch.setattr(distval.cli.run, "plan_on", _bug)
+    monkeypatch.setattr(distval.session.selection, "plan_on", _bug)
     monkeypatch.setattr(distval.cli.main, "Engine", _no_engine)
     report_options, paths = _reports(tmp_path)
     code = distval.cli.main.main(["run", str(ROOT / "configs" / "default.yaml"), "--quiet", *report_options])
@@ -532,7 +534,7 @@ def test_an_internal_error_in_run_is_one_line_and_the_reports(
 
 
 def test_an_internal_error_in_plan_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(distval.cli.main, "plan_selected", _bug)
+    monkeypatch.setattr(distval.cli.plan, "plan_selected", _bug)
     assert distval.cli.main.main(["plan", str(ROOT / "configs" / "default.yaml")]) == 4
     (line,) = capsys.readouterr().err.splitlines()
     assert line.startswith("distval: internal error (a bug in distval; please report it): ZeroDivisionError: a bug")
@@ -756,7 +758,7 @@ def test_no_reader_takes_a_file_over_its_bound(
     """Each reader has a size bound, checked before reading (and again while reading: a growing file)."""
     path = tmp_path / "big"
     path.write_bytes(b" " * (2 * 2**20 + 1))
-    monkeypatch.setattr(distval.reports.baseline, "REPORT_MAX_BYTES", 2 * 2**20)
+    monkeypatch.setattr(distval.comparing.reading, "REPORT_MAX_BYTES", 2 * 2**20)
     monkeypatch.setattr(distval.targets.kubernetes.collect, "LOG_MAX_BYTES", 2 * 2**20)
     monkeypatch.setattr(distval.config.loader, "FILE_MAX_BYTES", 2 * 2**20)
     arguments = {"compare": ["compare", str(path), str(path)], "collect": ["collect", "kubernetes", str(path)]}

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from distval.cli.main import build_parser, main
-from distval.cli.run import SAMPLE_IMAGE_NOTE
 from distval.errors import EXIT_INTERRUPTED, EXIT_MEANINGS
-from distval.fixtures import BROKEN_PREFIX, FIXTURES, recipe_hash
+from distval.images import BROKEN_PREFIX, FIXTURES, recipe_hash
+from distval.session.sample import SAMPLE_IMAGE_NOTE
 from tests.paths import ROOT
 
 

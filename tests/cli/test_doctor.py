@@ -19,13 +19,13 @@ import pytest
 
 import distval.cli.main
 from distval.cli.main import build_parser, main
+from distval.config.engine_hosts import HostSpec
 from distval.doctor import machine
 from distval.doctor.checks import CHECKS, exit_code, reference_markdown
 from distval.doctor.torch_probe import PROBE_MODULE, probe_image, probe_plan, read_answer
 from distval.engine_protocol import API_VERSION_GPUS, API_VERSION_NEEDED, EngineFacts
 from distval.targets.docker.engine import engine_facts
 from distval.targets.docker.engine_advice import context_endpoint
-from distval.targets.engines.hosts import HostSpec
 from tests.fake_engine import FakeEngine
 from tests.paths import ROOT
 

@@ -25,9 +25,9 @@ from tests.paths import ROOT
 from tests.results.test_results import cases_of, container, env_record, jsonl, plans, record
 
 # The reaper runs in its own image on the standard library alone (python -I -S): it reads only the Engine's replies.
-# distval/fixtures/files/ is what the fixture images run (the reaper's copy, broken fixtures' sitecustomize.py).
+# distval/images/files/ is what the fixture images run (the reaper's copy, broken fixtures' sitecustomize.py).
 OUTSIDE_THE_HELPER = {"distval/strict_json.py", "distval/targets/docker/reaper_daemon.py"}
-IMAGE_FILES = "distval/fixtures/files/"
+IMAGE_FILES = "distval/images/files/"
 
 
 @pytest.fixture(autouse=True)

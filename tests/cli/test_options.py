@@ -14,7 +14,7 @@ import pytest
 
 import distval.cli.main
 from distval.cli.main import build_parser, main
-from distval.cli.run import OUTPUT_NAMES
+from distval.session.reports import OUTPUT_NAMES
 from tests.fake_engine import FakeEngine
 from tests.paths import ROOT
 

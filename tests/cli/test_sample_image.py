@@ -11,8 +11,8 @@ import pytest
 
 import distval.targets.docker.target
 from distval.cli.main import main
-from distval.cli.run import in_ci
 from distval.config.shipped import DEFAULT_IMAGE
+from distval.session.sample import in_ci
 from tests.report_helpers import IMAGE, RUN_ID
 
 REFUSED = (

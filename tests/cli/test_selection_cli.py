@@ -13,9 +13,9 @@ import pytest
 
 import distval.cli.main
 from distval.cli.main import main
-from distval.cli.run import plan_selected, select
 from distval.config import load_config
 from distval.plan.selection import NO_CHECK_SELECTED, selection_of
+from distval.session.selection import plan_selected, select
 from distval.targets.docker.target import DockerTarget
 from tests.fake_engine import FakeEngine
 from tests.paths import ROOT

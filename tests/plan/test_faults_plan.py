@@ -14,7 +14,7 @@ from distval.engine_protocol import ContainerState, ExecResult
 from distval.plan.fault_render import fault_data
 from distval.plan.model import RunPlan
 from distval.targets.docker.faults import FaultRunner
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 from tests.config_helpers import yaml_text
 from tests.fake_engine import FakeEngine
 

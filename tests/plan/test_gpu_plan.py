@@ -16,7 +16,7 @@ from distval.results.outcome import FAILED, SKIPPED
 from distval.results.scenario import RunSummary, summarize_scenario
 from distval.run.events import NO_EVENTS
 from distval.targets.docker.runtime import run_scenario
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 from tests.fake_engine import FakeEngine
 from tests.paths import GOLDEN, ROOT
 

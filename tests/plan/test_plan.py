@@ -31,7 +31,7 @@ from distval.plan.model import (
     images_of,
 )
 from distval.targets.docker.plan import CONTAINER_ROOT, MASTER_PORT, RESULTS_DIR, SPEC_PATH
-from distval.targets.planning import plan_run, plan_scenario
+from distval.targets.engines.planning import plan_run, plan_scenario
 from tests.paths import GOLDEN, ROOT
 
 GOLDEN_PLAN = GOLDEN / "default_plan.txt"

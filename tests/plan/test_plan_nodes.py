@@ -17,8 +17,8 @@ from distval.plan.model import CreateContainer, LearnAddress, RunPlan, ScenarioP
 from distval.plan.nodes import SUBNETS, FileModes, Site, build_nodes
 from distval.plan.placeholders import facts_for_address, placeholders_in, resolve
 from distval.plan.specs import ContainerPlan
+from distval.targets.engines.planning import plan_scenario
 from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_local_scenario
-from distval.targets.planning import plan_scenario
 from tests.paths import ROOT
 
 RUN_ID = "0123abcd"
@@ -54,7 +54,7 @@ PLANNERS = (
     "distval/targets/docker/plan.py",
     "distval/targets/engines/plan.py",
     "distval/targets/local/plan.py",
-    "distval/targets/planning.py",
+    "distval/targets/engines/planning.py",
 )
 
 
@@ -200,4 +200,4 @@ def test_no_planner_compares_form_names_or_imports_a_private_name(path: str) -> 
     assert private == []
     modules = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     if path == "distval/targets/docker/plan.py":  # the engines planner may use this one, never the reverse
-        assert not [m for m in modules if m and m.startswith(("distval.targets.engines", "distval.targets.planning"))]
+        assert not [m for m in modules if m and m.startswith(("distval.targets.engines", "distval.targets.engines.planning"))]

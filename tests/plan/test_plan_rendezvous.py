@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 
-from distval.cli.run import default_jobs
 from distval.config import parse_config
 from distval.plan.model import ScenarioPlan
 from distval.plan.nodes import NODE0_HOST, NODE0_IP, SUBNETS
@@ -12,8 +11,9 @@ from distval.plan.placeholders import facts_for_address, resolve
 from distval.plan.specs import ContainerPlan
 from distval.results.outcome import SKIPPED, ScenarioOutcome
 from distval.results.scenario import summarize_scenario
+from distval.session.scenarios import default_jobs
 from distval.targets.docker.plan import SPEC_PATH
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 
 RUN_ID = "0123abcd"
 

@@ -22,7 +22,7 @@ from distval.results.scenario import summarize_scenario
 from distval.run.events import NO_EVENTS
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.runtime import run_scenario
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 from tests.docker_helpers import config_images, leftovers
 from tests.paths import ROOT
 

@@ -9,7 +9,7 @@ import pytest
 
 from distval.config import load_config
 from distval.errors import ConfigError
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 
 CROSS = """scenarios:
   - {{topology: cross-container, world_size: 2, rendezvous: {rdzv}, checks: [env]{extra}}}

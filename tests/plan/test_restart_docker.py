@@ -25,7 +25,7 @@ from distval.targets.docker.engine import Engine
 from distval.targets.docker.plan import RESULTS_DIR
 from distval.targets.docker.processes import signal_workers
 from distval.targets.docker.runtime import run_scenario
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker

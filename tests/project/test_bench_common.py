@@ -12,7 +12,7 @@ import pytest
 from distval.config import load_config
 from distval.plan.model import ContainerPlan, ScenarioPlan
 from distval.tarball import Directory, File, build_tar
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 from tests.paths import ROOT
 
 

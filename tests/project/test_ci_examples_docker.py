@@ -47,8 +47,8 @@ import pytest
 import yaml
 
 from distval.attestation.keys import generate_key_pair
-from distval.fixtures import NODE_ENGINE
-from distval.fixtures.recipes import REAPER_BASE
+from distval.images import NODE_ENGINE
+from distval.images.recipes import REAPER_BASE
 from tests.docker_helpers import validate
 from tests.paths import ROOT
 

@@ -15,13 +15,13 @@ import distval.cli.run
 import distval.targets.docker.target
 from distval.checks.catalog import CATALOG
 from distval.cli.main import build_parser, main
-from distval.cli.run import SAMPLE_IMAGE_NOTE
 from distval.config import load_config
 from distval.config.checks_reference import REFERENCE_PAGE, checks_data, render_checks
 from distval.config.keys import KEYS
 from distval.config.keys_reference import KEYS_PAGE, render_keys_markdown, schema_words
 from distval.config.shipped import DEFAULT_CONFIG, DEFAULT_IMAGE, SCHEMA_COMMENT_PREFIX, SCHEMA_FILE, STARTER_NAME, starter_config
-from distval.fixtures import BROKEN_PREFIX, FIXTURES
+from distval.images import BROKEN_PREFIX, FIXTURES
+from distval.session.sample import SAMPLE_IMAGE_NOTE
 from distval_suite.support import MAY_LACK
 from tests.paths import ROOT
 from tests.report_helpers import IMAGE, RUN_ID, TIMESTAMP

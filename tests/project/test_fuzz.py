@@ -40,7 +40,7 @@ from distval.config.loader import TOP_KEYS
 from distval.errors import ConfigError, EnvironmentUnusable
 from distval.reports.markdown import STEP_SUMMARY_ENV
 from distval.targets.docker.engine import EngineError
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 from tests.paths import ROOT
 from tests.runner_environment import IN_CI
 

@@ -17,9 +17,9 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from distval.comparing.history import build_history, checked_report
+from distval.comparing.html import render_html
 from distval.doctor.torch_probe import TorchFacts, read_answer
-from distval.reports.history import build_history, checked_report
-from distval.reports.html import render_html
 from distval.reports.json_report import render_json
 from distval.reports.junit import render_junit
 from distval.reports.markdown import render_markdown

@@ -19,8 +19,8 @@ KNOWN_CYCLES: list[set[str]] = []
 # host mode, ``distval plan`` and the modules they load must never need.
 DOCKER_PY_LAZY = {
     ("distval.cli.main", "distval.targets.docker.engine"),
-    ("distval.cli.main", "distval.targets.engines.dind"),
-    ("distval.cli.run", "distval.targets.engines.target"),
+    ("distval.cli.nodes", "distval.targets.engines.dind"),
+    ("distval.targets.engines.kind", "distval.targets.engines.target"),
 }
 KNOWN_HIDDEN: set[tuple[str, str]] = set()
 
@@ -28,7 +28,7 @@ KNOWN_HIDDEN: set[tuple[str, str]] = set()
 def modules() -> dict[str, Path]:
     found = {}
     for path in PACKAGE.rglob("*.py"):
-        if "fixtures/files" in path.as_posix():  # the fixture images' own programs
+        if "images/files" in path.as_posix():  # the fixture images' own programs
             continue
         name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
         found[name.removesuffix(".__init__")] = path

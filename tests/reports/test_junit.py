@@ -24,7 +24,7 @@ from distval.plan.model import ScenarioPlan
 from distval.reports.junit import MESSAGE_CHARS, SYSTEM_OUT_CHARS, render_junit, write_junit, xml_text
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 from tests.paths import GOLDEN, SCHEMAS
 
 SCHEMA_PATH = SCHEMAS / "junit-10.xsd"

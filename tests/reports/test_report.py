@@ -18,6 +18,7 @@ import pytest
 from lxml import etree
 
 import distval.cli.run
+import distval.session.reports
 import distval.targets.docker.target
 from distval import __version__
 from distval.cli.main import main
@@ -36,7 +37,7 @@ from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult, 
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets.docker.engine import EngineError
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 from tests.fake_engine import FakeEngine
 from tests.report_helpers import (
     ANNOUNCEMENT,
@@ -299,7 +300,7 @@ def test_a_report_that_cannot_be_written_after_the_run_never_leaves_exit_0(
     def full(*_: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(distval.cli.run, "write_markdown", full)
+    monkeypatch.setattr(distval.session.reports, "write_markdown", full)
     target = tmp_path / "x.md"
     code = run(fake_docker, tmp_path, "--quiet", "--filter", "inside", "--markdown", str(target))
     assert code == 2

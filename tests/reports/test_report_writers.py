@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 import distval.cli.run
-from distval.reports.baseline import BadReport, read_report
+import distval.session.reports
+from distval.comparing.reading import BadReport, read_report
 from distval.reports.json_report import render_json
 from distval.reports.junit import render_junit
 from distval.reports.markdown import render_markdown
@@ -81,7 +82,7 @@ def test_a_writer_that_fails_costs_no_other_report_and_the_exit_is_not_zero(
     capsys: pytest.CaptureFixture[str],
     writer: str,
 ) -> None:
-    monkeypatch.setattr(distval.cli.run, writer, broken)
+    monkeypatch.setattr(distval.session.reports, writer, broken)
     step_summary = tmp_path / "step.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     code = run(fake_docker, tmp_path, "--quiet", "--filter", "inside", "--markdown", str(tmp_path / "r.md"))

@@ -23,25 +23,17 @@ from typing import Any
 
 import pytest
 
-from distval.cli.baseline import BaselineOptions, remeasure
 from distval.cli.main import main
+from distval.comparing.baseline import apply_baseline, baseline_case, compare_reports
+from distval.comparing.comparison import NO_REGRESSION, REGRESSED, judge
+from distval.comparing.comparison_markdown import render_comparison_markdown
+from distval.comparing.comparison_text import render_comparison_text
+from distval.comparing.deltas import BASELINE_CASE, Tolerances, confirm, deltas
+from distval.comparing.reading import combined_baseline
 from distval.config import parse_config
 from distval.config.byte_sizes import byte_size_value
 from distval.plan.identity import with_hashes
 from distval.plan.model import ScenarioPlan
-from distval.reports.baseline import (
-    BASELINE_CASE,
-    Tolerances,
-    apply_baseline,
-    baseline_case,
-    combined_baseline,
-    compare_reports,
-    confirm,
-    deltas,
-)
-from distval.reports.comparison import NO_REGRESSION, REGRESSED, judge
-from distval.reports.comparison_markdown import render_comparison_markdown
-from distval.reports.comparison_text import render_comparison_text
 from distval.reports.json_report import json_report
 from distval.reports.markdown import efficiency_table, render_markdown
 from distval.reports.mermaid import PALETTE, Series, busbw_chart, colour, legend
@@ -49,7 +41,8 @@ from distval.results.bandwidth import figure_properties, figures_from_details, f
 from distval.results.outcome import FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.results.scenario import summarize_scenario as summarize
-from distval.targets.planning import plan_scenario
+from distval.session.remeasure import BaselineOptions, remeasure
+from distval.targets.engines.planning import plan_scenario
 from distval_suite.bandwidth_figures import SAMPLES_MAX, add_samples, bounded
 
 CONFIG = """\

@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from distval.cli.main import main
-from distval.reports.baseline import Tolerances, baseline_case
+from distval.comparing.baseline import baseline_case
+from distval.comparing.deltas import Tolerances
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker

@@ -24,7 +24,7 @@ from distval.results.diagnosis import (
 )
 from distval.results.outcome import ERROR, FAILED, PASSED, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import summarize_scenario
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 
 HUNG = """Thread 0x00007f1c2a1ff6c0 (most recent call first):
   File "/opt/distval-broken/sitecustomize.py", line 9 in _all_reduce_that_never_returns

@@ -28,7 +28,7 @@ from distval.targets.docker.engine import Engine
 from distval.targets.docker.plan import RESULTS_DIR
 from distval.targets.docker.runtime import run_scenario
 from distval.targets.docker.stacks import before_kill
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 from tests.docker_helpers import leftovers
 
 pytestmark = pytest.mark.docker

@@ -16,7 +16,7 @@ from distval.results.expectations import CONNECTION_CLOSED, KILLED, ContainerExi
 from distval.results.faults import fault_cases
 from distval.results.outcome import CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import summarize_scenario
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 from tests.config_helpers import yaml_text
 
 FAULT_AT = 2000.0

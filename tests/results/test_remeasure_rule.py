@@ -1,4 +1,4 @@
-"""The re-measure rule (distval/reports/baseline.py ``confirm``/``majority``): its miss rate and its false-alarm rate
+"""The re-measure rule (distval/comparing/baseline.py ``confirm``/``majority``): its miss rate and its false-alarm rate
 under a noise model, against the earlier rule "a figure regresses only when it regressed in every run".
 
 Noise model: a figure's measured busbw is its true value times exp(N(0, sigma)), independently in every
@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from distval.reports.baseline import Delta, Tolerances, confirm, deltas, majority
+from distval.comparing.deltas import Delta, Tolerances, confirm, deltas, majority
 
 TOLERANCE = 0.20  # the default --busbw-tolerance
 REMEASURES = 2  # the default --remeasure
@@ -38,7 +38,7 @@ def every_run(verdicts: Sequence[bool]) -> bool:
 
 
 def most_runs(verdicts: Sequence[bool]) -> bool:
-    """The rule in distval/reports/baseline.py, through its own code: the run's delta confirmed by the re-measures'."""
+    """The rule in distval/comparing/baseline.py, through its own code: the run's delta confirmed by the re-measures'."""
     if not verdicts[0]:
         return False  # not re-measured: the run alone decides
     run = Delta("busbw", "all_reduce 64KiB", 1.0, 0.5, True)

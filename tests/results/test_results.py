@@ -34,7 +34,7 @@ from distval.results.outcome import (
     ScenarioOutcome,
 )
 from distval.results.scenario import RunSummary, ScenarioResult, run_properties, suite_properties, summarize_scenario
-from distval.targets.planning import plan_run, plan_scenario
+from distval.targets.engines.planning import plan_run, plan_scenario
 from tests.paths import ROOT
 
 CONFIG = """\

@@ -22,7 +22,7 @@ from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 from distval.results.scenario import ScenarioResult
 from distval.run.events import COLLECTING, REMOVING, RUNNING, RunEvents
 from distval.run.progress import ProgressDisplay, layout
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 from tests.report_helpers import CONFIG, IMAGE, RUN_ID
 from tests.terminal import Clock, Terminal, screen
 

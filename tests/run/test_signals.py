@@ -28,13 +28,13 @@ from distval.config import load_config
 from distval.config.shipped import DEFAULT_IMAGE
 from distval.engine_protocol import ContainerState, ImageInfo
 from distval.errors import EngineError, Interrupted
-from distval.fixtures.schedule import WIND_DOWN_S
+from distval.images.schedule import WIND_DOWN_S
 from distval.plan.model import ScenarioPlan
 from distval.run.events import NoEvents
 from distval.run.interrupts import Interrupt, install, signals_deferred
+from distval.targets.engines.planning import plan_run
 from distval.targets.engines.runtime import run_across_hosts
 from distval.targets.engines.transfer import same_image
-from distval.targets.planning import plan_run
 from tests import load
 from tests.fake_engine import FakeEngine
 from tests.paths import ROOT

@@ -19,7 +19,7 @@ from distval.results.expectations import FaultLog
 from distval.results.scenario import ScenarioResult
 from distval.run.events import COLLECTING, KILLING, REMOVING, RUNNING
 from distval.run.steps import WAIT_SLICE_S, Collected, Exited, GpuShortfall, NodeBackend, Overseer, Skip, run_steps
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 from tests.fake_clock import FakeClock
 
 # How long the fake's before_start takes (a reaper that takes its time): not the scenario's.

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from distval.cli.main import main
+from tests.default_runs import DefaultRuns
 from tests.docker_helpers import (
     DEFAULT_CONFIG,
     DEFAULT_LAYOUTS,
@@ -40,11 +41,16 @@ def run_id(docker_client: object) -> object:
 def run(config: str, image: str, run_id: str, junit: Path) -> tuple[int, dict[str, dict[str, tuple[str, str]]]]:
     """Exit code and, per topology (layout_key), every testcase's (outcome, message)."""
     code = main(["run", config, "--image", image, "--junit", str(junit), "--run-id", run_id, "--quiet"])
+    return code, by_topology(junit)
+
+
+def by_topology(junit: Path) -> dict[str, dict[str, tuple[str, str]]]:
+    """Per topology (layout_key), every testcase's (outcome, message)."""
     root: ET.Element = validate(junit)
-    by_topology: dict[str, dict[str, tuple[str, str]]] = {}
+    found: dict[str, dict[str, tuple[str, str]]] = {}
     for (suite, name), case in cases(root).items():
-        by_topology.setdefault(layout_key(suite), {})[name] = outcome(case)
-    return code, by_topology
+        found.setdefault(layout_key(suite), {})[name] = outcome(case)
+    return found
 
 
 def red_texts(junit: Path) -> dict[str, str]:
@@ -63,13 +69,12 @@ def red_texts(junit: Path) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("image", sorted(GOOD))
-def test_default_config_passes_with_every_skip_explained(
-    fixture_image: Callable[[str], str], image: str, run_id: str, tmp_path: Path
-) -> None:
-    fixture_image(image)
+def test_default_config_passes_with_every_skip_explained(default_run: DefaultRuns, image: str) -> None:
     expected_skips, timeout_path = GOOD[image]
-    code, results = run(DEFAULT_CONFIG, image, run_id, tmp_path / "results.xml")
-    assert code == 0, results
+    done = default_run(image)  # shared with test_docker.py's test of the default image's reports (tests/default_runs.py)
+    assert done.left_behind == [], "the run left containers or networks behind"
+    results = by_topology(done.junit)
+    assert done.code == 0, results
     assert set(results) == set(DEFAULT_LAYOUTS)
     for topology, found in results.items():
         skipped = {name for name, (status, _) in found.items() if status == "skipped"}

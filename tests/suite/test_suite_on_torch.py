@@ -11,7 +11,7 @@ tests). The scenarios use the ``env`` rendezvous (no launcher): torch 1.13's tor
 
 The image's implementation is injected as the broken fixture images inject theirs, a sitecustomize.py on
 PYTHONPATH (tests/data/suite_implementations/sitecustomize.py runs the files a scenario names): the fixtures'
-own files (distval/fixtures/files/), so a defect has one definition here and in Docker, and, as test data,
+own files (distval/images/files/), so a defect has one definition here and in Docker, and, as test data,
 implementations a guard needs that are no fixture: a correct one that a weakened suite fails (async results that
 land only at wait()) and ones just outside the float tolerances (20 % off: a tolerance widened to 50 % passes
 them). Every assertion is on a testcase's status and a fragment of its message, never on the suite's internals.
@@ -39,7 +39,7 @@ from tests.runner_environment import IN_CI
 TORCH_PYTHON_ENV = "DISTVAL_SUITE_TORCH_PYTHON"
 DEBIAN_PYTHON = "/usr/bin/python3"
 IMPLEMENTATIONS = DATA / "suite_implementations"
-FIXTURE_FILES = ROOT / "distval" / "fixtures" / "files"
+FIXTURE_FILES = ROOT / "distval" / "images" / "files"
 # The variable the loader reads (not DISTVAL_*: the config refuses those as the harness's own).
 IMPLEMENTATION_ENV = "SUITE_IMPLEMENTATION"
 # Small tensors only: the large size is covered by the Docker tests (allreduce-large-truncated); here it costs time.

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
+from distval.image_names import REAPER_ENTRYPOINT, REAPER_IMAGE
 from distval.labels import LABEL_NODE, LABEL_SCENARIO
 from distval.targets.docker.processes import WORKER_SCRIPT
 

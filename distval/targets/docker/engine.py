@@ -28,6 +28,7 @@ import docker
 import docker.errors
 import docker.types
 from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, RESULTS_MAX_BYTES, FileRefused, end_of, joined_within, kept_end
+from distval.config.engine_hosts import HostSpec
 from distval.engine_protocol import ContainerState, EngineFacts, ExecResult, GpuSupport, ImageInfo, Resource
 from distval.errors import EngineError, EngineUnreachable, ImageMissing
 from distval.escape import terminal_line
@@ -39,7 +40,6 @@ from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker import reaper_container
 from distval.targets.docker.engine_advice import os_error_in, what_to_do
-from distval.targets.engines.hosts import HostSpec
 
 T = TypeVar("T")
 API_TIMEOUT_S = 120

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError, ImageMissing
-from distval.fixtures import FIXTURES, build_fixtures, is_current
-from distval.fixtures.recipes import REAPER_IMAGE
+from distval.image_names import REAPER_IMAGE
+from distval.images import FIXTURES, build_fixtures, is_current
 from distval.owner import current_owner
 from distval.targets.docker.keep import Keeper
 from distval.targets.docker.reaper import Reaper, ReaperLaunch

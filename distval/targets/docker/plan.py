@@ -12,7 +12,7 @@ The nodes come from distval/plan/nodes.py; this module says where they run on on
   started: then it is created and started first;
 - the scenario's faults (distval/plan/faults.py): an oom fault's memory limit on its node, and the fault plan.
 
-distval/targets/planning.py chooses this planner when no --hosts (or hosts key) places the nodes elsewhere.
+distval/targets/engines/planning.py chooses this planner when no --hosts (or hosts key) places the nodes elsewhere.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 One reaper per ``distval run`` (not one shared by all runs; docs/how-a-run-works.md, "Nothing left behind, ever"): a container of
 distval's reaper image (``REAPER_IMAGE``, a fixture built from Debian's python3 with distval/targets/docker/reaper_daemon.py
-baked in, distval/fixtures/recipes.py) running that program with its fixed entrypoint in isolated mode and
+baked in, distval/images/recipes.py) running that program with its fixed entrypoint in isolated mode and
 with no environment but the reaper's own variables, with the Engine's socket mounted, listening on a TCP
 port: on the loopback of the host's network where distval shares that network (``_shares_this_network``: no
 network of its own to set up and tear down), else in a network of its own with the port published. Never the
@@ -47,7 +47,8 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
 from distval.errors import DistvalError, Interrupted
-from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE, is_current, recipe_hash
+from distval.image_names import REAPER_ENTRYPOINT, REAPER_IMAGE
+from distval.images import is_current, recipe_hash
 from distval.labels import LABEL_ROLE, LABEL_RUN
 from distval.targets.docker.reaper_daemon import proof
 

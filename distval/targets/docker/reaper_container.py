@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
+from distval.image_names import REAPER_ENTRYPOINT, REAPER_IMAGE
 
 # Where the Engine's socket appears inside the reaper (distval/targets/docker/reaper_daemon.py's default).
 SOCKET_INSIDE = "/var/run/docker.sock"

@@ -1,7 +1,7 @@
 """Node Engines: separate Docker Engines in containers on this machine (Docker-in-Docker), to run and test
 distval across several hosts where only one Engine exists (``distval nodes up N`` / ``distval nodes down``).
 
-Each node runs its own ``dockerd`` from the node fixture image (distval/fixtures/recipes.py, NODE_ENGINE) on an
+Each node runs its own ``dockerd`` from the node fixture image (distval/images/recipes.py, NODE_ENGINE) on an
 internal user-defined network of its own set (this machine reaches it; the nodes reach nothing outside it: images
 come through the API). By default every node serves ``https://<node ip>:2376`` with ``--tlsverify``: one CA per
 set, made on this machine with a client certificate and each node's server certificate (distval/targets/engines/dind_tls.py),
@@ -28,12 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from distval.config.engine_hosts import HostSpec
 from distval.errors import BadInput, EngineError
-from distval.fixtures import NODE_ENGINE, build_fixtures, cache_dir
+from distval.image_names import NODE_ENGINE
+from distval.images import build_fixtures, cache_dir
 from distval.plan.specs import NetworkPlan
 from distval.targets.docker.engine import Engine
 from distval.targets.engines.dind_tls import NODE_TLS_DIR, READY_FILE, make_ca, server_archive
-from distval.targets.engines.hosts import HostSpec
 
 LABEL_NODES = "distval.nodes"  # the node set a node container or network belongs to
 PLAIN_PORT = 2375

@@ -18,8 +18,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from distval.config.engine_hosts import TlsFiles
 from distval.errors import BadInput, EngineError
-from distval.targets.engines.hosts import TlsFiles
 
 DAYS = 7  # node sets are for tests and short experiments: the certificates expire with them
 OPENSSL_TIMEOUT_S = 60.0

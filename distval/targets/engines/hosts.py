@@ -12,39 +12,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from urllib.parse import urlsplit
 
+from distval.config.engine_hosts import HostSpec, TlsFiles
 from distval.config.engine_urls import HOSTS_MAX, url_problem
 from distval.errors import BadInput
-
-
-@dataclass(frozen=True)
-class TlsFiles:
-    """The client side of a TLS Engine: the CA that signed the Engine's certificate, and our certificate and key."""
-
-    ca: str
-    cert: str
-    key: str
-
-
-@dataclass(frozen=True)
-class HostSpec:
-    url: str
-    tls: TlsFiles | None = None
-    # ssh://: the system ssh client (its config, agent and known_hosts) instead of paramiko.
-    use_ssh_client: bool = False
-
-    @property
-    def scheme(self) -> str:
-        return self.url.split("://", 1)[0]
-
-    @property
-    def address(self) -> str | None:
-        """The host part of a tcp/https/ssh URL (a name or an address; IPv6 without brackets); None for unix://."""
-        if self.scheme == "unix":
-            return None
-        return urlsplit(self.url).hostname
 
 
 def parse_hosts(text: str) -> tuple[str, ...]:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import threading
 
 from distval.config import Scenario
-from distval.fixtures.recipes import REAPER_IMAGE
+from distval.config.engine_hosts import TlsFiles
+from distval.image_names import REAPER_IMAGE
 from distval.plan.model import RunPlan, ScenarioPlan, images_of
 from distval.results.outcome import ScenarioOutcome
 from distval.results.scenario import ScenarioResult
@@ -14,9 +15,8 @@ from distval.run.events import RunEvents
 from distval.targets.base import Log
 from distval.targets.declarations import ENGINES
 from distval.targets.docker.engine_run import EngineRun, announce_run, engine_version, ensure_images
-from distval.targets.engines.hosts import TlsFiles
+from distval.targets.engines.planning import plan_scenario
 from distval.targets.engines.runtime import HostEngine, prepare_hosts, run_across_hosts
-from distval.targets.planning import plan_scenario
 
 
 class EnginesTarget:

@@ -1,7 +1,7 @@
 """A scenario's plan -> the Kubernetes manifests that run it (``distval export kubernetes``).
 
-Everything a pod runs comes from the one-Engine ScenarioPlan (distval/targets/planning.py), mapped rather than derived again: the
-launcher command, the environment and the suite spec of each node's container, its resources and GPUs.
+Everything a pod runs comes from the one-Engine ScenarioPlan (distval/targets/engines/planning.py), mapped rather than
+derived again: the launcher command, the environment and the suite spec of each node's container, its resources and GPUs.
 Only what differs between Docker and Kubernetes is translated:
 
 - node i's container -> pod i of an Indexed Job (completions = parallelism = nodes, backoffLimit 0); what
@@ -49,8 +49,8 @@ from distval.plan.specs import ContainerPlan
 from distval.targets.declarations import KUBERNETES
 from distval.targets.docker.plan import C10D_PORT, MASTER_PORT
 from distval.targets.docker.runtime import suite_dir
+from distval.targets.engines.planning import plan_run
 from distval.targets.kubernetes.origin import Origin, origin_data
-from distval.targets.planning import plan_run
 
 LAYOUTS = ("indexed-job", "jobset")
 LABEL_JOB = "distval.job"  # on every resource and pod of one exported scenario: what collect selects pods by

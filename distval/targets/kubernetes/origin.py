@@ -16,7 +16,7 @@ from typing import Any
 from distval.config import CheckSpec, Scenario
 from distval.plan.identity import with_hashes
 from distval.plan.model import ScenarioPlan
-from distval.targets.planning import plan_scenario
+from distval.targets.engines.planning import plan_scenario
 
 ORIGIN_VERSION = 1
 

@@ -352,12 +352,14 @@ class LocalSession:
     """One ``distval run --local``: the Pythons it runs (``--python``, else each scenario's ``python`` on
     PATH), a temporary root for the nodes' directories, removed by ``close``."""
 
-    def __init__(self, run_id: str, python: str | None) -> None:
+    def __init__(self, run_id: str, python: str | None, dry_run: bool = False) -> None:
+        """``dry_run``: a session that only plans: no directory is made; its root is named as a run's would be."""
         self.run_id = run_id
         self.python = find_python(python, "--python") if python else None
         self._torches: dict[str, LocalTorch] = {}
         self._lock = threading.Lock()
-        self.root = tempfile.mkdtemp(prefix=f"distval-{run_id}-")
+        prefix = f"distval-{run_id}-"
+        self.root = os.path.join(tempfile.gettempdir(), prefix + "XXXXXXXX") if dry_run else tempfile.mkdtemp(prefix=prefix)
         self.session = f"{run_id}-{secrets.token_hex(8)}"
         self._watchdog: subprocess.Popen[bytes] | None = None
 

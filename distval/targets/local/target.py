@@ -19,9 +19,10 @@ from distval.targets.local.runtime import LocalSession, find_python
 class LocalTarget:
     declaration = LOCAL
 
-    def __init__(self, run_id: str, python: str | None) -> None:
-        """``python``: --python, over each scenario's ``python`` (found on PATH)."""
-        self.session = LocalSession(run_id, python)
+    def __init__(self, run_id: str, python: str | None, dry_run: bool = False) -> None:
+        """``python``: --python, over each scenario's ``python`` (found on PATH); ``dry_run``: only plans
+        (``distval plan``), so its session makes no directory and the plan names the one a run would make."""
+        self.session = LocalSession(run_id, python, dry_run)
         self.devices = visible_devices_from_env()
 
     def plan_scenario(self, scenario: Scenario, run_id: str, slug: str, image: str | None = None) -> ScenarioPlan:

@@ -1,7 +1,7 @@
 """A real Slurm cluster in containers on this machine, for the slurm target's tests (as distval/targets/engines/dind.py
 starts node Engines for the tests across several hosts): a controller (slurmctld, and the login node distval submits
 from) and compute nodes (slurmd), each a container of the slurm-node fixture (Debian bookworm's Slurm 22.05, munge,
-runc, skopeo, umoci: distval/fixtures/recipes.py SLURM_NODE), on a network of their own.
+runc, skopeo, umoci: distval/images/recipes.py SLURM_NODE), on a network of their own.
 
 - one munge key per cluster, made here and put into every node before it starts (munge authenticates every RPC);
 - slurm.conf generated with the node names (the containers' hostnames, which Docker's DNS resolves on the network):
@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from distval.errors import BadInput, EngineError
-from distval.fixtures import SLURM_NODE, build_fixtures
+from distval.image_names import SLURM_NODE
+from distval.images import build_fixtures
 from distval.plan.specs import NetworkPlan
 from distval.targets.docker.engine import Engine
 

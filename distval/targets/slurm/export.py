@@ -1,6 +1,6 @@
 """A scenario's plan -> a Slurm batch job that runs it (``distval export slurm``).
 
-Everything a node runs comes from the one-Engine ScenarioPlan (distval/targets/planning.py), mapped as the
+Everything a node runs comes from the one-Engine ScenarioPlan (distval/targets/engines/planning.py), mapped as the
 Kubernetes export maps it: node i's container -> job step i, one ``srun --nodes=1 --relative=i`` per node, all at once
 in the background (each step's own exit code and output file: what a container's are on Docker). Only what differs
 between Docker and Slurm is translated:
@@ -38,8 +38,8 @@ from distval.reports.files import write_atomically
 from distval.targets.declarations import SLURM
 from distval.targets.docker.plan import C10D_PORT, MASTER_PORT
 from distval.targets.docker.runtime import suite_dir
+from distval.targets.engines.planning import plan_run
 from distval.targets.kubernetes.origin import Origin, origin_data
-from distval.targets.planning import plan_run
 from distval.targets.slurm.integrations import APPTAINER, OCI, Mount, StepRequest, srun_options
 
 # In the plan's text, where the job's rendezvous address and port go; the batch script fills them in.

@@ -10,14 +10,14 @@ from typing import Any
 from distval.cli.plan_render import plan_as_data, render_plan
 from distval.config import parse_config
 from distval.engine_protocol import ExecResult
-from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
+from distval.images import REAPER_ENTRYPOINT, REAPER_IMAGE
 from distval.plan.model import RunPlan
 from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.processes import WORKER_SCRIPT, signal_workers_beside
 from distval.targets.engines.plan import PROBE_CAP_DROP
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 from tests.config_helpers import FILE, yaml_text
 from tests.fake_engine import FakeEngine
 from tests.targets.docker.test_engine_errors import Calls, FakeClient, FakeContainer

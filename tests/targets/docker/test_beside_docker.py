@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from distval.fixtures import REAPER_ENTRYPOINT, REAPER_IMAGE
+from distval.images import REAPER_ENTRYPOINT, REAPER_IMAGE
 from distval.labels import LABEL_MANAGED, LABEL_RUN
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.processes import signal_workers_beside

@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 from distval.cli.main import main
+from distval.config.shipped import DEFAULT_IMAGE
 from tests import load
-from tests.docker_helpers import DEFAULT_CONFIG, cases, config_images, leftovers, outcome, validate
+from tests.default_runs import DefaultRuns
+from tests.docker_helpers import DEFAULT_CONFIG, cases, leftovers, outcome, validate
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.docker
@@ -45,14 +47,13 @@ def run_id(docker_client: object) -> object:
     assert leftovers(docker_client, value) == [], "the run left containers or networks behind"
 
 
-def test_default_config_passes_on_fixture_in_both_topologies(
-    fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
-) -> None:
-    for image in config_images(DEFAULT_CONFIG):
-        fixture_image(image)
-    junit = tmp_path / "results.xml"
+def test_default_config_passes_on_fixture_in_both_topologies(default_run: DefaultRuns) -> None:
     # The sample image on purpose: without --sample-image a run that names no image is refused where $CI is set.
-    assert run([DEFAULT_CONFIG, "--sample-image", "--junit", str(junit)], run_id) == 0
+    # The run is shared with test_suite_docker.py's good-image test (tests/default_runs.py).
+    done = default_run(DEFAULT_IMAGE)
+    assert done.left_behind == [], "the run left containers or networks behind"
+    assert done.code == 0
+    junit, run_id = done.junit, done.run_id
     root = validate(junit)
     found = cases(root)
     for suite in DEFAULT_SUITES:
@@ -74,12 +75,14 @@ def test_default_config_passes_on_fixture_in_both_topologies(
     assert f"distval-{run_id}-cross-container-2ranks-n1" in system_out
 
 
-def test_all_reduce_that_does_nothing_fails_all_reduce_and_only_that(
+def test_all_reduce_that_does_nothing_fails_all_reduce_in_every_world(
     fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
 ) -> None:
     image = fixture_image("distval-fixtures/broken:allreduce-noop")
     junit = tmp_path / "results.xml"
-    assert run([DEFAULT_CONFIG, "--image", image, "--junit", str(junit)], run_id) == 1
+    # The default config's three worlds, with the checks this asserts on: the collectives check fails on it too,
+    # and the whole default config on a broken image is test_suite_docker.py's and test_worlds_docker.py's.
+    assert run([DEFAULT_CONFIG, "--image", image, "--junit", str(junit), "--check", "env", "--check", "all_reduce"], run_id) == 1
     found = cases(validate(junit))
     for suite, world in DEFAULT_SUITES.items():
         status, message = outcome(found[(suite, "all_reduce")])

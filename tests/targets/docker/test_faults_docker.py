@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from distval.config import load_config
-from distval.fixtures.recipes import FAULT_HELPER
+from distval.images.recipes import FAULT_HELPER
 from tests.docker_helpers import leftovers
 from tests.paths import ROOT
 

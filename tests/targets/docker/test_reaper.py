@@ -16,17 +16,17 @@ from types import ModuleType, SimpleNamespace
 
 import pytest
 
-import distval.fixtures.build
+import distval.images.build
 import distval.targets.docker.reaper
 from distval.cli.plan_render import plan_as_data, render_plan
 from distval.config import load_config
 from distval.engine_protocol import ImageInfo, Resource
 from distval.errors import EngineError, Interrupted
-from distval.fixtures import FILES, FIXTURES, REAPER_ENTRYPOINT, REAPER_IMAGE, RECIPE_LABEL, recipe_hash
+from distval.images import FILES, FIXTURES, REAPER_ENTRYPOINT, REAPER_IMAGE, RECIPE_LABEL, recipe_hash
 from distval.targets.docker import reaper_container
 from distval.targets.docker.cleanup import RunDecision
 from distval.targets.docker.reaper import REAPER_PORT, Reaper, ReaperLaunch, addresses, engine_socket_path, own_container
-from distval.targets.planning import plan_run
+from distval.targets.engines.planning import plan_run
 from tests.fake_clock import FakeClock
 from tests.paths import ROOT
 
@@ -677,7 +677,7 @@ def test_the_reaper_image_bakes_in_the_program_so_its_recipe_covers_it(monkeypat
     moved = tmp_path / "files"
     shutil.copytree(FILES, moved)
     (moved / "reaper_daemon.py").write_bytes(program.read_bytes() + b"# changed\n")
-    monkeypatch.setattr(distval.fixtures.build, "FILES", moved)
+    monkeypatch.setattr(distval.images.build, "FILES", moved)
     assert recipe_hash(REAPER_IMAGE) != before, "a change to the reaper's program must rebuild its image"
 
 

@@ -23,7 +23,7 @@ import pytest
 
 import distval.targets.docker.reaper
 from distval.cli.main import main
-from distval.fixtures import REAPER_IMAGE
+from distval.images import REAPER_IMAGE
 from distval.plan.specs import ContainerPlan, NetworkPlan
 from distval.tarball import File, build_tar
 from distval.targets.docker.engine import Engine
@@ -297,7 +297,7 @@ def test_the_reaper_removes_its_run_only_when_its_connection_drops(
 ) -> None:
     other = "tr" + secrets.token_hex(4)
     try:
-        base = fixture_image(distval.fixtures.recipes.HARNESS_BASE)
+        base = fixture_image(distval.images.recipes.HARNESS_BASE)
         sleeper(run_id, base)
         sleeper(other, base)
         where = start_reaper(run_id, KEY)
@@ -321,7 +321,7 @@ def test_the_reaper_removes_its_run_only_when_its_connection_drops(
 def test_a_reaper_nobody_connects_to_reaps_after_its_first_connection_window(
     run_id: str, docker_client: Any, fixture_image: Callable[[str], str]
 ) -> None:
-    sleeper(run_id, fixture_image(distval.fixtures.recipes.HARNESS_BASE))
+    sleeper(run_id, fixture_image(distval.images.recipes.HARNESS_BASE))
     start_reaper(run_id, KEY, first_s=3)
     elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
     assert left == [], f"expected the reaper to reap run {run_id} when distval never connected; the Engine holds {left}"
@@ -331,7 +331,7 @@ def test_a_reaper_nobody_connects_to_reaps_after_its_first_connection_window(
 def harness_image(
     docker_client: Any, fixture_image: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[str]:
-    base = fixture_image(distval.fixtures.recipes.HARNESS_BASE)
+    base = fixture_image(distval.images.recipes.HARNESS_BASE)
     tag = "distval-test/harness-reaper:" + secrets.token_hex(3)
     context = harness_context(tmp_path_factory.mktemp("harness"))
     Engine("tests-harness-image").build(context, tag, {}, print, buildargs={"BASE": base, "PIP_NO_INDEX": "1"})

@@ -18,8 +18,8 @@ from distval.run.events import NoEvents, RunEvents
 from distval.run.steps import WAIT_SLICE_S, wait_for_nodes
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.runtime import HOST_WATCH_S, EngineNodes
+from distval.targets.engines.planning import plan_run
 from distval.targets.engines.runtime import HostEngine, run_across_hosts
-from distval.targets.planning import plan_run
 from tests.fake_clock import FakeClock
 from tests.fake_engine import FakeEngine
 

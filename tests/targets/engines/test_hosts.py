@@ -27,9 +27,9 @@ from distval.targets.base import plan_on, refuse_what_it_lacks
 from distval.targets.docker.runtime import HOST_WATCH_S
 from distval.targets.engines.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files
 from distval.targets.engines.plan import rendezvous_target
+from distval.targets.engines.planning import plan_run
 from distval.targets.engines.target import EnginesTarget
 from distval.targets.engines.transfer import ImageMismatch, same_image
-from distval.targets.planning import plan_run
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
 from tests.fake_clock import FakeClock
 from tests.fake_engine import FakeEngine
@@ -412,7 +412,7 @@ def test_hosts_and_host_mode_are_refused_together_in_one_line(tmp_path: Path) ->
 
 def test_cleanup_with_hosts_cleans_each_engine(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import distval.cli.main
-    from distval.targets.engines.hosts import HostSpec
+    from distval.config.engine_hosts import HostSpec
 
     seen: list[str] = []
 

@@ -19,7 +19,7 @@ import docker.errors
 import pytest
 import yaml
 
-from distval.fixtures import NODE_ENGINE
+from distval.images import NODE_ENGINE
 from distval.labels import LABEL_RUN
 from tests.docker_helpers import DEFAULT_CONFIG, GOOD
 from tests.paths import ROOT

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 import distval.targets.engines.dind
+from distval.config.engine_hosts import HostSpec, TlsFiles
 from distval.errors import BadInput
 from distval.plan.specs import NetworkPlan
 from distval.targets.engines.dind import LABEL_NODES, NodeEngine, NodeSet, node_create_kwargs, start_nodes
-from distval.targets.engines.hosts import HostSpec, TlsFiles
 
 
 def test_a_node_is_docker_in_docker_without_privileged() -> None:

@@ -13,8 +13,8 @@ from distval.plan.identity import HASH_ROOT, scenario_hash
 from distval.plan.model import CreateContainer, ScenarioPlan, StartContainer
 from distval.plan.placeholders import placeholders_in, resolve
 from distval.plan.specs import ContainerPlan
+from distval.targets.engines.planning import plan_scenario
 from distval.targets.local.plan import LOOPBACK, LOOPBACK_SUBNETS, plan_local_scenario, visible_devices_from_env
-from distval.targets.planning import plan_scenario
 
 RUN_ID = "0123abcd"
 PYTHON = "/opt/venv/bin/python"

@@ -27,7 +27,7 @@ import pytest
 
 from distval.cli.main import main
 from distval.config import load_config
-from distval.fixtures import cache_dir
+from distval.images import cache_dir
 from distval.results.outcome import EXIT_STATUS_CASE, FAILED, PASSED
 from distval.targets.docker.engine import Engine
 from distval.targets.slurm.bundle_config import read_bundle_config

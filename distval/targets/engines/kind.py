@@ -1,0 +1,99 @@
+"""The containers target as the command line chooses it (the default): the one Docker Engine of DOCKER_HOST, or
+several when --hosts (or an allowed ``hosts`` key of a selected scenario) names any; and its options."""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Sequence
+
+from distval.config import Config
+from distval.config.engine_hosts import TlsFiles
+from distval.config.shipped import SAMPLE_IMAGE_FLAG
+from distval.targets.base import Target
+from distval.targets.declarations import DOCKER
+from distval.targets.docker.target import DockerTarget
+from distval.targets.engines.hosts import check_hosts_allowed, run_hosts, tls_files
+from distval.targets.kind import CHOICE, EngineFor, TargetKind, TargetOption, TargetOptions, Warn
+
+
+def containers_target(
+    config: Config,
+    image: str | None,
+    override: tuple[str, ...],
+    from_config: bool,
+    patterns: Sequence[str] | None,
+    engine_for: EngineFor,
+    warn: Warn,
+    keep_on_failure: bool = False,
+    tls: TlsFiles | None = None,
+    distribution: str = "transfer",
+) -> Target:
+    """Several Engines when --hosts (``override``) or an allowed ``hosts`` key of a scenario --filter selects
+    (``patterns``) names any, else the one Engine of DOCKER_HOST."""
+    check_hosts_allowed(config.path, [(s.name, s.hosts) for s in config.scenarios], override, from_config)
+    # The Engines of the selected scenarios: an unselected scenario's hosts are not the run's.
+    chosen = [s for s in config.scenarios if not patterns or any(fnmatch.fnmatchcase(s.name, p) for p in patterns)]
+    urls = run_hosts([s.hosts for s in chosen], override)
+    if urls:
+        # Imported here, as the Engine is (cli/main.py): it connects to Engines through docker-py, which --local and
+        # ``plan`` never import (tests/targets/local/test_host_runtime.py runs them where docker-py cannot be imported).
+        from distval.targets.engines.target import EnginesTarget
+
+        return EnginesTarget(urls, override, image, tls, distribution, warn)
+    return DockerTarget(image, engine_for, keep_on_failure, warn)
+
+
+def _make(options: TargetOptions, config: Config, engine_for: EngineFor, warn: Warn) -> Target:
+    return containers_target(
+        config,
+        options.image,
+        tuple(options.get("hosts") or ()),
+        bool(options.get("hosts_from_config")),
+        options.patterns,
+        engine_for,
+        warn,
+        options.keep_on_failure,
+        tls_files(options.get("tls_ca"), options.get("tls_cert"), options.get("tls_key")),
+        options.get("image_distribution") or "transfer",
+    )
+
+
+def _dry_run(options: TargetOptions, config: Config, engine_for: EngineFor) -> Target:
+    """The plan's target: the Engine is asked for only when a run opens, so planning touches nothing."""
+    return containers_target(
+        config,
+        options.image,
+        tuple(options.get("hosts") or ()),
+        bool(options.get("hosts_from_config")),
+        None,
+        engine_for,
+        lambda _line: None,
+    )
+
+
+CONTAINERS_KIND = TargetKind(
+    declaration=DOCKER,
+    chosen=lambda _options: True,
+    make=_make,
+    dry_run=_dry_run,
+    chosen_with="--target docker",
+    options=(
+        TargetOption(
+            "--image-distribution",
+            "image_distribution",
+            "across several hosts: copy the image from host 0 (docker save | docker load, the default) or pull it "
+            "by digest where it has one",
+            kind=CHOICE,
+            default="transfer",
+            choices=("transfer", "pull"),
+        ),
+    ),
+    refuses=(
+        (
+            ("image", "sample_image"),
+            f"--image names the image under test, {SAMPLE_IMAGE_FLAG} asks for distval's sample: give one, not both",
+        ),
+    ),
+    target_choice="docker",
+    target_help="docker (the default: one Engine, or several with --hosts)",
+)

@@ -1,0 +1,68 @@
+"""Every kind of target a run can choose, in the order the command line's choice is asked (the first kind it
+chooses runs; the last is the default). A new target is a folder of its own with its ``TargetKind`` and one line
+here: the command line declares its options, ``--target`` offers it, and the run stage and ``distval plan`` use
+it, all from this table."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from distval.config import Config
+from distval.errors import BadInput
+from distval.targets.base import Target
+from distval.targets.engines.kind import CONTAINERS_KIND
+from distval.targets.kind import EngineFor, TargetKind, TargetOption, TargetOptions, Warn
+from distval.targets.local.kind import LOCAL_KIND
+from distval.targets.slurm.kind import SLURM_KIND
+
+KINDS: tuple[TargetKind, ...] = (LOCAL_KIND, SLURM_KIND, CONTAINERS_KIND)
+
+
+def kinds() -> Sequence[TargetKind]:
+    """The table, read where it is used (a test adds a toy kind)."""
+    return KINDS
+
+
+def default_kind() -> TargetKind:
+    return kinds()[-1]
+
+
+def target_choices() -> tuple[TargetKind, ...]:
+    """The kinds --target names, the default first."""
+    chosen_by_name = [k for k in kinds() if k.target_choice is not None]
+    return tuple(sorted(chosen_by_name, key=lambda k: k is not default_kind()))
+
+
+def all_options() -> tuple[TargetOption, ...]:
+    return tuple(option for kind in kinds() for option in kind.options)
+
+
+def chosen_kind(options: TargetOptions) -> TargetKind:
+    return next(kind for kind in kinds() if kind.chosen(options))
+
+
+def refuse_options(options: TargetOptions) -> TargetKind:
+    """The kind the options choose; BadInput (one line) for an option of another kind that needs its own, or for
+    what the chosen kind refuses beside it."""
+    kind = chosen_kind(options)
+    for other in kinds():
+        if other is kind:
+            continue
+        for option in other.options:
+            if option.needs_its_target and options.get(option.dest):
+                raise BadInput(f"{option.flag} {option.needs_its_target}: it needs {other.chosen_with}")
+    for dests, refusal in kind.refuses:
+        if all(options.get(dest) for dest in dests):
+            raise BadInput(refusal)
+    return kind
+
+
+def choose_target(options: TargetOptions, config: Config, engine_for: EngineFor, warn: Warn) -> Target:
+    """The target that runs what the options ask for; ``engine_for(run_id)``: the Engine, asked for only when a
+    Docker run opens."""
+    return refuse_options(options).make(options, config, engine_for, warn)
+
+
+def dry_run_target(options: TargetOptions, config: Config, engine_for: EngineFor) -> Target:
+    """The target that only plans what the options ask for (``distval plan``): nothing is created or started."""
+    return refuse_options(options).dry_run(options, config, engine_for)
