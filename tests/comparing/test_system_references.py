@@ -14,7 +14,7 @@ import pytest
 
 from distval.cli.main import build_parser, main
 from distval.comparing.references_suggest import MIN_TOLERANCE, suggest, tolerance_of
-from distval.comparing.system_references import Machine, references_case
+from distval.comparing.system_references import Machine, expected_failures, references_case
 from distval.config import parse_config
 from distval.config.references import REFERENCES_CASE, load_references, parse_references
 from distval.errors import EXIT_BAD_INPUT, EXIT_PASSED, BadInput, ConfigError
@@ -239,3 +239,19 @@ def test_a_floor_the_reference_image_misses_too_is_the_machines_and_names_the_no
     # A straggler alone: the machine's.
     alone = references_case(entry(1.0, 2.0), BW, "ci-2core", "refs.yaml", machine=Machine(straggler=slow))
     assert alone is not None and alone.status == ERROR and "rank 3 on node 1 is a straggler" in alone.message
+
+
+def test_an_expected_failure_of_a_check_with_parts_skips_the_failed_parts_only() -> None:
+    refs = parse_references("version: 1\nsystems:\n  s:\n    bw:\n      expected_failures:\n        store: known\n", "r.yaml")
+    cases = (CaseResult("store.get", FAILED, "lost", 1.0), CaseResult("store.set", PASSED, "ok", 1.0))
+    from_refs = refs.systems["s"]["bw"]
+    judged, problems, notes = expected_failures(cases, from_refs, "s")
+    assert [(c.name, c.status) for c in judged] == [("store.get", SKIPPED), ("store.set", PASSED)]
+    assert problems == [] and notes == []
+
+
+def test_a_figure_exactly_at_its_floor_passes_in_the_details_too() -> None:
+    case = references_case(entry(0.8, 1.5), BW, "ci-2core", "refs.yaml")
+    assert case is not None and case.status == PASSED
+    assert [row["passed"] for row in case.details["figures"]] == [True, True]
+    assert case.duration_s == 0.0
