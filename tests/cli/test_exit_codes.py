@@ -5,6 +5,7 @@ unreachable Engine, and a stated reason for a code no example here can reach (it
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -84,6 +85,15 @@ def _reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]
     assert main(["run", DEFAULT, "--image", IMAGE, "--quiet", "--json", whole]) == EXIT_CHECKS_FAILED
     assert main(["run", DEFAULT, "--image", IMAGE, "--quiet", "--json", part, "--filter", "in-container*"]) == 1
     return whole, part
+
+
+def _good_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A JSON report of a good run with one busbw figure, as references suggest takes it."""
+    figure = {"operation": "all_reduce", "size": 65536, "label": "64KiB", "busbw_gbps": 0.5}
+    scenario = {"name": "bw", "status": "passed", "bandwidth": [figure], "cases": []}
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps({"schema_version": 1, "run_id": "r", "scenarios": [scenario], "early_error": None}))
+    return ["references", "suggest", str(path), "--system", "ci"]
 
 
 def _compare_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
@@ -232,6 +242,8 @@ EXAMPLES: list[tuple[str, int, Setup]] = [
     ("verify", 3, _verify_unreachable),
     ("verify", EXIT_NOT_VERIFIED, _verify(passing_report(default_checks=True), key="other")),
     ("completion", 0, _plain("completion", "bash")),
+    ("references suggest", 0, _good_run),
+    ("references suggest", 2, _plain("references", "suggest", "no-such.json", "--system", "ci")),
     ("completion", 2, _plain("completion", "tcsh")),
 ]
 
@@ -311,6 +323,7 @@ def test_a_bug_in_any_command_is_exit_4(
         "history": ["a.json", "--html", "page"],
         "export kubernetes": ["c.yaml"],
         "completion": ["bash"],
+        "references suggest": ["a.json", "--system", "ci"],
         "attest": ["--key", "k.key"],
         "verify": ["a.json", "--image", IMAGE, "--key", "k.pub"],
     }
