@@ -13,7 +13,7 @@ import errno
 import os
 import stat
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 MIB = 2**20
@@ -60,8 +60,20 @@ def size_text(size: int) -> str:
     return f"{size} bytes"
 
 
-def _open_regular(path: str | Path, follow_links: bool) -> tuple[int, os.stat_result]:
-    """A descriptor of the regular file at ``path`` and its status; FileRefused otherwise (nothing left open)."""
+def foreign_writer(status: os.stat_result, owners: Collection[int]) -> str | None:
+    """Who else than ``owners`` could have written the file or directory of ``status``: its owner when another
+    user, the group or everyone when they may write it; None when only ``owners`` could."""
+    if status.st_uid not in owners:
+        return f"it belongs to uid {status.st_uid}, expected {' or '.join(map(str, sorted(set(owners))))}"
+    if status.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        who = "others" if status.st_mode & stat.S_IWOTH else "its group"
+        return f"its mode {stat.S_IMODE(status.st_mode):04o} lets {who} write it"
+    return None
+
+
+def _open_regular(path: str | Path, follow_links: bool, owners: Collection[int] | None = None) -> tuple[int, os.stat_result]:
+    """A descriptor of the regular file at ``path`` and its status; FileRefused otherwise (nothing left open).
+    ``owners``: the file must belong to one of them and be writable by no one else (``foreign_writer``)."""
     if "\x00" in str(path):
         raise FileRefused("a path holds no NUL")
     # O_NONBLOCK: opening a FIFO for reading waits for a writer without it; it is cleared before reading.
@@ -79,6 +91,9 @@ def _open_regular(path: str | Path, follow_links: bool) -> tuple[int, os.stat_re
         if not stat.S_ISREG(status.st_mode):
             found = f"got {_kind(status.st_mode)}"
             raise FileRefused(f"expected a regular file; {found}", found)
+        other = foreign_writer(status, owners) if owners is not None else None
+        if other is not None:
+            raise FileRefused(f"expected a file only its owner writes; {other}", other)
         os.set_blocking(fd, True)
     except BaseException:
         os.close(fd)
@@ -86,10 +101,11 @@ def _open_regular(path: str | Path, follow_links: bool) -> tuple[int, os.stat_re
     return fd, status
 
 
-def read_regular_file(path: str | Path, limit: int, follow_links: bool = True) -> bytes:
+def read_regular_file(path: str | Path, limit: int, follow_links: bool = True, owners: Collection[int] | None = None) -> bytes:
     """The bytes of the regular file at ``path``, at most ``limit`` of them; FileRefused otherwise.
-    ``follow_links``: False for a path in a directory that the image under test writes."""
-    fd, status = _open_regular(path, follow_links)
+    ``follow_links``: False for a path in a directory that the image under test writes. ``owners``: the uids one
+    of which the file must belong to, writable by no one else (a shared filesystem's results)."""
+    fd, status = _open_regular(path, follow_links, owners)
     try:
         if status.st_size > limit:
             found = f"it has {status.st_size} bytes, more than {size_text(limit)}"
@@ -141,9 +157,10 @@ def end_of(chunks: Iterable[bytes], limit: int) -> tuple[bytes, int]:
     return data[-limit:] if len(data) > limit else data, total
 
 
-def end_of_file(path: str | Path, limit: int) -> tuple[bytes, int]:
-    """The last ``limit`` bytes of the regular file at ``path`` (not followed if a link), and its size."""
-    fd, status = _open_regular(path, follow_links=False)
+def end_of_file(path: str | Path, limit: int, owners: Collection[int] | None = None) -> tuple[bytes, int]:
+    """The last ``limit`` bytes of the regular file at ``path`` (not followed if a link), and its size. ``owners``:
+    as for ``read_regular_file``."""
+    fd, status = _open_regular(path, follow_links=False, owners=owners)
     try:
         os.lseek(fd, max(0, status.st_size - limit), os.SEEK_SET)
         chunks: list[bytes] = []

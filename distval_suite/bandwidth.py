@@ -326,6 +326,7 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
         medians: List[float] = []
         bests: List[float] = []
         counts: List[int] = []  # timed calls per size: the same on every rank
+        samples: List[List[float]] = []  # per size, this rank's iteration times (bandwidth_figures.SAMPLES_MAX)
         problem: Optional[str] = None
         verdict, why = _probe(ctx, operation)
         if verdict == "skip":
@@ -340,14 +341,18 @@ def check_bandwidth(ctx: Context, args: Dict[str, Any]) -> None:
             medians.append(statistics.median(times))
             bests.append(min(times))
             counts.append(len(times))
+            samples.append(bandwidth_figures.bounded(times))
             problem = problem or (wrong and "%s: %s" % (size_label(size), wrong))
         # The ranks agree through the store (not another collective) on the slowest median and on what was wrong.
-        everyone = ctx.exchange("bandwidth/%s" % operation, {"medians": medians, "bests": bests, "problem": problem})
+        everyone = ctx.exchange(
+            "bandwidth/%s" % operation, {"medians": medians, "bests": bests, "problem": problem, "samples": samples}
+        )
         duration_s = time.monotonic() - started
         slowest = [max(e["medians"][i] for e in everyone) for i in range(len(sizes))]
         slowest_best = [max(e["bests"][i] for e in everyone) for i in range(len(sizes))]
         figures = bandwidth_figures.figures(operation, sizes, slowest, world, slowest_best, counts)
         bandwidth_figures.add_efficiency(figures, tcp)
+        bandwidth_figures.add_samples(figures, [e["samples"] for e in everyone])
         sample = bandwidth_figures.sample(iterations, min_time_s, counts)
         details: Dict[str, Any] = {
             "operation": operation,

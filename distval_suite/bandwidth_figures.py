@@ -10,6 +10,34 @@ from typing import Any, Dict, List, Tuple
 from distval_suite.yardstick import efficiency
 
 ELEMENT_BYTES = 4  # float32
+# Iteration times kept per figure, at most (evenly spaced over the iterations past it): enough for a rank test to
+# see a 10 % shift at p < 0.002 with a few runs, and a bounded record (min_time_s can make thousands of calls).
+SAMPLES_MAX = 100
+
+
+def bounded(times: List[float]) -> List[float]:
+    """``times`` as they are, or SAMPLES_MAX of them evenly spaced (the same indexes on every rank)."""
+    if len(times) <= SAMPLES_MAX:
+        return list(times)
+    step = len(times) / SAMPLES_MAX
+    return [times[int(i * step)] for i in range(SAMPLES_MAX)]
+
+
+def add_samples(figures: List[Dict[str, Any]], per_rank: List[List[List[float]]]) -> None:
+    """Each figure's samples: per iteration, the slowest rank's time in microseconds (a collective is as slow as its
+    slowest rank; the ranks start each iteration together after a barrier), and each rank's median time, in rank
+    order (``per_rank[rank][size index]``: that rank's bounded iteration times in seconds)."""
+    for index, figure in enumerate(figures):
+        runs = [rank[index] for rank in per_rank]
+        count = min(len(r) for r in runs) if runs else 0
+        figure["samples_us"] = [round(max(r[i] for r in runs) * 1e6, 3) for i in range(count)]
+        figure["rank_time_us"] = [round(_median(r) * 1e6, 3) if r else 0.0 for r in runs]
+
+
+def _median(values: List[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
 
 def size_label(size: int) -> str:

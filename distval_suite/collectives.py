@@ -6,9 +6,10 @@ not a Cartesian product: each defect class with the smallest input that shows it
 (float32, float64, int64, bfloat16, float16, int32, int8, uint8, and bool in the reductions) at 7 elements from
 every root with every reduce op; asynchronously (``async_op=True``, checked after ``wait()``), on a view at
 storage offset 1 inside a guarded buffer (the elements around it must stay untouched), on non-contiguous
-tensors (transposed, strided) and on zero elements once per operation; and at ``large_mib`` MiB (16 by
-default: past gloo's segment sizes and 2**20 elements; three elements more, so that the count is odd) once per
-operation, and in every dtype in all_reduce(SUM). A non-contiguous tensor must be reduced correctly, or refused
+tensors (transposed, strided) and on zero elements once per operation; and at the large size, the element count of
+``large_mib`` MiB of float32 (16 by default: 2**22 elements, past 2**20 and gloo's segment sizes; three elements
+more, so that the count is odd) once per operation, and in every dtype in all_reduce(SUM) (the same element count:
+distval_suite/coverage.py says why). A non-contiguous tensor must be reduced correctly, or refused
 with an exception on every rank before anything was written (coverage.py says why); silently unchanged or
 wrong is a failure. The inputs and answers come from distval_suite/answers.py, which a host test proves tell
 every reduce op, root and rank's buffer apart; every value is a small integer, exact in every dtype, so
@@ -48,6 +49,7 @@ DEFAULT_LARGE_MIB = 16
 # which a bool answer can be: there the view's own elements show an ignored offset.
 GUARD = -7
 GUARDS = {torch.uint8: 250, torch.bool: True}
+TILE_BLOCK = 2**16  # elements: a block of whole periods, tiled into the large tensors (_fill)
 NUMPY_MISSING = re.compile(r"(?i)numpy is not available|no module named .?numpy")
 
 
@@ -102,14 +104,16 @@ def check_all_reduce(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     return "all_reduce(SUM) over %d ranks gave %s in all %d elements" % (world, expected, numel), details
 
 
-@functools.lru_cache(maxsize=24)
-def _values(
+def _fill(
     formula: Callable[..., Any], params: Tuple[Any, ...], numel: int, dtype: torch.dtype, device: torch.device, world: int
 ) -> torch.Tensor:
-    """``formula(*params, index)`` over the element index, in ``dtype``. Every formula repeats every
+    """``formula(*params, index)`` over the element index, in ``dtype``, as a new tensor. Every formula repeats every
     answers.period(world) elements (tests/suite/test_suite_answers.py), so one period is computed and tiled: at 16 MiB
     computing the formula over every element cost 10-30x the collective itself (2 ranks, gloo; int8's 16M elements
-    70 s at a load of 30). Cached: every root, form and repeat uses the same values."""
+    70 s at a load of 30). The period is tiled to a block of about TILE_BLOCK elements, and the block copied into a
+    (blocks, block) view of the result in one broadcast copy: every element written once, in one parallel region
+    (``repeat`` and a cut copy wrote each twice, and each input was copied a third time from a cache; doubling the
+    written part took ~20 copies, each a parallel region that waits on every intra-op thread)."""
     length = min(numel, answers.period(world))
     value = formula(*params, torch.arange(length, dtype=torch.int64, device=device))
     if not isinstance(value, torch.Tensor):
@@ -117,13 +121,31 @@ def _values(
     one_period = value.to(dtype)
     if numel <= length:
         return one_period
-    return one_period.repeat(-(-numel // length))[:numel].clone()
+    block = one_period.repeat(max(1, min(numel, TILE_BLOCK) // length))
+    tiled = torch.empty((numel,), dtype=dtype, device=device)
+    whole = numel - numel % block.numel()
+    tiled[:whole].view(-1, block.numel()).copy_(block)
+    tiled[whole:].copy_(block[: numel - whole])
+    return tiled
 
 
 def _tensor(v: Variant, formula: Callable[..., Any], *params: Any) -> torch.Tensor:
-    """A formula of distval_suite/answers.py, the element index appended to ``params``, as a fresh tensor of the
-    variant's size, dtype and device (a copy: collectives write into their inputs)."""
-    return _values(formula, params, v.numel, v.dtype, v.device, v.world).clone()
+    """A formula of distval_suite/answers.py, the element index appended to ``params``, as a new tensor of the
+    variant's size, dtype and device (its own: collectives write into their inputs)."""
+    return _fill(formula, params, v.numel, v.dtype, v.device, v.world)
+
+
+@functools.lru_cache(maxsize=24)
+def _cached(
+    formula: Callable[..., Any], params: Tuple[Any, ...], numel: int, dtype: torch.dtype, device: torch.device, world: int
+) -> torch.Tensor:
+    return _fill(formula, params, numel, dtype, device, world)
+
+
+def _answer(v: Variant, formula: Callable[..., Any], *params: Any) -> torch.Tensor:
+    """The same values as ``_tensor``, for a known answer: cached (every root, form and repeat compares against the same
+    values) and only read, never handed to a collective, so never copied."""
+    return _cached(formula, params, v.numel, v.dtype, v.device, v.world)
 
 
 def _reduce_expected_formula(op: str, world: int, index: Any) -> Any:
@@ -261,8 +283,8 @@ def _bool_reduce_expected_formula(op: str, world: int, index: Any) -> Any:
 
 def _reduce_expected(op: str, v: Variant) -> torch.Tensor:
     if v.dtype == torch.bool:
-        return _tensor(v, _bool_reduce_expected_formula, op, v.world)
-    return _tensor(v, _reduce_expected_formula, op, v.world)
+        return _answer(v, _bool_reduce_expected_formula, op, v.world)
+    return _answer(v, _reduce_expected_formula, op, v.world)
 
 
 def _reduce_input(op: str, v: Variant) -> torch.Tensor:
@@ -285,7 +307,7 @@ def _all_reduce(op_name: str) -> Operation:
 def _broadcast(v: Variant) -> Optional[str]:
     tensor, outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
     _call(v, dist.broadcast, tensor, src=v.root)
-    expected = _tensor(v, answers.plain_input, v.root, v.world)
+    expected = _answer(v, answers.plain_input, v.root, v.world)
     return _first(_compare("broadcast from rank %d" % v.root, tensor, expected), outside())
 
 
@@ -306,7 +328,7 @@ def _all_gather(v: Variant) -> Optional[str]:
     data, data_outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
     _call(v, dist.all_gather, outputs, data)
     return _first(
-        _slots("all_gather", outputs, lambda s: _tensor(v, answers.plain_input, s, v.world)),
+        _slots("all_gather", outputs, lambda s: _answer(v, answers.plain_input, s, v.world)),
         outside(),
         data_outside(),
     )
@@ -317,7 +339,7 @@ def _all_gather_into_tensor(v: Variant) -> Optional[str]:
     (output,), outside = _guarded(v._replace(numel=v.numel * v.world))
     data, data_outside = _placed(_tensor(v, answers.plain_input, v.rank, v.world), v)
     _call(v, function, output, data)
-    expected = torch.cat([_tensor(v, answers.plain_input, s, v.world) for s in range(v.world)])
+    expected = torch.cat([_answer(v, answers.plain_input, s, v.world) for s in range(v.world)])
     return _first(_compare("all_gather_into_tensor", output, expected), outside(), data_outside())
 
 
@@ -328,14 +350,14 @@ def _gather(v: Variant) -> Optional[str]:
     if v.rank != v.root:
         return data_outside()
     label = "gather to rank %d" % v.root
-    return _first(_slots(label, outputs, lambda s: _tensor(v, answers.plain_input, s, v.world)), outside())
+    return _first(_slots(label, outputs, lambda s: _answer(v, answers.plain_input, s, v.world)), outside())
 
 
 def _scatter(v: Variant) -> Optional[str]:
     inputs = [_tensor(v, answers.scatter_chunk, d, v.world) for d in range(v.world)]
     (output,), outside = _guarded(v)
     _call(v, dist.scatter, output, scatter_list=inputs if v.rank == v.root else None, src=v.root)
-    expected = _tensor(v, answers.scatter_chunk, v.rank, v.world)
+    expected = _answer(v, answers.scatter_chunk, v.rank, v.world)
     return _first(_compare("scatter from rank %d" % v.root, output, expected), outside())
 
 
@@ -343,7 +365,7 @@ def _reduce_scatter(v: Variant) -> Optional[str]:
     inputs = [_tensor(v, answers.reduce_scatter_chunk, v.rank, v.world, j) for j in range(v.world)]
     (output,), outside = _guarded(v)
     _call(v, dist.reduce_scatter, output, inputs, op=dist.ReduceOp.SUM)
-    expected = _tensor(v, answers.reduce_scatter_expected, v.rank, v.world)
+    expected = _answer(v, answers.reduce_scatter_expected, v.rank, v.world)
     return _first(_compare("reduce_scatter(SUM)", output, expected), outside())
 
 
@@ -352,7 +374,7 @@ def _all_to_all(v: Variant) -> Optional[str]:
     outputs, outside = _guarded(v, v.world)
     _call(v, dist.all_to_all, outputs, inputs)
     label = "all_to_all to rank %d" % v.rank
-    sent_by = lambda s: _tensor(v, answers.all_to_all_chunk, s, v.world, v.rank)  # noqa: E731
+    sent_by = lambda s: _answer(v, answers.all_to_all_chunk, s, v.world, v.rank)  # noqa: E731
     return _first(_slots(label, outputs, sent_by), outside())
 
 
@@ -368,7 +390,7 @@ def _send_recv_ring(v: Variant) -> Optional[str]:
             request.wait()
 
     _refusable(v, [sent, received], ring)
-    expected = _tensor(v, answers.plain_input, left, v.world)
+    expected = _answer(v, answers.plain_input, left, v.world)
     return _first(_compare("recv from rank %d" % left, received, expected), outside(), sent_outside())
 
 
@@ -403,11 +425,11 @@ def operations_for(backend: str) -> Tuple[Tuple[torch.dtype, ...], List[Tuple[st
     return DTYPES, TENSOR_OPERATIONS
 
 
-def numel_of(planned: coverage.Planned, dtype: torch.dtype, large_mib: int) -> int:
+def numel_of(planned: coverage.Planned, large_mib: int) -> int:
     if planned.size == ZERO:
         return 0
     if planned.size == LARGE:
-        return large_numel(large_mib, dtype)
+        return large_numel(large_mib)
     if planned.form == TRANSPOSED:
         return coverage.TRANSPOSED_SHAPE[0] * coverage.TRANSPOSED_SHAPE[1]
     return SMALL_NUMEL
@@ -420,18 +442,15 @@ def variants(
     written from the same rules)."""
     by_name = {_dtype_name(d): d for d in dtypes}
     planned = coverage.plan(part, tuple(by_name), world, spec.rooted, spec.reduce_ops)
-    return [
-        Variant(rank, world, numel_of(p, by_name[p.dtype], large_mib), by_name[p.dtype], device, p.form, p.root, p.op)
-        for p in planned
-    ]
+    return [Variant(rank, world, numel_of(p, large_mib), by_name[p.dtype], device, p.form, p.root, p.op) for p in planned]
 
 
-def large_numel(large_mib: int, dtype: torch.dtype) -> int:
-    """``large_mib`` MiB of ``dtype``, plus answers.MIN_NUMEL (3) elements: an odd count past every power of two below
-    it, whose tail past that power holds every residue of the inputs' rotation, so a reduction that stops at the power
-    of two leaves an element that is no MIN or MAX (one element more could be one where a rank's input is the answer)."""
-    element = torch.tensor([], dtype=dtype).element_size()
-    return int(large_mib * 2**20 // element + answers.MIN_NUMEL)
+def large_numel(large_mib: int) -> int:
+    """The large size's element count, the same in every dtype (distval_suite/coverage.py, LARGE): ``large_mib`` MiB of
+    float32, plus answers.MIN_NUMEL (3) elements: an odd count past every power of two below it, whose tail past that
+    power holds every residue of the inputs' rotation, so a reduction that stops at the power of two leaves an element
+    that is no MIN or MAX (one element more could be one where a rank's input is the answer)."""
+    return int(large_mib * 2**20 // coverage.LARGE_ELEMENT_BYTES + answers.MIN_NUMEL)
 
 
 BARRIER_LATE_S = 0.2
@@ -531,6 +550,21 @@ def _probe(ctx: Context, part: str, spec: Spec, dtype: torch.dtype, rank: int, w
 
 @check("collectives")
 def check_collectives(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
+    """Every collective against its known answers, with one intra-op thread: building and comparing the answers is the
+    suite's own work, and the ranks share the host's cores (a 2-core host runs 2 to 4 ranks in the default config;
+    torchrun sets OMP_NUM_THREADS=1 only for several ranks in one container), so a second thread per rank made every
+    parallel copy and comparison wait on a core another rank held: measured on the 2.6 fixture, 2 ranks with 2 threads
+    each, the check's CPU time fell from 1.21 s to 0.79 s with one. The collectives themselves run in the backend's
+    own threads; the rank's setting is restored after the check."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _check_collectives(ctx, args)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _check_collectives(ctx: Context, args: Dict[str, Any]) -> CheckOutcome:
     ctx.process_group()
     rank, world = dist.get_rank(), dist.get_world_size()
     # One rank exchanges nothing: every collective is its identity there, so it would prove nothing.

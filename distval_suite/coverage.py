@@ -10,7 +10,8 @@ an ignored async handle, storage offset or stride does not depend on the size, t
 float32 call per operation shows it (the storage offset also in every dtype in one operation: an offset counted in
 bytes of the wrong element size is dtype-specific); a size defect (gloo's segments, 2**20 elements, a chunking switch)
 needs the large size once per operation and every dtype once in one operation, not every operation x form x dtype at
-16 MiB (that product cost about 8 s of the check's 8.5, for nothing the model does not show).
+16 MiB (that product cost about 8 s of the check's 8.5, for nothing the model does not show). The large size is an
+element count, the same in every dtype (LARGE below says why).
 """
 
 from __future__ import annotations
@@ -29,9 +30,17 @@ BOOL_OPERATIONS = ("all_reduce.sum", "all_reduce.max", "all_reduce.min", "all_re
 
 SMALL_NUMEL = 7  # odd, and at least answers.MIN_NUMEL
 TRANSPOSED_SHAPE = (3, 5)  # a 5x3 buffer seen through .t(): 15 elements, odd, dense but not contiguous
-# Sizes: SMALL elements, the large size (large_mib MiB of the dtype plus three elements: odd, past 2**20 elements and
-# gloo's 1 MiB segments in every dtype at the default 16 MiB), or none at all.
+# Sizes: SMALL elements, the large size, or none at all. The large size is an element count, the same in every dtype:
+# large_mib MiB of float32 (LARGE_ELEMENT_BYTES) plus three elements, odd; at the default 16 MiB 2**22 + 3 elements.
+# The boundaries a large tensor must cross are counted in elements: 2**20 (where implementations switch algorithms)
+# and 2**22 (broken:allreduce-large-truncated reduces only the first 2**22 elements, which 4 MiB of float32 missed).
+# The same count crosses them in every dtype; sized in bytes instead (large_mib MiB of each dtype), float64 and int64
+# stopped at 2**21 elements and never crossed 2**22, while int8, uint8 and bool ran 2**24 elements, four times the
+# count any boundary needs, and float16 and bfloat16 twice it (the time of elements, for no boundary more). In bytes
+# the count is still at least 4 MiB in every dtype (8 MiB in half precision, 32 MiB in 8-byte dtypes): past gloo's
+# 1 MiB segments in every dtype at every world size of the default config (a 1 MiB chunk per rank at 4 ranks).
 SMALL, LARGE, ZERO = "small", "large", "zero"
+LARGE_ELEMENT_BYTES = 4  # the large size counts large_mib MiB in elements of this size (float32's)
 # Forms (how the tensor is laid out and the call made).
 IN_PLACE, ASYNC, VIEW = "in place", "async", "view at offset 1"
 TRANSPOSED, STRIDED = "transposed", "strided [::2]"
@@ -153,7 +162,8 @@ DEFECT_CLASSES: Tuple[DefectClass, ...] = (
     ),
     DefectClass(
         "large tensors (past gloo's 1 MiB segments and 2**20 elements, a chunking switch)",
-        "large_mib MiB + 3 elements: every dtype in all_reduce(SUM), float32 in every other operation",
+        "large_mib MiB of float32 + 3 elements (2**22 + 3 at 16 MiB), the same element count in every dtype (at least "
+        "4 MiB): every dtype in all_reduce(SUM), float32 in every other operation",
         ("large, every dtype", "large"),
     ),
     DefectClass(

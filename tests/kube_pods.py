@@ -28,7 +28,7 @@ from distval.plan.specs import ContainerOptions, ContainerPlan, FileCopy, Networ
 from distval.results.outcome import ScenarioOutcome
 from distval.run.events import NoEvents
 from distval.targets.docker.runtime import run_scenario
-from distval.targets.kubernetes.export import COMPLETION_INDEX, GPU_RESOURCE
+from distval.targets.kubernetes.export import COMPLETION_INDEX, GPU_RESOURCE, ExportedScenario, render
 from distval.targets.kubernetes.origin import origin_from_data
 from tests.paths import DATA
 
@@ -40,13 +40,13 @@ def _size(quantity: str) -> str:
     return quantity[:-2] + _DOCKER_SIZE[quantity[-2:]] if quantity[-2:] in _DOCKER_SIZE else quantity
 
 
-def pods_plan(manifests: str) -> ScenarioPlan:
+def pods_plan(manifests: str, plan_text: str) -> ScenarioPlan:
+    """``plan_text``: the plan file exported beside the manifests (the scenario, which the manifests only map)."""
     resources = {r["kind"]: r for r in yaml.safe_load_all(manifests)}
     job, config_map = resources["Job"], resources["ConfigMap"]
     service = resources["Service"]["metadata"]["name"]
     data = config_map["data"]
-    origin = origin_from_data(json.loads(data["spec.json"])["stdout_records"])
-    base = origin.plan()
+    base = origin_from_data(json.loads(plan_text)["origin"]).plan()
     pod = job["spec"]["template"]["spec"]
     container = pod["containers"][0]
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -120,8 +120,8 @@ def pods_plan(manifests: str) -> ScenarioPlan:
     )
 
 
-def run_pods(engine: Any, manifests: str) -> ScenarioOutcome:
-    return run_scenario(engine, pods_plan(manifests), NoEvents())
+def run_pods(engine: Any, manifests: str, plan_text: str) -> ScenarioOutcome:
+    return run_scenario(engine, pods_plan(manifests, plan_text), NoEvents())
 
 
 def pod_logs(outcome: ScenarioOutcome) -> dict[str, str]:
@@ -129,11 +129,13 @@ def pod_logs(outcome: ScenarioOutcome) -> dict[str, str]:
     return {c.name.split(".")[0]: c.stdout + c.stderr for c in outcome.containers}
 
 
-def save(outcome: ScenarioOutcome, out: Path) -> None:
-    """Each pod's log (``<pod>.log``) and, for comparison, what the Docker path reads (``<job>.outcome.json``:
-    each container's exit code and result files)."""
+def save(outcome: ScenarioOutcome, out: Path, exported: ExportedScenario) -> None:
+    """Each pod's log (``<pod>.log``), the job's plan file and manifests as the export wrote them, and, for
+    comparison, what the Docker path reads (``<job>.outcome.json``: each container's exit code and result files)."""
     assert outcome.setup_error is None, outcome.setup_error
     out.mkdir(parents=True, exist_ok=True)
+    (out / exported.plan_file_name).write_text(exported.plan_text, encoding="utf-8")
+    (out / exported.file_name).write_text(render(exported), encoding="utf-8")
     for pod, log in pod_logs(outcome).items():
         (out / f"{pod}.log").write_text(log, encoding="utf-8")
     containers = [
@@ -156,15 +158,15 @@ def record(image: str, out: Path, names: list[str]) -> None:
     save each pod's log and the Docker outcome."""
     from distval.config import load_config
     from distval.targets.docker.engine import Engine
-    from distval.targets.kubernetes.export import export_config, render
+    from distval.targets.kubernetes.export import export_config
 
     engine = Engine("kube-rec")
     config = load_config("configs/default.yaml")  # relative: the logs name it as a user's would
     for exported in export_config(config, "kube-rec", image, "indexed-job"):
         if names and exported.plan.scenario.name not in names:
             continue
-        outcome = run_pods(engine, render(exported))
-        save(outcome, out)
+        outcome = run_pods(engine, render(exported), exported.plan_text)
+        save(outcome, out, exported)
         print(f"{exported.name}: exit codes {[c.exit_code for c in outcome.containers]} -> {out}")
 
 

@@ -7,7 +7,8 @@ on 127.0.0.0/8 as insecure-allowed (dockerd's default ``--insecure-registry 127.
 
 ``local_registry(folder)`` is a context manager that yields a ``LocalRegistry``; the ``local_registry`` fixture in
 tests/conftest.py gives one per test session (skipped, or failed with --require-docker, where the package is
-missing).
+missing). ``local_registry(folder, credentials=(user, password))`` starts one that asks for them (the registry's
+htpasswd authentication: a Basic challenge, over plain HTTP on the loopback as everything else here).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+import bcrypt
 
 REGISTRY_BINARY = "docker-registry"
 # How long the server may take to answer its first /v2/: it only opens a folder and a socket (about 0.1 s here),
@@ -39,6 +42,12 @@ storage:
     enabled: true
 http:
   addr: 127.0.0.1:{port}
+"""
+_AUTH = """\
+auth:
+  htpasswd:
+    realm: distval-tests
+    path: {htpasswd}
 """
 
 
@@ -70,16 +79,20 @@ def _free_port() -> int:
 
 
 def _answers(url: str) -> bool:
+    """The server answers (a 401 of one that asks for credentials is an answer)."""
     try:
         with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 - a http URL the test built
             return bool(response.status == 200)
+    except urllib.error.HTTPError as exc:
+        return exc.code == 401
     except (urllib.error.URLError, OSError):
         return False
 
 
 @contextmanager
-def local_registry(folder: Path) -> Iterator[LocalRegistry]:
-    """Start a registry storing under ``folder``; stop it (and wait for it) on the way out."""
+def local_registry(folder: Path, credentials: tuple[str, str] | None = None) -> Iterator[LocalRegistry]:
+    """Start a registry storing under ``folder`` (asking for ``credentials`` where given); stop it (and wait for it)
+    on the way out."""
     binary = shutil.which(REGISTRY_BINARY)
     if binary is None:
         raise RegistryUnavailable(f"{REGISTRY_BINARY} is not installed (apt-get install docker-registry)")
@@ -87,7 +100,14 @@ def local_registry(folder: Path) -> Iterator[LocalRegistry]:
     storage.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     config = folder / "config.yml"
-    config.write_text(_CONFIG.format(storage=storage, port=port), encoding="utf-8")
+    text = _CONFIG.format(storage=storage, port=port)
+    if credentials is not None:
+        user, password = credentials
+        htpasswd = folder / "htpasswd"
+        # htpasswd's bcrypt form, the only one the registry reads; few rounds: a test's password.
+        htpasswd.write_text(f"{user}:{bcrypt.hashpw(password.encode(), bcrypt.gensalt(rounds=4)).decode()}\n")
+        text += _AUTH.format(htpasswd=htpasswd)
+    config.write_text(text, encoding="utf-8")
     log = (folder / "registry.log").open("wb")
     server = subprocess.Popen([binary, "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -48,6 +48,20 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/plan/test_faults_plan.py",
     ),
     "distval/results/faults.py": ("tests/results/test_faults_results.py",),
+    "distval/results/outcome.py": ("tests/results/test_results.py",),
+    # The verdicts of the comparisons: --reference's pairs, --baseline's figures, compare's items.
+    "distval/comparing/reference.py": ("tests/comparing/test_reference.py", "tests/comparing/test_rank_test.py"),
+    "distval/comparing/baseline.py": (
+        "tests/comparing/test_baseline.py",
+        "tests/comparing/test_compare.py",
+        "tests/results/test_remeasure_rule.py",
+        "tests/comparing/test_reference.py",
+    ),
+    "distval/comparing/comparison.py": ("tests/comparing/test_compare.py",),
+    "distval/comparing/rank_test.py": ("tests/comparing/test_rank_test.py", "tests/comparing/test_reference.py"),
+    "distval/comparing/system_references.py": ("tests/comparing/test_system_references.py",),
+    "distval/config/references.py": ("tests/comparing/test_system_references.py",),
+    "distval/attestation/policy.py": ("tests/attestation/test_policy.py", "tests/cli/test_attest_rules.py"),
     # The suite's checks run on a real torch (Debian's 1.13 on the host, no Docker): about 30 s a run, so pass
     # --timeout 600 (a run cut short counts as killed). answers.py's formulas also have their property test.
     "distval_suite/collectives.py": ("tests/suite/test_suite_on_torch.py",),
@@ -72,15 +86,15 @@ class Replacement:
 NAMED: tuple[Replacement, ...] = (
     Replacement(
         "distval_suite/collectives.py",
-        "    return _tensor(v, _reduce_expected_formula, op, v.world)",
-        '    return _tensor(v, _reduce_expected_formula, "MAX" if op == "PRODUCT" else op, v.world)',
+        "    return _answer(v, _reduce_expected_formula, op, v.world)",
+        '    return _answer(v, _reduce_expected_formula, "MAX" if op == "PRODUCT" else op, v.world)',
         "PRODUCT checked against MAX's answer",
     ),
     Replacement(
         "distval_suite/collectives.py",
-        "    return _tensor(v, _reduce_expected_formula, op, v.world)",
-        '    if op == "MIN":\n        return _tensor(v, answers.reduce_input, op, 0, v.world)\n'
-        "    return _tensor(v, _reduce_expected_formula, op, v.world)",
+        "    return _answer(v, _reduce_expected_formula, op, v.world)",
+        '    if op == "MIN":\n        return _answer(v, answers.reduce_input, op, 0, v.world)\n'
+        "    return _answer(v, _reduce_expected_formula, op, v.world)",
         "MIN checked against rank 0's buffer",
     ),
     Replacement(
@@ -129,6 +143,46 @@ NAMED: tuple[Replacement, ...] = (
     ),
 )
 
+# The verdict code's slips that a generated mutant does not make.
+NAMED += (
+    Replacement(
+        "distval/comparing/rank_test.py",
+        "    return alpha / max(1, family)",
+        "    return alpha",
+        "the multiplicity correction removed (each figure at the whole run's alpha)",
+    ),
+    Replacement(
+        "distval/comparing/reference.py",
+        "        regressed = high < 1 - tolerances.busbw and (p_value is None or p_value < alpha)",
+        "        regressed = high < 1 - tolerances.busbw",
+        "busbw judged by the pairs' interval alone, the rank test ignored",
+    ),
+    Replacement(
+        "distval/comparing/reference.py",
+        "t95(len(logs) - 1) * statistics.stdev(logs)",
+        "t95(len(logs)) * statistics.stdev(logs)",
+        "the interval's degrees of freedom one too many",
+    ),
+    Replacement(
+        "distval/comparing/reference.py",
+        "t95(len(logs) - 1) * statistics.stdev(logs)",
+        "1.6449 * statistics.stdev(logs)",
+        "the normal's quantile for Student's t",
+    ),
+    Replacement(
+        "distval/comparing/reference.py",
+        "t95(len(logs) - 1) * statistics.stdev(logs)",
+        "t95(len(logs) - 1) * statistics.pstdev(logs)",
+        "the population's spread for the sample's",
+    ),
+    Replacement(
+        "distval/comparing/reference.py",
+        "        regressed = low > 1 + tolerances.duration and slower_by_s > tolerances.duration_slack_s",
+        "        regressed = high > 1 + tolerances.duration and slower_by_s > tolerances.duration_slack_s",
+        "the duration rule on the interval's upper end",
+    ),
+)
+
 # Survivors that are no behaviour change, keyed by "path:line:col mutation" (the table's first two columns),
 # with why no test can kill them. Anything surviving outside this list is a gap in the tests.
 EQUIVALENT: dict[str, str] = {
@@ -145,6 +199,13 @@ EQUIVALENT: dict[str, str] = {
         'status == "passed" and status in ("failed", "error") exclude each other'
     ),
     "distval/results/expectations.py:193:15 `and` -> `or`": "after is None exactly when failure is None",
+    "distval/comparing/rank_test.py:32:47 constant 1 -> 2": "only the tag 0 (a value of x) is read; y's tag is any other",
+    "distval/comparing/rank_test.py:49:19 constant 0 -> 1": (
+        "from MIN_SAMPLES a side the variance is 0 (every value equal) or above 1 (19 ties and 1 other: 25)"
+    ),
+    "distval/comparing/reference.py:291:8 if/elif branches in the other order": (
+        "past the first two branches, candidate_bad and reference_bad exclude each other (both is the first branch)"
+    ),
 }
 
 # The module-level names a function returns as a verdict; a mutant returns another of the same family.

@@ -114,6 +114,20 @@ def _scenario(scenario: object, where: str) -> dict[str, Any]:
     }
 
 
+def report_image_id(report: Mapping[str, Any], where: str) -> str:
+    """The one image id the report's scenarios ran (sha256:<hex>): what an attestation in the registry must find
+    there. BadReport when the report names none, or several."""
+    found = {
+        s.get("image_id")
+        for s in report.get("scenarios", [])
+        if isinstance(s, dict) and isinstance(s.get("image_id"), str) and s["image_id"].startswith("sha256:")
+    }
+    if len(found) != 1:
+        said = "no image id" if not found else f"{len(found)} image ids"
+        raise _problem(where, f"its scenarios name {said}; an attestation is of the one image the report validated")
+    return str(found.pop())
+
+
 def predicate(
     report: Mapping[str, Any],
     where: str,
@@ -122,9 +136,11 @@ def predicate(
     image: ImageInfo,
     junit_sha256: str | None,
     now: datetime,
+    published: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The predicate for the report read from the file ``where`` (sha256 ``report_sha256``) on ``image``, the
-    Engine's answer for ``reference``. A report of another image (a scenario whose image id differs) is BadReport:
+    Engine's answer for ``reference`` (or, for an image attested in its registry, the report's image id and
+    ``published``: its manifest there, published.py). A report of another image (a scenario whose image id differs) is BadReport:
     an attestation is of one image."""
     scenarios = [_scenario(s, where) for s in report.get("scenarios", [])]
     for scenario in scenarios:
@@ -142,6 +158,7 @@ def predicate(
         "attested_at": utc_text(now),
         "attested_by": {"distval_version": __version__},
         "image": {"reference": reference, "id": image.id, "repo_digests": list(image.repo_digests)},
+        "published": dict(published) if published is not None else None,
         "run": {
             "distval_version": _text(report.get("distval_version")),
             "run_id": _text(report.get("run_id")),

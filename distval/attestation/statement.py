@@ -1,54 +1,74 @@
 """The in-toto Statement (v1, github.com/in-toto/attestation spec/v1/statement.md) that ``distval attest`` signs:
-its subjects are the image's digests as the Engine reports them, its predicate what the report says
-(predicate.py), under distval's own predicate type."""
+its subjects are the image's digests (published.py: the platform's manifest in the registry and its configuration;
+without a registry, the image id the Engine reports), its predicate what the report says (predicate.py), under
+distval's own predicate type. A subject is an in-toto ResourceDescriptor: name, digest, and where known its
+mediaType and annotations (the index a platform's manifest was found in is an annotation, never a subject: an index
+names every platform's image)."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from distval import strict_json
 from distval.engine_protocol import ImageInfo
 from distval.errors import NotVerified
+from distval.escape import terminal_line
+from distval.text_caps import capped
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
 # distval's predicate: an identifier (in-toto asks for a URI), versioned; docs/attestation.md describes its fields.
 PREDICATE_TYPE = "https://distval.dev/attestation/run/v1"
 # A value of the payload quoted in a line, at most this long.
 SHOWN_MAX = 100
+# The annotations of a platform's manifest subject: its platform, and the index it was found in (never a subject).
+PLATFORM_ANNOTATION = "platform"
+INDEX_ANNOTATION = "index_digest"
 _SHA256 = re.compile(r"sha256:([0-9a-f]{64})")
 
 
 @dataclass(frozen=True)
+class Subject:
+    """One subject: ``sha256`` is the hex digest; ``media_type`` and ``annotations`` where attest knows them."""
+
+    name: str
+    sha256: str
+    media_type: str | None = None
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+    def descriptor(self) -> dict[str, Any]:
+        """The subject as the statement's JSON has it (in-toto's ResourceDescriptor)."""
+        data: dict[str, Any] = {"name": self.name, "digest": {"sha256": self.sha256}}
+        if self.media_type is not None:
+            data["mediaType"] = self.media_type
+        if self.annotations:
+            data["annotations"] = dict(self.annotations)
+        return data
+
+
+@dataclass(frozen=True)
 class Statement:
-    subjects: tuple[tuple[str, str], ...]  # (name, sha256 hex)
+    subjects: tuple[Subject, ...]
     predicate: Mapping[str, Any]
 
 
-def image_digests(reference: str, image: ImageInfo) -> list[tuple[str, str]]:
-    """(name, sha256 hex) of the image: its id (the digest of its configuration, which the Engine names it by)
-    under the reference given, then each repo digest (the manifest's digest in a registry) under its repository."""
-    found: list[tuple[str, str]] = []
+def image_id_subjects(reference: str, image: ImageInfo) -> list[Subject]:
+    """The subject of an image known only to the Engine: its id (the digest of its configuration, which the Engine
+    names it by) under the reference given. Its repo digests are not subjects: the Engine records a multi-platform
+    index's digest there when it pulled by tag, and an index names every platform's image."""
     match = _SHA256.fullmatch(image.id)
-    if match is not None:
-        found.append((reference, match.group(1)))
-    for repo_digest in image.repo_digests:
-        name, _, digest = repo_digest.rpartition("@")
-        match = _SHA256.fullmatch(digest)
-        if name and match is not None and (name, match.group(1)) not in found:
-            found.append((name, match.group(1)))
-    return found
+    return [Subject(reference, match.group(1))] if match is not None else []
 
 
-def statement_bytes(subjects: list[tuple[str, str]], predicate: Mapping[str, Any]) -> bytes:
+def statement_bytes(subjects: list[Subject], predicate: Mapping[str, Any]) -> bytes:
     """The statement as the envelope's payload: JSON, keys sorted, ASCII (every other character as a \\u escape: a
     lone surrogate of the image's in a message, which UTF-8 cannot encode, is kept as the report has it)."""
     data = {
         "_type": STATEMENT_TYPE,
-        "subject": [{"name": name, "digest": {"sha256": digest}} for name, digest in subjects],
+        "subject": [subject.descriptor() for subject in subjects],
         "predicateType": PREDICATE_TYPE,
         "predicate": predicate,
     }
@@ -83,7 +103,13 @@ def parse_statement(payload: bytes) -> Statement:
         digest = subject.get("digest") if isinstance(subject, dict) else None
         sha = digest.get("sha256") if isinstance(digest, dict) else None
         if isinstance(sha, str) and re.fullmatch(r"[0-9a-f]{64}", sha):
-            subjects.append((str(subject.get("name", "")), sha))
+            assert isinstance(subject, dict)
+            media_type = subject.get("mediaType")
+            found = subject.get("annotations")
+            annotations = {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+            subjects.append(
+                Subject(str(subject.get("name", "")), sha, media_type if isinstance(media_type, str) else None, annotations)
+            )
     if not subjects:
         raise NotVerified("not verified: the statement names no subject with a sha256 digest")
     predicate = data.get("predicate")
@@ -92,11 +118,16 @@ def parse_statement(payload: bytes) -> Statement:
     return Statement(tuple(subjects), predicate)
 
 
-def subject_mismatch(statement: Statement, reference: str, image: ImageInfo) -> str | None:
-    """Why the statement is not about the image (none of its subjects' digests is one of the image's); None when
-    it is."""
-    mine = {digest for _, digest in image_digests(reference, image)}
-    if any(digest in mine for _, digest in statement.subjects):
+def subject_mismatch(statement: Statement, digest: str, described: str) -> str | None:
+    """Why the statement is not about the image whose digest is ``digest`` (sha256:<hex>; ``described``: how to name
+    it in the line): no subject has that digest. None when one has. The digest alone is matched: a subject's name is
+    what attest was told (a tag can move)."""
+    if any(f"sha256:{subject.sha256}" == digest for subject in statement.subjects):
         return None
-    theirs = ", ".join(f"sha256:{digest[:12]}" for _, digest in statement.subjects[:3])
-    return f"not verified: the attestation is of {theirs}, not of {reference} ({image.id[:19]})"
+    theirs = ", ".join(_subject_text(subject) for subject in statement.subjects[:3])
+    return f"not verified: the attestation is of {theirs}, not of {described}"
+
+
+def _subject_text(subject: Subject) -> str:
+    platform = subject.annotations.get(PLATFORM_ANNOTATION)
+    return f"sha256:{subject.sha256[:12]}" + (f" ({capped(terminal_line(platform), 40)})" if platform else "")

@@ -48,10 +48,11 @@ class CheckInfo:
     # CPU, its default arguments) on a quiet 2-core machine; benchmarks/bench_suite.py flags a check past it. Derived
     # from measurements: twice the largest quiet-machine median of the three fixtures (docs/measurements.md, "Time to
     # verdict"), rounded up to 0.1 s; a check too short to be listed there, twice its time in a rank's timeline at a load
-    # of 28 (benchmarks/profile_suite.py, 2.6; at least 0.1 s). Where a check is why the suite misses its target (within
+    # of 28 (benchmarks/profile_suite.py, 2.6; at least 0.1 s), or for the checks outside the default config at a load of
+    # 15-17 (its --timeline-only, the largest of the three fixtures). Where a check is why the suite misses its target (within
     # 1.5x the floor), its share of that target instead, which it does not meet yet (said at the check). None: the check's
-    # own arguments set how long it runs (bandwidth's sizes, collective_loop's duration), it is no check of a suite run,
-    # or it has not been measured yet (cuda_build, bytecode, reconfigure): no budget is guessed.
+    # own arguments set how long it runs (bandwidth's sizes and iterations, collective_loop's duration, allocate's MiB):
+    # no fixed number could be its budget.
     budget_s: float | None = None
 
 
@@ -112,6 +113,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "cuda_build",
                 "the CUDA build is real and consistent: torch.version.cuda, compiled CUDA, cuDNN compiled vs loaded, "
                 "NCCL vs its wheel, torch's nvidia-* requirements installed (CUDA parts skipped on a CPU build)",
+                budget_s=0.6,  # 0.30 s on 2.15 (its wheels' metadata), 0.12 on 1.13 (load 15-17)
                 build=ArgSpec("choice", "cpu or cuda build of torch", choices=("cpu", "cuda")),
                 cuda=ArgSpec("version", "CUDA version requirement, e.g. '13.*' or '>=12.8'"),
             ),
@@ -119,6 +121,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "bytecode",
                 "torch's .pyc files match their sources (PEP 552 header: mtime and size, or source hash), so that "
                 "no fresh container compiles torch's Python again on import",
+                budget_s=4.7,  # 2.32 s on 2.15 (every torch .pyc header), 1.28 on 1.13, 1.01 on 2.6 (load 15-17)
                 max_stale_fraction=ArgSpec(
                     "fraction", "fail when more than this fraction of torch's modules have a stale or missing .pyc (default 0.05)"
                 ),
@@ -169,7 +172,9 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 # coverage model, 3.5 s and 4.9 s after it at a load of 11.
                 budget_s=1.5,
                 repeat=ArgSpec("int", "run every collective this many times and report k of N failures", minimum=1),
-                large_mib=ArgSpec("int", "size of the large float32 tensors in MiB (default 16)", minimum=1),
+                large_mib=ArgSpec(
+                    "int", "the large size: this many MiB of float32 (default 16), as many elements in every dtype", minimum=1
+                ),
             ),
             _info(
                 "ddp_sync",
@@ -250,6 +255,7 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "reconfigure",
                 "torch >= 2.14: a gloo group reconfigured twice keeps giving correct collectives",
                 collective=True,
+                budget_s=0.2,  # 0.06 s on 2.15 (load 15-17)
                 torch_minimum=(2, 14),
             ),
             _info(
@@ -257,6 +263,8 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "torch >= 2.7: FSDP2 (fully_shard) trains a small model sharded over every rank; the losses and the "
                 "parameters assembled from the shards equal a one-process reference (gradient averaged over every rank's batch)",
                 collective=True,
+                # 4.93 s on 2.15, most of it importing torch.distributed.tensor and torch._dynamo (load 15-17)
+                budget_s=9.9,
                 torch_minimum=(2, 7),
             ),
             _info(
@@ -272,6 +280,9 @@ CATALOG: Mapping[str, CheckInfo] = MappingProxyType(
                 "torch >= 2.5: torch.distributed.checkpoint saves sharded DTensors on every rank and loads them back "
                 "exactly, resharded on the same ranks and on one rank alone",
                 collective=True,
+                # 4.34 s on 2.6, where it is the first to import torch.distributed.checkpoint; 0.33 s on 2.15 after fsdp2
+                # (load 15-17)
+                budget_s=8.7,
                 torch_minimum=(2, 5),
             ),
             _info(

@@ -24,8 +24,9 @@ from distval.attestation.policy import (
     passed_count,
     verdict_refusal,
 )
-from distval.attestation.predicate import predicate
-from distval.attestation.statement import image_digests, parse_statement, statement_bytes, subject_mismatch
+from distval.attestation.predicate import parse_utc, predicate, report_image_id
+from distval.attestation.published import PublishedImage, manifest_to_verify, platform_image, store, stored_layers
+from distval.attestation.statement import Statement, image_id_subjects, parse_statement, statement_bytes, subject_mismatch
 from distval.bounded_read import FileRefused, read_regular_file
 from distval.cli import values as cli_values
 from distval.comparing.reading import parse_report, read_report_bytes
@@ -44,10 +45,14 @@ from distval.errors import (
     NotVerified,
 )
 from distval.escape import terminal_line
+from distval.registry.client import ManifestUnknown, RegistryAPI
+from distval.registry.reference import Reference, parse_reference
 from distval.reports.files import NotARegularFile, UnsafePath, create_new, write_atomically
 
 # How attest and verify reach the Engine that holds the image (distval/cli/main.py gives its own, the tests a fake).
 EngineFor = Callable[[str], EngineAPI]
+# How they reach a registry's HTTP API, by host[:port] (main.py gives distval.registry.client.Registry).
+RegistryFor = Callable[[str], RegistryAPI]
 # The JUnit file is hashed, never parsed: at most as large as a report.
 JUNIT_MAX_BYTES = 256 * 2**20
 
@@ -58,11 +63,13 @@ ATTEST_EXIT_CODES = ExitCodes(
 VERIFY_EXIT_CODES = ExitCodes(
     (EXIT_PASSED, EXIT_CHECKS_FAILED, EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, EXIT_NOT_VERIFIED),
     {
-        EXIT_PASSED: "verified: signed with the key, of this image, recent enough, and its verdict passes the policy",
+        EXIT_PASSED: "verified: signed with the key, of this image (its platform's manifest), recent enough, and its "
+        "verdict passes the policy",
         EXIT_CHECKS_FAILED: "refused: the attestation is genuine, but its verdict does not pass the policy (a check "
         "failed, errored or was skipped where required, or nothing passed)",
         EXIT_NOT_VERIFIED: f"{EXIT_MEANINGS[EXIT_NOT_VERIFIED]}: unsigned, another key, another image's digest, expired, "
-        "or not distval's statement",
+        "a multi-platform index or another platform's manifest, no attestation stored in the registry, or not distval's "
+        "statement",
     },
 )
 
@@ -72,17 +79,23 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def add_attest_commands(commands: Any, engine_for: EngineFor) -> None:
+def add_attest_commands(commands: Any, engine_for: EngineFor, registry_for: RegistryFor) -> None:
     attest = commands.add_parser(
         "attest",
         help="sign a JSON report's verdict on an image as an in-toto attestation (DSSE), for distval verify or cosign",
         description="Write an in-toto Statement v1 in a DSSE envelope, signed with an ECDSA P-256 key: its subject is the "
-        "image's digest as the Engine reports it (and its repo digests), its predicate every check's verdict and reason, "
-        "the torch/CUDA/NCCL identity, the report's and JUnit file's digests, the Engine and host (docs/attestation.md). "
+        "image's manifest in its registry, the exact platform's (with --registry or --push), or else the image id the "
+        "Engine reports; its predicate every check's verdict and reason, the torch/CUDA/NCCL identity, the report's and "
+        "JUnit file's digests, the Engine and host (docs/attestation.md). "
         f"An encrypted private key's passphrase comes from ${keys.PASSPHRASE_ENV}.",
     )
     attest.add_argument("report", nargs="?", type=cli_values.file_path("a distval JSON report"), help="the run's JSON report")
-    attest.add_argument("--image", type=cli_values.image_reference, help="the image the report validated, as the Engine names it")
+    attest.add_argument(
+        "--image",
+        type=cli_values.image_reference,
+        help="the image the report validated: as the Engine names it, or with --registry/--push as pushed "
+        "(REGISTRY/REPO:TAG or REGISTRY/REPO@sha256:...)",
+    )
     attest.add_argument(
         "--key",
         required=True,
@@ -100,26 +113,48 @@ def add_attest_commands(commands: Any, engine_for: EngineFor) -> None:
         help="the run's JUnit file, whose digest the predicate carries",
     )
     attest.add_argument(
+        "--registry",
+        action="store_true",
+        help="the image as published: its subject is the manifest of --image in its registry (asked over HTTP, no "
+        "Engine) whose configuration is the report's image, that platform's manifest where --image is a "
+        "multi-platform index",
+    )
+    attest.add_argument(
+        "--push",
+        action="store_true",
+        help="--registry, and store the attestation beside the image in the registry as cosign does (tag sha256-<digest>.att)",
+    )
+    attest.add_argument(
         "--generate-key",
         action="store_true",
         help=f"write a new key pair instead: KEY (mode 0600; encrypted when ${keys.PASSPHRASE_ENV} is set) and its public "
         "key beside it (KEY's name with .pub for .key); existing files are never overwritten",
     )
-    attest.set_defaults(handler=functools.partial(command_attest, engine_for=engine_for))
+    attest.set_defaults(handler=functools.partial(command_attest, engine_for=engine_for, registry_for=registry_for))
 
     verify = commands.add_parser(
         "verify",
         help="verify an attestation of distval attest: signature, the image's digest, its age and a policy",
-        description="Check that a signature of the envelope holds under the public key, that its subject is the image's "
-        "digest as the Engine reports it, that it is recent enough and that its verdict passes the policy (default: "
-        "nothing failed, every check of the shipped default config passed, at most 7 days old; "
-        "docs/attestation.md#the-policy). One line says "
-        "why not.",
+        description="Check that a signature of the envelope holds under the public key, that one of its subjects is the "
+        "image's digest (with --registry: its manifest in the registry; given as IMAGE@sha256:...: that digest, "
+        "without an Engine; else the image id the Engine reports), that it is recent enough and that its verdict "
+        "passes the policy (default: nothing failed, every check of the shipped default config passed, at most 7 "
+        "days old; docs/attestation.md#the-policy). One line says why not.",
     )
     verify.add_argument(
-        "attestation", type=cli_values.file_path("an attestation (DSSE envelope)"), help="the file distval attest wrote"
+        "attestation",
+        nargs="?",
+        type=cli_values.file_path("an attestation (DSSE envelope)"),
+        help="the file distval attest wrote (with --registry it may be left out: the attestations stored beside the "
+        "image are read)",
     )
     verify.add_argument("--image", required=True, type=cli_values.image_reference, help="the image to verify it for")
+    verify.add_argument(
+        "--registry",
+        action="store_true",
+        help="ask --image's registry (over HTTP, no Engine) for the image's manifest digest and, without a file, for the "
+        "attestations stored beside it",
+    )
     verify.add_argument(
         "--key",
         required=True,
@@ -140,7 +175,7 @@ def add_attest_commands(commands: Any, engine_for: EngineFor) -> None:
         help="also check that this JSON report is the one attested (its sha256 is the predicate's): a report handed on "
         "with the attestation cannot be changed unseen",
     )
-    verify.set_defaults(handler=functools.partial(command_verify, engine_for=engine_for))
+    verify.set_defaults(handler=functools.partial(command_verify, engine_for=engine_for, registry_for=registry_for))
 
 
 def _read(path: str, limit: int, what: str) -> bytes:
@@ -210,30 +245,62 @@ def generate_key(path: str) -> int:
     return EXIT_PASSED
 
 
-def command_attest(args: argparse.Namespace, engine_for: EngineFor) -> int:
+def _published(registry_for: RegistryFor, reference: Reference, image_id: str) -> PublishedImage:
+    try:
+        return platform_image(registry_for(reference.api_host), reference, image_id)
+    except ManifestUnknown:
+        raise ImageMissing(
+            f"the registry {reference.registry} has no {reference.name}:{reference.manifest_reference} (push it first)"
+        ) from None
+
+
+def command_attest(args: argparse.Namespace, engine_for: EngineFor, registry_for: RegistryFor) -> int:
     if args.generate_key:
-        if args.report or args.image or args.output or args.junit:
+        if args.report or args.image or args.output or args.junit or args.registry or args.push:
             raise BadInput("attest --generate-key writes a key pair only: give it --key alone")
         return generate_key(args.key)
-    missing = [
-        what for what, given in (("REPORT", args.report), ("--image", args.image), ("-o/--output", args.output)) if not given
-    ]
+    missing = [what for what, given in (("REPORT", args.report), ("--image", args.image)) if not given]
+    if not (args.output or args.push):
+        missing.append("-o/--output (or --push)")
     if missing:
         raise BadInput(f"attest needs {', '.join(missing)}: distval attest REPORT.json --image IMAGE --key KEY -o FILE")
     key = keys.private_key_from_pem(_read(args.key, keys.KEY_MAX_BYTES, "the private key"), args.key, _passphrase())
     raw = read_report_bytes(args.report)
     report = parse_report(raw, args.report)
     junit = hashlib.sha256(_read(args.junit, JUNIT_MAX_BYTES, "the JUnit file")).hexdigest() if args.junit else None
-    info = _image(engine_for, args.image)
-    subjects = image_digests(args.image, info)
-    if not subjects:
-        raise BadInput(f"the Engine names {args.image} {info.id!r}, which is no sha256 digest: nothing to attest")
-    body = predicate(report, args.report, hashlib.sha256(raw).hexdigest(), args.image, info, junit, now())
-    envelope = dsse.signed(dsse.PAYLOAD_TYPE, statement_bytes(subjects, body), key)
-    _write(args.output, dsse.envelope_json(envelope), "the attestation")
+    published: PublishedImage | None = None
+    if args.registry or args.push:
+        reference = parse_reference(args.image)
+        image_id = report_image_id(report, args.report)
+        published = _published(registry_for, reference, image_id)
+        info = ImageInfo(image_id, (), {}, (reference.with_digest(published.manifest.digest),))
+        subjects = published.subjects()
+        fields = {
+            "repository": reference.name,
+            "manifest_digest": published.manifest.digest,
+            "media_type": published.manifest.media_type,
+            "platform": published.platform,
+            "index_digest": published.index_digest,
+        }
+        body = predicate(report, args.report, hashlib.sha256(raw).hexdigest(), args.image, info, junit, now(), fields)
+        described = published.described()
+    else:
+        info = _image(engine_for, args.image)
+        subjects = image_id_subjects(args.image, info)
+        if not subjects:
+            raise BadInput(f"the Engine names {args.image} {info.id!r}, which is no sha256 digest: nothing to attest")
+        body = predicate(report, args.report, hashlib.sha256(raw).hexdigest(), args.image, info, junit, now())
+        described = f"{args.image} ({info.id[:19]})"
+    envelope = dsse.envelope_json(dsse.signed(dsse.PAYLOAD_TYPE, statement_bytes(subjects, body), key))
+    if args.output:
+        _write(args.output, envelope, "the attestation")
     passed, total = passed_count(body)
     code = body["run"]["exit_code"]
-    print(f"wrote {args.output}: {args.image} ({info.id[:19]}), {passed} of {total} check results passed; run exit code {code}")
+    where = [args.output] if args.output else []
+    if args.push and published is not None:
+        tag = store(registry_for(published.reference.api_host), published.reference, published.manifest.digest, envelope.encode())
+        where.append(f"{published.reference.name}:{tag}")
+    print(f"wrote {' and '.join(where)}: {described}, {passed} of {total} check results passed; run exit code {code}")
     return EXIT_PASSED
 
 
@@ -263,18 +330,78 @@ def report_mismatch(predicate: Mapping[str, Any], path: str | None, sha256: str 
     return f"not verified: {path} is not the report attested (its sha256 differs: changed since, or another run's)"
 
 
-def command_verify(args: argparse.Namespace, engine_for: EngineFor) -> int:
+def _genuine(raw: bytes, where: str, public: Any, key_path: str, digest: str, described: str) -> Statement:
+    """The statement of the envelope ``raw`` when a signature of it holds under the key and one of its subjects is
+    ``digest``; NotVerified with the first reason otherwise (BadEnvelope when it is no envelope)."""
+    envelope = dsse.parse_envelope(raw, where)
+    if envelope.payload_type != dsse.PAYLOAD_TYPE:
+        raise NotVerified(f"not verified: the envelope's payloadType is {envelope.payload_type!r}, not {dsse.PAYLOAD_TYPE}")
+    statement = parse_statement(dsse.verify_payload(envelope, public, key_path))
+    refusal = subject_mismatch(statement, digest, described)
+    if refusal is not None:
+        raise NotVerified(refusal)
+    return statement
+
+
+def _stored_statement(
+    api: RegistryAPI, reference: Reference, public: Any, key_path: str, digest: str, described: str
+) -> Statement:
+    """The newest genuine statement among the attestations stored beside the manifest ``digest`` (by attested_at:
+    the latest evidence decides, an older pass does not outvote a newer failure); NotVerified when none is."""
+    layers = stored_layers(api, reference, digest)
+    if not layers:
+        raise NotVerified(f"not verified: no attestation is stored in the registry for {described}")
+    found: list[Statement] = []
+    refusal: NotVerified | None = None
+    for layer in layers:
+        if layer.size > dsse.ENVELOPE_MAX_BYTES:
+            continue
+        raw = api.blob(reference.repository, layer.digest, dsse.ENVELOPE_MAX_BYTES)
+        try:
+            found.append(_genuine(raw, f"{reference.name}@{layer.digest}", public, key_path, digest, described))
+        except (NotVerified, BadInput) as exc:
+            refusal = exc if isinstance(exc, NotVerified) else NotVerified(f"not verified: {exc}")
+    if not found:
+        assert refusal is not None
+        raise NotVerified(f"{refusal} (each of the {len(layers)} attestation(s) stored for it)")
+    # On a tie (two made within a second), the one stored later: never the older verdict by accident.
+    newest = max(range(len(found)), key=lambda i: (str(parse_utc(found[i].predicate.get("attested_at")) or ""), i))
+    return found[newest]
+
+
+def command_verify(args: argparse.Namespace, engine_for: EngineFor, registry_for: RegistryFor) -> int:
     # Every input is read before anything is judged: a bad file is exit code 2 whatever the attestation says.
     policy = _policy(args.policy)
     public = keys.public_key_from_pem(_read(args.key, keys.KEY_MAX_BYTES, "the public key"), args.key)
     report = _report_sha256(args.report) if args.report else None
-    envelope = dsse.parse_envelope(_read(args.attestation, dsse.ENVELOPE_MAX_BYTES, "the attestation"), args.attestation)
-    if envelope.payload_type != dsse.PAYLOAD_TYPE:
-        raise NotVerified(f"not verified: the envelope's payloadType is {envelope.payload_type!r}, not {dsse.PAYLOAD_TYPE}")
-    statement = parse_statement(dsse.verify_payload(envelope, public, args.key))
-    info = _image(engine_for, args.image)
+    raw = _read(args.attestation, dsse.ENVELOPE_MAX_BYTES, "the attestation") if args.attestation else None
+    if raw is not None:
+        dsse.parse_envelope(raw, args.attestation)
+    elif not args.registry:
+        raise BadInput("verify needs the attestation file, or --registry to read the attestations stored beside the image")
+    reference = parse_reference(args.image)
+    if args.registry:
+        api = registry_for(reference.api_host)
+        try:
+            digest = manifest_to_verify(api, reference).digest
+        except ManifestUnknown:
+            raise ImageMissing(f"the registry {reference.registry} has no {args.image}") from None
+        described = reference.with_digest(digest)
+        if raw is None:
+            statement = _stored_statement(api, reference, public, args.key, digest, described)
+        else:
+            statement = _genuine(raw, args.attestation, public, args.key, digest, described)
+    elif reference.digest is not None:
+        # The digest given is the image: no Engine, no registry.
+        digest, described = reference.digest, args.image
+        assert raw is not None
+        statement = _genuine(raw, args.attestation, public, args.key, digest, described)
+    else:
+        info = _image(engine_for, args.image)
+        digest, described = info.id, f"{args.image} ({info.id[:19]})"
+        assert raw is not None
+        statement = _genuine(raw, args.attestation, public, args.key, digest, described)
     for refusal in (
-        subject_mismatch(statement, args.image, info),
         report_mismatch(statement.predicate, args.report, report),
         age_refusal(statement.predicate, policy, now()),
     ):
@@ -286,5 +413,6 @@ def command_verify(args: argparse.Namespace, engine_for: EngineFor) -> int:
         return EXIT_CHECKS_FAILED
     passed, total = passed_count(statement.predicate)
     made = terminal_line(str(statement.predicate.get("attested_at")))
-    print(f"verified: {args.image} ({info.id[:19]}): {passed} of {total} check results passed; attested {made}")
+    shown = described if args.registry or reference.digest else f"{args.image} ({digest[:19]})"
+    print(f"verified: {shown}: {passed} of {total} check results passed; attested {made}")
     return EXIT_PASSED

@@ -1,10 +1,11 @@
 """``distval export kubernetes`` and ``distval collect kubernetes``: their options and what they print.
 
-export: one YAML file of manifests per scenario (distval/targets/kubernetes/export.py), a line per file, and a line on stderr
-per scenario that has no Kubernetes form; exit 0, or 2 when no scenario could be exported.
-collect: pod logs (files or the API) -> the reports of a Docker run (distval/targets/kubernetes/collect.py); exit 0 when
-every scenario passed, 1 when a check failed or errored, 5 when every scenario was skipped, 2 for logs that hold no
-distval job, 3 when the API is asked for without a client or kubeconfig.
+export: one YAML file of manifests and its plan file per scenario (distval/targets/kubernetes/export.py), a line per
+file, and a line on stderr per scenario that has no Kubernetes form; exit 0, or 2 when no scenario could be exported.
+collect: pod logs (files or the API) -> the reports of a Docker run, judged against the plan files the export wrote
+(distval/targets/kubernetes/collect.py); exit 0 when every scenario passed, 1 when a check failed or errored, 5 when
+every scenario was skipped, 2 for logs that hold no distval job or a plan file missing or changed, 3 when the API is
+asked for without a client or kubeconfig.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError
 from distval.reports.files import write_atomically
 from distval.reports.summary import render_summary
 from distval.session.reports import write_reports
-from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_files, summarize_sources
+from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_files, read_plans, summarize_sources
 from distval.targets.kubernetes.export import (
     DEFAULT_PULL_TIMEOUT_S,
     DEFAULT_RUN_AS_USER,
@@ -36,8 +37,10 @@ from distval.targets.kubernetes.export import (
     PodOptions,
     Toleration,
     export_config,
+    plan_file_name,
     render,
 )
+from distval.targets.plan_file import PlanFileError
 
 DEFAULT_OUT = "distval-kubernetes"
 
@@ -68,6 +71,8 @@ def command_export(args: argparse.Namespace) -> int:
             continue
         path = out / scenario.file_name
         try:
+            # The plan first: manifests without the plan they name cannot be collected.
+            write_atomically(out / scenario.plan_file_name, scenario.plan_text, new_mode=0o644)
             write_atomically(path, render(scenario))
         except OSError as exc:
             raise BadInput(f"cannot write {path}: {exc.strerror or exc}") from exc
@@ -76,7 +81,7 @@ def command_export(args: argparse.Namespace) -> int:
         written += 1
     if not written:
         raise BadInput(f"no scenario of {config.path} has a Kubernetes form (see the lines above)")
-    print(f"run id {run_id}: kubectl apply -f {out}/; then distval collect kubernetes with the pods' logs")
+    print(f"run id {run_id}: kubectl apply -f {out}/; then distval collect kubernetes --plan {out} with the pods' logs")
     return 0
 
 
@@ -85,12 +90,16 @@ def command_collect(args: argparse.Namespace) -> int:
         raise BadInput("collect kubernetes: expected log files or --job (with --namespace), not both")
     if not args.logs and not args.job:
         raise BadInput("collect kubernetes: expected log files, or --job NAME (and --namespace) to read them through the API")
+    plans = read_plans(args.plan)
     if args.logs:
-        summary = summarize_sources(read_files(args.logs), fail_on_skip=args.fail_on_skip)
+        summary = summarize_sources(read_files(args.logs), plans, fail_on_skip=args.fail_on_skip)
     else:
         namespace = args.namespace or "default"
-        sources, failure = read_api(KubernetesPods(), namespace, args.job)
-        summary = summarize_sources(sources, from_api=True, fail_on_skip=args.fail_on_skip, job_failure=failure)
+        chosen = [p for p in plans if p.origin.job == args.job]
+        if not chosen:
+            raise PlanFileError(f"{args.plan}: no plan file of job {args.job} ({plan_file_name(args.job)})")
+        sources, failure = read_api(KubernetesPods(), namespace, chosen[0])
+        summary = summarize_sources(sources, chosen, from_api=True, fail_on_skip=args.fail_on_skip, job_failure=failure)
     unwritten = write_reports(summary, report_paths(args))
     sys.stdout.write(render_summary(summary))
     return summary.exit_code or unwritten
@@ -246,6 +255,13 @@ def add_kubernetes_commands(commands: Any, add_report_options: Any) -> tuple[Any
     logs = collect_targets.add_parser("kubernetes", help="pod logs (files, or through the API) -> JUnit, JSON, Markdown")
     logs.add_argument(
         "logs", nargs="*", metavar="LOG", help="kubectl logs output: one file per pod, or one file (--prefix names the pods)"
+    )
+    logs.add_argument(
+        "--plan",
+        metavar="PATH",
+        default=DEFAULT_OUT,
+        help="the plan files distval export kubernetes wrote beside the manifests: their directory (every job in it is "
+        f"judged) or one JOB.plan.json (default {DEFAULT_OUT}); what ran is taken from them, never from the logs",
     )
     logs.add_argument("--namespace", help="with --job: the job's namespace (default: default)")
     logs.add_argument(

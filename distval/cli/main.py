@@ -27,6 +27,7 @@ from distval.cli.init import add_init_command
 from distval.cli.kubernetes import add_kubernetes_commands
 from distval.cli.nodes import add_nodes_command
 from distval.cli.plan import add_plan_command
+from distval.cli.references import add_references_command
 from distval.cli.report_options import add_report_options, refused_run_reports
 from distval.cli.run import add_run_command
 from distval.cli.schema import add_schema_command
@@ -47,6 +48,7 @@ from distval.errors import (
     UsageError,
     exit_codes_line,
 )
+from distval.registry.client import Registry
 from distval.results.scenario import RunSummary
 from distval.session.reports import write_reports
 
@@ -110,6 +112,7 @@ COMMAND_EXIT_CODES: dict[str, ExitCodes] = {
     "export slurm": ExitCodes(_COMMON, _SUCCESS),
     "collect slurm": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED)),
     "completion": ExitCodes(_COMMON, _SUCCESS),
+    "references suggest": ExitCodes(_COMMON, _SUCCESS),
 }
 
 
@@ -147,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_run_command(commands, _engine)
     add_compare_command(commands)
     add_history_command(commands)
+    add_references_command(commands)
     add_plan_command(commands, _engine)
     add_schema_command(commands)
     add_checks_command(commands)
@@ -155,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_nodes_command(commands)
     add_cleanup_command(commands, _engine_on)
     add_doctor_command(commands, _doctor_engine, add_hosts_options)
-    add_attest_commands(commands, _engine)
+    add_attest_commands(commands, _engine, Registry)
     export_targets, collect_targets = add_kubernetes_commands(commands, add_report_options)
     add_slurm_commands(export_targets, collect_targets, add_report_options)
     add_completion_command(commands, build_parser)

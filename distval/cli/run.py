@@ -14,6 +14,7 @@ from distval.cli.baseline import add_baseline_arguments, baseline_options
 from distval.cli.history import add_html_argument
 from distval.cli.hosts_options import add_hosts_options
 from distval.cli.reference import add_reference_arguments, reference_options
+from distval.cli.references import add_references_arguments
 from distval.cli.report_options import add_report_options, report_paths
 from distval.cli.selection_options import add_selection_options, selection
 from distval.cli.target_options import add_target_options, target_options
@@ -92,6 +93,7 @@ def add_run_command(commands: Any, engine_for: EngineFor) -> None:
     add_hosts_options(run, tls=True, from_config=True)
     add_baseline_arguments(run)
     add_reference_arguments(run)
+    add_references_arguments(run)
     run.set_defaults(handler=functools.partial(command_run, engine_for=engine_for))
 
 
@@ -108,6 +110,8 @@ def run_request(args: argparse.Namespace) -> RunRequest:
         reports=report_paths(args),
         baseline=baseline_options(args),
         reference=reference_options(args),
+        references=args.references,
+        system=args.system,
         jobs=args.jobs,
         quiet=args.quiet,
         verbose=args.verbose,

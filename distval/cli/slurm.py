@@ -1,11 +1,12 @@
 """``distval export slurm`` and ``distval collect slurm``: their options and what they print.
 
-export: one job directory per scenario (its batch script, the suite, the spec, the origin and, for Slurm's OCI
+export: one job directory per scenario (its batch script, the suite, the spec, the plan file and, for Slurm's OCI
 containers, each node's bundle config: distval/targets/slurm/export.py), a line per job, and a line on stderr per
 scenario that has no Slurm form; exit 0, or 2 when no scenario could be exported.
-collect: job directories -> the reports of a Docker run (distval/targets/slurm/collect.py); exit 0 when every
-scenario passed, 1 when a check failed or errored, 5 when every scenario was skipped, 2 for a directory that holds
-no exported job.
+collect: job directories -> the reports of a Docker run, judged against each job's plan file
+(distval/targets/slurm/collect.py); exit 0 when every scenario passed, 1 when a check failed or errored, 5 when every
+scenario was skipped, 2 for a directory that holds no exported job, a plan file missing or changed, or files another
+user could have written.
 """
 
 from __future__ import annotations

@@ -46,7 +46,7 @@ NO_REGRESSION = Verdict("no regression", EXIT_PASSED, "figures were compared and
 REGRESSED = Verdict(
     "regressed",
     EXIT_CHECKS_FAILED,
-    "a regression: a figure past the tolerance, a verdict that got worse (passed, now skipped, failed, errored or "
+    "a regression: a figure past the tolerance, a verdict that got worse (passed, now failed or errored; run, now skipped; or "
     "gone), a scenario or figure of OLD missing from NEW",
 )
 # Nothing compared is not a pass, and not a regression either: it exits with errors.py's code for "nothing was
@@ -147,8 +147,11 @@ def _items(scenario: ScenarioComparison, t: Tolerances) -> list[Item]:
     if scenario.new is None:
         return [Item(name, SCENARIO, name, REGRESSION, old_side, None, None, "in OLD, not in NEW: the scenario vanished")]
     before, after = _rank(scenario.old.get("status")), _rank(scenario.new.get("status"))
+    skipped_now = scenario.new.get("status") == SKIPPED and scenario.old.get("status") != SKIPPED
     status, why = (
-        (REGRESSION, "verdict worse")
+        (REGRESSION, f"{scenario.old.get('status')} in OLD, skipped in NEW: not validated")
+        if skipped_now
+        else (REGRESSION, "verdict worse")
         if after > before
         else (IMPROVEMENT, "verdict better")
         if after < before
@@ -210,7 +213,10 @@ def _testcases(
         delta, reverse = forward.get(("duration", name)), backward.get(("duration", name))
         worse, better = [], []
         if before is not None and after is not None:
-            if _rank(after["status"]) > _rank(before["status"]):
+            if after["status"] == SKIPPED and before["status"] != SKIPPED:
+                # Failed, now skipped is no fix: the check did not run, so nothing shows the failure gone.
+                worse.append(f"{before['status']} in OLD, skipped in NEW: not validated")
+            elif _rank(after["status"]) > _rank(before["status"]):
                 worse.append("verdict worse")
             elif _rank(after["status"]) < _rank(before["status"]):
                 better.append("verdict better")

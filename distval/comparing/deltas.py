@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distval.comparing.reading import number_of
+from distval.config.references import REFERENCES_CASE
 from distval.results.outcome import EXIT_STATUS_CASE, SKIPPED
 
 BASELINE_CASE = "baseline"
@@ -32,7 +33,7 @@ DEFAULT_DURATION_SLACK_S = 1.0
 DEFAULT_BUSBW_SLACK_US = 100.0
 
 
-NOT_COMPARED = ("process_group", EXIT_STATUS_CASE, BASELINE_CASE)
+NOT_COMPARED = ("process_group", EXIT_STATUS_CASE, BASELINE_CASE, REFERENCES_CASE)
 
 
 @dataclass(frozen=True)

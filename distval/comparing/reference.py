@@ -14,10 +14,12 @@ the same on average, but with three pairs one run in four would put the same ima
 One testcase ``reference`` per scenario says what the pairs found:
 
 - **a check** (a testcase that validates: not the bookkeeping ones, ``process_group``, ``exit_status``, nor the
-  ``baseline``) that failed or errored in a candidate run while it passed in every reference run is **caused by
-  the image**: the testcase fails. Failed in both is **not attributable to the image** (the machine, the config,
-  or both images): the testcase is an error, saying so; the candidate's own testcase still fails the run. Failed
-  only on the reference is said, and judged by nothing;
+  ``baseline``) that failed or errored in a candidate run while it passed on the reference (and failed in no
+  reference run) is **caused by the image**: the testcase fails. Failed in both is **not attributable to the
+  image** (the machine, the config, or both images): the testcase is an error, saying so; the candidate's own
+  testcase still fails the run. Failed on the candidate and skipped (or absent) in every reference run is
+  **unpaired**: nothing was compared, so nothing excuses it, and the testcase fails. Failed only on the reference
+  is said, and judged by nothing;
 - **a figure** (each busbw of the bandwidth check, operation x message size; each check's duration; the scenario's
   time to verdict) that both images have in every pair: the logarithm of the candidate/reference ratio of each pair,
   their mean, and a two-sided 90 % Student-t interval around it (each side 95 %), reported as ratios. A figure
@@ -50,7 +52,11 @@ from distval.comparing.deltas import (
     busbw_figures,
     check_durations,
 )
+from distval.comparing.rank_test import FAMILY_ALPHA, mann_whitney_greater, per_figure_alpha
+from distval.config.references import REFERENCES_CASE
+from distval.results.bandwidth import times_of
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
+from distval_suite.bandwidth_figures import SAMPLES_MAX
 
 REFERENCE_CASE = "reference"
 CANDIDATE, REFERENCE = "candidate", "reference"
@@ -65,8 +71,13 @@ DEFAULT_PAIRED_DURATION_TOLERANCE = DEFAULT_DURATION_TOLERANCE
 DEFAULT_PAIRED_DURATION_SLACK_S = DEFAULT_DURATION_SLACK_S
 # Bookkeeping testcases: not checks of the image (the group forming and the containers' life are judged by the
 # checks that need them), and the comparisons' own testcases.
-NOT_CHECKS = ("process_group", "exit_status", "baseline", REFERENCE_CASE)
+NOT_CHECKS = ("process_group", "exit_status", "baseline", REFERENCE_CASE, REFERENCES_CASE)
 BAD = (FAILED, ERROR)
+# Whose failure a check's failure is (``attribute_checks``).
+THE_IMAGE = "the image"  # failed on the candidate, passed on the reference and never failed there
+NOT_ATTRIBUTABLE = "not attributable"  # failed on both images
+UNPAIRED = "the candidate, unpaired"  # failed on the candidate, never run on the reference (skipped or absent)
+REFERENCE_ONLY = "the reference only"
 # Student's t, 0.95 quantile (two-sided 90 %), by degrees of freedom; past the table, the normal's with a
 # first-order correction (within 0.2 % of the exact value at 31 and above).
 _T95: tuple[float, ...] = (
@@ -107,6 +118,10 @@ class PairedFigure:
     low: float  # the 90 % interval of the ratio
     high: float
     regressed: bool
+    # busbw with per-iteration samples on both sides: the rank test's one-sided p-value that the candidate's calls
+    # are slower, and the significance it had to reach (FAMILY_ALPHA over the figures of the run); None without.
+    p_value: float | None = None
+    alpha: float | None = None
 
     @property
     def unit(self) -> str:
@@ -116,7 +131,9 @@ class PairedFigure:
         return (
             f"{self.kind} {self.name}: {self.ratio:.2f}x the reference (90% interval {self.low:.2f}..{self.high:.2f}x "
             f"over {len(self.candidate)} pairs; candidate {_values(self.candidate)}, reference {_values(self.reference)} "
-            f"{self.unit})"
+            f"{self.unit}"
+            + (f"; rank test p={self.p_value:.2g}, needed < {self.alpha:.2g}" if self.p_value is not None and self.alpha else "")
+            + ")"
         )
 
 
@@ -125,19 +142,43 @@ def _values(values: Sequence[float]) -> str:
 
 
 def paired(
-    kind: str, name: str, candidate: Sequence[float], reference: Sequence[float], tolerances: PairedTolerances
+    kind: str,
+    name: str,
+    candidate: Sequence[float],
+    reference: Sequence[float],
+    tolerances: PairedTolerances,
+    samples: tuple[Sequence[float], Sequence[float]] | None = None,
+    alpha: float = FAMILY_ALPHA,
 ) -> PairedFigure:
-    """One figure over the pairs (``candidate[i]`` and ``reference[i]`` from pair i; every value > 0)."""
+    """One figure over the pairs (``candidate[i]`` and ``reference[i]`` from pair i; every value > 0). ``samples``:
+    busbw's per-iteration call times of every candidate run and of every reference run, pooled; ``alpha`` the
+    significance the rank test must reach for this figure (``per_figure_alpha`` of the run's figures)."""
     logs = [math.log(c / r) for c, r in zip(candidate, reference, strict=True)]
     mean = statistics.fmean(logs)
     spread = t95(len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs)) if len(logs) > 1 else math.inf
     low, high = math.exp(mean - spread), math.exp(mean + spread) if math.isfinite(spread) else math.inf
+    p_value = None
     if kind == "busbw":
-        regressed = high < 1 - tolerances.busbw
+        # Past the tolerance by the pairs' interval, and -- where both images wrote their iterations -- slower by
+        # the rank test at the run's corrected significance: either alone raises more false alarms than a run of
+        # many figures can afford (the module's docstring).
+        p_value = mann_whitney_greater(*samples) if samples is not None else None
+        regressed = high < 1 - tolerances.busbw and (p_value is None or p_value < alpha)
     else:
         slower_by_s = statistics.fmean(c - r for c, r in zip(candidate, reference, strict=True))
         regressed = low > 1 + tolerances.duration and slower_by_s > tolerances.duration_slack_s
-    return PairedFigure(kind, name, tuple(candidate), tuple(reference), math.exp(mean), low, high, regressed)
+    return PairedFigure(
+        kind,
+        name,
+        tuple(candidate),
+        tuple(reference),
+        math.exp(mean),
+        low,
+        high,
+        regressed,
+        p_value,
+        alpha if p_value is not None else None,
+    )
 
 
 def _positive(value: Any) -> float | None:
@@ -162,20 +203,56 @@ def _figure_values(entry: Mapping[str, Any]) -> dict[tuple[str, str], float]:
     return found
 
 
+def _samples(entry: Mapping[str, Any]) -> dict[str, tuple[float, ...]]:
+    """busbw figure name -> its per-iteration call times (microseconds), where the run's entry has usable ones."""
+    found: dict[str, tuple[float, ...]] = {}
+    for item in entry.get("bandwidth") or []:
+        if isinstance(item, dict):
+            times = times_of(item.get("samples_us"), SAMPLES_MAX)
+            if times is not None:
+                found[f"{item.get('operation')} {item.get('label')}"] = times
+    return found
+
+
+def _pooled(runs: Sequence[Mapping[str, tuple[float, ...]]], name: str) -> list[float] | None:
+    """One figure's samples of every run pooled, or None where a run has none (never judged on part of the runs)."""
+    if not runs or any(name not in run for run in runs):
+        return None
+    return [value for run in runs for value in run[name]]
+
+
+def sampled_figures(candidates: Sequence[Mapping[str, Any]], references: Sequence[Mapping[str, Any]]) -> int:
+    """How many busbw figures of one scenario the rank test judges: the scenario's share of the run's family."""
+    pairs = list(zip(candidates, references, strict=False))
+    c_runs, r_runs = [_samples(c) for c, _ in pairs], [_samples(r) for _, r in pairs]
+    names = c_runs[0] if c_runs else {}
+    return sum(1 for name in names if _pooled(c_runs, name) is not None and _pooled(r_runs, name) is not None)
+
+
 def paired_figures(
-    candidates: Sequence[Mapping[str, Any]], references: Sequence[Mapping[str, Any]], tolerances: PairedTolerances
+    candidates: Sequence[Mapping[str, Any]],
+    references: Sequence[Mapping[str, Any]],
+    tolerances: PairedTolerances,
+    family: int | None = None,
 ) -> tuple[PairedFigure, ...]:
-    """Every figure both images have in every pair (pairs: ``zip(candidates, references)``), in the candidate's order."""
+    """Every figure both images have in every pair (pairs: ``zip(candidates, references)``), in the candidate's order.
+    ``family``: the busbw figures with samples in the whole run (``sampled_figures`` summed over its scenarios); None:
+    this scenario's own."""
     pairs = list(zip(candidates, references, strict=False))
     if not pairs:
         return ()
     by_pair = [(_figure_values(c), _figure_values(r)) for c, r in pairs]
+    c_runs, r_runs = [_samples(c) for c, _ in pairs], [_samples(r) for _, r in pairs]
+    alpha = per_figure_alpha(sampled_figures(candidates, references) if family is None else family)
     first = by_pair[0][0]
     keys = [key for key in first if all(key in c and key in r for c, r in by_pair)]
-    return tuple(
-        paired(kind, name, [c[(kind, name)] for c, _ in by_pair], [r[(kind, name)] for _, r in by_pair], tolerances)
-        for kind, name in keys
-    )
+    figures = []
+    for kind, name in keys:
+        c_samples, r_samples = _pooled(c_runs, name), _pooled(r_runs, name)
+        samples = (c_samples, r_samples) if kind == "busbw" and c_samples is not None and r_samples is not None else None
+        values = [c[(kind, name)] for c, _ in by_pair], [r[(kind, name)] for _, r in by_pair]
+        figures.append(paired(kind, name, *values, tolerances, samples, alpha))
+    return tuple(figures)
 
 
 @dataclass(frozen=True)
@@ -183,7 +260,7 @@ class CheckAttribution:
     name: str
     candidate: tuple[str, ...]  # the testcase's status in each candidate run
     reference: tuple[str, ...]  # ... in each reference run ("absent": not in that run)
-    verdict: str  # "the image", "not attributable", "the reference only", "" (no failure)
+    verdict: str  # THE_IMAGE, NOT_ATTRIBUTABLE, UNPAIRED, REFERENCE_ONLY, "" (no failure)
 
 
 def _statuses(entry: Mapping[str, Any]) -> dict[str, str]:
@@ -207,13 +284,16 @@ def attribute_checks(
         seen_r = tuple(run.get(name, "absent") for run in ref)
         candidate_bad = any(s in BAD for s in seen_c)
         reference_bad = any(s in BAD for s in seen_r)
-        reference_passed = bool(seen_r) and all(s == PASSED for s in seen_r)
-        if candidate_bad and reference_passed:
-            verdict = "the image"
+        if candidate_bad and reference_bad:
+            verdict = NOT_ATTRIBUTABLE
+        elif candidate_bad and PASSED in seen_r:
+            verdict = THE_IMAGE
         elif candidate_bad:
-            verdict = "not attributable"
+            # Skipped or absent in every reference run: nothing shows the machine at fault, and a candidate's
+            # failure is never excused by a comparison that did not happen.
+            verdict = UNPAIRED
         elif reference_bad:
-            verdict = "the reference only"
+            verdict = REFERENCE_ONLY
         else:
             verdict = ""
         found.append(CheckAttribution(name, seen_c, seen_r, verdict))
@@ -232,10 +312,12 @@ def reference_case(
     order: Sequence[tuple[str, str]],
     reference_image: str,
     tolerances: PairedTolerances,
+    family: int | None = None,
 ) -> CaseResult:
     """The ``reference`` testcase of one scenario: ``candidates`` and ``references`` are the JSON report entries of its
-    runs, pair by pair (the first candidate run is the scenario's own); ``order`` each pair's order as it ran."""
-    figures = paired_figures(candidates, references, tolerances)
+    runs, pair by pair (the first candidate run is the scenario's own); ``order`` each pair's order as it ran;
+    ``family`` the run's busbw figures the rank test judges (``paired_figures``)."""
+    figures = paired_figures(candidates, references, tolerances, family)
     checks = attribute_checks(candidates, references)
     compared_checks = [c for c in checks if _compared(c)]
     pairs = min(len(candidates), len(references))
@@ -254,14 +336,21 @@ def reference_case(
         },
     }
     against = f"the reference {reference_image}" + (f" ({reference_id[:19]})" if reference_id else "")
-    caused = [c for c in checks if c.verdict == "the image"]
+    caused = [c for c in checks if c.verdict == THE_IMAGE]
+    unpaired = [c for c in checks if c.verdict == UNPAIRED]
     regressed = [f for f in figures if f.regressed]
-    shared = [c for c in checks if c.verdict == "not attributable"]
+    shared = [c for c in checks if c.verdict == NOT_ATTRIBUTABLE]
     problems = []
     if caused:
         problems.append(
             f"expected no check to fail on the candidate that passes on {against}; caused by the image: "
             + "; ".join(f"{c.name} ({'/'.join(c.candidate)} vs {'/'.join(c.reference)})" for c in caused[:10])
+        )
+    if unpaired:
+        problems.append(
+            f"expected no check to fail on the candidate that {against} did not run; failed on the candidate, "
+            "skipped or absent on the reference (nothing compared, nothing excuses it): "
+            + "; ".join(f"{c.name} ({'/'.join(c.candidate)} vs {'/'.join(c.reference)})" for c in unpaired[:10])
         )
     if regressed:
         problems.append(
@@ -309,7 +398,7 @@ def reference_case(
         )
     busbw = [f for f in figures if f.kind == "busbw"]
     lowest = min(busbw, key=lambda f: f.ratio, default=None)
-    reference_only = [c.name for c in checks if c.verdict == "the reference only"]
+    reference_only = [c.name for c in checks if c.verdict == REFERENCE_ONLY]
     return CaseResult(
         REFERENCE_CASE,
         PASSED,

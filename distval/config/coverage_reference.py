@@ -28,6 +28,8 @@ COVERAGE_PAGE = "docs/collectives-coverage.md"
 
 def _size(rule: Rule) -> str:
     if rule.size == LARGE:
+        if rule.dtypes == EVERY:
+            return "as many elements as `large_mib` MiB of float32, + 3"
         return "`large_mib` MiB + 3 elements"
     if rule.size == ZERO:
         return "0 elements"

@@ -22,6 +22,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from distval_suite.bandwidth_figures import SAMPLES_MAX
+
 CHECK = "bandwidth"
 PREFIX = f"{CHECK}."
 
@@ -42,6 +44,10 @@ class Figure:
     efficiency: float | None = None
     best_tcp_gbps: float | None = None
     best_efficiency: float | None = None
+    # Per timed iteration, the slowest rank's time (at most SAMPLES_MAX, evenly spaced), and each rank's median time,
+    # in rank order: what a rank test and the straggler check read. None where the image wrote none or unusable ones.
+    samples_us: tuple[float, ...] | None = None
+    rank_time_us: tuple[float, ...] | None = None
 
 
 # Above any link a container reaches today (a 3.2 Tb/s NIC is 400 GB/s; loopback measured here a few GB/s): a larger
@@ -101,11 +107,28 @@ def figures_from_details(operation: str, details: Mapping[str, object]) -> tuple
                     efficiency=ratio,
                     best_tcp_gbps=best_tcp,
                     best_efficiency=best_ratio,
+                    samples_us=times_of(item.get("samples_us"), SAMPLES_MAX),
+                    rank_time_us=times_of(item.get("rank_time_us"), world if world > 0 else 0),
                 )
             )
         except (KeyError, TypeError, ValueError):
             continue
     return tuple(figures)
+
+
+# A call no collective takes: the image wrote it, so anything past it is no measurement.
+TIME_US_MAX = 3600e6
+
+
+def times_of(value: object, at_most: int) -> tuple[float, ...] | None:
+    """A list of 1..``at_most`` times in microseconds, each finite and in (0, TIME_US_MAX]; None otherwise (the image
+    wrote them: an unusable list is no samples, never a crash or a figure judged on part of it)."""
+    if not isinstance(value, list) or not 0 < len(value) <= at_most:
+        return None
+    found = [_number_or_none(v) for v in value]
+    if any(v is None or not math.isfinite(v) or not 0 < v <= TIME_US_MAX for v in found):
+        return None
+    return tuple(float(v) for v in found if v is not None)
 
 
 def _number_or_none(value: object) -> float | None:

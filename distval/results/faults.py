@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from distval.checks.catalog import FAULTS_CASE
 from distval.results.expectations import FaultLog, evaluate
 from distval.results.logs import first_error_line
-from distval.results.outcome import EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome
+from distval.results.outcome import ERROR, EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome
 
 # A fault scenario that ran without the fault runtime (host mode runs local processes, no containers):
 # nothing was injected, so nothing about the faults may pass.
@@ -89,20 +89,36 @@ def fault_cases(
                 )
             judged.append(case)
             continue
-        ranks = [records.get(rank, {}).get(case.name) for rank in range(world_size)]
-        before = [r for r in ranks if r is not None and _ended(r) < fault_at]
-        bad_before = any(str(r.get("status")) in ("failed", "error") for r in before)
-        if bad_before or len(before) == world_size:
-            judged.append(case)  # it ended before the fault: its own verdict
-            continue
-        judged.append(
-            dataclasses.replace(
-                case,
-                status=SKIPPED,
-                message=f"interrupted by the faults or not run after them ({FAULTS_CASE} judges how the ranks reacted)",
-            )
-        )
+        judged.append(_judged_by_rank(case, [records.get(rank, {}).get(case.name) for rank in range(world_size)], fault_at))
     return [*judged, faults_case]
+
+
+def _judged_by_rank(case: CaseResult, ranks: list[Mapping[str, object] | None], fault_at: float) -> CaseResult:
+    """One check of a fault scenario, each rank's record (None: none) judged by whether it ended before the fault."""
+    before = [rank for rank, r in enumerate(ranks) if r is not None and _ended(r) < fault_at]
+    after = [rank for rank in range(len(ranks)) if rank not in before]
+    bad_before = [rank for rank in before if str(ranks[rank].get("status")) in (FAILED, ERROR)]  # type: ignore[union-attr]
+    if not after:
+        return case  # it ended before the fault on every rank: its own verdict
+    interrupted = "interrupted by the faults or not run after them" + (f" on rank(s) {_ranks(after)}" if before else "")
+    if bad_before:
+        # A failure before the fault is the image's, whatever the fault did to the other ranks: red, in the words
+        # of the rank that failed (the case's own message may be an interrupted rank's expected error).
+        first = ranks[bad_before[0]] or {}
+        status = case.status if case.status in (FAILED, ERROR) else str(first.get("status"))
+        return dataclasses.replace(
+            case,
+            status=status,
+            message=f"before the fault, rank {bad_before[0]}: {first.get('message', '')}; {interrupted}",
+        )
+    passed = f"passed before the fault on rank(s) {_ranks(before)}; " if before else ""
+    return dataclasses.replace(
+        case, status=SKIPPED, message=f"{passed}{interrupted} ({FAULTS_CASE} judges how the ranks reacted)"
+    )
+
+
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks))
 
 
 def _ended(record: Mapping[str, object]) -> float:

@@ -6,9 +6,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from distval.comparing.reading import scenario_entries
-from distval.comparing.reference import CANDIDATE, MAX_PAIRS, REFERENCE, PairedTolerances, reference_case, schedule
+from distval.comparing.reference import (
+    CANDIDATE,
+    MAX_PAIRS,
+    REFERENCE,
+    PairedTolerances,
+    reference_case,
+    sampled_figures,
+    schedule,
+)
 from distval.errors import BadInput
 from distval.plan.model import ScenarioPlan
 from distval.results.scenario import RunSummary, ScenarioResult
@@ -89,16 +98,23 @@ def with_reference(
     if options.image is None or not summary.scenarios:
         return summary
     own_entries = scenario_entries(summary, summary.scenarios)
-    scenarios = []
+    sides: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
     for result, entry in zip(summary.scenarios, own_entries, strict=True):
         name = result.plan.scenario.name
-        if name not in planned:
+        if name in planned:
+            runs = paired.get(name, PairedRuns((), (), schedule(options.pairs)))
+            sides[name] = ([entry, *scenario_entries(summary, runs.candidates)], scenario_entries(summary, runs.references))
+    # The whole run is one decision: the rank test's significance is shared among every figure it judges.
+    family = sum(sampled_figures(*pair) for pair in sides.values())
+    scenarios = []
+    for result in summary.scenarios:
+        name = result.plan.scenario.name
+        if name not in sides:
             scenarios.append(result)
             continue
         runs = paired.get(name, PairedRuns((), (), schedule(options.pairs)))
-        candidates = [entry, *scenario_entries(summary, runs.candidates)]
-        references = scenario_entries(summary, runs.references)
-        case = reference_case(candidates, references, runs.order, options.image, options.tolerances)
+        candidates, references = sides[name]
+        case = reference_case(candidates, references, runs.order, options.image, options.tolerances, family)
         reference_id = case.details.get("reference_image_id")
         properties = (
             *result.properties,

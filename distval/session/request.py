@@ -27,3 +27,5 @@ class RunRequest:
     verbose: bool = False
     require_gpu: bool = False
     fail_on_skip: bool = False
+    references: str | None = None  # --references FILE (read by the run stage, before anything runs)
+    system: str | None = None  # --system NAME

@@ -20,6 +20,7 @@ from distval.results.scenario import RunSummary, ScenarioResult, unselected_resu
 from distval.run.interrupts import Interrupt, install, signals_deferred
 from distval.run.progress import ProgressDisplay
 from distval.session.pairs import PairedRuns, check_reference, run_pairs, with_reference
+from distval.session.references import ReferencesOptions, references_options, with_references
 from distval.session.remeasure import check_remeasure, remeasure, with_baseline
 from distval.session.reports import refused_reports, write_reports
 from distval.session.request import RunRequest
@@ -54,6 +55,7 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
     host = socket.gethostname()
     target: Target | None = None
     baseline, reference = request.baseline, request.reference
+    machine = ReferencesOptions(None, "")  # --references, read before anything runs
     paired: dict[str, PairedRuns] = {}  # by scenario name: its runs beyond its own, with --reference
     planned: tuple[str, ...] = ()  # the scenarios that run (in pairs, with --reference)
 
@@ -101,6 +103,7 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
             raise BadInput("; ".join(dict.fromkeys(f"{option} {reason}" for option, _, reason in refused)))
         check_remeasure(baseline)
         check_reference(reference, request.jobs)
+        machine = references_options(request.references, request.system)
         config = load_config(request.config_path)
         config_sha256 = config.sha256
         selected = select(config, request.patterns, request.selection)
@@ -180,6 +183,7 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
     # Ctrl-C while the reports are written: they are written whole, then distval exits (nothing runs any more).
     with signals_deferred(raise_after=False):
         summary = with_reference(with_baseline(summary, baseline, remeasures), reference, paired, planned)
+        summary = with_references(summary, machine)
         unwritten = write_reports(summary, request.reports, frozenset(path for _, path, _ in refused), environ)
         exit_code = summary.exit_code or unwritten  # a report is missing: never a quiet 0
         closing = tuple(target.closing_lines()) if target is not None else ()

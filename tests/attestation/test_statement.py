@@ -1,5 +1,5 @@
-"""distval/attestation/statement.py: the in-toto Statement v1 around the predicate, its subjects (the image's id and
-repo digests), and what verify refuses in a signed payload."""
+"""distval/attestation/statement.py: the in-toto Statement v1 around the predicate, its subjects (without a registry:
+the image id alone, never a repo digest), subjects matched by digest, and what verify refuses in a signed payload."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import pytest
 from distval.attestation.statement import (
     PREDICATE_TYPE,
     STATEMENT_TYPE,
-    image_digests,
+    Subject,
+    image_id_subjects,
     parse_statement,
     statement_bytes,
     subject_mismatch,
@@ -27,37 +28,41 @@ PULLED = ImageInfo(
 )
 
 
-def test_the_subjects_are_the_image_id_then_its_repo_digests() -> None:
-    assert image_digests("ghcr.io/org/torch:2.6", PULLED) == [
-        ("ghcr.io/org/torch:2.6", "1" * 64),
-        ("ghcr.io/org/torch", "2" * 64),
-        ("mirror.example/torch", "3" * 64),
-    ]
-    built = ImageInfo(id=ID, tags=(), labels={})
-    assert image_digests("local:dev", built) == [("local:dev", "1" * 64)]
-    odd = ImageInfo(id="not-a-digest", tags=(), labels={}, repo_digests=("no-at-sign", "x@md5:00"))
-    assert image_digests("x", odd) == []
+def test_without_a_registry_the_subject_is_the_image_id_never_a_repo_digest() -> None:
+    """The Engine records a multi-platform index's digest among the repo digests of an image pulled by tag: a repo
+    digest as a subject made an attestation of the amd64 image verify for the arm64 one (pulled by the same tag)."""
+    assert image_id_subjects("ghcr.io/org/torch:2.6", PULLED) == [Subject("ghcr.io/org/torch:2.6", "1" * 64)]
+    odd = ImageInfo(id="not-a-digest", tags=(), labels={}, repo_digests=("x@sha256:" + "2" * 64,))
+    assert image_id_subjects("x", odd) == []
 
 
 def test_the_statement_is_in_toto_v1_with_distvals_predicate_type() -> None:
-    payload = statement_bytes(image_digests("ghcr.io/org/torch:2.6", PULLED), {"attested_at": "2026-12-04T12:00:00Z"})
+    manifest = Subject("ghcr.io/org/torch", "2" * 64, "application/vnd.oci.image.manifest.v1+json", {"platform": "linux/amd64"})
+    payload = statement_bytes([manifest, Subject("ghcr.io/org/torch:2.6", "1" * 64)], {"attested_at": "2026-12-04T12:00:00Z"})
     data = json.loads(payload)
     assert data["_type"] == STATEMENT_TYPE == "https://in-toto.io/Statement/v1"
     assert data["predicateType"] == PREDICATE_TYPE
-    assert data["subject"][0] == {"name": "ghcr.io/org/torch:2.6", "digest": {"sha256": "1" * 64}}
+    assert data["subject"] == [
+        {
+            "name": "ghcr.io/org/torch",
+            "digest": {"sha256": "2" * 64},
+            "mediaType": "application/vnd.oci.image.manifest.v1+json",
+            "annotations": {"platform": "linux/amd64"},
+        },
+        {"name": "ghcr.io/org/torch:2.6", "digest": {"sha256": "1" * 64}},
+    ]
     parsed = parse_statement(payload)
-    assert parsed.subjects[1] == ("ghcr.io/org/torch", "2" * 64)
+    assert parsed.subjects == (manifest, Subject("ghcr.io/org/torch:2.6", "1" * 64))
     assert parsed.predicate == {"attested_at": "2026-12-04T12:00:00Z"}
 
 
-def test_a_statement_is_of_the_image_when_one_digest_is_the_images() -> None:
-    statement = parse_statement(statement_bytes([("ghcr.io/org/torch", "2" * 64)], {}))
-    # Pulled elsewhere: the Engine here knows it by another id, but by the same repo digest.
-    here = ImageInfo(id="sha256:" + "9" * 64, tags=(), labels={}, repo_digests=("ghcr.io/org/torch@sha256:" + "2" * 64,))
-    assert subject_mismatch(statement, "ghcr.io/org/torch:2.6", here) is None
-    other = ImageInfo(id="sha256:" + "4" * 64, tags=(), labels={})
-    refusal = subject_mismatch(statement, "other:1", other)
-    assert refusal == f"not verified: the attestation is of sha256:{'2' * 12}, not of other:1 (sha256:{'4' * 12})"
+def test_a_statement_is_of_the_image_when_one_subjects_digest_is_the_one_given() -> None:
+    annotations = {"platform": "linux/amd64", "index_digest": "sha256:" + "9" * 64}
+    statement = parse_statement(statement_bytes([Subject("ghcr.io/org/torch", "2" * 64, None, annotations)], {}))
+    assert subject_mismatch(statement, "sha256:" + "2" * 64, "ghcr.io/org/torch@sha256:2222") is None
+    # The index the manifest was found in is recorded, and never matches.
+    refusal = subject_mismatch(statement, "sha256:" + "9" * 64, "ghcr.io/org/torch:2.6")
+    assert refusal == f"not verified: the attestation is of sha256:{'2' * 12} (linux/amd64), not of ghcr.io/org/torch:2.6"
 
 
 def _statement(**changes: object) -> bytes:

@@ -154,13 +154,22 @@ def test_a_subject_digest_changed_to_another_images_breaks_the_signature(
     _refused(code, err, EXIT_NOT_VERIFIED, "changed after signing")
 
 
-def test_a_repo_digest_matches_where_the_image_id_differs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Attested where the image was pulled (its repo digest a subject), verified where the Engine has another id."""
-    repo = ("ghcr.io/org/torch@sha256:" + "2" * 64,)
-    monkeypatch.setitem(FakeEngine.images, IMAGE, ImageInfo(FAKE_IMAGE_ID, (IMAGE,), {}, repo))
+def test_a_shared_repo_digest_of_another_platforms_image_is_not_verified(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reproducer of an attestation of one platform's image verified for another's: both Engines pulled the same
+    multi-platform tag, so both record the index's digest as the repo digest; the arm64 image (another id) must not
+    verify with the amd64 image's attestation."""
+    index = ("ghcr.io/org/torch@sha256:" + "2" * 64,)
+    monkeypatch.setitem(FakeEngine.images, IMAGE, ImageInfo(FAKE_IMAGE_ID, (IMAGE,), {}, index))
     output, public, _ = _attested(tmp_path)
-    monkeypatch.setitem(FakeEngine.images, "ghcr.io/org/torch:2.6", ImageInfo("sha256:" + "9" * 64, (), {}, repo))
-    assert main(["verify", output, "--image", "ghcr.io/org/torch:2.6", "--key", public]) == EXIT_PASSED
+    subjects = json.loads(base64.b64decode(json.loads(Path(output).read_text())["payload"]))["subject"]
+    assert [subject["digest"]["sha256"] for subject in subjects] == [FAKE_IMAGE_ID.removeprefix("sha256:")]
+    monkeypatch.setitem(FakeEngine.images, "ghcr.io/org/torch:2.6", ImageInfo("sha256:" + "9" * 64, (), {}, index))
+    code, _, err = _run(["verify", output, "--image", "ghcr.io/org/torch:2.6", "--key", public], capsys)
+    _refused(
+        code, err, EXIT_NOT_VERIFIED, "not verified: the attestation is of sha256:abababababab, not of ghcr.io/org/torch:2.6"
+    )
 
 
 def test_an_expired_attestation_is_not_verified(

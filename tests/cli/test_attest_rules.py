@@ -16,7 +16,7 @@ import distval.cli.attest
 import distval.cli.main
 from distval.attestation import dsse, keys
 from distval.attestation.policy import CLOCK_SKEW
-from distval.attestation.statement import statement_bytes
+from distval.attestation.statement import Subject, statement_bytes
 from distval.cli.main import main
 from distval.engine_protocol import ImageInfo
 from distval.errors import EXIT_NOT_VERIFIED, EXIT_PASSED
@@ -51,7 +51,7 @@ def _statement(envelope: Path) -> dict[str, Any]:
 def _resigned(envelope: Path, private: str, payload_type: str = dsse.PAYLOAD_TYPE, **changes: Any) -> None:
     """The envelope's statement with ``changes``, signed again (validly) with the same key under ``payload_type``."""
     statement = {**_statement(envelope), **changes}
-    subjects = [(s["name"], s["digest"]["sha256"]) for s in statement["subject"]]
+    subjects = [Subject(s["name"], s["digest"]["sha256"]) for s in statement["subject"]]
     payload = statement_bytes(subjects, statement["predicate"])
     key = keys.private_key_from_pem(Path(private).read_bytes(), private, None)
     envelope.write_text(dsse.envelope_json(dsse.signed(payload_type, payload, key)), encoding="utf-8")

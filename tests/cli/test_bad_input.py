@@ -54,7 +54,9 @@ from distval.targets.docker.engine import Engine
 from distval.targets.engines.planning import plan_scenario
 from distval.text_caps import RANK_LOG_MAX_CHARS
 from tests.config_helpers import FILE, line_of, problems_of, yaml_text
-from tests.paths import ROOT
+from tests.paths import DATA, ROOT
+
+KUBE_PLANS = DATA / "kube" / "torch-2.6"  # collect kubernetes reads the plan files before any log
 
 VALID = yaml_text(
     """
@@ -739,7 +741,7 @@ def test_no_reader_reads_a_fifo_a_device_or_a_directory(
     arguments = {
         "compare": ["compare", path, path],
         "baseline": ["run", str(ROOT / "configs" / "default.yaml"), "--baseline", path],
-        "collect": ["collect", "kubernetes", path],
+        "collect": ["collect", "kubernetes", "--plan", str(KUBE_PLANS), path],
         "plan": ["plan", path],
     }[command]
     # /dev/zero read whole would not return within the bound (and would take the machine's memory first):
@@ -761,7 +763,10 @@ def test_no_reader_takes_a_file_over_its_bound(
     monkeypatch.setattr(distval.comparing.reading, "REPORT_MAX_BYTES", 2 * 2**20)
     monkeypatch.setattr(distval.targets.kubernetes.collect, "LOG_MAX_BYTES", 2 * 2**20)
     monkeypatch.setattr(distval.config.loader, "FILE_MAX_BYTES", 2 * 2**20)
-    arguments = {"compare": ["compare", str(path), str(path)], "collect": ["collect", "kubernetes", str(path)]}
+    arguments = {
+        "compare": ["compare", str(path), str(path)],
+        "collect": ["collect", "kubernetes", "--plan", str(KUBE_PLANS), str(path)],
+    }
     code = distval.cli.main.main(arguments.get(command, ["plan", str(path)]))
     err = capsys.readouterr().err
     assert code == 2 and len(err.splitlines()) == 1, err

@@ -5,6 +5,7 @@ unreachable Engine, and a stated reason for a code no example here can reach (it
 from __future__ import annotations
 
 import argparse
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,15 @@ def _reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]
     return whole, part
 
 
+def _good_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A JSON report of a good run with one busbw figure, as references suggest takes it."""
+    figure = {"operation": "all_reduce", "size": 65536, "label": "64KiB", "busbw_gbps": 0.5}
+    scenario = {"name": "bw", "status": "passed", "bandwidth": [figure], "cases": []}
+    path = tmp_path / "good.json"
+    path.write_text(json.dumps({"schema_version": 1, "run_id": "r", "scenarios": [scenario], "early_error": None}))
+    return ["references", "suggest", str(path), "--system", "ci"]
+
+
 def _compare_same(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     whole, _ = _reports(tmp_path, monkeypatch)
     return ["compare", whole, whole]
@@ -131,12 +141,18 @@ def _export_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _collect(directory: str) -> Setup:
-    return lambda tmp_path, monkeypatch: ["collect", "kubernetes", *map(str, sorted((KUBE / directory).glob("*.log")))]
+    return lambda tmp_path, monkeypatch: [
+        "collect",
+        "kubernetes",
+        "--plan",
+        str(KUBE / directory),
+        *map(str, sorted((KUBE / directory).glob("*.log"))),
+    ]
 
 
 def _collect_no_client(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
-    return ["collect", "kubernetes", "--job", "dv-job"]
+    return ["collect", "kubernetes", "--plan", str(KUBE / "torch-2.6"), "--job", "dv-kube-rec-cross-container-2ranks"]
 
 
 def _attest_files(tmp_path: Path, report: dict[str, Any]) -> list[str]:
@@ -212,7 +228,7 @@ EXAMPLES: list[tuple[str, int, Setup]] = [
     ("export kubernetes", 2, _plain("export", "kubernetes", "no-such-config.yaml", "--image", IMAGE)),
     ("collect kubernetes", 0, _collect("torch-2.6")),
     ("collect kubernetes", 1, _collect("ddp-no-broadcast-rank1")),
-    ("collect kubernetes", 2, _plain("collect", "kubernetes", "no-such.log")),
+    ("collect kubernetes", 2, _plain("collect", "kubernetes", "--plan", str(KUBE / "torch-2.6"), "no-such.log")),
     ("collect kubernetes", 3, _collect_no_client),
     ("export slurm", 0, _export_slurm),
     ("export slurm", 2, _plain("export", "slurm", DEFAULT, "--image", IMAGE)),  # no --bundle for Slurm's OCI containers
@@ -226,6 +242,8 @@ EXAMPLES: list[tuple[str, int, Setup]] = [
     ("verify", 3, _verify_unreachable),
     ("verify", EXIT_NOT_VERIFIED, _verify(passing_report(default_checks=True), key="other")),
     ("completion", 0, _plain("completion", "bash")),
+    ("references suggest", 0, _good_run),
+    ("references suggest", 2, _plain("references", "suggest", "no-such.json", "--system", "ci")),
     ("completion", 2, _plain("completion", "tcsh")),
 ]
 
@@ -305,6 +323,7 @@ def test_a_bug_in_any_command_is_exit_4(
         "history": ["a.json", "--html", "page"],
         "export kubernetes": ["c.yaml"],
         "completion": ["bash"],
+        "references suggest": ["a.json", "--system", "ci"],
         "attest": ["--key", "k.key"],
         "verify": ["a.json", "--image", IMAGE, "--key", "k.pub"],
     }

@@ -125,11 +125,9 @@ def test_export_writes_only_the_filtered_and_selected(tmp_path: Path, capsys: py
     out = tmp_path / "o"
     args = ["export", "kubernetes", DEFAULT, "--image", IMAGE, "--out", str(out), "--run-id", "r1"]
     assert main([*args, "--filter", "in-*", "--check", "env"]) == 0
-    (written,) = sorted(out.iterdir())
-    assert "in-container" in written.name
-    assert '"name": "env"' in written.read_text(encoding="utf-8") and '"name": "all_reduce"' not in written.read_text(
-        encoding="utf-8"
-    )
+    plan, written = sorted(out.iterdir())  # the job's plan file and manifests
+    assert "in-container" in written.name and plan.name == written.name.replace(".yaml", ".plan.json")
+    assert '"name": "env"' in plan.read_text(encoding="utf-8") and '"name": "all_reduce"' not in plan.read_text(encoding="utf-8")
     capsys.readouterr()
     config = tmp_path / "m.yaml"
     config.write_text(MIXED, encoding="utf-8")

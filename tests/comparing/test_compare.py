@@ -65,7 +65,8 @@ def test_a_check_that_passed_and_now_did_not_is_a_regression_listed_first(
     # The first thing after the header is the regressions section, and it names the check with old -> new.
     assert text.splitlines()[4].startswith("Regressions (")
     after = "-" if now == "gone" else f"{now} 1.00 s"
-    why = "passed in OLD, gone from NEW" if now == "gone" else "verdict worse"
+    whys = {"gone": "passed in OLD, gone from NEW", SKIPPED: "passed in OLD, skipped in NEW: not validated"}
+    why = whys.get(now, "verdict worse")
     assert f"bw: testcase collectives.all_reduce: passed 1.00 s -> {after} ({why})" in section(text, "Regressions"), text
     assert text.rstrip().endswith("verdict: regressed (exit code 1)")
     assert "### Regressions (" in markdown and "collectives.all\\_reduce: passed 1.00 s -&gt;" in markdown
@@ -77,6 +78,31 @@ def test_a_check_that_passed_and_now_did_not_is_a_regression_listed_first(
     code, text, _ = compare(tmp_path, new, OLD, capsys)
     assert code == EXIT_PASSED, text
     assert "Regressions: none" in text and "verdict: no regression (exit code 0)" in text
+
+
+@pytest.mark.parametrize("scenario_too", [False, True])
+def test_failed_then_skipped_is_no_fix_and_skipped_then_failed_is_worse(
+    scenario_too: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def run(run_id: str, status: str) -> dict[str, Any]:
+        cases = [case("env"), case("collectives.all_reduce", status)]
+        return report(run_id, entry(TWO_FIGURES, cases, status=status if scenario_too else PASSED))
+
+    failed, skipped = run("failed", FAILED), run("skipped", SKIPPED)
+    code, text, _ = compare(tmp_path, failed, skipped, capsys)
+    assert code == EXIT_CHECKS_FAILED, text
+    line = "bw: testcase collectives.all_reduce: failed 1.00 s -> skipped 1.00 s (failed in OLD, skipped in NEW: not validated)"
+    assert line in section(text, "Regressions"), text
+    if scenario_too:
+        assert "scenario bw: failed -> skipped (failed in OLD, skipped in NEW: not validated)" in section(text, "Regressions")
+    code, text, _ = compare(tmp_path, skipped, failed, capsys)
+    assert code == EXIT_CHECKS_FAILED, text
+    assert "bw: testcase collectives.all_reduce: skipped 1.00 s -> failed 1.00 s (verdict worse)" in section(text, "Regressions")
+    if scenario_too:
+        assert "scenario bw: skipped -> failed (verdict worse)" in section(text, "Regressions")
+    # Skipped on both: unchanged, no regression.
+    code, text, _ = compare(tmp_path, skipped, skipped, capsys)
+    assert code == EXIT_PASSED, text
 
 
 def test_a_scenario_or_a_figure_that_vanished_is_a_regression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -240,3 +240,175 @@ def test_a_reference_that_never_ran_a_check_compared_nothing() -> None:
     case = reference_case([entry(1.0)] * 2, [broken] * 2, schedule(2), "gone:1", TOLERANCES)
     assert case.status == FAILED, case.message
     assert "no check ran on both images" in case.message
+
+
+def test_the_interval_is_students_t_with_pairs_minus_one_degrees_on_the_sample_spread() -> None:
+    candidate = [0.70, 0.80, 0.75]
+    logs = [math.log(c) for c in candidate]
+    mean = sum(logs) / 3
+    sample_sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / 2)
+    half = 2.920 * sample_sd / math.sqrt(3)  # t 0.95 at 2 degrees of freedom
+    figure = paired("busbw", "x", candidate, [1.0] * 3, TOLERANCES)
+    assert figure.low == pytest.approx(math.exp(mean - half), rel=1e-12)
+    assert figure.high == pytest.approx(math.exp(mean + half), rel=1e-12)
+    assert figure.ratio == pytest.approx(math.exp(mean), rel=1e-12)
+
+
+def test_the_interval_width_decides_at_its_boundary() -> None:
+    # With 2 degrees of freedom (t 2.920) the upper end is 0.80002: not past -20 %. With 3 (t 2.353), or the
+    # normal's 1.645, it would be 0.786 and regress.
+    wide = paired("busbw", "x", [0.7, 0.776, 0.72], [1.0] * 3, TOLERANCES)
+    assert 0.8 < wide.high < 0.8001 and not wide.regressed
+    narrower = paired("busbw", "x", [0.7, 0.770, 0.72], [1.0] * 3, TOLERANCES)
+    assert narrower.high < 0.8 and narrower.regressed
+    # Exactly at the tolerance is not past it, for busbw and durations alike.
+    at = paired("busbw", "x", [0.8, 0.8], [1.0, 1.0], TOLERANCES)
+    assert at.high == 0.8 and not at.regressed
+    just_past = paired("busbw", "x", [0.7999, 0.7999], [1.0, 1.0], TOLERANCES)
+    assert just_past.regressed
+    slower_at = paired("duration", "x", [15.0, 15.0], [10.0, 10.0], TOLERANCES)
+    assert slower_at.low == 1.5 and not slower_at.regressed
+    assert paired("duration", "x", [15.01, 15.01], [10.0, 10.0], TOLERANCES).regressed
+
+
+def test_a_duration_regresses_on_the_intervals_lower_end_and_past_the_slack() -> None:
+    # The mean is 2x and the upper end far past +50 %, but the lower end is not: one pair was as fast as the
+    # reference. Judging by the upper end (or the mean) would call it slower.
+    spread = paired("duration", "x", [10.0, 30.0, 20.0], [10.0] * 3, TOLERANCES)
+    assert spread.low < 1.5 < spread.high and not spread.regressed
+    # Busbw the other way round: the lower end far below -20 %, the upper end not.
+    assert not paired("busbw", "x", [1.0, 0.3, 0.5], [1.0] * 3, TOLERANCES).regressed
+    # 2x with no spread, but slower by exactly the slack (1 s): not past it; by a little more: past it.
+    assert not paired("duration", "x", [2.0, 2.0], [1.0, 1.0], TOLERANCES).regressed
+    assert paired("duration", "x", [2.01, 2.01], [1.0, 1.0], TOLERANCES).regressed
+    # Past the slack by far, within the tolerance: not slower.
+    assert not paired("duration", "x", [140.0, 140.0], [100.0, 100.0], TOLERANCES).regressed
+
+
+def test_the_t_quantile_past_the_table_is_the_corrected_normal() -> None:
+    # Within 0.2 % of Student's exact quantile, and the formula pinned (z + (z^3 + z) / 4 df).
+    exact = {31: 1.695519, 40: 1.683851, 60: 1.670649, 120: 1.657651}
+    for degrees, value in exact.items():
+        assert t95(degrees) == pytest.approx(value, rel=2e-3)
+    z = 1.6448536269514722
+    assert t95(31) == pytest.approx(z + (z**3 + z) / 124, rel=1e-9)
+    assert t95(2) == 2.920 and t95(3) == 2.353 and t95(29) == 1.699
+
+
+def test_a_check_the_candidate_failed_and_the_reference_skipped_fails_the_comparison() -> None:
+    # Another check both images ran keeps the pairs comparable: only the skipped one is unpaired.
+    failed = entry(1.0, {"all_reduce": FAILED, "store": PASSED})
+    skipped = entry(1.0, {"all_reduce": "skipped", "store": PASSED})
+    case = reference_case([failed] * 2, [skipped] * 2, schedule(2), "good:1", TOLERANCES)
+    assert case.status == FAILED, case.message
+    assert "skipped or absent on the reference" in case.message
+    assert "all_reduce (failed/failed vs skipped/skipped)" in case.message
+    # Absent from every reference run (the reference's torch has no such check): the same.
+    absent = entry(1.0, {"store": PASSED})
+    assert reference_case([failed] * 2, [absent] * 2, schedule(2), "good:1", TOLERANCES).status == FAILED
+    # Passed on the reference once, skipped once, never failed there: the image.
+    passed = entry(1.0, {"all_reduce": PASSED, "store": PASSED})
+    once = reference_case([failed] * 2, [passed, skipped], schedule(2), "good:1", TOLERANCES)
+    assert once.status == FAILED and "caused by the image: all_reduce" in once.message
+    # Failed on both, one reference run skipped it: not attributable (an error, not a pass).
+    both = reference_case([failed] * 2, [failed, skipped], schedule(2), "good:1", TOLERANCES)
+    assert both.status == ERROR and both.message.startswith("not attributable to the image: all_reduce")
+
+
+def test_a_figure_says_its_unit_and_three_pairs_are_the_default() -> None:
+    busbw = paired("busbw", "all_reduce 1MiB", [0.6, 0.61], [1.0, 1.0], TOLERANCES).describe()
+    assert busbw.endswith("candidate 0.6/0.61, reference 1/1 GB/s)"), busbw
+    duration = paired("duration", "store", [2.0, 2.0], [1.0, 1.0], TOLERANCES).describe()
+    assert duration.endswith("candidate 2/2, reference 1/1 s)"), duration
+    assert reference_options(parsed("--reference", "r:1")).pairs == 3
+
+
+def test_bookkeeping_testcases_are_not_checks_to_attribute() -> None:
+    # process_group failed on the candidate only: the group forming is judged by the checks that need it.
+    bad = entry(1.0, {"all_reduce": PASSED, "process_group": FAILED, "exit_status": ERROR})
+    case = reference_case([bad] * 2, [entry(1.0)] * 2, schedule(2), "good:1", TOLERANCES)
+    assert case.status == PASSED, case.message
+    assert case.details["checks"] == []
+
+
+def test_durations_that_are_not_positive_numbers_are_not_paired() -> None:
+    odd = entry(1.0)
+    odd["duration_s"] = True  # a bool is no number of seconds
+    zero = entry(1.0, duration_s=0.0)
+    for candidate in (odd, zero):
+        case = reference_case([candidate] * 2, [entry(1.0)] * 2, schedule(2), "good:1", TOLERANCES)
+        kinds = [f["kind"] for f in case.details["figures"]]
+        assert "time to verdict" not in kinds, kinds
+        assert case.status == PASSED, case.message
+
+
+def test_figures_are_listed_in_the_first_candidate_runs_order() -> None:
+    first, second = entry(1.0), entry(1.0)
+    second["bandwidth"] = list(reversed(second["bandwidth"]))
+    case = reference_case([first, second], [second, second], schedule(2), "good:1", TOLERANCES)
+    names = [f["name"] for f in case.details["figures"] if f["kind"] == "busbw"]
+    assert names == ["all_reduce 64KiB", "all_reduce 1MiB"]
+    case = reference_case([second, first], [first, first], schedule(2), "good:1", TOLERANCES)
+    assert [f["name"] for f in case.details["figures"] if f["kind"] == "busbw"] == ["all_reduce 1MiB", "all_reduce 64KiB"]
+
+
+def test_a_regression_beside_a_shared_failure_fails_rather_than_errs() -> None:
+    bad = entry(0.5, {"all_reduce": FAILED, "store": PASSED})
+    reference_bad = entry(1.0, {"all_reduce": FAILED, "store": PASSED})
+    case = reference_case(
+        [bad, entry(0.52, {"all_reduce": FAILED, "store": PASSED})], [reference_bad] * 2, schedule(2), "good:1", TOLERANCES
+    )
+    assert case.status == FAILED and "regressed" in case.message, case.message
+
+
+def test_pairs_are_complete_pairs_and_the_reference_id_is_shortened() -> None:
+    # Three candidate runs and one reference run: one pair, not three.
+    one = reference_case([entry(1.0)] * 3, [entry(1.0)], schedule(3), "good:1", TOLERANCES)
+    assert one.status == FAILED and "expected at least 2 complete pairs with the reference good:1" in one.message
+    long_id = "sha256:" + "ab" * 32
+    reference = {**entry(1.0), "image_id": long_id}
+    case = reference_case([entry(1.0)] * 2, [reference] * 2, schedule(2), "good:1", TOLERANCES)
+    assert f"the reference good:1 ({long_id[:19]}) over 2 pair(s)" in case.message, case.message
+
+
+def test_what_the_testcase_says_is_cut_at_ten_names_and_takes_no_time_of_its_own() -> None:
+    names = [f"check{i:02d}" for i in range(11)]
+    failed = entry(1.0, {**{n: FAILED for n in names}, "store": PASSED})
+    passed = entry(1.0, {**{n: PASSED for n in names}, "store": PASSED})
+    caused = reference_case([failed] * 2, [passed] * 2, schedule(2), "good:1", TOLERANCES)
+    assert "check09 (" in caused.message and "check10" not in caused.message, caused.message
+    shared = reference_case([failed] * 2, [failed] * 2, schedule(2), "good:1", TOLERANCES)
+    assert shared.status == ERROR and "check09" in shared.message and "check10" not in shared.message
+    skipped_all = entry(1.0, {**{n: "skipped" for n in names}, "store": PASSED})
+    unpaired = reference_case([failed] * 2, [skipped_all] * 2, schedule(2), "good:1", TOLERANCES)
+    assert unpaired.status == FAILED and "check09 (" in unpaired.message and "check10" not in unpaired.message
+    only = reference_case([passed] * 2, [failed] * 2, schedule(2), "good:1", TOLERANCES)
+    assert only.status == PASSED and "check09" in only.message and "check10" not in only.message
+    many = {**entry(0.5), "bandwidth": [figure("all_reduce", 2**k, f"{2**k}B", 0.5) for k in range(11)]}
+    good = {**entry(1.0), "bandwidth": [figure("all_reduce", 2**k, f"{2**k}B", 1.0) for k in range(11)]}
+    regressed = reference_case([many] * 2, [good] * 2, schedule(2), "good:1", TOLERANCES)
+    assert "11 of 13 regressed" in regressed.message and "all_reduce 512B" in regressed.message
+    assert "all_reduce 1024B" not in regressed.message, regressed.message
+    for case in (caused, shared, only, regressed):
+        assert case.duration_s == 0.0  # the pairs' runs have their own times
+    skipped = {"name": "bw", "status": "skipped", "duration_s": 0.1, "bandwidth": [], "cases": []}
+    assert reference_case([skipped] * 2, [skipped] * 2, schedule(2), "good:1", TOLERANCES).duration_s == 0.0
+
+
+def test_a_pass_names_the_lowest_busbw_and_the_details_round_to_four_places() -> None:
+    candidate = {**entry(1.0), "bandwidth": [figure("all_reduce", 64, "64B", 0.95), figure("all_reduce", 128, "128B", 0.9)]}
+    reference = {**entry(1.0), "bandwidth": [figure("all_reduce", 64, "64B", 1.0), figure("all_reduce", 128, "128B", 1.0)]}
+    case = reference_case([candidate] * 2, [reference] * 2, schedule(2), "good:1", TOLERANCES)
+    assert case.status == PASSED and "lowest busbw busbw all_reduce 128B: 0.90x" in case.message, case.message
+    odd = {**entry(1.0), "bandwidth": [figure("all_reduce", 64, "64B", 0.123456789)]}
+    (data,) = [
+        f
+        for f in reference_case(
+            [odd] * 2, [{**odd, "bandwidth": [figure("all_reduce", 64, "64B", 1.0)]}] * 2, schedule(2), "g:1", TOLERANCES
+        ).details["figures"]
+        if f["kind"] == "busbw"
+    ]
+    assert (data["ratio"], data["low"], data["high"]) == (0.1235, 0.1235, 0.1235)
+    # Too few pairs and nothing compared: the first reason said is the pairs.
+    none = reference_case([entry(1.0)], [], schedule(3), "good:1", TOLERANCES)
+    assert none.message == "expected at least 2 complete pairs with the reference good:1 to judge by; 0 ran"

@@ -124,9 +124,10 @@ def test_no_sudo_and_no_mmdebstrap_in_the_pipelines(name: str) -> None:
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
 def test_the_pipelines_install_distval_from_something_that_exists(name: str) -> None:
-    """No placeholder organisation: a checkout of distval beside the pipeline, installed by path."""
-    text = (DOCS / name).read_text()
-    assert "your-org" not in text and "example.com" not in text
+    """No placeholder organisation for distval itself: a checkout of distval beside the pipeline, installed by path
+    (the registry the image under test is pushed to is the user's own, and stays a placeholder)."""
+    specs = re.findall(r"DISTVAL_PIP_SPEC: \"?([^\"\n]+)", (DOCS / name).read_text())
+    assert specs and set(specs) == {"./distval"}
     lines = shell_lines(load(name))
     assert any("pip install" in line for line in lines)
 
@@ -157,83 +158,102 @@ def test_gitlab_job_reports_the_junit_in_merge_requests() -> None:
     assert '$CI_PIPELINE_SOURCE == "schedule"' in sources
 
 
-# -- The release step: attest, verify, and push only a verified image, on the publishing path only ---------------
+# -- The release: push, attest in the registry, then verify in a job that holds the public key only ---------------
 GITHUB_PUBLISHING = "github.event_name == 'push' && github.ref == 'refs/heads/main'"
 GITLAB_PUBLISHING = 'if [ "$CI_PIPELINE_SOURCE" = "push" ] && [ "$CI_COMMIT_BRANCH" = "$CI_DEFAULT_BRANCH" ]; then'
 GITHUB_NOT_A_FORK = (
     "always() && (github.event_name != 'pull_request' || github.event.pull_request.head.repo.full_name == github.repository)"
 )
-GITLAB_VERIFY_FAILS = '|| { code=$?; echo "distval verify exited $code: $IMAGE is not pushed" >&2; exit "$code"; }'
 POLICY = DOCS / "release-policy.yaml"
+REPOSITORY = "registry.example.com/your-org/torch"
+DIGEST = "sha256:" + "d1" * 32
+
+
+def _release_lines(document: Any) -> list[str]:
+    """The shell lines with the repository (``${IMAGE%:*}``, ``$REPOSITORY``) and the pushed digest (``$digest``,
+    ``$DIGEST``) as the shell would have them, every other variable a word."""
+    lines = []
+    for text in _strings(document):
+        for line in text.replace("\\\n", " ").splitlines():
+            line = line.replace("${IMAGE%:*}", REPOSITORY).replace("$REPOSITORY", REPOSITORY)
+            line = re.sub(r"\$digest\b|\$DIGEST\b", DIGEST, line)
+            lines.append(re.sub(r"\$\{\{[^}]*\}\}|\$\{?[A-Za-z_][A-Za-z0-9_]*\}?", "v1", line))
+    return lines
 
 
 def _commands(lines: list[str], verb: str) -> list[list[str]]:
-    """The arguments of each `distval VERB` line, up to a `||` that handles its failure."""
-    found = []
-    for line in lines:
-        if line.strip().startswith(f"distval {verb} "):
-            words = shlex.split(line)
-            found.append(words[1 : words.index("||")] if "||" in words else words[1:])
-    return found
-
-
-def _release_commands(lines: list[str]) -> tuple[Any, Any]:
-    (attest,) = _commands(lines, "attest")
-    (verify,) = _commands(lines, "verify")
-    return build_parser().parse_args(attest), build_parser().parse_args(verify)
+    """The arguments of each `distval VERB` line."""
+    return [shlex.split(line)[1:] for line in lines if line.strip().startswith(f"distval {verb} ")]
 
 
 @pytest.mark.parametrize("name", sorted(SCHEMAS))
-def test_the_release_step_attests_the_run_and_verifies_it_with_the_committed_key_and_policy(name: str) -> None:
+def test_the_pushed_digest_is_attested_and_verified_from_the_registry_with_the_committed_key_and_policy(name: str) -> None:
     document = load(name)
     (run,) = distval_commands(document)
     ran = build_parser().parse_args(run)
-    attest, verify = _release_commands(shell_lines(document))
+    (attest_words,) = _commands(_release_lines(document), "attest")
+    (verify_words,) = _commands(_release_lines(document), "verify")
+    attest, verify = build_parser().parse_args(attest_words), build_parser().parse_args(verify_words)
     assert not attest.generate_key and attest.report == ran.json and attest.junit == ran.junit
-    assert attest.image == ran.image == verify.image
-    assert verify.attestation == attest.output and verify.report == ran.json
-    assert verify.key == ".distval/release.pub" and verify.policy == ".distval/release-policy.yaml"
+    assert attest.push and attest.image == verify.image == f"{REPOSITORY}@{DIGEST}"  # the digest pushed, never a tag
     assert not attest.key.endswith(".pub")  # signed with the private key from a CI secret, never the committed file
+    assert verify.registry and verify.attestation is None  # the attestation stored beside the image
+    assert verify.key == ".distval/release.pub" and verify.policy == ".distval/release-policy.yaml"
 
 
-def test_github_pushes_only_after_verify_and_only_on_a_push_to_main() -> None:
+def test_github_attests_after_the_push_and_verifies_in_a_job_without_the_signing_key() -> None:
     workflow = load("github-actions.yml")
     assert workflow[True]["push"]["branches"] == ["main"]
-    steps = workflow["jobs"]["validate"]["steps"]
+    validate, release = workflow["jobs"]["validate"], workflow["jobs"]["release"]
+    steps = validate["steps"]
     runs = [(i, step) for i, step in enumerate(steps) if "run" in step]
-    (verify,) = [i for i, step in runs if "distval verify" in step["run"]]
-    (push,) = [i for i, step in runs if "docker push" in step["run"]]
     (run,) = [i for i, step in runs if "distval run" in step["run"]]
-    assert run < verify < push
-    for i in (verify, push):  # the default `if` adds success(): a verify that fails skips the push
-        assert steps[i]["if"] == GITHUB_PUBLISHING
-        assert not re.search(r"always\(\)|failure\(\)|cancelled\(\)|continue-on-error", str(steps[i]))
+    (publish,) = [i for i, step in runs if "distval attest" in step["run"]]
+    (login,) = [i for i, step in enumerate(steps) if "docker/login-action" in step.get("uses", "")]
+    assert run < login < publish and steps[publish]["id"] == "publish"
+    text = steps[publish]["run"]
+    assert text.index("docker push") < text.index("distval attest")  # attested after the push, by its digest
+    assert "umask 077" in text.splitlines()[0]  # the key file is written private
+    assert steps[publish]["env"]["DISTVAL_SIGNING_KEY"] == "${{ secrets.DISTVAL_SIGNING_KEY }}"
     for _, step in runs:  # the signing key and the registry only on the publishing path
         if any(word in step["run"] for word in ("distval attest", "docker push", "DISTVAL_SIGNING_KEY")):
             assert step.get("if") == GITHUB_PUBLISHING, step
-    assert steps[verify]["env"]["DISTVAL_SIGNING_KEY"] == "${{ secrets.DISTVAL_SIGNING_KEY }}"
-    assert "umask 077" in steps[verify]["run"].splitlines()[0]  # the key file is written private
-    logins = [step for step in steps if "docker/login-action" in step.get("uses", "")]
-    assert logins and all(step["if"] == GITHUB_PUBLISHING for step in logins)
+    assert steps[login]["if"] == GITHUB_PUBLISHING
+    assert validate["outputs"]["digest"] == "${{ steps.publish.outputs.digest }}"
     upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact"))
     assert "distval-attestation.json" in upload["with"]["path"].split()
+    # The release job: after validate, on the publishing path, the public key only; releases only what verified.
+    assert release["needs"] == "validate" and release["if"] == GITHUB_PUBLISHING
+    assert release["env"]["DIGEST"] == "${{ needs.validate.outputs.digest }}"
+    assert "DISTVAL_SIGNING_KEY" not in str(release) and "distval attest" not in str(release)
+    named = [step.get("run", "") for step in release["steps"]]
+    verify = next(i for i, text in enumerate(named) if text.startswith("distval verify"))
+    tagged = next(i for i, text in enumerate(named) if "imagetools create" in text)
+    assert verify < tagged and not re.search(r"always\(\)|failure\(\)|continue-on-error", str(release["steps"][tagged:]))
 
 
-def test_gitlab_pushes_only_after_verify_and_only_on_the_default_branch() -> None:
-    job = load("gitlab-ci.yml")["distval"]
+def test_gitlab_attests_after_the_push_and_verifies_in_a_job_without_the_signing_key() -> None:
+    document = load("gitlab-ci.yml")
+    job, release = document["distval"], document["distval-release"]
+    assert document["stages"] == ["validate", "release"]
     assert "$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH" in {rule["if"] for rule in job["rules"]}
-    (release,) = [item for item in job["script"] if "docker push" in item]
-    lines = release.replace("\\\n", " ").splitlines()
+    (publishing,) = [item for item in job["script"] if "docker push" in item]
+    lines = publishing.replace("\\\n", " ").splitlines()
     assert lines[0] == GITLAB_PUBLISHING and lines[-1] == "fi"
+    order = [
+        next(i for i, line in enumerate(lines) if word in line) for word in ("docker login", "docker push", "distval attest")
+    ]
+    assert order == sorted(order)
     assert not any("docker push" in item or "distval attest" in item for item in job["before_script"])
-    verify = next(i for i, line in enumerate(lines) if line.strip().startswith("distval verify "))
-    attest = next(i for i, line in enumerate(lines) if line.strip().startswith("distval attest "))
-    login = next(i for i, line in enumerate(lines) if "docker login" in line)
-    push = next(i for i, line in enumerate(lines) if "docker push" in line)
-    assert attest < verify < login < push
-    # Explicit: a verify that does not exit 0 ends the job with its exit code before anything is pushed.
-    assert lines[verify].rstrip().endswith(GITLAB_VERIFY_FAILS)
-    assert "distval-attestation.json" in job["artifacts"]["paths"]
+    assert job["environment"]["name"] == "signing"  # the signing key's environment scope: this job's only
+    assert job["artifacts"]["reports"]["dotenv"] == "release.env" and "distval-attestation.json" in job["artifacts"]["paths"]
+    assert release["stage"] == "release" and release["needs"] == ["distval"] and "environment" not in release
+    assert release["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "push" && $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH'}]
+    assert "DISTVAL_SIGNING_KEY" not in str(release) and "distval attest" not in str(release)
+    script = release["script"]
+    verify = next(i for i, line in enumerate(script) if line.startswith("distval verify"))
+    tagged = next(i for i, line in enumerate(script) if line.startswith("skopeo copy"))
+    assert verify < tagged
 
 
 def test_the_shipped_release_policy_loads_with_the_real_loader() -> None:
@@ -276,16 +296,28 @@ def test_the_release_policy_passes_each_good_image_and_refuses_a_run_that_skippe
 
 
 def _stand_ins(tmp_path: Path, verify_exit: int) -> dict[str, str]:
-    """`distval` and `docker` that log their arguments to calls.log; `distval verify` exits ``verify_exit``."""
+    """`distval`, `docker` and `skopeo` that log their command lines to calls.log; `docker push` says the digest as
+    the docker CLI does; `distval verify` exits ``verify_exit``."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     log = tmp_path / "calls.log"
-    for name, body in (("distval", f'[ "$1" = verify ] && exit {verify_exit}\nexit 0'), ("docker", "cat >/dev/null\nexit 0")):
+    bodies = {
+        "distval": f'[ "$1" = verify ] && exit {verify_exit}\nexit 0',
+        "docker": f'[ "$1" = push ] && echo "v1: digest: {DIGEST} size: 1234"\ncat >/dev/null\nexit 0',
+        "skopeo": "cat >/dev/null\nexit 0",
+    }
+    for name, body in bodies.items():
         script = bin_dir / name
-        script.write_text(f'#!/bin/sh\necho "{name} $1" >>{shlex.quote(str(log))}\n{body}\n')
+        script.write_text(f'#!/bin/sh\necho "{name} $*" >>{shlex.quote(str(log))}\n{body}\n')
         script.chmod(0o755)
     (tmp_path / "runner").mkdir()
-    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "IMAGE": "my/torch:1", "RUNNER_TEMP": str(tmp_path / "runner")}
+    return {
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "IMAGE": f"{REPOSITORY}:1",
+        "RUNNER_TEMP": str(tmp_path / "runner"),
+        "GITHUB_OUTPUT": str(tmp_path / "output"),
+        "HOME": str(tmp_path),
+    }
 
 
 def _calls(tmp_path: Path) -> list[str]:
@@ -293,47 +325,71 @@ def _calls(tmp_path: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
-@pytest.mark.parametrize(("verify_exit", "pushed"), [(0, True), (6, False), (1, False), (2, False)])
-def test_github_release_steps_push_only_when_verify_exits_0(tmp_path: Path, verify_exit: int, pushed: bool) -> None:
-    """The steps after the run, on a push to main, as GitHub runs them: each with bash -eo pipefail, a step that
-    fails skips every later step whose `if` does not ask for always()."""
-    env = _stand_ins(tmp_path, verify_exit) | {"DISTVAL_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----"}
-    failed = False
-    for step in load("github-actions.yml")["jobs"]["validate"]["steps"]:
-        if "run" not in step or "distval run" in step["run"] or failed or step.get("if") != GITHUB_PUBLISHING:
+def _verbs(tmp_path: Path) -> list[str]:
+    return [" ".join(call.split()[:2]) for call in _calls(tmp_path)]
+
+
+def _github_steps(job: str, tmp_path: Path, env: dict[str, str]) -> bool:
+    """The publishing shell steps of ``job`` on a push to main, as GitHub runs them (bash -eo pipefail; a step that fails
+    skips every later one whose `if` does not ask for always()); whether one failed."""
+    whole = load("github-actions.yml")["jobs"][job]
+    for step in whole["steps"]:
+        # The validate job's publishing steps (the rest build and run), the release job's own (its installs aside).
+        condition = step.get("if") if "if" not in whole else whole["if"]
+        if "run" not in step or "pip install" in step["run"] or condition != GITHUB_PUBLISHING:
             continue
         done = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step["run"]], env=env, cwd=tmp_path)
-        failed = done.returncode != 0
-        assert done.returncode in (0, verify_exit)
-    assert failed == (not pushed)
-    assert ("docker push" in _calls(tmp_path)) == pushed
-    assert _calls(tmp_path)[:2] == ["distval attest", "distval verify"]
-    assert not (tmp_path / "runner" / "release.key").exists()  # written for attest, removed before verify
+        if done.returncode != 0:
+            return True
+    return False
+
+
+def test_github_pushes_then_attests_the_pushed_digest_and_hands_it_on(tmp_path: Path) -> None:
+    env = _stand_ins(tmp_path, 0) | {"DISTVAL_SIGNING_KEY": "-----BEGIN PRIVATE KEY-----"}
+    assert not _github_steps("validate", tmp_path, env)
+    assert _verbs(tmp_path) == ["docker push", "distval attest"]
+    assert f"--image {REPOSITORY}@{DIGEST} " in _calls(tmp_path)[1] and " --push " in _calls(tmp_path)[1]
+    assert (tmp_path / "output").read_text() == f"digest={DIGEST}\n"
+    assert not (tmp_path / "runner" / "release.key").exists()  # written for attest, removed after it
+
+
+@pytest.mark.parametrize(("verify_exit", "released"), [(0, True), (6, False), (1, False), (2, False)])
+def test_github_release_job_tags_only_when_verify_exits_0(tmp_path: Path, verify_exit: int, released: bool) -> None:
+    env = _stand_ins(tmp_path, verify_exit) | {"REPOSITORY": REPOSITORY, "DIGEST": DIGEST}
+    assert _github_steps("release", tmp_path, env) == (not released)
+    assert _calls(tmp_path)[0].startswith(f"distval verify --registry --image {REPOSITORY}@{DIGEST} ")
+    assert ("docker buildx" in _verbs(tmp_path)) == released
 
 
 @pytest.mark.parametrize(
-    ("source", "branch", "verify_exit", "calls"),
+    ("source", "branch", "calls"),
     [
-        ("push", "main", 0, ["distval attest", "distval verify", "docker login", "docker push"]),
-        ("push", "main", 6, ["distval attest", "distval verify"]),
-        ("push", "main", 1, ["distval attest", "distval verify"]),
-        ("push", "feature", 0, []),
+        ("push", "main", ["docker login", "docker push", "distval attest"]),
+        ("push", "feature", []),
         # The nightly runs on the default branch too: it validates the same commit again, and never re-publishes it.
-        ("schedule", "main", 0, []),
-        ("web", "main", 0, []),
+        ("schedule", "main", []),
+        ("web", "main", []),
     ],
 )
-def test_gitlab_release_pushes_only_when_verify_exits_0_on_a_push_to_the_default_branch(
-    tmp_path: Path, source: str, branch: str, verify_exit: int, calls: list[str]
+def test_gitlab_pushes_and_attests_only_on_a_push_to_the_default_branch(
+    tmp_path: Path, source: str, branch: str, calls: list[str]
 ) -> None:
-    (release,) = [item for item in load("gitlab-ci.yml")["distval"]["script"] if "docker push" in item]
-    env = _stand_ins(tmp_path, verify_exit) | {
-        "CI_PIPELINE_SOURCE": source,
-        "CI_COMMIT_BRANCH": branch,
-        "CI_DEFAULT_BRANCH": "main",
-    }
-    done = subprocess.run(["bash", "-eo", "pipefail", "-c", release], env=env, cwd=tmp_path, capture_output=True, text=True)
-    assert _calls(tmp_path) == calls
-    assert done.returncode == (verify_exit if calls else 0)
-    if verify_exit:
-        assert f"distval verify exited {verify_exit}: my/torch:1 is not pushed" in done.stderr
+    (publishing,) = [item for item in load("gitlab-ci.yml")["distval"]["script"] if "docker push" in item]
+    env = _stand_ins(tmp_path, 0) | {"CI_PIPELINE_SOURCE": source, "CI_COMMIT_BRANCH": branch, "CI_DEFAULT_BRANCH": "main"}
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", publishing], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert _verbs(tmp_path) == calls
+    if calls:
+        assert f"--image {REPOSITORY}@{DIGEST} " in _calls(tmp_path)[2]
+        assert (tmp_path / "release.env").read_text() == f"DIGEST={DIGEST}\n"
+
+
+@pytest.mark.parametrize(("verify_exit", "released"), [(0, True), (6, False), (1, False)])
+def test_gitlab_release_job_tags_only_when_verify_exits_0(tmp_path: Path, verify_exit: int, released: bool) -> None:
+    """The release job's script as GitLab runs it: line by line, the job ending at the first that fails."""
+    env = _stand_ins(tmp_path, verify_exit) | {"REPOSITORY": REPOSITORY, "DIGEST": DIGEST, "CI_REGISTRY": "registry.example.com"}
+    for line in load("gitlab-ci.yml")["distval-release"]["script"]:
+        if subprocess.run(["bash", "-eo", "pipefail", "-c", line], env=env, cwd=tmp_path).returncode != 0:
+            break
+    assert ("skopeo copy" in _verbs(tmp_path)) == released
+    assert f"distval verify --registry --image {REPOSITORY}@{DIGEST} --key .distval/release.pub" in _calls(tmp_path)[1]

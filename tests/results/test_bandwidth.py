@@ -43,6 +43,7 @@ from distval.results.scenario import RunSummary, ScenarioResult
 from distval.results.scenario import summarize_scenario as summarize
 from distval.session.remeasure import BaselineOptions, remeasure
 from distval.targets.engines.planning import plan_scenario
+from distval_suite.bandwidth_figures import SAMPLES_MAX, add_samples, bounded
 
 CONFIG = """\
 scenarios:
@@ -692,3 +693,28 @@ def test_help_of_the_commands_with_tolerances_renders(command: str, capsys: pyte
     assert exit_info.value.code == 0
     out = capsys.readouterr().out
     assert "(default 20%" in out and "%%" not in out
+
+
+def test_per_iteration_samples_are_the_slowest_ranks_per_call_and_are_validated() -> None:
+    # The suite: per iteration the slowest rank's time, each rank's median, a bounded count (the same indexes).
+    assert bounded(list(range(7))) == list(range(7))
+    long = [float(i) for i in range(1000)]
+    assert len(bounded(long)) == SAMPLES_MAX and bounded(long)[:3] == [0.0, 10.0, 20.0]
+    figures: list[dict[str, object]] = [{"size": 4}]
+    add_samples(figures, [[[1e-6, 5e-6, 2e-6]], [[3e-6, 1e-6, 2e-6]]])
+    assert figures[0]["samples_us"] == [3.0, 5.0, 2.0] and figures[0]["rank_time_us"] == [2.0, 2.0]
+    # The host: taken only when every value is a finite time in range, at most SAMPLES_MAX of them.
+    base = {"size": 4, "label": "4B", "time_us": 1.0, "algbw_gbps": 1.0, "busbw_gbps": 1.0}
+    for samples, kept in [
+        ([3.0, 5.0], (3.0, 5.0)),
+        ([3.0, -1.0], None),
+        ([3.0, True], None),
+        ([3.0, float("inf")], None),
+        ([1.0] * (SAMPLES_MAX + 1), None),
+        ([], None),
+        ("3,5", None),
+    ]:
+        (found,) = figures_from_details("all_reduce", {"figures": [{**base, "samples_us": samples}], "world_size": 2})
+        assert found.samples_us == kept, samples
+    (two,) = figures_from_details("all_reduce", {"figures": [{**base, "rank_time_us": [1.0, 2.0, 3.0]}], "world_size": 2})
+    assert two.rank_time_us is None  # three ranks' medians in a world of two

@@ -309,3 +309,16 @@ def test_the_first_to_fail_is_the_earliest_then_the_lowest_rank() -> None:
     later_rank_first = {1: [record("error", FAULT_AT + 0.5, RESET)], 0: [record("error", FAULT_AT + 2, CLOSED)]}
     verdict = evaluate((), FaultLog(injected=(FREEZE,)), later_rank_first, 2)
     assert "(first to fail: rank 1 after 0.50 s" in verdict.message
+
+
+def test_a_survivor_failing_long_after_its_window_is_not_as_expected() -> None:
+    # Closed connection, the right kind, but 30 s into a 0..5 s window: not the reaction the scenario expects.
+    records = {0: [record("error", FAULT_AT + 30, CLOSED)]}
+    verdict = evaluate(SURVIVORS_CLOSED, FaultLog(injected=(KILL,)), records, 2)
+    assert not verdict.ok and "as expected" not in verdict.message
+    assert "rank 0: expected connection_closed 0..5 s after the fault; seen connection_closed after 30.00 s" in verdict.message
+    assert [v.ok for v in verdict.ranks] == [False, True]
+    # The window's ends are inside it.
+    for at in (0.0, 5.0):
+        inside = evaluate(SURVIVORS_CLOSED, FaultLog(injected=(KILL,)), {0: [record("error", FAULT_AT + at, CLOSED)]}, 2)
+        assert inside.ok, (at, inside.message)

@@ -241,3 +241,49 @@ def test_a_fault_scenario_whose_checks_were_all_interrupted_is_validated_by_its_
     assert result.status == "passed"
     failing = dataclasses.replace(result, cases=tuple(c for c in result.cases if c.name != "faults"))
     assert failing.status == "skipped"  # the same cases without the faults verdict validate nothing
+
+
+def test_a_check_that_errored_before_the_fault_stays_an_error_not_a_skip() -> None:
+    records = {0: {"all_reduce": rec("error", FAULT_AT - 2, "RuntimeError: gloo refused the tensor")}}
+    judged = judge([CaseResult("all_reduce", "error", "RuntimeError: gloo refused the tensor", 1.0)], records)["all_reduce"]
+    assert judged.status == "error", judged
+    assert judged.message == (
+        "before the fault, rank 0: RuntimeError: gloo refused the tensor; "
+        "interrupted by the faults or not run after them on rank(s) 1"
+    )
+    # On every rank before the fault: its own verdict and words.
+    both = {r: {"all_reduce": rec("error", FAULT_AT - 2, "refused")} for r in (0, 1)}
+    assert judge([CaseResult("all_reduce", "error", "own words", 1.0)], both)["all_reduce"].message == "own words"
+
+
+def test_a_check_that_ended_before_the_fault_on_some_ranks_is_judged_rank_by_rank() -> None:
+    world = 3
+    # Ranks 0 and 2 passed before the fault, rank 1 was cut by it: not a pass (it did not finish on rank 1), not red.
+    records = {0: {"all_reduce": rec("passed", FAULT_AT - 1)}, 2: {"all_reduce": rec("passed", FAULT_AT - 1)}}
+    records[1] = {"all_reduce": rec("error", FAULT_AT + 0.4, CLOSED)}
+    case = CaseResult("all_reduce", "error", CLOSED, 1.0)
+    judged = judge([case], records, world_size=world)["all_reduce"]
+    assert (judged.status, judged.message) == (
+        "skipped",
+        "passed before the fault on rank(s) 0, 2; interrupted by the faults or not run after them on rank(s) 1 "
+        "(faults judges how the ranks reacted)",
+    )
+    # Rank 2 failed before the fault, rank 1 was cut by it: red in rank 2's words, whatever the case said first.
+    records[2] = {"all_reduce": rec("failed", FAULT_AT - 1, "expected 3.0, got 4.0")}
+    judged = judge([case], records, world_size=world)["all_reduce"]
+    assert judged.status == "error" and judged.message.startswith("before the fault, rank 2: expected 3.0, got 4.0; ")
+    # A case the summary did not call red (its ranks skipped it) is red from the rank that failed before the fault.
+    judged = judge([CaseResult("all_reduce", "skipped", "x", 1.0)], records, world_size=world)["all_reduce"]
+    assert judged.status == "failed"
+    # Every rank before the fault: the case's own verdict.
+    done = {r: {"all_reduce": rec("passed", FAULT_AT - 1)} for r in range(world)}
+    assert judge([CaseResult("all_reduce", "passed", "ok", 1.0)], done, world_size=world)["all_reduce"].status == "passed"
+
+
+def test_the_first_rank_that_failed_before_the_fault_is_the_one_named() -> None:
+    records = {
+        0: {"all_reduce": rec("failed", FAULT_AT - 2, "rank 0's wrong answer")},
+        1: {"all_reduce": rec("failed", FAULT_AT - 1, "rank 1's wrong answer")},
+    }
+    judged = judge([CaseResult("all_reduce", "failed", "x", 1.0)], records, world_size=3)["all_reduce"]
+    assert judged.message.startswith("before the fault, rank 0: rank 0's wrong answer; "), judged.message

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from distval.cli.main import main
+from distval_suite import coverage
 from tests.default_runs import DefaultRuns
 from tests.docker_helpers import (
     DEFAULT_CONFIG,
@@ -491,7 +492,8 @@ def test_a_defect_past_2_22_elements_is_caught_by_the_default_size(
     fixture_image: Callable[[str], str], run_id: str, tmp_path: Path
 ) -> None:
     """broken:allreduce-large-truncated reduces only the first 2**22 elements: the old 4 MiB default passed
-    it; the default config's 16 MiB (+3 elements) fails all_reduce in every dtype at the large size."""
+    it; the default config's 16 MiB of float32 (+3 elements, as many in every dtype) fails all_reduce in every dtype
+    at the large size, float64 and int64 too (16 MiB of their own stopped at 2**21 elements and passed them)."""
     image = fixture_image("distval-fixtures/broken:allreduce-large-truncated")
     config = tmp_path / "large.yaml"
     config.write_text(
@@ -504,5 +506,8 @@ def test_a_defect_past_2_22_elements_is_caught_by_the_default_size(
     for name in ("collectives.all_reduce.sum", "collectives.all_reduce.max", "collectives.all_reduce.product"):
         status, message = found[name]
         assert status == "failure" and "4194307 elements, in place: all_reduce(" in message, (name, found[name])
+    # Every dtype's large all_reduce(SUM) is wrong, and nothing else in the part (its 7-element variants are right).
+    summed = found["collectives.all_reduce.sum"]
+    assert f"rank 0: {len(coverage.DTYPES)} of " in summed[1], summed  # "rank 0: 9 of 30 runs wrong; first: ..."
     for name in ("env", "all_reduce", "collectives.broadcast", "collectives.all_gather"):
         assert found[name][0] == "passed", (name, found[name])

@@ -1,10 +1,17 @@
 """Pod logs -> the run summary a Docker run gives (``distval collect kubernetes``).
 
 An exported job's suite writes each result record to stdout as ``@distval-record`` lines (distval_suite/records.py),
-and each node's first rank writes what ran (distval/targets/kubernetes/origin.py). This module reads those lines back from
-pod logs -- files (one per pod, or one concatenated file; ``kubectl logs`` with or without ``--prefix`` and
-``--timestamps``) or the Kubernetes API -- into the ContainerOutcome/ScenarioOutcome that distval/results/scenario.py
-summarizes for Docker runs, planned again from the origin, so the verdicts and reports are the same.
+and each node's first rank names its job. This module reads those lines back from pod logs -- files (one per pod, or
+one concatenated file; ``kubectl logs`` with or without ``--prefix`` and ``--timestamps``) or the Kubernetes API --
+into the ContainerOutcome/ScenarioOutcome that distval/results/scenario.py summarizes for Docker runs, so the verdicts
+and reports are the same.
+
+What ran is the plan file the export wrote beside the manifests (distval/targets/plan_file.py), checked against the
+SHA-256 the manifests carry (or, through the API, the pods' annotation): every scenario of the plan files given is
+judged with its own checks, ranks and image. The logs are the image's output: a job they name is only which plan
+their lines belong to (one the plan files do not hold is refused), and every line is bounded as a Docker
+container's output and records are (LOG_LINES_MAX lines, the last CONTAINER_LOG_MAX_BYTES of text, records through
+distval/results/records.py).
 
 A rank with no records for a check is an error naming the rank and why (its pod's log is missing, or ends
 before them); a record line that cannot be read back is an error naming its file and line. A pod's exit code
@@ -14,22 +21,28 @@ is not in its log: from files, ``exit_status`` is skipped with that reason; thro
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import os
 import re
+from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Protocol
 
+import yaml
+
 from distval import strict_json
-from distval.bounded_read import LOG_MAX_BYTES, FileRefused, read_regular_file, size_text
+from distval.bounded_read import CONTAINER_LOG_MAX_BYTES, LOG_MAX_BYTES, FileRefused, read_regular_file, size_text
 from distval.config.layout import WORLD_SIZE_MAX
 from distval.errors import BadInput, EnvironmentUnusable, one_line
+from distval.plan.model import ScenarioPlan
 from distval.results.logs import tail
 from distval.results.outcome import ERROR, EXIT_STATUS_CASE, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
-from distval.targets.kubernetes.export import CONTAINER_NAME, LABEL_JOB
-from distval.targets.kubernetes.origin import Origin, origin_from_data
+from distval.targets.kubernetes.export import CONTAINER_NAME, LABEL_JOB, PLAN_SUFFIX
+from distval.targets.plan_file import NO_PLAN_FILE, PLAN_SHA256_KEY, ExportedPlan, PlanFileError, is_sha256, read_plan
 from distval_suite.records import STDOUT_MARKER
 
 # Numbers of at most 9 digits: the log is the image's text, and int() of thousands of digits raises or is slow.
@@ -42,6 +55,16 @@ RECORD_EXPECTED = f"'{STDOUT_MARKER} v1 r=<rank> n=<number> p=<part>/<parts> <JS
 # writes the prefix first; either may be absent.
 _POD_PREFIX = re.compile(r"^\[pod/([^/\]\s]+)/[^\]\s]+\] ")
 _TIMESTAMP = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d) ")
+# Lines of one log read: a pod of the default config writes a few hundred, a record of RECORD_PARTS_MAX pieces 4096.
+# Past it the rest of the log is not read (an error of its results): 200,000 one-line records cost 3 s and 400 MB
+# here, and a 256 MiB log of them would cost a minute and gigabytes.
+LOG_LINES_MAX = 200_000
+# Start lines kept per log: one per rank and torchrun attempt.
+STARTS_MAX = 64 * WORLD_SIZE_MAX
+# A Kubernetes object name (DNS subdomain): the longest job name a start line may claim.
+JOB_NAME_MAX = 253
+# The manifests beside a plan file: the suite's files make each about 200 KB.
+MANIFEST_MAX_BYTES = 16 * 2**20
 
 
 class CollectError(BadInput):
@@ -56,8 +79,11 @@ class _Source:
 
     label: str  # FILE, FILE[pod NAME], or pod NAME (API)
     pod: str | None
-    text: list[str] = field(default_factory=list)
-    starts: list[dict[str, Any]] = field(default_factory=list)
+    text: deque[str] = field(default_factory=deque)  # the end of the lines that are not records
+    text_chars: int = 0  # in ``text``
+    text_cut: int = 0  # characters of older lines dropped from ``text``
+    starts: list[dict[str, Any]] = field(default_factory=list)  # {"rank": int, "node_rank": int | None}
+    jobs: list[str] = field(default_factory=list)  # the jobs its start lines name, in order
     records: dict[int, list[tuple[int, dict[str, Any]]]] = field(default_factory=dict)  # rank -> (n, record)
     garbled: list[str] = field(default_factory=list)
     pieces: dict[tuple[int, int], dict[int, tuple[int, str]]] = field(default_factory=dict)
@@ -67,15 +93,23 @@ class _Source:
     image_id: str | None = None
     node_rank: int | None = None  # the pod's completion index, when the API gave it
 
+    def keep_text(self, line: str) -> None:
+        """A line of the pod's own output: its end is kept, CONTAINER_LOG_MAX_BYTES characters (a Docker
+        container's stdout is kept as much)."""
+        if len(line) > CONTAINER_LOG_MAX_BYTES:
+            self.text_cut += len(line) - CONTAINER_LOG_MAX_BYTES
+            line = line[-CONTAINER_LOG_MAX_BYTES:]
+        self.text.append(line)
+        self.text_chars += len(line) + 1
+        while self.text_chars > CONTAINER_LOG_MAX_BYTES and len(self.text) > 1:
+            dropped = len(self.text.popleft()) + 1
+            self.text_chars -= dropped
+            self.text_cut += dropped
+
     @property
-    def origins(self) -> list[Origin]:
-        found: list[Origin] = []
-        for start in self.starts:
-            if "origin" in start:
-                origin = origin_from_data(start["origin"])
-                if origin not in found:
-                    found.append(origin)
-        return found
+    def output(self) -> str:
+        kept = "\n".join(self.text)
+        return f"[... cut: {self.text_cut} characters before these]\n{kept}" if self.text_cut else kept
 
 
 def _strip(line: str) -> tuple[str | None, str]:
@@ -94,15 +128,21 @@ def _strip(line: str) -> tuple[str | None, str]:
 def read_log(label: str, text: str) -> list[_Source]:
     """The sources of one log: one per pod named by ``--prefix``, else the whole text as one."""
     sources: dict[str | None, _Source] = {}
-    for number, raw in enumerate(text.splitlines(), start=1):
-        pod, line = _strip(raw.rstrip("\r"))
+    source: _Source | None = None
+    # Line by line (a list of a 256 MiB log's lines would take gigabytes), at most LOG_LINES_MAX of them.
+    for number, raw in enumerate(io.StringIO(text), start=1):
+        if number > LOG_LINES_MAX:
+            if source is not None:
+                source.garbled.append(f"{label}: more than {LOG_LINES_MAX} lines; the rest was not read")
+            break
+        pod, line = _strip(raw.rstrip("\n").rstrip("\r"))
         source = sources.get(pod)
         if source is None:
             source = sources[pod] = _Source(f"{label}[pod {pod}]" if pod else label, pod)
         where = f"{label}:{number}"
         at = line.find(STDOUT_MARKER)
         if at < 0:
-            source.text.append(line)
+            source.keep_text(line)
             continue
         match = RECORD_LINE.match(line[at + len(STDOUT_MARKER) :].lstrip(" "))
         if match is None:
@@ -151,14 +191,9 @@ def _assemble(source: _Source, label: str) -> None:
             if not isinstance(record, dict):
                 raise ValueError("not an object")
             if "start" in record:
-                start = record["start"]
-                if not isinstance(start, dict) or int(start["rank"]) != rank:
-                    raise ValueError("a start record of another rank")
-                if start.get("node_rank") not in (None, ""):
-                    node_rank_of(start["node_rank"])  # a node's number, or a garbled line now (not a crash later)
-                if "origin" in start:
-                    origin_from_data(start["origin"])  # readable, or a garbled line now
-                source.starts.append(start)
+                if len(source.starts) >= STARTS_MAX:
+                    raise ValueError(f"more than {STARTS_MAX} start lines in one log")
+                source.starts.append(_start(record["start"], rank, source.jobs))
             else:
                 if int(record["rank"]) != rank or not isinstance(record.get("check"), str):
                     raise ValueError("a result record without its rank or check")
@@ -171,6 +206,23 @@ def _assemble(source: _Source, label: str) -> None:
             source.garbled.append(
                 f"{label}: rank {rank}'s record(s) {', '.join(map(str, missing[:10]))} are missing between the ones present"
             )
+
+
+def _start(start: object, rank: int, jobs: list[str]) -> dict[str, Any]:
+    """A start line's facts, checked (the image wrote them): its rank, its node, and the job it names (added to
+    ``jobs``). ValueError for anything else."""
+    if not isinstance(start, dict) or start.get("rank") != rank:
+        raise ValueError("a start record of another rank")
+    node = start.get("node_rank")
+    node_rank = None if node in (None, "") else node_rank_of(node)
+    named = start.get("origin")
+    if named is not None:
+        job = named.get("job") if isinstance(named, dict) else None
+        if not isinstance(job, str) or not 0 < len(job) <= JOB_NAME_MAX:
+            raise ValueError(f"origin.job: expected a job name of at most {JOB_NAME_MAX} characters")
+        if job not in jobs:
+            jobs.append(job)
+    return {"rank": rank, "node_rank": node_rank}
 
 
 def _completion_index(text: Any) -> int | None:
@@ -199,6 +251,7 @@ class PodLog:
     exit_code: int | None  # None: not terminated (or not known)
     reason: str | None  # the container's termination reason ("Completed", "Error", "OOMKilled")
     image_id: str | None
+    plan_sha256: str | None = None  # the pod's annotation PLAN_SHA256_KEY: the plan file it was made from
 
 
 class PodSource(Protocol):
@@ -252,6 +305,7 @@ class KubernetesPods:
                     exit_code=terminated.exit_code if terminated is not None else None,
                     reason=terminated.reason if terminated is not None else None,
                     image_id=status.image_id if status is not None else None,
+                    plan_sha256=annotations.get(PLAN_SHA256_KEY),
                 )
             )
         return found
@@ -268,10 +322,7 @@ class KubernetesPods:
 def _node_of(source: _Source) -> int | None:
     if source.node_rank is not None:
         return source.node_rank
-    for start in source.starts:
-        if start.get("node_rank") not in (None, ""):
-            return node_rank_of(start["node_rank"])
-    return None
+    return next((start["node_rank"] for start in source.starts if start["node_rank"] is not None), None)
 
 
 def node_rank_of(value: object) -> int:
@@ -284,13 +335,15 @@ def node_rank_of(value: object) -> int:
     return value
 
 
-def _checks_missing(origin: Origin, records: Sequence[tuple[int, dict[str, Any]]]) -> list[str]:
+def _checks_missing(plan: ScenarioPlan, records: Sequence[tuple[int, dict[str, Any]]]) -> list[str]:
     reported = {str(record["check"]) for _, record in records}
-    return [c.name for c in origin.scenario.checks if c.name not in reported]
+    return [c.name for c in plan.scenario.checks if c.name not in reported]
 
 
-def _outcome(origin: Origin, sources: list[_Source], from_api: bool, job_failure: str | None) -> ScenarioOutcome:
-    plan = origin.plan()
+def _outcome(exported: ExportedPlan, sources: list[_Source], from_api: bool, job_failure: str | None) -> ScenarioOutcome:
+    origin = exported.origin
+    plan = origin.plan()  # the plan file's: never what the logs say ran
+    world = set(range(plan.scenario.world_size))
     by_node: dict[int, list[_Source]] = {}
     unplaced: list[_Source] = []
     for source in sources:
@@ -302,8 +355,9 @@ def _outcome(origin: Origin, sources: list[_Source], from_api: bool, job_failure
     observed: dict[int, set[int]] = {}
     for node, node_sources in by_node.items():
         for source in node_sources:
-            observed.setdefault(node, set()).update(int(s["rank"]) for s in source.starts)
-            observed[node].update(source.records)
+            # Only the plan's ranks: a log's rank 5000 is no rank of this scenario (its records judge nothing).
+            observed.setdefault(node, set()).update(world & {int(s["rank"]) for s in source.starts})
+            observed[node].update(world & set(source.records))
     claimed = set().union(*observed.values()) if observed else set()
     containers = []
     for planned in plan.containers:
@@ -316,16 +370,14 @@ def _outcome(origin: Origin, sources: list[_Source], from_api: bool, job_failure
             for rank, records in source.records.items():
                 lines = [json.dumps(record) for _, record in sorted(records, key=lambda item: item[0])]
                 files[f"rank-{rank}.jsonl"] = files.get(f"rank-{rank}.jsonl", b"") + "\n".join(lines + [""]).encode()
-        text = "\n".join(line for source in node_sources for line in source.text)
+        text = "\n".join(source.output for source in node_sources)
         problem = None
         if not node_sources:
             problem = f"no log of node {planned.node_rank}'s pod was given (expected rank(s) {', '.join(map(str, ranks))})" + (
                 f"; {job_failure}" if job_failure else ""
             )
         else:
-            short = [
-                rank for rank in ranks if _checks_missing(origin, [r for s in node_sources for r in s.records.get(rank, [])])
-            ]
+            short = [rank for rank in ranks if _checks_missing(plan, [r for s in node_sources for r in s.records.get(rank, [])])]
             if short:
                 labels = ", ".join(s.label for s in node_sources)
                 last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "(empty)")
@@ -402,38 +454,52 @@ def _result(outcome: ScenarioOutcome, sources: list[_Source], from_api: bool, fa
 
 
 def summarize_sources(
-    sources: list[_Source], from_api: bool = False, fail_on_skip: bool = False, job_failure: str | None = None
+    sources: list[_Source],
+    plans: Sequence[ExportedPlan],
+    from_api: bool = False,
+    fail_on_skip: bool = False,
+    job_failure: str | None = None,
 ) -> RunSummary:
-    """Group the sources by the job they came from and summarize each as its scenario."""
-    groups: dict[tuple[str, str], tuple[Origin, list[_Source]]] = {}
+    """Every scenario of ``plans`` judged with the logs of its job: a scenario no log was given for is an error of
+    each of its ranks, never left out."""
+    if not plans:
+        raise PlanFileError("no plan file given: distval export kubernetes writes one beside each job's manifests")
+    groups: dict[str, tuple[ExportedPlan, list[_Source]]] = {}
+    for exported in plans:
+        groups.setdefault(exported.origin.job, (exported, []))
     orphans: list[_Source] = []
     for source in sources:
-        origins = source.origins
-        if len(origins) > 1:
-            jobs = ", ".join(o.job for o in origins)
+        if len(source.jobs) > 1 and source.pod is None:
             raise CollectError(
-                f"{source.label}: the log holds records of several jobs ({jobs}) and names no pod: pass "
-                "one log per pod, or kubectl logs --prefix"
+                f"{source.label}: the log holds records of several jobs ({', '.join(source.jobs)[:300]}) and names no "
+                "pod: pass one log per pod, or kubectl logs --prefix"
             )
-        if origins:
-            key = (origins[0].run_id, origins[0].job)
-            groups.setdefault(key, (origins[0], []))[1].append(source)
+        if len(source.jobs) > 1:  # one pod's ranks naming several jobs: the image's output, an error of it
+            source.garbled.append(f"{source.label}: its ranks name several jobs ({', '.join(source.jobs)[:300]})")
+        job = source.jobs[0] if source.jobs else None
+        if job is not None and job not in groups:
+            raise CollectError(
+                f"{source.label}: its ranks name job {one_line(job)[:100]!r}, which no plan file given holds "
+                f"({', '.join(groups)[:300]}): the logs of another export?"
+            )
+        if job is not None:
+            groups[job][1].append(source)
         elif source.records or source.starts or source.garbled or source.node_rank is not None:
             orphans.append(source)  # a pod the API named, even with an empty log (it never started the suite)
     if orphans:
         if len(groups) != 1:
             raise CollectError(
                 f"{orphans[0].label}: distval records, but no line naming their job (each node's first rank writes one "
-                f"at its start): {'found ' + str(len(groups)) + ' jobs' if groups else 'no job found in any log'}"
+                f"at its start), and the plan files given hold {len(groups)} jobs"
             )
         next(iter(groups.values()))[1].extend(orphans)
-    if not groups:
+    if not any(group for _, group in groups.values()):
         raise CollectError("no distval record in the logs given (was the job exported by distval export kubernetes?)")
     results = []
-    for origin, group in groups.values():
-        outcome = _outcome(origin, group, from_api, job_failure)
+    for exported, group in groups.values():
+        outcome = _outcome(exported, group, from_api, job_failure)
         results.append(_result(outcome, group, from_api, fail_on_skip))
-    first = next(iter(groups.values()))[0]
+    first = plans[0].origin
     return RunSummary(first.run_id, tuple(results), config_path=first.config_path, mode="kubernetes")
 
 
@@ -448,16 +514,79 @@ def read_files(paths: Iterable[str]) -> list[_Source]:
     return sources
 
 
-def read_api(pods: PodSource, namespace: str, job: str) -> tuple[list[_Source], str | None]:
+def read_api(pods: PodSource, namespace: str, exported: ExportedPlan) -> tuple[list[_Source], str | None]:
+    """The logs of the plan's job's pods, each pod made from that plan (its annotation holds the plan file's
+    SHA-256: a pod of another export, or of a changed plan, is refused)."""
+    job = exported.origin.job
     logs = pods.pod_logs(namespace, job)
     failure = pods.job_failure(namespace, job)
     if not logs:
         raise CollectError(f"no pod with label {LABEL_JOB}={job} in namespace {namespace}" + (f" ({failure})" if failure else ""))
     sources = []
     for pod in logs:
+        if pod.plan_sha256 != exported.sha256:
+            raise PlanFileError(
+                f"pod {pod.name}: its {PLAN_SHA256_KEY} annotation is "
+                f"{pod.plan_sha256 if is_sha256(pod.plan_sha256) else 'missing'}, and {exported.path} has SHA-256 "
+                f"{exported.sha256}: the pod was not made from this plan (another export, or the plan was changed)"
+            )
         for source in read_log(f"pod {pod.name}", pod.log):
             source.pod = pod.name
             source.exit_code, source.reason, source.image_id = pod.exit_code, pod.reason, pod.image_id
             source.node_rank = pod.completion_index
+            # The API says which job the pod is of: a log naming another is the image's output, an error of it.
+            for other in [j for j in source.jobs if j != job]:
+                source.garbled.append(f"{source.label}: its ranks name job {one_line(other)[:100]!r}; the pod is of {job}")
+            source.jobs = [job]
             sources.append(source)
     return sources, failure
+
+
+# -- the plan files -------------------------------------------------------------------------------------
+def read_plans(path: str | Path) -> list[ExportedPlan]:
+    """The plan files at ``path``: one ``<job>.plan.json``, or every one in the export's directory; each checked
+    against the SHA-256 its job's manifests (``<job>.yaml`` beside it) carry. PlanFileError in one line otherwise."""
+    given = Path(path)
+    if not given.exists() and not given.is_symlink():
+        raise PlanFileError(f"{given}: {NO_PLAN_FILE}")
+    if given.is_dir():
+        files = sorted(p for p in given.iterdir() if p.name.endswith(PLAN_SUFFIX))
+        if not files:
+            raise PlanFileError(
+                f"{given}: no plan file (*{PLAN_SUFFIX}) in it: distval export kubernetes writes one beside each job's "
+                "manifests (pass their directory or one of them with --plan)"
+            )
+        return [read_job_plan(p) for p in files]
+    return [read_job_plan(given)]
+
+
+def read_job_plan(path: Path) -> ExportedPlan:
+    if not path.name.endswith(PLAN_SUFFIX):
+        raise PlanFileError(f"{path}: expected a plan file <job>{PLAN_SUFFIX} of distval export kubernetes, or their directory")
+    job = path.name.removesuffix(PLAN_SUFFIX)
+    manifests = path.with_name(f"{job}.yaml")
+    exported = read_plan(path, _manifests_sha256(manifests), str(manifests))
+    if exported.origin.job != job:
+        raise PlanFileError(f"{path}: the plan is of job {exported.origin.job!r}, not {job!r} as its name says")
+    return exported
+
+
+def _manifests_sha256(path: Path) -> str | None:
+    """The plan file SHA-256 every resource of the manifests at ``path`` carries; None where none carries one."""
+    try:
+        text = read_regular_file(path, MANIFEST_MAX_BYTES, follow_links=False).decode("utf-8")
+        documents = [d for d in yaml.load_all(text, Loader=strict_json.UniqueKeyLoader) if d is not None]  # noqa: S506
+    except FileRefused as exc:
+        raise PlanFileError(f"{path}: cannot read the manifests the plan file goes with: {exc}") from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise PlanFileError(f"{path}: not the manifests of distval export kubernetes: {one_line(str(exc))[:200]}") from None
+    found: set[object] = set()
+    for document in documents:
+        metadata = document.get("metadata") if isinstance(document, dict) else None
+        annotations = metadata.get("annotations") if isinstance(metadata, dict) else None
+        found.add(annotations.get(PLAN_SHA256_KEY) if isinstance(annotations, dict) else None)
+    if not found or found == {None}:
+        return None
+    if len(found) > 1 or not all(is_sha256(value) for value in found):
+        raise PlanFileError(f"{path}: its resources carry different plan file SHA-256s ({PLAN_SHA256_KEY}): edited by hand?")
+    return str(next(iter(found)))

@@ -11,6 +11,8 @@ Only what differs between Docker and Kubernetes is translated:
 - node 0's container name -> pod 0's DNS name ``<job>-0.<service>`` under a headless Service (JobSet:
   ``<jobset>-node-0-0.<jobset>``, the Service JobSet makes);
 - the files copied in -> a ConfigMap (the suite's *.py and the spec) and emptyDir volumes, at the same paths;
+- what ran -> the plan file beside the manifests (``<job>.plan.json``: distval/targets/plan_file.py), whose SHA-256
+  every resource and pod carries (annotation ``distval.plan-sha256``): collect judges the pods' logs against it;
 - the scenario network's subnets -> none: a pod has one interface, the suite then leaves GLOO_SOCKET_IFNAME
   unset; an internal network -> a NetworkPolicy allowing egress only to the job's pods and DNS;
 - the deadline -> activeDeadlineSeconds: Kubernetes counts it from the Job's start, image pulls and scheduling
@@ -50,9 +52,11 @@ from distval.targets.declarations import KUBERNETES
 from distval.targets.docker.plan import C10D_PORT, MASTER_PORT
 from distval.targets.docker.runtime import suite_dir
 from distval.targets.engines.planning import plan_run
-from distval.targets.kubernetes.origin import Origin, origin_data
+from distval.targets.kubernetes.origin import Origin
+from distval.targets.plan_file import PLAN_SHA256_KEY, plan_text, sha256_text
 
 LAYOUTS = ("indexed-job", "jobset")
+PLAN_SUFFIX = ".plan.json"
 LABEL_JOB = "distval.job"  # on every resource and pod of one exported scenario: what collect selects pods by
 CONTAINER_NAME = "suite"
 COMPLETION_INDEX = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
@@ -112,10 +116,20 @@ class ExportedScenario:
     name: str  # the Kubernetes name of its Job/JobSet, ConfigMap, Service and NetworkPolicy
     resources: tuple[dict[str, Any], ...] = ()
     refused: str | None = None  # why it has no Kubernetes form (then resources is empty)
+    plan_text: str = ""  # the plan file (distval/targets/plan_file.py), whose SHA-256 every resource and pod carries
 
     @property
     def file_name(self) -> str:
         return f"{self.name}.yaml"
+
+    @property
+    def plan_file_name(self) -> str:
+        return plan_file_name(self.name)
+
+
+def plan_file_name(job: str) -> str:
+    """The plan file beside a job's manifests: what collect judges its pods' logs against."""
+    return f"{job}{PLAN_SUFFIX}"
 
 
 def kube_names(run_id: str, slugs: Iterable[str]) -> list[str]:
@@ -166,8 +180,10 @@ def _labels(plan: ScenarioPlan, name: str) -> dict[str, str]:
     return {LABEL_MANAGED: "true", LABEL_RUN: plan.run_id, LABEL_SCENARIO: plan.slug, LABEL_JOB: name}
 
 
-def _annotations(plan: ScenarioPlan) -> dict[str, str]:
-    notes = {LABEL_SCENARIO: plan.scenario.name, "distval.image": plan.image}
+def _annotations(plan: ScenarioPlan, plan_sha256: str) -> dict[str, str]:
+    # The plan file's hash on every resource and pod: collect reads it back from the manifests, or from the pods
+    # through the API (the Job controller copies the template's; the image under test cannot change them).
+    notes = {LABEL_SCENARIO: plan.scenario.name, "distval.image": plan.image, PLAN_SHA256_KEY: plan_sha256}
     ulimits = plan.containers[0].options.ulimits
     if ulimits:
         notes["distval.unmapped"] = (
@@ -203,7 +219,12 @@ def _node_varying(containers: tuple[ContainerPlan, ...]) -> tuple[set[str], tupl
 
 
 def _pod_template(
-    plan: ScenarioPlan, name: str, master: str, spec_json: str, subdomain: str | None, pod_options: PodOptions
+    plan: ScenarioPlan,
+    name: str,
+    master: str,
+    subdomain: str | None,
+    pod_options: PodOptions,
+    plan_sha256: str,
 ) -> dict[str, Any]:
     containers = plan.containers
     first = containers[0]
@@ -309,7 +330,7 @@ def _pod_template(
         pod["imagePullSecrets"] = [{"name": secret} for secret in pod_options.image_pull_secrets]
     if subdomain is not None:
         pod["subdomain"] = subdomain
-    return {"metadata": {"labels": _labels(plan, name), "annotations": _annotations(plan)}, "spec": pod}
+    return {"metadata": {"labels": _labels(plan, name), "annotations": _annotations(plan, plan_sha256)}, "spec": pod}
 
 
 def _job_spec(plan: ScenarioPlan, template: dict[str, Any], pod_options: PodOptions) -> dict[str, Any]:
@@ -325,11 +346,13 @@ def _job_spec(plan: ScenarioPlan, template: dict[str, Any], pod_options: PodOpti
     }
 
 
-def _spec_json(plan: ScenarioPlan, origin: Origin, master: str) -> str:
+def _spec_json(plan: ScenarioPlan, name: str, master: str) -> str:
     spec = strict_json.loads(resolve(plan.suite_spec_json, {"subnets": ""}))
     node0 = re.compile(rf"\b{re.escape(plan.containers[0].hostname)}\b")
     spec = strict_json.loads(node0.sub(master, json.dumps(spec)))
-    spec["stdout_records"] = origin_data(origin)
+    # Records on stdout, each node's first one naming its job (to tell several jobs' logs apart); what ran is the
+    # plan file's, which the pods are never asked for.
+    spec["stdout_records"] = {"job": name}
     return json.dumps(spec, sort_keys=True, indent=1)
 
 
@@ -344,8 +367,10 @@ def export_scenario(
     if why is not None:
         return ExportedScenario(plan, name, refused=why)
     labels = _labels(plan, name)
+    plan_file = plan_text(Origin(plan.scenario, plan.image, plan.run_id, plan.slug, config_path, name))
+    plan_sha256 = sha256_text(plan_file)
     annotations = {
-        **_annotations(plan),
+        **_annotations(plan, plan_sha256),
         "distval.deadline": f"{math.ceil(plan.deadline_s)} s for the scenario, {pod_options.pull_timeout_s} s more "
         "for the image pull and scheduling (activeDeadlineSeconds counts both)",
     }
@@ -354,8 +379,7 @@ def export_scenario(
         master = f"{name}-{JOBSET_REPLICATED_JOB}-0-0.{name}"  # JobSet's pod hostnames and Service (its subdomain)
     else:
         master = f"{name}-0.{name}"
-    origin = Origin(plan.scenario, plan.image, plan.run_id, plan.slug, config_path, name)
-    spec_json = _spec_json(plan, origin, master)
+    spec_json = _spec_json(plan, name, master)
     suite_files = {f"suite.{p.name}": p.read_text(encoding="utf-8") for p in sorted(suite_dir().glob("*.py"))}
     config_map = {
         "apiVersion": "v1",
@@ -367,7 +391,7 @@ def export_scenario(
     if not plan.scenario.egress:
         resources.append(_network_policy(metadata, labels))
     if layout == "jobset":
-        template = _pod_template(plan, name, master, spec_json, None, pod_options)
+        template = _pod_template(plan, name, master, None, pod_options, plan_sha256)
         resources.append(
             {
                 "apiVersion": JOBSET_API,
@@ -387,7 +411,7 @@ def export_scenario(
             }
         )
     else:
-        template = _pod_template(plan, name, master, spec_json, name, pod_options)
+        template = _pod_template(plan, name, master, name, pod_options, plan_sha256)
         resources.append(
             {
                 "apiVersion": "v1",
@@ -405,7 +429,7 @@ def export_scenario(
         resources.append(
             {"apiVersion": "batch/v1", "kind": "Job", "metadata": dict(metadata), "spec": _job_spec(plan, template, pod_options)}
         )
-    return ExportedScenario(plan, name, tuple(resources))
+    return ExportedScenario(plan, name, tuple(resources), plan_text=plan_file)
 
 
 def _network_policy(metadata: dict[str, Any], labels: dict[str, str]) -> dict[str, Any]:

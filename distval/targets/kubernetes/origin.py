@@ -1,8 +1,9 @@
-"""What ran, carried through a Kubernetes pod's log: the scenario, image, run id and slug of an exported job.
+"""What an export ran: the scenario, image, run id, slug, config and job name of an exported job.
 
-``distval export kubernetes`` puts this object in the suite spec's ``stdout_records``; each node's first rank
-prints it once (distval_suite/records.py), and ``distval collect kubernetes`` plans the scenario again from it, so that
-the reports come from the same ScenarioPlan (and scenario hash) as a Docker run of that scenario.
+``distval export kubernetes`` and ``distval export slurm`` write it into the plan file beside what they export
+(distval/targets/plan_file.py), and ``distval collect`` plans the scenario again from it, so that the reports come from
+the same ScenarioPlan (and scenario hash) as a Docker run of that scenario. It never travels through the pods or job
+steps: what they print about what ran is the image's to choose.
 """
 
 from __future__ import annotations

@@ -11,6 +11,11 @@ between Docker and Slurm is translated:
 - the files copied in -> the job directory (a filesystem every node sees at the same path, as Slurm's own output
   files need): the suite read-only at /distval, the spec rendered with the job's address and port, a results
   directory per node at /distval/results, where the suite writes ``rank-<R>.jsonl``;
+- what ran -> the plan file (``plan.json``, distval/targets/plan_file.py) beside the batch script, which names its
+  SHA-256 in a comment: collect judges the job's output against it;
+- the job directory and everything in it are the job's user's alone (directories 0700, files 0600, the script 0700,
+  and the script's ``umask 077`` for what the job writes): on a shared filesystem no other user may put a record
+  there, and collect refuses what someone else could have written (docs/slurm.md);
 - the scenario network -> none: a job step uses its node's network (the suite leaves GLOO_SOCKET_IFNAME unset);
 - the deadline -> the job's time limit (``#SBATCH --time``): Slurm ends the job there, whatever distval does;
 - GPUs -> ``--gpus-per-node`` and one rank per GPU; Slurm sets CUDA_VISIBLE_DEVICES.
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import shlex
 from collections.abc import Iterable
@@ -39,7 +45,8 @@ from distval.targets.declarations import SLURM
 from distval.targets.docker.plan import C10D_PORT, MASTER_PORT
 from distval.targets.docker.runtime import suite_dir
 from distval.targets.engines.planning import plan_run
-from distval.targets.kubernetes.origin import Origin, origin_data
+from distval.targets.kubernetes.origin import Origin
+from distval.targets.plan_file import PLAN_SHA256_KEY, plan_text, sha256_text
 from distval.targets.slurm.integrations import APPTAINER, OCI, Mount, StepRequest, srun_options
 
 # In the plan's text, where the job's rendezvous address and port go; the batch script fills them in.
@@ -51,7 +58,13 @@ PORT_SPAN = 20000
 NAME_MAX = 60
 SUITE_MOUNT = "/distval"  # the plan's working directory: the suite, the spec and the results under it
 BATCH_FILE = "job.sbatch"
-ORIGIN_FILE = "origin.json"
+PLAN_FILE = "plan.json"
+# The batch script's line naming its plan file's SHA-256 (collect reads it back).
+PLAN_SHA256_LINE = f"# {PLAN_SHA256_KEY}: "
+# What the job directory's directories and files are made with: the job's user's alone.
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+SCRIPT_MODE = 0o700
 SPEC_TEMPLATE = "spec.json.in"
 # What Slurm puts in a step's environment (srun(1) OUTPUT ENVIRONMENT VARIABLES), besides what distval exports.
 SET_BY_SLURM = ("SLURM_*", "SLURMD_*", "TMPDIR")
@@ -249,6 +262,7 @@ def batch_script(
     image_ref: str,
     partition: str | None = None,
     bundle_rootfs: str | None = None,
+    plan_sha256: str = "",
 ) -> str:
     containers = plan.containers
     nodes = len(containers)
@@ -258,7 +272,9 @@ def batch_script(
         "#!/bin/bash",
         f"# distval: scenario {plan.scenario.name!r} on {plan.image} (run {plan.run_id}), {nodes} node(s), "
         f"{integration} containers.",
-        "# Written by distval export slurm; distval collect slurm reads what it leaves in this directory.",
+        "# Written by distval export slurm; distval collect slurm reads what it leaves in this directory, and judges it",
+        f"# against the plan file {PLAN_FILE} beside this script, whose SHA-256 is:",
+        f"{PLAN_SHA256_LINE}{plan_sha256}",
         f"#SBATCH --job-name={name}",
         f"#SBATCH --nodes={nodes}",
         "#SBATCH --ntasks-per-node=1",
@@ -284,6 +300,9 @@ def batch_script(
     addr = "$(getent ahostsv4 \"$NODE0\" | awk 'NR == 1 {print $1}')" if plan.needs_node0_ip else '"$NODE0"'
     lines += [
         "set -u",
+        # What the job writes is its user's alone, whatever umask sbatch passed on (a shared filesystem's other
+        # users must not put a record in it).
+        "umask 077",
         f"JOB_DIR={shlex.quote(job.root)}",
         'NODE0=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',
         f"MASTER_ADDR={addr}",
@@ -291,7 +310,7 @@ def batch_script(
         # Only a host name or an address goes into the spec (sed) and the command lines.
         'case "$MASTER_ADDR" in ""|*[!A-Za-z0-9.:-]*) '
         "echo \"distval: no usable address for node 0: '$MASTER_ADDR'\" >&2; exit 2;; esac",
-        'rm -rf "$JOB_DIR/run" && mkdir -p "$JOB_DIR/run" || exit 2',
+        f'rm -rf "$JOB_DIR/run" && mkdir -m {DIR_MODE:04o} "$JOB_DIR/run" || exit 2',
         # What collect needs besides the records: the job, its nodes in order, and the rendezvous it used.
         '{ echo "job_id=$SLURM_JOB_ID"; echo "started=$(date +%s.%N)"; echo "master_addr=$MASTER_ADDR"; '
         'echo "master_port=$MASTER_PORT"; '
@@ -300,8 +319,9 @@ def batch_script(
         f'"$JOB_DIR/{SPEC_TEMPLATE}" > "$JOB_DIR/run/spec.json" || exit 2',
     ]
     for node in range(nodes):
-        # World-writable: the image's user (any uid) writes its records there, as on Docker (mode 0777).
-        lines.append(f'mkdir -p "$JOB_DIR/run/node-{node}" && chmod 0777 "$JOB_DIR/run/node-{node}" || exit 2')
+        # The job's user's alone: the step runs the image as that user (docs/slurm.md), and no other user of the
+        # shared filesystem may put a record there.
+        lines.append(f'mkdir -m {DIR_MODE:04o} "$JOB_DIR/run/node-{node}" || exit 2')
     if integration == OCI:
         if bundle_rootfs is None:
             raise PlanError("the oci integration needs the image's OCI bundle (--bundle DIR)")
@@ -370,9 +390,11 @@ def export_scenario(
     bundle: str | None = None,
     image_config: dict[str, Any] | None = None,
     partition: str | None = None,
+    job_uid: int | None = None,
 ) -> ExportedJob:
     """``root``: the job's directory, absolute, as every node sees it. ``bundle``/``image_config``: the OCI bundle
-    unpacked from the image (its directory and its config.json), for the oci integration."""
+    unpacked from the image (its directory and its config.json), for the oci integration. ``job_uid``: the user
+    who submits the job, named in the plan (default: this process's effective uid, who writes the directory)."""
     why = refusal(plan, integration)
     if why is not None:
         return ExportedJob(plan, name, integration, refused=why)
@@ -382,9 +404,10 @@ def export_scenario(
     rootfs = None
     if integration == OCI and bundle is not None and image_config is not None:
         rootfs = str(PurePosixPath(bundle, str(image_config.get("root", {}).get("path", "rootfs"))))
+    plan_file = plan_text(origin, os.geteuid() if job_uid is None else job_uid)
     files = {
-        BATCH_FILE: batch_script(plan, name, job, integration, plan.image, partition, rootfs),
-        ORIGIN_FILE: json.dumps(origin_data(origin), indent=1, sort_keys=True) + "\n",
+        BATCH_FILE: batch_script(plan, name, job, integration, plan.image, partition, rootfs, sha256_text(plan_file)),
+        PLAN_FILE: plan_file,
         SPEC_TEMPLATE: _spec_template(plan),
         # Mount points inside the read-only /distval, for the spec and the results directory.
         "distval/spec.json": "",
@@ -445,12 +468,27 @@ def export_config(
 
 
 def write_job(exported: ExportedJob, out: Path) -> Path:
-    """The job's files under ``out``/name (the batch script executable)."""
+    """The job's files under ``out``/name (the batch script executable), the job's user's alone: every directory
+    made here DIR_MODE, every file FILE_MODE (the umask only narrows them)."""
     directory = out / exported.name
     for relative, text in exported.files.items():
         path = directory / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(path, text, new_mode=0o777 if relative == BATCH_FILE else 0o666)
+        _private_dirs(path.parent)
+        write_atomically(path, text, new_mode=SCRIPT_MODE if relative == BATCH_FILE else FILE_MODE)
     for relative in exported.dirs:
-        (directory / relative).mkdir(parents=True, exist_ok=True)
+        _private_dirs(directory / relative)
     return directory
+
+
+def _private_dirs(path: Path) -> None:
+    """``path`` and its missing parents, each made DIR_MODE (Path.mkdir's parents get the umask's 0777)."""
+    missing = []
+    while not path.is_dir():
+        missing.append(path)
+        path = path.parent
+    for directory in reversed(missing):
+        try:
+            os.mkdir(directory, DIR_MODE)
+        except FileExistsError:
+            if not directory.is_dir():
+                raise

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,8 +19,8 @@ import pytest
 from distval.config import load_config
 from distval.labels import LABEL_RUN
 from distval.results.outcome import PASSED
-from distval.targets.kubernetes.collect import KubernetesPods, read_api, summarize_sources
-from distval.targets.kubernetes.export import export_config
+from distval.targets.kubernetes.collect import KubernetesPods, read_api, read_plans, summarize_sources
+from distval.targets.kubernetes.export import export_config, render
 from tests.paths import ROOT
 
 NAMESPACE = os.environ.get("DISTVAL_KUBE_NAMESPACE", "default")
@@ -35,7 +36,7 @@ def _requirements() -> tuple[Any, str]:
     return kubernetes, image
 
 
-def test_default_config_passes_on_a_real_cluster() -> None:
+def test_default_config_passes_on_a_real_cluster(tmp_path: Path) -> None:
     kubernetes, image = _requirements()
     from kubernetes import utils
 
@@ -44,6 +45,10 @@ def test_default_config_passes_on_a_real_cluster() -> None:
     core, batch = kubernetes.client.CoreV1Api(api), kubernetes.client.BatchV1Api(api)
     run_id = f"t{secrets.token_hex(3)}"
     exported = export_config(load_config(str(ROOT / "configs" / "default.yaml")), run_id, image, "indexed-job")
+    for scenario in exported:  # what distval export kubernetes writes: collect judges against the plan files
+        (tmp_path / scenario.plan_file_name).write_text(scenario.plan_text, encoding="utf-8")
+        (tmp_path / scenario.file_name).write_text(render(scenario), encoding="utf-8")
+    plans = {p.origin.job: p for p in read_plans(tmp_path)}
     try:
         for scenario in exported:
             for resource in scenario.resources:
@@ -55,8 +60,8 @@ def test_default_config_passes_on_a_real_cluster() -> None:
                 if job.status.succeeded == len(scenario.plan.containers) or job.status.failed:
                     break
                 time.sleep(5)
-            sources, failure = read_api(KubernetesPods(), NAMESPACE, scenario.name)
-            summary = summarize_sources(sources, from_api=True, job_failure=failure)
+            sources, failure = read_api(KubernetesPods(), NAMESPACE, plans[scenario.name])
+            summary = summarize_sources(sources, [plans[scenario.name]], from_api=True, job_failure=failure)
             (result,) = summary.scenarios
             assert result.status == PASSED, [(c.name, c.status, c.message) for c in result.cases if c.status != PASSED]
     finally:

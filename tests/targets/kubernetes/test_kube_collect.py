@@ -1,7 +1,9 @@
 """distval.targets.kubernetes.collect: pod logs -> the verdicts of a Docker run, on logs recorded from real runs.
 
-tests/data/kube/<image>/ holds, per exported scenario of configs/default.yaml, each pod's log and what the
-Docker path read from the same containers (``<job>.outcome.json``: exit codes and result files). They were
+tests/data/kube/<image>/ holds, per exported scenario of configs/default.yaml, each pod's log, what the
+Docker path read from the same containers (``<job>.outcome.json``: exit codes and result files), the plan file
+(``<job>.plan.json``) and the manifests' metadata with its SHA-256 (``<job>.yaml``; these two were made from the
+origin the pods' first lines carried when they were recorded, before the export wrote plan files). They were
 recorded by running the exported pods in the Engine (tests/kube_pods.py):
 
     python -m tests.kube_pods distval-fixtures/torch:2.6-debian tests/data/kube/torch-2.6
@@ -16,6 +18,8 @@ afresh and compares live.
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import http.server
 import io
 import json
@@ -24,6 +28,7 @@ import re
 import sys
 import threading
 import time
+import tracemalloc
 import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,18 +39,22 @@ import yaml
 
 import distval.cli.main
 import distval.targets.kubernetes.collect
+from distval.bounded_read import CONTAINER_LOG_MAX_BYTES
 from distval.errors import EnvironmentUnusable
 from distval.results.outcome import ERROR, EXIT_STATUS_CASE, FAILED, PASSED, SKIPPED, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
 from distval.targets.kubernetes.collect import (
+    LOG_LINES_MAX,
     CollectError,
     KubernetesPods,
     PodLog,
     read_api,
     read_files,
     read_log,
+    read_plans,
     summarize_sources,
 )
+from distval.targets.plan_file import NO_PLAN_FILE, PLAN_SHA256_KEY, ExportedPlan, PlanFileError
 from distval_suite.records import STDOUT_MARKER, STDOUT_PIECE_CHARS, RecordWriter
 from tests.docker_helpers import cases, outcome, validate
 from tests.paths import DATA
@@ -67,7 +76,7 @@ def docker_results(directory: Path) -> dict[str, ScenarioResult]:
     results = {}
     for path in sorted(directory.glob("*.outcome.json")):
         job = path.name.removesuffix(".outcome.json")
-        plan = summarize_sources(read_files(map(str, logs(directory, job)))).scenarios[0].plan
+        plan = collect(logs(directory, job)).scenarios[0].plan
         containers = tuple(
             ContainerOutcome(
                 name=c["name"],
@@ -89,8 +98,22 @@ def verdicts(result: ScenarioResult) -> list[tuple[str, str, str]]:
     return [(c.name, c.status, c.message) for c in result.cases if c.name != EXIT_STATUS_CASE]
 
 
+def plans_of(paths: list[Path] | list[str]) -> list[ExportedPlan]:
+    """The recorded plans of the jobs the logs are named after (all of their directory's for a file named after none):
+    a test that passes one job's logs judges that job."""
+    directory = BROKEN if any(str(p).startswith(str(BROKEN)) for p in paths) else GOOD
+    plans = read_plans(directory)
+    named = [p for p in plans if any(Path(path).name.startswith(f"{p.origin.job}-") for path in paths)]
+    return named or plans
+
+
 def collect(paths: list[Path] | list[str], **kwargs: Any) -> RunSummary:
-    return summarize_sources(read_files(map(str, paths)), **kwargs)
+    return summarize_sources(read_files(map(str, paths)), plans_of(paths), **kwargs)
+
+
+def plan_of(directory: Path, job: str = CROSS) -> ExportedPlan:
+    (found,) = [p for p in read_plans(directory) if p.origin.job == job]
+    return found
 
 
 def by_name(summary: RunSummary) -> dict[str, ScenarioResult]:
@@ -299,14 +322,15 @@ def test_suite_records_on_stdout_round_trip(
     assert len(record_lines) == 1 + 4
     (source,) = read_log("pod.log", text)
     assert source.garbled == []
-    assert source.starts == [{"rank": 3, "hostname": source.starts[0]["hostname"], "node_rank": "1", "origin": ORIGIN}]
+    # What collect keeps of a start line: its rank, its node and the job it names (the plan comes from the plan file).
+    assert source.starts == [{"rank": 3, "node_rank": 1}] and source.jobs == [CROSS]
     ((serial, record),) = source.records[3]
     on_disk = json.loads((tmp_path / "results" / "rank-3.jsonl").read_text())
     assert serial == 1 and record == on_disk and record["details"] == big
     assert "distval: rank 3 env passed fine" in text
     # A node's other ranks say where they started, without the origin.
     other = _records_of(tmp_path, capfd, monkeypatch, {}, local_rank="1")
-    assert "origin" not in read_log("pod.log", other)[0].starts[0]
+    assert read_log("pod.log", other)[0].jobs == []
 
 
 def test_records_stay_off_stdout_without_the_spec_option(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
@@ -318,10 +342,10 @@ def test_records_stay_off_stdout_without_the_spec_option(tmp_path: Path, capfd: 
 def test_logs_without_records_are_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     plain = tmp_path / "nginx.log"
     plain.write_text("GET / 200\n")
-    assert distval.cli.main.main(["collect", "kubernetes", str(plain)]) == 2
+    assert distval.cli.main.main(["collect", "kubernetes", "--plan", str(GOOD), str(plain)]) == 2
     err = capsys.readouterr().err
     assert err == "distval: no distval record in the logs given (was the job exported by distval export kubernetes?)\n"
-    assert distval.cli.main.main(["collect", "kubernetes", str(tmp_path / "absent.log")]) == 2
+    assert distval.cli.main.main(["collect", "kubernetes", "--plan", str(GOOD), str(tmp_path / "absent.log")]) == 2
     err = capsys.readouterr().err
     assert err == f"distval: cannot read the log {tmp_path / 'absent.log'}: No such file or directory\n"
     assert distval.cli.main.main(["collect", "kubernetes"]) == 2
@@ -331,7 +355,7 @@ def test_logs_without_records_are_refused_in_one_line(tmp_path: Path, capsys: py
 def test_records_without_any_origin_are_refused(tmp_path: Path) -> None:
     headless = tmp_path / "x.log"
     headless.write_text("\n".join(line for line in (GOOD / f"{CROSS}-1.log").read_text().splitlines() if " n=0 " not in line))
-    with pytest.raises(CollectError, match=r"x\.log: distval records, but no line naming their job .*: no job found in any log"):
+    with pytest.raises(CollectError, match=r"x\.log: distval records, but no line naming their job .*hold 2 jobs$"):
         collect([headless])
 
 
@@ -341,6 +365,8 @@ def test_collect_command_writes_the_reports_of_a_docker_run(tmp_path: Path, caps
         "collect",
         "kubernetes",
         *map(str, logs(BROKEN)),
+        "--plan",
+        str(BROKEN),
         "--junit",
         str(junit),
         "--json",
@@ -382,6 +408,7 @@ class FakePods:
         self, exit_codes: dict[int, int | None], failure: str | None = None, reason: str = "Completed", empty: int | None = None
     ) -> None:
         self.exit_codes, self.failure, self.reason, self.empty = exit_codes, failure, reason, empty
+        self.plan_sha256: str | None = plan_of(GOOD).sha256
 
     def pod_logs(self, namespace: str, job: str) -> list[PodLog]:
         assert (namespace, job) == ("ml", CROSS)
@@ -393,6 +420,7 @@ class FakePods:
                 code,
                 self.reason,
                 "docker-pullable://x@sha256:1",
+                self.plan_sha256,
             )
             for index, code in self.exit_codes.items()
         ]
@@ -401,22 +429,31 @@ class FakePods:
         return self.failure
 
 
+def read_api_of(pods: FakePods, namespace: str, job: str) -> tuple[list[Any], str | None]:
+    assert job == CROSS
+    return read_api(pods, namespace, plan_of(GOOD))
+
+
+def summarize_api(sources: list[Any], **kwargs: Any) -> RunSummary:
+    return summarize_sources(sources, [plan_of(GOOD)], from_api=True, **kwargs)
+
+
 def test_through_the_api_the_exit_codes_are_checked() -> None:
-    sources, failure = read_api(FakePods({0: 0, 1: 0}), "ml", CROSS)
-    result = summarize_sources(sources, from_api=True, job_failure=failure).scenarios[0]
+    sources, failure = read_api_of(FakePods({0: 0, 1: 0}), "ml", CROSS)
+    result = summarize_api(sources, job_failure=failure).scenarios[0]
     assert result.status == PASSED
     assert case(result, EXIT_STATUS_CASE) == (PASSED, "2 pod(s) exited 0 within the 240 s deadline")
     assert dict(result.properties)["image_id"] == "docker-pullable://x@sha256:1"
-    sources, failure = read_api(FakePods({0: 0, 1: 137}, reason="OOMKilled"), "ml", CROSS)
-    result = summarize_sources(sources, from_api=True, job_failure=failure).scenarios[0]
+    sources, failure = read_api_of(FakePods({0: 0, 1: 137}, reason="OOMKilled"), "ml", CROSS)
+    result = summarize_api(sources, job_failure=failure).scenarios[0]
     status, message = case(result, EXIT_STATUS_CASE)
     assert status == ERROR and f"pod {CROSS}-1-abcde exited with code 137 (OOMKilled)" in message
 
 
 def test_through_the_api_a_pod_gone_at_the_deadline_names_the_job_failure() -> None:
     failure = f"Job {CROSS} failed: DeadlineExceeded: Job was active longer than specified deadline"
-    sources, found = read_api(FakePods({0: 0}, failure=failure), "ml", CROSS)
-    result = summarize_sources(sources, from_api=True, job_failure=found).scenarios[0]
+    sources, found = read_api_of(FakePods({0: 0}, failure=failure), "ml", CROSS)
+    result = summarize_api(sources, job_failure=found).scenarios[0]
     status, message = case(result, "all_reduce")
     assert status == ERROR
     assert message == f"no result from rank(s) 1: no log of node 1's pod was given (expected rank(s) 1); {failure}"
@@ -427,8 +464,8 @@ def test_through_the_api_a_pod_gone_at_the_deadline_names_the_job_failure() -> N
 
 def test_through_the_api_a_pod_with_an_empty_log_is_named() -> None:
     """A pod that never ran the suite (its image could not be pulled): its ranks are errors naming the pod."""
-    sources, failure = read_api(FakePods({0: 0, 1: None}, empty=1), "ml", CROSS)
-    result = summarize_sources(sources, from_api=True, job_failure=failure).scenarios[0]
+    sources, failure = read_api_of(FakePods({0: 0, 1: None}, empty=1), "ml", CROSS)
+    result = summarize_api(sources, job_failure=failure).scenarios[0]
     status, message = case(result, "all_reduce")
     assert status == ERROR
     assert message.startswith(f"no result from rank(s) 1: the log of {CROSS}-1-abcde (pod {CROSS}-1-abcde) ends before rank(s) 1")
@@ -438,14 +475,14 @@ def test_through_the_api_a_pod_with_an_empty_log_is_named() -> None:
 
 def test_no_pods_through_the_api_is_one_line() -> None:
     with pytest.raises(CollectError, match=f"^no pod with label distval.job={CROSS} in namespace ml$"):
-        read_api(FakePods({}), "ml", CROSS)
+        read_api_of(FakePods({}), "ml", CROSS)
 
 
 def test_without_the_kubernetes_client_collect_says_so_in_one_line(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setitem(sys.modules, "kubernetes", None)  # import kubernetes -> ImportError
-    assert distval.cli.main.main(["collect", "kubernetes", "--job", CROSS]) == EnvironmentUnusable.exit_code
+    assert distval.cli.main.main(["collect", "kubernetes", "--plan", str(GOOD), "--job", CROSS]) == EnvironmentUnusable.exit_code
     assert capsys.readouterr().err == (
         "distval: reading pod logs through the API needs the kubernetes Python client (pip install kubernetes); "
         "or pass the logs as files (kubectl logs ... > FILE)\n"
@@ -481,7 +518,10 @@ class _StubApi(http.server.BaseHTTPRequestHandler):
                 {
                     "metadata": {
                         "name": f"{CROSS}-{i}-abcde",
-                        "annotations": {"batch.kubernetes.io/job-completion-index": self.index_text or str(i)},
+                        "annotations": {
+                            "batch.kubernetes.io/job-completion-index": self.index_text or str(i),
+                            PLAN_SHA256_KEY: plan_of(GOOD).sha256,
+                        },
                     },
                     "status": {
                         "containerStatuses": [
@@ -561,7 +601,18 @@ def test_the_kubernetes_client_reads_pods_logs_and_the_job(stub_cluster: Path, c
     the Job's failure reach the verdict."""
     assert (
         distval.cli.main.main(
-            ["collect", "kubernetes", "--namespace", "ml", "--job", CROSS, "--json", str(stub_cluster.parent / "r.json")]
+            [
+                "collect",
+                "kubernetes",
+                "--plan",
+                str(GOOD),
+                "--namespace",
+                "ml",
+                "--job",
+                CROSS,
+                "--json",
+                str(stub_cluster.parent / "r.json"),
+            ]
         )
         == 1
     )
@@ -570,7 +621,7 @@ def test_the_kubernetes_client_reads_pods_logs_and_the_job(stub_cluster: Path, c
     text = json.dumps(result)
     assert f"pod {CROSS}-1-abcde exited with code 137 (OOMKilled)" in text
     assert "docker-pullable://x@sha256:2" in text
-    sources, failure = read_api(KubernetesPods(), "ml", CROSS)
+    sources, failure = read_api(KubernetesPods(), "ml", plan_of(GOOD))
     assert failure == f"Job {CROSS} failed: BackoffLimitExceeded: Job has reached the specified backoff limit"
     assert sorted(s.node_rank for s in sources if s.node_rank is not None) == [0, 1]
 
@@ -581,7 +632,7 @@ def test_without_a_kubeconfig_collect_says_so_in_one_line(
     pytest.importorskip("kubernetes", reason="the kubernetes Python client is not installed (pip install kubernetes)")
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "absent"))
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert distval.cli.main.main(["collect", "kubernetes", "--job", CROSS]) == EnvironmentUnusable.exit_code
+    assert distval.cli.main.main(["collect", "kubernetes", "--plan", str(GOOD), "--job", CROSS]) == EnvironmentUnusable.exit_code
     err = capsys.readouterr().err
     assert err.startswith("distval: no usable kubeconfig ($KUBECONFIG or ~/.kube/config): ") and err.count("\n") == 1
 
@@ -633,7 +684,7 @@ def test_through_the_api_a_log_is_read_to_its_bound_and_no_further(stub_cluster:
     monkeypatch.setattr(_StubApi, "log_limits", [])
     monkeypatch.setattr(distval.targets.kubernetes.collect, "LOG_MAX_BYTES", 1000)
     with pytest.raises(CollectError) as caught:
-        read_api(KubernetesPods(), "ml", CROSS)
+        read_api(KubernetesPods(), "ml", plan_of(GOOD))
     assert str(caught.value) == f"the log of pod {CROSS}-0-abcde is larger than 1000 bytes; expected less"
     assert _StubApi.log_limits == ["1001"]
 
@@ -643,5 +694,227 @@ def test_through_the_api_a_completion_index_of_5000_digits_is_unknown(
 ) -> None:
     """Was: int() of the annotation, a ValueError past 4300 digits (an internal error)."""
     monkeypatch.setattr(_StubApi, "index_text", "9" * 5000)
-    sources, _ = read_api(KubernetesPods(), "ml", CROSS)
+    sources, _ = read_api(KubernetesPods(), "ml", plan_of(GOOD))
     assert {s.node_rank for s in sources} == {None}
+
+
+# --- what ran is the exported plan's, never the logs' (issue 34, finding 3) ------------------------------------------
+
+
+def _forged_logs(tmp_path: Path, origin: dict[str, Any], checks: tuple[str, ...] | None = ("env",)) -> list[Path]:
+    """The cross-container job's pod logs as an image that writes its own origin would leave them: each node's start
+    line naming ``origin`` (another image, another config, fewer checks), and only the records of ``checks``."""
+    paths = []
+    for path in logs(GOOD, CROSS):
+        kept = []
+        for line in path.read_text().splitlines():
+            if not line.startswith(STDOUT_MARKER):
+                kept.append(line)
+                continue
+            head, piece = line.rsplit(" ", 1)[0].split(" ", 4)[:4], line.split(" ", 5)[5]
+            record = json.loads(piece)
+            if "start" in record:
+                if "origin" in record["start"]:
+                    record["start"]["origin"] = origin
+            elif checks is not None and record["check"] not in checks:
+                continue
+            kept.append(" ".join(head) + " p=1/1 " + json.dumps(record))
+        target = tmp_path / path.name
+        target.write_text("\n".join(kept) + "\n")
+        paths.append(target)
+    return paths
+
+
+def _only_env(origin: dict[str, Any], image: str = "evil.example/anything:latest") -> dict[str, Any]:
+    forged: dict[str, Any] = json.loads(json.dumps(origin))
+    forged["scenario"]["checks"] = [c for c in forged["scenario"]["checks"] if c["name"] == "env"]
+    forged["image"], forged["config_path"] = image, "configs/env-only.yaml"
+    return forged
+
+
+def test_a_log_naming_its_own_image_config_and_one_check_is_judged_against_the_exported_plan(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Was: the scenario came from the pod log, so a log with only an env check, naming an image and a config of its
+    choosing, exited 0 (the real config had every check). Now every check of the plan file is judged."""
+    plan = plan_of(GOOD)
+    assert len(plan.origin.scenario.checks) > 5
+    paths = _forged_logs(tmp_path, _only_env(ORIGIN))
+    report = tmp_path / "r.json"
+    argv = ["collect", "kubernetes", "--plan", plan.path, *map(str, paths), "--json", str(report)]
+    assert distval.cli.main.main(argv) == 1
+    capsys.readouterr()
+    (scenario,) = json.loads(report.read_text())["scenarios"]
+    assert scenario["image"] == plan.origin.image == "distval-fixtures/torch:2.6-debian"
+    assert "evil.example" not in report.read_text() and "env-only" not in report.read_text()
+    statuses = {c["name"]: c["status"] for c in scenario["cases"]}
+    assert statuses["env"] == PASSED
+    for check in plan.origin.scenario.checks:
+        if check.name != "env":
+            assert statuses[check.name] == ERROR, (check.name, statuses)
+
+
+def test_a_log_naming_a_world_of_its_own_costs_nothing(tmp_path: Path) -> None:
+    """Was: a 1.4 KB log whose origin planned a huge world cost 101 s, 1.5 GB and a 230 MB report. The origin a log
+    names is not planned: the collect costs what the plan file's scenario does."""
+    forged = _only_env(ORIGIN)
+    forged["scenario"]["nodes"] = 1024
+    forged["scenario"]["checks"] = [{"name": "env", "args": {}, "required": False}] * 1000
+    paths = _forged_logs(tmp_path, forged, checks=None)
+    started = time.process_time()
+    summary = collect(paths)
+    assert time.process_time() - started < 5
+    (result,) = summary.scenarios
+    assert result.plan.scenario.world_size == 2 and result.plan.image == plan_of(GOOD).origin.image
+    assert verdicts(result) == verdicts(by_name(collect(logs(GOOD)))["cross-container-2ranks"])
+
+
+def test_a_log_naming_a_job_no_plan_file_holds_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    forged = _only_env(ORIGIN)
+    forged["job"] = "dv-elsewhere-env-only"
+    paths = _forged_logs(tmp_path, forged)
+    assert distval.cli.main.main(["collect", "kubernetes", "--plan", plan_of(GOOD).path, *map(str, paths)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "its ranks name job 'dv-elsewhere-env-only', which no plan file given holds" in err
+
+
+def test_every_scenario_of_the_plan_files_is_judged_even_without_logs(tmp_path: Path) -> None:
+    """The export's directory: a job whose logs were not given is an error of its ranks, never left out of the run."""
+    summary = summarize_sources(read_files(map(str, logs(GOOD, CROSS))), read_plans(GOOD))
+    results = by_name(summary)
+    assert set(results) == {"cross-container-2ranks", "in-container-2ranks"} and summary.exit_code == 1
+    assert results["cross-container-2ranks"].status == PASSED
+    status, message = case(results["in-container-2ranks"], "env")
+    assert status == ERROR and "no log of node 0's pod was given" in message
+
+
+def _plan_copy(tmp_path: Path, edit: Any = None, manifests: Any = None) -> Path:
+    """GOOD's cross-container plan file and manifests in ``tmp_path``, the plan edited by ``edit``."""
+    source = Path(plan_of(GOOD).path)
+    tmp_path.mkdir(exist_ok=True)
+    plan = tmp_path / source.name
+    plan.write_text(edit(source.read_text()) if edit else source.read_text())
+    text = source.with_name(f"{CROSS}.yaml").read_text()
+    (tmp_path / f"{CROSS}.yaml").write_text(manifests(text) if manifests else text)
+    return plan
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [
+        ("missing", r"no plan file \(distval export writes it beside what it exports"),
+        ("changed", r"the plan file has SHA-256 [0-9a-f]{64}, and .*\.yaml names [0-9a-f]{64}: the plan was changed"),
+        ("malformed", r"not a distval plan file: "),
+        ("no-hash", r"\.yaml names no plan file SHA-256 \(distval.plan-sha256\)"),
+        ("no-manifests", r"cannot read the manifests the plan file goes with: No such file"),
+        ("empty-directory", r"no plan file \(\*\.plan\.json\) in it"),
+        ("fifo", r"cannot read the plan file: expected a regular file; got a FIFO"),
+        ("link", r"cannot read the plan file: expected a regular file; got a symbolic link"),
+    ],
+)
+def test_a_plan_file_missing_changed_or_malformed_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str, expected: str
+) -> None:
+    plans = tmp_path / "plans"
+    plans.mkdir()
+    if kind == "changed":  # one check fewer: what a hand (or a script) dropping a failing check does
+        plan = _plan_copy(plans, lambda text: text.replace('"name": "store"', '"name": "env"', 1))
+    elif kind == "malformed":
+        plan = _plan_copy(plans, lambda text: text[:-20])
+        manifests = plans / f"{CROSS}.yaml"
+        manifests.write_text(re.sub(r"[0-9a-f]{64}", hashlib.sha256(plan.read_bytes()).hexdigest(), manifests.read_text()))
+    elif kind == "no-hash":
+        plan = _plan_copy(plans, manifests=lambda text: re.sub(r".*distval.plan-sha256.*\n", "", text))
+    else:
+        plan = _plan_copy(plans)
+    if kind == "missing":
+        plan.unlink()
+    elif kind == "no-manifests":
+        (plans / f"{CROSS}.yaml").unlink()
+    elif kind == "empty-directory":
+        plan.unlink()
+        plan = plans
+    elif kind == "fifo":
+        plan.unlink()
+        os.mkfifo(plan)
+    elif kind == "link":
+        target = tmp_path / "elsewhere.json"
+        plan.rename(target)
+        plan.symlink_to(target)
+    started = time.monotonic()
+    assert distval.cli.main.main(["collect", "kubernetes", "--plan", str(plan), *map(str, logs(GOOD, CROSS))]) == 2
+    assert time.monotonic() - started < 30  # a FIFO is refused, never waited on
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(expected, err), err
+
+
+def test_the_default_plan_is_the_exports_default_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert distval.cli.main.main(["collect", "kubernetes", *map(str, logs(GOOD, CROSS))]) == 2
+    assert capsys.readouterr().err == f"distval: distval-kubernetes: {NO_PLAN_FILE}\n"
+    _plan_copy(tmp_path / "distval-kubernetes")
+    assert distval.cli.main.main(["collect", "kubernetes", *map(str, logs(GOOD, CROSS))]) == 0
+
+
+def test_through_the_api_a_pod_of_another_plan_is_refused() -> None:
+    pods = FakePods({0: 0, 1: 0})
+    pods.plan_sha256 = "0" * 64
+    with pytest.raises(PlanFileError, match=f"^pod {CROSS}-0-abcde: its distval.plan-sha256 annotation is 0{{64}}, and "):
+        read_api_of(pods, "ml", CROSS)
+    pods.plan_sha256 = None
+    with pytest.raises(PlanFileError, match="annotation is missing"):
+        read_api_of(pods, "ml", CROSS)
+
+
+def test_through_the_api_a_log_naming_another_job_is_an_error_of_its_results() -> None:
+    """The API says which job a pod is of: the job its log names is the image's word, and a different one an error."""
+
+    class Renamed(FakePods):
+        def pod_logs(self, namespace: str, job: str) -> list[PodLog]:
+            return [
+                dataclasses.replace(p, log=p.log.replace(f'"job": "{CROSS}"', '"job": "dv-other"'))
+                for p in super().pod_logs(namespace, job)
+            ]
+
+    sources, failure = read_api_of(Renamed({0: 0, 1: 0}), "ml", CROSS)
+    result = summarize_api(sources, job_failure=failure).scenarios[0]
+    status, message = case(result, "results")
+    assert status == ERROR and "its ranks name job 'dv-other'; the pod is of" in message
+
+
+@pytest.mark.parametrize("shape", ["short-lines", "records", "one-long-line"])
+def test_a_log_bomb_is_bounded_in_time_and_memory(shape: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every line a pod wrote is its rank output, bounded as a container's: at most LOG_LINES_MAX lines are read, the
+    last CONTAINER_LOG_MAX_BYTES characters of its text kept. Was: every line of a log of up to 256 MiB read and kept
+    (a list of them first). CPU time of this process and the memory Python allocated: the bounds are on the work.
+    The records' shape runs at a tenth of the bound (200,000 records cost 3 s here on a quiet machine, 5x that under
+    tracemalloc): what it shows is that the records stop at the bound, and what they cost up to it."""
+    bound = LOG_LINES_MAX if shape != "records" else LOG_LINES_MAX // 10
+    monkeypatch.setattr(distval.targets.kubernetes.collect, "LOG_LINES_MAX", bound)
+    lines = bound + 50_000
+    if shape == "short-lines":
+        text = "x\n" * lines
+    elif shape == "records":
+        record = json.dumps({"rank": 0, "check": "env", "case": "env", "status": "passed"})
+        text = "".join(f"{STDOUT_MARKER} v1 r=0 n={n} p=1/1 {record}\n" for n in range(1, lines))
+    else:
+        text = "y" * (3 * CONTAINER_LOG_MAX_BYTES)
+    tracemalloc.start()
+    started = time.process_time()
+    try:
+        (source,) = read_log("bomb.log", text)
+        elapsed = time.process_time() - started
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert elapsed < 60  # measured 7 s (short lines) under tracemalloc at a load of 21
+    assert peak < 200 * 2**20, peak  # the text's end and a tenth of the records: measured 40-90 MB
+    assert source.text_chars <= CONTAINER_LOG_MAX_BYTES + 1
+    if shape != "one-long-line":
+        assert source.garbled[-1] == f"bomb.log: more than {bound} lines; the rest was not read"
+        assert sum(len(r) for r in source.records.values()) <= bound
+    else:
+        assert source.output.startswith(f"[... cut: {2 * CONTAINER_LOG_MAX_BYTES} characters before these]")

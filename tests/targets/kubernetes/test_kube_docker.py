@@ -15,7 +15,7 @@ from distval.config import load_config
 from distval.results.outcome import EXIT_STATUS_CASE, PASSED, SKIPPED
 from distval.results.scenario import summarize_scenario
 from distval.targets.docker.engine import Engine
-from distval.targets.kubernetes.collect import read_files, summarize_sources
+from distval.targets.kubernetes.collect import read_files, read_plans, summarize_sources
 from distval.targets.kubernetes.export import export_config, render
 from tests.kube_pods import run_pods, save
 
@@ -49,11 +49,12 @@ def test_exported_pods_pass_and_their_logs_round_trip(
     (exported,) = [
         s for s in export_config(load_config(str(config)), "kube-live", image, "indexed-job") if s.plan.scenario.name == scenario
     ]
-    outcome = run_pods(Engine("kube-live"), render(exported))
+    outcome = run_pods(Engine("kube-live"), render(exported), exported.plan_text)
     assert outcome.setup_error is None, outcome.setup_error
-    save(outcome, logs)
+    save(outcome, logs, exported)
     docker = summarize_scenario(outcome)
-    (collected,) = summarize_sources(read_files(str(p) for p in sorted(logs.glob("*.log")))).scenarios
+    plans = read_plans(logs)
+    (collected,) = summarize_sources(read_files(str(p) for p in sorted(logs.glob("*.log"))), plans).scenarios
     expected = [(c.name, c.status, c.message) for c in docker.cases if c.name != EXIT_STATUS_CASE]
     assert [(c.name, c.status, c.message) for c in collected.cases if c.name != EXIT_STATUS_CASE] == expected
     assert docker.status == PASSED, [c for c in docker.cases if c.status not in (PASSED, SKIPPED)]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import copy
 import functools
 import gzip
+import hashlib
 import json
 import math
 import os
@@ -33,6 +34,7 @@ import distval.cli.main
 from distval.config import load_config, parse_config
 from distval.plan.identity import scenario_hash
 from distval.targets.docker.runtime import suite_dir
+from distval.targets.kubernetes.collect import read_plans
 from distval.targets.kubernetes.export import (
     COMPLETION_INDEX,
     DEFAULT_PULL_TIMEOUT_S,
@@ -47,6 +49,7 @@ from distval.targets.kubernetes.export import (
     render,
 )
 from distval.targets.kubernetes.origin import Origin, origin_data, origin_from_data
+from distval.targets.plan_file import PLAN_SHA256_KEY, sha256_text
 from tests.paths import DATA, GOLDEN, ROOT
 
 CONFIGS = ("default.yaml", "rendezvous.yaml", "nccl.yaml", "gpu-smoke.yaml")
@@ -189,7 +192,12 @@ def test_golden_manifests_of_one_scenario(layout: str) -> None:
         for r in scenario.resources
     ]
     # The origin names the config by the path it was loaded from: the checkout's, which differs per clone.
-    golden_text = render(ExportedScenario(scenario.plan, scenario.name, tuple(shown))).replace(str(ROOT), "<checkout>")
+    # The plan file's SHA-256 covers that path too.
+    golden_text = (
+        render(ExportedScenario(scenario.plan, scenario.name, tuple(shown)))
+        .replace(str(ROOT), "<checkout>")
+        .replace(sha256_text(scenario.plan_text), "<plan file sha256>")
+    )
     golden = GOLDEN / f"kube_{layout}.yaml"
     if os.environ.get("DISTVAL_UPDATE_GOLDEN") == "1":
         golden.write_text(golden_text, encoding="utf-8")
@@ -239,11 +247,35 @@ def test_the_pods_run_the_plan(config: str, layout: str) -> None:
         config_map = next(r for r in scenario.resources if r["kind"] == "ConfigMap")
         spec = json.loads(config_map["data"]["spec.json"])
         planned = json.loads(plan.suite_spec_json.replace(first.hostname, master))
-        assert spec.pop("stdout_records") == origin_data(
+        # The pods name their job, nothing more: what ran is the plan file's (distval/targets/plan_file.py).
+        assert spec.pop("stdout_records") == {"job": scenario.name}
+        assert json.loads(scenario.plan_text)["origin"] == origin_data(
             Origin(plan.scenario, plan.image, plan.run_id, plan.slug, plan_config(config), scenario.name)
         )
         assert spec.pop("subnets") == "" and planned.pop("subnets") == "{subnets}"
         assert spec == planned
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_every_resource_and_pod_carries_the_plan_files_sha256(layout: str, tmp_path: Path) -> None:
+    """The export writes each job's plan file beside its manifests, and its SHA-256 into every resource's annotations
+    and the pod template's (which the Job controller copies onto each pod): collect checks the plan file against it,
+    from the manifests or from the pods through the API."""
+    for scenario in exported("default.yaml", layout):
+        if scenario.refused is not None:
+            continue
+        digest = hashlib.sha256(scenario.plan_text.encode()).hexdigest()
+        for resource in scenario.resources:
+            assert resource["metadata"]["annotations"][PLAN_SHA256_KEY] == digest, resource["kind"]
+        workload = next(r for r in scenario.resources if r["kind"] in ("Job", "JobSet"))
+        job_spec = workload["spec"] if workload["kind"] == "Job" else workload["spec"]["replicatedJobs"][0]["template"]["spec"]
+        assert job_spec["template"]["metadata"]["annotations"][PLAN_SHA256_KEY] == digest
+    argv = ["export", "kubernetes", str(ROOT / "configs" / "default.yaml"), "--image", "x/y:1", "-o", str(tmp_path)]
+    argv += ["--layout", layout, "--run-id", "r1"]
+    assert distval.cli.main.main(argv) == 0
+    plans = read_plans(tmp_path)
+    assert sorted(p.origin.job for p in plans) == sorted(p.name.removesuffix(".yaml") for p in tmp_path.glob("*.yaml"))
+    assert {p.origin.image for p in plans} == {"x/y:1"} and all(p.job_uid is None for p in plans)
 
 
 def plan_config(config: str) -> str:
@@ -491,7 +523,7 @@ def test_export_command_writes_one_file_per_scenario(tmp_path: Path, capsys: pyt
     captured = capsys.readouterr()
     assert code == 0
     files = sorted(p.name for p in out.iterdir())
-    assert len(files) == 21 and captured.out.count(".yaml: ") == 21
+    assert len(files) == 2 * 21 and captured.out.count(".yaml: ") == 21  # each job's manifests and plan file
     assert captured.err.count("distval: not exported: ") == 10
     assert "distval: not exported: by-ip.static: master_addr: ip" in captured.err
 
@@ -502,7 +534,7 @@ def test_export_takes_run_s_output_option_and_its_first_name(option: str, tmp_pa
     out = tmp_path / "manifests"
     config = str(ROOT / "configs" / "default.yaml")
     assert distval.cli.main.main(["export", "kubernetes", config, "--image", IMAGE, option, str(out), "--run-id", "r1"]) == 0
-    assert sorted(p.suffix for p in out.iterdir()) == [".yaml"] * 3  # one per scenario
+    assert sorted(p.name.split(".", 1)[1] for p in out.iterdir()) == ["plan.json"] * 3 + ["yaml"] * 3  # per scenario
 
 
 def test_export_command_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

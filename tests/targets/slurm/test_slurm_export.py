@@ -17,6 +17,7 @@ import pytest
 import distval.cli.main
 from distval.config import load_config, parse_config
 from distval.results.outcome import ERROR, EXIT_STATUS_CASE, FAILED, PASSED
+from distval.targets.plan_file import sha256_text
 from distval.targets.slurm.collect import JobState, summarize_jobs
 from distval.targets.slurm.export import ADDR, PORT, JobDir, batch_script, export_config, shell_word, write_job
 from distval.targets.slurm.integrations import APPTAINER, OCI, PYXIS
@@ -156,7 +157,16 @@ def test_gpus_ask_slurm_for_them_per_node(tmp_path: Path) -> None:
 def _run_job(
     tmp_path: Path, broken_rank: int | None = None, missing_node: int | None = None, exit_codes: tuple[int, ...] = (0, 0)
 ) -> Path:
-    """The cross-container job's directory as its batch script leaves it after a run: records from each rank."""
+    """The cross-container job's directory as its batch script leaves it after a run: records from each rank (under
+    the script's umask 077, whatever this process's)."""
+    old = os.umask(0o077)
+    try:
+        return _written_job(tmp_path, broken_rank, missing_node, exit_codes)
+    finally:
+        os.umask(old)
+
+
+def _written_job(tmp_path: Path, broken_rank: int | None, missing_node: int | None, exit_codes: tuple[int, ...]) -> Path:
     out = tmp_path / "out"
     job = _export(tmp_path)["cross-container-2ranks"]
     directory = write_job(job, out)
@@ -256,13 +266,18 @@ def test_the_batch_script_runs_against_stand_ins_for_slurm(tmp_path: Path) -> No
     for tool in bin_dir.iterdir():
         tool.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SLURM_JOB_ID": "42", "SLURM_JOB_NODELIST": "c[1-2]"}
-    done = subprocess.run(["bash", str(directory / "job.sbatch")], env=env, capture_output=True, text=True, timeout=30)
+    # umask 000: what a user's shell may pass on; the job's files are still its user's alone.
+    argv = ["bash", "-c", 'umask 000 && exec bash "$0"', str(directory / "job.sbatch")]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 3, done.stderr
     jobdir = JobDir(str(directory))
     assert "master_addr=c1\nmaster_port=20042\nnode=c1\nnode=c2\n" in Path(jobdir.path("run", "job")).read_text(encoding="utf-8")
     assert json.loads(Path(jobdir.path("run", "spec.json")).read_text(encoding="utf-8"))["results_dir"] == "/distval/results"
     assert [Path(jobdir.node_exit(n)).read_text(encoding="ascii").strip() for n in (0, 1)] == ["0", "3"]
-    assert oct(os.stat(jobdir.node_results(1)).st_mode & 0o777) == "0o777"
+    for path in (jobdir.run, jobdir.node_results(0), jobdir.node_results(1)):
+        assert oct(os.stat(path).st_mode & 0o777) == "0o700", path
+    for path in (jobdir.path("run", "job"), jobdir.path("run", "spec.json"), jobdir.node_exit(1)):
+        assert oct(os.stat(path).st_mode & 0o777) == "0o600", path
     # The rootfs was hard-linked into each node's bundle while the steps ran, and removed after them.
     assert not (directory / "bundles" / "node-0" / "rootfs").exists()
     assert 'cp -al "$BUNDLE_ROOTFS"' in job.files["job.sbatch"]
@@ -271,4 +286,134 @@ def test_the_batch_script_runs_against_stand_ins_for_slurm(tmp_path: Path) -> No
 def test_batch_script_is_what_export_writes(tmp_path: Path) -> None:
     job = _export(tmp_path)["in-container-3ranks"]
     directory = JobDir(f"{tmp_path.resolve()}/out/{job.name}")
-    assert job.files["job.sbatch"] == batch_script(job.plan, job.name, directory, OCI, IMAGE, None, "/shared/bundle/rootfs")
+    digest = sha256_text(job.files["plan.json"])
+    script = batch_script(job.plan, job.name, directory, OCI, IMAGE, None, "/shared/bundle/rootfs", digest)
+    assert job.files["job.sbatch"] == script and f"\n# distval.plan-sha256: {digest}\n" in script
+
+
+# -- what ran is the plan file's, and the job's files its user's alone (issue 34, findings 3 and 4) -----------------
+
+
+def test_the_job_directory_is_its_users_alone_whatever_the_umask(tmp_path: Path) -> None:
+    """Was: files 0666 and the script 0777 less the umask, directories as the umask left them (0777 under umask 0)."""
+    old = os.umask(0)
+    try:
+        directory = write_job(_export(tmp_path)["cross-container-2ranks"], tmp_path / "a" / "out")
+    finally:
+        os.umask(old)
+    modes = {str(p.relative_to(tmp_path)): oct(p.stat().st_mode & 0o777) for p in [tmp_path / "a", *(tmp_path / "a").rglob("*")]}
+    assert modes[f"a/out/{directory.name}/job.sbatch"] == "0o700"
+    assert modes[f"a/out/{directory.name}/plan.json"] == "0o600"
+    assert {m for p, m in modes.items() if (tmp_path / p).is_dir()} == {"0o700"}, modes
+    assert {m for p, m in modes.items() if (tmp_path / p).is_file()} <= {"0o600", "0o700"}, modes
+
+
+def _replaced_by_another_user(directory: Path, node: int, uid: int | None, mode: int | None) -> None:
+    """What another user of the shared filesystem did: rank ``node``'s records replaced by passing ones."""
+    jobdir = JobDir(str(directory))
+    records = Path(jobdir.node_results(node)) / f"rank-{node}.jsonl"
+    text = records.read_text(encoding="utf-8").replace('"status": "failed"', '"status": "passed"')
+    records.unlink()
+    records.write_text(text, encoding="utf-8")
+    if uid is not None:
+        os.chown(records, uid, uid)
+    if mode is not None:
+        os.chmod(records, mode)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["world-writable-directory", "group-writable-record", "another-users-record", "record-link", "record-fifo", "run-link"],
+)
+def test_results_someone_else_could_have_written_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    """Was: every node's results directory was made 0777 on the shared filesystem; another user replaced a record and
+    collect went from exit 1 to exit 0. Now what another user could have written is refused: exit 2, one line."""
+    broken = _run_job(tmp_path, broken_rank=1, exit_codes=(0, 0))
+    assert distval.cli.main.main(["collect", "slurm", str(broken)]) == 1  # the failure, as the job left it
+    capsys.readouterr()
+    jobdir = JobDir(str(broken))
+    results = Path(jobdir.node_results(1))
+    if case == "world-writable-directory":
+        os.chmod(results, 0o777)  # what the batch script made until now
+        _replaced_by_another_user(broken, 1, None, None)
+        expected = "mode 0777 lets others write it"
+    elif case == "group-writable-record":
+        _replaced_by_another_user(broken, 1, None, 0o664)
+        expected = "mode 0664 lets its group write it"
+    elif case == "another-users-record":
+        if os.geteuid() != 0:
+            pytest.skip("making a file of another uid needs root")
+        _replaced_by_another_user(broken, 1, 4242, None)
+        expected = f"it belongs to uid 4242, expected {os.geteuid()}"
+    elif case == "record-link":
+        elsewhere = tmp_path / "planted.jsonl"
+        (results / "rank-1.jsonl").rename(elsewhere)
+        _passing = elsewhere.read_text(encoding="utf-8").replace('"status": "failed"', '"status": "passed"')
+        elsewhere.write_text(_passing, encoding="utf-8")
+        (results / "rank-1.jsonl").symlink_to(elsewhere)
+        expected = "got a symbolic link"
+    elif case == "record-fifo":
+        os.mkfifo(results / "rank-9.jsonl")
+        expected = "got a FIFO (named pipe)"
+    else:
+        run = Path(jobdir.run)
+        run.rename(tmp_path / "run-elsewhere")
+        run.symlink_to(tmp_path / "run-elsewhere")
+        expected = "a symbolic link, never followed in a job's directory"
+    assert distval.cli.main.main(["collect", "slurm", str(broken)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err and "docs/slurm.md" in err, err
+
+
+def test_results_of_the_user_the_plan_names_are_read(tmp_path: Path) -> None:
+    """The collecting user may be another than the job's (root, or a CI account): the job's user's files are read."""
+    if os.geteuid() != 0:
+        pytest.skip("making files of another uid needs root")
+    directory = _run_job(tmp_path)
+    plan = json.loads((directory / "plan.json").read_text(encoding="utf-8"))
+    assert plan["job_uid"] == os.geteuid()  # the exporting user's by default
+    plan["job_uid"] = 4242
+    text = json.dumps(plan, indent=1, sort_keys=True) + "\n"
+    (directory / "plan.json").write_text(text, encoding="utf-8")
+    script = directory / "job.sbatch"
+    script.write_text(
+        re.sub(r"(# distval.plan-sha256: )[0-9a-f]{64}", rf"\g<1>{sha256_text(text)}", script.read_text(encoding="utf-8")),
+        encoding="utf-8",
+    )
+    for path in [directory, *directory.rglob("*")]:
+        os.lchown(path, 4242, 4242)
+    assert set(_statuses(directory).values()) == {PASSED}
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        ("missing", r"plan\.json: no plan file \(distval export writes it"),
+        ("changed", r"the plan file has SHA-256 [0-9a-f]{64}, and .*job\.sbatch names [0-9a-f]{64}: the plan was changed"),
+        ("unnamed", r"job\.sbatch names no plan file SHA-256"),
+        ("malformed", r"plan\.json: not a distval plan file"),
+    ],
+)
+def test_a_plan_file_missing_changed_or_malformed_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str, expected: str
+) -> None:
+    """A job's verdict comes from its plan file, the one its batch script names: one with only env (what a hand or the
+    job itself could write) is refused, never judged."""
+    directory = _run_job(tmp_path, broken_rank=1, exit_codes=(0, 1))
+    plan, script = directory / "plan.json", directory / "job.sbatch"
+    if case == "missing":
+        plan.unlink()
+    elif case == "changed":
+        data = json.loads(plan.read_text(encoding="utf-8"))
+        data["origin"]["scenario"]["checks"] = [c for c in data["origin"]["scenario"]["checks"] if c["name"] == "env"]
+        plan.write_text(json.dumps(data), encoding="utf-8")
+    elif case == "unnamed":
+        script.write_text(re.sub(r"# distval.plan-sha256: .*\n", "", script.read_text(encoding="utf-8")), encoding="utf-8")
+    else:
+        plan.write_text("{", encoding="utf-8")
+        script.write_text(re.sub(r"[0-9a-f]{64}", sha256_text("{"), script.read_text(encoding="utf-8")), encoding="utf-8")
+    assert distval.cli.main.main(["collect", "slurm", str(directory)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and re.search(expected, err), err

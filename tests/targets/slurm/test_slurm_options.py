@@ -56,5 +56,5 @@ def test_pyxis_mounts_of_a_plain_directory_are_written(tmp_path: Path, capsys: p
     """The control: the refusal is of the characters, not of pyxis or of -o."""
     argv = ["export", "slurm", CONFIG, "--image", IMAGE, "--integration", PYXIS, "-o", str(tmp_path / "jobs")]
     assert distval.cli.main.main(argv) == 0, capsys.readouterr().err
-    origin = json.loads((tmp_path / "jobs" / "in-container-3ranks" / "origin.json").read_text(encoding="utf-8"))
-    assert origin
+    plan = json.loads((tmp_path / "jobs" / "in-container-3ranks" / "plan.json").read_text(encoding="utf-8"))
+    assert plan["origin"]["job"] == "in-container-3ranks"
