@@ -31,7 +31,10 @@ from tests.docker_helpers import leftovers
 pytestmark = pytest.mark.docker
 
 IMAGE = "distval-fixtures/torch:2.6-debian"
-CHECKS = "[env, all_reduce, collectives]"  # collectives runs for seconds: time to kill a worker inside it
+# The kill must land while rank 1 still runs. After its first record (env) the test reads its files and signals it,
+# which took seconds at a load of 20; collectives alone, about 5 s since its known answers are built once, left too
+# short a window there (a red in the merged tree's run at load ~20, 2026-12-06). collective_loop runs 20 s by design.
+CHECKS = "[env, all_reduce, collectives, {name: collective_loop, args: {duration_s: 20}}]"
 CONFIG = """timeout_s: {timeout_s}
 collective_timeout_s: 60
 check_timeout_s: {check_timeout_s}
@@ -118,6 +121,7 @@ def test_a_killed_worker_is_restarted_and_the_job_completes(
         "env",
         "process_group",
         "all_reduce",
+        "collective_loop.all_reduce",
         "exit_status",
     ]
 
