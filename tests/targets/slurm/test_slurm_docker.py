@@ -90,9 +90,16 @@ def _bundle(slurm: SlurmHere, image: str) -> str:
     return slurm.bundles[image]
 
 
-def _run(slurm: SlurmHere, image: str, name: str, scenario: str, deadline_s: float = JOB_TIMEOUT_S) -> tuple[Path, JobState]:
+def _run(
+    slurm: SlurmHere,
+    image: str,
+    name: str,
+    scenario: str,
+    deadline_s: float = JOB_TIMEOUT_S,
+    config_path: Path = ROOT / "configs" / "default.yaml",
+) -> tuple[Path, JobState]:
     bundle = _bundle(slurm, image)
-    config = load_config(str(ROOT / "configs" / "default.yaml"))
+    config = load_config(str(config_path))
     out = slurm.jobs / name
     (job,) = [
         j
@@ -125,8 +132,16 @@ def test_a_broken_image_fails_all_reduce_as_on_docker(slurm: SlurmHere) -> None:
     assert statuses["all_reduce"] == FAILED, (statuses, result.logs[-3000:])
 
 
-def test_a_job_stopped_at_its_deadline_leaves_nothing_queued_or_running(slurm: SlurmHere) -> None:
-    directory, state = _run(slurm, IMAGE, "deadline", "cross-container-2ranks", deadline_s=8.0)
+def test_a_job_stopped_at_its_deadline_leaves_nothing_queued_or_running(slurm: SlurmHere, tmp_path: Path) -> None:
+    # A job that runs past its deadline by design (a 300 s collective_loop), never one that is merely slow: the default
+    # scenario, about twice as fast since the collectives' answers are built once, finished inside the 8 s at load 1.4
+    # (2026-12-06), and its exit_status passed, as it should.
+    config = tmp_path / "long.yaml"
+    config.write_text(
+        "timeout_s: 600\nscenarios:\n  - {name: long-2ranks, topology: cross-container, world_size: 2,"
+        " checks: [env, {name: collective_loop, args: {duration_s: 300}}]}\n"
+    )
+    directory, state = _run(slurm, IMAGE, "deadline", "long-2ranks", deadline_s=8.0, config_path=config)
     code, queue = slurm.commands.run(["squeue", "--noheader", "--format=%i %T"])
     assert code == 0 and queue.strip() == "", queue
     assert state.state.rstrip("+") not in ACTIVE, state
