@@ -186,15 +186,21 @@ def parse_config(text: str, path: str) -> Config:
 FILE_MAX_BYTES = 64 * 2**20
 
 
-def load_config(path: str | Path) -> Config:
+def read_yaml_text(path: str | Path, expected: str, max_bytes: int = FILE_MAX_BYTES) -> str:
+    """The text of a YAML file distval reads (``expected``: what it should be, "a YAML scenario file"); a missing,
+    unreadable or not regular file is one ConfigError line."""
     name = file_label(str(path))
     try:
-        data = read_regular_file(path, FILE_MAX_BYTES)
+        data = read_regular_file(path, max_bytes)
     except FileRefused as exc:
         if exc.missing:
-            raise ConfigError([f"{name}: no such file; expected a YAML scenario file"]) from None
+            raise ConfigError([f"{name}: no such file; expected {expected}"]) from None
         if exc.found is not None:
-            raise ConfigError([f"{name}: expected a YAML scenario file; {exc.found}"]) from None
+            raise ConfigError([f"{name}: expected {expected}; {exc.found}"]) from None
         raise ConfigError([f"{name}: cannot read the file: {exc}"]) from None
     # Bytes that are not UTF-8 become lone surrogates, which the YAML reader refuses with their line and key path.
-    return parse_config(data.decode("utf-8", "surrogateescape"), str(path))
+    return data.decode("utf-8", "surrogateescape")
+
+
+def load_config(path: str | Path) -> Config:
+    return parse_config(read_yaml_text(path, "a YAML scenario file"), str(path))

@@ -25,10 +25,10 @@ from types import MappingProxyType
 
 import yaml
 
-from distval.bounded_read import FileRefused, read_regular_file
 from distval.config.byte_sizes import SIZE_EXPECTED, byte_size_value
 from distval.config.compose import compose
 from distval.config.keys import NAME_EXPECTED, NAME_PATTERN
+from distval.config.loader import read_yaml_text
 from distval.config.values import text_problem
 from distval.config.yaml_nodes import Problems, child_path, describe, file_label, mapping, typed, written
 from distval.errors import ConfigError
@@ -205,14 +205,7 @@ def _scenario_name(name: str) -> bool:
 
 
 def load_references(path: str | Path) -> References:
-    name = file_label(str(path))
-    try:
-        data = read_regular_file(path, FILE_MAX_BYTES)
-    except FileRefused as exc:
-        if exc.missing:
-            raise ConfigError([f"{name}: no such file; expected a YAML references file"]) from None
-        raise ConfigError([f"{name}: expected a YAML references file; {exc.found or exc}"]) from None
-    return parse_references(data.decode("utf-8", "surrogateescape"), str(path))
+    return parse_references(read_yaml_text(path, "a YAML references file", FILE_MAX_BYTES), str(path))
 
 
 def system_problem(references: References, system: str) -> str | None:
