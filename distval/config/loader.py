@@ -186,12 +186,12 @@ def parse_config(text: str, path: str) -> Config:
 FILE_MAX_BYTES = 64 * 2**20
 
 
-def read_yaml_text(path: str | Path, expected: str, max_bytes: int = FILE_MAX_BYTES) -> str:
+def read_yaml_text(path: str | Path, expected: str, max_bytes: int | None = None) -> str:
     """The text of a YAML file distval reads (``expected``: what it should be, "a YAML scenario file"); a missing,
     unreadable or not regular file is one ConfigError line."""
     name = file_label(str(path))
     try:
-        data = read_regular_file(path, max_bytes)
+        data = read_regular_file(path, FILE_MAX_BYTES if max_bytes is None else max_bytes)
     except FileRefused as exc:
         if exc.missing:
             raise ConfigError([f"{name}: no such file; expected {expected}"]) from None
