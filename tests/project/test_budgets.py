@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.budget_report import budget_lines, file_of
+from tests.budget_report import BudgetReport, budget_lines, file_of
 from tests.budgets import BUDGETS_S, CI_DOCKER_WALL_S, CI_LIMIT_S, WAITING_S, process_budgets
 from tests.paths import TESTS
 
@@ -195,3 +195,13 @@ def test_the_budget_report_flags_a_file_over_its_budget_and_only_that() -> None:
         "    30.0 s of    30 s  tests/b_docker.py",
     ]
     assert file_of("tests/a_docker.py::test_x[y::z]") == "tests/a_docker.py"
+
+
+def test_the_budget_report_sums_a_files_waiting_tests_apart_from_its_others() -> None:
+    report = BudgetReport()
+    path = next(iter(WAITING_S))
+    for keywords, duration in (({"waits": 1}, 2.0), ({}, 3.0), ({"waits": 1}, 0.5)):
+        report.pytest_runtest_logreport(
+            pytest.TestReport(f"{path}::test_x", (path, 0, "test_x"), keywords, "passed", None, "call", [], duration)
+        )
+    assert (report.spent, report.waiting) == ({path: 3.0}, {path: 2.5})
