@@ -244,6 +244,20 @@ def hosts_list(value: str) -> tuple[str, ...]:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--hosts: ")) from None
 
 
+class Parsed:
+    """argparse type: the value ``parse`` makes of the text; its ValueError's one line is the usage error (a target
+    option's own reader, distval/targets/kind.py ``TargetOption.parse``)."""
+
+    def __init__(self, parse: Callable[[str], Any]) -> None:
+        self.parse = parse
+
+    def __call__(self, value: str) -> Any:
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 class CheckedText:
     """argparse type: text that ``problem`` accepts (it says why a value is not one, None when it is): a target
     option's own check (distval/targets/kind.py ``TargetOption.problem``), --helper-base's."""

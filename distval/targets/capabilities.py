@@ -58,6 +58,25 @@ BY_NAME: Mapping[str, Capability] = {c.name: c for c in CAPABILITIES}
 
 
 @dataclass(frozen=True)
+class Way:
+    """How distval serves a target's scenarios: ``command`` (NAME: the target's name) does ``what``."""
+
+    name: str
+    what: str
+    command: str
+
+
+# A target that distval runs itself (start, follow, stop: ``distval run``, planned by ``distval plan``), or whose
+# scenarios it writes out for you to run (``distval export NAME``) and whose results it judges (``distval collect
+# NAME``), or both. A kind has the callables of the ways its declaration names (distval/targets/kind.py holds it to
+# that); choosing one that distval does not run is refused with the ways it has instead.
+RUN = Way("run", "a run distval starts, follows and stops itself", "distval run")
+EXPORT = Way("export", "its scenarios written out, to be run by hand", "distval export NAME")
+COLLECT = Way("collect", "what ran by hand judged into the reports", "distval collect NAME")
+WAYS: tuple[Way, ...] = (RUN, EXPORT, COLLECT)
+
+
+@dataclass(frozen=True)
 class Lacking:
     """A capability a target does not have: ``why`` in words; ``skip`` True when a scenario asking for it is
     reported skipped with that reason instead of refused."""
@@ -74,11 +93,23 @@ class TargetDeclaration:
     runs: str
     chosen_with: str  # the option (or command) that selects it
     lacks: Mapping[str, Lacking] = field(default_factory=dict)
+    ways: tuple[Way, ...] = (RUN,)
 
     def __post_init__(self) -> None:
         unknown = set(self.lacks) - set(BY_NAME)
         if unknown:  # a typo here would be a capability no refusal ever derives from
             raise ValueError(f"target {self.name}: unknown capabilities {sorted(unknown)}")
+
+    def serves(self, way: Way) -> bool:
+        return way in self.ways
+
+    def not_run(self, subject: str) -> str | None:
+        """Why ``subject`` (the option that chose it) is refused: distval does not run this target's scenarios,
+        and what it does instead (its other ways); None where it runs them."""
+        if self.serves(RUN):
+            return None
+        instead = ", then ".join(f"{w.command.replace('NAME', self.name)} ({w.what})" for w in self.ways)
+        return f"{subject} asks for {RUN.what} ({RUN.command}); the {self.name} target cannot give it: use {instead}"
 
     def has(self, capability: Capability) -> bool:
         return capability.name not in self.lacks

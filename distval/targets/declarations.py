@@ -4,7 +4,7 @@ page of the docs (docs/targets.md, generated from it) all derive from these rows
 
 from __future__ import annotations
 
-from distval.targets.capabilities import Lacking, TargetDeclaration
+from distval.targets.capabilities import COLLECT, EXPORT, RUN, Lacking, TargetDeclaration
 
 DOCKER = TargetDeclaration(
     name="docker",
@@ -54,6 +54,7 @@ KUBERNETES = TargetDeclaration(
         "reaper": Lacking("distval does not run the pods: you delete the Job when it is done (kubectl delete -f)"),
         "reference": Lacking("distval does not run the pods, so it cannot interleave two images' runs"),
     },
+    ways=(EXPORT, COLLECT),
 )
 SLURM = TargetDeclaration(
     name="slurm",
@@ -73,5 +74,6 @@ SLURM = TargetDeclaration(
         ),
         "reference": Lacking("not yet: the pairs of --reference are run on Docker Engines only"),
     },
+    ways=(RUN, EXPORT, COLLECT),
 )
 TARGETS = (DOCKER, ENGINES, LOCAL, KUBERNETES, SLURM)

@@ -1,7 +1,8 @@
-"""Every kind of target a run can choose, in the order the command line's choice is asked (the first kind it
-chooses runs; the last is the default). A new target is a folder of its own with its ``TargetKind`` and one line
-here: the command line declares its options, ``--target`` offers it, and the run stage and ``distval plan`` use
-it, all from this table."""
+"""Every kind of target, in the order the command line's choice is asked (the first kind it chooses runs; the last
+is the default). A new target is a folder of its own with its ``TargetKind`` and one line here: the command line
+declares its options, ``--target`` offers it, the run stage and ``distval plan`` use it, and ``distval export`` and
+``distval collect`` offer it where it has them, all from this table; choosing one that distval does not run is refused,
+saying what it offers instead."""
 
 from __future__ import annotations
 
@@ -11,11 +12,12 @@ from distval.config import Config
 from distval.errors import BadInput
 from distval.targets.base import Target
 from distval.targets.engines.kind import CONTAINERS_KIND
-from distval.targets.kind import EngineFor, TargetKind, TargetOption, TargetOptions, Warn
+from distval.targets.kind import CollectCommand, EngineFor, ExportCommand, TargetKind, TargetOption, TargetOptions, Warn
+from distval.targets.kubernetes.kind import KUBERNETES_KIND
 from distval.targets.local.kind import LOCAL_KIND
 from distval.targets.slurm.kind import SLURM_KIND
 
-KINDS: tuple[TargetKind, ...] = (LOCAL_KIND, SLURM_KIND, CONTAINERS_KIND)
+KINDS: tuple[TargetKind, ...] = (LOCAL_KIND, KUBERNETES_KIND, SLURM_KIND, CONTAINERS_KIND)
 
 
 def kinds() -> Sequence[TargetKind]:
@@ -37,6 +39,16 @@ def all_options() -> tuple[TargetOption, ...]:
     return tuple(option for kind in kinds() for option in kind.options)
 
 
+def exporting_kinds() -> tuple[tuple[TargetKind, ExportCommand], ...]:
+    """The kinds ``distval export`` offers, each with its export."""
+    return tuple((kind, kind.export) for kind in kinds() if kind.export is not None)
+
+
+def collecting_kinds() -> tuple[tuple[TargetKind, CollectCommand], ...]:
+    """The kinds ``distval collect`` offers, each with its collect."""
+    return tuple((kind, kind.collect) for kind in kinds() if kind.collect is not None)
+
+
 def chosen_kind(options: TargetOptions) -> TargetKind:
     return next(kind for kind in kinds() if kind.chosen(options))
 
@@ -45,6 +57,9 @@ def refuse_options(options: TargetOptions) -> TargetKind:
     """The kind the options choose; BadInput (one line) for an option of another kind that needs its own, or for
     what the chosen kind refuses beside it."""
     kind = chosen_kind(options)
+    not_run = kind.declaration.not_run(kind.chosen_with)
+    if not_run is not None:
+        raise BadInput(not_run)
     for other in kinds():
         if other is kind:
             continue
@@ -60,9 +75,13 @@ def refuse_options(options: TargetOptions) -> TargetKind:
 def choose_target(options: TargetOptions, config: Config, engine_for: EngineFor, warn: Warn) -> Target:
     """The target that runs what the options ask for; ``engine_for(run_id)``: the Engine, asked for only when a
     Docker run opens."""
-    return refuse_options(options).make(options, config, engine_for, warn)
+    make = refuse_options(options).make
+    assert make is not None, "refuse_options refuses a kind that cannot run"
+    return make(options, config, engine_for, warn)
 
 
 def dry_run_target(options: TargetOptions, config: Config, engine_for: EngineFor) -> Target:
     """The target that only plans what the options ask for (``distval plan``): nothing is created or started."""
-    return refuse_options(options).dry_run(options, config, engine_for)
+    dry_run = refuse_options(options).dry_run
+    assert dry_run is not None, "refuse_options refuses a kind that cannot run"
+    return dry_run(options, config, engine_for)
