@@ -14,11 +14,10 @@ from typing import TYPE_CHECKING, Any
 from distval.cli import values as cli_values
 from distval.cli.hosts_options import add_hosts_options
 from distval.cli.output import no_line, print_json
-from distval.config.engine_hosts import HostSpec
+from distval.config.engine_hosts import HostSpec, host_specs, tls_files
 from distval.errors import DistvalError
 from distval.labels import LABEL_RUN
 from distval.targets.docker.cleanup import RunDecision, by_run, decide
-from distval.targets.engines.hosts import host_specs, tls_files
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine

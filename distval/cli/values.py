@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from distval.comparing.reading import BadReport, read_report
+from distval.config.durations import parse_duration
+from distval.config.engine_hosts import parse_hosts
 from distval.config.values import image_problem
 from distval.config.yaml_nodes import did_you_mean, shown
 from distval.errors import BadInput, UsageError
-from distval.targets.docker.cleanup import parse_duration
-from distval.targets.engines.hosts import parse_hosts
 
 # argparse's (3.11) words for a value outside an argument's choices: the value given, then the choices' reprs.
 _INVALID_CHOICE = re.compile(r"invalid choice: (?P<given>'[^']*'|\"[^\"]*\") \(choose from (?P<choices>.*)\)$")

@@ -263,18 +263,11 @@ def _distval_imports(path: Path) -> list[str]:
 # shows beside the ranks. Each is to go through the registry as the run, plan, export and collect commands do;
 # none may be added (this list only shrinks).
 STILL_NAMED = {
-    "distval/cli/cleanup.py": {
-        "distval.targets.docker.cleanup",
-        "distval.targets.engines.hosts",
-        "distval.targets.docker.engine",
-    },
-    "distval/cli/doctor.py": {"distval.targets.engines.hosts"},
+    "distval/cli/cleanup.py": {"distval.targets.docker.cleanup", "distval.targets.docker.engine"},
     "distval/cli/fixtures.py": {"distval.targets.docker.engine"},
-    "distval/cli/hosts_options.py": {"distval.targets.engines.hosts"},
     "distval/cli/main.py": {"distval.targets.docker.engine"},
     "distval/cli/nodes.py": {"distval.targets.engines.dind"},
     "distval/cli/plan_render.py": {"distval.targets.docker", "distval.targets.engines.plan"},
-    "distval/cli/values.py": {"distval.targets.docker.cleanup", "distval.targets.engines.hosts"},
     "distval/doctor/checks.py": {"distval.targets.docker.engine_advice", "distval.targets.local.runtime"},
     "distval/doctor/torch_probe.py": {"distval.targets.docker.plan", "distval.targets.docker.runtime"},
 }

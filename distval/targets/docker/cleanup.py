@@ -9,17 +9,15 @@ distval before the owner labels) is kept, with the reason and the option that re
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from distval.config.durations import format_duration
 from distval.engine_protocol import Resource
 from distval.labels import LABEL_ROLE, LABEL_RUN
 from distval.owner import Owner, boot_id, machine_id, owner_alive
 
 NO_RUN_ID = "(no run id)"
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 
 
 @dataclass(frozen=True)
@@ -46,26 +44,6 @@ class RunDecision:
     def counts(self) -> str:
         among = " (its reaper among them)" if self.has_reaper else ""
         return f"{self.containers} container(s){among}, {self.networks} network(s)"
-
-
-def parse_duration(text: str) -> float:
-    """``30m``, ``2h``, ``1h30m``, ``90s``, ``1d`` -> seconds; ValueError for anything else."""
-    value = text.strip()
-    if not value or _DURATION.sub("", value) != "":
-        raise ValueError(f"expected a duration such as 30m, 2h, 1h30m, 90s or 1d; got {text!r}")
-    return sum(float(number) * _UNITS[unit] for number, unit in _DURATION.findall(value))
-
-
-def format_duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}{_rest(seconds % size)}"
-    return f"{seconds}s"
-
-
-def _rest(seconds: int) -> str:
-    return "" if seconds == 0 else format_duration(seconds)
 
 
 def by_run(resources: Iterable[Resource]) -> dict[str, list[Resource]]:

@@ -8,14 +8,14 @@ import os
 from collections.abc import Sequence
 
 from distval.config import Config
-from distval.config.engine_hosts import TlsFiles
+from distval.config.engine_hosts import TlsFiles, tls_files
 from distval.config.shipped import SAMPLE_IMAGE_FLAG
 from distval.images.helper_base import DEFAULT, HELPER_BASE_DEST, HELPER_BASE_FLAG, HELPER_BASE_HELP, HelperBase, base_problem
 from distval.images.helper_base import choose as choose_helpers
 from distval.targets.base import Target
 from distval.targets.declarations import DOCKER
 from distval.targets.docker.target import DockerTarget
-from distval.targets.engines.hosts import check_hosts_allowed, run_hosts, tls_files
+from distval.targets.engines.hosts import check_hosts_allowed, run_hosts
 from distval.targets.kind import CHOICE, EngineFor, TargetKind, TargetOption, TargetOptions, Warn
 
 

@@ -12,11 +12,12 @@ import pytest
 import distval.cli.cleanup
 import distval.cli.main
 from distval.cli.main import main
+from distval.config.durations import format_duration, parse_duration
 from distval.engine_protocol import Resource
 from distval.errors import EngineError
 from distval.labels import LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_MACHINE, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_RUN
 from distval.owner import UNKNOWN, Owner, current_owner, machine_id, owner_alive, start_time
-from distval.targets.docker.cleanup import RunDecision, decide, format_duration, parse_duration
+from distval.targets.docker.cleanup import RunDecision, decide
 from tests.fake_engine import FakeEngine
 
 NOW = 1_800_000_000.0
