@@ -40,6 +40,8 @@ LOCAL = TargetDeclaration(
         "reaper": Lacking("a watchdog process of its own kills the run's processes if distval is killed"),
         "reference": Lacking("it runs the local Python's torch, not images: there is no second image to pair with"),
         "image_environment": Lacking("its ranks start from this host's environment, not from an image's", skip=True),
+        "container_image": Lacking("runs the local Python's torch"),
+        "docker_engines": Lacking("runs local processes without Docker"),
     },
 )
 KUBERNETES = TargetDeclaration(
@@ -53,6 +55,7 @@ KUBERNETES = TargetDeclaration(
         "keep_on_failure": Lacking("distval does not run the pods: they stay until you delete the Job"),
         "reaper": Lacking("distval does not run the pods: you delete the Job when it is done (kubectl delete -f)"),
         "reference": Lacking("distval does not run the pods, so it cannot interleave two images' runs"),
+        "docker_engines": Lacking("runs on the cluster's nodes, which place the pods"),
     },
     ways=(EXPORT, COLLECT),
 )
@@ -73,6 +76,7 @@ SLURM = TargetDeclaration(
             "time limit (#SBATCH --time, the scenario's deadline)"
         ),
         "reference": Lacking("not yet: the pairs of --reference are run on Docker Engines only"),
+        "docker_engines": Lacking("submits to Slurm"),
     },
     ways=(RUN, EXPORT, COLLECT),
 )

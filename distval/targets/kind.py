@@ -83,8 +83,8 @@ class TargetKind:
     make: Callable[[TargetOptions, Config, EngineFor, Warn], Target] | None = None
     dry_run: Callable[[TargetOptions, Config, EngineFor], Target] | None = None
     options: tuple[TargetOption, ...] = ()
-    # (dests, refusal): refused when every one of those options is given, in this order (options of other kinds
-    # this one cannot take, or two of its own that exclude each other).
+    # (dests, refusal): refused when every one of those options is given, in this order: two options that exclude
+    # each other (what an option names that the target lacks is refused from its declaration: NAMING_OPTIONS).
     refuses: tuple[tuple[tuple[str, ...], str], ...] = ()
     target_choice: str | None = None  # its value of --target, with how --target's help says it; None: not chosen so
     target_help: str = ""

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from distval.config import Config
 from distval.errors import BadInput
 from distval.targets.base import Target
+from distval.targets.capabilities import NAMING_OPTIONS
 from distval.targets.engines.kind import CONTAINERS_KIND
 from distval.targets.kind import CollectCommand, EngineFor, ExportCommand, TargetKind, TargetOption, TargetOptions, Warn
 from distval.targets.kubernetes.kind import KUBERNETES_KIND
@@ -54,8 +55,9 @@ def chosen_kind(options: TargetOptions) -> TargetKind:
 
 
 def refuse_options(options: TargetOptions) -> TargetKind:
-    """The kind the options choose; BadInput (one line) for an option of another kind that needs its own, or for
-    what the chosen kind refuses beside it."""
+    """The kind the options choose; BadInput (one line) for a kind distval does not run, an option of another kind
+    that needs its own, an option naming what the chosen kind's declaration lacks, or what the kind refuses beside
+    it."""
     kind = chosen_kind(options)
     not_run = kind.declaration.not_run(kind.chosen_with)
     if not_run is not None:
@@ -66,6 +68,10 @@ def refuse_options(options: TargetOptions) -> TargetKind:
         for option in other.options:
             if option.needs_its_target and options.get(option.dest):
                 raise BadInput(f"{option.flag} {option.needs_its_target}: it needs {other.chosen_with}")
+    for naming in NAMING_OPTIONS:  # what the run's options name that the target lacks (its declaration's)
+        refusal = kind.declaration.option_refusal(naming, kind.chosen_with) if options.get(naming.dest) else None
+        if refusal is not None:
+            raise BadInput(refusal)
     for dests, refusal in kind.refuses:
         if all(options.get(dest) for dest in dests):
             raise BadInput(refusal)

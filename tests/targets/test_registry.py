@@ -44,7 +44,11 @@ TOY = TargetDeclaration(
     name="toy",
     chosen_with="`--target toy`",
     runs="nothing: it only plans, for this test",
-    lacks={"reference": Lacking("a toy pairs nothing"), "reaper": Lacking("a toy starts nothing")},
+    lacks={
+        "reference": Lacking("a toy pairs nothing"),
+        "reaper": Lacking("a toy starts nothing"),
+        "docker_engines": Lacking("plans on paper"),
+    },
 )
 PLANNED: list[TargetOptions] = []
 
@@ -198,6 +202,13 @@ def test_its_options_need_it_and_its_declaration_refuses_what_it_lacks(
     assert capsys.readouterr().err.strip() == "distval: --toy-dir is the toy's: it needs --target toy"
     assert main(["plan", "--target", "toy", "--reference", "ref:1"]) == 2
     assert "the toy target cannot give it: a toy pairs nothing" in capsys.readouterr().err
+    # What the run's options name that it lacks: refused from its declaration, no refusal written for it.
+    assert main(["plan", "--target", "toy", "--hosts", "unix:///run/a.sock"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == "distval: --hosts names Docker Engines, --target toy plans on paper: give one, not both"
+    )
+    assert main(["plan", "--target", "toy", "--image", "img:1", "--filter", "in-container-3ranks"]) == 0
 
 
 def test_a_kind_that_exports_gets_export_and_collect_and_its_run_is_refused(

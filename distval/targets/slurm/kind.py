@@ -170,10 +170,6 @@ SLURM_KIND = TargetKind(
             "--partition", "partition", "with --target slurm: the partition to submit to (default: the cluster's)", kind=TEXT
         ),
     ),
-    refuses=(
-        (("hosts",), "--hosts names Docker Engines, --target slurm submits to Slurm: give one, not both"),
-        (("hosts_from_config",), "--hosts names Docker Engines, --target slurm submits to Slurm: give one, not both"),
-    ),
     target_choice="slurm",
     export=EXPORT,
     collect=COLLECT,
