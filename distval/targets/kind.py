@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distval.config import Config
+from distval.plan.model import ScenarioPlan
 from distval.results.scenario import RunSummary
 from distval.targets.base import Target
 from distval.targets.capabilities import COLLECT, EXPORT, RUN, TargetDeclaration
@@ -71,6 +72,29 @@ class TargetOptions:
         return image
 
 
+def _nothing_beside() -> list[dict[str, Any]]:
+    return []
+
+
+def _no_lines(_plan: ScenarioPlan) -> list[str]:
+    return []
+
+
+def _no_data(_plan: ScenarioPlan) -> dict[str, object]:
+    return {}
+
+
+@dataclass(frozen=True)
+class PlanShown:
+    """What ``distval plan`` shows of a kind beyond its plans' steps: distval's own containers beside the ranks (where
+    the target has distval's reaper), and a scenario's own lines and JSON (across hosts: the image copied, host
+    networking)."""
+
+    beside: Callable[[], list[dict[str, Any]]] = _nothing_beside
+    scenario_lines: Callable[[ScenarioPlan], list[str]] = _no_lines
+    scenario_data: Callable[[ScenarioPlan], dict[str, object]] = _no_data
+
+
 @dataclass(frozen=True)
 class TargetKind:
     """A kind of target as the run stage and the command line see it."""
@@ -91,6 +115,7 @@ class TargetKind:
     report_mode: str = ""  # the reports' ``mode`` property (default: the declaration's name)
     runs_images: bool = True  # False: no image runs (no sample image for want of one)
     summary_note: str | None = None  # said after the terminal summary of a run that ran scenarios
+    plan_shown: PlanShown = PlanShown()  # what ``distval plan`` shows of it beyond the steps
     export: ExportCommand | None = None  # ``distval export NAME``; None: not among its declaration's ways
     collect: CollectCommand | None = None  # ``distval collect NAME``; None: not among its declaration's ways
 

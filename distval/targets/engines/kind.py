@@ -6,6 +6,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from distval.config import Config
 from distval.config.engine_hosts import TlsFiles, tls_files
@@ -14,9 +15,13 @@ from distval.images.helper_base import DEFAULT, HELPER_BASE_DEST, HELPER_BASE_FL
 from distval.images.helper_base import choose as choose_helpers
 from distval.targets.base import Target
 from distval.targets.declarations import DOCKER
+from distval.targets.docker import beside as beside_container
+from distval.targets.docker import gpu_probe as gpu_probe_container
+from distval.targets.docker import reaper_container
 from distval.targets.docker.target import DockerTarget
 from distval.targets.engines.hosts import check_hosts_allowed, run_hosts
-from distval.targets.kind import CHOICE, EngineFor, TargetKind, TargetOption, TargetOptions, Warn
+from distval.targets.engines.plan import hosts_data, hosts_lines, probe_description
+from distval.targets.kind import CHOICE, EngineFor, PlanShown, TargetKind, TargetOption, TargetOptions, Warn
 
 
 def containers_target(
@@ -83,6 +88,17 @@ def _dry_run(options: TargetOptions, config: Config, engine_for: EngineFor) -> T
     )
 
 
+def _beside() -> list[dict[str, Any]]:
+    """What distval starts beside the ranks, each from the declaration its Engine call uses; the fault helpers
+    are listed with their scenario's faults."""
+    return [
+        reaper_container.description(),
+        beside_container.description(),
+        gpu_probe_container.description(),
+        probe_description(),
+    ]
+
+
 CONTAINERS_KIND = TargetKind(
     declaration=DOCKER,
     chosen=lambda _options: True,
@@ -114,6 +130,7 @@ CONTAINERS_KIND = TargetKind(
             f"--image names the image under test, {SAMPLE_IMAGE_FLAG} asks for distval's sample: give one, not both",
         ),
     ),
+    plan_shown=PlanShown(_beside, hosts_lines, hosts_data),
     target_choice="docker",
     target_help="docker (the default: one Engine, or several with --hosts)",
 )
