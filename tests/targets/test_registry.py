@@ -299,3 +299,38 @@ def test_no_module_outside_targets_imports_a_kinds_folder_but_the_listed_ones() 
         if named:
             found[relative] = named
     assert found == STILL_NAMED
+
+
+# The modules outside targets/ that still compare a value with a target's name (or its reports' name, "host"): the
+# doctor's two modes (in containers, --local) and the sample image's note in results/scenario.py.
+STILL_CHECKING = {"distval/cli/doctor.py", "distval/doctor/checks.py", "distval/results/scenario.py"}
+
+
+def _names_compared(tree: ast.AST, names: set[str]) -> list[int]:
+    """The lines where a comparison has a kind's name on one side (``x == "slurm"``, ``mode in ("docker",)``)."""
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        constants = [c for side in sides for c in ([side] if isinstance(side, ast.Constant) else getattr(side, "elts", []))]
+        if any(isinstance(c, ast.Constant) and c.value in names for c in constants):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_outside_targets_checks_a_targets_name_but_the_listed_ones() -> None:
+    names = {kind.name for kind in registry.kinds()} | {kind.mode for kind in registry.kinds()} | {"engines"}
+    assert {"local", "host", "slurm", "kubernetes", "docker"} <= names
+    found = {}
+    for path in sorted((ROOT / "distval").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("distval/targets/"):
+            continue
+        lines = _names_compared(ast.parse(path.read_text(encoding="utf-8")), names)
+        if lines:
+            found[relative] = lines
+    assert set(found) == STILL_CHECKING, found
+    # The check can fail: a comparison with a kind's name is found.
+    assert _names_compared(ast.parse('if plan.mode == "host":\n    pass\n'), names) == [1]
+    assert _names_compared(ast.parse('ok = kind in ("docker", "x")\n'), names) == [1]
