@@ -20,10 +20,15 @@ from distval.targets.base import Target
 from distval.targets.capabilities import COLLECT, EXPORT, RUN, TargetDeclaration
 
 if TYPE_CHECKING:
-    from distval.targets.docker.engine import Engine
+    from distval.config.engine_hosts import HostSpec
+    from distval.targets.docker.engine import Engine as Engine  # the Docker Engine, named for the command line's types
 
 Warn = Callable[[str], None]
 EngineFor = Callable[[str], "Engine"]
+EngineOn = Callable[[str, "HostSpec | None"], "Engine"]  # the Engine of DOCKER_HOST (None) or of one of --hosts
+# One Engine's ``distval cleanup``: the Engine, --run-id, --all, --older-than, --dry-run and where its lines go ->
+# its outcome as data and its exit code.
+CleanEngine = Callable[["Engine", str | None, bool, float | None, bool, Warn], tuple[dict[str, Any], int]]
 
 # What an option's value is, for the command line to parse it: a flag, free text, a path (its ``names`` says of
 # what), one of ``choices``, or a duration (30m, 2h: in seconds).
@@ -116,6 +121,7 @@ class TargetKind:
     runs_images: bool = True  # False: no image runs (no sample image for want of one)
     summary_note: str | None = None  # said after the terminal summary of a run that ran scenarios
     plan_shown: PlanShown = PlanShown()  # what ``distval plan`` shows of it beyond the steps
+    clean_engine: CleanEngine | None = None  # ``distval cleanup`` of one Engine, where its runs leave resources there
     export: ExportCommand | None = None  # ``distval export NAME``; None: not among its declaration's ways
     collect: CollectCommand | None = None  # ``distval collect NAME``; None: not among its declaration's ways
 

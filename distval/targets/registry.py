@@ -13,7 +13,16 @@ from distval.errors import BadInput
 from distval.targets.base import Target
 from distval.targets.capabilities import NAMING_OPTIONS
 from distval.targets.engines.kind import CONTAINERS_KIND
-from distval.targets.kind import CollectCommand, EngineFor, ExportCommand, TargetKind, TargetOption, TargetOptions, Warn
+from distval.targets.kind import (
+    CleanEngine,
+    CollectCommand,
+    EngineFor,
+    ExportCommand,
+    TargetKind,
+    TargetOption,
+    TargetOptions,
+    Warn,
+)
 from distval.targets.kubernetes.kind import KUBERNETES_KIND
 from distval.targets.local.kind import LOCAL_KIND
 from distval.targets.slurm.kind import SLURM_KIND
@@ -48,6 +57,11 @@ def exporting_kinds() -> tuple[tuple[TargetKind, ExportCommand], ...]:
 def collecting_kinds() -> tuple[tuple[TargetKind, CollectCommand], ...]:
     """The kinds ``distval collect`` offers, each with its collect."""
     return tuple((kind, kind.collect) for kind in kinds() if kind.collect is not None)
+
+
+def engine_cleanup() -> CleanEngine:
+    """``distval cleanup`` of one Engine: the first kind's that leaves resources on Docker Engines."""
+    return next(kind.clean_engine for kind in kinds() if kind.clean_engine is not None)
 
 
 def chosen_kind(options: TargetOptions) -> TargetKind:

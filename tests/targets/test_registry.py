@@ -270,11 +270,9 @@ def _distval_imports(path: Path) -> list[str]:
 
 # The modules outside targets/ that still import a kind's folder, and what of it: the Docker Engine itself
 # (docker-py's one user, which fixtures, attest, cleanup and the doctor use beside the docker target), the node
-# Engines of the tests (distval nodes), the doctor's checks of one Engine and of --local, and what distval cleanup
-# decides. Each is to go through the registry as run, plan, export and collect do; none may be added (this list
-# only shrinks).
+# Engines of the tests (distval nodes), and the doctor's checks of one Engine and of --local. Each is to go through
+# the registry as run, plan, export, collect and cleanup do; none may be added (this list only shrinks).
 STILL_NAMED = {
-    "distval/cli/cleanup.py": {"distval.targets.docker.cleanup", "distval.targets.docker.engine"},
     "distval/cli/fixtures.py": {"distval.targets.docker.engine"},
     "distval/cli/main.py": {"distval.targets.docker.engine"},
     "distval/cli/nodes.py": {"distval.targets.engines.dind"},

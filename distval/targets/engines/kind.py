@@ -18,6 +18,7 @@ from distval.targets.declarations import DOCKER
 from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker import reaper_container
+from distval.targets.docker.cleanup import clean_engine
 from distval.targets.docker.target import DockerTarget
 from distval.targets.engines.hosts import check_hosts_allowed, run_hosts
 from distval.targets.engines.plan import hosts_data, hosts_lines, probe_description
@@ -131,6 +132,7 @@ CONTAINERS_KIND = TargetKind(
         ),
     ),
     plan_shown=PlanShown(_beside, hosts_lines, hosts_data),
+    clean_engine=clean_engine,
     target_choice="docker",
     target_help="docker (the default: one Engine, or several with --hosts)",
 )
