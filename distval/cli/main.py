@@ -51,19 +51,18 @@ from distval.errors import (
 from distval.registry.client import Registry
 from distval.results.scenario import RunSummary
 from distval.session.reports import write_reports
-from distval.targets.registry import collecting_kinds, exporting_kinds
+from distval.targets.registry import collecting_kinds, engine_class, exporting_kinds
 
 if TYPE_CHECKING:
-    from distval.targets.docker.engine import Engine
+    from distval.targets.kind import Engine
 
 
 def __getattr__(name: str) -> Any:
     """``Engine`` is imported on first use, and docker-py with it: host mode (and ``plan``) never need it."""
     if name == "Engine":
-        from distval.targets.docker.engine import Engine  # docker-py with it: imported here, on first use
-
-        globals()["Engine"] = Engine
-        return Engine
+        found = engine_class()  # docker-py with it: imported on this first use
+        globals()["Engine"] = found
+        return found
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

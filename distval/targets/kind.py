@@ -122,6 +122,7 @@ class TargetKind:
     summary_note: str | None = None  # said after the terminal summary of a run that ran scenarios
     plan_shown: PlanShown = PlanShown()  # what ``distval plan`` shows of it beyond the steps
     clean_engine: CleanEngine | None = None  # ``distval cleanup`` of one Engine, where its runs leave resources there
+    engine_class: Callable[[], type[Engine]] | None = None  # the Docker Engine's client, where it runs on Engines
     export: ExportCommand | None = None  # ``distval export NAME``; None: not among its declaration's ways
     collect: CollectCommand | None = None  # ``distval collect NAME``; None: not among its declaration's ways
 

@@ -7,6 +7,7 @@ saying what it offers instead."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from distval.config import Config
 from distval.errors import BadInput
@@ -26,6 +27,9 @@ from distval.targets.kind import (
 from distval.targets.kubernetes.kind import KUBERNETES_KIND
 from distval.targets.local.kind import LOCAL_KIND
 from distval.targets.slurm.kind import SLURM_KIND
+
+if TYPE_CHECKING:
+    from distval.targets.kind import Engine
 
 KINDS: tuple[TargetKind, ...] = (LOCAL_KIND, KUBERNETES_KIND, SLURM_KIND, CONTAINERS_KIND)
 
@@ -57,6 +61,11 @@ def exporting_kinds() -> tuple[tuple[TargetKind, ExportCommand], ...]:
 def collecting_kinds() -> tuple[tuple[TargetKind, CollectCommand], ...]:
     """The kinds ``distval collect`` offers, each with its collect."""
     return tuple((kind, kind.collect) for kind in kinds() if kind.collect is not None)
+
+
+def engine_class() -> type[Engine]:
+    """The Docker Engine's client class (docker-py imported with it, on this call): the first kind's that has one."""
+    return next(kind.engine_class for kind in kinds() if kind.engine_class is not None)()
 
 
 def engine_cleanup() -> CleanEngine:

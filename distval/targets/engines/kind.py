@@ -6,7 +6,7 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from distval.config import Config
 from distval.config.engine_hosts import TlsFiles, tls_files
@@ -23,6 +23,9 @@ from distval.targets.docker.target import DockerTarget
 from distval.targets.engines.hosts import check_hosts_allowed, run_hosts
 from distval.targets.engines.plan import hosts_data, hosts_lines, probe_description
 from distval.targets.kind import CHOICE, EngineFor, PlanShown, TargetKind, TargetOption, TargetOptions, Warn
+
+if TYPE_CHECKING:
+    from distval.targets.docker.engine import Engine
 
 
 def containers_target(
@@ -89,6 +92,14 @@ def _dry_run(options: TargetOptions, config: Config, engine_for: EngineFor) -> T
     )
 
 
+def engine_class() -> type[Engine]:
+    """The Docker Engine's client class, imported on first use, and docker-py with it: host mode and ``plan`` never
+    need it (every command that uses Docker makes its Engines from it: distval/cli/main.py)."""
+    from distval.targets.docker.engine import Engine
+
+    return Engine
+
+
 def _beside() -> list[dict[str, Any]]:
     """What distval starts beside the ranks, each from the declaration its Engine call uses; the fault helpers
     are listed with their scenario's faults."""
@@ -133,6 +144,7 @@ CONTAINERS_KIND = TargetKind(
     ),
     plan_shown=PlanShown(_beside, hosts_lines, hosts_data),
     clean_engine=clean_engine,
+    engine_class=engine_class,
     target_choice="docker",
     target_help="docker (the default: one Engine, or several with --hosts)",
 )
