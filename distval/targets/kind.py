@@ -8,7 +8,7 @@ every kind; nothing outside targets/ names one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,6 +101,16 @@ class PlanShown:
 
 
 @dataclass(frozen=True)
+class NodeEngines:
+    """``distval nodes up|down``: separate Docker Engines in containers here, for runs across several hosts (test
+    infrastructure). ``start``: how many, the indexes that serve without TLS, where progress goes -> what was started,
+    in words; ``stop``: the node set (None: every one) -> the containers and networks removed."""
+
+    start: Callable[[int, Sequence[int], Warn], str]
+    stop: Callable[[str | None], tuple[int, int]]
+
+
+@dataclass(frozen=True)
 class TargetKind:
     """A kind of target as the run stage and the command line see it."""
 
@@ -123,6 +133,7 @@ class TargetKind:
     plan_shown: PlanShown = PlanShown()  # what ``distval plan`` shows of it beyond the steps
     clean_engine: CleanEngine | None = None  # ``distval cleanup`` of one Engine, where its runs leave resources there
     engine_class: Callable[[], type[Engine]] | None = None  # the Docker Engine's client, where it runs on Engines
+    node_engines: NodeEngines | None = None  # ``distval nodes``, where it runs across node Engines
     export: ExportCommand | None = None  # ``distval export NAME``; None: not among its declaration's ways
     collect: CollectCommand | None = None  # ``distval collect NAME``; None: not among its declaration's ways
 

@@ -19,6 +19,7 @@ from distval.targets.kind import (
     CollectCommand,
     EngineFor,
     ExportCommand,
+    NodeEngines,
     TargetKind,
     TargetOption,
     TargetOptions,
@@ -66,6 +67,11 @@ def collecting_kinds() -> tuple[tuple[TargetKind, CollectCommand], ...]:
 def engine_class() -> type[Engine]:
     """The Docker Engine's client class (docker-py imported with it, on this call): the first kind's that has one."""
     return next(kind.engine_class for kind in kinds() if kind.engine_class is not None)()
+
+
+def node_engines() -> NodeEngines:
+    """``distval nodes``: the first kind's that runs across node Engines."""
+    return next(kind.node_engines for kind in kinds() if kind.node_engines is not None)
 
 
 def engine_cleanup() -> CleanEngine:

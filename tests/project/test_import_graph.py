@@ -19,7 +19,7 @@ KNOWN_CYCLES: list[set[str]] = []
 # host mode, ``distval plan`` and the modules they load must never need.
 DOCKER_PY_LAZY = {
     ("distval.targets.engines.kind", "distval.targets.docker.engine"),
-    ("distval.cli.nodes", "distval.targets.engines.dind"),
+    ("distval.targets.engines.kind", "distval.targets.engines.dind"),
     ("distval.targets.engines.kind", "distval.targets.engines.target"),
 }
 KNOWN_HIDDEN: set[tuple[str, str]] = set()

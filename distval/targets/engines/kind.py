@@ -22,7 +22,16 @@ from distval.targets.docker.cleanup import clean_engine
 from distval.targets.docker.target import DockerTarget
 from distval.targets.engines.hosts import check_hosts_allowed, run_hosts
 from distval.targets.engines.plan import hosts_data, hosts_lines, probe_description
-from distval.targets.kind import CHOICE, EngineFor, PlanShown, TargetKind, TargetOption, TargetOptions, Warn
+from distval.targets.kind import (
+    CHOICE,
+    EngineFor,
+    NodeEngines,
+    PlanShown,
+    TargetKind,
+    TargetOption,
+    TargetOptions,
+    Warn,
+)
 
 if TYPE_CHECKING:
     from distval.targets.docker.engine import Engine
@@ -100,6 +109,20 @@ def engine_class() -> type[Engine]:
     return Engine
 
 
+# Node Engines (distval nodes): dind.py imports docker-py, which host mode and ``distval plan`` never need: imported
+# on use.
+def _start_nodes(count: int, plain: Sequence[int], progress: Warn) -> str:
+    from distval.targets.engines.dind import start_nodes
+
+    return start_nodes(count, plain, progress).describe()
+
+
+def _stop_nodes(set_id: str | None) -> tuple[int, int]:
+    from distval.targets.engines.dind import stop_nodes
+
+    return stop_nodes(set_id)
+
+
 def _beside() -> list[dict[str, Any]]:
     """What distval starts beside the ranks, each from the declaration its Engine call uses; the fault helpers
     are listed with their scenario's faults."""
@@ -145,6 +168,7 @@ CONTAINERS_KIND = TargetKind(
     plan_shown=PlanShown(_beside, hosts_lines, hosts_data),
     clean_engine=clean_engine,
     engine_class=engine_class,
+    node_engines=NodeEngines(_start_nodes, _stop_nodes),
     target_choice="docker",
     target_help="docker (the default: one Engine, or several with --hosts)",
 )
