@@ -188,7 +188,7 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     verdict on the faults, the scenario's diagnosis and its properties are made from them, in that order."""
     plan = outcome.plan
     scenario = plan.scenario
-    read = [(container, *read_records(container)) for container in outcome.containers]
+    read = [read_records(container) for container in outcome.containers]
     properties = _properties(outcome, _env_details(read))
     logs = "\n\n".join(
         f"===== {o.name} (node {o.node_rank}, ranks {','.join(map(str, o.ranks))}) stdout =====\n"
@@ -221,7 +221,7 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     check_of: dict[str, str] = {}
     unreadable: list[str] = []
     by_container: list[tuple[str, dict[int, list[dict[str, object]]]]] = []
-    for container, by_rank, problems in read:
+    for container, (by_rank, problems) in zip(outcome.containers, read, strict=True):
         unreadable += problems
         for rank in container.ranks:
             owner[rank] = container
@@ -439,9 +439,9 @@ def carried_hashes(plan: ScenarioPlan) -> tuple[str, str]:
     return plan.scenario_hash, plan.scenario_hash_any_image
 
 
-def _env_details(read: Sequence[tuple[ContainerOutcome, RecordsByRank, list[str]]]) -> Mapping[str, object]:
+def _env_details(read: Sequence[tuple[RecordsByRank, list[str]]]) -> Mapping[str, object]:
     """The details of the first ``env`` record (containers in order, then ranks): the image's versions."""
-    for _, by_rank, _ in read:
+    for by_rank, _ in read:
         for rank in sorted(by_rank):
             for record in by_rank[rank]:
                 details = record.get("details")
