@@ -296,8 +296,8 @@ def test_no_module_outside_targets_imports_a_kinds_folder_but_the_listed_ones() 
 
 
 # The modules outside targets/ that still compare a value with a target's name (or its reports' name, "host"): the
-# doctor's two modes (in containers, --local) and the sample image's note in results/scenario.py.
-STILL_CHECKING = {"distval/cli/doctor.py", "distval/doctor/checks.py", "distval/results/scenario.py"}
+# doctor's two modes (in containers, --local).
+STILL_CHECKING = {"distval/cli/doctor.py", "distval/doctor/checks.py"}
 
 
 def _names_compared(tree: ast.AST, names: set[str]) -> list[int]:
