@@ -54,12 +54,15 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/comparing/baseline.py": (
         "tests/comparing/test_baseline.py",
         "tests/comparing/test_compare.py",
+        "tests/comparing/test_compare_rules.py",
         "tests/results/test_remeasure_rule.py",
         "tests/comparing/test_reference.py",
     ),
-    "distval/comparing/comparison.py": ("tests/comparing/test_compare.py",),
+    "distval/comparing/comparison.py": ("tests/comparing/test_compare.py", "tests/comparing/test_compare_rules.py"),
     "distval/comparing/rank_test.py": ("tests/comparing/test_rank_test.py", "tests/comparing/test_reference.py"),
     "distval/comparing/system_references.py": ("tests/comparing/test_system_references.py",),
+    # A run's own curve and stragglers: their rules, and the references report that turns them into verdicts.
+    "distval/results/shape.py": ("tests/results/test_shape.py", "tests/comparing/test_system_references.py"),
     "distval/config/references.py": ("tests/comparing/test_system_references.py",),
     "distval/attestation/policy.py": ("tests/attestation/test_policy.py", "tests/cli/test_attest_rules.py"),
     # The suite's checks run on a real torch (Debian's 1.13 on the host, no Docker): about 30 s a run, so pass
