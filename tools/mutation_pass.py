@@ -209,6 +209,31 @@ EQUIVALENT: dict[str, str] = {
     "distval/comparing/reference.py:291:8 if/elif branches in the other order": (
         "past the first two branches, candidate_bad and reference_bad exclude each other (both is the first branch)"
     ),
+    "distval/comparing/comparison.py:142:0 early-return ifs at lines 145 and 147 swapped": (
+        "compare_reports makes every row from a scenario of one report: old and new are never both None"
+    ),
+    "distval/comparing/comparison.py:208:11 `and` -> `or`": (
+        "an assert for the type checker that holds on every call (_items returns before it where a side is None)"
+    ),
+    "distval/comparing/comparison.py:219:12 if/elif branches in the other order": (
+        "one rank above the other and below it exclude each other"
+    ),
+    "distval/comparing/comparison.py:228:8 if/elif branches in the other order": (
+        "a duration is never past the tolerance both ways: new > old x (1 + t) and old > new x (1 + t) with t >= 0 "
+        "(the command line refuses a negative tolerance)"
+    ),
+    "distval/comparing/comparison.py:230:8 if/elif branches in the other order": (
+        "the backward delta regresses only where durations are judged, the note only where they are not"
+    ),
+    "distval/comparing/comparison.py:266:11 `and` -> `or`": (
+        "an assert for the type checker that holds on every call (_items returns before it where a side is None)"
+    ),
+    "distval/comparing/comparison.py:279:8 if/elif branches in the other order": (
+        "a figure's key comes from one report at least: before and after are never both None"
+    ),
+    "distval/comparing/comparison.py:281:8 if/elif branches in the other order": (
+        "deltas pairs only the figures both reports have: where before is None there is no delta"
+    ),
 }
 
 # The module-level names a function returns as a verdict; a mutant returns another of the same family.

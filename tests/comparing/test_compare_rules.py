@@ -21,6 +21,7 @@ from distval.comparing.comparison import (
     Item,
     Judgement,
     judge,
+    line,
     verdict_line,
 )
 from distval.comparing.deltas import BASELINE_CASE, Tolerances
@@ -140,3 +141,30 @@ def test_each_side_of_a_scenario_says_its_torch() -> None:
 def test_each_exit_code_is_said_with_its_own_meaning() -> None:
     for verdict in VERDICTS:
         assert verdict_line(verdict.exit_code) == verdict.meaning
+
+
+def test_a_median_that_fell_while_the_best_held_is_unchanged_and_says_noise() -> None:
+    def timed(median: float) -> dict[str, Any]:
+        return {"operation": "all_reduce", "size": 65536, "label": "64KiB", "busbw_gbps": median, "best_busbw_gbps": 1.0}
+
+    judgement = judged(report("old", entry([timed(1.0)], [case("env")])), report("new", entry([timed(0.5)], [case("env")])))
+    figure = item(judgement, "all_reduce 64KiB", kind="busbw")
+    assert (figure.status, figure.why) == (UNCHANGED, "median past tolerance, its best held (1.00x): noise")
+    assert judgement.exit_code == EXIT_PASSED
+
+
+def test_a_busbw_no_link_reaches_never_reads_as_an_improvement() -> None:
+    # A broken image's figure below 0 in both reports: it regressed (new < old x 0.8) and "rose" (old < new x 0.8)
+    # at once; fail closed, the regression wins.
+    broken = [{"operation": "all_reduce", "size": 65536, "label": "64KiB", "busbw_gbps": -1.0}]
+    judgement = judged(report("old", entry(broken, [case("env")])), report("new", entry(broken, [case("env")])))
+    assert item(judgement, "all_reduce 64KiB", kind="busbw").status == REGRESSION
+    assert judgement.exit_code == EXIT_CHECKS_FAILED
+
+
+def test_a_scenarios_line_says_its_verdicts_without_its_duration() -> None:
+    old, new = entry(TWO_FIGURES, [case("env")]), entry(TWO_FIGURES, [case("env", FAILED)], status=FAILED)
+    old["duration_s"], new["duration_s"] = 12.0, 13.0
+    judgement = judged(report("old", old), report("new", new))
+    assert line(item(judgement, "bw", kind="scenario")) == "scenario bw: passed -> failed (verdict worse)"
+    assert line(item(judgement, "env")) == "bw: testcase env: passed 1.00 s -> failed 1.00 s (verdict worse)"
