@@ -638,7 +638,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("modules", nargs="+", help=f"module paths relative to the repository root: {', '.join(TESTS)}")
     parser.add_argument("--jobs", type=int, default=1, help="mutants tested at once (each in its own copy)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one test run may take (default 120)")
-    parser.add_argument("--only", help="only the mutants whose 'path:line:col mutation' contains this text")
+    parser.add_argument(
+        "--only",
+        action="append",
+        help="only the mutants whose 'path:line:col mutation' contains this text (repeat it for several: the survivors "
+        "of a pass, re-run after new tests)",
+    )
     parser.add_argument("--list", action="store_true", help="list the mutants without running the tests")
     parser.add_argument("--named", action="store_true", help="the hand-written mutants of NAMED instead of the generated ones")
     args = parser.parse_args(argv)
@@ -652,11 +657,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"mutation_pass: {exc}; write the mutant again for the module as it is now")
         return 2
+    todo = [m for m in listed if args.only is None or any(text in m.key for text in args.only)]
     if args.list:
-        for mutant in listed:
+        for mutant in todo:
             print(mutant.key)
         return 0
-    todo = [m for m in listed if args.only is None or args.only in m.key]
     outcomes = run_pass(args.modules, todo, args.jobs, args.timeout)
     print(table(outcomes))
     return 1 if any(o.result == "survived" for o in outcomes) else 0
