@@ -54,6 +54,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/comparing/baseline.py": (
         "tests/comparing/test_baseline.py",
         "tests/comparing/test_compare.py",
+        "tests/comparing/test_baseline_rules.py",
         "tests/comparing/test_compare_rules.py",
         "tests/results/test_remeasure_rule.py",
         "tests/comparing/test_reference.py",

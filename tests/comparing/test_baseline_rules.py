@@ -1,0 +1,70 @@
+"""What ``--baseline``'s testcase says, rule by rule (distval/comparing/baseline.py): the re-measures' votes and their
+failures, the figures it names and counts, and that it takes no time of its own. Its verdicts failing closed:
+tests/comparing/test_baseline.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from distval.comparing.baseline import baseline_case, failed_remeasures
+from distval.comparing.deltas import BASELINE_CASE, Tolerances
+from distval.results.outcome import FAILED, PASSED, SKIPPED
+from tests.comparing.test_baseline import TWO_FIGURES, case, entry, figure, report
+
+OLD = report("old", entry(TWO_FIGURES, [case("env")]))
+SLOW = entry([figure("all_reduce", 65536, "64KiB", 0.5), TWO_FIGURES[1]], [case("env")])
+GOOD = entry(TWO_FIGURES, [case("env")])
+
+
+def test_a_regression_confirmed_by_the_re_measures_says_the_votes_and_the_iterations() -> None:
+    result = baseline_case(SLOW, OLD, Tolerances(), "G", [SLOW, SLOW])
+    assert result.status == FAILED
+    assert result.message == (
+        "expected no figure to regress past the tolerance against G (run old) (matched by scenario_hash); 1 of 3 did "
+        "in more than half of the 3 runs (the run and the 2 runs re-measuring it): busbw all_reduce 64KiB: 1 -> 0.5 GB/s "
+        "(0.50x, tolerance -20%); re-measured: 0.5 GB/s (0.50x), 0.5 GB/s (0.50x) (regressed in 3 of 3 runs) "
+        "(busbw: medians and bests of 5 iterations)"
+    )
+    alone = baseline_case(SLOW, OLD, Tolerances(), "G")
+    assert "1 of 3 did: busbw all_reduce 64KiB" in alone.message and alone.duration_s == 0.0
+
+
+def test_a_regression_the_re_measures_cleared_passes_and_says_so() -> None:
+    result = baseline_case(SLOW, OLD, Tolerances(), "G", [GOOD, GOOD])
+    assert result.status == PASSED
+    assert result.message == (
+        "3 figure(s) within tolerance of G (run old) (matched by scenario_hash): 2 busbw (lowest ratio 0.50x, medians "
+        "of 5 iterations), 1 durations (highest ratio 1.00x); 1 regressed in the run and not in most of the 3 runs "
+        "(noise, not a slower image): busbw all_reduce 64KiB: 1 -> 0.5 GB/s (0.50x, tolerance -20%); re-measured: "
+        "1 GB/s (1.00x), 1 GB/s (1.00x) (regressed in 1 of 3 runs)"
+    )
+    assert result.duration_s == 0.0
+
+
+def test_no_match_is_a_skip_that_takes_no_time() -> None:
+    result = baseline_case(entry(TWO_FIGURES, [case("env")], name="new"), OLD, Tolerances(), "G")
+    assert (result.name, result.status, result.duration_s) == (BASELINE_CASE, SKIPPED, 0.0)
+
+
+def _failed_run(bad: int) -> dict[str, Any]:
+    cases = [case("env")] + [case(f"check{i}", FAILED, message=f"{i}" * 250) for i in range(bad)]
+    return entry(TWO_FIGURES, cases, status=FAILED)
+
+
+def test_a_failed_re_measure_names_three_failures_each_cut_at_200_characters_and_counts_them() -> None:
+    (line,) = failed_remeasures([GOOD, _failed_run(4)])
+    said = "; ".join(f"check{i} failed: {f'{i}' * 200}" for i in range(3))
+    assert line == f"re-measure 2 failed ({said}; ... (4 in all))"
+    (line,) = failed_remeasures([_failed_run(3)])
+    assert line == f"re-measure 1 failed ({said})"
+
+
+def test_missing_figures_are_named_ten_at_most_and_counted() -> None:
+    sizes = [2**k for k in range(10, 21)]  # 11 sizes
+    many = report("old", entry([figure("all_reduce", size, str(size), 1.0) for size in sizes], [case("env")]))
+    result = baseline_case(entry([], [case("env")]), many, Tolerances(), "G")
+    named = ", ".join(f"busbw all_reduce {size}" for size in sizes[:10])
+    assert result.status == FAILED
+    assert result.message.endswith(f"11 missing: {named}, ... (11 in all)"), result.message
+    ten = report("old", entry([figure("all_reduce", size, str(size), 1.0) for size in sizes[:10]], [case("env")]))
+    assert baseline_case(entry([], [case("env")]), ten, Tolerances(), "G").message.endswith(f"10 missing: {named}")
