@@ -68,3 +68,53 @@ def test_missing_figures_are_named_ten_at_most_and_counted() -> None:
     assert result.message.endswith(f"11 missing: {named}, ... (11 in all)"), result.message
     ten = report("old", entry([figure("all_reduce", size, str(size), 1.0) for size in sizes[:10]], [case("env")]))
     assert baseline_case(entry([], [case("env")]), ten, Tolerances(), "G").message.endswith(f"10 missing: {named}")
+
+
+SIZES = [2**k for k in range(10, 15)]  # 5 sizes, 1KiB .. 16KiB
+
+
+def _figures(medians: list[float], best: float | None = None) -> list[dict[str, Any]]:
+    found = [figure("all_reduce", size, str(size), median) for size, median in zip(SIZES, medians, strict=True)]
+    return [{**f, "best_busbw_gbps": best} if best is not None else f for f in found]
+
+
+def test_a_pass_names_three_noisy_medians_counts_them_all_and_says_the_worst_ratios() -> None:
+    old = report("old", entry(_figures([1.0] * 5, best=1.0), [case("env"), case("store")]))
+    new = entry(_figures([0.5] * 4 + [0.9], best=1.0), [case("env", duration_s=1.5), case("store", duration_s=1.2)])
+    result = baseline_case(new, old, Tolerances(), "G")
+    assert result.status == PASSED
+    noise = "; ".join(
+        f"busbw all_reduce {size}: 1 -> 0.5 GB/s (0.50x, tolerance -20%; best 1 -> 1 GB/s (1.00x)): its best held (1.00x)"
+        for size in SIZES[:3]
+    )
+    assert result.message == (
+        "7 figure(s) within tolerance of G (run old) (matched by scenario_hash): 5 busbw (lowest ratio 0.50x, medians "
+        "of 5 iterations); 4 busbw median(s) below the tolerance, their best held or their call slower by at most "
+        f"100 us (noise, not a slower image): {noise}; ... (4 in all), 2 durations (highest ratio 1.50x)"
+    )
+    three = baseline_case({**new, "bandwidth": _figures([0.5] * 3 + [0.9] * 2, best=1.0)}, old, Tolerances(), "G")
+    assert "3 busbw median(s) below the tolerance" in three.message and "in all)" not in three.message
+
+
+def test_a_pass_names_three_cleared_regressions_and_counts_them_all() -> None:
+    old = report("old", entry(_figures([1.0] * 5), [case("env")]))
+    good = entry(_figures([1.0] * 5), [case("env")])
+    result = baseline_case(entry(_figures([0.5] * 4 + [1.0]), [case("env")]), old, Tolerances(), "G", [good, good])
+    assert result.status == PASSED
+    cleared = "; ".join(
+        f"busbw all_reduce {size}: 1 -> 0.5 GB/s (0.50x, tolerance -20%); re-measured: 1 GB/s (1.00x), 1 GB/s (1.00x) "
+        "(regressed in 1 of 3 runs)"
+        for size in SIZES[:3]
+    )
+    assert result.message.endswith(
+        f"; 4 regressed in the run and not in most of the 3 runs (noise, not a slower image): {cleared}; ... (4 in all)"
+    ), result.message
+    three = baseline_case(entry(_figures([0.5] * 3 + [1.0] * 2), [case("env")]), old, Tolerances(), "G", [good, good])
+    assert three.message.endswith("(regressed in 1 of 3 runs)"), three.message
+
+
+def test_a_pass_with_durations_only_names_no_busbw_ratio() -> None:
+    result = baseline_case(entry([], [case("env")]), report("old", entry([], [case("env")])), Tolerances(), "G")
+    assert result.message == (
+        "1 figure(s) within tolerance of G (run old) (matched by scenario_hash): 0 busbw, 1 durations (highest ratio 1.00x)"
+    )
