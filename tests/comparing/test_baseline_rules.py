@@ -118,3 +118,14 @@ def test_a_pass_with_durations_only_names_no_busbw_ratio() -> None:
     assert result.message == (
         "1 figure(s) within tolerance of G (run old) (matched by scenario_hash): 0 busbw, 1 durations (highest ratio 1.00x)"
     )
+
+
+def test_the_machine_is_hinted_at_only_where_its_raw_tcp_fell_past_the_tolerance() -> None:
+    def at(busbw: float, tcp: float) -> dict[str, Any]:
+        return {**figure("broadcast", 1048576, "1MiB", busbw), "tcp_gbps": tcp}
+
+    old = report("old", entry([at(1.0, 1.0)], [case("env")]))
+    at_the_edge = baseline_case(entry([at(0.5, 0.8)], [case("env")]), old, Tolerances(), "G")  # 0.80x: within -20 %
+    assert at_the_edge.status == FAILED and "fell too" not in at_the_edge.message, at_the_edge.message
+    past = baseline_case(entry([at(0.5, 0.79)], [case("env")]), old, Tolerances(), "G")
+    assert past.status == FAILED and "the raw TCP between the same ranks fell too (0.79-0.79x" in past.message
