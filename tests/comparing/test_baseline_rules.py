@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from distval.comparing.baseline import baseline_case, failed_remeasures
+from distval.comparing.baseline import apply_baseline, baseline_case, failed_remeasures, skip_reasons
 from distval.comparing.deltas import BASELINE_CASE, Tolerances
+from distval.reports.json_report import json_report
 from distval.results.outcome import FAILED, PASSED, SKIPPED
-from tests.comparing.test_baseline import TWO_FIGURES, case, entry, figure, report
+from distval.results.scenario import RunSummary
+from tests.comparing.test_baseline import TWO_FIGURES, case, entry, figure, plans, report, result
 
 OLD = report("old", entry(TWO_FIGURES, [case("env")]))
 SLOW = entry([figure("all_reduce", 65536, "64KiB", 0.5), TWO_FIGURES[1]], [case("env")])
@@ -129,3 +131,27 @@ def test_the_machine_is_hinted_at_only_where_its_raw_tcp_fell_past_the_tolerance
     assert at_the_edge.status == FAILED and "fell too" not in at_the_edge.message, at_the_edge.message
     past = baseline_case(entry([at(0.5, 0.79)], [case("env")]), old, Tolerances(), "G")
     assert past.status == FAILED and "the raw TCP between the same ranks fell too (0.79-0.79x" in past.message
+    two = report("old", entry([at(1.0, 1.0), {**at(1.0, 1.0), "size": 2097152, "label": "2MiB"}], [case("env")]))
+    both = entry([at(0.5, 0.7), {**at(0.5, 0.5), "size": 2097152, "label": "2MiB"}], [case("env")])
+    assert "fell too (0.50-0.70x of the baseline's at those sizes)" in baseline_case(both, two, Tolerances(), "G").message
+
+
+def test_one_re_measure_is_said_as_one_run() -> None:
+    result = baseline_case(SLOW, OLD, Tolerances(), "G", [SLOW])
+    assert "1 of 3 did in more than half of the 2 runs (the run and the run re-measuring it)" in result.message
+
+
+def test_a_skip_says_the_first_three_reasons_in_order_each_cut_at_200_characters() -> None:
+    cases = [case("env", SKIPPED, message=letter * 250) for letter in "dcba"]
+    assert skip_reasons([entry([], cases, status=SKIPPED)]) == "; ".join(letter * 200 for letter in "abc")
+    assert skip_reasons([entry([], [], status=SKIPPED)]) == "no reason given"
+
+
+def test_fail_on_skip_leaves_an_unusable_baseline_failing_every_scenario() -> None:
+    bw, other = plans()
+    run = RunSummary("run2", (result(bw, 1.0), result(other, 1.0)))
+    good = json_report(RunSummary("good", (result(bw, 1.0), result(other, 1.0))))
+    cut = {**good, "early_error": {"kind": "interrupted", "message": "interrupted by signal 15"}}
+    summary = apply_baseline(run, cut, Tolerances(), "GOOD.json", fail_on_skip=True)
+    assert [s.cases[-1].status for s in summary.scenarios] == [FAILED, FAILED]
+    assert all("ended early" in s.cases[-1].message for s in summary.scenarios)
