@@ -46,6 +46,9 @@ def test_a_regression_the_re_measures_cleared_passes_and_says_so() -> None:
 def test_no_match_is_a_skip_that_takes_no_time() -> None:
     result = baseline_case(entry(TWO_FIGURES, [case("env")], name="new"), OLD, Tolerances(), "G")
     assert (result.name, result.status, result.duration_s) == (BASELINE_CASE, SKIPPED, 0.0)
+    skipped = entry([], [case("env", SKIPPED, 0.0, "no GPU")], status=SKIPPED)
+    both = baseline_case(skipped, report("old", skipped), Tolerances(), "G")
+    assert (both.status, both.duration_s) == (SKIPPED, 0.0)
 
 
 def _failed_run(bad: int) -> dict[str, Any]:
