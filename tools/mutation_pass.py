@@ -64,7 +64,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/comparing/system_references.py": ("tests/comparing/test_system_references.py",),
     # A run's own curve and stragglers: their rules, and the references report that turns them into verdicts.
     "distval/results/shape.py": ("tests/results/test_shape.py", "tests/comparing/test_system_references.py"),
-    "distval/config/references.py": ("tests/comparing/test_system_references.py",),
+    "distval/config/references.py": ("tests/config/test_references_file.py", "tests/comparing/test_system_references.py"),
     "distval/attestation/policy.py": ("tests/attestation/test_policy.py", "tests/cli/test_attest_rules.py"),
     # The suite's checks run on a real torch (Debian's 1.13 on the host, no Docker): about 30 s a run, so pass
     # --timeout 600 (a run cut short counts as killed). answers.py's formulas also have their property test.
