@@ -210,6 +210,9 @@ EQUIVALENT: dict[str, str] = {
     "distval/comparing/reference.py:291:8 if/elif branches in the other order": (
         "past the first two branches, candidate_bad and reference_bad exclude each other (both is the first branch)"
     ),
+    "distval/comparing/comparison.py:63:18 constant 0 -> -1": (
+        "the ranks are only compared with each other: PASSED at -1 keeps the order passed < skipped < failed = error"
+    ),
     "distval/comparing/comparison.py:142:0 early-return ifs at lines 145 and 147 swapped": (
         "compare_reports makes every row from a scenario of one report: old and new are never both None"
     ),
