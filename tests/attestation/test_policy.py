@@ -221,3 +221,26 @@ def test_the_default_policy_requires_what_the_shipped_default_config_validates()
     one_check = passing_report()  # env, cuda_build, collectives, ddp: less than the default config
     assert str(_refusal(one_check, default_policy())).startswith("refused: the required check ")
     assert _refusal(passing_report(default_checks=True), default_policy()) is None
+
+
+def test_policy_bounds_at_their_edges() -> None:
+    # The first unknown key in order is named; max_age_days up to ten years, and above 0 only.
+    with pytest.raises(BadPolicy, match="unknown key 'a_key'"):
+        parse_policy(b"b_key: 1\na_key: 2\n", "p.yaml")
+    assert parse_policy(b"max_age_days: 3650", "p.yaml").max_age_days == 3650.0
+    for refused in (b"max_age_days: 3650.001", b"max_age_days: -0.5"):
+        with pytest.raises(BadPolicy, match="max_age_days: expected a number of days > 0 and <= 3650"):
+            parse_policy(refused, "p.yaml")
+
+
+def test_a_date_up_to_five_minutes_ahead_is_a_clock_apart_and_past_it_the_future() -> None:
+    body = _body(passing_report())
+    assert age_refusal(body, DEFAULT_POLICY, MADE - timedelta(minutes=5)) is None
+    assert "in the future" in str(age_refusal(body, DEFAULT_POLICY, MADE - timedelta(minutes=5, seconds=1)))
+
+
+def test_a_refusal_shows_the_first_160_characters_of_the_checks_message() -> None:
+    report = changed(passing_report(), 1, "ddp", "failed", "x" * 500)
+    assert _refusal(report) == (
+        f"refused: cross-container-2ranks: ddp failed: {'x' * 160} [... cut: 500 characters in all, the first 160 shown]"
+    )
