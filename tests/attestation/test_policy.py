@@ -244,3 +244,16 @@ def test_a_refusal_shows_the_first_160_characters_of_the_checks_message() -> Non
     assert _refusal(report) == (
         f"refused: cross-container-2ranks: ddp failed: {'x' * 160} [... cut: 500 characters in all, the first 160 shown]"
     )
+
+
+def test_required_scenarios_must_map_names_to_checks() -> None:
+    for text in (b"required_scenarios: [a, b]\n", b"required_scenarios:\n  1: [ddp]\n", b"required_scenarios:\n  '': [ddp]\n"):
+        with pytest.raises(BadPolicy, match="required_scenarios: expected a mapping of scenario names to lists of check"):
+            parse_policy(text, "p.yaml")
+
+
+def test_an_expired_attestation_says_its_age_in_days() -> None:
+    body = _body(passing_report())
+    for days, said in ((10.0501, "10.1 days ago"), (10.0499, "10.0 days ago")):
+        refusal = age_refusal(body, Policy(max_age_days=1), MADE + timedelta(seconds=86400 * days))
+        assert refusal is not None and said in refusal, refusal
