@@ -257,3 +257,10 @@ def test_an_expired_attestation_says_its_age_in_days() -> None:
     for days, said in ((10.0501, "10.1 days ago"), (10.0499, "10.0 days ago")):
         refusal = age_refusal(body, Policy(max_age_days=1), MADE + timedelta(seconds=86400 * days))
         assert refusal is not None and said in refusal, refusal
+
+
+def test_a_required_check_skipped_on_many_ranks_names_ten() -> None:
+    report = _skipped_on_rank(passing_report(), 1, "ddp", list(range(11)))
+    assert _refusal(report, Policy(required_checks=("ddp",))) == (
+        "refused: cross-container-2ranks: the required check ddp was skipped on rank(s) 0, 1, 2, 3, 4, 5, 6, 7, 8, 9"
+    )
