@@ -264,3 +264,16 @@ def test_a_required_check_skipped_on_many_ranks_names_ten() -> None:
     assert _refusal(report, Policy(required_checks=("ddp",))) == (
         "refused: cross-container-2ranks: the required check ddp was skipped on rank(s) 0, 1, 2, 3, 4, 5, 6, 7, 8, 9"
     )
+
+
+def test_another_config_is_named_by_its_first_80_characters() -> None:
+    report = passing_report()
+    report["config_sha256"] = "z" * 100
+    refusal = _refusal(report, Policy(config_sha256="c" * 64))
+    assert f"(config_sha256 {'z' * 80} [... cut: 100 characters in all, the first 80 shown])" in str(refusal)
+
+
+def test_no_check_counts_as_passed_on_an_image_the_attestation_does_not_name() -> None:
+    body = _body(passing_report())
+    unnamed = {**body, "image": {}, "scenarios": [{**s, "image_id": None} for s in body["scenarios"]]}
+    assert passed_count(unnamed) == (0, 10)
