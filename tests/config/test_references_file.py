@@ -59,6 +59,7 @@ def test_a_figure_within_its_bounds_is_read(value: str) -> None:
         ("{gbps: 0, tolerance: 0.1}", "64KiB.gbps: expected a busbw in GB/s > 0"),
         (f"{{gbps: {GBPS_MAX * 1.001:.0f}, tolerance: 0.1}}", "64KiB.gbps: expected a busbw in GB/s > 0 and <= 1e+06"),
         ("{gbps: .inf, tolerance: 0.1}", "64KiB.gbps: expected a busbw"),
+        ("{gbps: 1000000.0000005, tolerance: 0.1}", "64KiB.gbps: expected a busbw"),
         ("{gbps: 1}", "64KiB.tolerance: required key is missing"),
         ("{tolerance: 0.1}", "64KiB.gbps: required key is missing"),
         ("{gbps: 1, tolerance: 0.1, floor: 0.5}", "64KiB.floor: unknown key"),
@@ -128,3 +129,16 @@ def test_a_references_file_is_read_from_its_path(tmp_path: Path) -> None:
     path = tmp_path / "refs.yaml"
     path.write_text(one_figure("{gbps: 1, tolerance: 0.1}"))
     assert load_references(path).path == str(path)
+
+
+def test_a_references_file_of_up_to_16_mib_is_read_and_one_byte_more_refused(tmp_path: Path) -> None:
+    # A byte YAML refuses at once stands for the content: the file is read, then refused by the YAML reader.
+    path = tmp_path / "refs.yaml"
+    path.write_bytes(b"\x01" * 16 * 2**20)
+    with pytest.raises(ConfigError) as read:
+        load_references(path)
+    assert "not valid YAML" in read.value.problems[0]
+    path.write_bytes(b"\x01" * (16 * 2**20 + 1))
+    with pytest.raises(ConfigError) as refused:
+        load_references(path)
+    assert refused.value.problems == [f"{path}: expected a YAML references file; it has 16777217 bytes, more than 16 MiB"]
