@@ -210,6 +210,9 @@ EQUIVALENT: dict[str, str] = {
     "distval/comparing/reference.py:291:8 if/elif branches in the other order": (
         "past the first two branches, candidate_bad and reference_bad exclude each other (both is the first branch)"
     ),
+    "distval/config/references.py:91:8 if/elif branches in the other order": (
+        "only a key accept took enters seen: a key seen before is accepted, and one refused is never in seen"
+    ),
     "distval/comparing/comparison.py:63:18 constant 0 -> -1": (
         "the ranks are only compared with each other: PASSED at -1 keeps the order passed < skipped < failed = error"
     ),
