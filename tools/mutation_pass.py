@@ -213,6 +213,9 @@ EQUIVALENT: dict[str, str] = {
     "distval/config/references.py:91:8 if/elif branches in the other order": (
         "only a key accept took enters seen: a key seen before is accepted, and one refused is never in seen"
     ),
+    "distval/config/references.py:146:16 `continue` dropped": (
+        "a size given twice is a problem, and any problem raises ConfigError before the figures are returned"
+    ),
     "distval/comparing/comparison.py:63:18 constant 0 -> -1": (
         "the ranks are only compared with each other: PASSED at -1 keeps the order passed < skipped < failed = error"
     ),

@@ -60,6 +60,7 @@ def test_a_figure_within_its_bounds_is_read(value: str) -> None:
         (f"{{gbps: {GBPS_MAX * 1.001:.0f}, tolerance: 0.1}}", "64KiB.gbps: expected a busbw in GB/s > 0 and <= 1e+06"),
         ("{gbps: .inf, tolerance: 0.1}", "64KiB.gbps: expected a busbw"),
         ("{gbps: 1000000.0000005, tolerance: 0.1}", "64KiB.gbps: expected a busbw"),
+        ("{gbps: fast, tolerance: 0.1}", "64KiB.gbps: expected a busbw"),
         ("{gbps: 1}", "64KiB.tolerance: required key is missing"),
         ("{tolerance: 0.1}", "64KiB.gbps: required key is missing"),
         ("{gbps: 1, tolerance: 0.1, floor: 0.5}", "64KiB.floor: unknown key"),
@@ -107,6 +108,7 @@ def test_a_reason_and_a_scenario_name_within_their_lengths() -> None:
         return f"version: 1\nsystems:\n  s:\n    bw:\n      expected_failures:\n        store: '{reason}'\n"
 
     assert scenario(with_reason("x" * REASON_MAX)).expected_failures == {"store": "x" * REASON_MAX}
+    assert scenario(with_reason("x")).expected_failures == {"store": "x"}
     assert len(problems(with_reason("x" * (REASON_MAX + 1)))) == 1
     # A matrix's scenario names are longer than one name: up to 400 characters, the first 80 a name.
     longest = "a" * 80 + ".b" * 160
