@@ -216,6 +216,9 @@ EQUIVALENT: dict[str, str] = {
     "distval/config/references.py:146:16 `continue` dropped": (
         "a size given twice is a problem, and any problem raises ConfigError before the figures are returned"
     ),
+    "distval/config/references.py:204:46 constant 80 -> 79": (
+        "the prefix decides only the first character (the pattern's set is the fullmatch's, checked on the whole name)"
+    ),
     "distval/comparing/comparison.py:63:18 constant 0 -> -1": (
         "the ranks are only compared with each other: PASSED at -1 keeps the order passed < skipped < failed = error"
     ),
