@@ -63,7 +63,11 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/comparing/rank_test.py": ("tests/comparing/test_rank_test.py", "tests/comparing/test_reference.py"),
     "distval/comparing/system_references.py": ("tests/comparing/test_system_references.py",),
     # A run's own curve and stragglers: their rules, and the references report that turns them into verdicts.
-    "distval/results/shape.py": ("tests/results/test_shape.py", "tests/comparing/test_system_references.py"),
+    "distval/results/shape.py": (
+        "tests/results/test_shape.py",
+        "tests/results/test_shape_edges.py",
+        "tests/comparing/test_system_references.py",
+    ),
     "distval/config/references.py": ("tests/config/test_references_file.py", "tests/comparing/test_system_references.py"),
     "distval/attestation/policy.py": ("tests/attestation/test_policy.py", "tests/cli/test_attest_rules.py"),
     # The suite's checks run on a real torch (Debian's 1.13 on the host, no Docker): about 30 s a run, so pass
@@ -218,6 +222,9 @@ EQUIVALENT: dict[str, str] = {
     ),
     "distval/config/references.py:204:46 constant 80 -> 79": (
         "the prefix decides only the first character (the pattern's set is the fullmatch's, checked on the whole name)"
+    ),
+    "distval/results/shape.py:25:18 constant 0.75 -> 0.749999": (
+        "a share in [0.749999, 0.75) needs 250,000 figures with per-rank times or more (0.75 - k/n >= 1/(4n) unless 0)"
     ),
     "distval/comparing/comparison.py:63:18 constant 0 -> -1": (
         "the ranks are only compared with each other: PASSED at -1 keeps the order passed < skipped < failed = error"
