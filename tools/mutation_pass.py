@@ -208,6 +208,10 @@ EQUIVALENT: dict[str, str] = {
     ),
     "distval/results/expectations.py:193:15 `and` -> `or`": "after is None exactly when failure is None",
     "distval/comparing/rank_test.py:32:47 constant 1 -> 2": "only the tag 0 (a value of x) is read; y's tag is any other",
+    "distval/comparing/rank_test.py:36:12 constant 0 -> -1": (
+        "from -1 the first group is the sorted list's last value alone at rank 0 (nothing to the rank sum, 0 to the "
+        "ties), unless every value is equal, where the variance is <= 0 either way and the answer 1.0"
+    ),
     "distval/comparing/rank_test.py:49:19 constant 0 -> 1": (
         "from MIN_SAMPLES a side the variance is 0 (every value equal) or above 1 (19 ties and 1 other: 25)"
     ),
