@@ -76,6 +76,16 @@ def require_world(minimum: int, world: int, what: str) -> None:
         raise Skip("%s needs at least %d ranks; the scenario has %d" % (what, minimum, world))
 
 
+# How a rank polls the store for what the other ranks share (an exchange, the outcomes after each check): first after
+# POLL_FIRST_S, the pause doubling up to POLL_MAX_S. Not a blocking wait on the key: the rank must also see a peer that
+# left the check instead of sharing. The cap bounds what a rank oversleeps after the last peer shared: with 0.05 s up
+# to 0.05 s per round, and a scenario makes ~40 rounds after the collectives' probes (each check's agreement, launch's
+# and the DDP checks' exchanges, the collectives' probes and refusals); at 0.01 s a waiting rank makes at most ~100
+# store calls a second (two small messages each).
+POLL_FIRST_S = 0.001
+POLL_MAX_S = 0.01
+
+
 class Context:
     def __init__(self, spec: Dict[str, Any], writer: RecordWriter, watchdog: Watchdog) -> None:
         self.spec = spec
@@ -191,7 +201,7 @@ class Context:
         """Wait until ``key`` exists (True) or ``rank`` has published this check's outcome (False)."""
         outcome = self._key("outcome", rank)
         deadline = time.monotonic() + self.collective_timeout_s
-        pause = 0.002
+        pause = POLL_FIRST_S
         while True:
             if _exists(store, key):
                 return True
@@ -203,7 +213,7 @@ class Context:
                     % (rank, what, self.collective_timeout_s)
                 )
             time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+            pause = min(pause * 2, POLL_MAX_S)
 
     def store_known(self) -> bool:
         return self._store is not None
@@ -271,12 +281,12 @@ class Context:
     def _await_outcomes(self, store: Any, limit_s: float) -> Optional[Dict[int, Dict[str, str]]]:
         keys = [self._key("outcome", r) for r in range(self.world_size)]
         deadline = time.monotonic() + max(limit_s, 0.0)
-        pause = 0.002
+        pause = POLL_FIRST_S
         while not all(_exists(store, key) for key in keys):
             if time.monotonic() > deadline:
                 return None
             time.sleep(pause)
-            pause = min(pause * 2, 0.05)
+            pause = min(pause * 2, POLL_MAX_S)
         return {r: json.loads(store.get(key)) for r, key in enumerate(keys)}
 
     def reset_group(self, cause: str) -> None:
