@@ -30,6 +30,9 @@ BUDGETS_S: dict[str, int] = {
     # checks on 2.6, the 1.2 GB image pushed in 100 s, 4 verify containers), plus the harness image's build (~)
     "tests/cli/test_attest_registry_docker.py": 330,
     "tests/cli/test_doctor_docker.py": 50,  # ~ 3 tests, each a torch import in the image
+    # the default config's cross-container-2ranks scenario, 6 runs per test (--pairs 3): 421 s + 254 s at load 11-20,
+    # the delayed image's test alone 169 s at load 5-16 (2026-12-06)
+    "tests/comparing/test_reference_delay_docker.py": 450,
     "tests/comparing/test_reference_docker.py": 180,  # ~ 2 tests, each several runs of the default scenario (ABBA pairs)
     # mmdebstrap of bookworm's python3, push, pull, build: 183 s at load 17, 236 s at load 17 (2026-12-06)
     "tests/fixtures/test_helper_base_docker.py": 250,
