@@ -4,7 +4,9 @@ the end of the run (pytest's terminal summary), and a JSON file where ``$DISTVAL
 Why: the budgets are the design of CI's time (tests/project/test_budgets.py checks their sum against CI's limit), so
 each run must show which file outgrew its line, with the figure to put there. A file over its budget is reported, not
 failed: the figure depends on the machine's load, which the run states beside it (the 1-minute load average at the
-end), and the budgets are changed by hand with that measurement.
+end), and the budgets are changed by hand with that measurement. A file's tests marked ``waits`` are held to its
+waiting part (tests/budgets.py WAITING_S) and the others to the rest, each in a table of its own: CI runs them in two
+processes, each of which must fit its time.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.budgets import BUDGETS_S
+from tests.budgets import BUDGETS_S, WAITING_S, process_budgets
 from tests.paths import ROOT
 
 REPORT_ENVIRONMENT = "DISTVAL_BUDGET_REPORT"
@@ -40,25 +42,35 @@ def budget_lines(spent: Mapping[str, float], budgets: Mapping[str, int]) -> list
 
 
 class BudgetReport:
-    """Sums each test's setup, call and teardown time per file."""
+    """Sums each test's setup, call and teardown time per file, its ``waits`` tests apart from the others."""
 
     def __init__(self) -> None:
         self.spent: dict[str, float] = {}
+        self.waiting: dict[str, float] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         path = file_of(report.nodeid)
         if path in BUDGETS_S:
-            self.spent[path] = self.spent.get(path, 0.0) + report.duration
+            spent = self.waiting if "waits" in report.keywords else self.spent
+            spent[path] = spent.get(path, 0.0) + report.duration
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        lines = budget_lines(self.spent, BUDGETS_S)
-        if not lines:
+        main, waiting = process_budgets(BUDGETS_S, WAITING_S)
+        tables = [("", budget_lines(self.spent, main)), (", the `waits` tests", budget_lines(self.waiting, waiting))]
+        if not any(lines for _, lines in tables):
             return
         load = os.getloadavg()[0]
-        terminalreporter.write_sep("=", f"Docker and host test files against tests/budgets.py (load {load:.1f})")
-        for line in lines:
-            terminalreporter.write_line(line)
+        for which, lines in tables:
+            if lines:
+                title = f"Docker and host test files{which} against tests/budgets.py (load {load:.1f})"
+                terminalreporter.write_sep("=", title)
+                for line in lines:
+                    terminalreporter.write_line(line)
         target = os.environ.get(REPORT_ENVIRONMENT)
         if target:
-            figures = {"load": load, "spent_s": {path: round(s, 1) for path, s in self.spent.items()}}
+            figures = {
+                "load": load,
+                "spent_s": {path: round(s, 1) for path, s in self.spent.items()},
+                "waiting_spent_s": {path: round(s, 1) for path, s in self.waiting.items()},
+            }
             Path(target if Path(target).is_absolute() else ROOT / target).write_text(json.dumps(figures, indent=1))

@@ -9,6 +9,7 @@ Helpers the Docker test modules share live in tests/docker_helpers.py.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -18,7 +19,7 @@ import pytest
 from tests import runner_environment  # noqa: F401
 from tests.budget_report import BudgetReport
 from tests.default_runs import DefaultRuns
-from tests.docker_helpers import FixtureImages, FixtureUnavailable, unavailable
+from tests.docker_helpers import FixtureImages, FixtureUnavailable, harness_context, unavailable
 from tests.local_registry import LocalRegistry, RegistryUnavailable, local_registry
 
 
@@ -74,6 +75,24 @@ def default_run(
 ) -> DefaultRuns:
     """``default_run(image)``: configs/default.yaml on that image, run once per session (tests/default_runs.py)."""
     return DefaultRuns(tmp_path_factory.mktemp("default-runs"), fixture_image, docker_client)
+
+
+@pytest.fixture(scope="session")
+def harness_image(
+    fixture_image: Callable[[str], str], docker_client: object, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """distval's own image (the Dockerfile), built offline from the harness base once per session and removed at its
+    end. Three files drive it (the reaper inside it, a run through the socket, verify without a socket); each built its
+    own copy of the same context before, about 40 s apiece in a warm CI run."""
+    from distval.image_names import HARNESS_BASE
+    from distval.targets.docker.engine import Engine
+
+    base = fixture_image(HARNESS_BASE)
+    tag = "distval-test/harness:" + secrets.token_hex(3)
+    context = harness_context(tmp_path_factory.mktemp("harness"))
+    Engine("tests-harness-image").build(context, tag, {}, print, buildargs={"BASE": base, "PIP_NO_INDEX": "1"})
+    yield tag
+    docker_client.images.remove(tag, force=True)  # type: ignore[attr-defined]
 
 
 @pytest.fixture(scope="session", name="local_registry")

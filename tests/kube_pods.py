@@ -29,7 +29,7 @@ from distval.results.outcome import ScenarioOutcome
 from distval.run.events import NoEvents
 from distval.targets.docker.runtime import run_scenario
 from distval.targets.kubernetes.export import COMPLETION_INDEX, GPU_RESOURCE, ExportedScenario, render
-from distval.targets.kubernetes.origin import origin_from_data
+from distval.targets.origin import origin_from_data
 from tests.paths import DATA
 
 KUBE_DATA = DATA / "kube"

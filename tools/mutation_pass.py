@@ -54,13 +54,21 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/comparing/baseline.py": (
         "tests/comparing/test_baseline.py",
         "tests/comparing/test_compare.py",
+        "tests/comparing/test_baseline_rules.py",
+        "tests/comparing/test_compare_rules.py",
         "tests/results/test_remeasure_rule.py",
         "tests/comparing/test_reference.py",
     ),
-    "distval/comparing/comparison.py": ("tests/comparing/test_compare.py",),
+    "distval/comparing/comparison.py": ("tests/comparing/test_compare.py", "tests/comparing/test_compare_rules.py"),
     "distval/comparing/rank_test.py": ("tests/comparing/test_rank_test.py", "tests/comparing/test_reference.py"),
     "distval/comparing/system_references.py": ("tests/comparing/test_system_references.py",),
-    "distval/config/references.py": ("tests/comparing/test_system_references.py",),
+    # A run's own curve and stragglers: their rules, and the references report that turns them into verdicts.
+    "distval/results/shape.py": (
+        "tests/results/test_shape.py",
+        "tests/results/test_shape_edges.py",
+        "tests/comparing/test_system_references.py",
+    ),
+    "distval/config/references.py": ("tests/config/test_references_file.py", "tests/comparing/test_system_references.py"),
     "distval/attestation/policy.py": ("tests/attestation/test_policy.py", "tests/cli/test_attest_rules.py"),
     # The suite's checks run on a real torch (Debian's 1.13 on the host, no Docker): about 30 s a run, so pass
     # --timeout 600 (a run cut short counts as killed). answers.py's formulas also have their property test.
@@ -200,11 +208,55 @@ EQUIVALENT: dict[str, str] = {
     ),
     "distval/results/expectations.py:193:15 `and` -> `or`": "after is None exactly when failure is None",
     "distval/comparing/rank_test.py:32:47 constant 1 -> 2": "only the tag 0 (a value of x) is read; y's tag is any other",
+    "distval/comparing/rank_test.py:36:12 constant 0 -> -1": (
+        "from -1 the first group is the sorted list's last value alone at rank 0 (nothing to the rank sum, 0 to the "
+        "ties), unless every value is equal, where the variance is <= 0 either way and the answer 1.0"
+    ),
     "distval/comparing/rank_test.py:49:19 constant 0 -> 1": (
         "from MIN_SAMPLES a side the variance is 0 (every value equal) or above 1 (19 ties and 1 other: 25)"
     ),
     "distval/comparing/reference.py:291:8 if/elif branches in the other order": (
         "past the first two branches, candidate_bad and reference_bad exclude each other (both is the first branch)"
+    ),
+    "distval/config/references.py:91:8 if/elif branches in the other order": (
+        "only a key accept took enters seen: a key seen before is accepted, and one refused is never in seen"
+    ),
+    "distval/config/references.py:146:16 `continue` dropped": (
+        "a size given twice is a problem, and any problem raises ConfigError before the figures are returned"
+    ),
+    "distval/config/references.py:204:46 constant 80 -> 79": (
+        "the prefix decides only the first character (the pattern's set is the fullmatch's, checked on the whole name)"
+    ),
+    "distval/results/shape.py:25:18 constant 0.75 -> 0.749999": (
+        "a share in [0.749999, 0.75) needs 250,000 figures with per-rank times or more (0.75 - k/n >= 1/(4n) unless 0)"
+    ),
+    "distval/comparing/comparison.py:63:18 constant 0 -> -1": (
+        "the ranks are only compared with each other: PASSED at -1 keeps the order passed < skipped < failed = error"
+    ),
+    "distval/comparing/comparison.py:142:0 early-return ifs at lines 145 and 147 swapped": (
+        "compare_reports makes every row from a scenario of one report: old and new are never both None"
+    ),
+    "distval/comparing/comparison.py:208:11 `and` -> `or`": (
+        "an assert for the type checker that holds on every call (_items returns before it where a side is None)"
+    ),
+    "distval/comparing/comparison.py:219:12 if/elif branches in the other order": (
+        "one rank above the other and below it exclude each other"
+    ),
+    "distval/comparing/comparison.py:228:8 if/elif branches in the other order": (
+        "a duration is never past the tolerance both ways: new > old x (1 + t) and old > new x (1 + t) with t >= 0 "
+        "(the command line refuses a negative tolerance)"
+    ),
+    "distval/comparing/comparison.py:230:8 if/elif branches in the other order": (
+        "the backward delta regresses only where durations are judged, the note only where they are not"
+    ),
+    "distval/comparing/comparison.py:266:11 `and` -> `or`": (
+        "an assert for the type checker that holds on every call (_items returns before it where a side is None)"
+    ),
+    "distval/comparing/comparison.py:279:8 if/elif branches in the other order": (
+        "a figure's key comes from one report at least: before and after are never both None"
+    ),
+    "distval/comparing/comparison.py:281:8 if/elif branches in the other order": (
+        "deltas pairs only the figures both reports have: where before is None there is no delta"
     ),
 }
 
@@ -610,7 +662,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("modules", nargs="+", help=f"module paths relative to the repository root: {', '.join(TESTS)}")
     parser.add_argument("--jobs", type=int, default=1, help="mutants tested at once (each in its own copy)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one test run may take (default 120)")
-    parser.add_argument("--only", help="only the mutants whose 'path:line:col mutation' contains this text")
+    parser.add_argument(
+        "--only",
+        action="append",
+        help="only the mutants whose 'path:line:col mutation' contains this text (repeat it for several: the survivors "
+        "of a pass, re-run after new tests)",
+    )
     parser.add_argument("--list", action="store_true", help="list the mutants without running the tests")
     parser.add_argument("--named", action="store_true", help="the hand-written mutants of NAMED instead of the generated ones")
     args = parser.parse_args(argv)
@@ -624,11 +681,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"mutation_pass: {exc}; write the mutant again for the module as it is now")
         return 2
+    todo = [m for m in listed if args.only is None or any(text in m.key for text in args.only)]
     if args.list:
-        for mutant in listed:
+        for mutant in todo:
             print(mutant.key)
         return 0
-    todo = [m for m in listed if args.only is None or args.only in m.key]
     outcomes = run_pass(args.modules, todo, args.jobs, args.timeout)
     print(table(outcomes))
     return 1 if any(o.result == "survived" for o in outcomes) else 0

@@ -1,30 +1,24 @@
 """``distval cleanup``: remove what runs that are over left behind (a run killed with SIGKILL), on one Engine or on
-each of --hosts; which runs are over is decided in distval/targets/docker/cleanup.py."""
+each of --hosts; which runs are over, and their removal from an Engine, is the targets' (distval/targets/registry.py
+``engine_cleanup``)."""
 
 from __future__ import annotations
 
 import argparse
 import functools
-import socket
 import sys
-import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from distval.cli import values as cli_values
 from distval.cli.hosts_options import add_hosts_options
 from distval.cli.output import no_line, print_json
-from distval.config.engine_hosts import HostSpec
+from distval.config.engine_hosts import host_specs, tls_files
 from distval.errors import DistvalError
-from distval.labels import LABEL_RUN
-from distval.targets.docker.cleanup import RunDecision, by_run, decide
-from distval.targets.engines.hosts import host_specs, tls_files
+from distval.targets.kind import EngineOn
+from distval.targets.registry import engine_cleanup
 
 if TYPE_CHECKING:
-    from distval.targets.docker.engine import Engine
-
-# The Engine of DOCKER_HOST (None) or of one of --hosts.
-EngineOn = Callable[[str, "HostSpec | None"], "Engine"]
+    from distval.targets.kind import Engine
 
 
 def _cleanup_engines(args: argparse.Namespace, engine_on: EngineOn) -> list[Engine]:
@@ -50,10 +44,11 @@ def command_cleanup(args: argparse.Namespace, engine_on: EngineOn) -> int:
         return exc.exit_code
     status = 0
     outcomes: list[dict[str, Any]] = []
+    clean = engine_cleanup()
     for engine in engines:
         if len(engines) > 1:
             emit(f"on {engine.where}:")
-        outcome, code = _cleanup_one(engine, args, emit)
+        outcome, code = clean(engine, args.run_id, args.all, args.older_than, args.dry_run, emit)
         outcomes.append(outcome)
         status = max(status, code)
     if as_json:
@@ -75,60 +70,6 @@ def cleanup_as_data(dry_run: bool, engines: list[dict[str, Any]], error: str | N
         "totals": {key: sum(engine[key] for engine in engines) for key in _CLEANUP_COUNTS},
         "error": error,
     }
-
-
-def _cleanup_one(engine: Engine, args: argparse.Namespace, emit: Callable[[str], None]) -> tuple[dict[str, Any], int]:
-    """One Engine's cleanup: its lines through ``emit``, its outcome as data (cleanup_as_data), its exit code."""
-    runs: list[dict[str, Any]] = []
-    removed_containers = removed_networks = 0
-    # --dry-run: the same decisions, the same lines, in the conditional ("would remove"); nothing removed.
-    verb, keep = ("would remove", "would keep") if args.dry_run else ("removed", "kept")
-
-    def outcome(error: str | None) -> dict[str, Any]:
-        return {
-            "engine": engine.where,
-            "runs": runs,
-            "removed_containers": removed_containers,
-            "removed_networks": removed_networks,
-            "kept_runs": sum(1 for run in runs if run["action"] == keep.replace(" ", "_")),
-            "error": error,
-        }
-
-    try:
-        if args.run_id or args.all:
-            reason = f"named with --run-id {args.run_id}" if args.run_id else "--all"
-            found = engine.list_managed([f"{LABEL_RUN}={args.run_id}"] if args.run_id else [])
-            decisions = [RunDecision(run_id, tuple(rs), True, reason) for run_id, rs in by_run(found).items()]
-        else:
-            decisions = decide(engine.list_managed(), args.older_than, time.time(), socket.gethostname())
-        for decision in decisions:
-            action = verb if decision.remove else keep
-            if not decision.remove:
-                containers, networks = decision.containers, decision.networks
-                emit(f"{keep} run {decision.run_id} ({decision.counts()}): {decision.reason}")
-            elif args.dry_run:
-                containers, networks = decision.containers, decision.networks
-            else:
-                containers, networks = engine.remove_resources(list(decision.resources))
-            if decision.remove:
-                removed_containers, removed_networks = removed_containers + containers, removed_networks + networks
-                emit(f"{verb} run {decision.run_id} ({containers} container(s), {networks} network(s)): {decision.reason}")
-            runs.append(
-                {
-                    "run_id": decision.run_id,
-                    "action": action.replace(" ", "_"),
-                    "reason": decision.reason,
-                    "containers": containers,
-                    "networks": networks,
-                    "reaper": decision.has_reaper,
-                }
-            )
-    except DistvalError as exc:
-        print(f"distval: {exc}", file=sys.stderr)
-        return outcome(str(exc)), exc.exit_code
-    result = outcome(None)
-    emit(f"{verb} {removed_containers} container(s) and {removed_networks} network(s); {keep} {result['kept_runs']} run(s)")
-    return result, 0
 
 
 def add_cleanup_command(commands: Any, engine_on: EngineOn) -> None:

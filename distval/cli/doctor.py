@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from distval.cli import values as cli_values
-from distval.config.engine_hosts import HostSpec
+from distval.config.engine_hosts import HostSpec, host_specs, tls_files
 from distval.config.shipped import DEFAULT_IMAGE
 from distval.doctor.checks import DEFAULT_SOCKET, STATUSES, Doctor, EngineSlot, Line, exit_code, run_checks
 from distval.engine_protocol import EngineAPI
@@ -28,7 +28,6 @@ from distval.errors import (
     ExitCodes,
 )
 from distval.escape import terminal_line
-from distval.targets.engines.hosts import host_specs, tls_files
 
 # How the doctor reaches an Engine: the one of DOCKER_HOST (None) or one of --hosts; distval/cli/main.py gives it,
 # so that docker-py is imported only when an Engine is asked.

@@ -20,7 +20,7 @@ from distval.images.helper_base import HELPER_BASE_FLAG, HELPER_BASE_HELP, base_
 from distval.images.helper_base import choose as choose_helpers
 
 if TYPE_CHECKING:
-    from distval.targets.docker.engine import Engine
+    from distval.targets.kind import Engine
 
 
 def command_fixtures(args: argparse.Namespace, engine_for: Callable[[str], Engine]) -> int:

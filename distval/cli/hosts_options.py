@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from distval.cli import values as cli_values
-from distval.targets.engines.hosts import FROM_CONFIG_FLAG
+from distval.config.engine_hosts import FROM_CONFIG_FLAG
 
 
 def add_hosts_options(parser: argparse.ArgumentParser, tls: bool = False, from_config: bool = False) -> None:

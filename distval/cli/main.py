@@ -17,21 +17,21 @@ from distval.cli import values as cli_values
 from distval.cli.attest import ATTEST_EXIT_CODES, VERIFY_EXIT_CODES, add_attest_commands
 from distval.cli.checks import add_checks_command
 from distval.cli.cleanup import add_cleanup_command
+from distval.cli.collect import add_collect_command
 from distval.cli.compare import add_compare_command, compare_exit_codes
 from distval.cli.completion import add_completion_command
 from distval.cli.doctor import DOCTOR_EXIT_CODES, add_doctor_command
+from distval.cli.export import add_export_command
 from distval.cli.fixtures import add_fixtures_command
 from distval.cli.history import HISTORY_EXIT_CODES, add_history_command
 from distval.cli.hosts_options import add_hosts_options
 from distval.cli.init import add_init_command
-from distval.cli.kubernetes import add_kubernetes_commands
 from distval.cli.nodes import add_nodes_command
 from distval.cli.plan import add_plan_command
 from distval.cli.references import add_references_command
-from distval.cli.report_options import add_report_options, refused_run_reports
+from distval.cli.report_options import refused_run_reports
 from distval.cli.run import add_run_command
 from distval.cli.schema import add_schema_command
-from distval.cli.slurm import add_slurm_commands
 from distval.config.engine_hosts import HostSpec
 from distval.engine_protocol import EngineAPI
 from distval.errors import (
@@ -51,18 +51,18 @@ from distval.errors import (
 from distval.registry.client import Registry
 from distval.results.scenario import RunSummary
 from distval.session.reports import write_reports
+from distval.targets.registry import collecting_kinds, engine_class, exporting_kinds
 
 if TYPE_CHECKING:
-    from distval.targets.docker.engine import Engine
+    from distval.targets.kind import Engine
 
 
 def __getattr__(name: str) -> Any:
     """``Engine`` is imported on first use, and docker-py with it: host mode (and ``plan``) never need it."""
     if name == "Engine":
-        from distval.targets.docker.engine import Engine  # docker-py with it: imported here, on first use
-
-        globals()["Engine"] = Engine
-        return Engine
+        found = engine_class()  # docker-py with it: imported on this first use
+        globals()["Engine"] = found
+        return found
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
@@ -93,6 +93,15 @@ def _engine_on(run_id: str, host: HostSpec | None) -> Engine:
 # distval's (4). Only ``run`` handles SIGINT and SIGTERM (it removes what it created): 128+N.
 _COMMON = (EXIT_PASSED, EXIT_BAD_INPUT, EXIT_INTERNAL)
 _SUCCESS = {EXIT_PASSED: "success"}  # a command that gives no verdict on an image
+
+
+def target_command_exit_codes() -> dict[str, ExitCodes]:
+    """``distval export NAME`` and ``distval collect NAME`` of every target that has them (the registry's)."""
+    exports = {f"export {kind.name}": ExitCodes(_COMMON, _SUCCESS) for kind, _ in exporting_kinds()}
+    collects = {f"collect {kind.name}": ExitCodes((*_COMMON, *collect.exit_codes)) for kind, collect in collecting_kinds()}
+    return {**exports, **collects}
+
+
 COMMAND_EXIT_CODES: dict[str, ExitCodes] = {
     "run": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOTHING_VALIDATED, EXIT_INTERRUPTED)),
     "compare": compare_exit_codes(),
@@ -107,10 +116,7 @@ COMMAND_EXIT_CODES: dict[str, ExitCodes] = {
     "fixtures": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
     "nodes": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
     "cleanup": ExitCodes((*_COMMON, EXIT_ENVIRONMENT), _SUCCESS),
-    "export kubernetes": ExitCodes(_COMMON, _SUCCESS),
-    "collect kubernetes": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOTHING_VALIDATED)),
-    "export slurm": ExitCodes(_COMMON, _SUCCESS),
-    "collect slurm": ExitCodes((*_COMMON, EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED)),
+    **target_command_exit_codes(),
     "completion": ExitCodes(_COMMON, _SUCCESS),
     "references suggest": ExitCodes(_COMMON, _SUCCESS),
 }
@@ -129,10 +135,11 @@ def subcommands(parser: argparse.ArgumentParser, prefix: str = "") -> dict[str, 
 
 def _declare_exit_codes(parser: argparse.ArgumentParser) -> None:
     """Each command's epilog from COMMAND_EXIT_CODES; a command made of subcommands (export) says theirs together."""
+    known = {**COMMAND_EXIT_CODES, **target_command_exit_codes()}  # the registry's now (a test adds a kind)
     for name, command in subcommands(parser).items():
-        declared = COMMAND_EXIT_CODES.get(name)
+        declared = known.get(name)
         if declared is None:
-            below = [codes for key, codes in COMMAND_EXIT_CODES.items() if key.startswith(name + " ")]
+            below = [codes for key, codes in known.items() if key.startswith(name + " ")]
             if not below:
                 raise KeyError(f"distval {name} declares no exit codes (COMMAND_EXIT_CODES)")
             declared = ExitCodes(tuple(code for codes in below for code in codes.codes), below[0].own)
@@ -160,8 +167,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_cleanup_command(commands, _engine_on)
     add_doctor_command(commands, _doctor_engine, add_hosts_options)
     add_attest_commands(commands, _engine, Registry)
-    export_targets, collect_targets = add_kubernetes_commands(commands, add_report_options)
-    add_slurm_commands(export_targets, collect_targets, add_report_options)
+    add_export_command(commands)
+    add_collect_command(commands)
     add_completion_command(commands, build_parser)
     # The command list of the usage line and help: the commands that have a help line (argparse's default lists
     # every choice, the hidden ones too).

@@ -10,17 +10,16 @@ from typing import Any
 from distval.cli import values as cli_values
 from distval.cli.output import stamped_progress
 from distval.errors import DistvalError
+from distval.targets.registry import node_engines
 
 
 def command_nodes(args: argparse.Namespace) -> int:
-    # Imported here: it imports docker-py, which host mode and `distval plan` never need.
-    from distval.targets.engines.dind import start_nodes, stop_nodes
-
+    nodes = node_engines()  # the kind's, through the registry: docker-py is imported when they start or stop
     try:
         if args.action == "up":
-            sys.stdout.write(start_nodes(args.count, args.plain, stamped_progress(False)).describe())
+            sys.stdout.write(nodes.start(args.count, args.plain, stamped_progress(False)))
         else:
-            containers, networks = stop_nodes(args.set_id)
+            containers, networks = nodes.stop(args.set_id)
             print(f"removed {containers} node container(s) and {networks} network(s)")
     except DistvalError as exc:
         print(f"distval: {exc}", file=sys.stderr)

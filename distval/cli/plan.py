@@ -24,7 +24,7 @@ from distval.session.selection import plan_selected, running, select
 from distval.targets.base import plan_reference, refuse_what_it_lacks
 from distval.targets.capabilities import REAPER
 from distval.targets.kind import EngineFor
-from distval.targets.registry import dry_run_target
+from distval.targets.registry import chosen_kind, dry_run_target
 
 
 def command_plan(args: argparse.Namespace, engine_for: EngineFor) -> int:
@@ -50,9 +50,9 @@ def command_plan(args: argparse.Namespace, engine_for: EngineFor) -> int:
     beside = target.declaration.has(REAPER)
     helpers = choose_helpers(options.get(HELPER_BASE_DEST), os.environ) if beside else DEFAULT
     if args.format == "json":
-        sys.stdout.write(json.dumps(plan_as_data(plan, beside, helpers), indent=2, sort_keys=True) + "\n")
+        sys.stdout.write(json.dumps(plan_as_data(plan, beside, helpers, chosen_kind(options)), indent=2, sort_keys=True) + "\n")
     else:
-        sys.stdout.write(render_plan(plan, beside, helpers))
+        sys.stdout.write(render_plan(plan, beside, helpers, chosen_kind(options)))
     return 0
 
 

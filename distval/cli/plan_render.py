@@ -26,10 +26,8 @@ from distval.plan.model import (
 )
 from distval.plan.placeholders import PLACEHOLDERS, placeholders_in
 from distval.plan.selection import NO_CHECK_SELECTED
-from distval.targets.docker import beside as beside_container
-from distval.targets.docker import gpu_probe as gpu_probe_container
-from distval.targets.docker import reaper_container
-from distval.targets.engines.plan import hosts_data, hosts_lines, probe_description
+from distval.targets.kind import PlanShown, TargetKind
+from distval.targets.registry import default_kind
 
 
 def describe_step(plan: ScenarioPlan, step: Step) -> str:
@@ -57,14 +55,21 @@ def _describe_step(plan: ScenarioPlan, step: Step) -> str:
     return f"learn {{node0_ip}}: the {'IPv6' if step.ipv6 else 'IPv4'} address of {step.container} on {step.network}"
 
 
-def render_plan(plan: RunPlan, beside: bool = True, helpers: HelperBase = DEFAULT) -> str:
-    """``beside``: the target starts distval's helpers on a Docker Engine beside the ranks (its reaper among them),
+def _shown(kind: TargetKind | None) -> PlanShown:
+    """What the plan shows of its kind beyond the steps (the default kind's where none is named)."""
+    return (kind or default_kind()).plan_shown
+
+
+def render_plan(plan: RunPlan, beside: bool = True, helpers: HelperBase = DEFAULT, kind: TargetKind | None = None) -> str:
+    """``kind``: the kind of target that planned it (shows what it adds to a plan); ``beside``: the target starts
+    distval's helpers on a Docker Engine beside the ranks (its reaper among them),
     and builds distval's own images there FROM ``helpers``' base where the Engine lacks them (--helper-base)."""
     lines = [f"run {plan.run_id} from {plan.config_path}: {len(plan.scenarios)} scenario(s)"]
     if plan.unselected:  # planned, not run: each is reported skipped
         lines[0] += f"; not run, {NO_CHECK_SELECTED}: {', '.join(sp.scenario.name for sp in plan.unselected)}"
     lines += [f"selection: {note}" for note in plan.selection_notes]
-    lines += (_beside_lines() + _helper_lines(plan, helpers)) if beside else []
+    shown = _shown(kind)
+    lines += (_beside_lines(shown) + _helper_lines(plan, helpers)) if beside else []
     for sp in plan.scenarios:
         s = sp.scenario
         lines.append("")
@@ -75,7 +80,7 @@ def render_plan(plan: RunPlan, beside: bool = True, helpers: HelperBase = DEFAUL
         for index, url in enumerate(sp.hosts):
             nodes = [str(c.node_rank) for c in sp.containers if c.host == url]
             lines.append(f"  host {index}: {url} (node{'s' if len(nodes) != 1 else ''} {', '.join(nodes) or 'none'})")
-        lines += hosts_lines(sp)
+        lines += shown.scenario_lines(sp)
         if sp.gpus_needed:
             lines.append(f"  GPUs: {sp.gpus_needed} (skipped with the reason where the Engine cannot give them)")
         used = sorted(placeholders_in([c for c in sp.containers + sp.probes]))
@@ -127,17 +132,6 @@ def _container_lines(sp: ScenarioPlan, name: str) -> list[str]:
     return lines
 
 
-def _beside() -> list[dict[str, Any]]:
-    """What distval starts beside the ranks, each from the declaration its Engine call uses; the fault helpers
-    are listed with their scenario's faults."""
-    return [
-        reaper_container.description(),
-        beside_container.description(),
-        gpu_probe_container.description(),
-        probe_description(),
-    ]
-
-
 def _privileges_text(privileges: dict[str, Any]) -> str:
     words = {
         "cap_drop": lambda v: f"cap_drop {','.join(v)}",
@@ -151,9 +145,9 @@ def _privileges_text(privileges: dict[str, Any]) -> str:
     return "; ".join(words[key](value) if key in words else f"{key}: {value}" for key, value in privileges.items())
 
 
-def _beside_lines() -> list[str]:
+def _beside_lines(shown: PlanShown) -> list[str]:
     lines: list[str] = []
-    for each in _beside():
+    for each in shown.beside():
         lines += [
             "",
             f"beside the ranks: {each['role']} {each['name']}, {each['when']}",
@@ -188,13 +182,16 @@ def _helper_images(plan: RunPlan, helpers: HelperBase) -> dict[str, Any]:
     return {**helpers.as_data(), "images": planned_builds(helpers, [sp.image for sp in plan.scenarios])}
 
 
-def plan_as_data(plan: RunPlan, beside: bool = True, helpers: HelperBase = DEFAULT) -> dict[str, Any]:
+def plan_as_data(
+    plan: RunPlan, beside: bool = True, helpers: HelperBase = DEFAULT, kind: TargetKind | None = None
+) -> dict[str, Any]:
     """The plan as JSON-able data: what ``--format json`` prints (``beside``: as ``render_plan``'s; else [] and no
     helper images)."""
+    shown = _shown(kind)
     return {
         "run_id": plan.run_id,
         "config": plan.config_path,
-        "beside": _beside() if beside else [],
+        "beside": shown.beside() if beside else [],
         "helper_images": _helper_images(plan, helpers) if beside else None,
         "placeholders": dict(PLACEHOLDERS),
         "scenarios": [
@@ -205,7 +202,7 @@ def plan_as_data(plan: RunPlan, beside: bool = True, helpers: HelperBase = DEFAU
                 "deadline_s": sp.deadline_s,
                 "networks": [n.create_kwargs() for n in sp.networks],
                 **({"hosts": list(sp.hosts)} if sp.hosts else {}),
-                **hosts_data(sp),
+                **shown.scenario_data(sp),
                 # Across hosts: the probes' exact creation arguments (the image under test, host networking).
                 **({"probes": [p.create_kwargs() for p in sp.probes]} if sp.probes else {}),
                 "containers": [

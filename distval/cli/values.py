@@ -11,11 +11,11 @@ from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from distval.comparing.reading import BadReport, read_report
+from distval.config.durations import parse_duration
+from distval.config.engine_hosts import parse_hosts
 from distval.config.values import image_problem
 from distval.config.yaml_nodes import did_you_mean, shown
 from distval.errors import BadInput, UsageError
-from distval.targets.docker.cleanup import parse_duration
-from distval.targets.engines.hosts import parse_hosts
 
 # argparse's (3.11) words for a value outside an argument's choices: the value given, then the choices' reprs.
 _INVALID_CHOICE = re.compile(r"invalid choice: (?P<given>'[^']*'|\"[^\"]*\") \(choose from (?P<choices>.*)\)$")
@@ -242,6 +242,20 @@ def hosts_list(value: str) -> tuple[str, ...]:
         return parse_hosts(value)
     except BadInput as exc:
         raise argparse.ArgumentTypeError(str(exc).removeprefix("--hosts: ")) from None
+
+
+class Parsed:
+    """argparse type: the value ``parse`` makes of the text; its ValueError's one line is the usage error (a target
+    option's own reader, distval/targets/kind.py ``TargetOption.parse``)."""
+
+    def __init__(self, parse: Callable[[str], Any]) -> None:
+        self.parse = parse
+
+    def __call__(self, value: str) -> Any:
+        try:
+            return self.parse(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 class CheckedText:

@@ -70,12 +70,6 @@ class Comparison:
     scenarios: tuple[ScenarioComparison, ...]
 
 
-def regressed_in(scenario: Mapping[str, Any], baseline: Mapping[str, Any], tolerances: Tolerances) -> bool:
-    """Whether a figure of ``scenario`` (its JSON report entry) regressed against its match in ``baseline``."""
-    previous, _ = match([s for s in baseline.get("scenarios", []) if isinstance(s, dict)], scenario, by_name=False)
-    return previous is not None and any(d.regressed for d in deltas(previous, scenario, tolerances))
-
-
 def failed_remeasures(remeasures: Sequence[Mapping[str, Any]]) -> list[str]:
     """One line per re-measuring run that failed or errored (its JSON report entry's status): what failed."""
     lines = []

@@ -108,9 +108,12 @@ class ScenarioPlan:
     networks: tuple[NetworkPlan, ...]
     containers: tuple[ContainerPlan, ...]
     steps: tuple[Step, ...]
-    # "docker": containers of ``image``; "host": local processes of the Python ``image`` names
-    # (distval/targets/local/plan.py), shown as `` [host]`` in the suite name and as the ``mode`` property.
+    # What the reports call the target it runs on (the ``mode`` property; "host": local processes of the Python
+    # ``image`` names, distval/targets/local/plan.py), and how they show it, as its target's planner says: a mark
+    # after the suite name ("[host]"), and the options before ``image`` in the command that runs it again.
     mode: str = "docker"
+    suite_mark: str = ""
+    image_options: tuple[str, ...] = ("--image",)
     # Across several Docker hosts (distval/targets/engines/plan.py): the Engine URLs, and the probe containers run first.
     hosts: tuple[str, ...] = ()
     probes: tuple[ContainerPlan, ...] = ()
@@ -166,13 +169,13 @@ class ScenarioPlan:
         )
         form = "" if s.topology == "in-container" else f", {s.rendezvous}" + (" via IP" if s.master_addr == "ip" else "")
         backend = "" if s.backend == "gloo" else f", {s.backend}"
-        mark = " [host]" if self.mode == "host" else ""
+        mark = f" {self.suite_mark}" if self.suite_mark else ""
         return f"{s.name} ({s.topology}, {layout}{form}{backend}){mark}"
 
     @property
     def target_args(self) -> tuple[str, ...]:
         """The command-line options that select what this plan ran on (the reproduce command's)."""
-        return ("--local", "--python", self.image) if self.mode == "host" else ("--image", self.image)
+        return (*self.image_options, self.image)
 
 
 @dataclass(frozen=True)

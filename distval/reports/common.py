@@ -1,6 +1,7 @@
-"""What several reports state alike, derived from the ``RunSummary``: the command that reproduces a
-scenario, how many check results passed, a scenario's failing testcases, a duration to the millisecond, the
-name of a scenario's testsuite (JUnit, and the JSON report's ``suite_name``) and of the run's, and when things ran."""
+"""What several reports state alike, derived from the ``RunSummary``: the properties of a run and of each
+testsuite, the command that reproduces a scenario, how many check results passed, a scenario's failing testcases,
+a duration to the millisecond, the name of a scenario's testsuite (JUnit, and the JSON report's ``suite_name``)
+and of the run's, and when things ran."""
 
 from __future__ import annotations
 
@@ -10,9 +11,37 @@ import shlex
 from collections.abc import Sequence
 from datetime import datetime, timezone
 
+from distval import __version__
 from distval.results.bandwidth import TopologyRow, topology_rows
 from distval.results.outcome import ERROR, FAILED, PASSED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
+
+
+def run_properties(summary: RunSummary) -> dict[str, str]:
+    """The properties every testsuite of a run carries (JUnit and the JSON report alike)."""
+    return {
+        "run_id": summary.run_id,
+        "distval_version": __version__,
+        "docker_engine_version": summary.engine_version or "unknown",
+        "host": summary.host,
+        "mode": summary.mode,
+    }
+
+
+def ran_sample_image(summary: RunSummary, scenario: ScenarioResult) -> bool:
+    """Whether the scenario's image was distval's sample image, run for want of one: the run stage says so
+    (``image_note``) only where its target runs images (``TargetKind.runs_images``) and named none, and then a
+    scenario that names no image runs the sample."""
+    return summary.image_note is not None and scenario.plan.scenario.image is None
+
+
+def suite_properties(summary: RunSummary, scenario: ScenarioResult) -> dict[str, str]:
+    """A testsuite's properties: its scenario's, then the run's, then whether it ran distval's sample image."""
+    properties = dict(scenario.properties)
+    properties.update(run_properties(summary))
+    # A consumer of the reports can tell a verdict on distval's own sample image from one on the image it built.
+    properties["sample_image"] = "true" if ran_sample_image(summary, scenario) else "false"
+    return properties
 
 
 def reproduce_command(summary: RunSummary, scenario: ScenarioResult) -> str:

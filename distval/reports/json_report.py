@@ -8,10 +8,17 @@ from pathlib import Path
 from typing import Any
 
 from distval import __version__
-from distval.reports.common import milliseconds, reproduce_command, suite_name, topology_rows_of, utc_iso
+from distval.reports.common import (
+    milliseconds,
+    reproduce_command,
+    suite_name,
+    suite_properties,
+    topology_rows_of,
+    utc_iso,
+)
 from distval.reports.files import write_atomically
 from distval.results.outcome import PASSED
-from distval.results.scenario import RunSummary, suite_properties
+from distval.results.scenario import RunSummary
 
 SCHEMA_VERSION = 1
 

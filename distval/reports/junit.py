@@ -49,13 +49,15 @@ from distval.reports.common import (
     milliseconds,
     run_identity_label,
     run_label,
+    run_properties,
     suite_name,
+    suite_properties,
     utc_iso,
     wall_seconds,
 )
 from distval.reports.files import write_atomically
 from distval.results.outcome import ERROR, EXIT_STATUS_CASE, FAILED, SKIPPED, CaseResult
-from distval.results.scenario import RunSummary, ScenarioResult, run_properties, suite_properties
+from distval.results.scenario import RunSummary, ScenarioResult
 
 MESSAGE_CHARS = 2000
 SYSTEM_OUT_CHARS = 200_000

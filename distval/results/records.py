@@ -7,7 +7,8 @@ fails (JSON has no NaN; ``math.floor(inf)`` raises), losing every report. So a r
 before anything uses it, unless each field has its type and each number is finite and in its range;
 strings and nesting are bounded so that one record cannot make a report of any size. A refused record
 becomes an error of its rank's testcase with the reason (``error_record``) where its rank and testcase
-can be told, else only a problem of the scenario's results.
+can be told, else only a problem of the scenario's results. ``read_records`` reads a container's record files
+so, once per scenario.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from distval import strict_json, text_caps
 from distval.config.layout import WORLD_SIZE_MAX
+from distval.plan.rank_files import RECORDS
+from distval.results.outcome import ContainerOutcome
 
 NAME_MAX_CHARS = 256  # check, case, status, hostname
 MESSAGE_MAX_CHARS = 100_000  # a long traceback fits
@@ -158,3 +162,43 @@ def error_record(obj: object, problem: str) -> dict[str, Any] | None:
     if _number(obj.get("started_at"), 0.0, TIME_MAX_S):
         record["started_at"] = obj["started_at"]
     return record
+
+
+# A rank's records by rank, in the order its files and lines hold them.
+RecordsByRank = dict[int, list[dict[str, object]]]
+
+
+def read_records(outcome: ContainerOutcome) -> tuple[RecordsByRank, list[str]]:
+    """The records of the container's record files (its stacks, flight-recorder dumps and error files are the
+    diagnosis's: distval/results/diagnosis.py), each checked as it is read, by rank; and a line for each one that
+    could not be read or told apart (a problem of the scenario's results)."""
+    by_rank: RecordsByRank = {}
+    problems: list[str] = []
+    for file_name, data in sorted(outcome.result_files.items()):
+        if RECORDS.match(file_name) is None:
+            continue
+        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = strict_json.loads(line)
+                if isinstance(record, dict) and "message" in record:
+                    record["message"] = text_caps.capped(str(record["message"]), text_caps.MESSAGE_MAX_CHARS)
+                record = text_caps.capped_strings(record)  # the image's text: capped before it is checked and kept
+                problem = validate_record(record)
+                if problem is not None:  # written by the image under test: its rank's error, not a crash later
+                    record = error_record(record, problem)
+                    if record is None:  # not even its rank and check can be told
+                        raise ValueError(problem)
+                    problems.append(f"{outcome.name}:{file_name}:{number}: {problem}")
+                rank = int(record["rank"])
+                record["check"] = str(record["check"])
+                record["duration_s"] = float(record.get("duration_s") or 0.0)
+            except (strict_json.DuplicateKey, strict_json.TooDeep) as exc:  # read two ways, or not at all: never kept
+                problems.append(f"{outcome.name}:{file_name}:{number}: unreadable result line ({exc})")
+                continue
+            except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: "[[[[..." past json's depth
+                problems.append(f"{outcome.name}:{file_name}:{number}: unreadable result line (cut by a crash?)")
+                continue
+            by_rank.setdefault(rank, []).append(record)
+    return by_rank, problems

@@ -12,16 +12,15 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from distval import __version__, strict_json
 from distval.checks.catalog import FAULTS_CASE, is_check, is_collective
 from distval.config import NCCL_BACKENDS
 from distval.errors import EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED, EXIT_PASSED, PlanError
 from distval.plan.model import ScenarioPlan
 from distval.results.bandwidth import Figure, figure_properties, figures_of, link_of
-from distval.results.diagnosis import Diagnosis, current_attempts, diagnose, is_record_file
+from distval.results.diagnosis import Diagnosis, current_attempts, diagnose
 from distval.results.faults import NOT_INJECTED, fault_cases
 from distval.results.logs import first_error_line, tail
 from distval.results.nccl_environment import describe as describe_nccl_environment
@@ -38,8 +37,8 @@ from distval.results.outcome import (
     ContainerOutcome,
     ScenarioOutcome,
 )
-from distval.results.records import error_record, validate_record
-from distval.text_caps import MESSAGE_MAX_CHARS, RANK_LOG_MAX_CHARS, capped, capped_end, capped_strings
+from distval.results.records import RecordsByRank, read_records
+from distval.text_caps import RANK_LOG_MAX_CHARS, capped_end
 
 
 @dataclass(frozen=True)
@@ -91,10 +90,11 @@ class RunSummary:
     engine_version: str | None = None  # Engine.version(), asked once per run; None when no Engine answered
     host: str = field(default_factory=socket.gethostname)
     config_path: str | None = None  # as given on the command line: the reproduce commands name it
-    mode: str = "docker"  # "host" for distval run --host (local processes, no Docker): a property of every testsuite
+    # What the reports call the target (its TargetKind's ``mode``: "host" for --local): a property of every testsuite.
+    mode: str = "docker"
     # What the terminal summary starts with when the image was not the user's choice (SAMPLE_IMAGE_NOTE of
-    # distval/session/sample.py): then every scenario that named no image ran distval's sample image (the
-    # ``sample_image`` property).
+    # distval/session/sample.py), set only where the target runs images (TargetKind.runs_images): then every
+    # scenario that named no image ran distval's sample image (the ``sample_image`` property).
     image_note: str | None = None
     # The images the plan was to validate (host mode: its Python), else --image's; () when unknown. What names the
     # reports of a run that stopped before any scenario ran (reports/common.py run_label), as scenarios name theirs.
@@ -119,69 +119,12 @@ class RunSummary:
         return bool(self.scenarios) and all(s.status == SKIPPED for s in self.scenarios)
 
 
-def run_properties(summary: RunSummary) -> dict[str, str]:
-    """The properties every testsuite of a run carries (JUnit and the JSON report alike)."""
-    return {
-        "run_id": summary.run_id,
-        "distval_version": __version__,
-        "docker_engine_version": summary.engine_version or "unknown",
-        "host": summary.host,
-        "mode": summary.mode,
-    }
-
-
-def ran_sample_image(summary: RunSummary, scenario: ScenarioResult) -> bool:
-    """Whether the scenario's image was distval's sample image, run for want of one (no --image, none in the config)."""
-    return summary.image_note is not None and scenario.plan.mode == "docker" and scenario.plan.scenario.image is None
-
-
-def suite_properties(summary: RunSummary, scenario: ScenarioResult) -> dict[str, str]:
-    properties = dict(scenario.properties)
-    properties.update(run_properties(summary))
-    # A consumer of the reports can tell a verdict on distval's own sample image from one on the image it built.
-    properties["sample_image"] = "true" if ran_sample_image(summary, scenario) else "false"
-    return properties
-
-
 def unselected_result(plan: ScenarioPlan, reason: str) -> ScenarioResult:
     """A scenario the check selection left no check (``reason`` says which selection): not run, so each check it lists
     is skipped with the reason and it validates nothing. Neither ``required`` nor --fail-on-skip turn these skips into
     failures: the command line chose them, they are no drift."""
     cases = tuple(CaseResult(check.name, SKIPPED, reason, 0.0) for check in plan.scenario.checks)
-    return ScenarioResult(plan, cases, _properties(ScenarioOutcome(plan, None, 0.0, ())), "", 0.0)
-
-
-def _records(outcome: ContainerOutcome) -> tuple[dict[int, list[dict[str, object]]], list[str]]:
-    by_rank: dict[int, list[dict[str, object]]] = {}
-    problems: list[str] = []
-    for file_name, data in sorted(outcome.result_files.items()):
-        if not is_record_file(file_name):  # stacks, flight-recorder dumps, error files: distval/results/diagnosis.py
-            continue
-        for number, line in enumerate(data.decode("utf-8", "replace").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = strict_json.loads(line)
-                if isinstance(record, dict) and "message" in record:
-                    record["message"] = capped(str(record["message"]), MESSAGE_MAX_CHARS)
-                record = capped_strings(record)  # the image's text: capped before it is checked and kept
-                problem = validate_record(record)
-                if problem is not None:  # written by the image under test: its rank's error, not a crash later
-                    record = error_record(record, problem)
-                    if record is None:  # not even its rank and check can be told
-                        raise ValueError(problem)
-                    problems.append(f"{outcome.name}:{file_name}:{number}: {problem}")
-                rank = int(record["rank"])
-                record["check"] = str(record["check"])
-                record["duration_s"] = float(record.get("duration_s") or 0.0)
-            except (strict_json.DuplicateKey, strict_json.TooDeep) as exc:  # read two ways, or not at all: never kept
-                problems.append(f"{outcome.name}:{file_name}:{number}: unreadable result line ({exc})")
-                continue
-            except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: "[[[[..." past json's depth
-                problems.append(f"{outcome.name}:{file_name}:{number}: unreadable result line (cut by a crash?)")
-                continue
-            by_rank.setdefault(rank, []).append(record)
-    return by_rank, problems
+    return ScenarioResult(plan, cases, _properties(ScenarioOutcome(plan, None, 0.0, ()), {}), "", 0.0)
 
 
 def _why_missing(outcome: ContainerOutcome, deadline_s: float) -> str:
@@ -197,11 +140,11 @@ def _why_missing(outcome: ContainerOutcome, deadline_s: float) -> str:
     return f"{reason}: {error}" if error else reason
 
 
-def _exit_case(outcomes: tuple[ContainerOutcome, ...], deadline_s: float, duration_s: float) -> CaseResult:
+def _exit_case(outcomes: tuple[ContainerOutcome, ...], deadline_s: float, duration_s: float, restarts: int | None) -> CaseResult:
+    """``restarts``: torchrun's restart count, as the scenario's diagnosis read it."""
     bad = [o for o in outcomes if o.killed_at_deadline or o.exit_code != 0 or o.problem]
     kind = outcomes[0].kind if outcomes else "container"
     if not bad:
-        restarts = diagnose(outcomes).restarts
         after = f" after {restarts} torchrun restart(s) (the last attempt's records count)" if restarts else ""
         return CaseResult(
             EXIT_STATUS_CASE,
@@ -241,9 +184,12 @@ def _no_skip(case: CaseResult) -> CaseResult:
 
 
 def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
+    """One pass: each container's records are read once (distval/results/records.py), then the testcases, the
+    verdict on the faults, the scenario's diagnosis and its properties are made from them, in that order."""
     plan = outcome.plan
     scenario = plan.scenario
-    properties = _properties(outcome)
+    read = [read_records(container) for container in outcome.containers]
+    properties = _properties(outcome, _env_details(read))
     logs = "\n\n".join(
         f"===== {o.name} (node {o.node_rank}, ranks {','.join(map(str, o.ranks))}) stdout =====\n"
         f"{capped_end(o.stdout, RANK_LOG_MAX_CHARS)}\n===== {o.name} stderr =====\n{capped_end(o.stderr, RANK_LOG_MAX_CHARS)}"
@@ -275,8 +221,7 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     check_of: dict[str, str] = {}
     unreadable: list[str] = []
     by_container: list[tuple[str, dict[int, list[dict[str, object]]]]] = []
-    for container in outcome.containers:
-        by_rank, problems = _records(container)
+    for container, (by_rank, problems) in zip(outcome.containers, read, strict=True):
         unreadable += problems
         for rank in container.ranks:
             owner[rank] = container
@@ -324,7 +269,8 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
                 case.output,
             )
         cases.append(case)
-    cases.append(_exit_case(outcome.containers, scenario.timeout_s, outcome.duration_s))
+    diagnosis = diagnose(outcome.containers)
+    cases.append(_exit_case(outcome.containers, scenario.timeout_s, outcome.duration_s, diagnosis.restarts))
     if unreadable:
         cases.append(CaseResult("results", ERROR, "; ".join(unreadable), 0.0))
     if scenario.faults:
@@ -343,7 +289,6 @@ def _summarize(outcome: ScenarioOutcome, require_gpu: bool) -> ScenarioResult:
     link = link_of((c.name, c.details) for c in cases)
     if link is not None:
         properties += (("bandwidth.link", link),)
-    diagnosis = diagnose(outcome.containers)
     if diagnosis.restarts is not None:  # the suite's launch facts were read: torchrun's restart count
         properties += (("restarts", str(diagnosis.restarts)),)
     if diagnosis.store_path is not None:
@@ -456,7 +401,8 @@ def _check_case(
     return CaseResult(name, PASSED, message, duration_s, output, skipped_ranks=tuple(skipped), details=details)
 
 
-def _properties(outcome: ScenarioOutcome) -> tuple[tuple[str, str], ...]:
+def _properties(outcome: ScenarioOutcome, env: Mapping[str, object]) -> tuple[tuple[str, str], ...]:
+    """``env``: the details of the scenario's first ``env`` record (none: empty)."""
     scenario = outcome.plan.scenario
     props: dict[str, str] = {
         "image": outcome.plan.image,
@@ -465,7 +411,6 @@ def _properties(outcome: ScenarioOutcome) -> tuple[tuple[str, str], ...]:
         "topology": scenario.topology,
         "world_size": str(scenario.world_size),
     }
-    env = _env_details(outcome)
     props["torch_version"] = str(env.get("torch_version", "unknown"))
     props["python_version"] = str(env.get("python_version", "unknown"))
     # torch.version.cuda is None on a CPU build: "none"; no env record at all: "unknown", like the others.
@@ -494,9 +439,9 @@ def carried_hashes(plan: ScenarioPlan) -> tuple[str, str]:
     return plan.scenario_hash, plan.scenario_hash_any_image
 
 
-def _env_details(outcome: ScenarioOutcome) -> dict[str, object]:
-    for container in outcome.containers:
-        by_rank, _ = _records(container)
+def _env_details(read: Sequence[tuple[RecordsByRank, list[str]]]) -> Mapping[str, object]:
+    """The details of the first ``env`` record (containers in order, then ranks): the image's versions."""
+    for by_rank, _ in read:
         for rank in sorted(by_rank):
             for record in by_rank[rank]:
                 details = record.get("details")

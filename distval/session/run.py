@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from distval.config import load_config
 from distval.errors import BadInput, ConfigError, DistvalError, InternalError, Interrupted
-from distval.plan.model import ScenarioPlan, images_of
+from distval.plan.model import images_of
 from distval.results.scenario import RunSummary, ScenarioResult, unselected_result
 from distval.run.interrupts import Interrupt, install, signals_deferred
 from distval.run.progress import ProgressDisplay
@@ -25,7 +25,7 @@ from distval.session.remeasure import check_remeasure, remeasure, with_baseline
 from distval.session.reports import refused_reports, write_reports
 from distval.session.request import RunRequest
 from distval.session.sample import refuse_sample_in_ci, sample_image_note
-from distval.session.scenarios import default_jobs, run_scenarios
+from distval.session.scenarios import ScenarioRuns, default_jobs
 from distval.session.selection import in_config_order, plan_selected, running, select
 from distval.targets.base import Target, plan_reference, refuse_what_it_lacks
 from distval.targets.kind import EngineFor
@@ -89,11 +89,6 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
             config_sha256=config_sha256,
         )
 
-    def run_again(plans: tuple[ScenarioPlan, ...], jobs: int = 1) -> list[ScenarioResult]:
-        """A re-measure or a later run of a pair: never kept on failure."""
-        assert target is not None
-        return run_scenarios(target.execute_again, plans, display, jobs, request.require_gpu, request.fail_on_skip)
-
     summary: RunSummary
     remeasures: dict[int, list[ScenarioResult]] = {}  # by the scenario's index: the runs that re-measured it
     refused = refused_reports(request.reports, [path for path, _ in baseline.baselines])
@@ -109,6 +104,7 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
         selected = select(config, request.patterns, request.selection)
         chosen = choose_target(request.target, running(selected, request.patterns), engine_for, warn)
         target = chosen
+        runs = ScenarioRuns(chosen, display, request.require_gpu, request.fail_on_skip)
         plan = plan_selected(chosen, selected, run_id, request.patterns)
         images = tuple(images_of(plan))
         # Before anything runs: what a selected scenario or an option asks of the target that it lacks.
@@ -131,25 +127,14 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
             chosen.open(dataclasses.replace(plan, scenarios=plan.scenarios + references), display.log)
             if references:
                 own, paired = run_pairs(
-                    plan.scenarios,
-                    references,
-                    reference.pairs,
-                    lambda plans: run_scenarios(
-                        chosen.execute, plans, display, 1, request.require_gpu, request.fail_on_skip, chosen.settle
-                    ),
-                    run_again,
-                    display.log,
+                    plan.scenarios, references, reference.pairs, lambda plans: runs.first(plans, 1), runs.again, display.log
                 )
                 results.extend(own)
             else:
-                results.extend(
-                    run_scenarios(
-                        chosen.execute, plan.scenarios, display, jobs, request.require_gpu, request.fail_on_skip, chosen.settle
-                    )
-                )
+                results.extend(runs.first(plan.scenarios, jobs))
         results[:] = in_config_order(selected.config, results)
         summary = summarize()
-        remeasures = remeasure(summary, baseline, lambda plans: run_again(plans, jobs), display.log)
+        remeasures = remeasure(summary, baseline, lambda plans: runs.again(plans, jobs), display.log)
     except KeyboardInterrupt:  # a SIGINT before the handlers were installed
         display.close()
         if target is not None:

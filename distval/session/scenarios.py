@@ -1,5 +1,7 @@
 """The scenarios of a plan run on a target: up to ``jobs`` at once, each one's outcome summarized as it ends, and
-every worker told to stop (and to remove what it created) when the run is interrupted."""
+every worker told to stop (and to remove what it created) when the run is interrupted. ``ScenarioRuns`` holds what
+every run of the run stage shares (the target, the progress display, --require-gpu, --fail-on-skip): a scenario's
+first run, and its runs again (--baseline's re-measures, --reference's later pairs)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,14 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from distval.plan.model import ScenarioPlan
 from distval.results.outcome import ScenarioOutcome
 from distval.results.scenario import ScenarioResult, summarize_scenario
 from distval.run.events import RunEvents
 from distval.run.interrupts import signals_deferred
+from distval.targets.base import Target
 
 Execute = Callable[[ScenarioPlan, RunEvents, threading.Event], ScenarioOutcome]
 
@@ -24,6 +28,25 @@ def default_jobs() -> int:
     cores = os.cpu_count() or 1
     memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**30
     return max(1, min(cores, memory_gib // 4, 8))
+
+
+@dataclass(frozen=True)
+class ScenarioRuns:
+    """The run's scenarios on its open target, with the run's progress display and verdict options."""
+
+    target: Target
+    events: RunEvents
+    require_gpu: bool
+    fail_on_skip: bool
+
+    def first(self, plans: tuple[ScenarioPlan, ...], jobs: int) -> list[ScenarioResult]:
+        """Each scenario's own run; the target settles each as it ends (--keep-on-failure keeps a failed one's)."""
+        target = self.target
+        return run_scenarios(target.execute, plans, self.events, jobs, self.require_gpu, self.fail_on_skip, target.settle)
+
+    def again(self, plans: tuple[ScenarioPlan, ...], jobs: int = 1) -> list[ScenarioResult]:
+        """A re-measure or a later run of a pair: never kept."""
+        return run_scenarios(self.target.execute_again, plans, self.events, jobs, self.require_gpu, self.fail_on_skip)
 
 
 def run_scenarios(

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from distval.config import Scenario
+from distval.config.engine_hosts import FROM_CONFIG_FLAG
+from distval.config.shipped import SAMPLE_IMAGE_FLAG
 from distval.errors import BadInput
 
 
@@ -43,6 +45,10 @@ IMAGE_ENVIRONMENT = Capability(
     "image_environment", "the image's own baked-in environment", "the environment check", said_only=True
 )
 
+# What a run's own options name for a target to take (NAMING_OPTIONS): a target that lacks it refuses the option.
+CONTAINER_IMAGE = Capability("container_image", "a container image to run", "--image, " + SAMPLE_IMAGE_FLAG)
+DOCKER_ENGINES = Capability("docker_engines", "Docker Engines to run on", f"--hosts, {FROM_CONFIG_FLAG}")
+
 CAPABILITIES: tuple[Capability, ...] = (
     FAULTS,
     IPV6,
@@ -53,8 +59,50 @@ CAPABILITIES: tuple[Capability, ...] = (
     REFERENCE,
     REAPER,
     IMAGE_ENVIRONMENT,
+    CONTAINER_IMAGE,
+    DOCKER_ENGINES,
 )
 BY_NAME: Mapping[str, Capability] = {c.name: c for c in CAPABILITIES}
+
+
+@dataclass(frozen=True)
+class NamingOption:
+    """An option of a run (and a plan) that names what a target is to take: given to a target that lacks its
+    capability, it is refused, saying what each does ("--hosts names Docker Engines, --local runs local processes
+    without Docker: give one, not both")."""
+
+    dest: str
+    flag: str
+    names: str
+    capability: Capability
+
+
+# In the order they are asked.
+NAMING_OPTIONS = (
+    NamingOption("image", "--image", "names a container image", CONTAINER_IMAGE),
+    NamingOption("hosts", "--hosts", "names Docker Engines", DOCKER_ENGINES),
+    NamingOption("hosts_from_config", FROM_CONFIG_FLAG, "lets the config's hosts keys name Docker Engines", DOCKER_ENGINES),
+    NamingOption("sample_image", SAMPLE_IMAGE_FLAG, "names a container image", CONTAINER_IMAGE),
+)
+
+
+@dataclass(frozen=True)
+class Way:
+    """How distval serves a target's scenarios: ``command`` (NAME: the target's name) does ``what``."""
+
+    name: str
+    what: str
+    command: str
+
+
+# A target that distval runs itself (start, follow, stop: ``distval run``, planned by ``distval plan``), or whose
+# scenarios it writes out for you to run (``distval export NAME``) and whose results it judges (``distval collect
+# NAME``), or both. A kind has the callables of the ways its declaration names (distval/targets/kind.py holds it to
+# that); choosing one that distval does not run is refused with the ways it has instead.
+RUN = Way("run", "a run distval starts, follows and stops itself", "distval run")
+EXPORT = Way("export", "its scenarios written out, to be run by hand", "distval export NAME")
+COLLECT = Way("collect", "what ran by hand judged into the reports", "distval collect NAME")
+WAYS: tuple[Way, ...] = (RUN, EXPORT, COLLECT)
 
 
 @dataclass(frozen=True)
@@ -74,11 +122,30 @@ class TargetDeclaration:
     runs: str
     chosen_with: str  # the option (or command) that selects it
     lacks: Mapping[str, Lacking] = field(default_factory=dict)
+    ways: tuple[Way, ...] = (RUN,)
 
     def __post_init__(self) -> None:
         unknown = set(self.lacks) - set(BY_NAME)
         if unknown:  # a typo here would be a capability no refusal ever derives from
             raise ValueError(f"target {self.name}: unknown capabilities {sorted(unknown)}")
+
+    def serves(self, way: Way) -> bool:
+        return way in self.ways
+
+    def option_refusal(self, option: NamingOption, chosen_with: str) -> str | None:
+        """Why ``option`` is refused beside this target (``chosen_with``: how it was chosen); None where it takes it."""
+        lacking = self.lacks.get(option.capability.name)
+        if lacking is None:
+            return None
+        return f"{option.flag} {option.names}, {chosen_with} {lacking.why}: give one, not both"
+
+    def not_run(self, subject: str) -> str | None:
+        """Why ``subject`` (the option that chose it) is refused: distval does not run this target's scenarios,
+        and what it does instead (its other ways); None where it runs them."""
+        if self.serves(RUN):
+            return None
+        instead = ", then ".join(f"{w.command.replace('NAME', self.name)} ({w.what})" for w in self.ways)
+        return f"{subject} asks for {RUN.what} ({RUN.command}); the {self.name} target cannot give it: use {instead}"
 
     def has(self, capability: Capability) -> bool:
         return capability.name not in self.lacks

@@ -4,7 +4,7 @@ page of the docs (docs/targets.md, generated from it) all derive from these rows
 
 from __future__ import annotations
 
-from distval.targets.capabilities import Lacking, TargetDeclaration
+from distval.targets.capabilities import COLLECT, EXPORT, RUN, Lacking, TargetDeclaration
 
 DOCKER = TargetDeclaration(
     name="docker",
@@ -40,6 +40,8 @@ LOCAL = TargetDeclaration(
         "reaper": Lacking("a watchdog process of its own kills the run's processes if distval is killed"),
         "reference": Lacking("it runs the local Python's torch, not images: there is no second image to pair with"),
         "image_environment": Lacking("its ranks start from this host's environment, not from an image's", skip=True),
+        "container_image": Lacking("runs the local Python's torch"),
+        "docker_engines": Lacking("runs local processes without Docker"),
     },
 )
 KUBERNETES = TargetDeclaration(
@@ -53,7 +55,9 @@ KUBERNETES = TargetDeclaration(
         "keep_on_failure": Lacking("distval does not run the pods: they stay until you delete the Job"),
         "reaper": Lacking("distval does not run the pods: you delete the Job when it is done (kubectl delete -f)"),
         "reference": Lacking("distval does not run the pods, so it cannot interleave two images' runs"),
+        "docker_engines": Lacking("runs on the cluster's nodes, which place the pods"),
     },
+    ways=(EXPORT, COLLECT),
 )
 SLURM = TargetDeclaration(
     name="slurm",
@@ -72,6 +76,8 @@ SLURM = TargetDeclaration(
             "time limit (#SBATCH --time, the scenario's deadline)"
         ),
         "reference": Lacking("not yet: the pairs of --reference are run on Docker Engines only"),
+        "docker_engines": Lacking("submits to Slurm"),
     },
+    ways=(RUN, EXPORT, COLLECT),
 )
 TARGETS = (DOCKER, ENGINES, LOCAL, KUBERNETES, SLURM)

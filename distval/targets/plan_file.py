@@ -22,7 +22,7 @@ from typing import Any
 from distval import strict_json
 from distval.bounded_read import FileRefused, read_regular_file
 from distval.errors import BadInput, one_line
-from distval.targets.kubernetes.origin import Origin, origin_data, origin_from_data
+from distval.targets.origin import Origin, origin_data, origin_from_data
 
 PLAN_VERSION = 1
 PLAN_KIND = "distval-exported-plan"

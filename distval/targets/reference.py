@@ -3,7 +3,7 @@ page current: tests/targets/test_targets.py)."""
 
 from __future__ import annotations
 
-from distval.targets.capabilities import CAPABILITIES
+from distval.targets.capabilities import CAPABILITIES, RUN, WAYS
 from distval.targets.declarations import TARGETS
 
 TARGETS_PAGE = "docs/targets.md"
@@ -46,4 +46,7 @@ def render_targets_page() -> str:
             else:
                 cells.append(f"{'skipped' if lacking.skip else 'refused'}: {lacking.why}")
         lines.append(f"| {capability.what} | `{capability.asked_by}` | " + " | ".join(cells) + " |")
+    for way in WAYS:  # how distval serves each target: a run of its own, or an export and a collect
+        cells = ["yes" if t.serves(way) else ("refused" if way is RUN else "no") for t in TARGETS]
+        lines.append(f"| {way.what} | `{way.command}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

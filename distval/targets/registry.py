@@ -1,21 +1,38 @@
-"""Every kind of target a run can choose, in the order the command line's choice is asked (the first kind it
-chooses runs; the last is the default). A new target is a folder of its own with its ``TargetKind`` and one line
-here: the command line declares its options, ``--target`` offers it, and the run stage and ``distval plan`` use
-it, all from this table."""
+"""Every kind of target, in the order the command line's choice is asked (the first kind it chooses runs; the last
+is the default). A new target is a folder of its own with its ``TargetKind`` and one line here: the command line
+declares its options, ``--target`` offers it, the run stage and ``distval plan`` use it, and ``distval export`` and
+``distval collect`` offer it where it has them, all from this table; choosing one that distval does not run is refused,
+saying what it offers instead."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from distval.config import Config
 from distval.errors import BadInput
 from distval.targets.base import Target
+from distval.targets.capabilities import NAMING_OPTIONS
 from distval.targets.engines.kind import CONTAINERS_KIND
-from distval.targets.kind import EngineFor, TargetKind, TargetOption, TargetOptions, Warn
+from distval.targets.kind import (
+    CleanEngine,
+    CollectCommand,
+    EngineFor,
+    ExportCommand,
+    NodeEngines,
+    TargetKind,
+    TargetOption,
+    TargetOptions,
+    Warn,
+)
+from distval.targets.kubernetes.kind import KUBERNETES_KIND
 from distval.targets.local.kind import LOCAL_KIND
 from distval.targets.slurm.kind import SLURM_KIND
 
-KINDS: tuple[TargetKind, ...] = (LOCAL_KIND, SLURM_KIND, CONTAINERS_KIND)
+if TYPE_CHECKING:
+    from distval.targets.kind import Engine
+
+KINDS: tuple[TargetKind, ...] = (LOCAL_KIND, KUBERNETES_KIND, SLURM_KIND, CONTAINERS_KIND)
 
 
 def kinds() -> Sequence[TargetKind]:
@@ -37,20 +54,53 @@ def all_options() -> tuple[TargetOption, ...]:
     return tuple(option for kind in kinds() for option in kind.options)
 
 
+def exporting_kinds() -> tuple[tuple[TargetKind, ExportCommand], ...]:
+    """The kinds ``distval export`` offers, each with its export."""
+    return tuple((kind, kind.export) for kind in kinds() if kind.export is not None)
+
+
+def collecting_kinds() -> tuple[tuple[TargetKind, CollectCommand], ...]:
+    """The kinds ``distval collect`` offers, each with its collect."""
+    return tuple((kind, kind.collect) for kind in kinds() if kind.collect is not None)
+
+
+def engine_class() -> type[Engine]:
+    """The Docker Engine's client class (docker-py imported with it, on this call): the first kind's that has one."""
+    return next(kind.engine_class for kind in kinds() if kind.engine_class is not None)()
+
+
+def node_engines() -> NodeEngines:
+    """``distval nodes``: the first kind's that runs across node Engines."""
+    return next(kind.node_engines for kind in kinds() if kind.node_engines is not None)
+
+
+def engine_cleanup() -> CleanEngine:
+    """``distval cleanup`` of one Engine: the first kind's that leaves resources on Docker Engines."""
+    return next(kind.clean_engine for kind in kinds() if kind.clean_engine is not None)
+
+
 def chosen_kind(options: TargetOptions) -> TargetKind:
     return next(kind for kind in kinds() if kind.chosen(options))
 
 
 def refuse_options(options: TargetOptions) -> TargetKind:
-    """The kind the options choose; BadInput (one line) for an option of another kind that needs its own, or for
-    what the chosen kind refuses beside it."""
+    """The kind the options choose; BadInput (one line) for a kind distval does not run, an option of another kind
+    that needs its own, an option naming what the chosen kind's declaration lacks, or what the kind refuses beside
+    it."""
     kind = chosen_kind(options)
+    not_run = kind.declaration.not_run(kind.chosen_with)
+    if not_run is not None:
+        raise BadInput(not_run)
     for other in kinds():
         if other is kind:
             continue
         for option in other.options:
             if option.needs_its_target and options.get(option.dest):
                 raise BadInput(f"{option.flag} {option.needs_its_target}: it needs {other.chosen_with}")
+    for naming in NAMING_OPTIONS:  # what the run's options name that the target lacks (its declaration's)
+        refusal = kind.declaration.option_refusal(naming, kind.chosen_with) if options.get(naming.dest) else None
+        if refusal is not None:
+            raise BadInput(refusal)
     for dests, refusal in kind.refuses:
         if all(options.get(dest) for dest in dests):
             raise BadInput(refusal)
@@ -60,9 +110,13 @@ def refuse_options(options: TargetOptions) -> TargetKind:
 def choose_target(options: TargetOptions, config: Config, engine_for: EngineFor, warn: Warn) -> Target:
     """The target that runs what the options ask for; ``engine_for(run_id)``: the Engine, asked for only when a
     Docker run opens."""
-    return refuse_options(options).make(options, config, engine_for, warn)
+    make = refuse_options(options).make
+    assert make is not None, "refuse_options refuses a kind that cannot run"
+    return make(options, config, engine_for, warn)
 
 
 def dry_run_target(options: TargetOptions, config: Config, engine_for: EngineFor) -> Target:
     """The target that only plans what the options ask for (``distval plan``): nothing is created or started."""
-    return refuse_options(options).dry_run(options, config, engine_for)
+    dry_run = refuse_options(options).dry_run
+    assert dry_run is not None, "refuse_options refuses a kind that cannot run"
+    return dry_run(options, config, engine_for)

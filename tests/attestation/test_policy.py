@@ -221,3 +221,59 @@ def test_the_default_policy_requires_what_the_shipped_default_config_validates()
     one_check = passing_report()  # env, cuda_build, collectives, ddp: less than the default config
     assert str(_refusal(one_check, default_policy())).startswith("refused: the required check ")
     assert _refusal(passing_report(default_checks=True), default_policy()) is None
+
+
+def test_policy_bounds_at_their_edges() -> None:
+    # The first unknown key in order is named; max_age_days up to ten years, and above 0 only.
+    with pytest.raises(BadPolicy, match="unknown key 'a_key'"):
+        parse_policy(b"b_key: 1\na_key: 2\n", "p.yaml")
+    assert parse_policy(b"max_age_days: 3650", "p.yaml").max_age_days == 3650.0
+    for refused in (b"max_age_days: 3650.001", b"max_age_days: -0.5"):
+        with pytest.raises(BadPolicy, match="max_age_days: expected a number of days > 0 and <= 3650"):
+            parse_policy(refused, "p.yaml")
+
+
+def test_a_date_up_to_five_minutes_ahead_is_a_clock_apart_and_past_it_the_future() -> None:
+    body = _body(passing_report())
+    assert age_refusal(body, DEFAULT_POLICY, MADE - timedelta(minutes=5)) is None
+    assert "in the future" in str(age_refusal(body, DEFAULT_POLICY, MADE - timedelta(minutes=5, seconds=1)))
+
+
+def test_a_refusal_shows_the_first_160_characters_of_the_checks_message() -> None:
+    report = changed(passing_report(), 1, "ddp", "failed", "x" * 500)
+    assert _refusal(report) == (
+        f"refused: cross-container-2ranks: ddp failed: {'x' * 160} [... cut: 500 characters in all, the first 160 shown]"
+    )
+
+
+def test_required_scenarios_must_map_names_to_checks() -> None:
+    for text in (b"required_scenarios: [a, b]\n", b"required_scenarios:\n  1: [ddp]\n", b"required_scenarios:\n  '': [ddp]\n"):
+        with pytest.raises(BadPolicy, match="required_scenarios: expected a mapping of scenario names to lists of check"):
+            parse_policy(text, "p.yaml")
+
+
+def test_an_expired_attestation_says_its_age_in_days() -> None:
+    body = _body(passing_report())
+    for days, said in ((10.0501, "10.1 days ago"), (10.0499, "10.0 days ago")):
+        refusal = age_refusal(body, Policy(max_age_days=1), MADE + timedelta(seconds=86400 * days))
+        assert refusal is not None and said in refusal, refusal
+
+
+def test_a_required_check_skipped_on_many_ranks_names_ten() -> None:
+    report = _skipped_on_rank(passing_report(), 1, "ddp", list(range(11)))
+    assert _refusal(report, Policy(required_checks=("ddp",))) == (
+        "refused: cross-container-2ranks: the required check ddp was skipped on rank(s) 0, 1, 2, 3, 4, 5, 6, 7, 8, 9"
+    )
+
+
+def test_another_config_is_named_by_its_first_80_characters() -> None:
+    report = passing_report()
+    report["config_sha256"] = "z" * 100
+    refusal = _refusal(report, Policy(config_sha256="c" * 64))
+    assert f"(config_sha256 {'z' * 80} [... cut: 100 characters in all, the first 80 shown])" in str(refusal)
+
+
+def test_no_check_counts_as_passed_on_an_image_the_attestation_does_not_name() -> None:
+    body = _body(passing_report())
+    unnamed = {**body, "image": {}, "scenarios": [{**s, "image_id": None} for s in body["scenarios"]]}
+    assert passed_count(unnamed) == (0, 10)

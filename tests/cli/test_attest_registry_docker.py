@@ -17,13 +17,12 @@ import subprocess
 import sys
 import tarfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import distval.image_names
 from distval.attestation.published import DSSE_LAYER, attestation_tag
 from distval.cli.main import main
 from distval.errors import EXIT_CHECKS_FAILED, EXIT_ENVIRONMENT, EXIT_NOT_VERIFIED, EXIT_PASSED
@@ -31,7 +30,6 @@ from distval.registry.client import ManifestUnknown, Registry, RegistryError
 from distval.registry.manifests import DOCKER_MANIFEST
 from distval.targets.docker.engine import Engine
 from tests.attestation_helpers import changed, passing_report, write_json, write_key_pair
-from tests.docker_helpers import harness_context
 from tests.local_registry import LocalRegistry, local_registry
 from tests.registry_helpers import one_file_layer, push_image, push_index, push_other_platform
 
@@ -98,19 +96,6 @@ def test_the_client_attests_and_verifies_through_a_real_registry(
     assert len(api.manifest(repository, attestation_tag(amd64.manifest_digest)).layers) == 2
     assert main([*verify, f"{name}@{amd64.manifest_digest}"]) == EXIT_CHECKS_FAILED
     assert again.manifest_digest != amd64.manifest_digest
-
-
-@pytest.fixture(scope="module")
-def harness_image(
-    docker_client: Any, fixture_image: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    """distval's own image (the Dockerfile), built offline from the harness base."""
-    base = fixture_image(distval.image_names.HARNESS_BASE)
-    tag = "distval-test/harness-verify:" + secrets.token_hex(3)
-    context = harness_context(tmp_path_factory.mktemp("harness"))
-    Engine("tests-harness-image").build(context, tag, {}, print, buildargs={"BASE": base, "PIP_NO_INDEX": "1"})
-    yield tag
-    docker_client.images.remove(tag, force=True)
 
 
 def _push(docker_client: Any, reference: str) -> str:

@@ -19,7 +19,7 @@ from distval.attestation.policy import CLOCK_SKEW
 from distval.attestation.statement import Subject, statement_bytes
 from distval.cli.main import main
 from distval.engine_protocol import ImageInfo
-from distval.errors import EXIT_NOT_VERIFIED, EXIT_PASSED
+from distval.errors import EXIT_BAD_INPUT, EXIT_NOT_VERIFIED, EXIT_PASSED
 from tests.attestation_helpers import IMAGE, MADE, passing_report, write_json, write_key_pair
 from tests.fake_engine import FAKE_IMAGE_ID, FakeEngine
 
@@ -109,3 +109,17 @@ def test_the_future_date_tolerance_ends_exactly_at_the_declared_clock_skew(
     assert code == expected, said
     if expected != EXIT_PASSED:
         assert "in the future" in said
+
+
+def test_a_policy_file_of_up_to_one_mib_is_read_and_a_larger_one_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    envelope, _, public = _attested(tmp_path)
+    policy = tmp_path / "policy.yaml"
+    text = b"max_age_days: 7\n#"
+    for size, expected in ((2**20, EXIT_PASSED), (2**20 + 1, EXIT_BAD_INPUT)):
+        policy.write_bytes(text + b"x" * (size - len(text)))
+        code = main(["verify", str(envelope), "--image", IMAGE, "--key", public, "--policy", str(policy)])
+        out, err = capsys.readouterr()
+        assert code == expected, err or out
+    assert f"cannot read the policy {policy}" in err and len(err.strip().splitlines()) == 1

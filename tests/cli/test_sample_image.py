@@ -113,7 +113,10 @@ def test_a_scenario_without_an_image_beside_one_with_is_refused(
             ["--image", IMAGE],
             "distval: --image names the image under test, --sample-image asks for distval's sample: give one, not both",
         ),
-        (["--local"], "distval: --sample-image names a container image, --local runs the local Python's torch: give one"),
+        (
+            ["--local"],
+            "distval: --sample-image names a container image, --local runs the local Python's torch: give one, not both",
+        ),
     ],
 )
 def test_sample_image_with_another_choice_is_refused(

@@ -255,3 +255,65 @@ def test_a_figure_exactly_at_its_floor_passes_in_the_details_too() -> None:
     assert case is not None and case.status == PASSED
     assert [row["passed"] for row in case.details["figures"]] == [True, True]
     assert case.duration_s == 0.0
+
+
+def test_the_machine_is_blamed_only_where_the_reference_image_measured_below_the_floor() -> None:
+    # The candidate below its floor on 64KiB (0.5 < 0.8); 1MiB at its floor. The reference image's busbw decides.
+    below = entry(0.5, 1.5)
+
+    def status(values: tuple[float, ...]) -> str:
+        machine = Machine(reference_busbw={"all_reduce 64KiB": values})
+        case = references_case(below, BW, "ci-2core", "refs.yaml", machine=machine)
+        assert case is not None
+        return case.status
+
+    assert status((0.5,)) == ERROR  # one pair is enough to blame the machine
+    assert status((0.79, 0.8, 0.81)) == FAILED  # the reference image's median at the floor: it reached it
+    assert status(()) == FAILED  # no pair measured it: nothing blames the machine, and nothing breaks
+    # A figure at its floor passes, whatever the reference image measured.
+    at = references_case(entry(0.8, 1.5), BW, "ci-2core", "refs.yaml", machine=Machine({"all_reduce 64KiB": (0.1,)}))
+    assert at is not None and at.status == PASSED, at.message
+
+
+def test_the_references_testcase_says_each_figure_and_the_closest_and_takes_no_time() -> None:
+    case = references_case(entry(0.88, 2.0), BW, "ci-2core", "refs.yaml", notes=["store (expected to fail) did not run"])
+    assert case is not None and case.status == PASSED
+    assert case.message == (
+        "2 figure(s) at or above their floors on ci-2core in refs.yaml; closest: all_reduce 64KiB at 1.10x its floor; "
+        "store (expected to fail) did not run"
+    )
+    mixed = references_case(entry(0.9, 1.0), BW, "ci-2core", "refs.yaml")
+    assert mixed is not None and [row["passed"] for row in mixed.details["figures"]] == [True, False]
+    odd = parse_references(
+        "version: 1\nsystems:\n  s:\n    bw:\n      busbw:\n        all_reduce:\n"
+        "          64KiB: {gbps: 1.0, tolerance: 0.123456789}\n",
+        "r.yaml",
+    ).systems["s"]["bw"]
+    one = references_case(entry(1.0, None), odd, "s", "r.yaml")
+    assert one is not None
+    rows: Any = one.details["figures"]
+    (row,) = rows
+    assert row["floor_gbps"] == 0.876543
+    machine = Machine(reference_busbw={"all_reduce 64KiB": (0.1,)})
+    cases = [
+        references_case(entry(1.0), None, "ci-2core", "refs.yaml"),
+        references_case(entry(0.1, 1.5), BW, "ci-2core", "refs.yaml"),
+        references_case(entry(0.1, 1.5), BW, "ci-2core", "refs.yaml", machine=machine),
+    ]
+    assert [(c.status, c.duration_s) for c in cases if c is not None] == [(FAILED, 0.0), (FAILED, 0.0), (ERROR, 0.0)]
+
+
+def test_a_message_names_ten_figures_at_most_and_counts_them_all() -> None:
+    sizes = [2**k for k in range(10, 21)]  # 11 sizes, 1KiB .. 1MiB
+    lines = "".join(f"          {size}: {{gbps: 1.0, tolerance: 0.1}}\n" for size in sizes)
+    text = f"version: 1\nsystems:\n  s:\n    bw:\n      busbw:\n        all_reduce:\n{lines}"
+    refs = parse_references(text, "r.yaml").systems["s"]["bw"]
+    slow = {
+        "name": "bw",
+        "cases": [],
+        "bandwidth": [{"operation": "all_reduce", **figure(size, str(size), 0.1)} for size in sizes],
+    }
+    case = references_case(slow, refs, "s", "r.yaml")
+    assert case is not None and case.status == FAILED
+    named = case.message.split("11 figure(s) below the floor: ", 1)[1].split("; ")
+    assert [part.split(":")[0] for part in named] == [f"all_reduce {size}" for size in sizes[:10]]

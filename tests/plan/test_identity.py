@@ -18,9 +18,9 @@ from distval.results.outcome import ScenarioOutcome
 from distval.results.scenario import summarize_scenario
 from distval.targets.base import plan_on
 from distval.targets.engines.planning import plan_run, plan_scenario
-from distval.targets.kubernetes.origin import Origin
 from distval.targets.local.plan import plan_local_scenario
 from distval.targets.local.target import LocalTarget
+from distval.targets.origin import Origin
 
 PYTHON = "/opt/venv/bin/python"
 IMAGE = "example/torch:a"

@@ -6,6 +6,7 @@ failed attempt's records neither count twice nor turn the verdict red."""
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import signal
 import threading
@@ -89,11 +90,27 @@ def run_and_kill_rank1(
     return outcome, killed_in
 
 
+# With the workers' own store, torch's agent on node 0 picks its port by binding port 0 on localhost and closing the
+# socket; rank 0 binds that port on every address later, and any socket of the node may take it in between (the race
+# of pytorch#126510, which pytorch#169142's port reservation set out to close). distval cannot choose that port: it
+# is the agent's, per round. Seen once in the restart round at load ~20 (2026-12-06): rank 0's store "failed to bind
+# to [::]:38401 (errno: 98 - Address already in use)". That loss is torch's, not the restart's, so the test runs the
+# scenario once more when, and only when, a node's output says rank 0 lost that race; the rerun must pass whole.
+PORT_RACE = re.compile(r"server socket has failed to bind to \S+ \(errno: 98")
+
+
+def lost_the_store_port_race(outcome: ScenarioOutcome) -> bool:
+    return any(PORT_RACE.search(c.stdout + c.stderr) for c in outcome.containers)
+
+
 def test_a_killed_worker_is_restarted_and_the_job_completes(
     fixture_image: Callable[[str], str], docker_client: Any, tmp_path: Path
 ) -> None:
     text = CONFIG.format(timeout_s=500, check_timeout_s=200, share="false", checks=CHECKS)
     outcome, killed_in = run_and_kill_rank1(fixture_image, docker_client, tmp_path, text)
+    if summarize_scenario(outcome).status != "passed" and lost_the_store_port_race(outcome):
+        print("rank 0 lost torch's store-port race (errno 98, pytorch#126510): once more")
+        outcome, killed_in = run_and_kill_rank1(fixture_image, docker_client, tmp_path, text)
     assert killed_in is not None, "rank 1's worker was never seen running after its first check"
     result = summarize_scenario(outcome)
     for case in result.cases:

@@ -1,5 +1,7 @@
 """Every file of Docker or host tests has a time budget (tests/budgets.py), no budget names a file that is gone, and
-the budgets fit CI's: what a new Docker test costs is declared where it is added, and the sum is judged at once.
+the budgets fit CI's: what a new Docker test costs is declared where it is added, and the sum is judged at once. A
+file with tests marked ``waits`` declares the part of its budget they spend (WAITING_S), and only such a file does:
+each of CI's two processes is then judged on its own, since CI takes as long as the longer one.
 
 A file counts as one of Docker or host tests when it uses the ``docker`` or ``host`` marker anywhere (a module's
 ``pytestmark``, a decorator, a ``pytest.param``'s marks), or is named ``*_docker.py``: found in the source, so that
@@ -14,17 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.budget_report import budget_lines, file_of
-from tests.budgets import BUDGETS_S, CI_LIMIT_S
+from tests.budget_report import BudgetReport, budget_lines, file_of
+from tests.budgets import BUDGETS_S, CI_DOCKER_WALL_S, CI_LIMIT_S, WAITING_S, process_budgets
 from tests.paths import TESTS
 
 MARKERS = ("docker", "host")
 
 
-def _uses_marker(tree: ast.AST) -> bool:
+def _uses_marker(tree: ast.AST, markers: Collection[str] = MARKERS) -> bool:
     """``pytest.mark.docker``, ``mark.host`` (from pytest import mark) and the like, anywhere in the module."""
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in MARKERS:
+        if isinstance(node, ast.Attribute) and node.attr in markers:
             owner = node.value
             named = owner.attr if isinstance(owner, ast.Attribute) else owner.id if isinstance(owner, ast.Name) else ""
             if named == "mark":
@@ -39,6 +41,38 @@ def docker_test_files(tests: Path = TESTS) -> list[str]:
         if path.name.endswith("_docker.py") or _uses_marker(ast.parse(path.read_text(encoding="utf-8"), str(path))):
             found.append(path.relative_to(tests.parent).as_posix())
     return found
+
+
+def waiting_test_files(files: Collection[str], root: Path = TESTS.parent) -> list[str]:
+    """Those of ``files`` (paths from ``root``) that mark a test ``waits``."""
+    return [path for path in files if _uses_marker(ast.parse((root / path).read_text(encoding="utf-8"), path), ("waits",))]
+
+
+def waiting_problems(files: Collection[str], waiting_files: Collection[str], waiting: Mapping[str, int]) -> list[str]:
+    """What is wrong with the waiting parts (WAITING_S) for these Docker test ``files``, of which ``waiting_files``
+    mark tests ``waits``: one line each."""
+    problems = [f"{path}: tests marked waits without a line in WAITING_S" for path in sorted(set(waiting_files) - set(waiting))]
+    problems += [
+        f"{path}: a line in WAITING_S for a file with no test marked waits"
+        for path in sorted(set(waiting) - set(waiting_files))
+        if path in files
+    ]
+    problems += [f"{path}: a line in WAITING_S for a file of no Docker tests" for path in sorted(set(waiting) - set(files))]
+    return problems
+
+
+def process_problems(budgets: Mapping[str, int], waiting: Mapping[str, int], wall_s: int) -> list[str]:
+    """Each of CI's two processes against ``wall_s``, and each file's waiting part within its budget."""
+    main, waits = process_budgets(budgets, waiting)
+    problems = [
+        f"{path}: waiting part {s} s is not within its budget" for path, s in waits.items() if not 0 < s <= budgets.get(path, 0)
+    ]
+    for name, parts in (("main", main), ("waiting", waits)):
+        if sum(parts.values()) > wall_s:
+            problems.append(
+                f"the {name} process's budgets sum to {sum(parts.values())} s, over CI's {wall_s} s (CI_DOCKER_WALL_S)"
+            )
+    return problems
 
 
 def budget_problems(files: Collection[str], budgets: Mapping[str, int], limit_s: int) -> list[str]:
@@ -59,13 +93,29 @@ def test_every_docker_test_file_has_a_budget_and_every_budget_a_file() -> None:
     assert budget_problems(files, BUDGETS_S, limit_s=10**9) == []
 
 
+def test_every_file_with_waiting_tests_declares_their_part_and_only_those() -> None:
+    files = docker_test_files()
+    waiting_files = waiting_test_files(files)
+    assert len(waiting_files) >= 5  # the finder finds them (7 on 2026-12-06)
+    assert waiting_problems(files, waiting_files, WAITING_S) == []
+    assert process_problems(BUDGETS_S, WAITING_S, 10**9) == []
+
+
+def test_the_waiting_process_fits_ci() -> None:
+    """Its tests spend most of their time waiting, beside the main process's: what is moved there must still fit."""
+    assert sum(process_budgets(BUDGETS_S, WAITING_S)[1].values()) <= CI_DOCKER_WALL_S
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="the declared budgets sum to over 5,000 s against CI_LIMIT_S (3,000 s): the Docker tests are over CI's budget "
-    "(the fresh CI on record, 2026-12-06: 54.2 min in all). Strict: once under, this passes and the mark goes.",
+    reason="the budgets (a warm CI's per-file figures of 2026-12-06 at load 1.7, x 1.3) sum to 4,411 s against "
+    "CI_LIMIT_S (3,000 s), and the main process's part, 3,031 s, is twice CI_DOCKER_WALL_S (1,500 s); the waiting "
+    "process's 1,380 s fits. That run took 2,222 s in the main process and 1,031 s in the waiting one. Strict: once "
+    "under, this passes and the mark goes.",
 )
 def test_the_budgets_fit_ci() -> None:
     assert budget_problems(BUDGETS_S, BUDGETS_S, CI_LIMIT_S) == []
+    assert process_problems(BUDGETS_S, WAITING_S, CI_DOCKER_WALL_S) == []
 
 
 def test_the_guard_fails_on_a_missing_budget_a_stale_one_and_a_sum_over_the_limit() -> None:
@@ -85,6 +135,33 @@ def test_the_guard_fails_on_a_missing_budget_a_stale_one_and_a_sum_over_the_limi
     ]
 
 
+def test_the_process_guard_fails_on_a_process_over_the_wall_and_a_part_over_its_budget() -> None:
+    budgets = {"tests/a_docker.py": 30, "tests/b_docker.py": 20}
+    assert process_problems(budgets, {"tests/a_docker.py": 10}, 40) == []
+    assert process_problems(budgets, {"tests/a_docker.py": 5}, 40) == [
+        "the main process's budgets sum to 45 s, over CI's 40 s (CI_DOCKER_WALL_S)"
+    ]
+    assert process_problems(budgets, {"tests/a_docker.py": 30, "tests/b_docker.py": 15}, 40) == [
+        "the waiting process's budgets sum to 45 s, over CI's 40 s (CI_DOCKER_WALL_S)"
+    ]
+    assert process_problems(budgets, {"tests/a_docker.py": 31, "tests/c_docker.py": 1}, 100) == [
+        "tests/a_docker.py: waiting part 31 s is not within its budget",
+        "tests/c_docker.py: waiting part 1 s is not within its budget",
+    ]
+
+
+def test_the_waiting_guard_fails_on_a_missing_part_and_a_stale_one() -> None:
+    files = ["tests/a_docker.py", "tests/b_docker.py"]
+    assert waiting_problems(files, ["tests/a_docker.py"], {"tests/a_docker.py": 5}) == []
+    assert waiting_problems(files, ["tests/a_docker.py"], {}) == [
+        "tests/a_docker.py: tests marked waits without a line in WAITING_S"
+    ]
+    assert waiting_problems(files, [], {"tests/b_docker.py": 5, "tests/gone_docker.py": 5}) == [
+        "tests/b_docker.py: a line in WAITING_S for a file with no test marked waits",
+        "tests/gone_docker.py: a line in WAITING_S for a file of no Docker tests",
+    ]
+
+
 def test_the_finder_sees_a_marker_wherever_it_is_used(tmp_path: Path) -> None:
     tests = tmp_path / "tests"
     (tests / "x").mkdir(parents=True)
@@ -101,11 +178,13 @@ def test_the_finder_sees_a_marker_wherever_it_is_used(tmp_path: Path) -> None:
         "tests/x/test_module_mark.py",
         "tests/x/test_param.py",
     ]
+    assert waiting_test_files(["x/test_quick.py", "x/test_decorated.py"], tests) == ["x/test_quick.py"]
 
 
 def test_the_budgets_are_one_line_per_file_in_path_order() -> None:
     """A new file's line goes in its place, not at the end, so that two appends rarely touch the same lines."""
     assert list(BUDGETS_S) == sorted(BUDGETS_S)
+    assert list(WAITING_S) == sorted(WAITING_S)
 
 
 def test_the_budget_report_flags_a_file_over_its_budget_and_only_that() -> None:
@@ -116,3 +195,13 @@ def test_the_budget_report_flags_a_file_over_its_budget_and_only_that() -> None:
         "    30.0 s of    30 s  tests/b_docker.py",
     ]
     assert file_of("tests/a_docker.py::test_x[y::z]") == "tests/a_docker.py"
+
+
+def test_the_budget_report_sums_a_files_waiting_tests_apart_from_its_others() -> None:
+    report = BudgetReport()
+    path = next(iter(WAITING_S))
+    for keywords, duration in (({"waits": 1}, 2.0), ({}, 3.0), ({"waits": 1}, 0.5)):
+        report.pytest_runtest_logreport(
+            pytest.TestReport(f"{path}::test_x", (path, 0, "test_x"), keywords, "passed", None, "call", [], duration)
+        )
+    assert (report.spent, report.waiting) == ({path: 3.0}, {path: 2.5})

@@ -18,8 +18,8 @@ KNOWN_CYCLES: list[set[str]] = []
 # Imports inside a function that are there for a reason other than a cycle: each target imports docker-py, which
 # host mode, ``distval plan`` and the modules they load must never need.
 DOCKER_PY_LAZY = {
-    ("distval.cli.main", "distval.targets.docker.engine"),
-    ("distval.cli.nodes", "distval.targets.engines.dind"),
+    ("distval.targets.engines.kind", "distval.targets.docker.engine"),
+    ("distval.targets.engines.kind", "distval.targets.engines.dind"),
     ("distval.targets.engines.kind", "distval.targets.engines.target"),
 }
 KNOWN_HIDDEN: set[tuple[str, str]] = set()

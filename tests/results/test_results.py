@@ -22,6 +22,7 @@ from distval.errors import (
 )
 from distval.plan.identity import scenario_hash, with_hashes
 from distval.plan.model import ScenarioPlan
+from distval.reports.common import run_properties, suite_properties
 from distval.results.logs import tail
 from distval.results.outcome import (
     ERROR,
@@ -33,7 +34,7 @@ from distval.results.outcome import (
     ContainerOutcome,
     ScenarioOutcome,
 )
-from distval.results.scenario import RunSummary, ScenarioResult, run_properties, suite_properties, summarize_scenario
+from distval.results.scenario import RunSummary, ScenarioResult, summarize_scenario
 from distval.targets.engines.planning import plan_run, plan_scenario
 from tests.paths import ROOT
 

@@ -1,12 +1,16 @@
 """The registry of targets (distval/targets/registry.py): a new kind of target is a folder of its own plus one line
 in the table. A toy kind, added here as that one line, gets its options on ``distval run`` and ``distval plan``,
 a name for --target, a dry run that plans, and refusals: of its options without it, and of what its declaration
-lacks. Nothing outside targets/ names a kind."""
+lacks. A toy cluster, which distval runs nothing on (as Kubernetes), gets ``distval export`` and ``distval
+collect`` commands with its options, and ``--target`` refused with its declared reason. Nothing outside targets/
+imports a kind's folder."""
 
 from __future__ import annotations
 
 import ast
+import json
 import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,20 +20,35 @@ from distval.config import Config, Scenario
 from distval.errors import InternalError
 from distval.plan.model import RunPlan, ScenarioPlan
 from distval.results.outcome import ScenarioOutcome
-from distval.results.scenario import ScenarioResult
+from distval.results.scenario import RunSummary, ScenarioResult
 from distval.run.events import RunEvents
 from distval.targets import registry
 from distval.targets.base import Log, Target
-from distval.targets.capabilities import Lacking, TargetDeclaration
+from distval.targets.capabilities import COLLECT, EXPORT, Lacking, TargetDeclaration
 from distval.targets.docker import plan as one_engine
-from distval.targets.kind import CHOICE, PATH, EngineFor, TargetKind, TargetOption, TargetOptions, Warn
+from distval.targets.kind import (
+    CHOICE,
+    PATH,
+    CollectCommand,
+    EngineFor,
+    ExportCommand,
+    Exported,
+    TargetKind,
+    TargetOption,
+    TargetOptions,
+    Warn,
+)
 from tests.paths import ROOT
 
 TOY = TargetDeclaration(
     name="toy",
     chosen_with="`--target toy`",
     runs="nothing: it only plans, for this test",
-    lacks={"reference": Lacking("a toy pairs nothing"), "reaper": Lacking("a toy starts nothing")},
+    lacks={
+        "reference": Lacking("a toy pairs nothing"),
+        "reaper": Lacking("a toy starts nothing"),
+        "docker_engines": Lacking("plans on paper"),
+    },
 )
 PLANNED: list[TargetOptions] = []
 
@@ -95,10 +114,63 @@ TOY_KIND = TargetKind(
 )
 
 
+# A cluster distval runs nothing on, as Kubernetes: its scenarios are exported for you to run, and what ran is
+# collected into the reports.
+CLUSTER = TargetDeclaration(
+    name="toycluster",
+    chosen_with="`distval export toycluster`",
+    runs="nothing: its scenarios are written out, one line each, for this test",
+    ways=(EXPORT, COLLECT),
+)
+
+
+def _export(options: TargetOptions, scenarios: Callable[[], Config], out: Path) -> Iterator[Exported]:
+    out.mkdir(parents=True, exist_ok=True)
+    for scenario in scenarios().scenarios:
+        if scenario.faults:
+            yield Exported(scenario.name, refused="a toy cluster injects no fault")
+            continue
+        path = out / f"{scenario.name}.job"
+        path.write_text(f"{options.image} {options.get('queue')} {options.run_id}\n", encoding="utf-8")
+        yield Exported(scenario.name, line=f"{path}: {scenario.name}")
+
+
+def _collect(options: TargetOptions) -> RunSummary:
+    jobs = options.get("jobs")
+    return RunSummary(f"toy-{len(jobs)}", (), ("bad_input", f"{len(jobs)} job(s), none ran"), 2, config_path=None)
+
+
+CLUSTER_KIND = TargetKind(
+    declaration=CLUSTER,
+    chosen=lambda options: options.get("target") == "toycluster",
+    chosen_with="--target toycluster",
+    target_choice="toycluster",
+    target_help="toycluster: refused (export, then collect)",
+    export=ExportCommand(
+        help="a job file per scenario",
+        write=_export,
+        form="a toy cluster's form",
+        next_step=lambda run_id, out: f"run id {run_id}: submit {out}/*.job",
+        image_help="the image",
+        out_default="toy-jobs",
+        out_names="the directory of the jobs",
+        out_help="where the job files go",
+        run_id_help="in the job files",
+        options=(TargetOption("--queue", "queue", "the queue", default="default"),),
+    ),
+    collect=CollectCommand(
+        help="the jobs' files -> the reports",
+        summarize=_collect,
+        exit_codes=(),
+        options=(TargetOption("jobs", "jobs", "the job files", nargs="+", metavar="JOB"),),
+    ),
+)
+
+
 @pytest.fixture
 def toy(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The one registry line a new target adds."""
-    monkeypatch.setattr(registry, "KINDS", (TOY_KIND, *registry.KINDS))
+    """The one registry line a new target adds (two toys: one that runs, one that exports)."""
+    monkeypatch.setattr(registry, "KINDS", (TOY_KIND, CLUSTER_KIND, *registry.KINDS))
     PLANNED.clear()
 
 
@@ -130,15 +202,129 @@ def test_its_options_need_it_and_its_declaration_refuses_what_it_lacks(
     assert capsys.readouterr().err.strip() == "distval: --toy-dir is the toy's: it needs --target toy"
     assert main(["plan", "--target", "toy", "--reference", "ref:1"]) == 2
     assert "the toy target cannot give it: a toy pairs nothing" in capsys.readouterr().err
+    # What the run's options name that it lacks: refused from its declaration, no refusal written for it.
+    assert main(["plan", "--target", "toy", "--hosts", "unix:///run/a.sock"]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == "distval: --hosts names Docker Engines, --target toy plans on paper: give one, not both"
+    )
+    assert main(["plan", "--target", "toy", "--image", "img:1", "--filter", "in-container-3ranks"]) == 0
 
 
-def test_the_run_stage_and_the_command_line_name_no_target() -> None:
-    """The run stage and the CLI of run and plan reach targets through the registry only: no import of a kind's
-    folder (docker, engines, local, slurm, kubernetes)."""
-    concrete = ("distval.targets.docker", "distval.targets.engines", "distval.targets.local", "distval.targets.slurm")
-    paths = [*sorted((ROOT / "distval/session").glob("*.py")), *(ROOT / f"distval/cli/{n}.py" for n in ("run", "plan"))]
-    for path in paths:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        modules = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-        named = [m for m in modules if m.startswith(concrete + ("distval.targets.kubernetes",))]
-        assert named == [], (path, named)
+def test_a_kind_that_exports_gets_export_and_collect_and_its_run_is_refused(
+    toy: None, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "jobs"
+    config = str(ROOT / "configs" / "faults.yaml")
+    argv = ["export", "toycluster", config, "--image", "img:1", "--queue", "fast", "--run-id", "r1", "-o", str(out)]
+    assert main([*argv, "--filter", "kill-2x1"]) == 2
+    captured = capsys.readouterr()
+    assert "distval: not exported: kill-2x1: a toy cluster injects no fault" in captured.err
+    assert f"no scenario of {config} has a toy cluster's form" in captured.err
+    config = str(ROOT / "configs" / "default.yaml")
+    argv[2] = config
+    assert main([*argv, "--filter", "in-container-3ranks"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{out}/in-container-3ranks.job: in-container-3ranks",
+        f"run id r1: submit {out}/*.job",
+    ]
+    assert (out / "in-container-3ranks.job").read_text(encoding="utf-8") == "img:1 fast r1\n"
+    assert main(["export", "toycluster", config, "--image", "img:1", "--queue"]) == 2  # its option as declared
+    capsys.readouterr()
+    report = tmp_path / "report.json"
+    assert main(["collect", "toycluster", "a.job", "b.job", "--json", str(report)]) == 2
+    assert json.loads(report.read_text(encoding="utf-8"))["run_id"] == "toy-2"
+    assert "2 job(s), none ran" in capsys.readouterr().out
+    for command in (["plan", "--target", "toycluster"], ["run", "--target", "toycluster", "--image", "img:1", "-q"]):
+        assert main(command) == 2
+        assert (
+            "--target toycluster asks for a run distval starts, follows and stops itself (distval run); "
+            "the toycluster target cannot give it: use distval export toycluster (its scenarios written out, to be run "
+            "by hand), then distval collect toycluster (what ran by hand judged into the reports)"
+        ) in capsys.readouterr().err
+
+
+def test_without_the_line_a_kind_has_no_export(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["export", "toycluster", "c.yaml", "--image", "img:1"]) == 2
+    assert "invalid choice: 'toycluster'" in capsys.readouterr().err
+
+
+def test_a_kind_and_its_declaration_agree_on_what_it_gives() -> None:
+    """Which of run, export and collect a kind has is its declaration's: a kind that disagrees is never made."""
+    with pytest.raises(ValueError, match="disagree on \\['export'\\]"):
+        TargetKind(
+            declaration=TOY, chosen=lambda _o: False, chosen_with="", make=_make, dry_run=_dry_run, export=CLUSTER_KIND.export
+        )
+    with pytest.raises(ValueError, match="disagree on \\['run'\\]"):
+        TargetKind(declaration=TOY, chosen=lambda _o: False, chosen_with="")
+    for kind in registry.kinds():
+        assert kind.declaration.name == kind.name  # made: the registry's kinds agree
+
+
+def _distval_imports(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0]
+    found += [alias.name for n in ast.walk(tree) if isinstance(n, ast.Import) for alias in n.names]
+    return found
+
+
+# The modules outside targets/ that still import a kind's folder, and what of it: the doctor's checks of one Engine
+# and of --local. Each is to go through the registry as run, plan, export, collect, cleanup, nodes and the Engine's
+# class do; none may be added (this list only shrinks).
+STILL_NAMED = {
+    "distval/doctor/checks.py": {"distval.targets.docker.engine_advice", "distval.targets.local.runtime"},
+    "distval/doctor/torch_probe.py": {"distval.targets.docker.plan", "distval.targets.docker.runtime"},
+}
+
+
+def test_no_module_outside_targets_imports_a_kinds_folder_but_the_listed_ones() -> None:
+    """Every module of distval outside targets/ reaches a target through the registry (run, plan, export, collect):
+    no import of a kind's folder (docker, engines, local, slurm, kubernetes), but the listed ones, which only
+    shrink."""
+    kinds = {p.name for p in (ROOT / "distval/targets").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert {"docker", "engines", "local", "slurm", "kubernetes"} <= kinds
+    concrete = tuple(f"distval.targets.{kind}" for kind in sorted(kinds))
+    found: dict[str, set[str]] = {}
+    for path in sorted((ROOT / "distval").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("distval/targets/"):
+            continue
+        named = {m for m in _distval_imports(path) if m in concrete or m.startswith(tuple(c + "." for c in concrete))}
+        if named:
+            found[relative] = named
+    assert found == STILL_NAMED
+
+
+# The modules outside targets/ that still compare a value with a target's name (or its reports' name, "host"): the
+# doctor's two modes (in containers, --local).
+STILL_CHECKING = {"distval/cli/doctor.py", "distval/doctor/checks.py"}
+
+
+def _names_compared(tree: ast.AST, names: set[str]) -> list[int]:
+    """The lines where a comparison has a kind's name on one side (``x == "slurm"``, ``mode in ("docker",)``)."""
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        constants = [c for side in sides for c in ([side] if isinstance(side, ast.Constant) else getattr(side, "elts", []))]
+        if any(isinstance(c, ast.Constant) and c.value in names for c in constants):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_outside_targets_checks_a_targets_name_but_the_listed_ones() -> None:
+    names = {kind.name for kind in registry.kinds()} | {kind.mode for kind in registry.kinds()} | {"engines"}
+    assert {"local", "host", "slurm", "kubernetes", "docker"} <= names
+    found = {}
+    for path in sorted((ROOT / "distval").rglob("*.py")):
+        relative = path.relative_to(ROOT).as_posix()
+        if relative.startswith("distval/targets/"):
+            continue
+        lines = _names_compared(ast.parse(path.read_text(encoding="utf-8")), names)
+        if lines:
+            found[relative] = lines
+    assert set(found) == STILL_CHECKING, found
+    # The check can fail: a comparison with a kind's name is found.
+    assert _names_compared(ast.parse('if plan.mode == "host":\n    pass\n'), names) == [1]
+    assert _names_compared(ast.parse('ok = kind in ("docker", "x")\n'), names) == [1]

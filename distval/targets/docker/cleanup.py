@@ -1,4 +1,4 @@
-"""``distval cleanup``: which runs' containers and networks to remove, and why.
+"""``distval cleanup``: which runs' containers and networks to remove, and why; and removing them from one Engine.
 
 A run's resources are removed only when the run is over: its owner (distval/owner.py) is dead (same
 machine, and no process with that pid and start time), or its newest resource is older than
@@ -9,17 +9,23 @@ distval before the owner labels) is kept, with the reason and the option that re
 
 from __future__ import annotations
 
-import re
+import socket
+import sys
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from distval.config.durations import format_duration
 from distval.engine_protocol import Resource
+from distval.errors import DistvalError
 from distval.labels import LABEL_ROLE, LABEL_RUN
 from distval.owner import Owner, boot_id, machine_id, owner_alive
 
+if TYPE_CHECKING:
+    from distval.targets.docker.engine import Engine
+
 NO_RUN_ID = "(no run id)"
-_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
 
 
 @dataclass(frozen=True)
@@ -46,26 +52,6 @@ class RunDecision:
     def counts(self) -> str:
         among = " (its reaper among them)" if self.has_reaper else ""
         return f"{self.containers} container(s){among}, {self.networks} network(s)"
-
-
-def parse_duration(text: str) -> float:
-    """``30m``, ``2h``, ``1h30m``, ``90s``, ``1d`` -> seconds; ValueError for anything else."""
-    value = text.strip()
-    if not value or _DURATION.sub("", value) != "":
-        raise ValueError(f"expected a duration such as 30m, 2h, 1h30m, 90s or 1d; got {text!r}")
-    return sum(float(number) * _UNITS[unit] for number, unit in _DURATION.findall(value))
-
-
-def format_duration(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds >= size:
-            return f"{seconds // size}{unit}{_rest(seconds % size)}"
-    return f"{seconds}s"
-
-
-def _rest(seconds: int) -> str:
-    return "" if seconds == 0 else format_duration(seconds)
 
 
 def by_run(resources: Iterable[Resource]) -> dict[str, list[Resource]]:
@@ -119,3 +105,61 @@ def decide(
             reason += f" (its newest resource is {format_duration(age)} old)"
         decisions.append(RunDecision(run_id, tuple(found), remove, reason))
     return decisions
+
+
+def clean_engine(
+    engine: Engine, run_id: str | None, every_run: bool, older_than: float | None, dry_run: bool, emit: Callable[[str], None]
+) -> tuple[dict[str, Any], int]:
+    """One Engine's cleanup (``distval cleanup``): the runs ``run_id`` names, every run (``every_run``), or those
+    that are over (``older_than``: also those older); its lines through ``emit``, its outcome as data (an Engine's
+    entry of ``distval cleanup --format json``), its exit code. ``dry_run``: the same decisions, nothing removed."""
+    runs: list[dict[str, Any]] = []
+    removed_containers = removed_networks = 0
+    # --dry-run: the same decisions, the same lines, in the conditional ("would remove"); nothing removed.
+    verb, keep = ("would remove", "would keep") if dry_run else ("removed", "kept")
+
+    def outcome(error: str | None) -> dict[str, Any]:
+        return {
+            "engine": engine.where,
+            "runs": runs,
+            "removed_containers": removed_containers,
+            "removed_networks": removed_networks,
+            "kept_runs": sum(1 for run in runs if run["action"] == keep.replace(" ", "_")),
+            "error": error,
+        }
+
+    try:
+        if run_id or every_run:
+            reason = f"named with --run-id {run_id}" if run_id else "--all"
+            found = engine.list_managed([f"{LABEL_RUN}={run_id}"] if run_id else [])
+            decisions = [RunDecision(run_id, tuple(rs), True, reason) for run_id, rs in by_run(found).items()]
+        else:
+            decisions = decide(engine.list_managed(), older_than, time.time(), socket.gethostname())
+        for decision in decisions:
+            action = verb if decision.remove else keep
+            if not decision.remove:
+                containers, networks = decision.containers, decision.networks
+                emit(f"{keep} run {decision.run_id} ({decision.counts()}): {decision.reason}")
+            elif dry_run:
+                containers, networks = decision.containers, decision.networks
+            else:
+                containers, networks = engine.remove_resources(list(decision.resources))
+            if decision.remove:
+                removed_containers, removed_networks = removed_containers + containers, removed_networks + networks
+                emit(f"{verb} run {decision.run_id} ({containers} container(s), {networks} network(s)): {decision.reason}")
+            runs.append(
+                {
+                    "run_id": decision.run_id,
+                    "action": action.replace(" ", "_"),
+                    "reason": decision.reason,
+                    "containers": containers,
+                    "networks": networks,
+                    "reaper": decision.has_reaper,
+                }
+            )
+    except DistvalError as exc:
+        print(f"distval: {exc}", file=sys.stderr)
+        return outcome(str(exc)), exc.exit_code
+    result = outcome(None)
+    emit(f"{verb} {removed_containers} container(s) and {removed_networks} network(s); {keep} {result['kept_runs']} run(s)")
+    return result, 0

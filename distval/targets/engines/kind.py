@@ -6,17 +6,35 @@ from __future__ import annotations
 import fnmatch
 import os
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from distval.config import Config
-from distval.config.engine_hosts import TlsFiles
+from distval.config.engine_hosts import TlsFiles, tls_files
 from distval.config.shipped import SAMPLE_IMAGE_FLAG
 from distval.images.helper_base import DEFAULT, HELPER_BASE_DEST, HELPER_BASE_FLAG, HELPER_BASE_HELP, HelperBase, base_problem
 from distval.images.helper_base import choose as choose_helpers
 from distval.targets.base import Target
 from distval.targets.declarations import DOCKER
+from distval.targets.docker import beside as beside_container
+from distval.targets.docker import gpu_probe as gpu_probe_container
+from distval.targets.docker import reaper_container
+from distval.targets.docker.cleanup import clean_engine
 from distval.targets.docker.target import DockerTarget
-from distval.targets.engines.hosts import check_hosts_allowed, run_hosts, tls_files
-from distval.targets.kind import CHOICE, EngineFor, TargetKind, TargetOption, TargetOptions, Warn
+from distval.targets.engines.hosts import check_hosts_allowed, run_hosts
+from distval.targets.engines.plan import hosts_data, hosts_lines, probe_description
+from distval.targets.kind import (
+    CHOICE,
+    EngineFor,
+    NodeEngines,
+    PlanShown,
+    TargetKind,
+    TargetOption,
+    TargetOptions,
+    Warn,
+)
+
+if TYPE_CHECKING:
+    from distval.targets.docker.engine import Engine
 
 
 def containers_target(
@@ -83,6 +101,39 @@ def _dry_run(options: TargetOptions, config: Config, engine_for: EngineFor) -> T
     )
 
 
+def engine_class() -> type[Engine]:
+    """The Docker Engine's client class, imported on first use, and docker-py with it: host mode and ``plan`` never
+    need it (every command that uses Docker makes its Engines from it: distval/cli/main.py)."""
+    from distval.targets.docker.engine import Engine
+
+    return Engine
+
+
+# Node Engines (distval nodes): dind.py imports docker-py, which host mode and ``distval plan`` never need: imported
+# on use.
+def _start_nodes(count: int, plain: Sequence[int], progress: Warn) -> str:
+    from distval.targets.engines.dind import start_nodes
+
+    return start_nodes(count, plain, progress).describe()
+
+
+def _stop_nodes(set_id: str | None) -> tuple[int, int]:
+    from distval.targets.engines.dind import stop_nodes
+
+    return stop_nodes(set_id)
+
+
+def _beside() -> list[dict[str, Any]]:
+    """What distval starts beside the ranks, each from the declaration its Engine call uses; the fault helpers
+    are listed with their scenario's faults."""
+    return [
+        reaper_container.description(),
+        beside_container.description(),
+        gpu_probe_container.description(),
+        probe_description(),
+    ]
+
+
 CONTAINERS_KIND = TargetKind(
     declaration=DOCKER,
     chosen=lambda _options: True,
@@ -114,6 +165,10 @@ CONTAINERS_KIND = TargetKind(
             f"--image names the image under test, {SAMPLE_IMAGE_FLAG} asks for distval's sample: give one, not both",
         ),
     ),
+    plan_shown=PlanShown(_beside, hosts_lines, hosts_data),
+    clean_engine=clean_engine,
+    engine_class=engine_class,
+    node_engines=NodeEngines(_start_nodes, _stop_nodes),
     target_choice="docker",
     target_help="docker (the default: one Engine, or several with --hosts)",
 )

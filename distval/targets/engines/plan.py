@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 
 from distval.config import Scenario
-from distval.config.engine_hosts import HostSpec
+from distval.config.engine_hosts import HostSpec, check_urls
 from distval.errors import BadInput
 from distval.plan.model import ProbeHost, ScenarioPlan, Step
 from distval.plan.nodes import NODE0_HOST, NODE0_IP, Address, Site, base_name, build_nodes, scenario_labels, suite_copies
@@ -34,7 +34,7 @@ from distval.plan.placeholders import placeholder
 from distval.plan.specs import ContainerOptions, ContainerPlan
 from distval.targets.docker.plan import CONTAINER_FILE_MODES, CONTAINER_ROOT
 from distval.targets.docker.plan import plan_scenario as plan_on_one_engine
-from distval.targets.engines.hosts import check_urls, placement
+from distval.targets.engines.hosts import placement
 
 SOCKET_IFNAME = placeholder("socket_ifname")
 MASTER_PORT = placeholder("master_port")

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from typing import Concatenate, ParamSpec, TypeVar
 
 from distval import strict_json
-from distval.config.engine_hosts import HostSpec, TlsFiles
+from distval.config.engine_hosts import HostSpec, TlsFiles, host_specs
 from distval.engine_protocol import EngineAPI
 from distval.errors import EngineError
 from distval.escape import terminal_line
@@ -25,7 +25,6 @@ from distval.run.events import RunEvents
 from distval.run.steps import Skip, run_steps
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.runtime import EngineNodes, files_archive
-from distval.targets.engines.hosts import host_specs
 from distval.targets.engines.transfer import same_image
 
 P = ParamSpec("P")

@@ -52,7 +52,7 @@ from distval.targets.declarations import KUBERNETES
 from distval.targets.docker.plan import C10D_PORT, MASTER_PORT
 from distval.targets.docker.runtime import suite_dir
 from distval.targets.engines.planning import plan_run
-from distval.targets.kubernetes.origin import Origin
+from distval.targets.origin import Origin
 from distval.targets.plan_file import PLAN_SHA256_KEY, plan_text, sha256_text
 
 LAYOUTS = ("indexed-job", "jobset")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from distval.config import Config
-from distval.config.shipped import SAMPLE_IMAGE_FLAG
 from distval.targets.base import Target
 from distval.targets.declarations import LOCAL
 from distval.targets.kind import FLAG, EngineFor, TargetKind, TargetOption, TargetOptions, Warn
@@ -38,14 +37,6 @@ LOCAL_KIND = TargetKind(
             "with --local: the Python whose torch runs the scenarios (default: each scenario's python, found on PATH)",
             metavar="PATH",
             needs_its_target="names the local Python of --local",
-        ),
-    ),
-    refuses=(
-        (("image",), "--image names a container image, --local runs the local Python's torch: give one, not both"),
-        (("hosts",), "--hosts names Docker Engines, --local runs local processes without Docker: give one, not both"),
-        (
-            ("sample_image",),
-            f"{SAMPLE_IMAGE_FLAG} names a container image, --local runs the local Python's torch: give one",
         ),
     ),
     report_mode="host",  # the reports' name of it, as before --local had its name

@@ -33,6 +33,8 @@ from distval.targets.capabilities import IMAGE_ENVIRONMENT
 from distval.targets.declarations import LOCAL
 
 MODE = "host"
+SUITE_MARK = "[host]"  # after each testsuite's name
+IMAGE_OPTIONS = ("--local", "--python")  # the reproduce command runs it again on the same Python
 LOOPBACK = "127.0.0.1"
 LOOPBACK_SUBNETS = "127.0.0.0/8"  # what {subnets} resolves to in host mode
 MASTER_PORT = placeholder("master_port")
@@ -82,6 +84,8 @@ def plan_local_scenario(
         containers=nodes.containers,
         steps=nodes.steps,
         mode=MODE,
+        suite_mark=SUITE_MARK,
+        image_options=IMAGE_OPTIONS,
         root_dir=root_dir,
     )
 

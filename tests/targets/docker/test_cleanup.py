@@ -9,14 +9,15 @@ from typing import Any
 
 import pytest
 
-import distval.cli.cleanup
 import distval.cli.main
+import distval.targets.docker.cleanup
 from distval.cli.main import main
+from distval.config.durations import format_duration, parse_duration
 from distval.engine_protocol import Resource
 from distval.errors import EngineError
 from distval.labels import LABEL_MANAGED, LABEL_OWNER_HOST, LABEL_OWNER_MACHINE, LABEL_OWNER_PID, LABEL_OWNER_STARTED, LABEL_RUN
 from distval.owner import UNKNOWN, Owner, current_owner, machine_id, owner_alive, start_time
-from distval.targets.docker.cleanup import RunDecision, decide, format_duration, parse_duration
+from distval.targets.docker.cleanup import RunDecision, decide
 from tests.fake_engine import FakeEngine
 
 NOW = 1_800_000_000.0
@@ -94,7 +95,7 @@ def test_owner_labels_round_trip_and_garbage_names_no_owner() -> None:
 def test_another_machine_with_this_host_name_is_kept_unless_named_or_old(
     engine: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(distval.cli.cleanup.time, "time", lambda: NOW)
+    monkeypatch.setattr(distval.targets.docker.cleanup.time, "time", lambda: NOW)
     me, dead = current_owner(), dead_owner()
     other = "f" * 32
     assert me.machine and me.machine != other
@@ -244,7 +245,7 @@ def test_cleanup_run_id_and_all_remove_live_runs(engine: Any, capsys: pytest.Cap
 
 
 def test_cleanup_older_than(engine: Any, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(distval.cli.cleanup.time, "time", lambda: NOW)
+    monkeypatch.setattr(distval.targets.docker.cleanup.time, "time", lambda: NOW)
     me = current_owner()
     engine.held = resources("old", me, age_s=3 * 3600) + resources("young", me, age_s=60)
     assert main(["cleanup", "--older-than", "2h"]) == 0

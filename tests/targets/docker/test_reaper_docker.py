@@ -28,7 +28,7 @@ from distval.plan.specs import ContainerPlan, NetworkPlan
 from distval.tarball import File, build_tar
 from distval.targets.docker.engine import Engine
 from distval.targets.docker.reaper import GRACE_S, REAPER_PORT, addresses, daemon_command, engine_socket_path
-from tests.docker_helpers import harness_context, leftovers
+from tests.docker_helpers import leftovers
 from tests.paths import ROOT
 
 pytestmark = pytest.mark.docker
@@ -325,18 +325,6 @@ def test_a_reaper_nobody_connects_to_reaps_after_its_first_connection_window(
     start_reaper(run_id, KEY, first_s=3)
     elapsed, left = wait_until_gone(docker_client, run_id, REAP_BOUND_S)
     assert left == [], f"expected the reaper to reap run {run_id} when distval never connected; the Engine holds {left}"
-
-
-@pytest.fixture(scope="module")
-def harness_image(
-    docker_client: Any, fixture_image: Callable[[str], str], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[str]:
-    base = fixture_image(distval.images.recipes.HARNESS_BASE)
-    tag = "distval-test/harness-reaper:" + secrets.token_hex(3)
-    context = harness_context(tmp_path_factory.mktemp("harness"))
-    Engine("tests-harness-image").build(context, tag, {}, print, buildargs={"BASE": base, "PIP_NO_INDEX": "1"})
-    yield tag
-    docker_client.images.remove(tag, force=True)
 
 
 @pytest.mark.parametrize("network", ["bridge", "own"], ids=["docker-run", "compose-like-network"])

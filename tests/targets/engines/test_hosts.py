@@ -16,6 +16,7 @@ import pytest
 
 from distval.cli.plan_render import plan_as_data, render_plan
 from distval.config import load_config, parse_config
+from distval.config.engine_hosts import host_specs, parse_hosts, tls_files
 from distval.config.engine_urls import url_problem
 from distval.engine_protocol import ContainerState, ImageInfo
 from distval.errors import BadInput, EngineError, ImageMissing
@@ -25,7 +26,7 @@ from distval.plan.placeholders import facts_on_host, host_fact, resolve
 from distval.run.steps import WAIT_SLICE_S
 from distval.targets.base import plan_on, refuse_what_it_lacks
 from distval.targets.docker.runtime import HOST_WATCH_S
-from distval.targets.engines.hosts import host_specs, parse_hosts, placement, run_hosts, tls_files
+from distval.targets.engines.hosts import placement, run_hosts
 from distval.targets.engines.plan import rendezvous_target
 from distval.targets.engines.planning import plan_run
 from distval.targets.engines.target import EnginesTarget

@@ -48,7 +48,7 @@ from distval.targets.kubernetes.export import (
     quantity,
     render,
 )
-from distval.targets.kubernetes.origin import Origin, origin_data, origin_from_data
+from distval.targets.origin import Origin, origin_data, origin_from_data
 from distval.targets.plan_file import PLAN_SHA256_KEY, sha256_text
 from tests.paths import DATA, GOLDEN, ROOT
 
