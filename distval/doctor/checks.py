@@ -1,47 +1,30 @@
-"""The checks of ``distval doctor``, declared once in CHECKS (name, where it applies, what it looks at, its function):
-the text and JSON output (distval/cli/doctor.py) and the table of docs/doctor.md derive from it.
+"""What every kind's ``distval doctor`` shares: a check as declared (its name, what it looks at), its finding, a line
+of the output, the exit code, how free disk space is judged (the report directory's check is every kind's), and the
+table of docs/doctor.md. Each kind of target that has a doctor declares its own checks, with their functions, in its
+``doctor`` (distval/targets/kind.py's DoctorCommand, in its own folder); nothing here knows a kind.
 
 Each check returns one Finding: ok, warn (a run can go on, with less), fail (a run cannot: exit 3) or skip (it could
-not look, and says why). A finding says what was found and, when not ok, what to do. Checks of one Engine run once
-per Engine (the one of DOCKER_HOST, or each of --hosts); a check that needs an Engine that did not answer is skipped.
+not look, and says why). A finding says what was found and, when not ok, what to do.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from distval.config.keys import DEFAULT_PYTHON
 from distval.doctor import machine
-from distval.doctor.torch_probe import TorchFacts, probe_image, probe_local, probe_plan
-from distval.engine_protocol import API_VERSION_GPUS, API_VERSION_NEEDED, EngineAPI, EngineFacts, ImageInfo
-from distval.errors import EXIT_ENVIRONMENT, EXIT_PASSED, EngineError, EngineUnreachable, EnvironmentUnusable
-from distval.images import FIXTURES, RECIPE_LABEL, recipe_hash
-from distval.targets.docker.engine_advice import WITHOUT_DOCKER, context_endpoint, current_context, export_line
-from distval.targets.local.runtime import find_python
+from distval.errors import EXIT_ENVIRONMENT, EXIT_PASSED
 
 Status = Literal["ok", "warn", "fail", "skip"]
-Mode = Literal["docker", "local"]
 STATUSES: tuple[Status, ...] = ("ok", "warn", "fail", "skip")
 
-DEFAULT_SOCKET = "unix:///var/run/docker.sock"
-
-# Free space where the Engine keeps images and containers. A CUDA build of torch makes a 5-10 GB image, building
-# a fixture or receiving an image across hosts (docker load) needs its size again, and every rank container
-# writes logs and results there: below the first a run may stop on a full disk, below the second the
-# 1.2 GB sample image (distval-fixtures/torch:2.6-debian) cannot even be built.
-ENGINE_DISK_WARN_BYTES = 10 * machine.GIB
-ENGINE_DISK_FAIL_BYTES = 2 * machine.GIB
 # Free space in the report directory (the current one): a report is at most REPORT_MAX_BYTES (256 MiB,
 # distval/bounded_read.py) but usually kilobytes; below the first a large run's reports may not fit, below the
 # second not even a small one's JUnit, JSON and Markdown.
 REPORT_DISK_WARN_BYTES = 256 * machine.MIB
 REPORT_DISK_FAIL_BYTES = 16 * machine.MIB
-
-ENGINE_TODO = f"start Docker, or set DOCKER_HOST to a running Engine's address, {WITHOUT_DOCKER}"
 
 
 @dataclass(frozen=True)
@@ -51,398 +34,23 @@ class Finding:
     todo: str = ""  # what to do; empty when ok
 
 
-@dataclass
-class EngineSlot:
-    """One Engine the doctor looks at: how it was reached (or why not), and what it said, asked once."""
-
-    where: str  # its address (DOCKER_HOST, the default socket, or a --hosts URL)
-    label: str  # how the output names it ("" for the one Engine of a plain run)
-    engine: EngineAPI | None
-    error: EngineError | None = None  # why there is no engine
-    _facts: EngineFacts | EngineError | None = None
-    _image: ImageInfo | EngineError | None = None
-    _image_asked: bool = False
-
-    @property
-    def local(self) -> bool:
-        """Reached through a socket on this machine (its DockerRootDir may be readable here)."""
-        return self.where.startswith("unix://")
-
-    def facts(self) -> EngineFacts:
-        if self._facts is None:
-            assert self.engine is not None
-            try:
-                self._facts = self.engine.describe()
-            except EngineError as exc:
-                self._facts = exc
-        if isinstance(self._facts, EngineError):
-            raise self._facts
-        return self._facts
-
-    def image(self, reference: str) -> ImageInfo | None:
-        if not self._image_asked:
-            assert self.engine is not None
-            self._image_asked = True
-            try:
-                self._image = self.engine.image(reference)
-            except EngineError as exc:
-                self._image = exc
-        if isinstance(self._image, EngineError):
-            raise self._image
-        return self._image
-
-
-@dataclass
-class Doctor:
-    """What one ``distval doctor`` looks at."""
-
-    mode: Mode
-    image: str
-    run_id: str
-    slots: Sequence[EngineSlot] = ()
-    python: str | None = None  # --python (--local)
-    report_dir: str = "."
-    _local: TorchFacts | str | None = field(default=None, repr=False)
-    _python: str | None = field(default=None, repr=False)
-
-    def local_probe(self) -> tuple[str, TorchFacts | str]:
-        """(the local Python, its probe's facts or why there are none), measured once; EnvironmentUnusable when
-        no Python is found."""
-        if self._python is None:
-            self._python = find_python(self.python or DEFAULT_PYTHON, "--python" if self.python else "the python")
-        if self._local is None:
-            self._local = probe_local(self._python)
-        return self._python, self._local
-
-
-CheckFunction = Callable[[Doctor, EngineSlot], Finding]
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DoctorCheck:
+    """A check as the output and the docs name it; a kind's own check adds the function that looks."""
+
     name: str
-    modes: tuple[Mode, ...]
-    per_engine: bool  # once per Engine (the slot is the Engine's) or once (the slot is the first Engine, if any)
     what: str  # what it looks at, for the docs
-    function: CheckFunction
-
-
-def _version_tuple(text: str) -> tuple[int, ...] | None:
-    try:
-        return tuple(int(part) for part in text.split("."))
-    except ValueError:
-        return None
-
-
-def _dotted(version: tuple[int, ...]) -> str:
-    return ".".join(str(part) for part in version)
-
-
-def _engine_down(slot: EngineSlot) -> Finding | None:
-    """The skip of a check that needs the Engine, when the Engine did not answer."""
-    if slot.engine is None:
-        return Finding("skip", "the Engine did not answer (see the engine check)")
-    return None
-
-
-def check_engine(doctor: Doctor, slot: EngineSlot) -> Finding:
-    if slot.engine is None:
-        if isinstance(slot.error, EngineUnreachable):
-            return Finding("fail", slot.error.found, slot.error.todo or ENGINE_TODO)
-        return Finding("fail", str(slot.error), ENGINE_TODO)
-    try:
-        facts = slot.facts()
-    except EngineError as exc:
-        return Finding("fail", f"the Engine at {slot.where} answered a ping but not its version: {exc}", ENGINE_TODO)
-    found = f"Docker {facts.version or '(no version given)'}, API {facts.api_version or '?'} at {slot.where}"
-    needs = f"distval needs API >= {_dotted(API_VERSION_NEEDED)}, >= {_dotted(API_VERSION_GPUS)} for GPUs"
-    if facts.os_type and facts.os_type != "linux":
-        return Finding("fail", f"{found}, running {facts.os_type} containers", "switch Docker to Linux containers")
-    api = _version_tuple(facts.api_version)
-    if api is None:
-        return Finding("warn", f"{found}: its API version cannot be read ({needs})", "check that DOCKER_HOST is a Docker Engine")
-    if api < API_VERSION_NEEDED:
-        return Finding("fail", f"{found} ({needs})", "upgrade Docker to 17.06 or later")
-    if api < API_VERSION_GPUS:
-        return Finding("warn", f"{found} ({needs})", "upgrade Docker to 19.03 or later for GPU scenarios")
-    return Finding("ok", f"{found} ({needs})")
-
-
-def check_context(doctor: Doctor, slot: EngineSlot) -> Finding:
-    """docker-py reads DOCKER_HOST only, not the Docker CLI's current context (engine_advice.py)."""
-    docker_host = os.environ.get("DOCKER_HOST")
-    if docker_host:
-        return Finding("ok", f"DOCKER_HOST={docker_host}: distval and the Docker CLI both use it (it overrides any context)")
-    context = current_context()
-    if context is None:
-        return Finding("ok", f"the Docker CLI's default context: distval and the CLI both talk to {DEFAULT_SOCKET}")
-    endpoint = context_endpoint(context)
-    if endpoint == DEFAULT_SOCKET:
-        return Finding("ok", f"the Docker CLI's context {context!r} is {DEFAULT_SOCKET}, the Engine distval talks to")
-    at = f" ({endpoint})" if endpoint else ""
-    todo = f"export DOCKER_HOST={endpoint}" if endpoint else export_line(context)
-    return Finding(
-        "warn",
-        f"the Docker CLI uses context {context!r}{at}, which docker-py does not read: distval talks to {DEFAULT_SOCKET}",
-        todo,
-    )
-
-
-def check_compose(doctor: Doctor, slot: EngineSlot) -> Finding:
-    found = machine.compose_versions()
-    if not found:
-        return Finding(
-            "warn",
-            "neither docker-compose nor docker compose answers --version",
-            "only the compose way of running (compose.yaml) needs it: install Docker Compose v2 (the docker-compose-plugin "
-            "package) to use it",
-        )
-    return Finding("ok", "; ".join(f"{how}: {version}" for how, version in found.items()))
-
-
-def check_gpu_runtime(doctor: Doctor, slot: EngineSlot) -> Finding:
-    down = _engine_down(slot)
-    if down is not None:
-        return down
-    try:
-        facts = slot.facts()
-    except EngineError as exc:
-        return Finding("skip", f"the Engine did not say its runtimes: {exc}")
-    gpus = [device for device in facts.cdi_devices if device.startswith("nvidia.com/gpu")]
-    seen = [f"runtimes {', '.join(facts.runtimes) or '(none given)'}"] + ([f"CDI devices {', '.join(gpus)}"] if gpus else [])
-    if "nvidia" in facts.runtimes or gpus:
-        return Finding("ok", "; ".join(seen))
-    return Finding(
-        "warn",
-        f"no nvidia runtime and no CDI GPU device ({'; '.join(seen)}): scenarios that need GPUs are skipped "
-        "(they fail with --require-gpu); CPU scenarios are not affected",
-        "for GPU scenarios, install the NVIDIA Container Toolkit and configure Docker for it "
-        "(sudo nvidia-ctk runtime configure, then restart Docker)",
-    )
-
-
-def _disk(where: str, free: int, warn_below: int, fail_below: int, todo: str) -> Finding:
-    found = f"{machine.size_text(free)} free in {where}"
-    if free < fail_below:
-        return Finding("fail", f"{found} (a run needs {machine.size_text(fail_below)} at least)", todo)
-    if free < warn_below:
-        return Finding("warn", f"{found} (less than {machine.size_text(warn_below)})", todo)
-    return Finding("ok", found)
-
-
-def check_engine_disk(doctor: Doctor, slot: EngineSlot) -> Finding:
-    down = _engine_down(slot)
-    if down is not None:
-        return down
-    if not slot.local:
-        return Finding("skip", f"the Engine at {slot.where} is on another machine: its disk is not measured from here")
-    try:
-        root = slot.facts().root_dir
-    except EngineError as exc:
-        return Finding("skip", f"the Engine did not say where it keeps its data: {exc}")
-    free = machine.free_bytes(root) if root and os.path.isdir(root) else None
-    if free is None:
-        return Finding(
-            "skip",
-            f"the Engine's data directory {root or '(not given)'} is not readable here (Docker Desktop's VM, rootless "
-            "Docker, or distval in a container)",
-        )
-    todo = "free space there: docker system prune removes unused images and stopped containers"
-    return _disk(f"the Engine's data directory {root}", free, ENGINE_DISK_WARN_BYTES, ENGINE_DISK_FAIL_BYTES, todo)
-
-
-def check_report_disk(doctor: Doctor, slot: EngineSlot) -> Finding:
-    path = str(Path(doctor.report_dir).resolve())
-    free = machine.free_bytes(path)
-    if free is None:
-        return Finding("fail", f"cannot read the free space of the report directory {path}", "run distval where it can write")
-    todo = "free space there, or write the reports elsewhere (--junit, --json, --markdown PATH)"
-    return _disk(f"the report directory {path}", free, REPORT_DISK_WARN_BYTES, REPORT_DISK_FAIL_BYTES, todo)
-
-
-def check_image(doctor: Doctor, slot: EngineSlot) -> Finding:
-    down = _engine_down(slot)
-    if down is not None:
-        return down
-    try:
-        info = slot.image(doctor.image)
-    except EngineError as exc:
-        return Finding("fail", f"cannot inspect {doctor.image}: {exc}", ENGINE_TODO)
-    if info is not None:
-        found = f"{doctor.image} is in the Engine ({info.id[:19]})"
-        if doctor.image in FIXTURES and info.labels.get(RECIPE_LABEL) != recipe_hash(doctor.image):
-            return Finding("warn", f"{found}, built from an older recipe", "distval run rebuilds it (minutes)")
-        return Finding("ok", found)
-    if doctor.image in FIXTURES:
-        return Finding(
-            "warn",
-            f"{doctor.image} is not built yet",
-            f"distval run builds it (minutes), or: distval fixtures build {doctor.image}",
-        )
-    found = f"{doctor.image} is not in the Engine at {slot.where}, and distval never pulls"
-    elsewhere = [other.where for other in doctor.slots if other is not slot and _has_image(other, doctor.image)]
-    if elsewhere:
-        return Finding("warn", f"{found}; {elsewhere[0]} has it", "distval run copies it there (--image-distribution)")
-    return Finding("fail", found, f"docker pull {doctor.image} (or docker load it), or name another image with --image")
-
-
-def _has_image(slot: EngineSlot, image: str) -> bool:
-    try:
-        return slot.engine is not None and slot.image(image) is not None
-    except EngineError:
-        return False
-
-
-def check_image_torch(doctor: Doctor, slot: EngineSlot) -> Finding:
-    down = _engine_down(slot)
-    if down is not None:
-        return down
-    if not _has_image(slot, doctor.image):
-        return Finding("skip", f"{doctor.image} is not in the Engine (see the image check)")
-    assert slot.engine is not None
-    try:
-        answer = probe_image(slot.engine, probe_plan(doctor.image, DEFAULT_PYTHON, doctor.run_id))
-    except EngineError as exc:
-        return Finding("fail", f"cannot run the torch probe in {doctor.image}: {exc}", ENGINE_TODO)
-    return _torch_finding(answer, f"in {doctor.image}", "the image")
-
-
-def _torch_finding(answer: TorchFacts | str, where: str, whose: str) -> Finding:
-    if isinstance(answer, str):
-        return Finding("fail", f"import torch {where}: {answer}", f"check that {whose} has a working {DEFAULT_PYTHON} with torch")
-    if not answer.torch_version:
-        return Finding(
-            "fail",
-            f"import torch {where} failed (Python {answer.python_version}): {answer.error}",
-            f"every scenario needs torch: install it in {whose}",
-        )
-    if not answer.distributed:
-        return Finding(
-            "fail", f"{answer.summary()} {where}: torch.distributed is not available", "use a torch built with distributed"
-        )
-    if not answer.gloo:
-        return Finding(
-            "warn", f"{answer.summary()} {where}: no gloo", "scenarios with backend gloo (the default) fail: use backend nccl"
-        )
-    return Finding("ok", f"{answer.summary()} {where}")
-
-
-def check_python(doctor: Doctor, slot: EngineSlot) -> Finding:
-    try:
-        python, answer = doctor.local_probe()
-    except EnvironmentUnusable as exc:
-        return Finding("fail", str(exc), "give the Python whose torch should run the scenarios: --python PATH")
-    if isinstance(answer, str):
-        return Finding("fail", f"{python}: {answer}", "give a working Python: --python PATH")
-    return Finding("ok", f"{python} (Python {answer.python_version})")
-
-
-def check_python_torch(doctor: Doctor, slot: EngineSlot) -> Finding:
-    try:
-        python, answer = doctor.local_probe()
-    except EnvironmentUnusable:
-        return Finding("skip", "no Python (see the python check)")
-    return _torch_finding(answer, f"in {python}", python)
-
-
-CHECKS: tuple[DoctorCheck, ...] = (
-    DoctorCheck(
-        name="engine",
-        modes=("docker",),
-        per_engine=True,
-        function=check_engine,
-        what="the Engine answers; its version and API version (and the minimum distval needs)",
-    ),
-    DoctorCheck(
-        name="context",
-        modes=("docker",),
-        per_engine=False,
-        function=check_context,
-        what="the Docker CLI's context against DOCKER_HOST: docker-py reads only DOCKER_HOST, so a context elsewhere is "
-        "not the Engine distval uses",
-    ),
-    DoctorCheck(
-        name="compose",
-        modes=("docker",),
-        per_engine=False,
-        function=check_compose,
-        what="docker-compose (v1) and docker compose (v2) answer --version; only compose.yaml needs one",
-    ),
-    DoctorCheck(
-        name="gpu-runtime",
-        modes=("docker",),
-        per_engine=True,
-        function=check_gpu_runtime,
-        what="the Engine has the nvidia runtime or CDI GPU devices (else GPU scenarios skip)",
-    ),
-    DoctorCheck(
-        name="engine-disk",
-        modes=("docker",),
-        per_engine=True,
-        function=check_engine_disk,
-        what=f"free space of the Engine's data directory, when it is on this machine (warn below "
-        f"{machine.size_text(ENGINE_DISK_WARN_BYTES)}, fail below {machine.size_text(ENGINE_DISK_FAIL_BYTES)})",
-    ),
-    DoctorCheck(
-        name="report-disk",
-        modes=("docker", "local"),
-        per_engine=False,
-        function=check_report_disk,
-        what=f"free space of the report directory, the current one (warn below {machine.size_text(REPORT_DISK_WARN_BYTES)}, "
-        f"fail below {machine.size_text(REPORT_DISK_FAIL_BYTES)})",
-    ),
-    DoctorCheck(
-        name="image",
-        modes=("docker",),
-        per_engine=True,
-        function=check_image,
-        what="the image is in the Engine (never pulled); a fixture image is built by distval run",
-    ),
-    DoctorCheck(
-        name="image-torch",
-        modes=("docker",),
-        per_engine=True,
-        function=check_image_torch,
-        what="import torch in the image, run as ranks run (no network, no privileges, a deadline): its version, CUDA build, "
-        "gloo and nccl",
-    ),
-    DoctorCheck(
-        name="python",
-        modes=("local",),
-        per_engine=False,
-        function=check_python,
-        what="--local: the Python found (--python, else python3 on PATH)",
-    ),
-    DoctorCheck(
-        name="python-torch",
-        modes=("local",),
-        per_engine=False,
-        function=check_python_torch,
-        what="--local: import torch in that Python: its version, CUDA build, gloo and nccl",
-    ),
-)
+    per: str = ""  # what it runs once for each of ("Engine": its lines name the Engine); empty: once
 
 
 @dataclass(frozen=True)
 class Line:
-    """One line of the doctor's output: a check, the Engine it looked at ("" for none), its finding."""
+    """One line of the doctor's output: a check, what it looked at when it runs once per thing ("" for none; the
+    Engine), its finding."""
 
     check: str
     engine: str
     finding: Finding
-
-
-def run_checks(doctor: Doctor) -> list[Line]:
-    """Every check of the doctor's mode, in CHECKS' order; one of an Engine, once per Engine."""
-    lines = []
-    none = EngineSlot(where="", label="", engine=None)
-    for check in CHECKS:
-        if doctor.mode not in check.modes:
-            continue
-        slots = doctor.slots if check.per_engine else doctor.slots[:1] or [none]
-        for slot in slots:
-            lines.append(Line(check.name, slot.label if check.per_engine else "", check.function(doctor, slot)))
-    return lines
 
 
 def exit_code(lines: Sequence[Line]) -> int:
@@ -452,10 +60,45 @@ def exit_code(lines: Sequence[Line]) -> int:
     return EXIT_PASSED
 
 
-def reference_markdown() -> str:
-    """The table of docs/doctor.md, from CHECKS."""
+def disk_finding(where: str, free: int, warn_below: int, fail_below: int, todo: str) -> Finding:
+    found = f"{machine.size_text(free)} free in {where}"
+    if free < fail_below:
+        return Finding("fail", f"{found} (a run needs {machine.size_text(fail_below)} at least)", todo)
+    if free < warn_below:
+        return Finding("warn", f"{found} (less than {machine.size_text(warn_below)})", todo)
+    return Finding("ok", found)
+
+
+REPORT_DISK = DoctorCheck(
+    name="report-disk",
+    what=f"free space of the report directory, the current one (warn below {machine.size_text(REPORT_DISK_WARN_BYTES)}, "
+    f"fail below {machine.size_text(REPORT_DISK_FAIL_BYTES)})",
+)
+
+
+def check_report_disk(report_dir: str) -> Finding:
+    """REPORT_DISK: every kind writes its reports here."""
+    path = str(Path(report_dir).resolve())
+    free = machine.free_bytes(path)
+    if free is None:
+        return Finding("fail", f"cannot read the free space of the report directory {path}", "run distval where it can write")
+    todo = "free space there, or write the reports elsewhere (--junit, --json, --markdown PATH)"
+    return disk_finding(f"the report directory {path}", free, REPORT_DISK_WARN_BYTES, REPORT_DISK_FAIL_BYTES, todo)
+
+
+def reference_markdown(declared: Sequence[tuple[str, Sequence[DoctorCheck]]]) -> str:
+    """The table of docs/doctor.md from each kind's doctor (where its checks run, as the table says it, and its
+    checks in order): a check that several kinds run (by its name) is one row, where it first comes."""
     rows = ["| check | runs | what it looks at |", "|---|---|---|"]
-    for check in CHECKS:
-        where = " and ".join("--local" if mode == "local" else "in containers" for mode in check.modes)
-        rows.append(f"| `{check.name}` | {where}{', per Engine' if check.per_engine else ''} | {check.what} |")
+    order: dict[str, DoctorCheck] = {}
+    runs: dict[str, list[str]] = {}
+    for where, checks in declared:
+        for check in checks:
+            first = order.setdefault(check.name, check)
+            if (first.what, first.per) != (check.what, check.per):
+                raise ValueError(f"doctor check {check.name}: two kinds declare it differently")
+            runs.setdefault(check.name, []).append(where)
+    for name, check in order.items():
+        per = f", per {check.per}" if check.per else ""
+        rows.append(f"| `{name}` | {' and '.join(runs[name])}{per} | {check.what} |")
     return "\n".join(rows) + "\n"

@@ -1,6 +1,6 @@
-"""The torch probe of ``distval doctor``: ``distval_suite/image_probe.py`` run in the image as distval runs its ranks
-(the suite copied in through the Engine API, no network, no capability, no new privileges, the image's own user,
-a deadline, removed afterwards), or by the local Python with ``--local``; and the one reader of its answer.
+"""The torch probe of ``distval doctor`` as every kind reads it: ``distval_suite/image_probe.py``, run where a kind's
+doctor runs it (in the image as distval runs its ranks: distval/targets/docker/doctor_probe.py; by the local Python:
+distval/targets/local/doctor.py), and the one reader of its answer and the finding made of it.
 
 The answer is the image's output, so it is data: every value is checked for its type and form before it is
 shown, text is escaped for the terminal, and an answer that is not what the probe prints is a failure that
@@ -10,26 +10,17 @@ quotes it (escaped), never a pass.
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
-from pathlib import Path
 
 from distval import strict_json
-from distval.engine_protocol import EngineAPI
+from distval.config.keys import DEFAULT_PYTHON
+from distval.doctor.checks import Finding
 from distval.escape import terminal_line
-from distval.plan.nodes import suite_copies
-from distval.plan.specs import ContainerOptions, ContainerPlan
-from distval.targets.docker.plan import CONTAINER_FILE_MODES, CONTAINER_ROOT
-from distval.targets.docker.runtime import files_archive, suite_dir
 
 PROBE_MODULE = "distval_suite.image_probe"
 # Importing a CUDA build of torch from an image's cold layers takes tens of seconds (local runs' TORCH_PROBE_TIMEOUT_S
 # is 120 s for the same reason); beyond that the probe is killed and the check fails.
 PROBE_TIMEOUT_S = 120.0
-# As the host probes (distval/targets/engines/plan.py): less than the ranks get, never more.
-PROBE_CAP_DROP = ("ALL",)
-PROBE_SECURITY_OPT = ("no-new-privileges",)
-PROBE_ENV = (("PYTHONDONTWRITEBYTECODE", "1"),)
 # How much of the image's text a finding quotes.
 QUOTE_MAX_CHARS = 200
 # A version as torch and Python print them: 2.6.0, 2.6.0+debian, 2.15.0a0+git1234abc, 3.13.1.
@@ -102,54 +93,22 @@ def read_answer(exit_code: int | None, stdout: str, stderr: str) -> TorchFacts |
     )
 
 
-def probe_plan(image: str, python: str, run_id: str) -> ContainerPlan:
-    """The probe container: the image under test on purpose, with the suite copied in and nothing else."""
-    return ContainerPlan(
-        name=f"distval-{run_id}-torch-probe",
-        hostname="",
-        node_rank=-1,
-        ranks=(),
-        argv=(python, "-m", PROBE_MODULE),
-        env=PROBE_ENV,
-        labels=(),
-        working_dir=CONTAINER_ROOT,
-        image=image,
-        options=ContainerOptions(cap_drop=PROBE_CAP_DROP, security_opt=PROBE_SECURITY_OPT),
-        files=suite_copies(CONTAINER_ROOT, CONTAINER_FILE_MODES),
-        network_mode="none",
-    )
-
-
-def probe_image(engine: EngineAPI, plan: ContainerPlan, timeout_s: float = PROBE_TIMEOUT_S) -> TorchFacts | str:
-    """Run the probe container to its end (killed at the deadline) and read its answer; whatever happens, every
-    container of the doctor's run is removed. Engine errors leave as EngineError."""
-    try:
-        handle = engine.create_container(plan)
-        engine.put_archive(handle, "/", files_archive(plan.files))
-        engine.start(handle)
-        if not engine.wait_stopped(handle, timeout_s):
-            engine.kill(handle)
-            return f"the probe did not finish within {timeout_s:g} s (killed)"
-        state = engine.state(handle)
-        stdout, stderr = engine.logs(handle)
-    finally:
-        engine.remove_labelled()
-    return read_answer(state.exit_code, stdout, stderr)
-
-
-def probe_local(python: str, timeout_s: float = PROBE_TIMEOUT_S) -> TorchFacts | str:
-    """The same probe run by a local Python, from the directory that holds distval_suite (``-m`` puts it first on
-    the path; the user's PYTHONPATH stays, as a local run keeps it)."""
-    try:
-        done = subprocess.run(
-            [python, "-m", PROBE_MODULE],
-            cwd=Path(suite_dir()).parent,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=timeout_s,
+def torch_finding(answer: TorchFacts | str, where: str, whose: str) -> Finding:
+    """The finding of a torch probe's answer: ``where`` it ran ("in IMAGE"), ``whose`` torch it is ("the image")."""
+    if isinstance(answer, str):
+        return Finding("fail", f"import torch {where}: {answer}", f"check that {whose} has a working {DEFAULT_PYTHON} with torch")
+    if not answer.torch_version:
+        return Finding(
+            "fail",
+            f"import torch {where} failed (Python {answer.python_version}): {answer.error}",
+            f"every scenario needs torch: install it in {whose}",
         )
-    except subprocess.TimeoutExpired:
-        return f"{python} -m {PROBE_MODULE} did not finish within {timeout_s:g} s"
-    except OSError as exc:
-        return f"cannot run {python}: {quoted(exc.strerror or str(exc))}"
-    return read_answer(done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
+    if not answer.distributed:
+        return Finding(
+            "fail", f"{answer.summary()} {where}: torch.distributed is not available", "use a torch built with distributed"
+        )
+    if not answer.gloo:
+        return Finding(
+            "warn", f"{answer.summary()} {where}: no gloo", "scenarios with backend gloo (the default) fail: use backend nccl"
+        )
+    return Finding("ok", f"{answer.summary()} {where}")

@@ -1,19 +1,22 @@
 """What each kind of target declares for the run stage and the command line (TorchX's schedulers declare their
 ``runopts`` the same way): its own options, when the command line chooses it, what it refuses beside it, the
 target it makes to run and the one it makes for a dry run (``distval plan``: no side effects), its export and
-collect where it has them (``distval export NAME``, ``distval collect NAME``: what runs by hand on it), and how the
-reports name it. Which of run, export and collect a kind has is its declaration's ways (capabilities.py): a kind
+collect where it has them (``distval export NAME``, ``distval collect NAME``: what runs by hand on it), its
+``distval doctor`` where it has one (its options, its checks and what yields their lines), and how the reports name
+it. Which of run, export and collect a kind has is its declaration's ways (capabilities.py): a kind
 whose callables disagree with them is refused when it is made. distval/targets/registry.py lists
 every kind; nothing outside targets/ names one."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from distval.config import Config
+from distval.doctor.checks import DoctorCheck, Line
+from distval.engine_protocol import EngineAPI
 from distval.plan.model import ScenarioPlan
 from distval.results.scenario import RunSummary
 from distval.targets.base import Target
@@ -26,6 +29,8 @@ if TYPE_CHECKING:
 Warn = Callable[[str], None]
 EngineFor = Callable[[str], "Engine"]
 EngineOn = Callable[[str, "HostSpec | None"], "Engine"]  # the Engine of DOCKER_HOST (None) or of one of --hosts
+# ``distval doctor``'s Engines, as the command line reaches them: the run id and DOCKER_HOST's (None) or one of --hosts.
+DoctorEngine = Callable[[str, "HostSpec | None"], EngineAPI]
 # One Engine's ``distval cleanup``: the Engine, --run-id, --all, --older-than, --dry-run and where its lines go ->
 # its outcome as data and its exit code.
 CleanEngine = Callable[["Engine", str | None, bool, float | None, bool, Warn], tuple[dict[str, Any], int]]
@@ -136,6 +141,7 @@ class TargetKind:
     node_engines: NodeEngines | None = None  # ``distval nodes``, where it runs across node Engines
     export: ExportCommand | None = None  # ``distval export NAME``; None: not among its declaration's ways
     collect: CollectCommand | None = None  # ``distval collect NAME``; None: not among its declaration's ways
+    doctor: DoctorCommand | None = None  # ``distval doctor`` when the doctor's options choose it; None: it has none
 
     def __post_init__(self) -> None:
         # One truth: what the declaration says the target gives (docs/targets.md, the refusals) is what it has.
@@ -191,3 +197,26 @@ class CollectCommand:
     summarize: Callable[[TargetOptions], RunSummary]
     exit_codes: tuple[int, ...]  # beside 0, 2 and 4, which every command can return
     options: tuple[TargetOption, ...] = ()
+
+
+def _no_image(_options: TargetOptions) -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class DoctorCommand:
+    """``distval doctor`` of a kind, chosen as the kind is (its ``chosen``, from the doctor's options: the first kind
+    with a doctor that the options choose). The command line gives every doctor --image, the --hosts options and
+    --format, and the kinds' own options; a kind's checks are its own, the parts they share distval/doctor/'s."""
+
+    runs: str  # where its checks run, as docs/doctor.md's table says it ("in containers")
+    heading: Callable[[TargetOptions], str]  # what the output's first line asks about ("can distval run here, ...?")
+    checks: tuple[DoctorCheck, ...]  # in the order of its lines
+    # The options and the Engines -> each check's line, in ``checks``' order (a check of each Engine once per Engine).
+    lines: Callable[[TargetOptions, DoctorEngine], Iterable[Line]]
+    image: Callable[[TargetOptions], str | None] = _no_image  # the image it looks at (the JSON's); None: none
+    options: tuple[TargetOption, ...] = ()
+    # (dests, refusal): refused when it is chosen and every one of those options is given, in this order.
+    refuses: tuple[tuple[tuple[str, ...], str], ...] = ()
+    # (dest, refusal): its option refused when given and another kind's doctor is chosen.
+    needs_it: tuple[tuple[str, str], ...] = ()

@@ -1,8 +1,8 @@
 """Every kind of target, in the order the command line's choice is asked (the first kind it chooses runs; the last
 is the default). A new target is a folder of its own with its ``TargetKind`` and one line here: the command line
-declares its options, ``--target`` offers it, the run stage and ``distval plan`` use it, and ``distval export`` and
-``distval collect`` offer it where it has them, all from this table; choosing one that distval does not run is refused,
-saying what it offers instead."""
+declares its options, ``--target`` offers it, the run stage and ``distval plan`` use it, and ``distval export``,
+``distval collect`` and ``distval doctor`` offer it where it has them, all from this table; choosing one that
+distval does not run is refused, saying what it offers instead."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from distval.targets.engines.kind import CONTAINERS_KIND
 from distval.targets.kind import (
     CleanEngine,
     CollectCommand,
+    DoctorCommand,
     EngineFor,
     ExportCommand,
     NodeEngines,
@@ -62,6 +63,31 @@ def exporting_kinds() -> tuple[tuple[TargetKind, ExportCommand], ...]:
 def collecting_kinds() -> tuple[tuple[TargetKind, CollectCommand], ...]:
     """The kinds ``distval collect`` offers, each with its collect."""
     return tuple((kind, kind.collect) for kind in kinds() if kind.collect is not None)
+
+
+def doctor_kinds() -> tuple[tuple[TargetKind, DoctorCommand], ...]:
+    """The kinds ``distval doctor`` checks for, each with its doctor, in the table's order (the first chosen is)."""
+    return tuple((kind, kind.doctor) for kind in kinds() if kind.doctor is not None)
+
+
+def doctor_options() -> tuple[TargetOption, ...]:
+    return tuple(option for _kind, doctor in doctor_kinds() for option in doctor.options)
+
+
+def chosen_doctor(options: TargetOptions) -> tuple[TargetKind, DoctorCommand]:
+    """The kind whose doctor the options choose (the first with a doctor that they choose) and its doctor; BadInput
+    (one line) for an option of another kind's doctor, or one its doctor refuses beside it."""
+    kind, doctor = next((kind, doctor) for kind, doctor in doctor_kinds() if kind.chosen(options))
+    for other, theirs in doctor_kinds():
+        if other is kind:
+            continue
+        for dest, refusal in theirs.needs_it:
+            if options.get(dest):
+                raise BadInput(refusal)
+    for dests, refusal in doctor.refuses:
+        if all(options.get(dest) for dest in dests):
+            raise BadInput(refusal)
+    return kind, doctor
 
 
 def engine_class() -> type[Engine]:

@@ -18,14 +18,18 @@ from typing import Any
 import pytest
 
 import distval.cli.main
+from distval.cli.doctor import declared_checks, doctor_reference
 from distval.cli.main import build_parser, main
 from distval.config.engine_hosts import HostSpec
 from distval.doctor import machine
-from distval.doctor.checks import CHECKS, exit_code, reference_markdown
-from distval.doctor.torch_probe import PROBE_MODULE, probe_image, probe_plan, read_answer
+from distval.doctor.checks import exit_code
+from distval.doctor.torch_probe import PROBE_MODULE, read_answer
 from distval.engine_protocol import API_VERSION_GPUS, API_VERSION_NEEDED, EngineFacts
+from distval.targets.docker import doctor as docker_doctor
+from distval.targets.docker.doctor_probe import probe_image, probe_plan
 from distval.targets.docker.engine import engine_facts
 from distval.targets.docker.engine_advice import context_endpoint
+from distval.targets.local import doctor as local_doctor
 from tests.fake_engine import FakeEngine
 from tests.paths import ROOT
 
@@ -40,8 +44,8 @@ GOOD = {
     "cuda_version": None,
 }
 GPU_FACTS = EngineFacts("27.5.1", "1.47", "linux", "/", ("nvidia", "runc"), ())
-DOCKER_NAMES = [c.name for c in CHECKS if "docker" in c.modes]
-LOCAL_NAMES = [c.name for c in CHECKS if "local" in c.modes]
+DOCKER_NAMES = [c.name for c in docker_doctor.CHECKS]
+LOCAL_NAMES = [c.name for c in local_doctor.CHECKS]
 
 
 def answer(**changes: object) -> tuple[str, str]:
@@ -486,9 +490,13 @@ def test_engine_facts_take_only_values_of_the_apis_types() -> None:
 
 def test_docs_doctor_md_holds_the_table_of_the_declared_checks() -> None:
     text = (ROOT / "docs" / "doctor.md").read_text()
-    assert reference_markdown() in text, "regenerate docs/doctor.md's table from distval.doctor.checks.reference_markdown()"
+    assert doctor_reference() in text, "regenerate docs/doctor.md's table from distval.cli.doctor.doctor_reference()"
 
 
 def test_every_declared_check_has_a_name_of_its_own_and_runs_in_some_mode() -> None:
-    assert len({c.name for c in CHECKS}) == len(CHECKS)
-    assert all(c.modes and c.what for c in CHECKS)
+    declared = declared_checks()
+    assert [runs for runs, _ in declared] == ["in containers", "--local"]  # each kind's doctor, the default first
+    for runs, checks in declared:
+        assert runs and checks
+        assert len({c.name for c in checks}) == len(checks)
+        assert all(c.what for c in checks)

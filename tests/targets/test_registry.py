@@ -1,9 +1,10 @@
 """The registry of targets (distval/targets/registry.py): a new kind of target is a folder of its own plus one line
 in the table. A toy kind, added here as that one line, gets its options on ``distval run`` and ``distval plan``,
 a name for --target, a dry run that plans, and refusals: of its options without it, and of what its declaration
-lacks. A toy cluster, which distval runs nothing on (as Kubernetes), gets ``distval export`` and ``distval
-collect`` commands with its options, and ``--target`` refused with its declared reason. Nothing outside targets/
-imports a kind's folder."""
+lacks; and, declaring a doctor, ``distval doctor``'s options, its checks' lines when they choose it, its refusals
+and its rows in docs/doctor.md's table. A toy cluster, which distval runs nothing on (as Kubernetes), gets
+``distval export`` and ``distval collect`` commands with its options, and ``--target`` refused with its declared
+reason. Nothing outside targets/ imports a kind's folder or compares a value with a kind's name."""
 
 from __future__ import annotations
 
@@ -11,12 +12,15 @@ import ast
 import json
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from distval.cli.doctor import doctor_reference
 from distval.cli.main import build_parser, main
 from distval.config import Config, Scenario
+from distval.doctor.checks import DoctorCheck, Finding, Line
 from distval.errors import InternalError
 from distval.plan.model import RunPlan, ScenarioPlan
 from distval.results.outcome import ScenarioOutcome
@@ -28,8 +32,11 @@ from distval.targets.capabilities import COLLECT, EXPORT, Lacking, TargetDeclara
 from distval.targets.docker import plan as one_engine
 from distval.targets.kind import (
     CHOICE,
+    FLAG,
     PATH,
     CollectCommand,
+    DoctorCommand,
+    DoctorEngine,
     EngineFor,
     ExportCommand,
     Exported,
@@ -95,9 +102,48 @@ def _dry_run(options: TargetOptions, _config: Config, _engine_for: EngineFor) ->
     return ToyTarget(options)
 
 
+# The toy's doctor: a check of its own, once, and one of each of its wheels (as the docker kind's checks of each
+# Engine), chosen by its flag (as --local chooses the local kind for a run and its doctor alike).
+@dataclass(frozen=True, kw_only=True)
+class ToyCheck(DoctorCheck):
+    function: Callable[[str], Finding]
+
+
+TOY_CHECKS = (
+    ToyCheck(name="shelf", what="the toy is on its shelf", function=lambda shelf: Finding("ok", f"on the {shelf} shelf")),
+    ToyCheck(
+        name="wheel",
+        per="wheel",
+        what="each wheel turns",
+        function=lambda wheel: Finding("warn", f"{wheel} squeaks", "oil it") if wheel == "back" else Finding("ok", wheel),
+    ),
+)
+
+
+def _toy_lines(options: TargetOptions, _connect: DoctorEngine) -> Iterator[Line]:
+    shelf, wheels = TOY_CHECKS
+    yield Line(shelf.name, "", shelf.function(options.get("toy_shelf") or "bottom"))
+    for wheel in ("front", "back"):
+        yield Line(wheels.name, wheel, wheels.function(wheel))
+
+
+TOY_DOCTOR = DoctorCommand(
+    runs="--toy",
+    heading=lambda options: f"on the toy's {options.get('toy_shelf') or 'bottom'} shelf",
+    checks=TOY_CHECKS,
+    lines=_toy_lines,
+    options=(
+        TargetOption("--toy", "toy", "check the toy instead", kind=FLAG, default=False),
+        TargetOption("--toy-shelf", "toy_shelf", "with --toy: its shelf", metavar="SHELF"),
+    ),
+    refuses=((("hosts",), "doctor --toy checks a toy: --hosts goes without --toy"),),
+    needs_it=(("toy_shelf", "doctor --toy-shelf goes with --toy"),),
+)
+
+
 TOY_KIND = TargetKind(
     declaration=TOY,
-    chosen=lambda options: options.get("target") == "toy",
+    chosen=lambda options: options.get("target") == "toy" or bool(options.get("toy")),
     make=_make,
     dry_run=_dry_run,
     chosen_with="--target toy",
@@ -111,6 +157,7 @@ TOY_KIND = TargetKind(
     ),
     target_choice="toy",
     target_help="toy: plans only",
+    doctor=TOY_DOCTOR,
 )
 
 
@@ -249,6 +296,45 @@ def test_without_the_line_a_kind_has_no_export(capsys: pytest.CaptureFixture[str
     assert "invalid choice: 'toycluster'" in capsys.readouterr().err
 
 
+def test_a_kind_that_declares_a_doctor_gets_its_options_checks_and_refusals(
+    toy: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["doctor", "--toy", "--toy-shelf", "top", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["mode"], data["image"], data["exit_code"]) == ("toy", None, 0)
+    assert [(c["check"], c["engine"], c["status"], c["todo"]) for c in data["checks"]] == [
+        ("shelf", None, "ok", None),
+        ("wheel", "front", "ok", None),
+        ("wheel", "back", "warn", "oil it"),
+    ]
+    assert main(["doctor", "--toy"]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "distval doctor: can distval run here, on the toy's bottom shelf?",
+        "ok    shelf  on the bottom shelf",
+        "ok    wheel  [front] front",
+        "warn  wheel  [back] back squeaks -> oil it",
+        "2 ok, 1 warn, 0 fail, 0 skip: nothing stops a run (exit 0)",
+    ]
+    # Its refusals, as it declares them: its option without it, what it refuses beside it.
+    assert main(["doctor", "--toy-shelf", "top"]) == 2
+    assert capsys.readouterr().err.strip() == "distval: doctor --toy-shelf goes with --toy"
+    assert main(["doctor", "--toy", "--hosts", "tcp://10.0.0.1:2375"]) == 2
+    assert capsys.readouterr().err.strip() == "distval: doctor --toy checks a toy: --hosts goes without --toy"
+    # The other kinds' refusals still hold beside it.
+    assert main(["doctor", "--toy", "--python", "/usr/bin/python3"]) == 2
+    assert "doctor --python goes with --local" in capsys.readouterr().err
+    # docs/doctor.md's table has its rows.
+    rows = doctor_reference().splitlines()
+    assert "| `shelf` | --toy | the toy is on its shelf |" in rows
+    assert "| `wheel` | --toy, per wheel | each wheel turns |" in rows
+
+
+def test_without_the_line_a_kind_has_no_doctor(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["doctor", "--toy"]) == 2
+    assert "unrecognized arguments: --toy" in capsys.readouterr().err
+    assert "--toy" not in doctor_reference()
+
+
 def test_a_kind_and_its_declaration_agree_on_what_it_gives() -> None:
     """Which of run, export and collect a kind has is its declaration's: a kind that disagrees is never made."""
     with pytest.raises(ValueError, match="disagree on \\['export'\\]"):
@@ -261,43 +347,45 @@ def test_a_kind_and_its_declaration_agree_on_what_it_gives() -> None:
         assert kind.declaration.name == kind.name  # made: the registry's kinds agree
 
 
-def _distval_imports(path: Path) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def _distval_imports(source: str) -> list[str]:
+    tree = ast.parse(source)
     found = [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.level == 0]
     found += [alias.name for n in ast.walk(tree) if isinstance(n, ast.Import) for alias in n.names]
     return found
 
 
-# The modules outside targets/ that still import a kind's folder, and what of it: the doctor's checks of one Engine
-# and of --local. Each is to go through the registry as run, plan, export, collect, cleanup, nodes and the Engine's
-# class do; none may be added (this list only shrinks).
-STILL_NAMED = {
-    "distval/doctor/checks.py": {"distval.targets.docker.engine_advice", "distval.targets.local.runtime"},
-    "distval/doctor/torch_probe.py": {"distval.targets.docker.plan", "distval.targets.docker.runtime"},
-}
+def _concrete(imported: list[str], concrete: tuple[str, ...]) -> set[str]:
+    """Those of ``imported`` that are a kind's folder or in it."""
+    return {m for m in imported if m in concrete or m.startswith(tuple(c + "." for c in concrete))}
 
 
-def test_no_module_outside_targets_imports_a_kinds_folder_but_the_listed_ones() -> None:
-    """Every module of distval outside targets/ reaches a target through the registry (run, plan, export, collect):
-    no import of a kind's folder (docker, engines, local, slurm, kubernetes), but the listed ones, which only
-    shrink."""
+def test_no_module_outside_targets_imports_a_kinds_folder() -> None:
+    """Every module of distval outside targets/ reaches a target through the registry (run, plan, export, collect,
+    doctor, cleanup, nodes, the Engine's class): no import of a kind's folder (docker, engines, local, slurm,
+    kubernetes). The parts every kind's doctor shares (distval/doctor/) import no target at all: the kinds import
+    them."""
     kinds = {p.name for p in (ROOT / "distval/targets").iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert {"docker", "engines", "local", "slurm", "kubernetes"} <= kinds
     concrete = tuple(f"distval.targets.{kind}" for kind in sorted(kinds))
     found: dict[str, set[str]] = {}
+    scanned: dict[str, list[str]] = {}
     for path in sorted((ROOT / "distval").rglob("*.py")):
         relative = path.relative_to(ROOT).as_posix()
         if relative.startswith("distval/targets/"):
             continue
-        named = {m for m in _distval_imports(path) if m in concrete or m.startswith(tuple(c + "." for c in concrete))}
+        scanned[relative] = _distval_imports(path.read_text(encoding="utf-8"))
+        named = _concrete(scanned[relative], concrete)
         if named:
             found[relative] = named
-    assert found == STILL_NAMED
-
-
-# The modules outside targets/ that still compare a value with a target's name (or its reports' name, "host"): the
-# doctor's two modes (in containers, --local).
-STILL_CHECKING = {"distval/cli/doctor.py", "distval/doctor/checks.py"}
+    assert found == {}
+    doctor = {m for path, imported in scanned.items() if path.startswith("distval/doctor/") for m in imported}
+    assert not {m for m in doctor if m.startswith("distval.targets")}, doctor
+    # The scan can fail: it reads what a module imports, and a kind's folder among it is found.
+    assert "distval.targets.registry" in scanned["distval/cli/doctor.py"]
+    snippet = (
+        "import distval.targets.local.runtime\nfrom distval.targets.docker import doctor\nfrom distval.targets import kind\n"
+    )
+    assert _concrete(_distval_imports(snippet), concrete) == {"distval.targets.local.runtime", "distval.targets.docker"}
 
 
 def _names_compared(tree: ast.AST, names: set[str]) -> list[int]:
@@ -313,7 +401,7 @@ def _names_compared(tree: ast.AST, names: set[str]) -> list[int]:
     return lines
 
 
-def test_no_module_outside_targets_checks_a_targets_name_but_the_listed_ones() -> None:
+def test_no_module_outside_targets_checks_a_targets_name() -> None:
     names = {kind.name for kind in registry.kinds()} | {kind.mode for kind in registry.kinds()} | {"engines"}
     assert {"local", "host", "slurm", "kubernetes", "docker"} <= names
     found = {}
@@ -324,7 +412,7 @@ def test_no_module_outside_targets_checks_a_targets_name_but_the_listed_ones() -
         lines = _names_compared(ast.parse(path.read_text(encoding="utf-8")), names)
         if lines:
             found[relative] = lines
-    assert set(found) == STILL_CHECKING, found
+    assert found == {}
     # The check can fail: a comparison with a kind's name is found.
     assert _names_compared(ast.parse('if plan.mode == "host":\n    pass\n'), names) == [1]
     assert _names_compared(ast.parse('ok = kind in ("docker", "x")\n'), names) == [1]

@@ -19,6 +19,7 @@ from distval.targets.docker import beside as beside_container
 from distval.targets.docker import gpu_probe as gpu_probe_container
 from distval.targets.docker import reaper_container
 from distval.targets.docker.cleanup import clean_engine
+from distval.targets.docker.doctor import DOCTOR
 from distval.targets.docker.target import DockerTarget
 from distval.targets.engines.hosts import check_hosts_allowed, run_hosts
 from distval.targets.engines.plan import hosts_data, hosts_lines, probe_description
@@ -169,6 +170,7 @@ CONTAINERS_KIND = TargetKind(
     clean_engine=clean_engine,
     engine_class=engine_class,
     node_engines=NodeEngines(_start_nodes, _stop_nodes),
+    doctor=DOCTOR,
     target_choice="docker",
     target_help="docker (the default: one Engine, or several with --hosts)",
 )

@@ -6,6 +6,7 @@ from distval.config import Config
 from distval.targets.base import Target
 from distval.targets.declarations import LOCAL
 from distval.targets.kind import FLAG, EngineFor, TargetKind, TargetOption, TargetOptions, Warn
+from distval.targets.local.doctor import DOCTOR
 from distval.targets.local.target import LocalTarget
 
 
@@ -41,5 +42,6 @@ LOCAL_KIND = TargetKind(
     ),
     report_mode="host",  # the reports' name of it, as before --local had its name
     runs_images=False,
+    doctor=DOCTOR,
     summary_note="(host mode, --local: local processes with the local torch, no Docker; every testsuite is marked [host])",
 )
