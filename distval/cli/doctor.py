@@ -22,9 +22,6 @@ from distval.errors import EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL, EXIT
 from distval.targets.kind import DoctorEngine
 from distval.targets.registry import chosen_doctor, default_kind, doctor_kinds, doctor_options
 
-# How the doctor reaches an Engine: the one of DOCKER_HOST (None) or one of --hosts; distval/cli/main.py gives it,
-# so that docker-py is imported only when an Engine is asked.
-Connect = DoctorEngine
 # Its help's exit codes (distval/cli/main.py's COMMAND_EXIT_CODES puts them in the epilog).
 DOCTOR_EXIT_CODES = ExitCodes(
     (EXIT_PASSED, EXIT_BAD_INPUT, EXIT_ENVIRONMENT, EXIT_INTERNAL),
@@ -35,8 +32,10 @@ _COMMON = ("image", "hosts", "tls_ca", "tls_cert", "tls_key")
 
 
 def add_doctor_command(
-    commands: Any, connect: Connect, add_hosts_options: Callable[[argparse.ArgumentParser, bool], None]
+    commands: Any, connect: DoctorEngine, add_hosts_options: Callable[[argparse.ArgumentParser, bool], None]
 ) -> None:
+    """``connect``: how a kind's doctor reaches an Engine (DOCKER_HOST's, or one of --hosts); distval/cli/main.py gives
+    it, so that docker-py is imported only when an Engine is asked."""
     doctor = commands.add_parser(
         "doctor",
         help="check that distval can run here: the Engine, compose, GPUs, disk, the image and its torch",
@@ -55,7 +54,7 @@ def add_doctor_command(
     doctor.set_defaults(handler=functools.partial(command_doctor, connect=connect))
 
 
-def command_doctor(args: argparse.Namespace, connect: Connect) -> int:
+def command_doctor(args: argparse.Namespace, connect: DoctorEngine) -> int:
     options = command_options(args, doctor_options(), f"doctor-{secrets.token_hex(4)}", _COMMON)
     kind, doctor = chosen_doctor(options)
     lines = list(doctor.lines(options, connect))

@@ -22,7 +22,7 @@ from distval.cli.doctor import declared_checks, doctor_reference
 from distval.cli.main import build_parser, main
 from distval.config.engine_hosts import HostSpec
 from distval.doctor import machine
-from distval.doctor.checks import exit_code
+from distval.doctor.checks import DoctorCheck, exit_code, reference_markdown
 from distval.doctor.torch_probe import PROBE_MODULE, read_answer
 from distval.engine_protocol import API_VERSION_GPUS, API_VERSION_NEEDED, EngineFacts
 from distval.targets.docker import doctor as docker_doctor
@@ -500,3 +500,11 @@ def test_every_declared_check_has_a_name_of_its_own_and_runs_in_some_mode() -> N
         assert runs and checks
         assert len({c.name for c in checks}) == len(checks)
         assert all(c.what for c in checks)
+
+
+def test_a_check_several_kinds_run_is_one_row_and_declared_alike() -> None:
+    shared = DoctorCheck(name="shared", what="looks")
+    table = reference_markdown([("here", (shared,)), ("there", (DoctorCheck(name="own", what="mine"), shared))])
+    assert table.splitlines()[2:] == ["| `shared` | here and there | looks |", "| `own` | there | mine |"]
+    with pytest.raises(ValueError, match="two kinds declare it differently"):
+        reference_markdown([("here", (shared,)), ("there", (DoctorCheck(name="shared", what="other"),))])
