@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from common import REPO_ROOT, BenchError, check_image, distval_executable
+from common import REPO_ROOT, BenchError, bench_run_id, check_image, distval_executable
 
 from distval.comparing.baseline import baseline_case
 from distval.comparing.deltas import DEFAULT_BUSBW_TOLERANCE, Tolerances
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             config.write_text(CONFIG, encoding="utf-8")
         reports = []
         for i in range(1, args.repeat + 1):
-            report = run_once(distval, config, args.image, Path(tmp) / f"run{i}.json", f"bench-bw-{i}")
+            report = run_once(distval, config, args.image, Path(tmp) / f"run{i}.json", bench_run_id("bb", i))
             reports.append(report)
             load = "/".join(f"{v:.1f}" for v in os.getloadavg())
             durations = ", ".join(f"{s['name']} {s['duration_s']:.1f} s" for s in report["scenarios"])

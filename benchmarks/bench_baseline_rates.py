@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
-from common import BenchError, check_image, distval_executable
+from common import BenchError, bench_run_id, check_image, distval_executable
 
 from distval.comparing.baseline import baseline_case
 from distval.comparing.deltas import Tolerances
@@ -111,7 +111,7 @@ def run_interleaved(images: Sequence[str], repeat: int) -> dict[str, list[dict[s
         for i in range(1, repeat + 1):
             for n, image in enumerate(images):
                 report = Path(tmp) / f"run{i}-{n}.json"
-                reports[image].append(run_once(distval, config, image, report, f"bench-rates-{i}-{n}"))
+                reports[image].append(run_once(distval, config, image, report, bench_run_id("br", f"{i}-{n}")))
                 load = "/".join(f"{v:.1f}" for v in os.getloadavg())
                 print(f"run {i} {image}: load {load}", flush=True)
     return reports

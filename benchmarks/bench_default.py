@@ -2,19 +2,20 @@
 
 What is measured, in one run, with ``--repeat N`` repetitions interleaved (distval, hand, distval, hand, ...):
 
-A) distval: wall time of ``distval run CONFIG --quiet --run-id bench-<i>`` as a subprocess (both scenarios of
+A) distval: wall time of ``distval run CONFIG --quiet --run-id bd-<pid>-<i>`` as a subprocess (both scenarios of
    the config: in-container 2 ranks and cross-container 2 ranks, the whole gloo suite). The process is
    started with subprocess.Popen and reaped with os.wait4, whose rusage gives the harness's peak resident
    memory (ru_maxrss, KiB on Linux). Its exit code must be 0.
 B) by hand: for each scenario of the same plan (distval.config.load_config + distval.targets.engines.planning.plan_run with run id
-   ``bench-hand-<i>``, so names, hostnames, command lines, env, labels and working dir are exactly distval's):
+   ``bh-<pid>-<i>``, so names, hostnames, command lines, env, labels and working dir are exactly distval's):
    ``docker network create --internal``, ``docker network inspect`` (the subnets distval puts in the spec),
    ``docker create`` per container, ``docker cp -`` of the tar made by distval.targets.docker.runtime.files_archive from the
    container's plan, ``docker start``, ``docker wait``, ``docker cp <container>:/distval/results -``
    (every rank must have written its rank-<rank>.jsonl with only passed or skipped records for every check,
    else the benchmark fails loudly), then ``docker rm -f`` and ``docker network rm``. Everything created carries
-   ``distval.managed=true`` and ``distval.run=bench-hand-<i>`` and is removed in ``finally``; leftovers of this
-   benchmark's run ids are swept before and after.
+   ``distval.managed=true`` and ``distval.run=bh-<pid>-<i>`` and is removed in ``finally``. The run ids carry this
+   process's pid (common.bench_run_id): its own are swept after, and before only the leftovers of an earlier
+   benchmark whose process is gone (common.sweep_orphans), never a concurrent benchmark's.
 
 Printed: per repetition times, the median of each, the ratio median(distval) / median(hand) (target <= 1.03),
 distval's peak RSS in MiB (target < 150), the by-hand phases, and the harness's startup cost alone (median wall
@@ -43,6 +44,7 @@ from common import (
     REPO_ROOT,
     BenchError,
     Phases,
+    bench_run_id,
     check_image,
     container_archive,
     create_args,
@@ -55,6 +57,7 @@ from common import (
     resolved_containers,
     start_order,
     sweep,
+    sweep_orphans,
     target_verdict,
     verify,
 )
@@ -66,6 +69,9 @@ from distval.targets.engines.planning import plan_run
 DEFAULT_CONFIG = REPO_ROOT / "configs" / "default.yaml"
 RATIO_TARGET = 1.03  # issue 13
 RSS_TARGET_MIB = 150.0
+# The kinds of this benchmark's run ids (common.bench_run_id): distval's runs and the by-hand ones.
+DISTVAL_KIND = "bd"
+HAND_KIND = "bh"
 
 
 @dataclass
@@ -185,8 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     config_path: Path = args.config.resolve()
     config = load_config(config_path)
     distval = distval_executable(args.distval)
-    run_ids = [f"bench-{i}" for i in range(1, args.repeat + 1)] + [f"bench-hand-{i}" for i in range(1, args.repeat + 1)]
-    plan0 = plan_run(config, "bench-hand-1")
+    run_ids = [bench_run_id(kind, i) for kind in (DISTVAL_KIND, HAND_KIND) for i in range(1, args.repeat + 1)]
+    plan0 = plan_run(config, bench_run_id(HAND_KIND, 1))
     images = sorted({sp.image for sp in plan0.scenarios})
     for image in images:
         check_image(image)  # missing or stale: distval would fail or rebuild it inside the timed run
@@ -195,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"image(s): {', '.join(images)}; docker server {docker('version', '--format', '{{.Server.Version}}').decode().strip()}")
     print(f"repetitions: {args.repeat}, interleaved distval / hand\n", flush=True)
 
-    left_before = sum(sweep(run_id) for run_id in run_ids)
+    left_before = sweep_orphans((DISTVAL_KIND, HAND_KIND))
     if left_before:
         print(f"removed {left_before} container(s)/network(s) left by an earlier benchmark run", flush=True)
 
@@ -203,9 +209,9 @@ def main(argv: list[str] | None = None) -> int:
     hand_samples: list[HandSample] = []
     try:
         for i in range(1, args.repeat + 1):
-            d = run_distval(distval, config_path, f"bench-{i}")
+            d = run_distval(distval, config_path, bench_run_id(DISTVAL_KIND, i))
             distval_samples.append(d)
-            h = run_by_hand(plan_run(config, f"bench-hand-{i}"))
+            h = run_by_hand(plan_run(config, bench_run_id(HAND_KIND, i)))
             hand_samples.append(h)
             per_scenario = ", ".join(f"{name} {seconds:.2f} s" for name, seconds in h.scenario_s.items())
             print(

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
-from common import BenchError, check_image, distval_executable
+from common import BenchError, bench_run_id, check_image, distval_executable
 
 from distval.comparing.baseline import baseline_case
 from distval.comparing.deltas import Tolerances, confirm, deltas
@@ -81,7 +81,8 @@ def run_rounds(good: str, pairs: int, slow: Sequence[str] = SLOW_IMAGES) -> list
                 for member in order:
                     run_image = image if member == CANDIDATE else good
                     report = Path(tmp) / f"r{number}-{len(found)}-{member}.json"
-                    runs[member] = run_once(distval, config, run_image, report, f"bench-ref-{number}-{len(found)}-{member[0]}")
+                    run_id = bench_run_id("bx", f"{number}-{len(found)}{member[0]}")
+                    runs[member] = run_once(distval, config, run_image, report, run_id)
                     loads.append(os.getloadavg()[0])
                     load = "/".join(f"{v:.1f}" for v in os.getloadavg())
                     print(f"round {number} {label}: {member} {run_image}: load {load}", flush=True)

@@ -32,6 +32,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from common import bench_run_id
+
 from distval.config import load_config
 from distval.targets.docker.engine import Engine
 from distval.targets.engines.planning import plan_scenario
@@ -61,7 +63,8 @@ def docker_run(config: str, scenario: str, image: str, index: int) -> float:
     started = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-m", "distval", "run", config, "--filter", scenario, "--image", image, "--quiet"]
-        + ["--run-id", f"slurm-bench{index}"],  # its containers: distval-slurm-bench<i>-...
+        # Its containers: distval-sb-<pid>-<i>-... (this process's pid: two benchmarks at once never share a name).
+        + ["--run-id", bench_run_id("sb", index)],
         capture_output=True,
         text=True,
         check=False,

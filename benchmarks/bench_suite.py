@@ -4,11 +4,11 @@ What is measured, per image, with ``--repeat N`` repetitions interleaved (for ea
 distval and floor back to back; the order of the two alternates between repetitions so that neither always
 runs on a warmer Engine):
 
-A) distval: wall time of ``distval run CONFIG --image IMAGE --quiet --run-id bench-suite-<i>`` as a
+A) distval: wall time of ``distval run CONFIG --image IMAGE --quiet --run-id bs-<pid>-<i>`` as a
    subprocess. This runs every scenario of the config (default: 3 ranks in one container, 2 ranks in two
    containers and 2 x 2 across two containers, the whole gloo suite). Its exit code must be 0.
 B) the floor: the same plan (distval.config.load_config + distval.targets.engines.planning.plan_run with run id
-   ``bench-floor-<i>`` and the same image, so network, container names, hostnames, env, labels, working dir
+   ``bf-<pid>-<i>`` and the same image, so network, container names, hostnames, env, labels, working dir
    and torch.distributed.run command line are exactly distval's), except that the trailing
    ``-m distval_suite.main /distval/spec.json`` of each command line is replaced by ``/distval/init_only.py``, a
    script that only initializes the process group (gloo, env://), destroys it and exits. It is launched by
@@ -18,8 +18,9 @@ B) the floor: the same plan (distval.config.load_config + distval.targets.engine
    cp -`` of a tar holding the container's planned files (distval.targets.docker.runtime.files_archive) plus init_only.py,
    ``docker start`` (in distval's order), ``docker wait`` (every exit code must be 0), ``docker rm -f`` and
    ``docker network rm``. Everything created carries ``distval.managed=true`` and
-   ``distval.run=bench-floor-<i>`` and is removed in ``finally``; leftovers of this benchmark's run ids
-   (``bench-suite-<i>``, ``bench-floor-<i>``) are swept before and after.
+   ``distval.run=bf-<pid>-<i>`` and is removed in ``finally``. The run ids carry this process's pid (base 36:
+   common.bench_run_id), so two benchmarks at once never remove each other's containers: its own run ids are swept
+   after, and before only the leftovers of an earlier benchmark whose process is gone (common.sweep_orphans).
 
 So ``distval - floor`` is what the checks themselves, the harness and result collection cost on top of
 starting the containers and forming the process group. Printed: per repetition times, the medians per image
@@ -56,6 +57,7 @@ from typing import Any
 from common import (
     REPO_ROOT,
     BenchError,
+    bench_run_id,
     check_image,
     container_archive,
     create_args,
@@ -67,6 +69,7 @@ from common import (
     resolved_containers,
     start_order,
     sweep,
+    sweep_orphans,
 )
 
 from distval.checks.catalog import CATALOG
@@ -84,8 +87,9 @@ DEFAULT_IMAGES = (
 )
 DEFAULT_REPEAT = 3
 RATIO_TARGET = 1.5  # issue 13: the whole default config within 1.5x the floor on every fixture
-DISTVAL_RUN_ID = "bench-suite-{i}"
-FLOOR_RUN_ID = "bench-floor-{i}"
+# The kinds of this benchmark's run ids (common.bench_run_id): distval's runs and the floor's.
+DISTVAL_KIND = "bs"
+FLOOR_KIND = "bf"
 
 # What the plan's launcher ends with, and what the floor puts there instead.
 SUITE_ENTRY = ("-m", "distval_suite.main", SPEC_PATH)
@@ -382,9 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     distval = distval_executable(args.distval)
     images: list[str] = args.images
     count = args.repeat * len(images)
-    run_ids = [DISTVAL_RUN_ID.format(i=i) for i in range(1, count + 1)] + [FLOOR_RUN_ID.format(i=i) for i in range(1, count + 1)]
+    run_ids = [bench_run_id(kind, i) for kind in (DISTVAL_KIND, FLOOR_KIND) for i in range(1, count + 1)]
     ids = {image: check_image(image) for image in images}
-    plan0 = plan_run(config, FLOOR_RUN_ID.format(i=1), images[0])
+    plan0 = plan_run(config, bench_run_id(FLOOR_KIND, 1), images[0])
     for sp in plan0.scenarios:
         for cp in sp.containers:
             floor_argv(cp)  # fails before anything runs if the plan's command line changed shape
@@ -394,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"images: {', '.join(images)}")
     print(f"repetitions: {args.repeat} per image, interleaved distval / floor (order alternating per repetition)\n", flush=True)
 
-    left_before = sum(sweep(run_id) for run_id in run_ids)
+    left_before = sweep_orphans((DISTVAL_KIND, FLOOR_KIND))
     if left_before:
         print(f"removed {left_before} container(s)/network(s) left by an earlier run of this benchmark", flush=True)
 
@@ -406,13 +410,13 @@ def main(argv: list[str] | None = None) -> int:
             for result in results:
                 i += 1
                 image = result.image
-                plan = plan_run(config, FLOOR_RUN_ID.format(i=i), image)
+                plan = plan_run(config, bench_run_id(FLOOR_KIND, i), image)
                 if rep % 2:
-                    d = run_distval(distval, config_path, image, DISTVAL_RUN_ID.format(i=i), timeout_s)
+                    d = run_distval(distval, config_path, image, bench_run_id(DISTVAL_KIND, i), timeout_s)
                     f = run_floor(plan)
                 else:
                     f = run_floor(plan)
-                    d = run_distval(distval, config_path, image, DISTVAL_RUN_ID.format(i=i), timeout_s)
+                    d = run_distval(distval, config_path, image, bench_run_id(DISTVAL_KIND, i), timeout_s)
                 if image_id(image) != ids[image]:
                     raise BenchError(
                         f"image {image} changed during the benchmark (rebuilt by someone?): the numbers are not comparable"

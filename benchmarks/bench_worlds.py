@@ -39,9 +39,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from common import REPO_ROOT, BenchError, check_image, distval_executable, sweep
+from common import REPO_ROOT, BenchError, bench_run_id, check_image, distval_executable, sweep, sweep_orphans
 
 DEFAULT_IMAGE = "distval-fixtures/torch:2.6-debian"
+# This benchmark's run ids (common.bench_run_id: they carry its pid, so two at once never remove each other's).
+KIND = "bw"
 DEFAULT_WORLDS = (2, 3, 4, 8, 16)
 TOPOLOGIES = ("in-container", "cross-container")
 DEFAULT_CHECKS = ("env", "launch", "all_reduce", "store")
@@ -77,8 +79,7 @@ def config_text(topology: str, world: int, checks: list[str]) -> str:
 
 
 def run_one(distval: str, image: str, topology: str, world: int, checks: list[str], repetition: int) -> Sample:
-    run_id = f"bw{repetition}{topology[0]}{world}"
-    sweep(run_id)
+    run_id = bench_run_id(KIND, f"{repetition}{topology[0]}{world}")
     with tempfile.TemporaryDirectory(prefix="bench-worlds-") as tmp:
         config = Path(tmp) / "worlds.yaml"
         config.write_text(config_text(topology, world, checks), encoding="utf-8")
@@ -145,6 +146,9 @@ def main(argv: list[str] | None = None) -> int:
     # Both topologies at each size before the next size: a run cut short still has both at the small sizes.
     order = [(t, w) for w in sorted(set(args.worlds)) for t in args.topologies]
     print(f"image {args.image}; checks {', '.join(args.checks)}; {args.repeat} repetition(s), interleaved; cpus {os.cpu_count()}")
+    left_before = sweep_orphans((KIND,))  # a killed earlier benchmark's: never a live one's
+    if left_before:
+        print(f"removed {left_before} container(s)/network(s) left by an earlier run of this benchmark", flush=True)
     samples: list[Sample] = []
     for repetition in range(1, args.repeat + 1):
         for topology, world in order if repetition % 2 else list(reversed(order)):

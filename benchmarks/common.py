@@ -14,10 +14,11 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+from distval.cli.values import RUN_ID_PATTERN
 from distval.images import FIXTURES, RECIPE_LABEL, recipe_hash
 from distval.labels import LABEL_MANAGED, LABEL_RUN
 from distval.plan.model import ScenarioPlan, StartContainer
@@ -76,6 +77,93 @@ def sweep(run_id: str) -> int:
         docker("network", "rm", *networks)
         removed += len(networks)
     return removed
+
+
+# A benchmark's run ids name the process that owns them: "<kind>-<pid in base 36>-<n>" (distval's run ids are at most 16
+# characters: distval/cli/values.py RUN_ID_PATTERN). Two benchmarks at once never share a run id, so neither removes
+# the other's containers; a sweep of a killed benchmark's leftovers (``sweep_orphans``) removes only runs whose owner is
+# gone. Owners are told by pid on this machine: a benchmark in another pid namespace (another container, another host on
+# the same Engine) looks gone, so run those with another kind.
+_DIGITS36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _base36(number: int) -> str:
+    text = ""
+    while True:
+        number, digit = divmod(number, 36)
+        text = _DIGITS36[digit] + text
+        if not number:
+            return text
+
+
+def bench_run_id(kind: str, n: int | str, pid: int | None = None) -> str:
+    """This process's (or ``pid``'s) run id number ``n`` of a benchmark's ``kind`` ("bs": bench_suite's distval runs, ...);
+    BenchError where it is no run id distval takes."""
+    run_id = f"{kind}-{_base36(os.getpid() if pid is None else pid)}-{n}"
+    if "-" in kind or not RUN_ID_PATTERN.fullmatch(run_id):
+        raise BenchError(f"run id {run_id!r}: expected a kind without '-' and at most 16 lowercase letters, digits or '-'")
+    return run_id
+
+
+def run_owner(run_id: str, kinds: Collection[str]) -> int | None:
+    """The pid that owns a run id of one of these kinds (``bench_run_id``); None for any other run id."""
+    parts = run_id.split("-", 2)
+    if len(parts) != 3 or parts[0] not in kinds or not parts[1] or not parts[2]:
+        return None
+    if any(c not in _DIGITS36 for c in parts[1]):
+        return None
+    return int(parts[1], 36)
+
+
+def owner_alive(pid: int) -> bool:
+    """Whether a process with this pid runs on this machine (one of another user's counts: it may be a benchmark)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def managed_runs() -> list[tuple[str, str, str]]:
+    """("container" or "network", its id, its distval.run label) of everything distval-managed on the Engine."""
+    found = []
+    fmt = f'{{{{.ID}}}}\t{{{{.Label "{LABEL_RUN}"}}}}'
+    managed = f"label={LABEL_MANAGED}=true"
+    for kind, args in (("container", ("ps", "-a")), ("network", ("network", "ls"))):
+        for line in docker(*args, "--filter", managed, "--format", fmt).decode().splitlines():
+            ident, _, run = line.partition("\t")
+            if ident:
+                found.append((kind, ident, run))
+    return found
+
+
+def orphans(
+    runs: Sequence[tuple[str, str, str]], kinds: Collection[str], alive: Callable[[int], bool] = owner_alive
+) -> list[tuple[str, str, str]]:
+    """Of ``runs`` (``managed_runs``), those of a benchmark of these kinds whose owner is gone: never this process's,
+    never a live one's (a concurrent benchmark's), never a run id of another form."""
+    found = []
+    for kind, ident, run in runs:
+        owner = run_owner(run, kinds)
+        if owner is not None and owner != os.getpid() and not alive(owner):
+            found.append((kind, ident, run))
+    return found
+
+
+def sweep_orphans(kinds: Collection[str]) -> int:
+    """Remove the containers and networks a killed earlier benchmark of these kinds left (``orphans``); how many."""
+    found = orphans(managed_runs(), kinds)
+    containers = [ident for kind, ident, _ in found if kind == "container"]
+    networks = [ident for kind, ident, _ in found if kind == "network"]
+    if containers:
+        docker("rm", "-f", "-v", *containers)
+    if networks:
+        docker("network", "rm", *networks)
+    return len(found)
 
 
 def label_args(labels: Sequence[tuple[str, str]], run_id: str) -> list[str]:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distval.comparing.baseline import Comparison, ScenarioComparison
-from distval.comparing.deltas import BASELINE_CASE, Delta, Tolerances, busbw_figures, deltas
+from distval.comparing.deltas import BASELINE_CASE, Delta, Tolerances, busbw_figures, deltas, refused_busbw
 from distval.comparing.reading import iterations_of, unusable
 from distval.errors import EXIT_CHECKS_FAILED, EXIT_NOTHING_VALIDATED, EXIT_PASSED
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED
@@ -265,6 +265,7 @@ def _figures(
 ) -> list[Item]:
     assert scenario.old is not None and scenario.new is not None
     old_bw, new_bw = busbw_figures(scenario.old), busbw_figures(scenario.new)
+    old_refused, new_refused = refused_busbw(scenario.old), refused_busbw(scenario.new)
     found = []
     for key in [*new_bw, *(k for k in old_bw if k not in new_bw)]:
         name = f"{key[0]} {(new_bw.get(key) or old_bw[key]).label}"
@@ -276,8 +277,12 @@ def _figures(
             for f in (before, after)
         ]
         delta, reverse = forward.get(("busbw", name)), backward.get(("busbw", name))
-        if after is None:
+        if after is None and key in new_refused:  # fails closed: a figure that is no measurement is never a pass
+            status, why = REGRESSION, f"in NEW no measurement, refused: {new_refused[key][1]}"
+        elif after is None:
             status, why = REGRESSION, "in OLD, not in NEW: the figure vanished"
+        elif before is None and key in old_refused:
+            status, why = NOT_COMPARED, f"in OLD no measurement, refused: {old_refused[key][1]}"
         elif before is None:
             status, why = NOT_COMPARED, "only in NEW"
         elif delta is not None and delta.regressed:
@@ -289,6 +294,16 @@ def _figures(
         else:
             status, why = UNCHANGED, ""
         found.append(Item(scenario.name, BUSBW, name, status, sides[0], sides[1], _ratio(delta), why))
+    # Refused in both, or in NEW and absent from OLD: said too. NEW's image wrote a figure that is no measurement, so it
+    # regresses (fails closed, whatever OLD holds); OLD's alone compares nothing.
+    for key in [*new_refused, *(k for k in old_refused if k not in new_refused)]:
+        if key in old_bw or key in new_bw:
+            continue
+        label = (new_refused.get(key) or old_refused[key])[0]
+        refusals = (("OLD", old_refused), ("NEW", new_refused))
+        why = "; ".join(f"in {side} no measurement, refused: {refused[key][1]}" for side, refused in refusals if key in refused)
+        status = REGRESSION if key in new_refused else NOT_COMPARED
+        found.append(Item(scenario.name, BUSBW, f"{key[0]} {label}", status, None, None, None, why))
     return found
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from distval.comparing.reading import number_of
 from distval.config.references import REFERENCES_CASE
+from distval.results.bandwidth import busbw_problem
 from distval.results.outcome import EXIT_STATUS_CASE, SKIPPED
 
 BASELINE_CASE = "baseline"
@@ -145,10 +146,13 @@ def _positive(value: Any) -> float | None:
 
 
 def busbw_figures(scenario: Mapping[str, Any]) -> dict[tuple[str, int], BusbwFigure]:
-    """(operation, size) -> the figure's busbw and call times."""
+    """(operation, size) -> the figure's busbw and call times; a figure whose busbw is no measurement (``refused_busbw``)
+    is not one."""
     found: dict[tuple[str, int], BusbwFigure] = {}
     for figure in scenario.get("bandwidth") or []:
         try:
+            if _figure_problem(figure) is not None:
+                continue
             found[(str(figure["operation"]), int(figure["size"]))] = BusbwFigure(
                 str(figure["label"]),
                 float(figure["busbw_gbps"]),
@@ -157,6 +161,26 @@ def busbw_figures(scenario: Mapping[str, Any]) -> dict[tuple[str, int], BusbwFig
                 number_of(figure.get("best_time_us")),
                 _positive(figure.get("tcp_gbps")),
             )
+        except (AttributeError, KeyError, TypeError, ValueError):
+            continue
+    return found
+
+
+def _figure_problem(figure: Mapping[str, Any]) -> str | None:
+    """Why a report's figure has a busbw that is no measurement (0 or below, as a report written before distval
+    refused such records may hold); None when it is one."""
+    return busbw_problem(str(figure["operation"]), int(figure.get("world_size") or 0), figure)
+
+
+def refused_busbw(scenario: Mapping[str, Any]) -> dict[tuple[str, int], tuple[str, str]]:
+    """(operation, size) -> (label, why) of each figure that ``busbw_figures`` leaves out because its busbw is no
+    measurement: a comparison says why, instead of a figure that vanished or a ratio of 0."""
+    found: dict[tuple[str, int], tuple[str, str]] = {}
+    for figure in scenario.get("bandwidth") or []:
+        try:
+            problem = _figure_problem(figure)
+            if problem is not None:
+                found[(str(figure["operation"]), int(figure["size"]))] = (str(figure["label"]), problem)
         except (AttributeError, KeyError, TypeError, ValueError):
             continue
     return found

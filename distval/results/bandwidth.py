@@ -13,6 +13,11 @@ that means the same on two machines; ``best_tcp_gbps`` and ``best_efficiency`` t
 message and the fastest call. All None where the yardstick was off, failed, or the report predates it.
 The image wrote them, so they are taken only when finite, in range and consistent with each other and busbw
 (the record reader already refused what is not a finite number at all).
+
+busbw itself is a measurement only when above 0 (``busbw_problem``): a call that moved its bytes in a finite time. The
+one exception is a bus factor of 0 (one rank: all_reduce, all_gather, reduce_scatter and all_to_all move nothing over a
+bus), where the suite rightly writes 0. The record reader refuses a record with any other busbw (distval/results/
+records.py: its rank's testcase errors with the reason), and a figure read back from a report is dropped with it.
 """
 
 from __future__ import annotations
@@ -22,10 +27,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from distval_suite.bandwidth_figures import SAMPLES_MAX
+from distval_suite.bandwidth_figures import SAMPLES_MAX, bus_factor
 
 CHECK = "bandwidth"
 PREFIX = f"{CHECK}."
+
+# The yardstick's own testcase: its details hold the raw TCP figures, not a collective's.
+YARDSTICK_CASE = f"{PREFIX}yardstick"
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,41 @@ def yardstick_of(item: Mapping[str, object], busbw_gbps: float | None, prefix: s
     return tcp, ratio
 
 
+BUSBW_KEYS = ("busbw_gbps", "best_busbw_gbps")
+
+
+def busbw_problem(operation: str, world_size: int, figure: Mapping[str, object]) -> str | None:
+    """Why a figure's busbw (or its best) as the image wrote it is no measurement: not a number, not finite, below 0,
+    or 0 where the operation's bus factor on ``world_size`` ranks is not (bytes moved over the bus take no time);
+    None when each is a measurement, or absent (``best_busbw_gbps`` predates some reports; a figure without
+    ``busbw_gbps`` is no figure)."""
+    for key in BUSBW_KEYS:
+        if key not in figure or (key != "busbw_gbps" and figure[key] is None):
+            continue
+        value = _number_or_none(figure[key])
+        if value is None or not math.isfinite(value) or value < 0:
+            return f"{key} is {figure[key]!r}, not a finite number of 0 or more"
+        if value == 0 and (world_size < 1 or bus_factor(operation, world_size) > 0):
+            return f"{key} is {figure[key]!r}: {operation} over {world_size} ranks moves bytes, so 0 GB/s is no measurement"
+    return None
+
+
+def record_problem(case: str, details: Mapping[str, object]) -> str | None:
+    """Why the details of a ``bandwidth.<operation>`` record (``case``) hold a figure that is no measurement
+    (``busbw_problem``), named as the record reader names its other refusals (``details.figures[1].busbw_gbps ...``);
+    None when every figure is one, or the record is no operation's."""
+    figures = details.get("figures")
+    if not case.startswith(PREFIX) or case == YARDSTICK_CASE or not isinstance(figures, list):
+        return None
+    operation, world = case[len(PREFIX) :], _int(details.get("world_size"))
+    for index, item in enumerate(figures):
+        if isinstance(item, Mapping):
+            problem = busbw_problem(operation, world, item)
+            if problem is not None:
+                return f"details.figures[{index}].{problem}"
+    return None
+
+
 def figures_from_details(operation: str, details: Mapping[str, object]) -> tuple[Figure, ...]:
     """The figures of one ``bandwidth.<operation>`` testcase's details; () when it has none (skipped, crashed)."""
     raw = details.get("figures")
@@ -84,7 +127,7 @@ def figures_from_details(operation: str, details: Mapping[str, object]) -> tuple
     world = _int(details.get("world_size"))
     figures = []
     for item in raw:
-        if not isinstance(item, dict):
+        if not isinstance(item, dict) or busbw_problem(operation, world, item) is not None:
             continue
         try:
             busbw = float(item["busbw_gbps"])
@@ -141,10 +184,6 @@ def _float_or_none(value: object) -> float | None:
         return float(value) if value is not None else None  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-
-
-# The yardstick's own testcase: its details hold the raw TCP figures, not a collective's.
-YARDSTICK_CASE = f"{PREFIX}yardstick"
 
 
 def figures_of(cases: Iterable[tuple[str, Mapping[str, object]]]) -> tuple[Figure, ...]:

@@ -5,7 +5,8 @@ ended_at, hostname, attempt, started_at, details). Python's json module reads ``
 ``1e999`` (infinity) as floats and integers of any length, and a report writer that meets one later
 fails (JSON has no NaN; ``math.floor(inf)`` raises), losing every report. So a record is refused here,
 before anything uses it, unless each field has its type and each number is finite and in its range;
-strings and nesting are bounded so that one record cannot make a report of any size. A refused record
+strings and nesting are bounded so that one record cannot make a report of any size; a bandwidth figure's busbw must
+be a measurement (distval/results/bandwidth.py ``busbw_problem``: above 0). A refused record
 becomes an error of its rank's testcase with the reason (``error_record``) where its rank and testcase
 can be told, else only a problem of the scenario's results. ``read_records`` reads a container's record files
 so, once per scenario.
@@ -20,6 +21,7 @@ from typing import Any
 from distval import strict_json, text_caps
 from distval.config.layout import WORLD_SIZE_MAX
 from distval.plan.rank_files import RECORDS
+from distval.results import bandwidth
 from distval.results.outcome import ContainerOutcome
 
 NAME_MAX_CHARS = 256  # check, case, status, hostname
@@ -133,7 +135,11 @@ def validate_record(obj: object) -> str | None:
     if details is not None:
         if not isinstance(details, dict):
             return f"details: expected a JSON object; got a {type(details).__name__}"
-        return _value_problem(details, "details", 0, [DETAILS_MAX_ITEMS], DETAIL_STRING_MAX_CHARS)
+        problem = _value_problem(details, "details", 0, [DETAILS_MAX_ITEMS], DETAIL_STRING_MAX_CHARS)
+        if problem is not None:
+            return problem
+        # A busbw of 0 or below is no measurement: refused like any impossible number, never a figure or a pass.
+        return bandwidth.record_problem(str(obj.get("case") or obj["check"]), details)
     return None
 
 

@@ -159,6 +159,21 @@ class TargetKind:
     def mode(self) -> str:
         return self.report_mode or self.declaration.name
 
+    def chosen_again(self, options: TargetOptions) -> tuple[str, ...]:
+        """The options that choose this kind again with the settings ``options`` gave it, for the command that
+        reproduces a scenario: ``--target NAME`` where --target names it, then each of its own options given a value
+        other than its default, as given (a flag alone). For flags and options of text, a path or a choice; a kind
+        with an option of another kind (a duration, a parsed or repeated value) says its own."""
+        args = ["--target", self.target_choice] if self.target_choice is not None else []
+        for option in self.options:
+            if option.kind == DURATION or option.parse is not None or option.repeat or option.nargs is not None:
+                raise ValueError(f"target {self.name}: {option.flag} cannot be repeated as given; say it yourself")
+            value = options.get(option.dest)
+            if value is None or value == option.default:
+                continue
+            args += [option.flag] if option.kind == FLAG else [option.flag, str(value)]
+        return tuple(args)
+
 
 @dataclass(frozen=True)
 class Exported:

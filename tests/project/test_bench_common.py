@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import re
 from types import ModuleType
 from typing import Any
 
 import pytest
 
+from distval.cli.values import RUN_ID_PATTERN
 from distval.config import load_config
 from distval.plan.model import ContainerPlan, ScenarioPlan
 from distval.tarball import Directory, File, build_tar
@@ -127,3 +130,53 @@ def test_the_target_verdict_needs_the_whole_interval_on_one_side() -> None:
     assert common.target_verdict((1.04, 1.2), 1.03) == "missed"
     assert common.target_verdict((0.99, 1.05), 1.03).startswith("undecided")
     assert common.target_verdict(None, 1.03).startswith("undecided")
+
+
+def test_each_benchmark_process_has_run_ids_of_its_own() -> None:
+    """Two benchmarks at once never share a run id: each carries its process's pid, and reads back as its owner."""
+    mine, other = common.bench_run_id("bs", 12), common.bench_run_id("bs", 12, pid=os.getpid() + 1)
+    assert mine != other and mine.startswith("bs-") and mine.endswith("-12")
+    assert common.run_owner(mine, ("bs", "bf")) == os.getpid() and common.run_owner(other, ("bs",)) == os.getpid() + 1
+    widest = common.bench_run_id("bw", "12c16", pid=4_194_304)  # Linux's largest pid_max
+    assert RUN_ID_PATTERN.fullmatch(widest), widest
+    with pytest.raises(common.BenchError, match="at most 16"):
+        common.bench_run_id("bw", "12345678", pid=4_194_304)  # 17 characters
+    for foreign in ("bench-suite-3", "bs-3", "bf-x_y-1", "soak-a1b2c3", "bs--1"):
+        assert common.run_owner(foreign, ("bs", "bf")) is None, foreign
+
+
+def test_a_sweep_of_leftovers_spares_a_live_benchmarks_and_its_own() -> None:
+    """Only the runs of a benchmark whose process is gone are swept before a benchmark starts: never a concurrent
+    benchmark's (its pid alive), never this process's, never a run id of another form (distval's own, older ones)."""
+    live, dead = 4242, 4343
+    runs = [
+        ("container", "c1", common.bench_run_id("bs", 1, pid=live)),
+        ("network", "n1", common.bench_run_id("bf", 1, pid=live)),
+        ("container", "c2", common.bench_run_id("bs", 1, pid=dead)),
+        ("network", "n2", common.bench_run_id("bf", 2, pid=dead)),
+        ("container", "c3", common.bench_run_id("bs", 1)),  # this process's
+        ("container", "c4", common.bench_run_id("bd", 1, pid=dead)),  # another benchmark's kind
+        ("container", "c5", "bench-suite-1"),
+        ("container", "c6", "a1b2c3d4"),
+    ]
+    swept = common.orphans(runs, ("bs", "bf"), alive=lambda pid: pid == live)
+    assert [ident for _, ident, _ in swept] == ["c2", "n2"]
+    assert common.owner_alive(os.getpid()) and not common.owner_alive(0)
+
+
+# Where a benchmark names a run id: an assignment to a run id, a call that takes one, distval's --run-id.
+RUN_ID_USE = re.compile(
+    r"\w*(run_id|RUN_ID)\w*\s*=\s*.*[\"']|\b(run_once|run_distval|plan_run|sweep|run_by_hand)\(.*[\"']|--run-id\", *f?[\"']"
+)
+
+
+def test_no_benchmark_names_a_run_id_another_benchmark_at_once_would_share() -> None:
+    """A literal run id ("bench-suite-{i}") is the same in two benchmarks at once: their containers' names collide, and
+    one's sweep removes the other's. Each run id comes from common.bench_run_id, or carries a pid or a random token."""
+    fixed = [
+        f"{path.name}:{number}: {line.strip()}"
+        for path in sorted((ROOT / "benchmarks").glob("*.py"))
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if RUN_ID_USE.search(line) and not re.search(r"bench_run_id|pid|token|prefix", line)
+    ]
+    assert fixed == []

@@ -25,10 +25,10 @@ import pytest
 
 from distval.cli.main import main
 from distval.comparing.baseline import apply_baseline, baseline_case, compare_reports
-from distval.comparing.comparison import NO_REGRESSION, REGRESSED, judge
+from distval.comparing.comparison import NO_REGRESSION, NOT_COMPARED, REGRESSED, REGRESSION, judge
 from distval.comparing.comparison_markdown import render_comparison_markdown
 from distval.comparing.comparison_text import render_comparison_text
-from distval.comparing.deltas import BASELINE_CASE, Tolerances, confirm, deltas
+from distval.comparing.deltas import BASELINE_CASE, Tolerances, busbw_figures, confirm, deltas
 from distval.comparing.reading import combined_baseline
 from distval.config import parse_config
 from distval.config.byte_sizes import byte_size_value
@@ -38,7 +38,7 @@ from distval.reports.json_report import json_report
 from distval.reports.markdown import efficiency_table, render_markdown
 from distval.reports.mermaid import PALETTE, Series, busbw_chart, colour, legend
 from distval.results.bandwidth import figure_properties, figures_from_details, figures_of, link_of, topology_rows
-from distval.results.outcome import FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
+from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.results.scenario import summarize_scenario as summarize
 from distval.session.remeasure import BaselineOptions, remeasure
@@ -245,6 +245,61 @@ def test_an_untrusted_efficiency_is_dropped_not_reported(change: dict[str, Any],
     first, second = figures_from_details("all_reduce", raw)
     assert (first.tcp_gbps, first.efficiency, first.best_efficiency) == (None, None, None), why
     assert first.busbw_gbps == 0.5 and second.efficiency == 0.5
+
+
+@pytest.mark.parametrize("busbw", [0.0, -0.5])
+def test_an_impossible_busbw_refuses_the_record_never_a_figure_or_a_pass(busbw: float) -> None:
+    """A busbw of 0 or below (the image wrote it) is refused as the record reader refuses any impossible number: the
+    testcase errors with the reason, and the figure reaches no property, no JSON entry and no comparison."""
+    inside, _ = plans()
+    lines = [json.loads(line) for line in records(GOOD).decode().splitlines()]
+    for line in lines:
+        if line["case"] == "bandwidth.all_reduce":
+            line["details"]["figures"][0]["busbw_gbps"] = busbw
+    data = "".join(json.dumps(line) + "\n" for line in lines).encode()
+    container = ContainerOutcome("c0", 0, (0, 1), 0, False, "", "", {"rank-0.jsonl": data})
+    result = summarize(ScenarioOutcome(inside, "sha256:feed", 10.0, (container,)))
+    cases = {case.name: case for case in result.cases}
+    refused = cases["bandwidth.all_reduce"]
+    assert refused.status == ERROR and result.status == ERROR
+    assert "distval refused this rank's record" in refused.message
+    assert f"details.figures[0].busbw_gbps is {busbw!r}" in refused.message, refused.message
+    assert cases["results"].status == ERROR and "busbw_gbps" in cases["results"].message
+    assert cases["bandwidth.broadcast"].status == PASSED  # the other operation's record stands
+    assert [f.operation for f in result.figures] == ["broadcast", "broadcast"]
+    assert not any(name.startswith("bandwidth.all_reduce.") for name, _ in result.properties)
+    summary = RunSummary("run1", (result,), config_path="bw.yaml")
+    assert summary.exit_code == 1
+    assert "busbw_gbps is" in render_markdown(summary)
+
+
+@pytest.mark.parametrize("busbw", [0.0, -0.5])
+def test_compare_refuses_an_impossible_busbw_of_an_older_report_with_the_reason(busbw: float) -> None:
+    """A report written before such records were refused may hold the figure: compare says it is no measurement (a
+    regression where NEW has it, whatever OLD has, not compared where OLD alone has it), never a ratio of 0.00x."""
+    good = json_report(run_summary(GOOD))
+    bad = copy.deepcopy(good)
+    for scenario in bad["scenarios"]:
+        scenario["bandwidth"][0]["busbw_gbps"] = busbw  # all_reduce 4KiB
+    assert ("all_reduce", 4096) not in busbw_figures(bad["scenarios"][0])
+    assert [d.name for d in deltas(good["scenarios"][0], bad["scenarios"][0], Tolerances()) if d.kind == "busbw"] == [
+        "all_reduce 1MiB",
+        "broadcast 4KiB",
+        "broadcast 1MiB",
+    ]
+    worse = judge(compare_reports(good, bad, Tolerances()))
+    assert worse.verdict == REGRESSED
+    (item,) = [i for i in worse.having(REGRESSION) if i.scenario == "inside"]
+    assert item.name == "all_reduce 4KiB" and f"in NEW no measurement, refused: busbw_gbps is {busbw!r}" in item.why
+    text = render_comparison_text(worse)
+    assert "0.00x" not in text and "no measurement, refused" in text, text
+    better = judge(compare_reports(bad, good, Tolerances()))
+    assert better.verdict == NO_REGRESSION
+    (item,) = [i for i in better.items if i.scenario == "inside" and i.name == "all_reduce 4KiB"]
+    assert item.status == NOT_COMPARED and "in OLD no measurement, refused" in item.why
+    both = judge(compare_reports(bad, copy.deepcopy(bad), Tolerances()))
+    (item,) = [i for i in both.items if i.scenario == "inside" and i.name == "all_reduce 4KiB"]
+    assert item.status == REGRESSION and "in OLD no measurement" in item.why and "in NEW no measurement" in item.why
 
 
 @pytest.mark.parametrize(

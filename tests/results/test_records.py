@@ -69,6 +69,10 @@ def test_a_record_as_the_suite_writes_it_is_accepted() -> None:
         (with_figure(busbw_gbps=math.nan), "details.figures[1].busbw_gbps is nan, not a finite number"),
         (with_figure(busbw_gbps=-math.inf), "details.figures[1].busbw_gbps is -inf"),
         (with_figure(size=10**400), "details.figures[1].size is an integer of more than 20 digits"),
+        (with_figure(busbw_gbps=0.0), "details.figures[1].busbw_gbps is 0.0: all_reduce over 2 ranks moves bytes"),
+        (with_figure(busbw_gbps=-1.5), "details.figures[1].busbw_gbps is -1.5, not a finite number of 0 or more"),
+        (with_figure(busbw_gbps="2.0"), "details.figures[1].busbw_gbps is '2.0', not a finite number"),
+        (with_figure(best_busbw_gbps=-0.1), "details.figures[1].best_busbw_gbps is -0.1, not a finite number"),
         (with_figure(label="x" * 200_000), "details.figures[1].label is a string longer than"),
         (good(details={"a": json.loads("[" * 20 + "1" + "]" * 20)}), "nested deeper than"),
         (good(details={"many": list(range(200_000))}), "details holds too many values"),
@@ -98,3 +102,25 @@ def test_the_refused_record_becomes_its_ranks_error_in_its_attempt() -> None:
 def test_json_problem_finds_what_a_report_writer_cannot_write() -> None:
     assert json_problem({"a": [1, 2.5, "x", None, True]}) is None
     assert json_problem({"restart_count": math.nan}) == "the file.restart_count is nan, not a finite number within ±1e+30"
+
+
+@pytest.mark.parametrize(
+    ("case", "world_size", "refused"),
+    [
+        ("bandwidth.all_reduce", 1, False),  # one rank: all_reduce's bus factor 2(n-1)/n is 0, so is its busbw
+        ("bandwidth.all_gather", 1, False),
+        ("bandwidth.broadcast", 1, True),  # its factor is 1 on any world: 0 GB/s is no measurement
+        ("bandwidth.all_reduce", 3, True),
+    ],
+)
+def test_a_busbw_of_zero_is_a_measurement_only_where_the_bus_factor_is_zero(case: str, world_size: int, refused: bool) -> None:
+    record = good(case=case)
+    record["details"]["world_size"] = world_size
+    for figure in record["details"]["figures"]:
+        figure.update(busbw_gbps=0.0, best_busbw_gbps=0.0)
+    assert (validate_record(record) is not None) == refused
+
+
+def test_the_yardsticks_record_is_not_read_as_figures() -> None:
+    record = good(case="bandwidth.yardstick", details={"tcp": [{"size": 1024, "tcp_gbps": 0.5}], "world_size": 2})
+    assert validate_record(record) is None

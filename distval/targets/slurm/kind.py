@@ -40,7 +40,8 @@ from distval.targets.slurm.target import SlurmTarget
 
 
 def _make(options: TargetOptions, config: Config, _engine_for: EngineFor, _warn: Warn) -> Target:
-    """Slurm's client on this host, the jobs under --slurm-dir (nothing is written before a job is submitted)."""
+    """Slurm's client on this host, the jobs under --slurm-dir (nothing is written before a job is submitted); its
+    scenarios are reproduced with --target slurm and the options given to it (--bundle, --integration, ...)."""
     bundle, image_config = chosen_bundle(options.get("integration"), options.get("bundle"), "--target slurm")
     return SlurmTarget(
         LocalCommands(),
@@ -51,6 +52,7 @@ def _make(options: TargetOptions, config: Config, _engine_for: EngineFor, _warn:
         bundle,
         image_config,
         options.get("partition"),
+        (*SLURM_KIND.chosen_again(options), "--image"),
     )
 
 

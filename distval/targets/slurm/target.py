@@ -45,8 +45,11 @@ class SlurmTarget:
         bundle: str | None = None,
         image_config: dict[str, Any] | None = None,
         partition: str | None = None,
+        image_options: tuple[str, ...] = ("--target", SLURM.name, "--image"),
     ) -> None:
-        """``directory``: where the jobs' directories go, on a filesystem every node sees at the same path."""
+        """``directory``: where the jobs' directories go, on a filesystem every node sees at the same path;
+        ``image_options``: what its plans' reproduce command says before the image (--target slurm and the options
+        that chose this target: kind.py)."""
         self.commands = commands
         self.directory = Path(directory).resolve()
         self.image = image
@@ -55,13 +58,15 @@ class SlurmTarget:
         self.bundle = bundle
         self.image_config = image_config
         self.partition = partition
+        self.image_options = image_options
         self._active: dict[str, str] = {}  # job id -> scenario, for cancelling
         self._lock = threading.Lock()
         self._names: dict[str, str] = {}
         self.timings: dict[str, dict[str, float]] = {}  # scenario -> submit_to_start_s, cancel_s (measured)
 
     def plan_scenario(self, scenario: Scenario, run_id: str, slug: str, image: str | None = None) -> ScenarioPlan:
-        return one_engine.plan_scenario(scenario, run_id, image or self.image or scenario.image or DEFAULT_IMAGE, slug)
+        plan = one_engine.plan_scenario(scenario, run_id, image or self.image or scenario.image or DEFAULT_IMAGE, slug)
+        return dataclasses.replace(plan, image_options=self.image_options)  # reproduced on Slurm, not on Docker
 
     def open(self, plan: RunPlan, log: Log) -> None:
         self._names = dict(zip((s.slug for s in plan.scenarios), job_names(s.slug for s in plan.scenarios), strict=True))
@@ -108,7 +113,9 @@ class SlurmTarget:
                 self._active.pop(submitted.job_id, None)
         facts = read_job_facts(JobDir(str(directory)))
         lost = lost_nodes(self.commands, facts.nodes) if facts is not None else ()
-        return outcome_of(directory, dataclasses.replace(state, lost_nodes=lost))
+        outcome = outcome_of(directory, dataclasses.replace(state, lost_nodes=lost))
+        # The job's plan file's plan, reproduced as this target's plans are.
+        return dataclasses.replace(outcome, plan=dataclasses.replace(outcome.plan, image_options=plan.image_options))
 
     execute_again = execute
 

@@ -17,9 +17,11 @@ from distval.config import load_config
 from distval.plan.model import ScenarioPlan
 from distval.results.outcome import EXIT_STATUS_CASE
 from distval.results.scenario import summarize_scenario
+from distval.targets.registry import choose_target
 from distval.targets.slurm import jobs
 from distval.targets.slurm.target import SlurmTarget
 from tests.paths import ROOT
+from tests.reproduce_helpers import reproduced, run_options, same_target
 
 IMAGE = "distval-fixtures/torch:2.6-debian"
 NO_EVENTS: Any = None  # the slurm target tells no phases
@@ -116,3 +118,19 @@ def test_an_interrupt_raised_while_following_cancels_the_job(tmp_path: Path) -> 
     with pytest.raises(KeyboardInterrupt):
         target.execute(_plan(target), NO_EVENTS, threading.Event())
     assert ["scancel", "7"] in slurm.calls and slurm.state == "CANCELLED"
+
+
+def test_a_jobs_results_are_reproduced_on_slurm_with_the_options_given(tmp_path: Path) -> None:
+    """The outcome's plan is the job's plan file's (collect.py): its reproduce command still says --target slurm."""
+    options = run_options(["--target", "slurm", "--integration", "apptainer", "--slurm-dir", str(tmp_path), "--image", IMAGE])
+    target = choose_target(options, load_config(str(ROOT / "configs" / "default.yaml")), _no_engine, lambda _line: None)
+    assert isinstance(target, SlurmTarget)
+    target.commands = Slurm()
+    result = summarize_scenario(target.execute(_plan(target, timeout_s=0.3), NO_EVENTS, threading.Event()))
+    again = reproduced(result)
+    assert again[3:8] == ["--target", "slurm", "--slurm-dir", str(tmp_path), "--integration"]
+    same_target(options, again, "cross-container-2ranks")
+
+
+def _no_engine(_run_id: str) -> Any:
+    raise AssertionError("the slurm target asks no Engine")
