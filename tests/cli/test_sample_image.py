@@ -24,7 +24,7 @@ REFUSED = (
 @pytest.fixture
 def sample_run(fake_docker: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """The fake run's config, with the sample image taken as present (nothing is built)."""
-    monkeypatch.setattr(distval.targets.docker.target, "ensure_images", lambda engine, images, progress, helpers: None)
+    monkeypatch.setattr(distval.targets.docker.target, "ensure_images", lambda engine, images, progress, helpers, blocked: None)
     return fake_docker
 
 

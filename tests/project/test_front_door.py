@@ -136,7 +136,7 @@ def test_plan_without_a_config_plans_the_default_one(capsys: pytest.CaptureFixtu
 @pytest.fixture
 def default_run(fake_docker: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """`distval run` against the fake Engine with the default image taken as present (nothing is built)."""
-    monkeypatch.setattr(distval.targets.docker.target, "ensure_images", lambda engine, images, progress, helpers: None)
+    monkeypatch.setattr(distval.targets.docker.target, "ensure_images", lambda engine, images, progress, helpers, blocked: None)
 
 
 def test_run_without_config_or_image_says_it_validates_the_sample_image(

@@ -27,14 +27,15 @@ if TYPE_CHECKING:  # docker-py is imported with the Engine only where a run uses
 Log = Callable[[str], None]
 
 
-def ensure_images(engine: Engine, images: Sequence[str], log: Log, helpers: HelperBase) -> None:
+def ensure_images(engine: Engine, images: Sequence[str], log: Log, helpers: HelperBase, blocked: Log) -> None:
     """Every image is in the Engine: a missing or stale fixture is built (distval's helper images FROM ``helpers``'
     base, pulled by digest; the others with mmdebstrap); any other missing image stops the run (distval never pulls
-    an image under test)."""
+    an image under test). ``blocked``: where a wait for another fixture builder is said (the run's lines said
+    even with --quiet: minutes of silence look like a hang)."""
     for image in images:
         if image in FIXTURES and not is_current(engine, image):
             log(f"image {image} is missing or stale: building it now")
-            build_fixtures(engine, [image], log, helpers=helpers)
+            build_fixtures(engine, [image], log, helpers=helpers, blocked=blocked)
         elif engine.image(image) is None:
             raise ImageMissing(f"image {image} is not in the Docker Engine; distval never pulls: build, load or pull it first")
 

@@ -35,8 +35,9 @@ class DockerTarget:
         helpers: HelperBase = DEFAULT,
     ) -> None:
         """``image``: --image, over every scenario's; ``engine_for(run_id)``: the Engine, asked for only by ``open``;
-        ``warn``: where the one line of a run without a reaper goes; ``helpers``: what distval's own images (the
-        reaper's, the sample) are built FROM where the Engine lacks them."""
+        ``warn``: where the one line of a run without a reaper goes, and a wait for another fixture builder (both
+        said even with --quiet); ``helpers``: what distval's own images (the reaper's, the sample) are built FROM
+        where the Engine lacks them."""
         self.image = image
         self.helpers = helpers
         self.engine_for = engine_for
@@ -56,10 +57,10 @@ class DockerTarget:
         # is not there only misleads.
         log(announce_run(plan.run_id))
         self.version = engine_version(engine)
-        ensure_images(engine, images_of(plan), log, self.helpers)
+        ensure_images(engine, images_of(plan), log, self.helpers, self.warn)
         # The reaper's image is built like a missing fixture; where it cannot be, the run stops (one line): never a
         # reaper in another image.
-        ensure_images(engine, reaper_images(engine), log, self.helpers)
+        ensure_images(engine, reaper_images(engine), log, self.helpers, self.warn)
         if plan.scenarios:
             self.run.start_reaper(self.warn, log)
 

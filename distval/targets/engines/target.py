@@ -59,7 +59,7 @@ class EnginesTarget:
             self.tls,
             self.distribution,
             [*images_of(plan), REAPER_IMAGE],  # each Engine's reaper runs in it
-            lambda local, image: ensure_images(local, [image], log, self.helpers),
+            lambda local, image: ensure_images(local, [image], log, self.helpers, self.warn),
             log,
         )
         first = self.hosts[self.urls[0]].engine
