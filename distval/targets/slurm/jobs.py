@@ -27,6 +27,11 @@ ACTIVE = frozenset(
     {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING", "STAGE_OUT", "STOPPED"}
 )
 CANCEL_WAIT_S = 60.0
+# A slurmctld that is busy or restarting may answer ``scontrol show job`` with exit code 0 but no job record (a
+# message, a cut line): following asks again, this many answers in all, UNREADABLE_WAIT_S apart, before it stops
+# the run with that answer. Taken for the job's end, it would blame the image for a job that may still run.
+UNREADABLE_TRIES = 5
+UNREADABLE_WAIT_S = 3.0
 _JOB_ID = re.compile(r"^(\d{1,12})(?:;\S+)?$")
 _FIELD = re.compile(r"(\w+)=(\S*)")
 
@@ -67,12 +72,29 @@ def submit(commands: Commands, script: str) -> Submitted:
     return Submitted(match.group(1), time.time())
 
 
+@dataclass(frozen=True)
+class _Unreadable:
+    """An ``scontrol show job`` answer (exit code 0) without a JobState."""
+
+    answer: str
+
+
 def job_state(commands: Commands, job_id: str) -> JobState | None:
-    """The job's state and reason (with its nodes), or None where Slurm no longer knows the job."""
+    """The job's state and reason (with its nodes), or None where Slurm no longer knows the job; an answer without
+    a state is UNKNOWN, with that answer."""
+    state = _read_state(commands, job_id)
+    if isinstance(state, _Unreadable):
+        return JobState("UNKNOWN", f"scontrol's answer: {one_line(state.answer)[:400]}")
+    return state
+
+
+def _read_state(commands: Commands, job_id: str) -> JobState | _Unreadable | None:
     code, output = commands.run(["scontrol", "--oneliner", "show", "job", job_id])
     if code == 0:
         fields = dict(_FIELD.findall(output))
-        state = fields.get("JobState", "UNKNOWN")
+        if "JobState" not in fields:
+            return _Unreadable(output)
+        state = fields["JobState"]
         reason = fields.get("Reason", "")
         nodes = fields.get("NodeList", "")
         detail = ", ".join(
@@ -125,10 +147,23 @@ def started_at(commands: Commands, job_id: str) -> float | None:
 
 def follow(commands: Commands, job_id: str, deadline: float, stop: threading.Event) -> JobState:
     """Until the job is over, the deadline (time.monotonic()) passes or ``stop`` is set: its last state. Cancelling
-    is the caller's (``cancel``), whatever ended the wait."""
+    is the caller's (``cancel``), whatever ended the wait. An answer without the job's state is asked again
+    (``UNREADABLE_TRIES`` answers in all); the last one of such a row stops the run (EnvironmentUnusable)."""
     last = JobState("UNKNOWN", "never seen")
+    unreadable = 0  # such answers in a row
     while True:
-        state = job_state(commands, job_id)
+        state = _read_state(commands, job_id)
+        if isinstance(state, _Unreadable):
+            unreadable += 1
+            if unreadable >= UNREADABLE_TRIES:
+                raise EnvironmentUnusable(
+                    f"scontrol show job {job_id} answered {unreadable} times in a row without the job's state; "
+                    f"the last answer: {one_line(state.answer)[:400] or '(nothing)'}"
+                )
+            if time.monotonic() >= deadline or stop.wait(UNREADABLE_WAIT_S):
+                return last
+            continue
+        unreadable = 0
         if state is None:
             return last if last.state not in ACTIVE else JobState("UNKNOWN", "Slurm no longer knows the job")
         last = state

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from distval.config import load_config
+from distval.errors import EnvironmentUnusable
 from distval.plan.model import ScenarioPlan
 from distval.results.outcome import EXIT_STATUS_CASE
 from distval.results.scenario import summarize_scenario
@@ -63,6 +64,7 @@ def _plan(target: SlurmTarget, timeout_s: float | None = None) -> ScenarioPlan:
 @pytest.fixture(autouse=True)
 def fast_polls(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(jobs, "POLL_S", 0.01)
+    monkeypatch.setattr(jobs, "UNREADABLE_WAIT_S", 0.0)
 
 
 def test_a_job_past_its_deadline_is_cancelled_and_fails_closed(tmp_path: Path) -> None:
@@ -117,6 +119,46 @@ def test_an_interrupt_raised_while_following_cancels_the_job(tmp_path: Path) -> 
     target = _target(tmp_path, slurm)
     with pytest.raises(KeyboardInterrupt):
         target.execute(_plan(target), NO_EVENTS, threading.Event())
+    assert ["scancel", "7"] in slurm.calls and slurm.state == "CANCELLED"
+
+
+HICCUP = "slurm_load_jobs error: Socket timed out on send/recv operation"
+
+
+class Hiccups(Slurm):
+    """scontrol answers ``unreadable`` times (exit code 0, no job record) while the job runs, then as before; the
+    job ends COMPLETED at the first readable answer after them."""
+
+    def __init__(self, unreadable: int) -> None:
+        super().__init__()
+        self.unreadable = unreadable
+
+    def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> tuple[int, str]:
+        if argv[0] == "scontrol" and self.state == "RUNNING":
+            if self.unreadable > 0:
+                self.unreadable -= 1
+                self.calls.append(list(argv))
+                return 0, HICCUP
+            self.state = "COMPLETED"
+        return super().run(argv, timeout_s)
+
+
+def test_an_unreadable_scontrol_answer_is_asked_again() -> None:
+    slurm = Hiccups(jobs.UNREADABLE_TRIES - 1)
+    jobs.submit(slurm, "job.sbatch")
+    state = jobs.follow(slurm, "7", time.monotonic() + 60, threading.Event())
+    assert state.state == "COMPLETED"
+    assert slurm.calls.count(["scontrol", "--oneliner", "show", "job", "7"]) == jobs.UNREADABLE_TRIES
+
+
+def test_unreadable_scontrol_answers_in_a_row_stop_the_run_with_the_answer_and_cancel_the_job(tmp_path: Path) -> None:
+    slurm = Hiccups(jobs.UNREADABLE_TRIES)
+    target = _target(tmp_path, slurm)
+    with pytest.raises(EnvironmentUnusable) as raised:
+        target.execute(_plan(target), NO_EVENTS, threading.Event())
+    assert str(raised.value) == (
+        f"scontrol show job 7 answered {jobs.UNREADABLE_TRIES} times in a row without the job's state; the last answer: {HICCUP}"
+    )
     assert ["scancel", "7"] in slurm.calls and slurm.state == "CANCELLED"
 
 
