@@ -45,10 +45,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from distval.comparing.deltas import BASELINE_CASE, Delta, Tolerances, confirm, delta_as_data, deltas, missing
-from distval.comparing.reading import iterations_of, match, scenario_entries, scenario_property, unusable
+from distval.comparing.reading import iterations_of, match, scenario_property, unusable
 from distval.reports.json_report import json_report
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
-from distval.results.scenario import RunSummary, ScenarioResult
+from distval.results.scenario import RunSummary
 
 
 @dataclass(frozen=True)
@@ -236,17 +236,19 @@ def apply_baseline(
     baseline: Mapping[str, Any],
     tolerances: Tolerances,
     path: str,
-    remeasures: Mapping[int, Sequence[ScenarioResult]] | None = None,
+    remeasures: Mapping[int, Sequence[Mapping[str, Any]]] | None = None,
     fail_on_skip: bool = False,
+    entries: Sequence[Mapping[str, Any]] | None = None,
 ) -> RunSummary:
     """The summary with a ``baseline`` testcase added to every scenario; ``remeasures``: by the scenario's
-    index in the summary, the results of the runs that re-measured it. When no scenario matched the
+    index in the summary, the JSON report entries of the runs that re-measured it. When no scenario matched the
     baseline, every ``baseline`` testcase fails (the run compared nothing); ``fail_on_skip`` (--fail-on-skip)
-    fails the skip of a scenario the baseline lacks."""
-    entries = json_report(summary)["scenarios"]
+    fails the skip of a scenario the baseline lacks. ``entries``: the JSON report entries of the summary's
+    scenarios where the caller has them (the run stage builds them once for every judge); None: built here."""
+    if entries is None:
+        entries = json_report(summary)["scenarios"]
     cases = [
-        baseline_case(entry, baseline, tolerances, path, scenario_entries(summary, (remeasures or {}).get(index, ())))
-        for index, entry in enumerate(entries)
+        baseline_case(entry, baseline, tolerances, path, (remeasures or {}).get(index, ())) for index, entry in enumerate(entries)
     ]
     reasons = unusable(baseline, path)
     if cases and (reasons or all(case.details.get("matched_by") is None for case in cases)):
