@@ -9,7 +9,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distval.comparing.reading import scenario_entries
 from distval.comparing.reference import REFERENCE_CASE
 from distval.comparing.system_references import Machine, expected_failures, references_case
 from distval.config.references import References, load_references, system_problem
@@ -40,18 +39,15 @@ def references_options(path: str | None, system: str | None) -> ReferencesOption
     return ReferencesOptions(references, system)
 
 
-def with_references(
-    summary: RunSummary, options: ReferencesOptions, entries: Sequence[Mapping[str, Any]] | None = None
-) -> RunSummary:
+def with_references(summary: RunSummary, options: ReferencesOptions, entries: Sequence[Mapping[str, Any]]) -> RunSummary:
     """The summary with each scenario's expected failures said and its ``references`` testcase added. ``entries``:
-    the JSON report entries of the summary's scenarios, where the run stage built them (None: built here); the
-    testcase reads an entry's name and busbw figures, which no judge's testcase changes."""
+    the JSON report entries of the summary's scenarios, built once by the run stage; the testcase reads an entry's
+    name and busbw figures, which no judge's testcase changes."""
     if options.references is None or not summary.scenarios:
         return summary
     by_scenario = options.references.systems[options.system]
     scenarios = []
-    own = scenario_entries(summary, summary.scenarios) if entries is None else entries
-    for result, entry in zip(summary.scenarios, own, strict=True):
+    for result, entry in zip(summary.scenarios, entries, strict=True):
         ours = by_scenario.get(result.plan.scenario.name)
         cases, problems, notes = expected_failures(result.cases, ours, options.system)
         judged = dataclasses.replace(result, cases=cases)

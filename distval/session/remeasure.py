@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from distval.comparing.baseline import apply_baseline, failed_remeasures
+from distval.comparing.baseline import baseline_cases, failed_remeasures, with_cases
 from distval.comparing.deltas import Tolerances, deltas, undecided
 from distval.comparing.reading import combined_baseline, match, scenario_entries
 from distval.errors import BadInput
@@ -86,14 +86,15 @@ def remeasure(
 def with_baseline(
     summary: RunSummary,
     options: BaselineOptions,
-    remeasures: Mapping[int, Sequence[Mapping[str, Any]]] | None = None,
-    entries: Sequence[Mapping[str, Any]] | None = None,
+    remeasures: Mapping[int, Sequence[Mapping[str, Any]]],
+    entries: Sequence[Mapping[str, Any]],
 ) -> RunSummary:
     """The summary with a 'baseline' testcase per scenario when --baseline was given (and scenarios ran: a run
     with none exits non-zero on its own, RunSummary.exit_code); ``remeasures``: ``remeasure``'s entries;
-    ``entries``: the JSON report entries of the summary's scenarios, where the run stage built them (None: here)."""
+    ``entries``: the JSON report entries of the summary's scenarios, built once by the run stage."""
     if not options.baselines or not summary.scenarios:
         return summary
 
     path, baseline = combined_baseline(options.baselines)
-    return apply_baseline(summary, baseline, options.tolerances, path, remeasures, options.fail_on_skip, entries)
+    cases = baseline_cases(entries, baseline, options.tolerances, path, remeasures, options.fail_on_skip)
+    return with_cases(summary, cases)

@@ -169,10 +169,12 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
         summary = summarize((interrupt.kind, str(interrupt)), interrupt.exit_code)
     # Ctrl-C while the reports are written: they are written whole, then distval exits (nothing runs any more).
     with signals_deferred(raise_after=False):
-        # The scenarios as JSON report entries, built once for the judges of --baseline and --references: neither
-        # reads what a judge's testcase changes. --reference's reads each scenario's status with --baseline's verdict
-        # in it, so it builds its own from the summary that --baseline's judge returns.
-        entries = scenario_entries(summary, summary.scenarios) if baseline.baselines or machine.references is not None else None
+        # The scenarios as JSON report entries, built once for the judges of --baseline and --references (where one
+        # was asked for: a run without either never builds them): neither reads what a judge's testcase changes.
+        # --reference's reads each scenario's status with --baseline's verdict in it, so it builds its own from the
+        # summary that --baseline's judge returns.
+        judged = baseline.baselines or machine.references is not None
+        entries = scenario_entries(summary, summary.scenarios) if judged else []
         summary = with_reference(with_baseline(summary, baseline, remeasures, entries), reference, paired, planned)
         summary = with_references(summary, machine, entries)
         unwritten = write_reports(summary, request.reports, frozenset(path for _, path, _ in refused), environ)
