@@ -4,7 +4,7 @@ regressed and are undecided, and the 'baseline' testcase each scenario gets (dis
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from distval.comparing.baseline import baseline_cases, failed_remeasures, with_cases
@@ -30,6 +30,12 @@ class BaselineOptions:
     remeasure: int | None  # None: the default (DEFAULT_REMEASURE)
     tolerances: Tolerances
     fail_on_skip: bool
+    # (label, report): the one baseline the run is judged against (``combined_baseline``: the median of several),
+    # combined once with the options for the re-measures and the 'baseline' testcases alike; None without --baseline.
+    against: tuple[str, Mapping[str, Any]] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "against", combined_baseline(self.baselines) if self.baselines else None)
 
 
 def check_remeasure(options: BaselineOptions) -> None:
@@ -49,10 +55,10 @@ def remeasure(
     ``majority``) run again with ``run_again``; by the scenario's index in the summary, the JSON report entries of
     its re-measuring runs, each built once as its run comes back (the 'baseline' testcase judges these same entries).
     A scenario whose re-measure failed is not run again: that failure fails its 'baseline' testcase anyway."""
-    if not options.baselines or not summary.scenarios:
+    if options.against is None or not summary.scenarios:
         return {}
 
-    path, baseline = combined_baseline(options.baselines)
+    path, baseline = options.against
     tolerances = options.tolerances
     entries = scenario_entries(summary, summary.scenarios)
     previous = [match([s for s in baseline.get("scenarios", []) if isinstance(s, dict)], e, by_name=False)[0] for e in entries]
@@ -92,9 +98,9 @@ def with_baseline(
     """The summary with a 'baseline' testcase per scenario when --baseline was given (and scenarios ran: a run
     with none exits non-zero on its own, RunSummary.exit_code); ``remeasures``: ``remeasure``'s entries;
     ``entries``: the JSON report entries of the summary's scenarios, built once by the run stage."""
-    if not options.baselines or not summary.scenarios:
+    if options.against is None or not summary.scenarios:
         return summary
 
-    path, baseline = combined_baseline(options.baselines)
+    path, baseline = options.against
     cases = baseline_cases(entries, baseline, options.tolerances, path, remeasures, options.fail_on_skip)
     return with_cases(summary, cases)
