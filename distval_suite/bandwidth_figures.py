@@ -143,6 +143,13 @@ def sample(iterations: int, min_time_s: float, counts: List[int]) -> str:
     return "%s iterations (at least %d and %g s per size)" % (spread, iterations, min_time_s)
 
 
+def _gbps(value: float) -> float:
+    """A GB/s figure as written: 6 decimals, and at least 4 significant digits below 0.001 GB/s, so that a real but
+    slow call (a few bytes over a loaded machine) never reads as 0, which distval refuses as no measurement
+    (distval/results/bandwidth.py busbw_problem)."""
+    return round(value, 6) if value >= 1e-3 else float("%.4g" % value)
+
+
 def figures(
     operation: str, sizes: List[int], seconds: List[float], world: int, best_seconds: List[float], counts: List[int]
 ) -> List[Dict[str, Any]]:
@@ -163,10 +170,10 @@ def figures(
                 "label": size_label(size),
                 "bytes": measured,
                 "time_us": round(elapsed * 1e6, 3),
-                "algbw_gbps": round(algbw, 6),
-                "busbw_gbps": round(algbw * factor, 6),
+                "algbw_gbps": _gbps(algbw),
+                "busbw_gbps": _gbps(algbw * factor),
                 "best_time_us": round(best * 1e6, 3),
-                "best_busbw_gbps": round(best_algbw * factor, 6),
+                "best_busbw_gbps": _gbps(best_algbw * factor),
                 "iterations": counts[index],  # timed calls of this size, on every rank
             }
         )
