@@ -45,10 +45,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from distval.comparing.deltas import BASELINE_CASE, Delta, Tolerances, confirm, delta_as_data, deltas, missing
-from distval.comparing.reading import iterations_of, match, scenario_entries, scenario_property, unusable
+from distval.comparing.reading import iterations_of, match, scenario_property, unusable
 from distval.reports.json_report import json_report
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
-from distval.results.scenario import RunSummary, ScenarioResult
+from distval.results.scenario import RunSummary
 
 
 @dataclass(frozen=True)
@@ -236,28 +236,45 @@ def apply_baseline(
     baseline: Mapping[str, Any],
     tolerances: Tolerances,
     path: str,
-    remeasures: Mapping[int, Sequence[ScenarioResult]] | None = None,
+    remeasures: Mapping[int, Sequence[Mapping[str, Any]]] | None = None,
     fail_on_skip: bool = False,
 ) -> RunSummary:
-    """The summary with a ``baseline`` testcase added to every scenario; ``remeasures``: by the scenario's
-    index in the summary, the results of the runs that re-measured it. When no scenario matched the
-    baseline, every ``baseline`` testcase fails (the run compared nothing); ``fail_on_skip`` (--fail-on-skip)
-    fails the skip of a scenario the baseline lacks."""
-    entries = json_report(summary)["scenarios"]
+    """The summary with a ``baseline`` testcase added to every scenario (``baseline_cases``, on the summary's own
+    JSON report entries)."""
+    cases = baseline_cases(json_report(summary)["scenarios"], baseline, tolerances, path, remeasures, fail_on_skip)
+    return with_cases(summary, cases)
+
+
+def baseline_cases(
+    entries: Sequence[Mapping[str, Any]],
+    baseline: Mapping[str, Any],
+    tolerances: Tolerances,
+    path: str,
+    remeasures: Mapping[int, Sequence[Mapping[str, Any]]] | None = None,
+    fail_on_skip: bool = False,
+) -> list[CaseResult]:
+    """The ``baseline`` testcase of each scenario of a run (``entries``: their JSON report entries, in order);
+    ``remeasures``: by the scenario's index, the JSON report entries of the runs that re-measured it. When no
+    scenario matched the baseline, every ``baseline`` testcase fails (the run compared nothing); ``fail_on_skip``
+    (--fail-on-skip) fails the skip of a scenario the baseline lacks."""
     cases = [
-        baseline_case(entry, baseline, tolerances, path, scenario_entries(summary, (remeasures or {}).get(index, ())))
-        for index, entry in enumerate(entries)
+        baseline_case(entry, baseline, tolerances, path, (remeasures or {}).get(index, ())) for index, entry in enumerate(entries)
     ]
     reasons = unusable(baseline, path)
     if cases and (reasons or all(case.details.get("matched_by") is None for case in cases)):
-        cases = [_not_compared(case, baseline, path, reasons) for case in cases]
-    elif fail_on_skip:
-        cases = [
+        return [_not_compared(case, baseline, path, reasons) for case in cases]
+    if fail_on_skip:
+        return [
             dataclasses.replace(case, status=FAILED, message=f"expected no skip (--fail-on-skip); skipped: {case.message}")
             if case.status == SKIPPED
             else case
             for case in cases
         ]
+    return cases
+
+
+def with_cases(summary: RunSummary, cases: Sequence[CaseResult]) -> RunSummary:
+    """The summary with one more testcase in each scenario: ``cases``, one per scenario, in order."""
     scenarios = tuple(
         dataclasses.replace(result, cases=(*result.cases, case)) for result, case in zip(summary.scenarios, cases, strict=True)
     )

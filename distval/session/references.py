@@ -5,9 +5,10 @@ the machine (the reference image's figures, the shape of the curves, a straggler
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from distval.comparing.reading import scenario_entries
 from distval.comparing.reference import REFERENCE_CASE
 from distval.comparing.system_references import Machine, expected_failures, references_case
 from distval.config.references import References, load_references, system_problem
@@ -38,17 +39,18 @@ def references_options(path: str | None, system: str | None) -> ReferencesOption
     return ReferencesOptions(references, system)
 
 
-def with_references(summary: RunSummary, options: ReferencesOptions) -> RunSummary:
-    """The summary with each scenario's expected failures said and its ``references`` testcase added."""
+def with_references(summary: RunSummary, options: ReferencesOptions, entries: Sequence[Mapping[str, Any]]) -> RunSummary:
+    """The summary with each scenario's expected failures said and its ``references`` testcase added. ``entries``:
+    the JSON report entries of the summary's scenarios, built once by the run stage; the testcase reads an entry's
+    name and busbw figures, which no judge's testcase changes."""
     if options.references is None or not summary.scenarios:
         return summary
     by_scenario = options.references.systems[options.system]
     scenarios = []
-    for result in summary.scenarios:
+    for result, entry in zip(summary.scenarios, entries, strict=True):
         ours = by_scenario.get(result.plan.scenario.name)
         cases, problems, notes = expected_failures(result.cases, ours, options.system)
         judged = dataclasses.replace(result, cases=cases)
-        (entry,) = scenario_entries(summary, [judged])
         case = references_case(entry, ours, options.system, options.references.path, problems, notes, machine_of(judged))
         scenarios.append(judged if case is None else dataclasses.replace(judged, cases=(*judged.cases, case)))
     return dataclasses.replace(summary, scenarios=tuple(scenarios))

@@ -3,11 +3,11 @@ regressed and are undecided, and the 'baseline' testcase each scenario gets (dis
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from distval.comparing.baseline import apply_baseline, failed_remeasures
+from distval.comparing.baseline import baseline_cases, failed_remeasures, with_cases
 from distval.comparing.deltas import Tolerances, deltas, undecided
 from distval.comparing.reading import combined_baseline, match, scenario_entries
 from distval.errors import BadInput
@@ -30,6 +30,12 @@ class BaselineOptions:
     remeasure: int | None  # None: the default (DEFAULT_REMEASURE)
     tolerances: Tolerances
     fail_on_skip: bool
+    # (label, report): the one baseline the run is judged against (``combined_baseline``: the median of several),
+    # combined once with the options for the re-measures and the 'baseline' testcases alike; None without --baseline.
+    against: tuple[str, Mapping[str, Any]] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "against", combined_baseline(self.baselines) if self.baselines else None)
 
 
 def check_remeasure(options: BaselineOptions) -> None:
@@ -43,19 +49,20 @@ def remeasure(
     options: BaselineOptions,
     run_again: Callable[[tuple[ScenarioPlan, ...]], list[ScenarioResult]],
     log: Callable[[str], None],
-) -> dict[int, list[ScenarioResult]]:
+) -> dict[int, list[dict[str, Any]]]:
     """Up to --remeasure times, the scenarios with a figure that regressed in the run and that the runs so far
     have not decided (it regresses when it regressed in more than half of the 1 + N runs: distval/comparing/baseline.py
-    ``majority``) run again with ``run_again``; their results, by the scenario's index in the summary. A
-    scenario whose re-measure failed is not run again: that failure fails its 'baseline' testcase anyway."""
-    if not options.baselines or not summary.scenarios:
+    ``majority``) run again with ``run_again``; by the scenario's index in the summary, the JSON report entries of
+    its re-measuring runs, each built once as its run comes back (the 'baseline' testcase judges these same entries).
+    A scenario whose re-measure failed is not run again: that failure fails its 'baseline' testcase anyway."""
+    if options.against is None or not summary.scenarios:
         return {}
 
-    path, baseline = combined_baseline(options.baselines)
+    path, baseline = options.against
     tolerances = options.tolerances
     entries = scenario_entries(summary, summary.scenarios)
     previous = [match([s for s in baseline.get("scenarios", []) if isinstance(s, dict)], e, by_name=False)[0] for e in entries]
-    found: dict[int, list[ScenarioResult]] = {}
+    found: dict[int, list[dict[str, Any]]] = {}
     times = DEFAULT_REMEASURE if options.remeasure is None else options.remeasure
 
     def suspect(index: int) -> bool:
@@ -64,7 +71,7 @@ def remeasure(
             # Only scenarios whose checks passed: one that failed a check fails the run whatever its figures, and
             # --keep-on-failure may hold its containers (a second run of it would clash with them).
             return False
-        again = scenario_entries(summary, found.get(index, ()))
+        again = found.get(index, [])
         if failed_remeasures(again):
             return False
         return undecided(deltas(old, entries[index], tolerances), [deltas(old, e, tolerances) for e in again], 1 + times)
@@ -76,18 +83,24 @@ def remeasure(
         names = ", ".join(summary.scenarios[i].plan.scenario.name for i in suspects)
         past = f"with a figure past the tolerance against {path}"
         log(f"re-measuring {len(suspects)} scenario(s) {past} ({attempt} of {times}): {names}")
-        for index, result in zip(suspects, run_again(tuple(summary.scenarios[i].plan for i in suspects)), strict=True):
-            found.setdefault(index, []).append(result)
+        again = scenario_entries(summary, run_again(tuple(summary.scenarios[i].plan for i in suspects)))
+        for index, entry in zip(suspects, again, strict=True):
+            found.setdefault(index, []).append(entry)
     return found
 
 
 def with_baseline(
-    summary: RunSummary, options: BaselineOptions, remeasures: dict[int, list[ScenarioResult]] | None = None
+    summary: RunSummary,
+    options: BaselineOptions,
+    remeasures: Mapping[int, Sequence[Mapping[str, Any]]],
+    entries: Sequence[Mapping[str, Any]],
 ) -> RunSummary:
     """The summary with a 'baseline' testcase per scenario when --baseline was given (and scenarios ran: a run
-    with none exits non-zero on its own, RunSummary.exit_code)."""
-    if not options.baselines or not summary.scenarios:
+    with none exits non-zero on its own, RunSummary.exit_code); ``remeasures``: ``remeasure``'s entries;
+    ``entries``: the JSON report entries of the summary's scenarios, built once by the run stage."""
+    if options.against is None or not summary.scenarios:
         return summary
 
-    path, baseline = combined_baseline(options.baselines)
-    return apply_baseline(summary, baseline, options.tolerances, path, remeasures, options.fail_on_skip)
+    path, baseline = options.against
+    cases = baseline_cases(entries, baseline, options.tolerances, path, remeasures, options.fail_on_skip)
+    return with_cases(summary, cases)

@@ -12,7 +12,9 @@ import socket
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
+from distval.comparing.reading import scenario_entries
 from distval.config import load_config
 from distval.errors import BadInput, ConfigError, DistvalError, InternalError, Interrupted
 from distval.plan.model import images_of
@@ -90,7 +92,7 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
         )
 
     summary: RunSummary
-    remeasures: dict[int, list[ScenarioResult]] = {}  # by the scenario's index: the runs that re-measured it
+    remeasures: dict[int, list[dict[str, Any]]] = {}  # by the scenario's index: its re-measuring runs' JSON entries
     refused = refused_reports(request.reports, [path for path, _ in baseline.baselines])
     restore_handlers = install()  # SIGINT too: it may have been inherited ignored (distval/run/interrupts.py)
     try:
@@ -167,8 +169,14 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
         summary = summarize((interrupt.kind, str(interrupt)), interrupt.exit_code)
     # Ctrl-C while the reports are written: they are written whole, then distval exits (nothing runs any more).
     with signals_deferred(raise_after=False):
-        summary = with_reference(with_baseline(summary, baseline, remeasures), reference, paired, planned)
-        summary = with_references(summary, machine)
+        # The scenarios as JSON report entries, built once for the judges of --baseline and --references (where one
+        # was asked for: a run without either never builds them): neither reads what a judge's testcase changes.
+        # --reference's reads each scenario's status with --baseline's verdict in it, so it builds its own from the
+        # summary that --baseline's judge returns.
+        judged = baseline.baselines or machine.references is not None
+        entries = scenario_entries(summary, summary.scenarios) if judged else []
+        summary = with_reference(with_baseline(summary, baseline, remeasures, entries), reference, paired, planned)
+        summary = with_references(summary, machine, entries)
         unwritten = write_reports(summary, request.reports, frozenset(path for _, path, _ in refused), environ)
         exit_code = summary.exit_code or unwritten  # a report is missing: never a quiet 0
         closing = tuple(target.closing_lines()) if target is not None else ()

@@ -17,6 +17,7 @@ from distval.cli.main import build_parser, main
 from distval.cli.run import command_run
 from distval.comparing.baseline import apply_baseline, baseline_case
 from distval.comparing.deltas import BASELINE_CASE, Tolerances
+from distval.comparing.reading import scenario_entries
 from distval.config import parse_config
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_PASSED
 from distval.plan.model import ScenarioPlan
@@ -191,7 +192,7 @@ def test_remeasuring_stops_at_a_failed_remeasure_and_the_failure_fails_the_run()
 
     found = remeasure(first, options, run_again, lambda line: None)
     assert asked == [["bw"]]  # no second re-measure after a failed one
-    summary = with_baseline(first, options, found)
+    summary = with_baseline(first, options, found, scenario_entries(first, first.scenarios))
     assert summary.scenarios[0].cases[-1].status == FAILED, summary.scenarios[0].cases[-1].message
     assert "re-measure 1 failed (env failed: rank 1 died)" in summary.scenarios[0].cases[-1].message
     assert summary.exit_code == EXIT_CHECKS_FAILED
@@ -220,9 +221,9 @@ def test_fail_on_skip_fails_the_skip_of_a_scenario_the_baseline_lacks() -> None:
     good = json_report(RunSummary("good", (result(bw, 1.0),)))  # has "bw", lacks "other"
     run = RunSummary("run2", (result(bw, 1.0), result(other, 1.0)))
     options = BaselineOptions(((("GOOD.json", good),)), None, Tolerances(), fail_on_skip=False)
-    lenient = with_baseline(run, options)
+    lenient = with_baseline(run, options, {}, scenario_entries(run, run.scenarios))
     assert lenient.scenarios[1].cases[-1].status == SKIPPED and lenient.exit_code == EXIT_PASSED
-    strict = with_baseline(run, dataclasses.replace(options, fail_on_skip=True))
+    strict = with_baseline(run, dataclasses.replace(options, fail_on_skip=True), {}, scenario_entries(run, run.scenarios))
     skipped = strict.scenarios[1].cases[-1]
     assert skipped.status == FAILED and skipped.message.startswith("expected no skip (--fail-on-skip); skipped: no scenario of")
     assert strict.exit_code == EXIT_CHECKS_FAILED
@@ -266,8 +267,13 @@ def test_one_unusable_report_among_several_baselines_fails_the_run(bad: str) -> 
     good = json_report(RunSummary("good", (result(bw, 1.0), result(other, 1.0))))
     unusable = report("b") if bad == "empty" else {**good, "run_id": "b", "early_error": {"kind": "environment", "message": "x"}}
     options = BaselineOptions((("a.json", good), ("a2.json", good)), None, Tolerances(), fail_on_skip=False)
-    assert with_baseline(run, options).exit_code == EXIT_PASSED  # the guard can pass
-    summary = with_baseline(run, dataclasses.replace(options, baselines=(("a.json", good), ("b.json", unusable))))
+    assert with_baseline(run, options, {}, scenario_entries(run, run.scenarios)).exit_code == EXIT_PASSED  # the guard can pass
+    summary = with_baseline(
+        run,
+        dataclasses.replace(options, baselines=(("a.json", good), ("b.json", unusable))),
+        {},
+        scenario_entries(run, run.scenarios),
+    )
     message = summary.scenarios[0].cases[-1].message
     assert summary.exit_code == EXIT_CHECKS_FAILED, message
     assert ("b.json (run b) has no scenario" if bad == "empty" else "b.json (run b) ended early: environment: x") in message

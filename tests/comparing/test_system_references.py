@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from distval.cli.main import build_parser, main
+from distval.comparing.reading import scenario_entries
 from distval.comparing.references_suggest import MIN_TOLERANCE, suggest, tolerance_of
 from distval.comparing.system_references import Machine, expected_failures, references_case
 from distval.config import parse_config
@@ -107,7 +108,7 @@ def bandwidth_case(small: float, large: float) -> CaseResult:
 def test_expected_failures_are_skips_with_the_reason_and_strict() -> None:
     options = ReferencesOptions(REFS, "ci-2core")
     failed = RunSummary("run1", (result("bw", (bandwidth_case(1.0, 2.0), CaseResult("store", FAILED, "refused", 1.0))),))
-    (scenario,) = with_references(failed, options).scenarios
+    (scenario,) = with_references(failed, options, scenario_entries(failed, failed.scenarios)).scenarios
     store = next(c for c in scenario.cases if c.name == "store")
     assert store.status == SKIPPED
     assert store.message == (
@@ -117,13 +118,15 @@ def test_expected_failures_are_skips_with_the_reason_and_strict() -> None:
     assert scenario.status == PASSED
     # It passed: the file is out of date, and the references testcase says so.
     passed = RunSummary("run1", (result("bw", (bandwidth_case(1.0, 2.0), CaseResult("store", PASSED, "ok", 1.0))),))
-    (scenario,) = with_references(passed, options).scenarios
+    (scenario,) = with_references(passed, options, scenario_entries(passed, passed.scenarios)).scenarios
     last = scenario.cases[-1]
     assert last.status == FAILED and "store passed, which the references expect to fail" in last.message
     # A scenario the file lacks with no figure gets no testcase; one with figures fails.
     quiet = RunSummary("run1", (result("quiet", (CaseResult("store", PASSED, "ok", 1.0),)),))
-    assert [c.name for c in with_references(quiet, options).scenarios[0].cases] == ["store"]
-    other = with_references(failed, ReferencesOptions(REFS, "other")).scenarios[0]
+    assert [c.name for c in with_references(quiet, options, scenario_entries(quiet, quiet.scenarios)).scenarios[0].cases] == [
+        "store"
+    ]
+    other = with_references(failed, ReferencesOptions(REFS, "other"), scenario_entries(failed, failed.scenarios)).scenarios[0]
     assert other.cases[-1].status == FAILED and other.status == FAILED
 
 
