@@ -23,31 +23,54 @@ for docs/measurements.md (the machine, the load range, each rule's counts and ra
 
     python benchmarks/bench_reference_rates.py --pairs 4 --json reference-rates.json
     python benchmarks/bench_reference_rates.py --reports reference-rates.json --judge-pairs 2 --judge-pairs 3
-    # The error-rate table: >= 100 independent comparisons of 2 pairs each of the unchanged image (about 8 runs of
-    # the sweep per round: budget hours), judged as --reference --pairs 2, disjoint:
-    python benchmarks/bench_reference_rates.py --pairs 200 --no-baseline --judge-pairs 2 --disjoint \
-        --json rates.json --markdown rates.md
     # A smoke run: 2 comparisons (2 rounds, the unchanged image and the 40 % one, judged as --pairs 2):
     python benchmarks/bench_reference_rates.py --pairs 2 --no-baseline --judge-pairs 2 --disjoint \
         --slow distval-fixtures/broken:slow-busbw-40
+
+The error-rate table (>= 100 independent comparisons of 2 pairs each of the unchanged image: 400 runs of the sweep,
+hours) is accumulated over sessions in one file. ``--append FILE`` adds this session's rounds to FILE (created when
+absent), rewrites it atomically after every round (a session stopped mid-way keeps every finished round) and judges
+every round in it. The file's header says what made its rounds: the sweep's config text, the good image's and each
+slow image's id (``docker image inspect``: a rebuilt image under the same name is another image), distval's version
+and the judges' default tolerances; an append made otherwise is refused in one line (exit 2). A slow image the file
+has not seen may join it. ``--slow none`` runs the unchanged image alone (2 runs a round: the false alarms
+accumulate 4x faster), ``--no-same`` the slow images alone (their misses); a round holds the candidates it ran and
+each candidate's pairs alternate ABBA over all of its rounds in the file, so that its disjoint groups of 2 rounds are
+each one AB and one BA pair, as ``--reference --pairs 2`` runs them. ``--max-minutes M`` starts no round after one
+ended past M minutes (``--pairs`` still bounds the rounds). The table: per rule and candidate, its rounds, its
+comparisons (independent: disjoint groups sharing no run; overlapping: every choice of rounds, not independent),
+the errors, their rate and one-sided 95 % Clopper-Pearson upper bound (independent ones only; about 3/n at 0), the
+load range and dates of its rounds, the machines. A slot:
+
+    nice -n 19 python benchmarks/bench_reference_rates.py --append rates.json --slow none --pairs 1000 \
+        --max-minutes 30 --no-baseline --judge-pairs 2 --disjoint --markdown rates.md
+    nice -n 19 python benchmarks/bench_reference_rates.py --append rates.json --no-same --pairs 1000 \
+        --max-minutes 30 --no-baseline --judge-pairs 2 --disjoint --markdown rates.md
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
+import hashlib
 import itertools
 import json
+import math
 import os
 import platform
 import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
 from common import BenchError, bench_run_id, check_image, distval_executable
 
+import distval
 from distval.comparing.baseline import baseline_case
 from distval.comparing.deltas import Tolerances, confirm, deltas
 from distval.comparing.reference import (
@@ -63,31 +86,153 @@ from distval.session.remeasure import DEFAULT_REMEASURE
 
 SAME = "same image"  # the good image as the candidate: its comparisons count false alarms
 SLOW_IMAGES = tuple(f"distval-fixtures/broken:slow-busbw-{percent}" for percent in (10, 25, 40))
+FORMAT = 2  # the --json file's layout: a header saying what made its rounds (``header``), then the rounds
+# A report of one run of ``image``, told apart from the others by ``label``.
+Runner = Callable[[str, str], dict[str, Any]]
 
 
-def run_rounds(good: str, pairs: int, slow: Sequence[str] = SLOW_IMAGES) -> list[dict[str, Any]]:
-    """Every round's pair for every candidate, in ``schedule``'s order: [{candidate, round, order, runs, load}]."""
-    for image in (good, *slow):
-        check_image(image)
-    distval = distval_executable(None)
-    found: list[dict[str, Any]] = []
+class Refused(Exception):
+    """An --append file whose rounds were made otherwise (another config, image, distval or judging rules)."""
+
+
+def rules() -> dict[str, Any]:
+    """What the judges' verdicts rest on besides the runs: distval's version and the default tolerances and counts.
+    Every round of a file is judged again at every append, under today's rules; a file whose rounds were taken for
+    other rules is refused rather than re-judged silently, so that a table says what it was measured for."""
+    return {
+        "distval": distval.__version__,
+        "paired": dataclasses.asdict(PairedTolerances()),
+        "baseline": dataclasses.asdict(Tolerances()),
+        "remeasure": DEFAULT_REMEASURE,
+    }
+
+
+def header(good: str, good_id: str, slow_ids: dict[str, str], config: str = CONFIG) -> dict[str, Any]:
+    """What the rounds of a file must share: the sweep's config text, the images' ids (``docker image inspect``: a
+    rebuilt image under the same name is another image) and ``rules``."""
+    return {
+        "format": FORMAT,
+        "config_sha256": hashlib.sha256(config.encode()).hexdigest(),
+        "config": config,
+        "good": good,
+        "good_id": good_id,
+        "slow_ids": dict(slow_ids),
+        "rules": rules(),
+    }
+
+
+def refusal(found: dict[str, Any], wanted: dict[str, Any]) -> str | None:
+    """Why the rounds of a file (its header ``found``) cannot take rounds made as ``wanted`` says; None when they
+    can. A slow image the file has not seen yet may join; one it has seen must keep its id."""
+    if found.get("format") != FORMAT:
+        return f"its format is {found.get('format', 'the first (no header: image ids unknown)')}, not {FORMAT}"
+    if found.get("config_sha256") != wanted["config_sha256"]:
+        return "its rounds ran another config text"
+    if found.get("good") != wanted["good"] or found.get("good_id") != wanted["good_id"]:
+        return f"its good image is {found.get('good')} {found.get('good_id')}, not {wanted['good']} {wanted['good_id']}"
+    for name, image in wanted["slow_ids"].items():
+        known = (found.get("slow_ids") or {}).get(name)
+        if known is not None and known != image:
+            return f"its {name} is image {known}, not {image}"
+    if found.get("rules") != wanted["rules"]:
+        return f"its rounds were judged under other rules ({found.get('rules')}, now {wanted['rules']})"
+    return None
+
+
+def read_accumulated(path: Path, wanted: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The header and rounds of an --append file (a new header and no rounds where there is no file yet); Refused
+    where its rounds were made otherwise (``refusal``)."""
+    if not path.exists():
+        return dict(wanted), []
+    data = json.loads(path.read_text(encoding="utf-8"))
+    found = data.get("header") or {}
+    why = refusal(found, wanted)
+    if why:
+        raise Refused(f"refusing to append to {path}: {why}")
+    merged = dict(found, slow_ids={**(found.get("slow_ids") or {}), **wanted["slow_ids"]})
+    return merged, list(data.get("rounds") or [])
+
+
+def write_atomically(path: Path, data: dict[str, Any]) -> None:
+    """Replace ``path`` by ``data`` in one rename: a session stopped mid-write leaves the previous file whole."""
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    partial.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    os.replace(partial, path)
+
+
+def _utc_now() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+
+
+def machine() -> str:
+    return f"{os.cpu_count()} CPUs, {platform.node() or 'this host'} ({platform.platform(terse=True)})"
+
+
+def collect_rounds(
+    good: str,
+    candidates: Sequence[tuple[str, str]],
+    pairs: int,
+    run: Runner,
+    earlier: Sequence[dict[str, Any]] = (),
+    max_minutes: float | None = None,
+    on_round: Callable[[list[dict[str, Any]]], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    load: Callable[[], tuple[float, float, float]] = os.getloadavg,
+    now: Callable[[], str] = _utc_now,
+) -> list[dict[str, Any]]:
+    """Up to ``pairs`` rounds after the ``earlier`` ones, each a pair per candidate ((label, image); SAME's image is
+    ``good``): [{candidate, round, order, runs, load, started, finished, machine}]. A candidate's pairs go in
+    ``schedule``'s order counted over all of its rounds, the earlier included, so that consecutive rounds of one
+    candidate still alternate ABBA... across sessions. ``on_round`` gets every round so far after each round;
+    ``max_minutes``: no round starts once a round has ended past that many minutes."""
+    found = list(earlier)
+    first = max((int(r["round"]) for r in earlier), default=0) + 1
+    started_at = clock()
+    for number in range(first, first + pairs):
+        for label, image in candidates:
+            index = sum(1 for r in found if r["candidate"] == label)
+            order = schedule(index + 1)[index]
+            runs: dict[str, dict[str, Any]] = {}
+            loads: list[float] = []
+            started = now()
+            for member in order:
+                run_image = image if member == CANDIDATE else good
+                runs[member] = run(run_image, f"{len(found) - len(earlier)}{member[0]}")  # unique in this process
+                average = load()
+                loads.append(average[0])
+                print(f"round {number} {label}: {member} {run_image}: load {'/'.join(f'{v:.1f}' for v in average)}", flush=True)
+            found.append(
+                {
+                    "candidate": label,
+                    "round": number,
+                    "order": list(order),
+                    "runs": runs,
+                    "load": loads,
+                    "started": started,
+                    "finished": now(),
+                    "machine": machine(),
+                }
+            )
+        if on_round is not None:
+            on_round(found)
+        if max_minutes is not None and clock() - started_at >= max_minutes * 60:
+            print(f"stopping after round {number}: past {max_minutes:g} minutes", flush=True)
+            break
+    return found
+
+
+@contextmanager
+def docker_runner() -> Iterator[Runner]:
+    """``distval run`` of the sweep's config, one run at a time, its reports in a directory removed afterwards."""
+    distval_path = distval_executable(None)
     with tempfile.TemporaryDirectory(prefix="bench-reference-") as tmp:
         config = Path(tmp) / "bw.yaml"
         config.write_text(CONFIG, encoding="utf-8")
-        for number, order in enumerate(schedule(pairs), start=1):
-            for label, image in ((SAME, good), *((s, s) for s in slow)):
-                runs: dict[str, dict[str, Any]] = {}
-                loads: list[float] = []
-                for member in order:
-                    run_image = image if member == CANDIDATE else good
-                    report = Path(tmp) / f"r{number}-{len(found)}-{member}.json"
-                    run_id = bench_run_id("bx", f"{number}-{len(found)}{member[0]}")
-                    runs[member] = run_once(distval, config, run_image, report, run_id)
-                    loads.append(os.getloadavg()[0])
-                    load = "/".join(f"{v:.1f}" for v in os.getloadavg())
-                    print(f"round {number} {label}: {member} {run_image}: load {load}", flush=True)
-                found.append({"candidate": label, "round": number, "order": list(order), "runs": runs, "load": loads})
-    return found
+
+        def run(image: str, label: str) -> dict[str, Any]:
+            return run_once(distval_path, config, image, Path(tmp) / f"r{label}.json", bench_run_id("bx", label))
+
+        yield run
 
 
 def _busbw(figures: Sequence[Any]) -> list[Any]:
@@ -180,21 +325,37 @@ def judge_baseline(rounds: Sequence[dict[str, Any]], label: str, tolerances: Tol
     return {"failed": failed, "comparisons": comparisons, "busbw_regressed": regressed, "busbw_figures": figures}
 
 
+def errors(label: str, seen: dict[str, Any]) -> tuple[int, int]:
+    """(comparisons judged wrongly, busbw figures judged wrongly): failures of the unchanged image (false alarms),
+    passes of a slower one (misses)."""
+    if label == SAME:
+        return seen["failed"], seen["busbw_regressed"]
+    return seen["comparisons"] - seen["failed"], seen["busbw_figures"] - seen["busbw_regressed"]
+
+
 def judge(
     rounds: Sequence[dict[str, Any]], used_pairs: Sequence[int], baseline: bool = True, disjoint: bool = False
 ) -> list[dict[str, Any]]:
+    """One row per rule: per candidate label, its counts (``judge_paired``, ``judge_baseline``); ``independent``:
+    whether the row's comparisons share no run. Paired rules are judged over disjoint groups always, and over every
+    choice of rounds (overlapping) too unless ``disjoint``."""
     rows = []
     labels = tuple(dict.fromkeys(r["candidate"] for r in rounds))
     with_efficiency = any(_efficiencies(r["runs"]["candidate"]["scenarios"][0]) for r in rounds)
     for used in used_pairs:
         for efficiency in (False, True) if with_efficiency else (False,):
-            rule = f"--reference --pairs {used}" + (", by efficiency" if efficiency else "") + (", disjoint" if disjoint else "")
-            row: dict[str, Any] = {"rule": rule}
-            for label in labels:
-                row[label] = judge_paired(rounds, label, used, PairedTolerances(), efficiency, disjoint)
-            rows.append(row)
+            for apart in (True,) if disjoint else (True, False):
+                rule = (
+                    f"--reference --pairs {used}"
+                    + (", by efficiency" if efficiency else "")
+                    + (", disjoint" if apart else ", every choice")
+                )
+                row: dict[str, Any] = {"rule": rule, "independent": apart}
+                for label in labels:
+                    row[label] = judge_paired(rounds, label, used, PairedTolerances(), efficiency, apart)
+                rows.append(row)
     if baseline:
-        row = {"rule": f"--baseline (one good run) --remeasure {DEFAULT_REMEASURE}"}
+        row = {"rule": f"--baseline (one good run) --remeasure {DEFAULT_REMEASURE}", "independent": False}
         for label in labels:
             row[label] = judge_baseline(rounds, label, Tolerances())
         rows.append(row)
@@ -203,8 +364,7 @@ def judge(
         for label in labels:
             seen = row[label]
             kind = "false alarms" if label == SAME else f"{label.rsplit(':', 1)[1]} missed"
-            count = seen["failed"] if label == SAME else seen["comparisons"] - seen["failed"]
-            figure_count = seen["busbw_regressed"] if label == SAME else seen["busbw_figures"] - seen["busbw_regressed"]
+            count, figure_count = errors(label, seen)
             parts.append(
                 f"{kind} {count} of {seen['comparisons']} comparisons ({figure_count} of {seen['busbw_figures']} busbw figures)"
             )
@@ -212,29 +372,87 @@ def judge(
     return rows
 
 
+def upper_bound(failures: int, trials: int, confidence: float = 0.95) -> float:
+    """The one-sided Clopper-Pearson upper bound of a rate seen ``failures`` times in ``trials`` independent ones: the
+    rate p at which seeing at most ``failures`` has probability 1 - confidence (with 0 failures 1 - 0.05^(1/n),
+    about the rule of three's 3/n)."""
+    if trials <= 0:
+        return 1.0
+    if failures >= trials:
+        return 1.0
+
+    def at_most(p: float) -> float:
+        return sum(
+            math.exp(
+                math.lgamma(trials + 1)
+                - math.lgamma(k + 1)
+                - math.lgamma(trials - k + 1)
+                + k * math.log(p)
+                + (trials - k) * math.log1p(-p)
+            )
+            for k in range(failures + 1)
+        )
+
+    low, high = failures / trials, 1.0
+    for _ in range(100):  # at_most falls as p grows: bisect for at_most(p) = 1 - confidence
+        middle = (low + high) / 2
+        if middle <= 0.0 or at_most(middle) > 1 - confidence:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def _span(values: Sequence[str]) -> str:
+    days = sorted(values)
+    return f"{days[0][:16].replace('T', ' ')} - {days[-1][:16].replace('T', ' ')}" if days else "not recorded"
+
+
 def markdown(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]], machine: str) -> str:
-    """The error-rate table: per rule, false alarms of the unchanged image and misses of each slower one, per
-    comparison (and per busbw figure), with the machine and the range of the load average over the runs."""
+    """The error-rate table: per rule and candidate, its rounds, its comparisons (independent: disjoint groups that
+    share no run; or overlapping), false alarms of the unchanged image or misses of a slower one, their rate and 95 %
+    upper bound (independent comparisons only), busbw figures, the load range and dates of its rounds; the
+    machines the rounds ran on."""
     labels = tuple(dict.fromkeys(r["candidate"] for r in rounds))
-    loads = [value for r in rounds for value in r.get("load") or []]
-    load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else "not recorded"
-    heads = ["false alarms (unchanged image)" if label == SAME else f"missed: {label.rsplit(':', 1)[-1]}" for label in labels]
+    machines = sorted({str(r["machine"]) for r in rounds if r.get("machine")}) or [machine]
     lines = [
-        f"Machine: {machine}; load average (1 min) over the runs: {load}; {len({r['round'] for r in rounds})} rounds.",
+        f"Machine: {'; '.join(machines)}. {len({r['round'] for r in rounds})} rounds. Independent comparisons: disjoint "
+        "groups of a candidate's consecutive rounds, sharing no run; overlapping ones share runs (not independent, "
+        "no bound). Bound: one-sided 95 % Clopper-Pearson.",
         "",
-        "| rule | " + " | ".join(heads) + " |",
-        "|---|" + "---|" * len(heads),
+        "| rule | candidate | rounds | comparisons | errors | rate | 95 % upper bound | busbw figures wrong "
+        "| load (1 min) | dates (UTC) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
-        cells = []
         for label in labels:
+            mine = [r for r in rounds if r["candidate"] == label]
             seen = row[label]
-            count = seen["failed"] if label == SAME else seen["comparisons"] - seen["failed"]
-            share = count / seen["comparisons"] if seen["comparisons"] else float("nan")
-            figure_count = seen["busbw_regressed"] if label == SAME else seen["busbw_figures"] - seen["busbw_regressed"]
-            cells.append(f"{count} of {seen['comparisons']} ({share:.1%}; figures {figure_count} of {seen['busbw_figures']})")
-        lines.append(f"| {row['rule']} | " + " | ".join(cells) + " |")
+            count, figure_count = errors(label, seen)
+            n = seen["comparisons"]
+            loads = [value for r in mine for value in r.get("load") or []]
+            what = "false alarms (unchanged image)" if label == SAME else f"missed: {label.rsplit(':', 1)[-1]}"
+            bound = f"{upper_bound(count, n):.1%}" if row.get("independent") and n else "n/a"
+            cells = [
+                row["rule"],
+                what,
+                str(len(mine)),
+                f"{n} {'independent' if row.get('independent') else 'overlapping'}",
+                str(count),
+                f"{count / n:.1%}" if n else "n/a",
+                bound,
+                f"{figure_count} of {seen['busbw_figures']}",
+                f"{min(loads):.1f}-{max(loads):.1f}" if loads else "not recorded",
+                _span([str(r[k]) for r in mine for k in ("started", "finished") if r.get(k)]),
+            ]
+            lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def _slow_images(given: Sequence[str] | None) -> tuple[str, ...]:
+    if not given:
+        return SLOW_IMAGES
+    return tuple(image for image in given if image != "none")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,33 +467,68 @@ def main(argv: list[str] | None = None) -> int:
         help=f"judge as --reference --pairs N (repeatable; default {DEFAULT_PAIRS})",
     )
     parser.add_argument(
-        "--slow", action="append", metavar="IMAGE", help=f"a slower candidate (repeatable; default {', '.join(SLOW_IMAGES)})"
+        "--slow",
+        action="append",
+        metavar="IMAGE",
+        help=f"a slower candidate (repeatable; default {', '.join(SLOW_IMAGES)}); 'none': the unchanged image only",
     )
+    parser.add_argument("--no-same", action="store_true", help="run the slower candidates only (misses, no false alarms)")
     parser.add_argument(
-        "--disjoint", action="store_true", help="judge groups of rounds that share no run (independent comparisons)"
+        "--disjoint", action="store_true", help="judge only groups of rounds that share no run (independent comparisons)"
     )
     parser.add_argument(
         "--no-baseline", action="store_true", help="judge --reference only (then --pairs may be 2: no re-measures needed)"
     )
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the error-rate table here")
     parser.add_argument("--json", type=Path, metavar="PATH", help="also write every report and the rates here")
+    parser.add_argument(
+        "--append",
+        type=Path,
+        metavar="PATH",
+        help="add the rounds to this --json file (created when absent; rewritten after every round) and judge them all",
+    )
+    parser.add_argument("--max-minutes", type=float, metavar="M", help="start no round after one has ended past M minutes")
     parser.add_argument("--reports", type=Path, metavar="PATH", help="judge the runs of an earlier --json file")
     args = parser.parse_args(argv)
-    if args.pairs < (2 if args.no_baseline else 3):
+    if args.append and (args.json or args.reports):
+        parser.error("--append writes its own file: not with --json or --reports")
+    if args.pairs < (1 if args.append else 2 if args.no_baseline else 3):
         parser.error("--pairs must be at least 3 (the baseline's run and its two re-measures), 2 with --no-baseline")
+    slow = _slow_images(args.slow)
+    candidates = (() if args.no_same else ((SAME, args.image),)) + tuple((s, s) for s in slow)
+    if not candidates and not args.reports:
+        parser.error("no candidate: --no-same with --slow none")
+    head: dict[str, Any] = {}
     if args.reports:
-        rounds = json.loads(args.reports.read_text(encoding="utf-8"))["rounds"]
+        data = json.loads(args.reports.read_text(encoding="utf-8"))
+        rounds = data["rounds"]
+        head = data.get("header") or {}
     else:
-        rounds = run_rounds(args.image, args.pairs, tuple(args.slow or SLOW_IMAGES))
+        head = header(args.image, check_image(args.image), {image: check_image(image) for image in slow})
+        earlier: list[dict[str, Any]] = []
+        if args.append:
+            try:
+                head, earlier = read_accumulated(args.append, head)
+            except Refused as exc:
+                print(f"bench_reference_rates: {exc}", file=sys.stderr)
+                return 2
+        target = args.append or args.json
+
+        def keep(found: list[dict[str, Any]]) -> None:
+            if target:
+                write_atomically(target, {"header": head, "rounds": found})
+
+        with docker_runner() as run:
+            rounds = collect_rounds(args.image, candidates, args.pairs, run, earlier, args.max_minutes, keep)
     used = [n for n in (args.judge_pairs or [DEFAULT_PAIRS]) if 2 <= n <= len({r["round"] for r in rounds})]
     rows = judge(rounds, used, baseline=not args.no_baseline, disjoint=args.disjoint)
     if args.markdown:
-        machine = f"{os.cpu_count()} CPUs, {platform.node() or 'this host'} ({platform.platform(terse=True)})"
-        args.markdown.write_text(markdown(rows, rounds, machine), encoding="utf-8")
+        args.markdown.write_text(markdown(rows, rounds, machine()), encoding="utf-8")
         print(f"wrote {args.markdown}")
-    if args.json and not args.reports:
-        args.json.write_text(json.dumps({"good": args.image, "rounds": rounds, "rates": rows}, indent=2) + "\n")
-        print(f"wrote {args.json}")
+    target = args.append or (None if args.reports else args.json)
+    if target:
+        write_atomically(target, {"header": head, "rounds": rounds, "rates": rows})
+        print(f"wrote {target}")
     return 0
 
 
