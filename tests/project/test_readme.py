@@ -96,6 +96,14 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--reports",
         "--timeline-only",
         "--images",
+        # benchmarks/bench_reference_rates.py
+        "--append",
+        "--disjoint",
+        "--judge-pairs",
+        "--max-minutes",
+        "--no-baseline",
+        "--no-same",
+        "--slow",
     }
 )
 
