@@ -144,8 +144,11 @@ def read_accumulated(path: Path, wanted: dict[str, Any]) -> tuple[dict[str, Any]
     where its rounds were made otherwise (``refusal``)."""
     if not path.exists():
         return dict(wanted), []
-    data = json.loads(path.read_text(encoding="utf-8"))
-    found = data.get("header") or {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as exc:
+        raise Refused(f"refusing to append to {path}: not a JSON file of rounds ({exc})") from None
+    found = (data.get("header") if isinstance(data, dict) else None) or {}
     why = refusal(found, wanted)
     if why:
         raise Refused(f"refusing to append to {path}: {why}")

@@ -199,3 +199,15 @@ def test_the_table_says_per_candidate_rounds_independent_comparisons_bound_load_
     assert "| 1 | 2 independent | 0 | 0.0% | 77.6% | 28 of 128 | 7.0-7.0 |" in slow_row
     overlapping = [line for line in lines if "every choice" in line]
     assert all("overlapping" in line and "| n/a |" in line for line in overlapping)
+
+
+def test_an_append_file_that_is_no_file_of_rounds_is_refused(tmp_path: Path) -> None:
+    broken = tmp_path / "rates.json"
+    broken.write_text("{half", encoding="utf-8")
+    with pytest.raises(rates.Refused, match="not a JSON file"):
+        rates.read_accumulated(broken, header())
+    old = tmp_path / "old.json"  # the first format: no header, so no image ids to hold the rounds to
+    old.write_text(json.dumps({"good": GOOD, "rounds": []}), encoding="utf-8")
+    with pytest.raises(rates.Refused, match="no header"):
+        rates.read_accumulated(old, header())
+    assert rates.read_accumulated(tmp_path / "new.json", header()) == (header(), [])
