@@ -80,7 +80,12 @@ def run(spec: Dict[str, Any]) -> int:
             writer.write(name, name, status, message, time.monotonic() - started, details)
         _agree(ctx, name, status or ctx.worst_reported, message)
     ctx.begin_check(-1, "shutdown")
-    if dist.is_available() and dist.is_initialized():
+    # Not while a check thread this rank gave up on is still blocked inside a collective: seen twice in CI (2.6, two
+    # ranks in one container, the defect image that raises in ddp_sampler on rank 1), rank 0's teardown of the group
+    # waited beside that thread (its stacks: the main thread in destroy_process_group, the abandoned one in DDP's
+    # backward) until the scenario's deadline killed it, every record already written. The process ends with
+    # os._exit next, which closes the group's connections anyway.
+    if dist.is_available() and dist.is_initialized() and not any(t.is_alive() for t in ctx.abandoned_threads):
         dist.destroy_process_group()
     ctx.watchdog.disarm()
     # Under the harness the records are the verdict; standalone (docker compose) the exit code is.
