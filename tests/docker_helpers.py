@@ -23,7 +23,6 @@ import tomllib
 from distval.config import load_config
 from distval.errors import DistvalError
 from distval.images import FIXTURES
-from distval.plan.model import images_of
 from distval.targets.engines.planning import plan_run
 from tests.paths import ROOT, SCHEMAS
 
@@ -125,7 +124,7 @@ def leftovers(client: object, run_id: str | None = None) -> list[str]:
 
 def config_images(path: str) -> list[str]:
     """The images a scenario file runs when no --image overrides them, as the plan has them."""
-    return images_of(plan_run(load_config(path), "images"))
+    return plan_run(load_config(path), "images").images
 
 
 # -- fixture images ---------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Last-known-good: the options of ``distval run --baseline`` (the report, the re-measures and the tolerances, which
-``distval compare`` shares), read into ``BaselineOptions`` (distval/session/remeasure.py runs and judges them)."""
+``distval compare`` shares), read into ``BaselineOptions`` (distval/session/remeasure.py re-measures,
+distval/comparing/judges.py judges)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from distval.comparing.deltas import (
     DEFAULT_DURATION_TOLERANCE,
     Tolerances,
 )
-from distval.session.remeasure import DEFAULT_REMEASURE, BaselineOptions
+from distval.comparing.judges import BaselineOptions
+from distval.session.remeasure import DEFAULT_REMEASURE
 
 
 def add_baseline_arguments(parser: argparse.ArgumentParser) -> None:

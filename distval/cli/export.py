@@ -18,7 +18,7 @@ from distval.cli.target_options import add_option, command_options
 from distval.config import Config, load_config
 from distval.errors import EXIT_BAD_INPUT, BadInput, ConfigError, SelectionError
 from distval.plan.selection import NO_CHECK_SELECTED, Selection
-from distval.session.selection import filtered, running, select
+from distval.session.selection import filtered, select
 from distval.targets.kind import ExportCommand, TargetKind
 from distval.targets.registry import exporting_kinds
 
@@ -31,7 +31,7 @@ def exported_scenarios(config: Config, patterns: Sequence[str] | None, chosen: S
         print(f"distval: not exported: {name}: {NO_CHECK_SELECTED}", file=sys.stderr)
     for note in selected.kept:
         print(f"distval: {note}", file=sys.stderr)
-    found = running(selected, patterns)
+    found = selected.running
     if not found.scenarios:
         raise SelectionError(f"nothing to export: the check selection leaves no scenario of {config.path} a check")
     return found

@@ -20,7 +20,7 @@ from distval.config.shipped import DEFAULT_CONFIG
 from distval.errors import EXIT_BAD_INPUT, ConfigError
 from distval.images.helper_base import DEFAULT, HELPER_BASE_DEST
 from distval.images.helper_base import choose as choose_helpers
-from distval.session.selection import plan_selected, running, select
+from distval.session.selection import plan_selected, select
 from distval.targets.base import plan_reference, refuse_what_it_lacks
 from distval.targets.capabilities import REAPER
 from distval.targets.kind import EngineFor
@@ -37,8 +37,8 @@ def command_plan(args: argparse.Namespace, engine_for: EngineFor) -> int:
     selected = select(config, args.filter, selection(args))
     run_id = args.run_id or "<run-id>"
     options = dataclasses.replace(target_options(args), run_id=run_id)
-    target = dry_run_target(options, running(selected, args.filter), engine_for)
-    plan = plan_selected(target, selected, run_id, args.filter)
+    target = dry_run_target(options, selected.running, engine_for)
+    plan = plan_selected(target, selected, run_id)
     refuse_what_it_lacks(target, plan, ["reference"] if args.reference else [])  # as distval run would
     if args.reference:
         # The reference's runs are part of what runs: shown after the candidate's, each scenario's pairs alternating

@@ -1,13 +1,13 @@
 """``distval run --reference IMAGE``'s options, read into ``ReferenceOptions`` (distval/session/pairs.py runs the
-pairs and adds each scenario's ``reference`` testcase)."""
+pairs, distval/comparing/judges.py adds each scenario's ``reference`` testcase)."""
 
 from __future__ import annotations
 
 import argparse
 
 from distval.cli import values as cli_values
+from distval.comparing.judges import ReferenceOptions
 from distval.comparing.reference import DEFAULT_PAIRED_DURATION_SLACK_S, DEFAULT_PAIRS, MAX_PAIRS, PairedTolerances
-from distval.session.pairs import ReferenceOptions
 
 
 def add_reference_arguments(parser: argparse.ArgumentParser) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 
 from distval.errors import SelectionError
-from distval.plan.selection import Expression, Selection, check_name, parse_expression, selection_of
+from distval.plan.selection import Expression, Selection, check_name, parse_expression
 
 
 def _check_name(value: str) -> str:
@@ -58,4 +58,4 @@ def add_selection_options(parser: argparse.ArgumentParser) -> None:
 
 def selection(args: argparse.Namespace) -> Selection:
     """The check selection of parsed options."""
-    return selection_of(args.check, args.skip_check, args.k)
+    return Selection(tuple(args.check or ()), tuple(args.skip_check or ()), args.k)

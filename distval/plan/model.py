@@ -189,6 +189,11 @@ class RunPlan:
     unselected: tuple[ScenarioPlan, ...] = ()
     selection_notes: tuple[str, ...] = ()
 
+    @property
+    def images(self) -> list[str]:
+        """The images its scenarios run, each once, sorted."""
+        return sorted({s.image for s in self.scenarios})
+
 
 def scenario_slug(name: str) -> str:
     """A scenario's name as its resources' names take it (run_slugs makes the run's unique)."""
@@ -213,7 +218,3 @@ def run_slugs(config: Config) -> list[str]:
             candidate, suffix = f"{slug[:24]}-{suffix}", suffix + len(config.scenarios)
         slugs.append(candidate)
     return slugs
-
-
-def images_of(plan: RunPlan) -> list[str]:
-    return sorted({s.image for s in plan.scenarios})

@@ -125,6 +125,11 @@ class Selection:
     skip: tuple[str, ...] = ()  # --skip-check
     expression: Expression | None = None  # -k
 
+    def __post_init__(self) -> None:
+        # Each name once, in the order first given: --check env --check env selects env once.
+        object.__setattr__(self, "only", tuple(dict.fromkeys(self.only)))
+        object.__setattr__(self, "skip", tuple(dict.fromkeys(self.skip)))
+
     def __bool__(self) -> bool:
         return bool(self.only or self.skip or self.expression)
 
@@ -155,25 +160,34 @@ class Selection:
 
 def selection_of(only: Sequence[str] | None, skip: Sequence[str] | None, expression: Expression | None) -> Selection:
     """The Selection of the options as parsed (argparse gives None for an option not given)."""
-    return Selection(tuple(dict.fromkeys(only or ())), tuple(dict.fromkeys(skip or ())), expression)
+    return Selection(tuple(only or ()), tuple(skip or ()), expression)
 
 
 @dataclass(frozen=True)
 class Selected:
     """A config after the selection: every scenario with the checks it runs (one left no check keeps its own, to be
-    planned and reported, and is named in ``unselected``), and what was kept for a fault, in words."""
+    planned and reported, and is named in ``unselected``), and what was kept for a fault, in words. ``matched``: the
+    scenarios --filter matched (None: every one)."""
 
     config: Config
     unselected: frozenset[str]
     kept: tuple[str, ...]
+    matched: frozenset[str] | None = None
+
+    @property
+    def running(self) -> Config:
+        """The config with the scenarios that run: those --filter matched, less those the selection left no check."""
+        scenarios = (s for s in self.config.scenarios if self.matched is None or s.name in self.matched)
+        return dataclasses.replace(self.config, scenarios=tuple(s for s in scenarios if s.name not in self.unselected))
 
 
 def select_checks(config: Config, selection: Selection, scenario_names: Sequence[str] | None = None) -> Selected:
     """Each scenario's checks narrowed to the selection. ``scenario_names``: the scenarios that run (after --filter;
     None: all), the ones a --check name must be found among: a --check that no such scenario lists would quietly
     run nothing of what was asked (SelectionError)."""
+    matched = None if scenario_names is None else frozenset(scenario_names)
     if not selection:
-        return Selected(config, frozenset(), ())
+        return Selected(config, frozenset(), (), matched)
     considered = [s for s in config.scenarios if scenario_names is None or s.name in scenario_names]
     listed = {c.name for s in considered for c in s.checks}
     absent = [name for name in selection.only if name not in listed]
@@ -197,4 +211,4 @@ def select_checks(config: Config, selection: Selection, scenario_names: Sequence
                 chosen.add(trigger)
                 kept.append(f"{scenario.name}: kept {trigger}: its faults[{index}] lands after it")
         scenarios.append(dataclasses.replace(scenario, checks=tuple(c for c in scenario.checks if c.name in chosen)))
-    return Selected(dataclasses.replace(config, scenarios=tuple(scenarios)), frozenset(unselected), tuple(kept))
+    return Selected(dataclasses.replace(config, scenarios=tuple(scenarios)), frozenset(unselected), tuple(kept), matched)

@@ -1,39 +1,23 @@
-"""A run against --reference IMAGE: what it asked, the paired runs (distval/comparing/reference.py says why pairs, in
-which order, and how they are judged) and the ``reference`` testcase it adds to each scenario."""
+"""A run against --reference IMAGE: the option combinations it refuses and the paired runs (distval/comparing/reference.py
+says why pairs, in which order, and how they are judged; distval/comparing/judges.py adds the ``reference`` testcase)."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Sequence
 
-from distval.comparing.reading import scenario_entries
+from distval.comparing.judges import PairedRuns, ReferenceOptions
 from distval.comparing.reference import (
     CANDIDATE,
     MAX_PAIRS,
     REFERENCE,
-    PairedTolerances,
-    reference_case,
-    sampled_figures,
     schedule,
 )
 from distval.errors import BadInput
 from distval.plan.model import ScenarioPlan
-from distval.results.scenario import RunSummary, ScenarioResult
+from distval.results.scenario import ScenarioResult
 
 # Runs the given plans one at a time and returns their results in order (the run's scenario loop).
 RunPlans = Callable[[tuple[ScenarioPlan, ...]], list[ScenarioResult]]
-
-
-@dataclass(frozen=True)
-class ReferenceOptions:
-    """What ``distval run``'s --reference options asked, read once from the parsed command line."""
-
-    image: str | None  # None: no --reference
-    pairs: int
-    tolerances: PairedTolerances
-    pairs_given: bool = False  # --pairs was on the command line (it needs --reference)
 
 
 def check_reference(options: ReferenceOptions, jobs: int | None) -> None:
@@ -49,15 +33,6 @@ def check_reference(options: ReferenceOptions, jobs: int | None) -> None:
             f"--jobs {jobs} with --reference: the pairs run one scenario at a time, so that the two images of a pair "
             "share the machine's state and nothing else runs beside them"
         )
-
-
-@dataclass(frozen=True)
-class PairedRuns:
-    """One scenario's runs beyond its own: the candidate's later runs (pairs 2...) and the reference's, by pair."""
-
-    candidates: tuple[ScenarioResult, ...]  # pairs 2..N (pair 1's is the scenario's own result)
-    references: tuple[ScenarioResult, ...]
-    order: tuple[tuple[str, str], ...]
 
 
 def run_pairs(
@@ -87,39 +62,3 @@ def run_pairs(
         own.append(runs[CANDIDATE][0])
         paired[candidate.scenario.name] = PairedRuns(tuple(runs[CANDIDATE][1:]), tuple(runs[REFERENCE]), order)
     return own, paired
-
-
-def with_reference(
-    summary: RunSummary, options: ReferenceOptions, paired: Mapping[str, PairedRuns], planned: Collection[str]
-) -> RunSummary:
-    """The summary with a ``reference`` testcase added to each scenario planned to run in pairs (``planned``: their
-    names; not those the selection left out), and the reference image named in its properties. One that has no
-    pairs (the run stopped first) gets a failed testcase from ``reference_case``: nothing compared."""
-    if options.image is None or not summary.scenarios:
-        return summary
-    own_entries = scenario_entries(summary, summary.scenarios)
-    sides: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {}
-    for result, entry in zip(summary.scenarios, own_entries, strict=True):
-        name = result.plan.scenario.name
-        if name in planned:
-            runs = paired.get(name, PairedRuns((), (), schedule(options.pairs)))
-            sides[name] = ([entry, *scenario_entries(summary, runs.candidates)], scenario_entries(summary, runs.references))
-    # The whole run is one decision: the rank test's significance is shared among every figure it judges.
-    family = sum(sampled_figures(*pair) for pair in sides.values())
-    scenarios = []
-    for result in summary.scenarios:
-        name = result.plan.scenario.name
-        if name not in sides:
-            scenarios.append(result)
-            continue
-        runs = paired.get(name, PairedRuns((), (), schedule(options.pairs)))
-        candidates, references = sides[name]
-        case = reference_case(candidates, references, runs.order, options.image, options.tolerances, family)
-        reference_id = case.details.get("reference_image_id")
-        properties = (
-            *result.properties,
-            ("reference_image", options.image),
-            ("reference_image_id", str(reference_id) if reference_id else "unknown"),
-        )
-        scenarios.append(dataclasses.replace(result, cases=(*result.cases, case), properties=properties))
-    return dataclasses.replace(summary, scenarios=tuple(scenarios))

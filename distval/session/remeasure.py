@@ -1,15 +1,15 @@
-"""A run against --baseline (last-known-good): what it asked, the re-measures of the scenarios whose figures
-regressed and are undecided, and the 'baseline' testcase each scenario gets (distval/comparing/baseline.py judges)."""
+"""A run against --baseline (last-known-good): the re-measures of the scenarios whose figures regressed and are
+undecided (distval/comparing/judges.py adds the 'baseline' testcase, distval/comparing/baseline.py judges it)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
-from distval.comparing.baseline import baseline_cases, failed_remeasures, with_cases
-from distval.comparing.deltas import Tolerances, deltas, undecided
-from distval.comparing.reading import combined_baseline, match, scenario_entries
+from distval.comparing.baseline import failed_remeasures
+from distval.comparing.deltas import deltas, undecided
+from distval.comparing.judges import BaselineOptions
+from distval.comparing.reading import match, scenario_entries
 from distval.errors import BadInput
 from distval.plan.model import ScenarioPlan
 from distval.results.outcome import PASSED
@@ -19,23 +19,6 @@ from distval.results.scenario import RunSummary, ScenarioResult
 # 24 of 120 comparisons with one re-measure and 12 of 360 with two (docs/measurements.md, "Noise"); a slower image pays
 # two more runs of its regressed scenarios.
 DEFAULT_REMEASURE = 2
-
-
-@dataclass(frozen=True)
-class BaselineOptions:
-    """What ``distval run``'s --baseline options asked (distval/cli/baseline.py declares each; --fail-on-skip is the
-    run's): read once from the parsed command line, so that the contract is these fields, not attribute names."""
-
-    baselines: tuple[tuple[str, Mapping[str, Any]], ...]  # (path, report) of each --baseline; () without one
-    remeasure: int | None  # None: the default (DEFAULT_REMEASURE)
-    tolerances: Tolerances
-    fail_on_skip: bool
-    # (label, report): the one baseline the run is judged against (``combined_baseline``: the median of several),
-    # combined once with the options for the re-measures and the 'baseline' testcases alike; None without --baseline.
-    against: tuple[str, Mapping[str, Any]] | None = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "against", combined_baseline(self.baselines) if self.baselines else None)
 
 
 def check_remeasure(options: BaselineOptions) -> None:
@@ -87,20 +70,3 @@ def remeasure(
         for index, entry in zip(suspects, again, strict=True):
             found.setdefault(index, []).append(entry)
     return found
-
-
-def with_baseline(
-    summary: RunSummary,
-    options: BaselineOptions,
-    remeasures: Mapping[int, Sequence[Mapping[str, Any]]],
-    entries: Sequence[Mapping[str, Any]],
-) -> RunSummary:
-    """The summary with a 'baseline' testcase per scenario when --baseline was given (and scenarios ran: a run
-    with none exits non-zero on its own, RunSummary.exit_code); ``remeasures``: ``remeasure``'s entries;
-    ``entries``: the JSON report entries of the summary's scenarios, built once by the run stage."""
-    if options.against is None or not summary.scenarios:
-        return summary
-
-    path, baseline = options.against
-    cases = baseline_cases(entries, baseline, options.tolerances, path, remeasures, options.fail_on_skip)
-    return with_cases(summary, cases)

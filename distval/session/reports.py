@@ -78,6 +78,7 @@ def refused_reports(paths: ReportPaths, baselines: Sequence[str]) -> list[tuple[
     """(option, path, why) for each report path that names something other than a regular file (a directory, a
     device, a FIFO) or one of the ``baselines``: asked before the run starts, so that nothing runs for a report that
     cannot be written."""
+    overwritten = overwrites_baseline(baselines, paths.by_option())
     refused = []
     directory = paths.output_dir or ""
     not_a_directory = bool(directory) and os.path.exists(directory) and not os.path.isdir(directory)
@@ -92,7 +93,7 @@ def refused_reports(paths: ReportPaths, baselines: Sequence[str]) -> list[tuple[
     reason = (refusal(paths.html) or html_refusal()) if paths.html else None
     if reason is not None and paths.html is not None:
         refused.append(("--html", paths.html, reason))
-    return refused + overwrites_baseline(baselines, paths.by_option())
+    return refused + overwritten
 
 
 def write_reports(

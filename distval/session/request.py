@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distval.comparing.judges import BaselineOptions, ReferenceOptions
 from distval.plan.selection import Selection
-from distval.session.pairs import ReferenceOptions
-from distval.session.remeasure import BaselineOptions
 from distval.session.reports import ReportPaths
 from distval.targets.kind import TargetOptions
 

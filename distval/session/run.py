@@ -14,21 +14,21 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from distval.comparing.judges import PairedRuns, ReferencesOptions, with_baseline, with_reference, with_references
 from distval.comparing.reading import scenario_entries
 from distval.config import load_config
 from distval.errors import BadInput, ConfigError, DistvalError, InternalError, Interrupted
-from distval.plan.model import images_of
 from distval.results.scenario import RunSummary, ScenarioResult, unselected_result
 from distval.run.interrupts import Interrupt, install, signals_deferred
 from distval.run.progress import ProgressDisplay
-from distval.session.pairs import PairedRuns, check_reference, run_pairs, with_reference
-from distval.session.references import ReferencesOptions, references_options, with_references
-from distval.session.remeasure import check_remeasure, remeasure, with_baseline
+from distval.session.pairs import check_reference, run_pairs
+from distval.session.references import references_options
+from distval.session.remeasure import check_remeasure, remeasure
 from distval.session.reports import refused_reports, write_reports
 from distval.session.request import RunRequest
 from distval.session.sample import refuse_sample_in_ci, sample_image_note
 from distval.session.scenarios import ScenarioRuns, default_jobs
-from distval.session.selection import in_config_order, plan_selected, running, select
+from distval.session.selection import in_config_order, plan_selected, select
 from distval.targets.base import Target, plan_reference, refuse_what_it_lacks
 from distval.targets.kind import EngineFor
 from distval.targets.registry import choose_target, chosen_kind
@@ -52,6 +52,7 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
     """The run, start to end; ``engine_for(run_id)``: the Engine of a Docker run, asked for only then (--local never
     imports docker-py). Returns the exit code."""
     run_id = request.run_id
+    kind = chosen_kind(request.target)
     display = ProgressDisplay(None if request.quiet else sys.stderr, rank_output=request.verbose)
     results: list[ScenarioResult] = []
     host = socket.gethostname()
@@ -72,7 +73,6 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
     config_sha256: str | None = None  # once the config was read
     image = request.target.image  # --image: over every scenario's
     images: tuple[str, ...] = (image,) if image else ()  # the plan's, once there is one
-    kind = chosen_kind(request.target)
 
     def summarize(early_error: tuple[str, str] | None = None, early_exit_code: int | None = None) -> RunSummary:
         version = target.engine_version() if target is not None else None
@@ -104,11 +104,11 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
         config = load_config(request.config_path)
         config_sha256 = config.sha256
         selected = select(config, request.patterns, request.selection)
-        chosen = choose_target(request.target, running(selected, request.patterns), engine_for, warn)
+        chosen = choose_target(request.target, selected.running, engine_for, warn)
         target = chosen
         runs = ScenarioRuns(chosen, display, request.require_gpu, request.fail_on_skip)
-        plan = plan_selected(chosen, selected, run_id, request.patterns)
-        images = tuple(images_of(plan))
+        plan = plan_selected(chosen, selected, run_id)
+        images = tuple(plan.images)
         # Before anything runs: what a selected scenario or an option asks of the target that it lacks.
         options = ["keep_on_failure"] if request.target.keep_on_failure else []
         refuse_what_it_lacks(chosen, plan, options + (["reference"] if reference.image else []))
@@ -172,7 +172,7 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
         # The scenarios as JSON report entries, built once for the judges of --baseline and --references (where one
         # was asked for: a run without either never builds them): neither reads what a judge's testcase changes.
         # --reference's reads each scenario's status with --baseline's verdict in it, so it builds its own from the
-        # summary that --baseline's judge returns.
+        # summary that --baseline's judge returns (distval/comparing/judges.py).
         judged = baseline.baselines or machine.references is not None
         entries = scenario_entries(summary, summary.scenarios) if judged else []
         summary = with_reference(with_baseline(summary, baseline, remeasures, entries), reference, paired, planned)

@@ -35,18 +35,6 @@ def matching_names(config_path: str, names: Sequence[str], patterns: Sequence[st
     return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
 
 
-def select_scenarios(plan: RunPlan, patterns: Sequence[str] | None) -> RunPlan:
-    """The plan with only the scenarios whose names match a pattern (``matching_names``)."""
-    if not patterns:
-        return plan
-    chosen = set(matching_names(plan.config_path, [s.scenario.name for s in plan.scenarios + plan.unselected], patterns))
-    return dataclasses.replace(
-        plan,
-        scenarios=tuple(s for s in plan.scenarios if s.scenario.name in chosen),
-        unselected=tuple(s for s in plan.unselected if s.scenario.name in chosen),
-    )
-
-
 def select(config: Config, patterns: Sequence[str] | None, selection: Selection) -> Selected:
     """--filter and the check selection on a config: FilterMismatch or SelectionError before anything is planned."""
     names = matching_names(config.path, [s.name for s in config.scenarios], patterns)
@@ -59,20 +47,16 @@ def filtered(config: Config, patterns: Sequence[str] | None) -> Config:
     return dataclasses.replace(config, scenarios=tuple(s for s in config.scenarios if s.name in names))
 
 
-def running(selected: Selected, patterns: Sequence[str] | None) -> Config:
-    """The scenarios that run: --filter's, less those the selection left no check."""
-    config = filtered(selected.config, patterns)
-    return dataclasses.replace(config, scenarios=tuple(s for s in config.scenarios if s.name not in selected.unselected))
-
-
-def plan_selected(target: Target, selected: Selected, run_id: str, patterns: Sequence[str] | None) -> RunPlan:
-    """Every scenario planned with the checks it runs (so that its hash covers the selection), then --filter's;
-    those the selection left no check are set apart (``RunPlan.unselected``), planned and reported but not run."""
-    plan = select_scenarios(plan_on(target, selected.config, run_id), patterns)
+def plan_selected(target: Target, selected: Selected, run_id: str) -> RunPlan:
+    """Every scenario planned with the checks it runs (so that its hash covers the selection, and its slug is unique
+    among all the config's), then those --filter matched; those the selection left no check are set apart
+    (``RunPlan.unselected``), planned and reported but not run."""
+    plan = plan_on(target, selected.config, run_id)
+    matched = [s for s in plan.scenarios if selected.matched is None or s.scenario.name in selected.matched]
     return dataclasses.replace(
         plan,
-        scenarios=tuple(s for s in plan.scenarios if s.scenario.name not in selected.unselected),
-        unselected=tuple(s for s in plan.scenarios if s.scenario.name in selected.unselected),
+        scenarios=tuple(s for s in matched if s.scenario.name not in selected.unselected),
+        unselected=tuple(s for s in matched if s.scenario.name in selected.unselected),
         selection_notes=selected.kept,
     )
 

@@ -71,14 +71,8 @@ class Target(Protocol):
 def plan_on(target: Target, config: Config, run_id: str) -> RunPlan:
     """Every scenario of the config planned on ``target`` (each with its run-unique slug), each carrying its scenario
     hash: computed here, from the plan itself, never again by the results."""
-    slugs = run_slugs(config)
-    return RunPlan(
-        run_id=run_id,
-        config_path=config.path,
-        scenarios=tuple(
-            with_hashes(target.plan_scenario(s, run_id, slug)) for s, slug in zip(config.scenarios, slugs, strict=True)
-        ),
-    )
+    plans = [target.plan_scenario(s, run_id, slug) for s, slug in zip(config.scenarios, run_slugs(config), strict=True)]
+    return RunPlan(run_id=run_id, config_path=config.path, scenarios=tuple(with_hashes(p) for p in plans))
 
 
 # A reference run's slug: the candidate's, marked (its containers and networks are named apart from the candidate's).
@@ -88,10 +82,8 @@ REFERENCE_SLUG_SUFFIX = "-ref"
 def plan_reference(target: Target, plan: RunPlan, image: str) -> tuple[ScenarioPlan, ...]:
     """Each of ``plan``'s scenarios planned again on ``target`` with the reference ``image`` (--reference), in the
     same order, its slug marked: the same scenario, another image, and another scenario hash."""
-    return tuple(
-        with_hashes(target.plan_scenario(p.scenario, plan.run_id, p.slug[:26] + REFERENCE_SLUG_SUFFIX, image))
-        for p in plan.scenarios
-    )
+    plans = [target.plan_scenario(p.scenario, plan.run_id, p.slug[:26] + REFERENCE_SLUG_SUFFIX, image) for p in plan.scenarios]
+    return tuple(with_hashes(p) for p in plans)
 
 
 def refuse_what_it_lacks(target: Target, plan: RunPlan, options: Sequence[str] = ()) -> None:

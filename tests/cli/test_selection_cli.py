@@ -112,7 +112,7 @@ def test_the_scenario_hash_covers_the_selection() -> None:
 
     def hashes(*check: str) -> list[str]:
         selected = select(config, None, selection_of(list(check), None, None))
-        return [s.scenario_hash for s in plan_selected(target, selected, RUN_ID, None).scenarios]
+        return [s.scenario_hash for s in plan_selected(target, selected, RUN_ID).scenarios]
 
     every = hashes()
     assert hashes("env") != every and hashes("env") != hashes("store")

@@ -17,6 +17,7 @@ from distval.cli.main import build_parser, main
 from distval.cli.run import command_run
 from distval.comparing.baseline import apply_baseline, baseline_case
 from distval.comparing.deltas import BASELINE_CASE, Tolerances
+from distval.comparing.judges import BaselineOptions, with_baseline
 from distval.comparing.reading import scenario_entries
 from distval.config import parse_config
 from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_PASSED
@@ -24,7 +25,7 @@ from distval.plan.model import ScenarioPlan
 from distval.reports.json_report import json_report
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
-from distval.session.remeasure import BaselineOptions, remeasure, with_baseline
+from distval.session.remeasure import remeasure
 from distval.targets.engines.planning import plan_scenario
 
 CONFIG = """\

@@ -12,6 +12,7 @@ import pytest
 
 from distval.cli.main import build_parser
 from distval.cli.reference import reference_options
+from distval.comparing.judges import PairedRuns, ReferenceOptions, with_reference
 from distval.comparing.reference import (
     CANDIDATE,
     REFERENCE,
@@ -27,7 +28,7 @@ from distval.errors import BadInput
 from distval.plan.model import ScenarioPlan
 from distval.results.outcome import ERROR, FAILED, PASSED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
-from distval.session.pairs import PairedRuns, ReferenceOptions, check_reference, run_pairs, with_reference
+from distval.session.pairs import check_reference, run_pairs
 from distval.targets.engines.planning import plan_scenario
 
 TOLERANCES = PairedTolerances()

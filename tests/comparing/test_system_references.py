@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from distval.cli.main import build_parser, main
+from distval.comparing.judges import ReferencesOptions, with_references
 from distval.comparing.reading import scenario_entries
 from distval.comparing.references_suggest import MIN_TOLERANCE, suggest, tolerance_of
 from distval.comparing.system_references import Machine, expected_failures, references_case
@@ -22,7 +23,7 @@ from distval.errors import EXIT_BAD_INPUT, EXIT_PASSED, BadInput, ConfigError
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.results.shape import Straggler
-from distval.session.references import ReferencesOptions, references_options, with_references
+from distval.session.references import references_options
 from distval.targets.engines.planning import plan_scenario
 
 TEXT = """\

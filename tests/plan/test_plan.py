@@ -28,7 +28,6 @@ from distval.plan.model import (
     LABEL_SCENARIO,
     RunPlan,
     ScenarioPlan,
-    images_of,
 )
 from distval.targets.docker.plan import CONTAINER_ROOT, MASTER_PORT, RESULTS_DIR, SPEC_PATH
 from distval.targets.engines.planning import plan_run, plan_scenario
@@ -240,18 +239,18 @@ scenarios:
 def test_image_override_wins_over_config() -> None:
     run = plan_run(config_of(IMAGES), RUN_ID, "override/img:3")
     assert [s.image for s in run.scenarios] == ["override/img:3", "override/img:3"]
-    assert images_of(run) == ["override/img:3"]
+    assert run.images == ["override/img:3"]
 
 
 def test_config_image_wins_over_default() -> None:
     run = plan_run(config_of(IMAGES), RUN_ID, None)
     assert [s.image for s in run.scenarios] == ["scenario/own:2", "top/level:1"]
-    assert images_of(run) == ["scenario/own:2", "top/level:1"]
+    assert run.images == ["scenario/own:2", "top/level:1"]
 
 
 def test_default_image_when_none_is_given(default_plan: RunPlan) -> None:
     assert [s.image for s in default_plan.scenarios] == [DEFAULT_IMAGE] * 3
-    assert images_of(default_plan) == [DEFAULT_IMAGE]
+    assert default_plan.images == [DEFAULT_IMAGE]
 
 
 # --- names -----------------------------------------------------------------------------------------

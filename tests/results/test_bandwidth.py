@@ -29,6 +29,7 @@ from distval.comparing.comparison import NO_REGRESSION, NOT_COMPARED, REGRESSED,
 from distval.comparing.comparison_markdown import render_comparison_markdown
 from distval.comparing.comparison_text import render_comparison_text
 from distval.comparing.deltas import BASELINE_CASE, Tolerances, busbw_figures, confirm, deltas
+from distval.comparing.judges import BaselineOptions
 from distval.comparing.reading import combined_baseline
 from distval.config import parse_config
 from distval.config.byte_sizes import byte_size_value
@@ -41,7 +42,7 @@ from distval.results.bandwidth import figure_properties, figures_from_details, f
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult, ContainerOutcome, ScenarioOutcome
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.results.scenario import summarize_scenario as summarize
-from distval.session.remeasure import BaselineOptions, remeasure
+from distval.session.remeasure import remeasure
 from distval.targets.engines.planning import plan_scenario
 from distval_suite.bandwidth_figures import SAMPLES_MAX, add_samples, bounded
 

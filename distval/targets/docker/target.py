@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from distval.config import Scenario
 from distval.images.helper_base import DEFAULT, HelperBase
-from distval.plan.model import RunPlan, ScenarioPlan, images_of
+from distval.plan.model import RunPlan, ScenarioPlan
 from distval.results.outcome import ScenarioOutcome
 from distval.results.scenario import ScenarioResult
 from distval.run.events import RunEvents
@@ -57,7 +57,7 @@ class DockerTarget:
         # is not there only misleads.
         log(announce_run(plan.run_id))
         self.version = engine_version(engine)
-        ensure_images(engine, images_of(plan), log, self.helpers, self.warn)
+        ensure_images(engine, plan.images, log, self.helpers, self.warn)
         # The reaper's image is built like a missing fixture; where it cannot be, the run stops (one line): never a
         # reaper in another image.
         ensure_images(engine, reaper_images(engine), log, self.helpers, self.warn)

@@ -9,7 +9,7 @@ from distval.config import Scenario
 from distval.config.engine_hosts import TlsFiles
 from distval.image_names import REAPER_IMAGE
 from distval.images.helper_base import DEFAULT, HelperBase
-from distval.plan.model import RunPlan, ScenarioPlan, images_of
+from distval.plan.model import RunPlan, ScenarioPlan
 from distval.results.outcome import ScenarioOutcome
 from distval.results.scenario import ScenarioResult
 from distval.run.events import RunEvents
@@ -58,7 +58,7 @@ class EnginesTarget:
             self.urls,
             self.tls,
             self.distribution,
-            [*images_of(plan), REAPER_IMAGE],  # each Engine's reaper runs in it
+            [*plan.images, REAPER_IMAGE],  # each Engine's reaper runs in it
             lambda local, image: ensure_images(local, [image], log, self.helpers, self.warn),
             log,
         )
