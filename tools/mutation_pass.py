@@ -62,6 +62,13 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/comparing/comparison.py": ("tests/comparing/test_compare.py", "tests/comparing/test_compare_rules.py"),
     "distval/comparing/rank_test.py": ("tests/comparing/test_rank_test.py", "tests/comparing/test_reference.py"),
     "distval/comparing/system_references.py": ("tests/comparing/test_system_references.py",),
+    # What each judge was asked and the testcase it adds to every scenario of a run.
+    "distval/comparing/judges.py": (
+        "tests/comparing/test_reference.py",
+        "tests/comparing/test_baseline.py",
+        "tests/comparing/test_system_references.py",
+        "tests/results/test_bandwidth.py",
+    ),
     # A run's own curve and stragglers: their rules, and the references report that turns them into verdicts.
     "distval/results/shape.py": (
         "tests/results/test_shape.py",
