@@ -85,9 +85,10 @@ def diagnosis_seconds(notes: Notes) -> list[float]:
 
 
 # The deadline must only outlast both ranks' start up to the hung all_reduce (torch 2.6); each second of it is a
-# second of CI. Measured 2026-12-06 on 2 cores: an env-only scenario from its start to its exit 9 s at load 5-8 and
-# 50-64 s at load 20-26, a fault scenario's first all_reduce done 61 s after its start at load 25; 75 s (which this
-# test passed at load 15 and 21) left 11 s of it. 90 s is the worst, 64 s, plus 40 % (up to 150 s at load 30 before).
+# second of CI. Measured 2026-12-06 on 2 cores: an env-only scenario from its start to its exit 13-15 s at load
+# 10-11 and 50-64 s at load 20-26, a fault scenario's first all_reduce done 61 s after its start at load 25; 75 s
+# (which this test passed at load 15 and 21) left 11 s of it. 90 s is the worst, 64 s, plus 40 % (up to 150 s at
+# load 30 before).
 HUNG_DEADLINE_S = 90
 HUNG = """timeout_s: {deadline}
 collective_timeout_s: 300
