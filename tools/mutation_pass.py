@@ -64,6 +64,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/comparing/system_references.py": ("tests/comparing/test_system_references.py",),
     # What each judge was asked and the testcase it adds to every scenario of a run.
     "distval/comparing/judges.py": (
+        "tests/comparing/test_judges.py",
         "tests/comparing/test_reference.py",
         "tests/comparing/test_baseline.py",
         "tests/comparing/test_system_references.py",
