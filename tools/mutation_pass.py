@@ -70,6 +70,16 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/comparing/test_system_references.py",
         "tests/results/test_bandwidth.py",
     ),
+    # The run stage's rules: what is re-measured, --reference's refusals and pairs, --references' refusals, the
+    # sample image refused in a pipeline, the report paths refused and a report not written never a quiet 0, what
+    # --filter and the check selection run.
+    "distval/session/remeasure.py": ("tests/comparing/test_baseline.py", "tests/results/test_bandwidth.py"),
+    "distval/session/pairs.py": ("tests/comparing/test_reference.py",),
+    "distval/session/references.py": ("tests/comparing/test_system_references.py",),
+    "distval/session/sample.py": ("tests/cli/test_sample_image.py", "tests/cli/test_cli.py"),
+    "distval/session/reports.py": ("tests/reports/test_report_writers.py", "tests/cli/test_options.py"),
+    "distval/session/selection.py": ("tests/cli/test_selection_cli.py", "tests/cli/test_bad_input.py"),
+    "distval/plan/selection.py": ("tests/plan/test_selection.py", "tests/cli/test_selection_cli.py"),
     # A run's own curve and stragglers: their rules, and the references report that turns them into verdicts.
     "distval/results/shape.py": (
         "tests/results/test_shape.py",
