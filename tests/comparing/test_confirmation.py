@@ -72,6 +72,7 @@ class FakeRuns:
         self.interrupt_at = interrupt_at  # the run (1-based over every run) that is interrupted; 0: none
         self.ran: list[tuple[str, str, str]] = []  # (first or again, scenario, image)
         self.candidate_runs = 0
+        self.plans: list[ScenarioPlan] = []
 
     def runner(self, kind: str) -> Any:
         def run(plans: tuple[ScenarioPlan, ...]) -> list[ScenarioResult]:
@@ -81,6 +82,7 @@ class FakeRuns:
 
     def one(self, kind: str, plan: ScenarioPlan) -> ScenarioResult:
         self.ran.append((kind, plan.scenario.name, plan.image))
+        self.plans.append(plan)
         if len(self.ran) == self.interrupt_at:
             raise Interrupted("interrupted by SIGINT")
         candidate = plan.image.startswith("cand")
@@ -128,6 +130,9 @@ def test_confirmation_pairs_run_only_for_the_scenario_with_a_regressed_figure_an
         "ref:1",
     ]
     assert bw[0][0] == "first" and {kind for kind, _ in bw[1:]} == {"again"}  # a confirmation run is never kept
+    # The same plans as the first pairs': the confirmation changes how often a scenario runs, not its hash.
+    candidate, reference = plans("cand:1")[0], plans("ref:1")[0]
+    assert all(p in (candidate, reference) for p in fake.plans if p.scenario.name == "bw")
     assert paired["bw"].order == schedule(5) and len(paired["bw"].candidates) == 4 and len(paired["bw"].references) == 5
     assert paired["bw"].confirmation == Confirmation(3, 2, ("busbw all_reduce 64KiB", "busbw all_reduce 1MiB"))
     # The scenario whose figures held ran its 3 pairs only.
@@ -282,6 +287,7 @@ def test_confirm_pairs_is_an_option_of_reference_with_its_bounds() -> None:
     assert reference_options(parsed("--reference", "r:1", "--confirm-pairs", "0")).confirm_pairs == 0
     check_reference(reference_options(parsed("--reference", "r:1", "--pairs", "3", "--confirm-pairs", "47")), None)
     check_reference(reference_options(parsed("--reference", "r:1", "--pairs", "50", "--confirm-pairs", "0")), None)
+    check_reference(reference_options(parsed("--reference", "r:1", "--jobs", "1")), 1)  # one at a time: as the pairs run
     # The default shrinks to what --pairs leaves (--pairs 50 stays as valid as before); a K given does not.
     assert reference_options(parsed("--reference", "r:1", "--pairs", "49")).confirm_pairs == 1
     assert reference_options(parsed("--reference", "r:1", "--pairs", "50")).confirm_pairs == 0
