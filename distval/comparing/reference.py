@@ -424,7 +424,7 @@ def reference_case(
         # Stopped before the confirmation was complete: what triggered it was neither confirmed nor contradicted.
         problems.append(
             f"expected {confirmation.pairs} confirmation pairs after the first {confirmation.after} (run because "
-            f"{_listed(confirmation.triggered_by)} regressed there); {max(0, pairs - confirmation.after)} completed"
+            f"{listed(confirmation.triggered_by)} regressed there); {max(0, pairs - confirmation.after)} completed"
         )
     if pairs < 2:
         # One pair gives a ratio, not an interval: no figure could regress, and a pass would say nothing.
@@ -473,7 +473,7 @@ def reference_case(
         f"{len(figures)} figure(s) and {len(compared_checks)} check(s) paired with {against} over {pairs} pair(s), none "
         "worse on the candidate"
         + (
-            f"; {pairs - confirmation.after} of them confirmation pairs, run because {_listed(confirmation.triggered_by)} "
+            f"; {pairs - confirmation.after} of them confirmation pairs, run because {listed(confirmation.triggered_by)} "
             f"regressed over the first {confirmation.after}, not confirmed over all {pairs}"
             if confirmation is not None
             else ""
@@ -485,7 +485,8 @@ def reference_case(
     )
 
 
-def _listed(labels: Sequence[str]) -> str:
+def listed(labels: Sequence[str]) -> str:
+    """Figure labels for a sentence: the first ten, and how many more."""
     return ", ".join(labels[:10]) + (f" and {len(labels) - 10} more" if len(labels) > 10 else "")
 
 

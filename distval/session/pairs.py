@@ -11,6 +11,7 @@ from distval.comparing.reference import (
     MAX_PAIRS,
     REFERENCE,
     Confirmation,
+    listed,
     schedule,
 )
 from distval.errors import BadInput
@@ -81,9 +82,9 @@ def run_pairs(
             if triggered:
                 confirmation, total = Confirmation(pairs, more, triggered), pairs + more
                 log(
-                    f"{name}: {len(triggered)} figure(s) regressed over {pairs} pairs ({', '.join(triggered[:5])}"
-                    f"{', ...' if len(triggered) > 5 else ''}); {more} confirmation pair(s) follow, and a figure is "
-                    "called regressed only where it regresses again over every pair"
+                    f"{name}: {len(triggered)} figure(s) regressed over {pairs} pairs ({listed(triggered)}); {more} "
+                    "confirmation pair(s) follow, and a figure is called regressed only where it regresses again over "
+                    "every pair"
                 )
         own.append(runs[CANDIDATE][0])
         paired[name] = PairedRuns(tuple(runs[CANDIDATE][1:]), tuple(runs[REFERENCE]), order[:total], confirmation)

@@ -206,6 +206,11 @@ def test_steady_figures_run_no_confirmation() -> None:
     cases, paired, _ = judged(fake, options())
     assert len(fake.ran) == 12 and paired["bw"].confirmation is None
     assert cases["bw"].status == PASSED and "confirmation" not in cases["bw"].message
+    # Decided once, after all the first pairs: slower in pairs 1 and 2 (an interval past the tolerance over those two)
+    # but not in pair 3 is no regression over the 3 pairs, and runs none.
+    fake = FakeRuns((0.50, 0.52, 1.0))
+    cases, paired, _ = judged(fake, options())
+    assert len(fake.ran) == 12 and paired["bw"].confirmation is None and cases["bw"].status == PASSED
 
 
 def test_a_confirmation_run_that_fails_a_check_fails_like_any_pair() -> None:
@@ -288,6 +293,9 @@ def test_confirm_pairs_is_an_option_of_reference_with_its_bounds() -> None:
     check_reference(reference_options(parsed("--reference", "r:1", "--pairs", "3", "--confirm-pairs", "47")), None)
     check_reference(reference_options(parsed("--reference", "r:1", "--pairs", "50", "--confirm-pairs", "0")), None)
     check_reference(reference_options(parsed("--reference", "r:1", "--jobs", "1")), 1)  # one at a time: as the pairs run
+    check_reference(reference_options(parsed("--reference", "r:1", "--pairs", "2")), None)  # the fewest for an interval
+    with pytest.raises(BadInput, match="--confirm-pairs -1: expected 0..47"):  # what the command line cannot give
+        check_reference(options(confirm=-1), None)
     # The default shrinks to what --pairs leaves (--pairs 50 stays as valid as before); a K given does not.
     assert reference_options(parsed("--reference", "r:1", "--pairs", "49")).confirm_pairs == 1
     assert reference_options(parsed("--reference", "r:1", "--pairs", "50")).confirm_pairs == 0
