@@ -19,6 +19,7 @@ from distval.comparing.reference import (
     REFERENCE_CASE,
     Confirmation,
     PairedTolerances,
+    listed,
     reference_case,
     regressed_figures,
     schedule,
@@ -269,6 +270,20 @@ def test_confirmation_pairs_that_did_not_all_complete_fail_closed() -> None:
         in case.message
     )
     assert case.details["confirmation"]["ran"] == 1
+    # None completed (the run stage stops before; a testcase judged from such pairs still says 0, never less).
+    for kept in (3, 2):
+        stopped = reference_case(
+            candidates[:kept], references[:kept], schedule(5), "ref:1", TOLERANCES, None, Confirmation(3, 2, ("busbw x",))
+        )
+        assert stopped.status == FAILED and "regressed there); 0 completed" in stopped.message
+        assert stopped.details["confirmation"]["ran"] == 0
+
+
+def test_the_triggering_figures_are_named_up_to_ten() -> None:
+    labels = [f"busbw all_reduce {n}KiB" for n in range(12)]
+    assert listed(labels[:10]) == ", ".join(labels[:10])
+    assert listed(labels[:11]) == ", ".join(labels[:10]) + " and 1 more"
+    assert listed(labels) == ", ".join(labels[:10]) + " and 2 more"
 
 
 def test_the_trigger_is_the_rule_of_the_final_judgement() -> None:
