@@ -50,7 +50,11 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/results/faults.py": ("tests/results/test_faults_results.py",),
     "distval/results/outcome.py": ("tests/results/test_results.py",),
     # The verdicts of the comparisons: --reference's pairs, --baseline's figures, compare's items.
-    "distval/comparing/reference.py": ("tests/comparing/test_reference.py", "tests/comparing/test_rank_test.py"),
+    "distval/comparing/reference.py": (
+        "tests/comparing/test_reference.py",
+        "tests/comparing/test_rank_test.py",
+        "tests/comparing/test_confirmation.py",
+    ),
     "distval/comparing/baseline.py": (
         "tests/comparing/test_baseline.py",
         "tests/comparing/test_compare.py",
@@ -66,6 +70,7 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/comparing/judges.py": (
         "tests/comparing/test_judges.py",
         "tests/comparing/test_reference.py",
+        "tests/comparing/test_confirmation.py",
         "tests/comparing/test_baseline.py",
         "tests/comparing/test_system_references.py",
         "tests/results/test_bandwidth.py",
@@ -78,7 +83,7 @@ TESTS: dict[str, tuple[str, ...]] = {
         "tests/results/test_bandwidth.py",
         "tests/results/test_remeasure_rule.py",
     ),
-    "distval/session/pairs.py": ("tests/comparing/test_reference.py",),
+    "distval/session/pairs.py": ("tests/comparing/test_reference.py", "tests/comparing/test_confirmation.py"),
     "distval/session/references.py": ("tests/comparing/test_system_references.py",),
     "distval/session/sample.py": ("tests/cli/test_sample_image.py", "tests/cli/test_cli.py"),
     "distval/session/reports.py": (
