@@ -78,8 +78,13 @@ def test_a_fixed_delay_per_all_reduce_is_the_images_doing_against_its_unchanged_
     red = {name: c["message"] for name, c in cases.items() if c["status"] in ("failed", "error")}
     assert red == {}, red
     assert reference["details"]["checks"] == [], reference["details"]["checks"]
-    assert [r["status"] for side in ("candidate", "reference") for r in reference["details"]["runs"][side]] == ["passed"] * 6
-    assert reference["details"]["order"] == ["candidate first", "reference first", "candidate first"]
+    # Regressed over the default 3 pairs, so the default 2 confirmation pairs ran, and it regressed again over all 5.
+    assert [r["status"] for side in ("candidate", "reference") for r in reference["details"]["runs"][side]] == ["passed"] * 10
+    assert reference["details"]["order"] == ["candidate first", "reference first"] * 2 + ["candidate first"]
+    confirmation = reference["details"]["confirmation"]
+    assert (confirmation["after_pairs"], confirmation["pairs"], confirmation["ran"]) == (3, 2, 2), confirmation
+    assert "duration collectives.all_reduce.sum" in confirmation["triggered_by"], confirmation
+    assert "duration collectives.all_reduce.sum" in confirmation["confirmed"], confirmation
     assert "expected no figure past the tolerance against the reference " + TWIN in reference["message"]
     collectives = figures["duration collectives.all_reduce.sum"]
     assert collectives["regressed"], collectives

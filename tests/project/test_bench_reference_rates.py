@@ -237,7 +237,7 @@ def _round(number: int, candidate_busbw: float) -> dict[str, Any]:
 
 
 def test_confirmation_rounds_are_judged_where_the_first_pairs_regressed_and_only_then() -> None:
-    # Three pairs 30 % slower (the tolerance is 20 %), then two even ones: a swing over three consecutive pairs, the next two unhit.
+    # Three pairs 30 % slower (the tolerance is 20 %), then two even ones: a swing over three pairs, the next two unhit.
     swing = [_round(n, 0.7 if n <= 3 else 1.0) for n in range(1, 6)]
     without = rates.judge_paired(swing, rates.SAME, 3, rates.PairedTolerances(), disjoint=True)
     assert (without["failed"], without["comparisons"]) == (1, 1)  # the first three rounds alone: a false alarm
