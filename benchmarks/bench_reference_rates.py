@@ -75,10 +75,13 @@ from distval.comparing.baseline import baseline_case
 from distval.comparing.deltas import Tolerances, confirm, deltas
 from distval.comparing.reference import (
     CANDIDATE,
+    DEFAULT_CONFIRM_PAIRS,
     DEFAULT_PAIRS,
+    Confirmation,
     PairedTolerances,
     paired,
     reference_case,
+    regressed_figures,
     sampled_figures,
     schedule,
 )
@@ -272,32 +275,45 @@ def judge_paired(
     tolerances: PairedTolerances,
     efficiency: bool = False,
     disjoint: bool = False,
+    confirm: int = 0,
 ) -> dict[str, Any]:
     """``--reference --pairs used`` over the candidate's rounds (``groups``); ``efficiency``: each busbw figure judged
     by its efficiency instead (the checks and durations as --reference judges them). The rank test's family is every
-    sampled figure of the comparison, as one ``distval run --reference`` of the config would have it."""
+    sampled figure of the comparison, as one ``distval run --reference`` of the config would have it. ``confirm``:
+    ``--confirm-pairs confirm`` as well: each comparison is a disjoint group of ``used + confirm`` rounds, and a
+    scenario is judged on all of them, with the confirmation's rule, only where a figure regressed over its first
+    ``used`` (what the run stage does: distval/session/pairs.py); so every comparison stays independent of the others
+    whether or not its confirmation rounds were needed."""
     mine = [r for r in rounds if r["candidate"] == label]
     failed = comparisons = figures = regressed = 0
-    for chosen in groups(mine, used, disjoint):
+    for chosen in groups(mine, used + confirm, disjoint or confirm > 0):
         comparisons += 1
         order = [tuple(r["order"]) for r in chosen]
         any_failed = False
         scenarios = range(len(chosen[0]["runs"]["candidate"]["scenarios"]))
-        sides = [
+        every = [
             ([r["runs"]["candidate"]["scenarios"][i] for r in chosen], [r["runs"]["reference"]["scenarios"][i] for r in chosen])
             for i in scenarios
         ]
-        family = sum(sampled_figures(*side) for side in sides)
-        for candidates, references in sides:
-            case = reference_case(candidates, references, order, "good", tolerances, family)
+        sides: list[tuple[list[Any], list[Any], Confirmation | None]] = []
+        for candidates, references in every:
+            triggered = regressed_figures(candidates[:used], references[:used], tolerances) if confirm else ()
+            if triggered:
+                sides.append((candidates, references, Confirmation(used, confirm, triggered)))
+            else:
+                sides.append((candidates[:used], references[:used], None))
+        family = sum(sampled_figures(candidates, references) for candidates, references, _ in sides)
+        for candidates, references, confirmation in sides:
+            case = reference_case(candidates, references, order[: len(candidates)], "good", tolerances, family, confirmation)
+            details: Any = case.details  # the testcase's JSON details: figures and checks as lists of dicts
             if efficiency:
                 # The testcase's verdict with its busbw figures judged by efficiency instead.
                 verdicts = _efficiency_regressed(candidates, references, tolerances)
-                others = [f for f in case.details["figures"] if f["kind"] != "busbw"]
-                checks_failed = any(c["verdict"] == "the image" for c in case.details["checks"])
+                others = [f for f in details["figures"] if f["kind"] != "busbw"]
+                checks_failed = any(c["verdict"] == "the image" for c in details["checks"])
                 any_failed |= checks_failed or any(verdicts) or any(f["regressed"] for f in others)
             else:
-                verdicts = [f["regressed"] for f in case.details["figures"] if f["kind"] == "busbw"]
+                verdicts = [f["regressed"] for f in details["figures"] if f["kind"] == "busbw"]
                 any_failed |= case.status == "failed"
             figures += len(verdicts)
             regressed += sum(verdicts)
@@ -337,11 +353,16 @@ def errors(label: str, seen: dict[str, Any]) -> tuple[int, int]:
 
 
 def judge(
-    rounds: Sequence[dict[str, Any]], used_pairs: Sequence[int], baseline: bool = True, disjoint: bool = False
+    rounds: Sequence[dict[str, Any]],
+    used_pairs: Sequence[int],
+    baseline: bool = True,
+    disjoint: bool = False,
+    confirm_pairs: int = 0,
 ) -> list[dict[str, Any]]:
     """One row per rule: per candidate label, its counts (``judge_paired``, ``judge_baseline``); ``independent``:
     whether the row's comparisons share no run. Paired rules are judged over disjoint groups always, and over every
-    choice of rounds (overlapping) too unless ``disjoint``."""
+    choice of rounds (overlapping) too unless ``disjoint``; with ``confirm_pairs``, each also with that many
+    confirmation pairs (disjoint groups only)."""
     rows = []
     labels = tuple(dict.fromkeys(r["candidate"] for r in rounds))
     with_efficiency = any(_efficiencies(r["runs"]["candidate"]["scenarios"][0]) for r in rounds)
@@ -357,6 +378,11 @@ def judge(
                 for label in labels:
                     row[label] = judge_paired(rounds, label, used, PairedTolerances(), efficiency, apart)
                 rows.append(row)
+        if confirm_pairs:
+            row = {"rule": f"--reference --pairs {used} --confirm-pairs {confirm_pairs}, disjoint", "independent": True}
+            for label in labels:
+                row[label] = judge_paired(rounds, label, used, PairedTolerances(), disjoint=True, confirm=confirm_pairs)
+            rows.append(row)
     if baseline:
         row = {"rule": f"--baseline (one good run) --remeasure {DEFAULT_REMEASURE}", "independent": False}
         for label in labels:
@@ -470,6 +496,14 @@ def main(argv: list[str] | None = None) -> int:
         help=f"judge as --reference --pairs N (repeatable; default {DEFAULT_PAIRS})",
     )
     parser.add_argument(
+        "--confirm-pairs",
+        type=int,
+        default=DEFAULT_CONFIRM_PAIRS,
+        metavar="K",
+        help=f"also judge as --reference --confirm-pairs K, on disjoint groups of N + K rounds (default "
+        f"{DEFAULT_CONFIRM_PAIRS}, run's; 0: not)",
+    )
+    parser.add_argument(
         "--slow",
         action="append",
         metavar="IMAGE",
@@ -524,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
         with docker_runner() as run:
             rounds = collect_rounds(args.image, candidates, args.pairs, run, earlier, args.max_minutes, keep)
     used = [n for n in (args.judge_pairs or [DEFAULT_PAIRS]) if 2 <= n <= len({r["round"] for r in rounds})]
-    rows = judge(rounds, used, baseline=not args.no_baseline, disjoint=args.disjoint)
+    rows = judge(rounds, used, baseline=not args.no_baseline, disjoint=args.disjoint, confirm_pairs=args.confirm_pairs)
     if args.markdown:
         args.markdown.write_text(markdown(rows, rounds, machine()), encoding="utf-8")
         print(f"wrote {args.markdown}")

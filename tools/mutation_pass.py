@@ -50,7 +50,11 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/results/faults.py": ("tests/results/test_faults_results.py",),
     "distval/results/outcome.py": ("tests/results/test_results.py",),
     # The verdicts of the comparisons: --reference's pairs, --baseline's figures, compare's items.
-    "distval/comparing/reference.py": ("tests/comparing/test_reference.py", "tests/comparing/test_rank_test.py"),
+    "distval/comparing/reference.py": (
+        "tests/comparing/test_reference.py",
+        "tests/comparing/test_rank_test.py",
+        "tests/comparing/test_confirmation.py",
+    ),
     "distval/comparing/baseline.py": (
         "tests/comparing/test_baseline.py",
         "tests/comparing/test_compare.py",
@@ -64,11 +68,36 @@ TESTS: dict[str, tuple[str, ...]] = {
     "distval/comparing/system_references.py": ("tests/comparing/test_system_references.py",),
     # What each judge was asked and the testcase it adds to every scenario of a run.
     "distval/comparing/judges.py": (
+        "tests/comparing/test_judges.py",
         "tests/comparing/test_reference.py",
+        "tests/comparing/test_confirmation.py",
         "tests/comparing/test_baseline.py",
         "tests/comparing/test_system_references.py",
         "tests/results/test_bandwidth.py",
     ),
+    # The run stage's rules: what is re-measured, --reference's refusals and pairs, --references' refusals, the
+    # sample image refused in a pipeline, the report paths refused and a report not written never a quiet 0, what
+    # --filter and the check selection run.
+    "distval/session/remeasure.py": (
+        "tests/comparing/test_baseline.py",
+        "tests/results/test_bandwidth.py",
+        "tests/results/test_remeasure_rule.py",
+    ),
+    "distval/session/pairs.py": ("tests/comparing/test_reference.py", "tests/comparing/test_confirmation.py"),
+    "distval/session/references.py": ("tests/comparing/test_system_references.py",),
+    "distval/session/sample.py": ("tests/cli/test_sample_image.py", "tests/cli/test_cli.py"),
+    "distval/session/reports.py": (
+        "tests/reports/test_report_writers.py",
+        "tests/cli/test_options.py",
+        "tests/reports/test_report.py",
+        "tests/comparing/test_baseline.py",
+    ),
+    "distval/session/selection.py": (
+        "tests/cli/test_selection_cli.py",
+        "tests/cli/test_bad_input.py",
+        "tests/plan/test_selection.py",
+    ),
+    "distval/plan/selection.py": ("tests/plan/test_selection.py", "tests/cli/test_selection_cli.py"),
     # A run's own curve and stragglers: their rules, and the references report that turns them into verdicts.
     "distval/results/shape.py": (
         "tests/results/test_shape.py",
@@ -201,6 +230,23 @@ NAMED += (
 # Survivors that are no behaviour change, keyed by "path:line:col mutation" (the table's first two columns),
 # with why no test can kill them. Anything surviving outside this list is a gap in the tests.
 EQUIVALENT: dict[str, str] = {
+    "distval/session/remeasure.py:62:36 constant 1 -> 2": (
+        "one attempt more than --remeasure never runs: after 1 + N runs the majority is decided, so nothing is suspect"
+    ),
+    # -k's parser: a match from -1 starts at 0; at the end of the text the token pattern matches nothing (blanks
+    # only break the loop); one term is its own any()/all(); the kinds the branches test exclude each other;
+    # both early returns of ``chooses`` return False.
+    "distval/plan/selection.py:53:15 constant 0 -> -1": "re.Pattern.match treats a negative pos as 0",
+    "distval/plan/selection.py:54:10 `position < len(text)` -> `position <= len(text)`": (
+        "at the end of the text the token pattern finds nothing and the loop breaks"
+    ),
+    "distval/plan/selection.py:80:21 constant 0 -> -1": "terms[-1] is terms[0] where there is one term",
+    "distval/plan/selection.py:80:41 constant 1 -> 0": "any() over one term is that term",
+    "distval/plan/selection.py:88:21 constant 0 -> -1": "terms[-1] is terms[0] where there is one term",
+    "distval/plan/selection.py:88:41 constant 1 -> 0": "all() over one term is that term",
+    "distval/plan/selection.py:90:4 early-return ifs at lines 93 and 97 swapped": "a token has one kind",
+    "distval/plan/selection.py:90:4 early-return ifs at lines 97 and 104 swapped": "a token has one kind",
+    "distval/plan/selection.py:136:4 early-return ifs at lines 137 and 139 swapped": "both return False",
     "distval/results/expectations.py:110:0 early-return ifs at lines 111 and 113 swapped": (
         'ranks == "victims" and ranks == "survivors" exclude each other'
     ),

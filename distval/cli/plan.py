@@ -50,9 +50,10 @@ def command_plan(args: argparse.Namespace, engine_for: EngineFor) -> int:
     beside = target.declaration.has(REAPER)
     helpers = choose_helpers(options.get(HELPER_BASE_DEST), os.environ) if beside else DEFAULT
     if args.format == "json":
-        sys.stdout.write(json.dumps(plan_as_data(plan, beside, helpers, chosen_kind(options)), indent=2, sort_keys=True) + "\n")
+        data = plan_as_data(plan, beside, helpers, chosen_kind(options), args.reference)
+        sys.stdout.write(json.dumps(data, indent=2, sort_keys=True) + "\n")
     else:
-        sys.stdout.write(render_plan(plan, beside, helpers, chosen_kind(options)))
+        sys.stdout.write(render_plan(plan, beside, helpers, chosen_kind(options), args.reference))
     return 0
 
 
@@ -69,7 +70,8 @@ def add_plan_command(commands: Any, engine_for: EngineFor) -> None:
         "--reference",
         type=cli_values.image_reference,
         metavar="IMAGE",
-        help="also show the reference image's plans, as distval run --reference runs them in pairs with the candidate's",
+        help="also show the reference image's plans, as distval run --reference runs them in pairs with the candidate's "
+        "(and says how many pairs, and that confirmation pairs may follow)",
     )
     plan.add_argument("--run-id", type=cli_values.run_id)
     add_selection_options(plan)

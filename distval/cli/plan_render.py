@@ -11,6 +11,7 @@ import dataclasses
 import json
 from typing import Any
 
+from distval.comparing.reference import DEFAULT_CONFIRM_PAIRS, DEFAULT_PAIRS
 from distval.escape import terminal_text
 from distval.images.helper_base import DEFAULT, HelperBase, planned_builds
 from distval.plan.fault_render import fault_data, fault_lines
@@ -60,14 +61,32 @@ def _shown(kind: TargetKind | None) -> PlanShown:
     return (kind or default_kind()).plan_shown
 
 
-def render_plan(plan: RunPlan, beside: bool = True, helpers: HelperBase = DEFAULT, kind: TargetKind | None = None) -> str:
+def reference_pairs(image: str) -> str:
+    """What ``distval plan --reference`` says of the pairs (the plan shows each image's plan once): how many runs each
+    scenario gets, and that confirmation pairs may follow (distval/comparing/reference.py)."""
+    return (
+        f"each scenario runs in {DEFAULT_PAIRS} pairs with {image} (distval run --pairs), who goes first alternating; "
+        f"where a figure regressed after them, {DEFAULT_CONFIRM_PAIRS} confirmation pairs of that scenario follow "
+        "(--confirm-pairs) and its figures are judged on every pair"
+    )
+
+
+def render_plan(
+    plan: RunPlan,
+    beside: bool = True,
+    helpers: HelperBase = DEFAULT,
+    kind: TargetKind | None = None,
+    reference: str | None = None,
+) -> str:
     """``kind``: the kind of target that planned it (shows what it adds to a plan); ``beside``: the target starts
     distval's helpers on a Docker Engine beside the ranks (its reaper among them),
-    and builds distval's own images there FROM ``helpers``' base where the Engine lacks them (--helper-base)."""
+    and builds distval's own images there FROM ``helpers``' base where the Engine lacks them (--helper-base);
+    ``reference``: --reference's image, whose plans ``plan`` holds after the candidate's."""
     lines = [f"run {plan.run_id} from {plan.config_path}: {len(plan.scenarios)} scenario(s)"]
     if plan.unselected:  # planned, not run: each is reported skipped
         lines[0] += f"; not run, {NO_CHECK_SELECTED}: {', '.join(sp.scenario.name for sp in plan.unselected)}"
     lines += [f"selection: {note}" for note in plan.selection_notes]
+    lines += [f"reference: {reference_pairs(reference)}"] if reference else []
     shown = _shown(kind)
     lines += (_beside_lines(shown) + _helper_lines(plan, helpers)) if beside else []
     for sp in plan.scenarios:
@@ -183,10 +202,14 @@ def _helper_images(plan: RunPlan, helpers: HelperBase) -> dict[str, Any]:
 
 
 def plan_as_data(
-    plan: RunPlan, beside: bool = True, helpers: HelperBase = DEFAULT, kind: TargetKind | None = None
+    plan: RunPlan,
+    beside: bool = True,
+    helpers: HelperBase = DEFAULT,
+    kind: TargetKind | None = None,
+    reference: str | None = None,
 ) -> dict[str, Any]:
-    """The plan as JSON-able data: what ``--format json`` prints (``beside``: as ``render_plan``'s; else [] and no
-    helper images)."""
+    """The plan as JSON-able data: what ``--format json`` prints (``beside`` and ``reference``: as ``render_plan``'s;
+    without ``beside`` [] and no helper images)."""
     shown = _shown(kind)
     return {
         "run_id": plan.run_id,
@@ -229,4 +252,17 @@ def plan_as_data(
             else {}
         ),
         **({"selection_notes": list(plan.selection_notes)} if plan.selection_notes else {}),
+        # Only with --reference: distval run's pairs at its defaults, and that confirmation pairs may follow.
+        **(
+            {
+                "reference": {
+                    "image": reference,
+                    "pairs": DEFAULT_PAIRS,
+                    "confirm_pairs": DEFAULT_CONFIRM_PAIRS,
+                    "note": reference_pairs(reference),
+                }
+            }
+            if reference
+            else {}
+        ),
     }

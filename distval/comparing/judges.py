@@ -13,7 +13,16 @@ from typing import Any
 from distval.comparing.baseline import baseline_cases, with_cases
 from distval.comparing.deltas import Tolerances
 from distval.comparing.reading import combined_baseline, scenario_entries
-from distval.comparing.reference import REFERENCE_CASE, PairedTolerances, reference_case, sampled_figures, schedule
+from distval.comparing.reference import (
+    DEFAULT_CONFIRM_PAIRS,
+    REFERENCE_CASE,
+    Confirmation,
+    PairedTolerances,
+    reference_case,
+    regressed_figures,
+    sampled_figures,
+    schedule,
+)
 from distval.comparing.system_references import Machine, expected_failures, references_case
 from distval.config.references import References
 from distval.results.scenario import RunSummary, ScenarioResult
@@ -45,6 +54,9 @@ class ReferenceOptions:
     pairs: int
     tolerances: PairedTolerances
     pairs_given: bool = False  # --pairs was on the command line (it needs --reference)
+    # --confirm-pairs: more pairs of a scenario where a figure regressed after its first ``pairs`` (0: none)
+    confirm_pairs: int = DEFAULT_CONFIRM_PAIRS
+    confirm_pairs_given: bool = False  # --confirm-pairs was on the command line (it needs --reference)
 
 
 @dataclass(frozen=True)
@@ -61,7 +73,18 @@ class PairedRuns:
 
     candidates: tuple[ScenarioResult, ...]  # pairs 2..N (pair 1's is the scenario's own result)
     references: tuple[ScenarioResult, ...]
-    order: tuple[tuple[str, str], ...]
+    order: tuple[tuple[str, str], ...]  # every planned pair's, confirmation pairs included
+    confirmation: Confirmation | None = None  # the confirmation pairs asked for, if any
+
+
+def confirmation_trigger(
+    options: ReferenceOptions, candidates: Sequence[ScenarioResult], references: Sequence[ScenarioResult]
+) -> tuple[str, ...]:
+    """The figures of one scenario's pairs so far (``candidates[i]`` and ``references[i]`` from pair i) that regress
+    by --reference's rule: what makes the run stage run its confirmation pairs (distval/comparing/reference.py
+    ``regressed_figures``); () where none does."""
+    summary = RunSummary("", ())
+    return regressed_figures(scenario_entries(summary, candidates), scenario_entries(summary, references), options.tolerances)
 
 
 def with_baseline(
@@ -106,7 +129,7 @@ def with_reference(
             continue
         runs = paired.get(name, PairedRuns((), (), schedule(options.pairs)))
         candidates, references = sides[name]
-        case = reference_case(candidates, references, runs.order, options.image, options.tolerances, family)
+        case = reference_case(candidates, references, runs.order, options.image, options.tolerances, family, runs.confirmation)
         reference_id = case.details.get("reference_image_id")
         properties = (
             *result.properties,

@@ -31,6 +31,20 @@ One testcase ``reference`` per scenario says what the pairs found:
   every reference run ended early), the testcase fails; where every run of both images was skipped (no GPU the
   Engine can give), it is skipped with their reasons, as the scenario is.
 
+**Confirmation pairs.** A regression must be seen again to be called (PyTorch's regression reports need two
+consecutive violations; asv re-runs a benchmark before it calls a regression). Where, after a scenario's ``pairs``
+pairs, any of its figures regresses by the rule above (``regressed_figures``: the run stage asks it, the one rule),
+the run stage runs that scenario for ``confirm_pairs`` more pairs, continuing the ABBA order, and the figures are
+judged on every pair. A figure is then called regressed only where it both triggered the confirmation and regresses
+again over all the pairs: a load swing that hit two or three consecutive pairs the same way is diluted by pairs that
+it did not hit, while a real slowdown is in every pair. So the confirmation never makes a verdict harsher than the
+first pairs' alone. The trigger judges the scenario's figures by themselves (its rank test shares the significance
+among this scenario's figures only, the run's others not yet measured), which is at least as ready to trigger as the
+final judgement over the whole run: no figure the final rule would call regressed after the first pairs escapes the
+confirmation. A check's failure is judged as without confirmation (it triggers nothing), and a confirmation run that
+fails a check fails the testcase like any pair's. Confirmation pairs that did not all complete fail the testcase:
+what triggered them stands.
+
 A candidate run after the first that fails (pairs 2...) fails the testcase too: a failure in any run is a failure.
 The first candidate run is the scenario's own result (its testcases, figures and logs in every report); the others
 and the reference's runs are in the ``reference`` testcase's details.
@@ -41,7 +55,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from distval.comparing.baseline import skip_reasons
@@ -61,7 +75,10 @@ from distval_suite.bandwidth_figures import SAMPLES_MAX
 REFERENCE_CASE = "reference"
 CANDIDATE, REFERENCE = "candidate", "reference"
 DEFAULT_PAIRS = 3
-MAX_PAIRS = 50
+# More pairs where a figure regressed after the first (the module's docstring); 0: none. Two pairs give the ones that
+# triggered them a fresh look in both orders (ABBA) at the cost of 4 more runs of that scenario only.
+DEFAULT_CONFIRM_PAIRS = 2
+MAX_PAIRS = 50  # every pair of a scenario, confirmation pairs included
 # --baseline's tolerances. Measured on the same runs (docs/measurements.md, "Candidate against reference"): at -10 %
 # one comparison of an unchanged image in four failed on one of its 64 busbw figures, at -20 % none, and both
 # slower images were caught in every comparison at either; a pair does not cancel this machine's whole-run noise
@@ -122,6 +139,11 @@ class PairedFigure:
     # are slower, and the significance it had to reach (FAMILY_ALPHA over the figures of the run); None without.
     p_value: float | None = None
     alpha: float | None = None
+
+    @property
+    def label(self) -> str:
+        """What names the figure in a confirmation's trigger: its kind and name ("busbw all_reduce 1MiB")."""
+        return f"{self.kind} {self.name}"
 
     @property
     def unit(self) -> str:
@@ -255,6 +277,25 @@ def paired_figures(
     return tuple(figures)
 
 
+def regressed_figures(
+    candidates: Sequence[Mapping[str, Any]], references: Sequence[Mapping[str, Any]], tolerances: PairedTolerances
+) -> tuple[str, ...]:
+    """The labels of one scenario's figures that regress over its pairs so far: what triggers its confirmation pairs
+    (the module's docstring). The rank test's family is the scenario's own figures: the rest of the run is not
+    measured yet, and a smaller family only makes the trigger readier than the final judgement."""
+    return tuple(figure.label for figure in paired_figures(candidates, references, tolerances) if figure.regressed)
+
+
+@dataclass(frozen=True)
+class Confirmation:
+    """Confirmation pairs asked for one scenario: ``pairs`` more after its first ``after``, because the figures
+    ``triggered_by`` (their labels) regressed over those."""
+
+    after: int
+    pairs: int
+    triggered_by: tuple[str, ...]
+
+
 @dataclass(frozen=True)
 class CheckAttribution:
     name: str
@@ -313,19 +354,35 @@ def reference_case(
     reference_image: str,
     tolerances: PairedTolerances,
     family: int | None = None,
+    confirmation: Confirmation | None = None,
 ) -> CaseResult:
     """The ``reference`` testcase of one scenario: ``candidates`` and ``references`` are the JSON report entries of its
     runs, pair by pair (the first candidate run is the scenario's own); ``order`` each pair's order as it ran;
-    ``family`` the run's busbw figures the rank test judges (``paired_figures``)."""
+    ``family`` the run's busbw figures the rank test judges (``paired_figures``); ``confirmation`` the confirmation
+    pairs the run stage asked for, if any (then a figure regresses only where it triggered them and regresses again
+    over every pair)."""
     figures = paired_figures(candidates, references, tolerances, family)
+    if confirmation is not None:
+        figures = tuple(replace(f, regressed=f.regressed and f.label in confirmation.triggered_by) for f in figures)
     checks = attribute_checks(candidates, references)
     compared_checks = [c for c in checks if _compared(c)]
     pairs = min(len(candidates), len(references))
+    confirmed = None
+    if confirmation is not None:
+        confirmed = {
+            "after_pairs": confirmation.after,
+            "pairs": confirmation.pairs,
+            "ran": max(0, pairs - confirmation.after),
+            "triggered_by": list(confirmation.triggered_by),
+            "confirmed": [f.label for f in figures if f.regressed],
+        }
     reference_id = next((str(r.get("image_id")) for r in references if r.get("image_id")), None)
     details: dict[str, Any] = {
         "reference_image": reference_image,
         "reference_image_id": reference_id,
         "pairs": pairs,
+        # Confirmation pairs run because a figure regressed after the first pairs (None: none were asked).
+        "confirmation": confirmed,
         "order": [f"{first} first" for first, _ in order[:pairs]],
         "tolerances": asdict(tolerances),
         "figures": [_figure_data(f) for f in figures],
@@ -356,7 +413,18 @@ def reference_case(
         problems.append(
             f"expected no figure past the tolerance against {against} (busbw -{tolerances.busbw:.0%}, durations "
             f"+{tolerances.duration:.0%} and +{tolerances.duration_slack_s:g} s); {len(regressed)} of {len(figures)} "
-            f"regressed: " + "; ".join(f.describe() for f in regressed[:10])
+            + (
+                f"regressed over the first {confirmation.after} pairs and again over all {pairs}: "
+                if confirmation is not None
+                else "regressed: "
+            )
+            + "; ".join(f.describe() for f in regressed[:10])
+        )
+    if confirmation is not None and pairs < confirmation.after + confirmation.pairs:
+        # Stopped before the confirmation was complete: what triggered it was neither confirmed nor contradicted.
+        problems.append(
+            f"expected {confirmation.pairs} confirmation pairs after the first {confirmation.after} (run because "
+            f"{listed(confirmation.triggered_by)} regressed there); {max(0, pairs - confirmation.after)} completed"
         )
     if pairs < 2:
         # One pair gives a ratio, not an interval: no figure could regress, and a pass would say nothing.
@@ -404,11 +472,22 @@ def reference_case(
         PASSED,
         f"{len(figures)} figure(s) and {len(compared_checks)} check(s) paired with {against} over {pairs} pair(s), none "
         "worse on the candidate"
+        + (
+            f"; {pairs - confirmation.after} of them confirmation pairs, run because {listed(confirmation.triggered_by)} "
+            f"regressed over the first {confirmation.after}, not confirmed over all {pairs}"
+            if confirmation is not None
+            else ""
+        )
         + (f"; lowest busbw {lowest.describe()}" if lowest is not None else "")
         + (f"; failed on the reference only: {', '.join(reference_only[:10])}" if reference_only else ""),
         0.0,
         details=details,
     )
+
+
+def listed(labels: Sequence[str]) -> str:
+    """Figure labels for a sentence: the first ten, and how many more."""
+    return ", ".join(labels[:10]) + (f" and {len(labels) - 10} more" if len(labels) > 10 else "")
 
 
 def _figure_data(figure: PairedFigure) -> dict[str, Any]:

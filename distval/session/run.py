@@ -129,7 +129,7 @@ def run(request: RunRequest, engine_for: EngineFor, present: Present, environ: M
             chosen.open(dataclasses.replace(plan, scenarios=plan.scenarios + references), display.log)
             if references:
                 own, paired = run_pairs(
-                    plan.scenarios, references, reference.pairs, lambda plans: runs.first(plans, 1), runs.again, display.log
+                    plan.scenarios, references, reference, lambda plans: runs.first(plans, 1), runs.again, display.log
                 )
                 results.extend(own)
             else:

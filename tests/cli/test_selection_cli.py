@@ -14,8 +14,9 @@ import pytest
 import distval.cli.main
 from distval.cli.main import main
 from distval.config import load_config
+from distval.errors import FilterMismatch
 from distval.plan.selection import NO_CHECK_SELECTED, selection_of
-from distval.session.selection import plan_selected, select
+from distval.session.selection import matching_names, plan_selected, select
 from distval.targets.docker.target import DockerTarget
 from tests.fake_engine import FakeEngine
 from tests.paths import ROOT
@@ -200,3 +201,13 @@ def test_engine_is_untouched_by_plan(monkeypatch: pytest.MonkeyPatch, capsys: py
     monkeypatch.setattr(distval.cli.main, "Engine", no_engine)
     assert main(["plan", DEFAULT, "--skip-check", "collectives"]) == 0
     assert "collectives" not in capsys.readouterr().out.split("checks: ")[1].splitlines()[0]
+
+
+def test_a_filter_that_matches_nothing_lists_ten_scenarios_and_says_how_many_past_ten() -> None:
+    ten = [f"s{i}" for i in range(10)]
+    with pytest.raises(FilterMismatch) as raised:
+        matching_names("c.yaml", ten, ["nope"])
+    assert str(raised.value).endswith("its scenarios: " + ", ".join(ten))
+    with pytest.raises(FilterMismatch) as raised:
+        matching_names("c.yaml", [*ten, "s10"], ["nope"])
+    assert str(raised.value).endswith("its scenarios: " + ", ".join(ten) + ", ... (11 in all)")

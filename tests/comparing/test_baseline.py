@@ -20,12 +20,12 @@ from distval.comparing.deltas import BASELINE_CASE, Tolerances
 from distval.comparing.judges import BaselineOptions, with_baseline
 from distval.comparing.reading import scenario_entries
 from distval.config import parse_config
-from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_PASSED
+from distval.errors import EXIT_BAD_INPUT, EXIT_CHECKS_FAILED, EXIT_INTERNAL, EXIT_PASSED, BadInput
 from distval.plan.model import ScenarioPlan
 from distval.reports.json_report import json_report
 from distval.results.outcome import ERROR, FAILED, PASSED, SKIPPED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
-from distval.session.remeasure import remeasure
+from distval.session.remeasure import check_remeasure, remeasure
 from distval.targets.engines.planning import plan_scenario
 
 CONFIG = """\
@@ -197,6 +197,49 @@ def test_remeasuring_stops_at_a_failed_remeasure_and_the_failure_fails_the_run()
     assert summary.scenarios[0].cases[-1].status == FAILED, summary.scenarios[0].cases[-1].message
     assert "re-measure 1 failed (env failed: rank 1 died)" in summary.scenarios[0].cases[-1].message
     assert summary.exit_code == EXIT_CHECKS_FAILED
+
+
+def test_remeasuring_runs_what_is_undecided_as_often_as_asked_and_twice_by_default() -> None:
+    bw, other = plans()
+    good = json_report(RunSummary("good", (result(bw, 1.0), result(other, 1.0))))
+    first = RunSummary("run2", (result(bw, 0.1), result(other, 1.0)))  # bw regressed, other did not
+
+    def remeasured(times: int | None, values: tuple[float, ...]) -> list[list[str]]:
+        options = BaselineOptions(((("GOOD.json", good),)), times, Tolerances(busbw_slack_us=0.0), fail_on_skip=False)
+        asked: list[list[str]] = []
+        busbw = iter(values)
+
+        def run_again(again: tuple[ScenarioPlan, ...]) -> list[ScenarioResult]:
+            asked.append([p.scenario.name for p in again])
+            value = next(busbw)
+            return [result(p, value) for p in again]
+
+        remeasure(first, options, run_again, lambda line: None)
+        return asked
+
+    # Recovered, then regressed again: undecided for as long as the runs left can still turn the majority.
+    flapping = (1.0, 0.1, 0.1, 0.1)
+    assert remeasured(None, flapping) == [["bw"]] * 2 == remeasured(2, flapping)
+    assert remeasured(1, flapping) == [["bw"]]
+    assert remeasured(3, flapping) == [["bw"]] * 3
+    assert remeasured(0, flapping) == []
+    # Regressed again at once: 2 of the 3 runs of the default already decide.
+    assert remeasured(None, (0.1, 0.1)) == [["bw"]]
+
+
+def test_without_a_baseline_nothing_is_remeasured_and_remeasure_alone_is_refused() -> None:
+    (bw, other) = plans()
+    first = RunSummary("run2", (result(bw, 0.1), result(other, 1.0)))
+    nothing = BaselineOptions((), None, Tolerances(), fail_on_skip=False)
+
+    def run_again(again: tuple[ScenarioPlan, ...]) -> list[ScenarioResult]:
+        raise AssertionError("nothing is re-measured without a baseline")
+
+    assert remeasure(first, nothing, run_again, lambda line: None) == {}
+    check_remeasure(nothing)
+    check_remeasure(BaselineOptions((("GOOD.json", report("good")),), 3, Tolerances(), fail_on_skip=False))
+    with pytest.raises(BadInput, match="give --baseline too"):
+        check_remeasure(BaselineOptions((), 3, Tolerances(), fail_on_skip=False))
 
 
 def test_a_baseline_that_matches_no_scenario_fails_every_baseline_testcase() -> None:

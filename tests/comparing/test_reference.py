@@ -176,7 +176,7 @@ def test_pairs_run_one_at_a_time_in_the_schedules_order() -> None:
 
         return go
 
-    own, paired_runs = run_pairs([candidate], [reference], 3, run("first"), run("again"), lambda line: None)
+    own, paired_runs = run_pairs([candidate], [reference], options(3), run("first"), run("again"), lambda line: None)
     assert ran == [
         ("first", "cand:1"),
         ("again", "ref:1"),

@@ -55,6 +55,7 @@ def _k(text: str) -> list[str]:
         ("all", ["all_reduce", "allocate"]),
         ("all_reduce or collectives and not collectives", ["all_reduce"]),  # and binds tighter than or
         ("not not store", ["store"]),
+        ("(env or store) and not environment", ["env", "store"]),  # a group read to its ')' and no further
     ],
 )
 def test_k_is_a_boolean_expression_over_parts_of_check_names(text: str, expected: list[str]) -> None:

@@ -211,3 +211,46 @@ def test_an_append_file_that_is_no_file_of_rounds_is_refused(tmp_path: Path) -> 
     with pytest.raises(rates.Refused, match="no header"):
         rates.read_accumulated(old, header())
     assert rates.read_accumulated(tmp_path / "new.json", header()) == (header(), [])
+
+
+def _round(number: int, candidate_busbw: float) -> dict[str, Any]:
+    """A round of the unchanged image whose candidate run measured ``candidate_busbw`` against the reference's 1.0."""
+
+    def entry(busbw: float) -> dict[str, Any]:
+        figures = [
+            {"operation": "all_reduce", "size": size, "label": label, "busbw_gbps": busbw * scale, "iterations": 5}
+            for size, label, scale in ((65536, "64KiB", 1.0), (1048576, "1MiB", 2.0))
+        ]
+        cases = [{"name": "all_reduce", "status": "passed", "duration_s": 1.0, "message": "m"}]
+        return {
+            "name": "bw",
+            "image_id": "sha256:good",
+            "status": "passed",
+            "duration_s": 10.0,
+            "bandwidth": figures,
+            "cases": cases,
+        }
+
+    order = ["candidate", "reference"] if number % 2 else ["reference", "candidate"]
+    runs = {"candidate": {"scenarios": [entry(candidate_busbw)]}, "reference": {"scenarios": [entry(1.0)]}}
+    return {"candidate": rates.SAME, "round": number, "order": order, "runs": runs}
+
+
+def test_confirmation_rounds_are_judged_where_the_first_pairs_regressed_and_only_then() -> None:
+    # Three pairs 30 % slower (the tolerance is 20 %), then two even ones: a swing over three pairs, the next two unhit.
+    swing = [_round(n, 0.7 if n <= 3 else 1.0) for n in range(1, 6)]
+    without = rates.judge_paired(swing, rates.SAME, 3, rates.PairedTolerances(), disjoint=True)
+    assert (without["failed"], without["comparisons"]) == (1, 1)  # the first three rounds alone: a false alarm
+    confirmed = rates.judge_paired(swing, rates.SAME, 3, rates.PairedTolerances(), confirm=2)
+    assert (confirmed["failed"], confirmed["comparisons"]) == (0, 1)  # contradicted by the two that followed
+    # Slower in every pair: confirmed, a failure.
+    steady = [_round(n, 0.7) for n in range(1, 6)]
+    assert rates.judge_paired(steady, rates.SAME, 3, rates.PairedTolerances(), confirm=2)["failed"] == 1
+    # Nothing regressed over the first three: their comparison alone, the two rounds after it unused by it.
+    even = [_round(n, 1.0 if n <= 3 else 0.5) for n in range(1, 6)]
+    assert rates.judge_paired(even, rates.SAME, 3, rates.PairedTolerances(), confirm=2)["failed"] == 0
+    rows = rates.judge(swing, [3], baseline=False, disjoint=True, confirm_pairs=2)
+    assert [row["rule"] for row in rows] == [
+        "--reference --pairs 3, disjoint",
+        "--reference --pairs 3 --confirm-pairs 2, disjoint",
+    ]

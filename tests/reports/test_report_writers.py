@@ -145,3 +145,25 @@ def test_a_record_line_nested_past_jsons_depth_is_an_unreadable_line_not_a_crash
     outcome = ScenarioOutcome(inside, "sha256:1", 1.0, (ContainerOutcome(c.name, c.node_rank, c.ranks, 0, False, "", "", files),))
     cases = {case.name: case for case in summarize_scenario(outcome).cases}
     assert cases["results"].message.endswith("rank-0.jsonl:2: unreadable result line (nested more than 100 levels deep)")
+
+
+def test_html_is_refused_only_where_its_renderer_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(distval.session.reports.charts, "available", lambda: True)
+    assert distval.session.reports.html_refusal() is None
+    monkeypatch.setattr(distval.session.reports.charts, "available", lambda: False)
+    assert "pip install 'distval[html]'" in (distval.session.reports.html_refusal() or "")
+
+
+def test_an_html_path_is_refused_for_what_it_names_or_for_a_missing_renderer(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    refused_reports, ReportPaths = distval.session.reports.refused_reports, distval.session.reports.ReportPaths
+    page = str(tmp_path / "run.html")
+    monkeypatch.setattr(distval.session.reports.charts, "available", lambda: True)
+    assert refused_reports(ReportPaths(html=page), []) == []
+    assert refused_reports(ReportPaths(), []) == []
+    ((option, path, reason),) = refused_reports(ReportPaths(html=str(tmp_path)), [])  # a directory
+    assert (option, path) == ("--html", str(tmp_path)) and reason
+    monkeypatch.setattr(distval.session.reports.charts, "available", lambda: False)
+    ((option, path, reason),) = refused_reports(ReportPaths(html=page), [])
+    assert (option, path) == ("--html", page) and "vl-convert-python" in reason
