@@ -84,7 +84,12 @@ def diagnosis_seconds(notes: Notes) -> list[float]:
     ]
 
 
-HUNG_DEADLINE_S = 75
+# The deadline must only outlast both ranks' start up to the hung all_reduce (torch 2.6); each second of it is a
+# second of CI. Measured 2026-12-06 on 2 cores: an env-only scenario from its start to its exit 13-15 s at load
+# 10-11 and 50-64 s at load 20-26, a fault scenario's first all_reduce done 61 s after its start at load 25; 75 s
+# (which this test passed at load 15 and 21) left 11 s of it. 90 s is the worst, 64 s, plus 40 % (up to 150 s at
+# load 30 before).
+HUNG_DEADLINE_S = 90
 HUNG = """timeout_s: {deadline}
 collective_timeout_s: 300
 check_timeout_s: 300
@@ -101,8 +106,6 @@ def test_stacks_of_a_hung_rank_are_in_the_reports_and_the_flight_recorder_absenc
     before the kill) name the frame it hangs in, in the JUnit failure and the JSON report; the flight
     recorder is said to be missing from this torch, in words measured inside the image."""
     image = fixture_image(HANGS)
-    # The deadline must only outlast both ranks' start (torch 2.6: about 5 s quiet, up to 150 s at a load
-    # of 30 on this 2-core machine); each second of it is a second of CI.
     result, summary, notes = run_config(tmp_path, docker_client, HUNG.format(deadline=HUNG_DEADLINE_S), image)
     exit_case = case(result, "exit_status")
     assert exit_case.status == "error", exit_case
@@ -125,7 +128,8 @@ def test_stacks_of_a_hung_rank_are_in_the_reports_and_the_flight_recorder_absenc
     took = diagnosis_seconds(notes)
     assert len(took) == 2, notes.lines  # one per container
     print(f"diagnosis before the kill took {max(took):.2f} s (per container: {took})")
-    assert max(took) < 23.0  # WAIT_S + EXEC_MARGIN_S; measured 3.9 s at a load of 30 on 2 cores
+    # WAIT_S + EXEC_MARGIN_S, the code's own bound; measured 0.7 s at load 15, 1.2 s at 21 (2026-12-06), 3.9 s at 30.
+    assert max(took) < 23.0
 
 
 @pytest.mark.waits

@@ -86,6 +86,7 @@ scenarios:
     checks: [all_reduce, {name: collective_loop, args: {duration_s: 60, timeout_s: 10}}]
     faults: [{kind: freeze, node: 1, after: {check: all_reduce, delay_s: 2}}]
     expect:
+      # configs/faults.yaml's freeze-2x1 window: the loop's 10 s timeout; 10.03-10.52 s at load 10-25 (2026-12-06)
       - {ranks: survivors, error: timeout, within_s: [8, 16]}
 """
 

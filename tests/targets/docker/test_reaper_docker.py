@@ -33,8 +33,10 @@ from tests.paths import ROOT
 
 pytestmark = pytest.mark.docker
 IMAGE = "distval-fixtures/torch:2.6-debian"
-# From SIGKILL to nothing of the run in the Engine: measured 4.3 s here at a load average of 9 (the grace
-# period, 2 s, then a forced removal of each container); the window leaves room for a load of 10 and more.
+# From SIGKILL to nothing of the run in the Engine: the code's part is the reaper's grace period (GRACE_S, 2 s), the
+# rest the Engine's forced removal of each container and the network. Measured 2026-12-06 on 2 cores: 3.3 s at load
+# 9-14, 3.7-3.9 s at 23-25 (earlier: 5.0 s at 20, 7.0 s at 36); the wait ends as soon as nothing is left, so 30 s
+# costs nothing when the reaper works and still fails one that never removes.
 REAP_BOUND_S = 30.0
 STARTUP_S = 420.0
 
