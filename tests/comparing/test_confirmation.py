@@ -31,19 +31,9 @@ from distval.results.outcome import FAILED, PASSED, CaseResult
 from distval.results.scenario import RunSummary, ScenarioResult
 from distval.session.pairs import check_reference, run_pairs
 from distval.targets.engines.planning import plan_scenario
+from tests.comparing.test_system_references import CONFIG  # scenario bw with a bandwidth check, and one without
 
 TOLERANCES = PairedTolerances()
-CONFIG = """\
-scenarios:
-  - name: bw
-    topology: in-container
-    world_size: 2
-    checks: [bandwidth, store]
-  - name: quiet
-    topology: in-container
-    world_size: 2
-    checks: [store]
-"""
 # The busbw of each run of the candidate in scenario bw, in the order it ran (the reference's is always 1.0):
 # TRANSIENT is slower in the first three pairs only (a load swing that hit them alike), PERSISTENT in every pair.
 TRANSIENT = (0.50, 0.52, 0.48, 1.0, 0.98)
