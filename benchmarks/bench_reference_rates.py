@@ -27,25 +27,44 @@ for docs/measurements.md (the machine, the load range, each rule's counts and ra
     python benchmarks/bench_reference_rates.py --pairs 2 --no-baseline --judge-pairs 2 --disjoint \
         --slow distval-fixtures/broken:slow-busbw-40
 
-The error-rate table (>= 100 independent comparisons of 2 pairs each of the unchanged image: 400 runs of the sweep,
-hours) is accumulated over sessions in one file. ``--append FILE`` adds this session's rounds to FILE (created when
-absent), rewrites it atomically after every round (a session stopped mid-way keeps every finished round) and judges
-every round in it. The file's header says what made its rounds: the sweep's config text, the good image's and each
-slow image's id (``docker image inspect``: a rebuilt image under the same name is another image), distval's version
-and the judges' default tolerances; an append made otherwise is refused in one line (exit 2). A slow image the file
-has not seen may join it. ``--slow none`` runs the unchanged image alone (2 runs a round: the false alarms
-accumulate 4x faster), ``--no-same`` the slow images alone (their misses); a round holds the candidates it ran and
-each candidate's pairs alternate ABBA over all of its rounds in the file, so that its disjoint groups of 2 rounds are
-each one AB and one BA pair, as ``--reference --pairs 2`` runs them. ``--max-minutes M`` starts no round after one
-ended past M minutes (``--pairs`` still bounds the rounds). The table: per rule and candidate, its rounds, its
-comparisons (independent: disjoint groups sharing no run; overlapping: every choice of rounds, not independent),
-the errors, their rate and one-sided 95 % Clopper-Pearson upper bound (independent ones only; about 3/n at 0), the
-load range and dates of its rounds, the machines. A slot:
+The error-rate table (>= 100 independent comparisons of the unchanged image with the default judge, ``--reference
+--pairs 3 --confirm-pairs 2``: hundreds of runs of the sweep, many hours) is accumulated over sessions in one file,
+committed as ``benchmarks/data/reference-rates.json``. ``--append FILE`` adds this session's rounds to FILE (created
+when absent), rewrites it atomically after every round (a session stopped mid-way keeps every finished round) and
+judges every round in it. Each run is kept as what the judges read of its report (``slim_report``: figures, samples,
+checks' statuses and durations; no logs, environment or details), each round on one line: about 92 KB a round of the
+unchanged image, of which 59 KB are the per-iteration samples the rank test needs (estimated from the sweep's figures
+and iteration counts on this machine; whole reports made 0.87 MB a round). The file's header says what made its
+rounds: the sweep's config text, the good image's and each slow image's pin (a fixture's recipe hash, its label
+``distval.fixture.recipe``: every session's machine is fresh and builds the fixtures again from their recipes, each
+build a new image id; an image without a recipe is pinned by its id), distval's version and the judges' default
+tolerances; an append made otherwise, or to a file of an older format, is refused in one line (exit 2). Each round
+keeps the image ids it ran (``image_ids``). A slow image the file has not seen may join it. ``--slow none`` runs the
+unchanged image alone (2 runs a round: the false alarms accumulate 4x faster), ``--no-same`` the slow images alone
+(their misses); a round holds the candidates it ran and each candidate's pairs alternate ABBA over all of its rounds
+in the file, so that its disjoint groups of 2 rounds are each one AB and one BA pair, as ``--reference --pairs 2``
+runs them. A group of 3 or 5 rounds begins with whichever order its first round has, where ``distval run`` always
+begins candidate first: with the unchanged image a group that begins reference first is the mirror of one that begins
+candidate first, so that if going first or second changed a run, the table would mix the two kinds where a run has
+only the first. ``--max-minutes M`` starts no round after one ended past M minutes (``--pairs`` still bounds the
+rounds).
 
-    nice -n 19 python benchmarks/bench_reference_rates.py --append rates.json --slow none --pairs 1000 \
-        --max-minutes 30 --no-baseline --judge-pairs 2 --disjoint --markdown rates.md
-    nice -n 19 python benchmarks/bench_reference_rates.py --append rates.json --no-same --pairs 1000 \
-        --max-minutes 30 --no-baseline --judge-pairs 2 --disjoint --markdown rates.md
+The table: per rule and candidate, its rounds, its comparisons (independent: groups sharing no run; overlapping:
+every choice of rounds, not independent), the errors, their rate and one-sided 95 % Clopper-Pearson upper bound
+(independent ones only; about 3/n at 0), the load range and dates of its rounds, the machines. The confirmation row
+(``--confirm-pairs K``, default 2) judges the rounds as ``distval run --reference --pairs N --confirm-pairs K`` would
+take them, one comparison after the other (``sequential_groups``): N rounds, and K more only where a figure
+regressed over those N; the next comparison starts after the last round taken. Its comparisons are independent:
+they share no run, and where each starts depends only on the rounds before it, never on its own, so that each is
+one draw of what a run would do; and one comparison costs N rounds, N + K only when it was triggered. A session's
+slot, one file for every session:
+
+    nice -n 19 python benchmarks/bench_reference_rates.py --append benchmarks/data/reference-rates.json \
+        --slow none --pairs 1000 --max-minutes 30 --no-baseline --judge-pairs 3 --disjoint --markdown rates.md
+    nice -n 19 python benchmarks/bench_reference_rates.py --append benchmarks/data/reference-rates.json \
+        --no-same --pairs 1000 --max-minutes 30 --no-baseline --judge-pairs 3 --disjoint --markdown rates.md
+
+then commit the file.
 """
 
 from __future__ import annotations
@@ -62,13 +81,13 @@ import platform
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
-from common import BenchError, bench_run_id, check_image, distval_executable
+from common import BenchError, bench_run_id, check_image, distval_executable, image_recipe
 
 import distval
 from distval.comparing.baseline import baseline_case
@@ -85,11 +104,14 @@ from distval.comparing.reference import (
     sampled_figures,
     schedule,
 )
+from distval.results.outcome import PASSED
 from distval.session.remeasure import DEFAULT_REMEASURE
 
 SAME = "same image"  # the good image as the candidate: its comparisons count false alarms
 SLOW_IMAGES = tuple(f"distval-fixtures/broken:slow-busbw-{percent}" for percent in (10, 25, 40))
-FORMAT = 2  # the --json file's layout: a header saying what made its rounds (``header``), then the rounds
+# The --json file's layout: a header saying what made its rounds (``header``), then the rounds. 3: images pinned by
+# recipe (``pin``) and each round's image ids; --append rounds keep what the judges read of each run (``slim_report``).
+FORMAT = 3
 # A report of one run of ``image``, told apart from the others by ``label``.
 Runner = Callable[[str, str], dict[str, Any]]
 
@@ -110,31 +132,47 @@ def rules() -> dict[str, Any]:
     }
 
 
-def header(good: str, good_id: str, slow_ids: dict[str, str], config: str = CONFIG) -> dict[str, Any]:
-    """What the rounds of a file must share: the sweep's config text, the images' ids (``docker image inspect``: a
-    rebuilt image under the same name is another image) and ``rules``."""
+def pin(image_id: str, recipe: str | None) -> str:
+    """What an image is held to across sessions: a fixture's recipe hash ("recipe:<hash>", its label
+    ``distval.fixture.recipe``: every session's machine is fresh and builds the fixtures again from their recipes, each
+    build a new image id of the same image), else its image id (an image without a recipe is known by its id only)."""
+    return f"recipe:{recipe}" if recipe else image_id
+
+
+def image_pin(image: str) -> tuple[str, str]:
+    """(``pin``, image id) of an image in the Engine; BenchError where it is missing or a stale fixture."""
+    found = check_image(image)
+    return pin(found, image_recipe(image)), found
+
+
+def header(good: str, good_pin: str, slow_pins: dict[str, str], config: str = CONFIG) -> dict[str, Any]:
+    """What the rounds of a file must share: the sweep's config text, the images' ``pin`` (recipe or id) and
+    ``rules``. The image ids that each round ran are kept with the round (``collect_rounds``)."""
     return {
         "format": FORMAT,
         "config_sha256": hashlib.sha256(config.encode()).hexdigest(),
         "config": config,
         "good": good,
-        "good_id": good_id,
-        "slow_ids": dict(slow_ids),
+        "good_pin": good_pin,
+        "slow_pins": dict(slow_pins),
         "rules": rules(),
     }
 
 
 def refusal(found: dict[str, Any], wanted: dict[str, Any]) -> str | None:
     """Why the rounds of a file (its header ``found``) cannot take rounds made as ``wanted`` says; None when they
-    can. A slow image the file has not seen yet may join; one it has seen must keep its id."""
+    can. A slow image the file has not seen yet may join; one it has seen must keep its pin (recipe or id)."""
     if found.get("format") != FORMAT:
-        return f"its format is {found.get('format', 'the first (no header: image ids unknown)')}, not {FORMAT}"
+        return (
+            f"its format is {found.get('format', 'the first (no header: image ids unknown)')}, not {FORMAT} (images "
+            "pinned by recipe, runs kept slim): start a new file"
+        )
     if found.get("config_sha256") != wanted["config_sha256"]:
         return "its rounds ran another config text"
-    if found.get("good") != wanted["good"] or found.get("good_id") != wanted["good_id"]:
-        return f"its good image is {found.get('good')} {found.get('good_id')}, not {wanted['good']} {wanted['good_id']}"
-    for name, image in wanted["slow_ids"].items():
-        known = (found.get("slow_ids") or {}).get(name)
+    if found.get("good") != wanted["good"] or found.get("good_pin") != wanted["good_pin"]:
+        return f"its good image is {found.get('good')} {found.get('good_pin')}, not {wanted['good']} {wanted['good_pin']}"
+    for name, image in wanted["slow_pins"].items():
+        known = (found.get("slow_pins") or {}).get(name)
         if known is not None and known != image:
             return f"its {name} is image {known}, not {image}"
     if found.get("rules") != wanted["rules"]:
@@ -155,15 +193,81 @@ def read_accumulated(path: Path, wanted: dict[str, Any]) -> tuple[dict[str, Any]
     why = refusal(found, wanted)
     if why:
         raise Refused(f"refusing to append to {path}: {why}")
-    merged = dict(found, slow_ids={**(found.get("slow_ids") or {}), **wanted["slow_ids"]})
+    merged = dict(found, slow_pins={**(found.get("slow_pins") or {}), **wanted["slow_pins"]})
     return merged, list(data.get("rounds") or [])
 
 
+def render(data: dict[str, Any]) -> str:
+    """``data`` as JSON: indented, but each of its ``rounds`` on one line of its own, without spaces: an indented
+    sample list takes a line per number, and a file that grows by whole lines is a small change to commit."""
+    parts = []
+    for key, value in data.items():
+        if key == "rounds" and isinstance(value, list) and value:
+            lines = ",\n".join("    " + json.dumps(r, separators=(",", ":"), allow_nan=False) for r in value)
+            parts.append(f'  "rounds": [\n{lines}\n  ]')
+        else:
+            parts.append(f"  {json.dumps(key)}: " + json.dumps(value, indent=2, allow_nan=False).replace("\n", "\n  "))
+    return "{\n" + ",\n".join(parts) + "\n}\n"
+
+
 def write_atomically(path: Path, data: dict[str, Any]) -> None:
-    """Replace ``path`` by ``data`` in one rename: a session stopped mid-write leaves the previous file whole."""
+    """Replace ``path`` by ``data`` (``render``) in one rename: a session stopped mid-write leaves the previous file
+    whole."""
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    partial.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    partial.write_text(render(data), encoding="utf-8")
     os.replace(partial, path)
+
+
+# What the judges read of one run's JSON report, and nothing else (``slim_report``). Of a scenario's entry: the
+# paired judge (distval/comparing/reference.py) its busbw figures, samples, checks' statuses and durations, time to
+# verdict and the reference's image id; the baseline judge (distval/comparing/baseline.py, deltas.py) the same
+# figures with their bests, call times and yardstick, the scenario hashes it matches by and the iterations and
+# messages it words its verdict with; ``_efficiencies`` each figure's efficiency. ``reference_case`` also copies
+# image, started_at and status into its details.
+ENTRY_KEYS = ("name", "image", "image_id", "status", "duration_s", "started_at")
+PROPERTY_KEYS = ("scenario_hash", "scenario_hash_any_image")  # comparing/reading.py ``match``
+CASE_KEYS = ("name", "status", "duration_s")
+# What skip_reasons and failed_remeasures quote of a case's message: kept for a case or scenario that did not pass.
+MESSAGE_CHARS = 200
+FIGURE_KEYS = (
+    *("operation", "size", "label", "world_size", "iterations"),
+    *("busbw_gbps", "best_busbw_gbps", "time_us", "best_time_us", "tcp_gbps", "efficiency", "samples_us"),
+)
+
+
+def slim_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """One scenario's JSON report entry with only what the judges read (``ENTRY_KEYS`` ...): no logs, diagnosis,
+    reproduce command, other properties, cases' output and details (the bandwidth figures' second copy)."""
+    found = {key: entry[key] for key in ENTRY_KEYS if key in entry}
+    properties = entry.get("properties")
+    if isinstance(properties, dict):
+        found["properties"] = {key: properties[key] for key in PROPERTY_KEYS if key in properties}
+    if "cases" in entry:
+        cases = []
+        for case in entry.get("cases") or []:
+            if isinstance(case, dict):
+                kept = {key: case[key] for key in CASE_KEYS if key in case}
+                if (case.get("status"), entry.get("status")) != (PASSED, PASSED) and "message" in case:
+                    kept["message"] = str(case["message"])[:MESSAGE_CHARS]
+                cases.append(kept)
+        found["cases"] = cases
+    if "bandwidth" in entry:
+        found["bandwidth"] = [
+            {key: figure[key] for key in FIGURE_KEYS if key in figure}
+            for figure in entry.get("bandwidth") or []
+            if isinstance(figure, dict)
+        ]
+    return found
+
+
+def slim_report(report: dict[str, Any]) -> dict[str, Any]:
+    """A run's JSON report with only what the judges read: its run id (the baseline judge names it) and each scenario
+    slimmed (``slim_entry``). Judged, it gives the same verdicts as the whole report (tests/project/
+    test_bench_reference_rates.py), at a few percent of its size."""
+    return {
+        "run_id": report.get("run_id"),
+        "scenarios": [slim_entry(s) for s in report.get("scenarios") or [] if isinstance(s, dict)],
+    }
 
 
 def _utc_now() -> str:
@@ -185,12 +289,14 @@ def collect_rounds(
     clock: Callable[[], float] = time.monotonic,
     load: Callable[[], tuple[float, float, float]] = os.getloadavg,
     now: Callable[[], str] = _utc_now,
+    image_ids: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Up to ``pairs`` rounds after the ``earlier`` ones, each a pair per candidate ((label, image); SAME's image is
-    ``good``): [{candidate, round, order, runs, load, started, finished, machine}]. A candidate's pairs go in
-    ``schedule``'s order counted over all of its rounds, the earlier included, so that consecutive rounds of one
+    ``good``): [{candidate, round, order, runs, load, started, finished, machine, image_ids}]. A candidate's pairs go
+    in ``schedule``'s order counted over all of its rounds, the earlier included, so that consecutive rounds of one
     candidate still alternate ABBA... across sessions. ``on_round`` gets every round so far after each round;
-    ``max_minutes``: no round starts once a round has ended past that many minutes."""
+    ``max_minutes``: no round starts once a round has ended past that many minutes; ``image_ids``: image -> the id
+    this session ran (kept per round: the file pins a fixture by recipe, each session builds it anew)."""
     found = list(earlier)
     first = max((int(r["round"]) for r in earlier), default=0) + 1
     started_at = clock()
@@ -217,6 +323,7 @@ def collect_rounds(
                     "started": started,
                     "finished": now(),
                     "machine": machine(),
+                    "image_ids": {member: (image_ids or {}).get(image if member == CANDIDATE else good) for member in order},
                 }
             )
         if on_round is not None:
@@ -268,6 +375,42 @@ def groups(mine: Sequence[dict[str, Any]], used: int, disjoint: bool) -> list[tu
     return list(itertools.combinations(mine, used))
 
 
+def triggered(chosen: Sequence[dict[str, Any]], tolerances: PairedTolerances) -> bool:
+    """Whether any scenario of these rounds has a figure that regressed over them (``regressed_figures``): what makes
+    ``distval run --reference`` run confirmation pairs after them."""
+    scenarios = range(len(chosen[0]["runs"]["candidate"]["scenarios"]))
+    return any(
+        regressed_figures(
+            [r["runs"]["candidate"]["scenarios"][i] for r in chosen],
+            [r["runs"]["reference"]["scenarios"][i] for r in chosen],
+            tolerances,
+        )
+        for i in scenarios
+    )
+
+
+def sequential_groups(
+    mine: Sequence[dict[str, Any]], used: int, confirm: int, tolerances: PairedTolerances
+) -> list[tuple[dict[str, Any], ...]]:
+    """The comparisons of ``--reference --pairs used --confirm-pairs confirm`` as ``distval run`` makes them, one after
+    the other: each takes the next ``used`` rounds, and ``confirm`` more only where a figure regressed over those
+    (``triggered``); the next starts after the last round it took. A last one whose rounds ran out is not judged.
+
+    The comparisons are independent: they share no run, and where one starts depends on the rounds before it only
+    (a stopping time), never on its own; if the rounds are alike and independent, so are the rounds from any such
+    start on, and each comparison is one draw of what a ``distval run`` would do. (Choosing each group's size after
+    seeing all of it, or leaving out groups by their outcome, would not be.)"""
+    found: list[tuple[dict[str, Any], ...]] = []
+    start = 0
+    while start + used <= len(mine):
+        size = used + confirm if confirm and triggered(mine[start : start + used], tolerances) else used
+        if start + size > len(mine):
+            break
+        found.append(tuple(mine[start : start + size]))
+        start += size
+    return found
+
+
 def judge_paired(
     rounds: Sequence[dict[str, Any]],
     label: str,
@@ -280,14 +423,16 @@ def judge_paired(
     """``--reference --pairs used`` over the candidate's rounds (``groups``); ``efficiency``: each busbw figure judged
     by its efficiency instead (the checks and durations as --reference judges them). The rank test's family is every
     sampled figure of the comparison, as one ``distval run --reference`` of the config would have it. ``confirm``:
-    ``--confirm-pairs confirm`` as well: each comparison is a disjoint group of ``used + confirm`` rounds, and a
-    scenario is judged on all of them, with the confirmation's rule, only where a figure regressed over its first
-    ``used`` (what the run stage does: distval/session/pairs.py); so every comparison stays independent of the others
-    whether or not its confirmation rounds were needed."""
+    ``--confirm-pairs confirm`` as well: the comparisons are ``sequential_groups`` (``used`` rounds, ``used + confirm``
+    where a figure regressed over the first ``used``), and a scenario is judged on all of its group's rounds, with the
+    confirmation's rule, only where a figure of its own regressed over the first ``used`` (what the run stage does:
+    distval/session/pairs.py). ``rounds_used``: the rounds the comparisons took, together."""
     mine = [r for r in rounds if r["candidate"] == label]
-    failed = comparisons = figures = regressed = 0
-    for chosen in groups(mine, used + confirm, disjoint or confirm > 0):
+    failed = comparisons = figures = regressed = rounds_used = 0
+    chosen_groups = sequential_groups(mine, used, confirm, tolerances) if confirm else groups(mine, used, disjoint)
+    for chosen in chosen_groups:
         comparisons += 1
+        rounds_used += len(chosen)
         order = [tuple(r["order"]) for r in chosen]
         any_failed = False
         scenarios = range(len(chosen[0]["runs"]["candidate"]["scenarios"]))
@@ -297,9 +442,9 @@ def judge_paired(
         ]
         sides: list[tuple[list[Any], list[Any], Confirmation | None]] = []
         for candidates, references in every:
-            triggered = regressed_figures(candidates[:used], references[:used], tolerances) if confirm else ()
-            if triggered:
-                sides.append((candidates, references, Confirmation(used, confirm, triggered)))
+            trigger = regressed_figures(candidates[:used], references[:used], tolerances) if confirm else ()
+            if trigger:
+                sides.append((candidates, references, Confirmation(used, confirm, trigger)))
             else:
                 sides.append((candidates[:used], references[:used], None))
         family = sum(sampled_figures(candidates, references) for candidates, references, _ in sides)
@@ -318,7 +463,13 @@ def judge_paired(
             figures += len(verdicts)
             regressed += sum(verdicts)
         failed += any_failed
-    return {"failed": failed, "comparisons": comparisons, "busbw_regressed": regressed, "busbw_figures": figures}
+    return {
+        "failed": failed,
+        "comparisons": comparisons,
+        "busbw_regressed": regressed,
+        "busbw_figures": figures,
+        "rounds_used": rounds_used,
+    }
 
 
 def judge_baseline(rounds: Sequence[dict[str, Any]], label: str, tolerances: Tolerances) -> dict[str, Any]:
@@ -362,7 +513,7 @@ def judge(
     """One row per rule: per candidate label, its counts (``judge_paired``, ``judge_baseline``); ``independent``:
     whether the row's comparisons share no run. Paired rules are judged over disjoint groups always, and over every
     choice of rounds (overlapping) too unless ``disjoint``; with ``confirm_pairs``, each also with that many
-    confirmation pairs (disjoint groups only)."""
+    confirmation pairs, on the groups ``distval run`` would make one after the other (``sequential_groups``)."""
     rows = []
     labels = tuple(dict.fromkeys(r["candidate"] for r in rounds))
     with_efficiency = any(_efficiencies(r["runs"]["candidate"]["scenarios"][0]) for r in rounds)
@@ -379,9 +530,10 @@ def judge(
                     row[label] = judge_paired(rounds, label, used, PairedTolerances(), efficiency, apart)
                 rows.append(row)
         if confirm_pairs:
-            row = {"rule": f"--reference --pairs {used} --confirm-pairs {confirm_pairs}, disjoint", "independent": True}
+            rule = f"--reference --pairs {used} --confirm-pairs {confirm_pairs} (as run: sequential groups)"
+            row = {"rule": rule, "independent": True}
             for label in labels:
-                row[label] = judge_paired(rounds, label, used, PairedTolerances(), disjoint=True, confirm=confirm_pairs)
+                row[label] = judge_paired(rounds, label, used, PairedTolerances(), confirm=confirm_pairs)
             rows.append(row)
     if baseline:
         row = {"rule": f"--baseline (one good run) --remeasure {DEFAULT_REMEASURE}", "independent": False}
@@ -394,8 +546,10 @@ def judge(
             seen = row[label]
             kind = "false alarms" if label == SAME else f"{label.rsplit(':', 1)[1]} missed"
             count, figure_count = errors(label, seen)
+            took = f", {seen['rounds_used']} rounds" if "sequential" in row["rule"] else ""
             parts.append(
-                f"{kind} {count} of {seen['comparisons']} comparisons ({figure_count} of {seen['busbw_figures']} busbw figures)"
+                f"{kind} {count} of {seen['comparisons']} comparisons{took} ({figure_count} of {seen['busbw_figures']} "
+                "busbw figures)"
             )
         print(f"{row['rule']}: " + "; ".join(parts), flush=True)
     return rows
@@ -500,8 +654,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=DEFAULT_CONFIRM_PAIRS,
         metavar="K",
-        help=f"also judge as --reference --confirm-pairs K, on disjoint groups of N + K rounds (default "
-        f"{DEFAULT_CONFIRM_PAIRS}, run's; 0: not)",
+        help=f"also judge as --reference --confirm-pairs K, on consecutive groups of N rounds and K more where a figure "
+        f"regressed over the N, as distval run makes them (default {DEFAULT_CONFIRM_PAIRS}, run's; 0: not)",
     )
     parser.add_argument(
         "--slow",
@@ -517,12 +671,13 @@ def main(argv: list[str] | None = None) -> int:
         "--no-baseline", action="store_true", help="judge --reference only (then --pairs may be 2: no re-measures needed)"
     )
     parser.add_argument("--markdown", type=Path, metavar="PATH", help="write the error-rate table here")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write every report and the rates here")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write every report (whole) and the rates here")
     parser.add_argument(
         "--append",
         type=Path,
         metavar="PATH",
-        help="add the rounds to this --json file (created when absent; rewritten after every round) and judge them all",
+        help="add the rounds to this file, each run's report slimmed to what the judges read (created when absent; "
+        "rewritten after every round) and judge them all",
     )
     parser.add_argument("--max-minutes", type=float, metavar="M", help="start no round after one has ended past M minutes")
     parser.add_argument("--reports", type=Path, metavar="PATH", help="judge the runs of an earlier --json file")
@@ -541,7 +696,8 @@ def main(argv: list[str] | None = None) -> int:
         rounds = data["rounds"]
         head = data.get("header") or {}
     else:
-        head = header(args.image, check_image(args.image), {image: check_image(image) for image in slow})
+        pins = {image: image_pin(image) for image in (args.image, *slow)}
+        head = header(args.image, pins[args.image][0], {image: pins[image][0] for image in slow})
         earlier: list[dict[str, Any]] = []
         if args.append:
             try:
@@ -556,7 +712,13 @@ def main(argv: list[str] | None = None) -> int:
                 write_atomically(target, {"header": head, "rounds": found})
 
         with docker_runner() as run:
-            rounds = collect_rounds(args.image, candidates, args.pairs, run, earlier, args.max_minutes, keep)
+
+            def slim_run(image: str, label: str) -> dict[str, Any]:
+                return slim_report(run(image, label))
+
+            ids = {image: found for image, (_, found) in pins.items()}
+            runner = slim_run if args.append else run  # --json keeps every report whole
+            rounds = collect_rounds(args.image, candidates, args.pairs, runner, earlier, args.max_minutes, keep, image_ids=ids)
     used = [n for n in (args.judge_pairs or [DEFAULT_PAIRS]) if 2 <= n <= len({r["round"] for r in rounds})]
     rows = judge(rounds, used, baseline=not args.no_baseline, disjoint=args.disjoint, confirm_pairs=args.confirm_pairs)
     if args.markdown:

@@ -286,6 +286,14 @@ def image_id(image: str) -> str:
     return docker("image", "inspect", "--format", "{{.Id}}", image).decode().strip()
 
 
+def image_recipe(image: str) -> str | None:
+    """The recipe hash a fixture image was built from (its label ``distval.fixture.recipe``, distval/images/build.py);
+    None for an image without one. Two builds of one recipe are two image ids and one recipe."""
+    labels = json.loads(docker("image", "inspect", "--format", "{{json .Config.Labels}}", image).decode() or "null")
+    value = labels.get(RECIPE_LABEL) if isinstance(labels, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
 def check_image(image: str) -> str:
     """The image's id; BenchError if it is missing, or a fixture whose recipe is stale (distval would rebuild
     it inside a timed run). Nothing is pulled."""
@@ -295,7 +303,7 @@ def check_image(image: str) -> str:
         hint = f"distval fixtures build {image}" if image in FIXTURES else "build, load or pull it"
         raise BenchError(f"image {image} is not in the Docker Engine (nothing is pulled): {hint}") from None
     if image in FIXTURES:
-        label = docker("image", "inspect", "--format", f'{{{{index .Config.Labels "{RECIPE_LABEL}"}}}}', image).decode().strip()
+        label = image_recipe(image)
         want = recipe_hash(image)
         if label != want:
             raise BenchError(
