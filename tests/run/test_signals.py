@@ -28,6 +28,7 @@ from distval.config import load_config
 from distval.config.shipped import DEFAULT_IMAGE
 from distval.engine_protocol import ContainerState, ImageInfo
 from distval.errors import EngineError, Interrupted
+from distval.images.build import image_lock
 from distval.images.schedule import WIND_DOWN_S
 from distval.plan.model import ScenarioPlan
 from distval.run.events import NoEvents
@@ -159,11 +160,15 @@ def test_a_signal_in_each_phase_ends_the_run_within_seconds(cpu_hog: None, tmp_p
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-def test_a_signal_while_waiting_for_another_fixture_builder_ends_the_run(cpu_hog: None, tmp_path: Path, signum: int) -> None:
-    """Another process (a `distval fixtures build` in another terminal, CI's beside the tests) holds the builders'
-    lock: the run waits for it, and a signal ends that wait at once."""
-    (tmp_path / "cache").mkdir()
-    with open(tmp_path / "cache" / "fixtures.lock", "a+") as lock:
+def test_a_signal_while_waiting_for_another_fixture_builder_ends_the_run(
+    cpu_hog: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, signum: int
+) -> None:
+    """Another process (a `distval fixtures build` in another terminal, CI's beside the tests) is building the image
+    the run needs (it holds the image's lock): the run waits for it, and a signal ends that wait at once."""
+    monkeypatch.setenv("DISTVAL_CACHE_DIR", str(tmp_path / "cache"))  # the child's cache (_run_and_signal)
+    lock_path = image_lock(DEFAULT_IMAGE)
+    lock_path.parent.mkdir(parents=True)
+    with open(lock_path, "a+") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         took, stdout, stderr, code = _run_and_signal(tmp_path, "building", signum, reached="another process is building")
     print(f"waiting for the builders' lock: exited {took:.2f} s after the signal")
