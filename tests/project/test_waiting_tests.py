@@ -1,6 +1,8 @@
 """CI runs the Docker and host tests as two pytest processes at once (.ci/run): those marked ``waits`` (most of
 their time a deadline or timeout running out, the CPU idle: 69 to 96 % idle on 2 cores, /proc/stat sampled every
-10 s beside a serial run) beside all the others. The two selections must be the whole Docker and host suite.
+10 s beside a serial run; and whole files that alone kept under 70 % of the 2 cores busy, which balance the two
+processes: tests/budgets.py WAITING_S) beside all the others. The two selections must be the whole Docker and host
+suite.
 
 Why two processes and not pytest-xdist's ``--dist loadgroup``: on pytest 9.2 its groups are silently ignored
 (it renames node ids, which pytest 9.2 no longer reads; pytest-xdist#1386), and both workers then ran the two
