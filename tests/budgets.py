@@ -75,9 +75,9 @@ BUDGETS_S: dict[str, int] = {
 # The part of a file's budget that its tests marked `waits` spend, in CI's waiting process (the same run's figures).
 WAITING_S: dict[str, int] = {
     # Besides the files of tests that wait on a deadline: whole files that alone kept under 70 % of the 2 cores busy
-    # (a warm CI run of 2026-12-07, /proc/stat every 10 s while the main process ran alone: 54-69 %) moved here from
-    # the main process, which had run 49 min against this one's 19 (restart, wheel, bandwidth, cuda, ddp, loaded,
-    # host torch, Slurm). Their budgets are unchanged.
+    # (a CI run of 2026-12-07 with the images built, /proc/stat every 10 s while the main process ran alone: 54-69 %)
+    # moved here from the main process, which had run 49 min against this one's 19 (restart, wheel, bandwidth, cuda,
+    # ddp, loaded, host torch, Slurm). Their budgets are unchanged.
     "tests/plan/test_rendezvous_docker.py": 40,
     "tests/plan/test_restart_docker.py": 140,
     "tests/project/test_wheel_docker.py": 50,

@@ -23,7 +23,7 @@ from distval.comparing.baseline import baseline_case
 from distval.comparing.deltas import Tolerances
 from tests.docker_helpers import leftovers
 
-# CI runs this file in its second process (.ci/run): alone in a warm CI run it kept 60 % (100.4 s) of the 2 cores busy
+# CI runs this file in its second process (.ci/run): alone in a CI run, images built, it kept 60 % (100.4 s) of the 2 cores busy
 # (2026-12-07, /proc/stat every 10 s), a core idle much of its time; tests/budgets.py WAITING_S holds its budget.
 pytestmark = [pytest.mark.docker, pytest.mark.waits]
 

@@ -20,7 +20,7 @@ import pytest
 from distval.tarball import Directory, File, build_tar, regular_files
 from tests.paths import ROOT
 
-# CI runs this file in its second process (.ci/run): alone in a warm CI run it kept 54 % (37.3 s) of the 2 cores busy
+# CI runs this file in its second process (.ci/run): alone in a CI run, images built, it kept 54 % (37.3 s) of the 2 cores busy
 # (2026-12-07, /proc/stat every 10 s), a core idle much of its time; tests/budgets.py WAITING_S holds its budget.
 pytestmark = [pytest.mark.docker, pytest.mark.waits]
 

@@ -17,7 +17,7 @@ import pytest
 from distval.cli.main import main
 from tests.docker_helpers import GOOD, cases, leftovers, outcome, validate
 
-# CI runs this file in its second process (.ci/run): alone in a warm CI run it kept 64 % (74.4 s) of the 2 cores busy
+# CI runs this file in its second process (.ci/run): alone in a CI run, images built, it kept 64 % (74.4 s) of the 2 cores busy
 # (2026-12-07, /proc/stat every 10 s), a core idle much of its time; tests/budgets.py WAITING_S holds its budget.
 pytestmark = [pytest.mark.docker, pytest.mark.waits]
 

@@ -24,8 +24,8 @@ from distval.cli.main import main
 from tests.docker_helpers import DEFAULT_CONFIG, DEFAULT_LAYOUTS, GOOD, cases, layout_key, outcome, unavailable
 from tests.host_venv import torch_venv
 
-# CI runs this file in its second process (.ci/run): alone in a warm CI run it kept 64 % (115.3 s, venv built) of 2 cores busy
-# (2026-12-07, /proc/stat every 10 s), a core idle much of its time; tests/budgets.py WAITING_S holds its budget.
+# CI runs this file in its second process (.ci/run): alone in a CI run, images built, it kept 64 % of the 2 cores
+# busy (115.3 s with the venv built; 2026-12-07, /proc/stat every 10 s); tests/budgets.py WAITING_S holds its budget.
 pytestmark = [pytest.mark.host, pytest.mark.waits]
 # The container run of the same config on the same torch (tests/suite/test_suite_docker.py): its skips.
 CONTAINER_FIXTURE = "distval-fixtures/torch:2.15-pypi"

@@ -38,7 +38,7 @@ from distval.targets.slurm.integrations import OCI
 from distval.targets.slurm.jobs import ACTIVE, cancel, follow, lost_nodes, submit
 from tests.paths import ROOT
 
-# CI runs this file in its second process (.ci/run): alone in a warm CI run it kept 69 % (232.6 s) of the 2 cores busy
+# CI runs this file in its second process (.ci/run): alone in a CI run, images built, it kept 69 % (232.6 s) of the 2 cores busy
 # (2026-12-07, /proc/stat every 10 s), a core idle much of its time; tests/budgets.py WAITING_S holds its budget.
 pytestmark = [pytest.mark.docker, pytest.mark.waits]
 IMAGE = "distval-fixtures/torch:2.6-debian"
