@@ -32,9 +32,9 @@ The error-rate table (>= 100 independent comparisons of the unchanged image with
 committed as ``benchmarks/data/reference-rates.json``. ``--append FILE`` adds this session's rounds to FILE (created
 when absent), rewrites it atomically after every round (a session stopped mid-way keeps every finished round) and
 judges every round in it. Each run is kept as what the judges read of its report (``slim_report``: figures, samples,
-checks' statuses and durations; no logs, environment or details), each round on one line: about 92 KB a round of the
-unchanged image, of which 59 KB are the per-iteration samples the rank test needs (estimated from the sweep's figures
-and iteration counts on this machine; whole reports made 0.87 MB a round). The file's header says what made its
+checks' statuses and durations; no logs, environment or details), each round on one line: 94-99 KB a round of the
+unchanged image as measured here (2026-12-07), about 60 % of it the per-iteration samples the rank test needs (whole
+reports made 0.87 MB a round). The file's header says what made its
 rounds: the sweep's config text, the good image's and each slow image's pin (a fixture's recipe hash, its label
 ``distval.fixture.recipe``: every session's machine is fresh and builds the fixtures again from their recipes, each
 build a new image id; an image without a recipe is pinned by its id), distval's version and the judges' default

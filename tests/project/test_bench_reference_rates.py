@@ -148,14 +148,8 @@ def test_a_file_refuses_rounds_made_otherwise(found: dict[str, Any], says: str) 
     assert why is not None and says in why
 
 
-def test_append_creates_extends_and_refuses_in_one_line_with_exit_2(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    fake = FakeRuns()
-    ids = dict(IDS)
-    recipes: dict[str, str | None] = {GOOD: "a1", SLOW: "b2"}
-    monkeypatch.setattr(rates, "check_image", lambda image: ids[image])
-    monkeypatch.setattr(rates, "image_recipe", lambda image: recipes[image])
+def runs_on(monkeypatch: pytest.MonkeyPatch, fake: FakeRuns) -> None:
+    """``main``'s runs go to ``fake`` instead of distval and the Engine (``docker_runner``'s context manager)."""
 
     class Runner:
         def __enter__(self) -> Any:
@@ -165,6 +159,18 @@ def test_append_creates_extends_and_refuses_in_one_line_with_exit_2(
             return None
 
     monkeypatch.setattr(rates, "docker_runner", Runner)
+
+
+def test_append_creates_extends_and_refuses_in_one_line_with_exit_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fake = FakeRuns()
+    ids = dict(IDS)
+    recipes: dict[str, str | None] = {GOOD: "a1", SLOW: "b2"}
+    monkeypatch.setattr(rates, "check_image", lambda image: ids[image])
+    monkeypatch.setattr(rates, "image_recipe", lambda image: recipes[image])
+
+    runs_on(monkeypatch, fake)
     target = tmp_path / "rates.json"
     quiet = ["--no-baseline", "--judge-pairs", "50"]  # no judging of the fake reports: only what the file keeps
     assert rates.main(["--append", str(target), "--pairs", "2", "--slow", "none", *quiet]) == 0
@@ -204,14 +210,7 @@ def test_an_image_without_a_recipe_is_held_to_its_id(
     monkeypatch.setattr(rates, "check_image", lambda image: ids[image])
     monkeypatch.setattr(rates, "image_recipe", lambda image: None)
 
-    class Runner:
-        def __enter__(self) -> Any:
-            return fake.run
-
-        def __exit__(self, *exc: object) -> None:
-            return None
-
-    monkeypatch.setattr(rates, "docker_runner", Runner)
+    runs_on(monkeypatch, fake)
     target = tmp_path / "rates.json"
     argv = ["--append", str(target), "--image", "my/torch:dev", "--pairs", "1", "--slow", "none", "--no-baseline"]
     assert rates.main(argv) == 0
