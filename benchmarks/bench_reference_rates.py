@@ -13,9 +13,13 @@ both judges, on those reports:
   every candidate, every choice of N of the rounds' pairs (``--disjoint``: consecutive groups of N rounds that share
   no run, so that the comparisons are independent); a comparison fails when any scenario's ``reference`` testcase
   fails; figure by figure too (each busbw figure's verdict);
-- last-known-good, as ``--baseline GOOD.json --remeasure 2`` would (``baseline_case``): each good reference run as
-  the baseline, each candidate run with two other runs of the same candidate as its re-measures (every ordered
-  choice); a comparison fails when any scenario's ``baseline`` testcase fails; figure by figure too.
+- last-known-good, as ``--baseline GOOD.json --remeasure 2`` would (``baseline_case``), with one good run and with
+  the median of three (``--baseline`` three times, its best settings here): on disjoint groups of 3 of the
+  candidate's rounds, the group's reference runs the baseline, its first candidate run the new one and the next two
+  its re-measures (``baseline_comparisons``: independent, and as cheap to judge as the pairs); and, unless
+  ``--disjoint``, each good reference run as the baseline, each candidate run with every ordered choice of two other
+  runs of the same candidate as its re-measures; a comparison fails when any scenario's ``baseline`` testcase fails;
+  figure by figure too.
 
 A false alarm is a failed comparison of the good image against itself; a miss is a comparison of a slow image
 that did not fail. The load average is printed with every run and kept with it; ``--markdown`` writes the table
@@ -60,9 +64,9 @@ one draw of what a run would do; and one comparison costs N rounds, N + K only w
 slot, one file for every session:
 
     nice -n 19 python benchmarks/bench_reference_rates.py --append benchmarks/data/reference-rates.json \
-        --slow none --pairs 1000 --max-minutes 30 --no-baseline --judge-pairs 3 --disjoint --markdown rates.md
+        --slow none --pairs 1000 --max-minutes 30 --judge-pairs 3 --disjoint --markdown rates.md
     nice -n 19 python benchmarks/bench_reference_rates.py --append benchmarks/data/reference-rates.json \
-        --no-same --pairs 1000 --max-minutes 30 --no-baseline --judge-pairs 3 --disjoint --markdown rates.md
+        --no-same --pairs 1000 --max-minutes 30 --judge-pairs 3 --disjoint --markdown rates.md
 
 then commit the file.
 """
@@ -92,6 +96,7 @@ from common import BenchError, bench_run_id, check_image, distval_executable, im
 import distval
 from distval.comparing.baseline import baseline_case
 from distval.comparing.deltas import Tolerances, confirm, deltas
+from distval.comparing.reading import combined_baseline
 from distval.comparing.reference import (
     CANDIDATE,
     DEFAULT_CONFIRM_PAIRS,
@@ -107,6 +112,8 @@ from distval.comparing.reference import (
 from distval.results.outcome import PASSED
 from distval.session.remeasure import DEFAULT_REMEASURE
 
+# --baseline's best settings here (docs/measurements.md): the median of 3 good runs and the default re-measures.
+BEST_BASELINES = 3
 SAME = "same image"  # the good image as the candidate: its comparisons count false alarms
 SLOW_IMAGES = tuple(f"distval-fixtures/broken:slow-busbw-{percent}" for percent in (10, 25, 40))
 # The --json file's layout: a header saying what made its rounds (``header``), then the rounds. 3: images pinned by
@@ -472,26 +479,60 @@ def judge_paired(
     }
 
 
-def judge_baseline(rounds: Sequence[dict[str, Any]], label: str, tolerances: Tolerances) -> dict[str, Any]:
-    """``--baseline REFERENCE_RUN --remeasure 2``: each good reference run as the baseline; each candidate run with
-    every ordered choice of two other candidate runs as its re-measures."""
-    baselines = [r["runs"]["reference"] for r in rounds]
+def baseline_comparisons(
+    rounds: Sequence[dict[str, Any]], label: str, disjoint: bool, baselines: int = 1
+) -> list[tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]]:
+    """The comparisons of ``--baseline GOOD.json (x baselines) --remeasure 2``, each (the good runs whose median is
+    the baseline, the candidate's run, its re-measures).
+
+    ``disjoint``: the candidate's consecutive rounds in groups of ``max(baselines, 1 + DEFAULT_REMEASURE)`` (3 for
+    both one and three good runs): the group's first ``baselines`` reference runs are the baseline, its first
+    candidate run the new one and the next two its re-measures. The groups share no run, so the comparisons are
+    independent, and one costs the rounds of a ``--reference --pairs 3`` comparison. The baseline is taken in the
+    minutes around the new run, which favours it: a pipeline's stored baseline is from another day.
+
+    Otherwise (one good run only): every reference run of every round as the baseline, each candidate run with every
+    ordered choice of two other candidate runs as its re-measures (overlapping, not independent)."""
+    if disjoint:
+        mine = [r for r in rounds if r["candidate"] == label]
+        size = max(baselines, 1 + DEFAULT_REMEASURE)
+        found = []
+        for start in range(0, len(mine) - size + 1, size):
+            group = mine[start : start + size]
+            good = [r["runs"]["reference"] for r in group[:baselines]]
+            runs = [r["runs"]["candidate"] for r in group]
+            found.append((good, runs[0], runs[1 : 1 + DEFAULT_REMEASURE]))
+        return found
+    if baselines != 1:
+        raise ValueError("every choice of baselines is judged with one good run only")
+    references = [r["runs"]["reference"] for r in rounds]
     candidates = [r["runs"]["candidate"] for r in rounds if r["candidate"] == label]
+    return [
+        ([old], candidates[combo[0]], [candidates[k] for k in combo[1:]])
+        for old in references
+        for combo in itertools.permutations(range(len(candidates)), 1 + DEFAULT_REMEASURE)
+    ]
+
+
+def judge_baseline(
+    rounds: Sequence[dict[str, Any]], label: str, tolerances: Tolerances, disjoint: bool = False, baselines: int = 1
+) -> dict[str, Any]:
+    """``--baseline GOOD.json --remeasure 2`` (``baselines`` good runs: their median, as ``--baseline`` given that many
+    times) over ``baseline_comparisons``; a comparison fails when any scenario's ``baseline`` testcase fails."""
     failed = comparisons = figures = regressed = 0
-    for number, old in enumerate(baselines):
-        for combo in itertools.permutations(range(len(candidates)), 1 + DEFAULT_REMEASURE):
-            new, again = candidates[combo[0]], [candidates[k] for k in combo[1:]]
-            comparisons += 1
-            any_failed = False
-            for index, scenario in enumerate(new["scenarios"]):
-                remeasured = [run["scenarios"][index] for run in again]
-                case = baseline_case(scenario, old, tolerances, f"good{number}.json", remeasured)
-                any_failed |= case.status == "failed"
-                previous = old["scenarios"][index]
-                found = confirm(deltas(previous, scenario, tolerances), [deltas(previous, a, tolerances) for a in remeasured])
-                figures += len(_busbw(found))
-                regressed += sum(1 for d in _busbw(found) if d.regressed)
-            failed += any_failed
+    for good, new, again in baseline_comparisons(rounds, label, disjoint, baselines):
+        path, old = combined_baseline([(f"good{number}.json", run) for number, run in enumerate(good)])
+        comparisons += 1
+        any_failed = False
+        for index, scenario in enumerate(new["scenarios"]):
+            remeasured = [run["scenarios"][index] for run in again]
+            case = baseline_case(scenario, old, tolerances, path, remeasured)
+            any_failed |= case.status == "failed"
+            previous = old["scenarios"][index]
+            found = confirm(deltas(previous, scenario, tolerances), [deltas(previous, a, tolerances) for a in remeasured])
+            figures += len(_busbw(found))
+            regressed += sum(1 for d in _busbw(found) if d.regressed)
+        failed += any_failed
     return {"failed": failed, "comparisons": comparisons, "busbw_regressed": regressed, "busbw_figures": figures}
 
 
@@ -536,10 +577,14 @@ def judge(
                 row[label] = judge_paired(rounds, label, used, PairedTolerances(), confirm=confirm_pairs)
             rows.append(row)
     if baseline:
-        row = {"rule": f"--baseline (one good run) --remeasure {DEFAULT_REMEASURE}", "independent": False}
-        for label in labels:
-            row[label] = judge_baseline(rounds, label, Tolerances())
-        rows.append(row)
+        # Disjoint groups always (independent, and cheap to judge), every choice too unless ``disjoint``, as the pairs.
+        for count, apart in ((1, True), (BEST_BASELINES, True), *(() if disjoint else ((1, False),))):
+            good = "one good run" if count == 1 else f"the median of {count} good runs"
+            rule = f"--baseline ({good}) --remeasure {DEFAULT_REMEASURE}" + (", disjoint" if apart else ", every choice")
+            row = {"rule": rule, "independent": apart}
+            for label in labels:
+                row[label] = judge_baseline(rounds, label, Tolerances(), apart, count)
+            rows.append(row)
     for row in rows:
         parts = []
         for label in labels:

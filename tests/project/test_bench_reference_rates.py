@@ -464,6 +464,9 @@ def test_slim_rounds_are_judged_exactly_as_whole_ones(capsys: pytest.CaptureFixt
     # Every choice of 2 rounds, and the baseline judge (every ordered choice of re-measures): three rounds each.
     few = [r for r in rounds if r["round"] in (4, 5, 6, 8, 9, 10)]
     assert rates.judge(slimmed(few), [2]) == rates.judge(few, [2])
+    # The baseline's disjoint rows (one good run, the median of three): on every round.
+    with_baseline = rates.judge(rounds, [3], disjoint=True, confirm_pairs=0)
+    assert rates.judge(slim, [3], disjoint=True, confirm_pairs=0) == with_baseline
     # Each testcase word for word, on the rounds with a failed check and the trigger.
     pick = [r["runs"] for r in rounds[:3]], [r["runs"] for r in slim[:3]]
     for scenario in range(2):
@@ -494,3 +497,46 @@ def test_a_slim_round_is_a_seventh_of_the_whole_and_the_file_keeps_a_round_a_lin
     # image): 664 KB whole (indented), 92 KB slim, of which 59 KB are the per-iteration samples the rank test reads.
     slim = len(round_lines[0])
     assert slim < whole / 6 and slim < 100_000, (slim, whole)
+
+
+def _run_ids(comparison: tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]) -> tuple[list[str], str, list[str]]:
+    good, new, again = comparison
+    return [r["run_id"] for r in good], new["run_id"], [r["run_id"] for r in again]
+
+
+def test_the_baseline_is_judged_on_disjoint_groups_of_three_rounds_with_one_or_three_good_runs() -> None:
+    rounds = slimmed(whole_rounds([(rates.SAME, 1.0, 1.0)] * 7 + [(SLOW, 0.6, 1.0)] * 3, sizes=2))
+    # 7 rounds of the unchanged image: two groups of 3, the 7th left over; each group's own reference runs are its
+    # baseline, its first candidate run the new one, the next two the re-measures: no run in two comparisons.
+    assert [_run_ids(c) for c in rates.baseline_comparisons(rounds, rates.SAME, True, 3)] == [
+        (["r1", "r2", "r3"], "c1", ["c2", "c3"]),
+        (["r4", "r5", "r6"], "c4", ["c5", "c6"]),
+    ]
+    assert [_run_ids(c) for c in rates.baseline_comparisons(rounds, rates.SAME, True, 1)] == [
+        (["r1"], "c1", ["c2", "c3"]),
+        (["r4"], "c4", ["c5", "c6"]),
+    ]
+    assert [_run_ids(c) for c in rates.baseline_comparisons(rounds, SLOW, True, 3)] == [
+        (["r8", "r9", "r10"], "c8", ["c9", "c10"])
+    ]
+    # Every choice (one good run only): every reference run of every round against every ordered choice of three of
+    # the candidate's runs.
+    assert len(rates.baseline_comparisons(rounds, SLOW, False)) == 10 * 3 * 2 * 1
+    with pytest.raises(ValueError):
+        rates.baseline_comparisons(rounds, SLOW, False, 3)
+
+
+def test_the_baseline_rows_are_independent_and_catch_a_slower_image(capsys: pytest.CaptureFixture[str]) -> None:
+    rounds = slimmed(whole_rounds([(rates.SAME, 1.0, 1.0)] * 3 + [(SLOW, 0.6, 1.0)] * 3, sizes=2))
+    rows = {row["rule"]: row for row in rates.judge(rounds, [3], disjoint=True, confirm_pairs=0)}
+    one = rows["--baseline (one good run) --remeasure 2, disjoint"]
+    three = rows["--baseline (the median of 3 good runs) --remeasure 2, disjoint"]
+    assert one["independent"] and three["independent"]
+    assert not any("every choice" in rule for rule in rows)  # --disjoint: no overlapping row
+    for row in (one, three):
+        assert row[SLOW]["comparisons"] == 1 and row[SLOW]["failed"] == 1  # 40 % slower in every run: caught
+        assert row[rates.SAME]["comparisons"] == 1
+    # Without --disjoint, the overlapping row of one good run joins them.
+    overlapping = [row for row in rates.judge(rounds, [3], confirm_pairs=0) if row["rule"].startswith("--baseline")]
+    assert [row["independent"] for row in overlapping] == [True, True, False]
+    capsys.readouterr()
