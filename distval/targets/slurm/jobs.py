@@ -28,8 +28,10 @@ ACTIVE = frozenset(
 )
 CANCEL_WAIT_S = 60.0
 # A slurmctld that is busy or restarting may answer ``scontrol show job`` with exit code 0 but no job record (a
-# message, a cut line): following asks again, this many answers in all, UNREADABLE_WAIT_S apart, before it stops
-# the run with that answer. Taken for the job's end, it would blame the image for a job that may still run.
+# message, a cut line), or not at all (scontrol and squeue both exit non-zero, or pass COMMAND_TIMEOUT_S: "Socket
+# timed out on send/recv operation"): following asks again, this many answers in all, UNREADABLE_WAIT_S apart, before
+# it stops the run with the last answer. Taken for the job's end, it would leave a job that may still run running
+# (nothing cancels a job that ended) and blame the image for the records it has not written yet.
 UNREADABLE_TRIES = 5
 UNREADABLE_WAIT_S = 3.0
 _JOB_ID = re.compile(r"^(\d{1,12})(?:;\S+)?$")
@@ -74,8 +76,10 @@ def submit(commands: Commands, script: str) -> Submitted:
 
 @dataclass(frozen=True)
 class _Unreadable:
-    """An ``scontrol show job`` answer (exit code 0) without a JobState."""
+    """An answer without the job's state: ``scontrol show job`` that answered (exit code 0) without a JobState, or
+    neither it nor ``squeue`` answering (non-zero exit codes: Slurm says a job it does not know of in words only)."""
 
+    asked: str  # what was asked: "scontrol show job 7", or "scontrol show job 7 and squeue --jobs 7"
     answer: str
 
 
@@ -84,16 +88,18 @@ def job_state(commands: Commands, job_id: str) -> JobState | None:
     a state is UNKNOWN, with that answer."""
     state = _read_state(commands, job_id)
     if isinstance(state, _Unreadable):
-        return JobState("UNKNOWN", f"scontrol's answer: {one_line(state.answer)[:400]}")
+        return JobState("UNKNOWN", f"{state.asked}: {one_line(state.answer)[:400]}")
     return state
 
 
 def _read_state(commands: Commands, job_id: str) -> JobState | _Unreadable | None:
+    """The job's state; None where ``squeue`` answers without it (the controller no longer holds the job: its record
+    is kept MinJobAge, 300 s by default, after its end, many polls after following saw that end)."""
     code, output = commands.run(["scontrol", "--oneliner", "show", "job", job_id])
     if code == 0:
         fields = dict(_FIELD.findall(output))
         if "JobState" not in fields:
-            return _Unreadable(output)
+            return _Unreadable(f"scontrol show job {job_id}", output)
         state = fields["JobState"]
         reason = fields.get("Reason", "")
         nodes = fields.get("NodeList", "")
@@ -106,11 +112,16 @@ def _read_state(commands: Commands, job_id: str) -> JobState | _Unreadable | Non
             if x
         )
         return JobState(state, detail)
-    code, output = commands.run(["squeue", "--noheader", "--jobs", job_id, "--format=%T %R"])
-    if code == 0 and output.strip():
-        state, _, reason = output.strip().partition(" ")
+    queue_code, queue = commands.run(["squeue", "--noheader", "--jobs", job_id, "--format=%T %R"])
+    if queue_code == 0 and queue.strip():
+        state, _, reason = queue.strip().partition(" ")
         return JobState(state, reason)
-    return None
+    if queue_code == 0:
+        return None
+    return _Unreadable(
+        f"scontrol show job {job_id} and squeue --jobs {job_id}",
+        f"scontrol exited {code}: {one_line(output)[:200]}; squeue exited {queue_code}: {one_line(queue)[:200]}",
+    )
 
 
 # sinfo's compact node states (sinfo(1) NODE STATE CODES) of a node that no longer runs jobs as it should.
@@ -157,7 +168,7 @@ def follow(commands: Commands, job_id: str, deadline: float, stop: threading.Eve
             unreadable += 1
             if unreadable >= UNREADABLE_TRIES:
                 raise EnvironmentUnusable(
-                    f"scontrol show job {job_id} answered {unreadable} times in a row without the job's state; "
+                    f"{state.asked} answered {unreadable} times in a row without the job's state; "
                     f"the last answer: {one_line(state.answer)[:400] or '(nothing)'}"
                 )
             if time.monotonic() >= deadline or stop.wait(UNREADABLE_WAIT_S):

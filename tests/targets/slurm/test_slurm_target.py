@@ -162,6 +162,60 @@ def test_unreadable_scontrol_answers_in_a_row_stop_the_run_with_the_answer_and_c
     assert ["scancel", "7"] in slurm.calls and slurm.state == "CANCELLED"
 
 
+class Unreachable(Slurm):
+    """While the job runs, scontrol and squeue both fail ``silent`` times (exit code 1, or 124: no answer within
+    COMMAND_TIMEOUT_S), as when slurmctld is restarting or too busy to answer; the job ends COMPLETED at the first
+    answer after them. ``forgotten``: after one answer that it runs, scontrol fails and squeue answers without the
+    job (exit code 0, nothing)."""
+
+    def __init__(self, silent: int, code: int = 1, forgotten: bool = False) -> None:
+        super().__init__()
+        self.silent, self.code, self.forgotten = silent, code, forgotten
+
+    def run(self, argv: Sequence[str], timeout_s: float = 30.0) -> tuple[int, str]:
+        if argv[0] in ("scontrol", "squeue") and self.state == "RUNNING":
+            if self.silent > 0:
+                self.calls.append(list(argv))
+                if argv[0] == "squeue":
+                    self.silent -= 1
+                return self.code, HICCUP
+            if self.forgotten and any(call[0] == "scontrol" for call in self.calls):
+                self.calls.append(list(argv))
+                return (1, "slurm_load_jobs error: Invalid job id specified") if argv[0] == "scontrol" else (0, "")
+            if not self.forgotten:
+                self.state = "COMPLETED"
+        return super().run(argv, timeout_s)
+
+
+@pytest.mark.parametrize("code", [1, 124])
+def test_a_controller_that_does_not_answer_is_asked_again_not_taken_for_the_jobs_end(code: int) -> None:
+    slurm = Unreachable(jobs.UNREADABLE_TRIES - 1, code)
+    jobs.submit(slurm, "job.sbatch")
+    state = jobs.follow(slurm, "7", time.monotonic() + 60, threading.Event())
+    assert state.state == "COMPLETED"  # before: UNKNOWN at the first silence, the job left running
+    assert slurm.calls.count(["squeue", "--noheader", "--jobs", "7", "--format=%T %R"]) == jobs.UNREADABLE_TRIES - 1
+
+
+def test_a_controller_silent_in_a_row_stops_the_run_with_both_answers_and_cancels_the_job(tmp_path: Path) -> None:
+    slurm = Unreachable(jobs.UNREADABLE_TRIES)
+    target = _target(tmp_path, slurm)
+    with pytest.raises(EnvironmentUnusable) as raised:
+        target.execute(_plan(target), NO_EVENTS, threading.Event())
+    assert str(raised.value) == (
+        f"scontrol show job 7 and squeue --jobs 7 answered {jobs.UNREADABLE_TRIES} times in a row without the job's "
+        f"state; the last answer: scontrol exited 1: {HICCUP}; squeue exited 1: {HICCUP}"
+    )
+    assert ["scancel", "7"] in slurm.calls and slurm.state == "CANCELLED"
+
+
+def test_a_job_squeue_answers_without_is_gone() -> None:
+    # Slurm answered (squeue, exit code 0) and holds no such job: its end went unseen, which follow says.
+    slurm = Unreachable(0, forgotten=True)
+    jobs.submit(slurm, "job.sbatch")
+    state = jobs.follow(slurm, "7", time.monotonic() + 60, threading.Event())
+    assert (state.state, state.reason) == ("UNKNOWN", "Slurm no longer knows the job")
+
+
 def test_a_jobs_results_are_reproduced_on_slurm_with_the_options_given(tmp_path: Path) -> None:
     """The outcome's plan is the job's plan file's (collect.py): its reproduce command still says --target slurm."""
     options = run_options(["--target", "slurm", "--integration", "apptainer", "--slurm-dir", str(tmp_path), "--image", IMAGE])
