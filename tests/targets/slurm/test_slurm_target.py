@@ -151,17 +151,6 @@ def test_an_unreadable_scontrol_answer_is_asked_again() -> None:
     assert slurm.calls.count(["scontrol", "--oneliner", "show", "job", "7"]) == jobs.UNREADABLE_TRIES
 
 
-def test_unreadable_scontrol_answers_in_a_row_stop_the_run_with_the_answer_and_cancel_the_job(tmp_path: Path) -> None:
-    slurm = Hiccups(jobs.UNREADABLE_TRIES)
-    target = _target(tmp_path, slurm)
-    with pytest.raises(EnvironmentUnusable) as raised:
-        target.execute(_plan(target), NO_EVENTS, threading.Event())
-    assert str(raised.value) == (
-        f"scontrol show job 7 answered {jobs.UNREADABLE_TRIES} times in a row without the job's state; the last answer: {HICCUP}"
-    )
-    assert ["scancel", "7"] in slurm.calls and slurm.state == "CANCELLED"
-
-
 class Unreachable(Slurm):
     """While the job runs, scontrol and squeue both fail ``silent`` times (exit code 1, or 124: no answer within
     COMMAND_TIMEOUT_S), as when slurmctld is restarting or too busy to answer; the job ends COMPLETED at the first
@@ -196,15 +185,29 @@ def test_a_controller_that_does_not_answer_is_asked_again_not_taken_for_the_jobs
     assert slurm.calls.count(["squeue", "--noheader", "--jobs", "7", "--format=%T %R"]) == jobs.UNREADABLE_TRIES - 1
 
 
-def test_a_controller_silent_in_a_row_stops_the_run_with_both_answers_and_cancels_the_job(tmp_path: Path) -> None:
-    slurm = Unreachable(jobs.UNREADABLE_TRIES)
+@pytest.mark.parametrize(
+    ("silent", "says"),
+    [
+        (
+            Hiccups,
+            f"scontrol show job 7 answered {jobs.UNREADABLE_TRIES} times in a row without the job's state; the last "
+            f"answer: {HICCUP}",
+        ),
+        (
+            Unreachable,
+            f"scontrol show job 7 and squeue --jobs 7 answered {jobs.UNREADABLE_TRIES} times in a row without the job's "
+            f"state; the last answer: scontrol exited 1: {HICCUP}; squeue exited 1: {HICCUP}",
+        ),
+    ],
+)
+def test_answers_without_the_jobs_state_in_a_row_stop_the_run_with_the_last_and_cancel_the_job(
+    tmp_path: Path, silent: type[Hiccups | Unreachable], says: str
+) -> None:
+    slurm = silent(jobs.UNREADABLE_TRIES)
     target = _target(tmp_path, slurm)
     with pytest.raises(EnvironmentUnusable) as raised:
         target.execute(_plan(target), NO_EVENTS, threading.Event())
-    assert str(raised.value) == (
-        f"scontrol show job 7 and squeue --jobs 7 answered {jobs.UNREADABLE_TRIES} times in a row without the job's "
-        f"state; the last answer: scontrol exited 1: {HICCUP}; squeue exited 1: {HICCUP}"
-    )
+    assert str(raised.value) == says
     assert ["scancel", "7"] in slurm.calls and slurm.state == "CANCELLED"
 
 
