@@ -22,9 +22,11 @@ from tests.default_runs import DefaultRuns
 from tests.docker_helpers import FixtureImages, FixtureUnavailable, harness_context, unavailable
 from tests.local_registry import LocalRegistry, RegistryUnavailable, local_registry
 
+BUDGET_REPORT = "distval-budget-report"
+
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.pluginmanager.register(BudgetReport(), "distval-budget-report")
+    config.pluginmanager.register(BudgetReport(), BUDGET_REPORT)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -59,10 +61,12 @@ def fixture_image(pytestconfig: pytest.Config, docker_client: object) -> Callabl
 
     engine = Engine("tests-fixtures")
     images = FixtureImages(lambda tags: build_fixtures(engine, tags, lambda line: print(line, flush=True)))
+    budgets: BudgetReport = pytestconfig.pluginmanager.get_plugin(BUDGET_REPORT)
 
     def require(tag: str) -> str:
         try:
-            return images(tag)
+            with budgets.building():  # not the test file's time: beside it in the budget report
+                return images(tag)
         except FixtureUnavailable as exc:
             unavailable(pytestconfig, str(exc))
 
