@@ -39,7 +39,8 @@ judges every round in it. Each run is kept as what the judges read of its report
 checks' statuses and durations; no logs, environment or details), each round on one line: 94-99 KB a round of the
 unchanged image as measured here (2026-12-07), about 60 % of it the per-iteration samples the rank test needs (whole
 reports made 0.87 MB a round). The file's header says what made its
-rounds: the sweep's config text, the good image's and each slow image's pin (a fixture's recipe hash, its label
+rounds: the sweep's config text, the hash of the suite's modules that time it and make its figures
+(``MEASUREMENT_MODULES``), the good image's and each slow image's pin (a fixture's recipe hash, its label
 ``distval.fixture.recipe``: every session's machine is fresh and builds the fixtures again from their recipes, each
 build a new image id; an image without a recipe is pinned by its id), distval's version and the judges' default
 tolerances; an append made otherwise, or to a file of an older format, is refused in one line (exit 2). Each round
@@ -64,11 +65,12 @@ one draw of what a run would do; and one comparison costs N rounds, N + K only w
 slot, one file for every session:
 
     nice -n 19 python benchmarks/bench_reference_rates.py --append benchmarks/data/reference-rates.json \
-        --slow none --pairs 1000 --max-minutes 30 --judge-pairs 3 --disjoint --markdown rates.md
+        --slow none --pairs 1000 --max-minutes 30 --judge-pairs 3 --disjoint --docs
     nice -n 19 python benchmarks/bench_reference_rates.py --append benchmarks/data/reference-rates.json \
-        --no-same --pairs 1000 --max-minutes 30 --judge-pairs 3 --disjoint --markdown rates.md
+        --no-same --pairs 1000 --max-minutes 30 --judge-pairs 3 --disjoint --docs
 
-then commit the file.
+then commit the file and docs/measurements.md, whose table ``--docs`` wrote (``docs_table``: judged as ``distval
+run`` judges by default, whatever else the command asked; a quick test fails where the page's table is not the file's).
 """
 
 from __future__ import annotations
@@ -91,7 +93,7 @@ from pathlib import Path
 from typing import Any
 
 from bench_bandwidth_spread import CONFIG, DEFAULT_IMAGE, run_once
-from common import BenchError, bench_run_id, check_image, distval_executable, image_recipe
+from common import REPO_ROOT, BenchError, bench_run_id, check_image, distval_executable, image_recipe
 
 import distval
 from distval.comparing.baseline import baseline_case
@@ -119,6 +121,13 @@ SLOW_IMAGES = tuple(f"distval-fixtures/broken:slow-busbw-{percent}" for percent 
 # The --json file's layout: a header saying what made its rounds (``header``), then the rounds. 3: images pinned by
 # recipe (``pin``) and each round's image ids; --append rounds keep what the judges read of each run (``slim_report``).
 FORMAT = 3
+# The suite's modules that time the sweep's calls and make its figures: rounds timed by other code are another
+# measurement, so a file's header pins them (``measurement_sha256``). distval's version cannot: it is always 0.1.0.
+MEASUREMENT_MODULES = ("distval_suite/bandwidth.py", "distval_suite/bandwidth_figures.py", "distval_suite/yardstick.py")
+# docs/measurements.md holds the accumulated file's table between these lines (``docs_table``, ``--docs``).
+DOCS_PAGE = "docs/measurements.md"
+DOCS_BEGIN = "<!-- the accumulated error-rate table: benchmarks/bench_reference_rates.py --docs writes it -->"
+DOCS_END = "<!-- the end of the accumulated error-rate table -->"
 # A report of one run of ``image``, told apart from the others by ``label``.
 Runner = Callable[[str, str], dict[str, Any]]
 
@@ -152,13 +161,23 @@ def image_pin(image: str) -> tuple[str, str]:
     return pin(found, image_recipe(image)), found
 
 
+def measurement_sha256(root: Path = REPO_ROOT) -> str:
+    """The hash of the ``MEASUREMENT_MODULES`` under ``root``, each with its path."""
+    digest = hashlib.sha256()
+    for name in MEASUREMENT_MODULES:
+        digest.update(name.encode() + b"\0" + (root / name).read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def header(good: str, good_pin: str, slow_pins: dict[str, str], config: str = CONFIG) -> dict[str, Any]:
-    """What the rounds of a file must share: the sweep's config text, the images' ``pin`` (recipe or id) and
-    ``rules``. The image ids that each round ran are kept with the round (``collect_rounds``)."""
+    """What the rounds of a file must share: the sweep's config text, the suite code that times it
+    (``measurement_sha256``), the images' ``pin`` (recipe or id) and ``rules``. The image ids that each round ran are
+    kept with the round (``collect_rounds``)."""
     return {
         "format": FORMAT,
         "config_sha256": hashlib.sha256(config.encode()).hexdigest(),
         "config": config,
+        "measurement_sha256": measurement_sha256(),
         "good": good,
         "good_pin": good_pin,
         "slow_pins": dict(slow_pins),
@@ -176,6 +195,8 @@ def refusal(found: dict[str, Any], wanted: dict[str, Any]) -> str | None:
         )
     if found.get("config_sha256") != wanted["config_sha256"]:
         return "its rounds ran another config text"
+    if found.get("measurement_sha256") != wanted["measurement_sha256"]:
+        return f"its rounds were timed by other suite code ({', '.join(MEASUREMENT_MODULES)}): start a new file"
     if found.get("good") != wanted["good"] or found.get("good_pin") != wanted["good_pin"]:
         return f"its good image is {found.get('good')} {found.get('good_pin')}, not {wanted['good']} {wanted['good_pin']}"
     for name, image in wanted["slow_pins"].items():
@@ -677,6 +698,23 @@ def markdown(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]], m
     return "\n".join(lines) + "\n"
 
 
+def docs_table(rounds: Sequence[dict[str, Any]]) -> str:
+    """The rounds' table as docs/measurements.md holds it, whatever a run of the benchmark asked: judged as ``distval
+    run --reference`` judges by default (``--pairs 3 --confirm-pairs 2``, as run), ``--pairs 3`` alone, and
+    ``--baseline`` beside them, on independent comparisons only."""
+    rows = judge(rounds, [DEFAULT_PAIRS], disjoint=True, confirm_pairs=DEFAULT_CONFIRM_PAIRS)
+    return markdown(rows, rounds, machine())
+
+
+def with_docs_table(page: str, table: str) -> str:
+    """``page`` with ``table`` between ``DOCS_BEGIN`` and ``DOCS_END``; BenchError where it lacks them."""
+    before, begin, rest = page.partition(DOCS_BEGIN)
+    _, end, after = rest.partition(DOCS_END)
+    if not begin or not end:
+        raise BenchError(f"{DOCS_PAGE} has no place for the table: the lines {DOCS_BEGIN!r} and {DOCS_END!r}")
+    return f"{before}{DOCS_BEGIN}\n{table}{DOCS_END}{after}"
+
+
 def _slow_images(given: Sequence[str] | None) -> tuple[str, ...]:
     if not given:
         return SLOW_IMAGES
@@ -726,9 +764,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--max-minutes", type=float, metavar="M", help="start no round after one has ended past M minutes")
     parser.add_argument("--reports", type=Path, metavar="PATH", help="judge the runs of an earlier --json file")
+    parser.add_argument(
+        "--docs",
+        action="store_true",
+        help=f"write the rounds' table into {DOCS_PAGE} (judged as distval run judges by default, whatever else is "
+        "asked here): for the accumulated file",
+    )
     args = parser.parse_args(argv)
     if args.append and (args.json or args.reports):
         parser.error("--append writes its own file: not with --json or --reports")
+    if args.docs and not (args.append or args.reports):
+        parser.error("--docs writes the accumulated file's table: with --append, or --reports of that file")
     if args.pairs < (1 if args.append else 2 if args.no_baseline else 3):
         parser.error("--pairs must be at least 3 (the baseline's run and its two re-measures), 2 with --no-baseline")
     slow = _slow_images(args.slow)
@@ -769,6 +815,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.markdown:
         args.markdown.write_text(markdown(rows, rounds, machine()), encoding="utf-8")
         print(f"wrote {args.markdown}")
+    if args.docs:
+        page = REPO_ROOT / DOCS_PAGE
+        page.write_text(with_docs_table(page.read_text(encoding="utf-8"), docs_table(rounds)), encoding="utf-8")
+        print(f"wrote the table into {DOCS_PAGE}")
     target = args.append or (None if args.reports else args.json)
     if target:
         write_atomically(target, {"header": head, "rounds": rounds, "rates": rows})

@@ -134,6 +134,8 @@ def test_a_file_takes_rounds_made_alike_and_a_slow_image_it_has_not_seen() -> No
     ("found", "says"),
     [
         ({"config_sha256": "0" * 64}, "another config text"),
+        ({"measurement_sha256": "0" * 64}, "timed by other suite code (distval_suite/bandwidth.py"),
+        ({"measurement_sha256": None}, "timed by other suite code"),  # a file from before the pin
         ({"good_pin": "recipe:changed"}, "recipe:changed"),
         ({"good_pin": "sha256:good"}, "sha256:good"),  # an image without a recipe is held to its id
         ({"good": "distval-fixtures/torch:2.15-debian"}, "torch:2.15"),
@@ -540,3 +542,34 @@ def test_the_baseline_rows_are_independent_and_catch_a_slower_image(capsys: pyte
     overlapping = [row for row in rates.judge(rounds, [3], confirm_pairs=0) if row["rule"].startswith("--baseline")]
     assert [row["independent"] for row in overlapping] == [True, True, False]
     capsys.readouterr()
+
+
+def test_the_measurement_pin_follows_each_module_that_times_the_sweep(tmp_path: Path) -> None:
+    for name in rates.MEASUREMENT_MODULES:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(f"# {name}\n", encoding="utf-8")
+    before = rates.measurement_sha256(tmp_path)
+    assert rates.measurement_sha256(tmp_path) == before
+    for name in rates.MEASUREMENT_MODULES:
+        (tmp_path / name).write_text(f"# {name}, changed\n", encoding="utf-8")
+        assert rates.measurement_sha256(tmp_path) != before, name
+        before = rates.measurement_sha256(tmp_path)
+    assert rates.header(GOOD, RECIPES[GOOD], {})["measurement_sha256"] == rates.measurement_sha256()
+
+
+def test_the_docs_table_is_the_accumulated_files(capsys: pytest.CaptureFixture[str]) -> None:
+    data = json.loads((ROOT / "benchmarks" / "data" / "reference-rates.json").read_text(encoding="utf-8"))
+    page = (ROOT / rates.DOCS_PAGE).read_text(encoding="utf-8")
+    table = rates.docs_table(data["rounds"])
+    assert rates.with_docs_table(page, table) == page, (
+        "run: python benchmarks/bench_reference_rates.py --reports benchmarks/data/reference-rates.json --docs"
+    )
+    assert "--reference --pairs 3 --confirm-pairs 2 (as run: sequential groups) | false alarms (unchanged image)" in table
+    capsys.readouterr()
+
+
+def test_the_docs_table_goes_between_its_lines_and_nowhere_else() -> None:
+    page = f"intro\n{rates.DOCS_BEGIN}\nold table\n{rates.DOCS_END}\nafter\n"
+    assert rates.with_docs_table(page, "| new |\n") == f"intro\n{rates.DOCS_BEGIN}\n| new |\n{rates.DOCS_END}\nafter\n"
+    with pytest.raises(rates.BenchError, match="no place for the table"):
+        rates.with_docs_table("intro\nafter\n", "| new |\n")

@@ -99,6 +99,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         # benchmarks/bench_reference_rates.py
         "--append",
         "--disjoint",
+        "--docs",
         "--judge-pairs",
         "--max-minutes",
         "--no-baseline",
