@@ -63,6 +63,7 @@ class SlurmHere:
     commands: ControllerCommands
     bundles: dict[str, str]
     jobs: Path  # this session's directory for jobs, under the cluster's shared one
+    images: Callable[[str], str]  # fixture_image: a test's image is built where missing, as every Docker test's
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,7 @@ def slurm(fixture_image: Callable[[str], str]) -> Iterator[SlurmHere]:
     os.chmod(shared, 0o755)
     cluster = start_cluster(str(root), 2, lambda line: print(line, flush=True))
     try:
-        yield SlurmHere(cluster, ControllerCommands(Engine("tests-slurm"), cluster), {}, Path(shared))
+        yield SlurmHere(cluster, ControllerCommands(Engine("tests-slurm"), cluster), {}, Path(shared), fixture_image)
     finally:
         stop_cluster(cluster.cluster_id)
         shutil.rmtree(shared, ignore_errors=True)
@@ -85,6 +86,7 @@ def slurm(fixture_image: Callable[[str], str]) -> Iterator[SlurmHere]:
 
 def _bundle(slurm: SlurmHere, image: str) -> str:
     if image not in slurm.bundles:
+        slurm.images(image)  # before: the image had to be there already (CI's background build made it, or not yet)
         started = time.monotonic()
         bundles = str(cache_dir() / "slurm" / "bundles")
         slurm.bundles[image] = cached_bundle(slurm.commands.engine, slurm.cluster, image, bundles)
