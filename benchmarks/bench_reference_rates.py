@@ -821,7 +821,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote the table into {DOCS_PAGE}")
     target = args.append or (None if args.reports else args.json)
     if target:
-        write_atomically(target, {"header": head, "rounds": rounds, "rates": rows})
+        # An --append file keeps its rounds only: its table is derived from them (``docs_table``, ``--docs``), where
+        # rows stored here would be judged under whichever flags the last append had, and go stale.
+        write_atomically(target, {"header": head, "rounds": rounds, **({} if args.append else {"rates": rows})})
         print(f"wrote {target}")
     return 0
 

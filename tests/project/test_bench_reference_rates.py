@@ -180,6 +180,7 @@ def test_append_creates_extends_and_refuses_in_one_line_with_exit_2(
     data = json.loads(target.read_text(encoding="utf-8"))
     assert [(r["candidate"], r["round"]) for r in data["rounds"]] == [(rates.SAME, 1), (rates.SAME, 2), (SLOW, 3)]
     assert data["header"]["slow_pins"] == {SLOW: "recipe:b2"} and data["header"]["good_pin"] == "recipe:a1"
+    assert set(data) == {"header", "rounds"}  # the table is derived from the rounds (--docs), never stored beside them
     assert [r["image_ids"] for r in data["rounds"]] == [
         {"candidate": IDS[GOOD], "reference": IDS[GOOD]},
         {"reference": IDS[GOOD], "candidate": IDS[GOOD]},
