@@ -29,18 +29,21 @@ def mann_whitney_greater(x: Sequence[float], y: Sequence[float]) -> float | None
     n1, n2 = len(x), len(y)
     if n1 < MIN_SAMPLES or n2 < MIN_SAMPLES:
         return None
-    pooled = sorted([(v, 0) for v in x] + [(v, 1) for v in y], key=lambda item: item[0])
+    # (value, 1 for x, 0 for y): a tie's order within its group changes no mean rank, so the flag may sort too.
+    pooled = sorted([(v, 1) for v in x] + [(v, 0) for v in y])
     total = n1 + n2
     rank_sum_x = 0.0
     ties = 0.0  # sum over groups of tied values of t^3 - t
     start = 0
     while start < total:
+        value, from_x = pooled[start]
         end = start
-        while end + 1 < total and pooled[end + 1][0] == pooled[start][0]:
+        while end + 1 < total and pooled[end + 1][0] == value:
             end += 1
+            from_x += pooled[end][1]
         group = end - start + 1
         mean_rank = (start + end) / 2 + 1  # ranks are 1-based
-        rank_sum_x += mean_rank * sum(1 for i in range(start, end + 1) if pooled[i][1] == 0)
+        rank_sum_x += mean_rank * from_x
         ties += group**3 - group
         start = end + 1
     u = rank_sum_x - n1 * (n1 + 1) / 2

@@ -246,7 +246,11 @@ def _pooled(runs: Sequence[Mapping[str, tuple[float, ...]]], name: str) -> list[
 def sampled_figures(candidates: Sequence[Mapping[str, Any]], references: Sequence[Mapping[str, Any]]) -> int:
     """How many busbw figures of one scenario the rank test judges: the scenario's share of the run's family."""
     pairs = list(zip(candidates, references, strict=False))
-    c_runs, r_runs = [_samples(c) for c, _ in pairs], [_samples(r) for _, r in pairs]
+    return _sampled_count([_samples(c) for c, _ in pairs], [_samples(r) for _, r in pairs])
+
+
+def _sampled_count(c_runs: Sequence[Mapping[str, tuple[float, ...]]], r_runs: Sequence[Mapping[str, tuple[float, ...]]]) -> int:
+    """How many of the candidate's first run's sampled figures every run of both images has samples of."""
     names = c_runs[0] if c_runs else {}
     return sum(1 for name in names if _pooled(c_runs, name) is not None and _pooled(r_runs, name) is not None)
 
@@ -265,7 +269,7 @@ def paired_figures(
         return ()
     by_pair = [(_figure_values(c), _figure_values(r)) for c, r in pairs]
     c_runs, r_runs = [_samples(c) for c, _ in pairs], [_samples(r) for _, r in pairs]
-    alpha = per_figure_alpha(sampled_figures(candidates, references) if family is None else family)
+    alpha = per_figure_alpha(_sampled_count(c_runs, r_runs) if family is None else family)
     first = by_pair[0][0]
     keys = [key for key in first if all(key in c and key in r for c, r in by_pair)]
     figures = []

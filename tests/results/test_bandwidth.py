@@ -766,6 +766,11 @@ def test_per_iteration_samples_are_the_slowest_ranks_per_call_and_are_validated(
         ([3.0, -1.0], None),
         ([3.0, True], None),
         ([3.0, float("inf")], None),
+        ([3.0, float("nan")], None),
+        ([3.0, 0], None),
+        ([3.0, 3600e6], (3.0, 3600e6)),
+        ([3.0, 3600e6 + 1], None),
+        ([3, 10**400], None),  # an integer no float holds: no samples, never an OverflowError
         ([1.0] * (SAMPLES_MAX + 1), None),
         ([], None),
         ("3,5", None),
