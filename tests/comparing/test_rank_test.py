@@ -72,6 +72,16 @@ def test_a_figure_the_rank_test_alone_would_call_slower_does_not_regress_among_m
     assert not near.regressed
 
 
+def test_a_p_value_at_the_significance_is_not_significant() -> None:
+    # The rule is p < alpha / m: at a p exactly at the figure's share nothing is called, just below it is.
+    p = mann_whitney_greater(SLOWER_US, REFERENCE_US)
+    assert p is not None
+    medians = ([0.6, 0.61], [1.0, 1.0])
+    at = paired("busbw", "x", *medians, PairedTolerances(), (SLOWER_US, REFERENCE_US), p)
+    above = paired("busbw", "x", *medians, PairedTolerances(), (SLOWER_US, REFERENCE_US), math.nextafter(p, 1.0))
+    assert not at.regressed and above.regressed
+
+
 def entry(busbw: float, samples: list[float] | None, figures: int = 1) -> dict[str, object]:
     bandwidth = []
     for index in range(figures):
