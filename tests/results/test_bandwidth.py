@@ -303,6 +303,35 @@ def test_compare_refuses_an_impossible_busbw_of_an_older_report_with_the_reason(
     assert item.status == REGRESSION and "in OLD no measurement" in item.why and "in NEW no measurement" in item.why
 
 
+def test_compare_says_of_a_figure_one_report_lacks_or_refused_which_and_why() -> None:
+    """Every way one busbw figure can be missing from one side: absent (never measured) or refused (no measurement),
+    in OLD or in NEW or both. Each is said once, with the refusal's own reason; a figure NEW refused is a regression
+    wherever OLD stands, one NEW alone has is not compared."""
+    good = json_report(run_summary(GOOD))
+    refused, absent = copy.deepcopy(good), copy.deepcopy(good)
+    for scenario in refused["scenarios"]:
+        scenario["bandwidth"][0]["busbw_gbps"] = -0.5  # all_reduce 4KiB
+    for scenario in absent["scenarios"]:
+        del scenario["bandwidth"][0]
+    reason = "busbw_gbps is -0.5, not a finite number of 0 or more"
+
+    def items(old: dict[str, Any], new: dict[str, Any]) -> list[Any]:
+        found = judge(compare_reports(old, new, Tolerances())).items
+        return [i for i in found if i.scenario == "inside" and i.name == "all_reduce 4KiB"]
+
+    (only_new,) = items(absent, good)
+    assert only_new.status == NOT_COMPARED and only_new.why == "only in NEW"
+    (refused_old,) = items(refused, good)
+    assert refused_old.status == NOT_COMPARED and refused_old.why == f"in OLD no measurement, refused: {reason}"
+    (refused_new_only,) = items(absent, refused)
+    assert refused_new_only.status == REGRESSION and refused_new_only.why == f"in NEW no measurement, refused: {reason}"
+    (refused_old_only,) = items(refused, absent)
+    assert refused_old_only.status == NOT_COMPARED and refused_old_only.why == f"in OLD no measurement, refused: {reason}"
+    (both,) = items(refused, copy.deepcopy(refused))
+    assert both.status == REGRESSION
+    assert both.why == f"in OLD no measurement, refused: {reason}; in NEW no measurement, refused: {reason}"
+
+
 @pytest.mark.parametrize(
     ("link", "shown"),
     [
