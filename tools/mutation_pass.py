@@ -316,6 +316,14 @@ EQUIVALENT: dict[str, str] = {
     "distval/comparing/comparison.py:266:11 `and` -> `or`": (
         "an assert for the type checker that holds on every call (_items returns before it where a side is None)"
     ),
+    "distval/comparing/comparison.py:291:84 constant 0 -> 1": (
+        "a message's words only: a figure rises only where OLD < NEW x (1 - tolerance), so the ratio is above 0, and "
+        "`or 0` applies only to an infinite one (OLD's busbw 0, which the suite writes only where NEW's is 0 too)"
+    ),
+    "distval/comparing/comparison.py:291:84 constant 0 -> -1": (
+        "a message's words only: a figure rises only where OLD < NEW x (1 - tolerance), so the ratio is above 0, and "
+        "`or 0` applies only to an infinite one (OLD's busbw 0, which the suite writes only where NEW's is 0 too)"
+    ),
     "distval/comparing/comparison.py:282:8 if/elif branches in the other order": (
         "a figure's key comes from one report's measured figures at least: before and after are never both None"
     ),

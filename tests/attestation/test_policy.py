@@ -175,6 +175,14 @@ def test_a_required_check_skipped_on_one_rank_is_refused_whatever_allow_skipped_
         assert _refusal(report, policy) == "refused: cross-container-2ranks: the required check ddp was skipped on rank(s) 1"
 
 
+def test_a_required_check_skipped_on_every_rank_says_why_it_was_skipped() -> None:
+    # A report may list every rank of a wholly skipped check: the check's own reason says more than the ranks.
+    report = _skipped_on_rank(changed(passing_report(), 1, "ddp", "skipped", "no NCCL in this image"), 1, "ddp", [0, 1])
+    assert _refusal(report, Policy(required_checks=("ddp",))) == (
+        "refused: cross-container-2ranks: the required check ddp was skipped: no NCCL in this image"
+    )
+
+
 def test_allow_skipped_counts_a_check_skipped_on_some_ranks_as_skipped() -> None:
     report = _skipped_on_rank(passing_report(), 0, "ddp", [0])
     refusal = _refusal(report, Policy(allow_skipped=("cuda_build",)))
@@ -207,6 +215,11 @@ def test_the_config_can_be_pinned_by_its_hash() -> None:
     )
     report["config_sha256"] = "d" * 64
     assert "another config (config_sha256 " + "d" * 64 + ")" in str(_refusal(report, policy))
+    report["exit_code"] = 1
+    assert _refusal(report, Policy(config_sha256="c" * 64)) == "refused: the run exited 1 (a check failed or errored)", (
+        "what the run ended with is said before what it read"
+    )
+    report["exit_code"] = 0
     report["config_sha256"] = pinned
     assert _refusal(report, policy) is None
     with pytest.raises(BadPolicy, match="config_sha256: expected 64 lowercase hex digits"):
