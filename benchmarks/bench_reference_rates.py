@@ -834,3 +834,7 @@ if __name__ == "__main__":
     except BenchError as exc:
         print(f"bench_reference_rates: {exc}", file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:
+        # The way to end a slot early: an --append file was rewritten after every finished round, so it keeps them.
+        print("bench_reference_rates: interrupted; an --append file keeps every round finished before", file=sys.stderr)
+        sys.exit(130)
