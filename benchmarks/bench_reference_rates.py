@@ -69,8 +69,9 @@ slot, one file for every session:
     nice -n 19 python benchmarks/bench_reference_rates.py --append benchmarks/data/reference-rates.json \
         --no-same --pairs 1000 --max-minutes 30 --judge-pairs 3 --disjoint --docs
 
-then commit the file and docs/measurements.md, whose table ``--docs`` wrote (``docs_table``: judged as ``distval
-run`` judges by default, whatever else the command asked; a quick test fails where the page's table is not the file's).
+then commit the file, docs/measurements.md and the README: ``--docs`` wrote the table and the sentence that says
+what it shows (``docs_views``: judged as ``distval run`` judges by default, whatever else the command asked; a quick
+test fails where the page's table or the README's sentence is not the file's).
 """
 
 from __future__ import annotations
@@ -84,6 +85,7 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 import tempfile
 import time
@@ -124,10 +126,14 @@ FORMAT = 3
 # The suite's modules that time the sweep's calls and make its figures: rounds timed by other code are another
 # measurement, so a file's header pins them (``measurement_sha256``). distval's version cannot: it is always 0.1.0.
 MEASUREMENT_MODULES = ("distval_suite/bandwidth.py", "distval_suite/bandwidth_figures.py", "distval_suite/yardstick.py")
-# docs/measurements.md holds the accumulated file's table between these lines (``docs_table``, ``--docs``).
+# docs/measurements.md holds the accumulated file's table between these lines (``docs_views``, ``--docs``).
 DOCS_PAGE = "docs/measurements.md"
 DOCS_BEGIN = "<!-- the accumulated error-rate table: benchmarks/bench_reference_rates.py --docs writes it -->"
 DOCS_END = "<!-- the end of the accumulated error-rate table -->"
+# The README's front-door paragraph holds what the table says in one sentence (``findings``) between these.
+README_PAGE = "README.md"
+README_BEGIN = "<!-- bench_reference_rates.py --docs: -->"
+README_END = "<!-- (end) -->"
 # A report of one run of ``image``, told apart from the others by ``label``.
 Runner = Callable[[str, str], dict[str, Any]]
 
@@ -593,7 +599,8 @@ def judge(
                 rows.append(row)
         if confirm_pairs:
             rule = f"--reference --pairs {used} --confirm-pairs {confirm_pairs} (as run: sequential groups)"
-            row = {"rule": rule, "independent": True}
+            as_run = (used, confirm_pairs) == (DEFAULT_PAIRS, DEFAULT_CONFIRM_PAIRS)  # as a run judges by default
+            row = {"rule": rule, "independent": True, "as_run": as_run}
             for label in labels:
                 row[label] = judge_paired(rounds, label, used, PairedTolerances(), confirm=confirm_pairs)
             rows.append(row)
@@ -602,7 +609,7 @@ def judge(
         for count, apart in ((1, True), (BEST_BASELINES, True), *(() if disjoint else ((1, False),))):
             good = "one good run" if count == 1 else f"the median of {count} good runs"
             rule = f"--baseline ({good}) --remeasure {DEFAULT_REMEASURE}" + (", disjoint" if apart else ", every choice")
-            row = {"rule": rule, "independent": apart}
+            row = {"rule": rule, "independent": apart, "baseline": True}
             for label in labels:
                 row[label] = judge_baseline(rounds, label, Tolerances(), apart, count)
             rows.append(row)
@@ -698,21 +705,96 @@ def markdown(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]], m
     return "\n".join(lines) + "\n"
 
 
-def docs_table(rounds: Sequence[dict[str, Any]]) -> str:
-    """The rounds' table as docs/measurements.md holds it, whatever a run of the benchmark asked: judged as ``distval
-    run --reference`` judges by default (``--pairs 3 --confirm-pairs 2``, as run), ``--pairs 3`` alone, and
-    ``--baseline`` beside them, on independent comparisons only."""
+def _percent(rate: float, digits: int = 0, sign: bool = True) -> str:
+    """``rate`` as the docs write a percentage (``4.7 %``); without ``sign`` for the first end of a range."""
+    return f"{rate * 100:.{digits}f}" + (" %" if sign else "")
+
+
+def _slower(label: str) -> str:
+    tag = label.rsplit(":", 1)[-1]
+    percent = re.fullmatch(r"slow-busbw-(\d+)", tag)
+    return f"the {percent.group(1)} % slower image" if percent else f"`{tag}`"
+
+
+def findings(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]]) -> str:
+    """What the rounds say, in one sentence derived from ``rows`` (``judge`` with the confirmation row as a run judges
+    by default): the unchanged image's false alarms over independent comparisons with their load and 95 % bound, the
+    range of ``--baseline``'s rates on the same rounds, each slower image's catches, and which of ``SLOW_IMAGES`` have
+    no rounds yet. The README and the docs page hold it, so that no figure of theirs is typed by hand."""
+    as_run = next((row for row in rows if row.get("as_run")), None)
+    if as_run is None:
+        raise BenchError(
+            f"no row judged as a run judges by default (--pairs {DEFAULT_PAIRS} --confirm-pairs "
+            f"{DEFAULT_CONFIRM_PAIRS}): nothing to say"
+        )
+    labels = tuple(dict.fromkeys(r["candidate"] for r in rounds))
+    parts = []
+    if SAME in labels:
+        seen = as_run[SAME]
+        failed, _ = errors(SAME, seen)
+        count = seen["comparisons"]
+        loads = [value for r in rounds if r["candidate"] == SAME for value in r.get("load") or []]
+        load = f"load {min(loads):.1f}-{max(loads):.1f}" if loads else "load not recorded"
+        rates = sorted(
+            errors(SAME, row[SAME])[0] / row[SAME]["comparisons"]
+            for row in rows
+            if row.get("baseline") and row[SAME]["comparisons"]
+        )
+        beside = f"; `--baseline` {_percent(rates[0], sign=False)}-{_percent(rates[-1])} on the same rounds" if rates else ""
+        rounds_of = sum(1 for r in rounds if r["candidate"] == SAME)
+        parts.append(
+            f"the unchanged image failed {failed} of {count} independent comparisons over {rounds_of} rounds ({load}; "
+            f"95 % bound {_percent(upper_bound(failed, count), digits=1)}{beside})"
+        )
+    else:
+        parts.append("the unchanged image has no rounds yet")
+    for label in labels:
+        if label != SAME:
+            seen = as_run[label]
+            missed, _ = errors(label, seen)
+            count = seen["comparisons"]
+            parts.append(
+                f"{_slower(label)} was caught in {count - missed} of {count} (95 % bound on misses "
+                f"{_percent(upper_bound(missed, count))})"
+            )
+    absent = [image.rsplit("-", 1)[-1] for image in SLOW_IMAGES if image not in labels]
+    if absent:
+        several = len(absent) > 1
+        percents = " and ".join(f"{percent} %" for percent in absent)
+        parts.append(f"the {percents} slower image{'s' if several else ''} {'have' if several else 'has'} no rounds yet")
+    lead = f"judged as a run judges by default (`--pairs {DEFAULT_PAIRS} --confirm-pairs {DEFAULT_CONFIRM_PAIRS}`), "
+    return lead + "; ".join(parts)
+
+
+def docs_views(rounds: Sequence[dict[str, Any]]) -> tuple[str, str]:
+    """The rounds' table as docs/measurements.md holds it, and the sentence (``findings``) that it and the README
+    hold, whatever a run of the benchmark asked: judged as ``distval run --reference`` judges by default (``--pairs 3
+    --confirm-pairs 2``, as run), ``--pairs 3`` alone, and ``--baseline`` beside them, on independent comparisons
+    only."""
     rows = judge(rounds, [DEFAULT_PAIRS], disjoint=True, confirm_pairs=DEFAULT_CONFIRM_PAIRS)
-    return markdown(rows, rounds, machine())
+    said = findings(rows, rounds)
+    table = markdown(rows, rounds, machine())
+    return f"{table}\nSo far, {said}.\n", said
+
+
+def _between(page: str, begin: str, end: str, text: str, where: str) -> str:
+    """``page`` with ``text`` between the markers ``begin`` and ``end``; BenchError where it lacks them."""
+    before, found_begin, rest = page.partition(begin)
+    _, found_end, after = rest.partition(end)
+    if not found_begin or not found_end:
+        raise BenchError(f"{where} has no place for the measurements: the markers {begin!r} and {end!r}")
+    return f"{before}{begin}{text}{end}{after}"
 
 
 def with_docs_table(page: str, table: str) -> str:
-    """``page`` with ``table`` between ``DOCS_BEGIN`` and ``DOCS_END``; BenchError where it lacks them."""
-    before, begin, rest = page.partition(DOCS_BEGIN)
-    _, end, after = rest.partition(DOCS_END)
-    if not begin or not end:
-        raise BenchError(f"{DOCS_PAGE} has no place for the table: the lines {DOCS_BEGIN!r} and {DOCS_END!r}")
-    return f"{before}{DOCS_BEGIN}\n{table}{DOCS_END}{after}"
+    """docs/measurements.md's ``page`` with ``table`` between ``DOCS_BEGIN`` and ``DOCS_END``, on lines of its own."""
+    return _between(page, DOCS_BEGIN, DOCS_END, f"\n{table}", DOCS_PAGE)
+
+
+def with_readme_findings(page: str, said: str) -> str:
+    """The README's ``page`` with the sentence ``said`` between ``README_BEGIN`` and ``README_END``, inside its
+    paragraph."""
+    return _between(page, README_BEGIN, README_END, said, README_PAGE)
 
 
 def _slow_images(given: Sequence[str] | None) -> tuple[str, ...]:
@@ -767,8 +849,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--docs",
         action="store_true",
-        help=f"write the rounds' table into {DOCS_PAGE} (judged as distval run judges by default, whatever else is "
-        "asked here): for the accumulated file",
+        help=f"write the rounds' table into {DOCS_PAGE} and what it says into {README_PAGE} (judged as distval run "
+        "judges by default, whatever else is asked here): for the accumulated file",
     )
     args = parser.parse_args(argv)
     if args.append and (args.json or args.reports):
@@ -816,12 +898,17 @@ def main(argv: list[str] | None = None) -> int:
         args.markdown.write_text(markdown(rows, rounds, machine()), encoding="utf-8")
         print(f"wrote {args.markdown}")
     if args.docs:
-        page = REPO_ROOT / DOCS_PAGE
-        page.write_text(with_docs_table(page.read_text(encoding="utf-8"), docs_table(rounds)), encoding="utf-8")
-        print(f"wrote the table into {DOCS_PAGE}")
+        table, said = docs_views(rounds)
+        page, readme = REPO_ROOT / DOCS_PAGE, REPO_ROOT / README_PAGE
+        # Both are checked before either is written: a page without its markers leaves the other unchanged too.
+        written = with_docs_table(page.read_text(encoding="utf-8"), table)
+        front = with_readme_findings(readme.read_text(encoding="utf-8"), said)
+        page.write_text(written, encoding="utf-8")
+        readme.write_text(front, encoding="utf-8")
+        print(f"wrote the table into {DOCS_PAGE} and what it says into {README_PAGE}")
     target = args.append or (None if args.reports else args.json)
     if target:
-        # An --append file keeps its rounds only: its table is derived from them (``docs_table``, ``--docs``), where
+        # An --append file keeps its rounds only: its table is derived from them (``docs_views``, ``--docs``), where
         # rows stored here would be judged under whichever flags the last append had, and go stale.
         write_atomically(target, {"header": head, "rounds": rounds, **({} if args.append else {"rates": rows})})
         print(f"wrote {target}")

@@ -558,19 +558,89 @@ def test_the_measurement_pin_follows_each_module_that_times_the_sweep(tmp_path: 
     assert rates.header(GOOD, RECIPES[GOOD], {})["measurement_sha256"] == rates.measurement_sha256()
 
 
-def test_the_docs_table_is_the_accumulated_files(capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_docs_table_and_the_readme_sentence_are_the_accumulated_files(capsys: pytest.CaptureFixture[str]) -> None:
     data = json.loads((ROOT / "benchmarks" / "data" / "reference-rates.json").read_text(encoding="utf-8"))
     page = (ROOT / rates.DOCS_PAGE).read_text(encoding="utf-8")
-    table = rates.docs_table(data["rounds"])
-    assert rates.with_docs_table(page, table) == page, (
-        "run: python benchmarks/bench_reference_rates.py --reports benchmarks/data/reference-rates.json --docs"
-    )
+    readme = (ROOT / rates.README_PAGE).read_text(encoding="utf-8")
+    table, said = rates.docs_views(data["rounds"])
+    again = "run: python benchmarks/bench_reference_rates.py --reports benchmarks/data/reference-rates.json --docs"
+    assert rates.with_docs_table(page, table) == page, again
+    assert rates.with_readme_findings(readme, said) == readme, again
     assert "--reference --pairs 3 --confirm-pairs 2 (as run: sequential groups) | false alarms (unchanged image)" in table
+    assert table.endswith(f"\nSo far, {said}.\n") and said.startswith("judged as a run judges by default")
     capsys.readouterr()
 
 
-def test_the_docs_table_goes_between_its_lines_and_nowhere_else() -> None:
+def test_the_docs_table_goes_between_its_lines_and_the_sentence_between_its_markers_and_nowhere_else() -> None:
     page = f"intro\n{rates.DOCS_BEGIN}\nold table\n{rates.DOCS_END}\nafter\n"
     assert rates.with_docs_table(page, "| new |\n") == f"intro\n{rates.DOCS_BEGIN}\n| new |\n{rates.DOCS_END}\nafter\n"
-    with pytest.raises(rates.BenchError, match="no place for the table"):
+    with pytest.raises(rates.BenchError, match="measurements.md has no place for the measurements"):
         rates.with_docs_table("intro\nafter\n", "| new |\n")
+    readme = f"So far, {rates.README_BEGIN}old words{rates.README_END}; more.\n"
+    assert rates.with_readme_findings(readme, "new") == f"So far, {rates.README_BEGIN}new{rates.README_END}; more.\n"
+    with pytest.raises(rates.BenchError, match="README.md has no place for the measurements"):
+        rates.with_readme_findings(f"So far, {rates.README_BEGIN}old words.\n", "new")
+
+
+def _counts(failed: int, comparisons: int) -> dict[str, int]:
+    return {"failed": failed, "comparisons": comparisons, "busbw_regressed": failed, "busbw_figures": 64 * comparisons}
+
+
+def test_the_sentence_says_the_defaults_alarms_bound_load_the_baselines_range_and_each_slower_images_catches() -> None:
+    def entry(label: str, number: int, load: float) -> dict[str, Any]:
+        return {"candidate": label, "round": number, "load": [load, load / 2]}
+
+    custom = "mine/broken:late-allreduce"
+    rounds = [entry(rates.SAME, n, 1.5 + n) for n in range(1, 4)] + [entry(SLOW, 4, 9.0), entry(custom, 5, 9.0)]
+    rows = [
+        # A row judged otherwise, placed first: the sentence takes the default's row, wherever it is.
+        {
+            "rule": "--reference --pairs 3, disjoint",
+            "independent": True,
+            rates.SAME: _counts(9, 100),
+            SLOW: _counts(0, 20),
+            custom: _counts(0, 20),
+        },
+        {
+            "rule": "as run",
+            "independent": True,
+            "as_run": True,
+            rates.SAME: _counts(1, 100),
+            SLOW: _counts(19, 20),
+            custom: _counts(3, 12),
+        },
+        {
+            "rule": "one good run",
+            "independent": True,
+            "baseline": True,
+            rates.SAME: _counts(42, 100),
+            SLOW: _counts(20, 20),
+            custom: _counts(12, 12),
+        },
+        {
+            "rule": "three good runs",
+            "independent": True,
+            "baseline": True,
+            rates.SAME: _counts(7, 25),
+            SLOW: _counts(20, 20),
+            custom: _counts(12, 12),
+        },
+    ]
+    said = rates.findings(rows, rounds)
+    assert said == (
+        "judged as a run judges by default (`--pairs 3 --confirm-pairs 2`), the unchanged image failed 1 of 100 "
+        "independent comparisons over 3 rounds (load 1.2-4.5; 95 % bound 4.7 %; `--baseline` 28-42 % on the same "
+        "rounds); the 40 % slower image was caught in 19 of 20 (95 % bound on misses 22 %); `late-allreduce` was "
+        "caught in 3 of 12 (95 % bound on misses 93 %); the 10 % and 25 % slower images have no rounds yet"
+    )
+
+
+def test_the_sentence_says_which_images_have_no_rounds_and_refuses_rows_without_the_default_judge() -> None:
+    rounds = [{"candidate": "distval-fixtures/broken:slow-busbw-10", "round": 1}]
+    rows = [{"rule": "as run", "independent": True, "as_run": True, rounds[0]["candidate"]: _counts(0, 0)}]
+    assert rates.findings(rows, rounds).endswith(
+        "the unchanged image has no rounds yet; the 10 % slower image was caught in 0 of 0 (95 % bound on misses "
+        "100 %); the 25 % and 40 % slower images have no rounds yet"
+    )
+    with pytest.raises(rates.BenchError, match="no row judged as a run judges by default"):
+        rates.findings([{**rows[0], "as_run": False}], rounds)
