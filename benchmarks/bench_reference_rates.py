@@ -716,6 +716,11 @@ def _slower(label: str) -> str:
     return f"the {percent.group(1)} % slower image" if percent else f"`{tag}`"
 
 
+def _too_few(image: str, rounds: int) -> str:
+    # A candidate with rounds but no comparison yet: "caught in 0 of 0" would read as a measurement.
+    return f"{image} has {rounds} round{'' if rounds == 1 else 's'}, too few for a comparison"
+
+
 def findings(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]]) -> str:
     """What the rounds say, in one sentence derived from ``rows`` (``judge`` with the confirmation row as a run judges
     by default): the unchanged image's false alarms over independent comparisons with their load and 95 % bound, the
@@ -745,6 +750,8 @@ def findings(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]]) -
         parts.append(
             f"the unchanged image failed {failed} of {count} independent comparisons over {rounds_of} rounds ({load}; "
             f"95 % bound {_percent(upper_bound(failed, count), digits=1)}{beside})"
+            if count
+            else _too_few("the unchanged image", rounds_of)
         )
     else:
         parts.append("the unchanged image has no rounds yet")
@@ -756,6 +763,8 @@ def findings(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]]) -
             parts.append(
                 f"{_slower(label)} was caught in {count - missed} of {count} (95 % bound on misses "
                 f"{_percent(upper_bound(missed, count))})"
+                if count
+                else _too_few(_slower(label), sum(1 for r in rounds if r["candidate"] == label))
             )
     absent = [image.rsplit("-", 1)[-1] for image in SLOW_IMAGES if image not in labels]
     if absent:

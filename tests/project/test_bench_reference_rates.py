@@ -639,8 +639,11 @@ def test_the_sentence_says_which_images_have_no_rounds_and_refuses_rows_without_
     rounds = [{"candidate": "distval-fixtures/broken:slow-busbw-10", "round": 1}]
     rows = [{"rule": "as run", "independent": True, "as_run": True, rounds[0]["candidate"]: _counts(0, 0)}]
     assert rates.findings(rows, rounds).endswith(
-        "the unchanged image has no rounds yet; the 10 % slower image was caught in 0 of 0 (95 % bound on misses "
-        "100 %); the 25 % and 40 % slower images have no rounds yet"
+        "the unchanged image has no rounds yet; the 10 % slower image has 1 round, too few for a comparison; the 25 % "
+        "and 40 % slower images have no rounds yet"
     )
+    rounds.append({"candidate": rates.SAME, "round": 2})
+    rows[0][rates.SAME] = _counts(0, 0)
+    assert "the unchanged image has 1 round, too few for a comparison; the 10 %" in rates.findings(rows, rounds)
     with pytest.raises(rates.BenchError, match="no row judged as a run judges by default"):
         rates.findings([{**rows[0], "as_run": False}], rounds)
