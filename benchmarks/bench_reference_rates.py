@@ -664,6 +664,12 @@ def _span(values: Sequence[str]) -> str:
     return f"{days[0][:16].replace('T', ' ')} - {days[-1][:16].replace('T', ' ')}" if days else "not recorded"
 
 
+def _load_range(mine: Sequence[dict[str, Any]]) -> str | None:
+    """The 1-minute load range over ``mine``'s runs (``1.8-5.2``); None where no round recorded its load."""
+    loads = [value for r in mine for value in r.get("load") or []]
+    return f"{min(loads):.1f}-{max(loads):.1f}" if loads else None
+
+
 def markdown(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]], machine: str) -> str:
     """The error-rate table: per rule and candidate, its rounds, its comparisons (independent: disjoint groups that
     share no run; or overlapping), false alarms of the unchanged image or misses of a slower one, their rate and 95 %
@@ -686,7 +692,6 @@ def markdown(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]], m
             seen = row[label]
             count, figure_count = errors(label, seen)
             n = seen["comparisons"]
-            loads = [value for r in mine for value in r.get("load") or []]
             what = "false alarms (unchanged image)" if label == SAME else f"missed: {label.rsplit(':', 1)[-1]}"
             bound = f"{upper_bound(count, n):.1%}" if row.get("independent") and n else "n/a"
             cells = [
@@ -698,7 +703,7 @@ def markdown(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]], m
                 f"{count / n:.1%}" if n else "n/a",
                 bound,
                 f"{figure_count} of {seen['busbw_figures']}",
-                f"{min(loads):.1f}-{max(loads):.1f}" if loads else "not recorded",
+                _load_range(mine) or "not recorded",
                 _span([str(r[k]) for r in mine for k in ("started", "finished") if r.get(k)]),
             ]
             lines.append("| " + " | ".join(cells) + " |")
@@ -738,8 +743,7 @@ def findings(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]]) -
         seen = as_run[SAME]
         failed, _ = errors(SAME, seen)
         count = seen["comparisons"]
-        loads = [value for r in rounds if r["candidate"] == SAME for value in r.get("load") or []]
-        load = f"load {min(loads):.1f}-{max(loads):.1f}" if loads else "load not recorded"
+        load = f"load {_load_range([r for r in rounds if r['candidate'] == SAME]) or 'not recorded'}"
         rates = sorted(
             errors(SAME, row[SAME])[0] / row[SAME]["comparisons"]
             for row in rows
