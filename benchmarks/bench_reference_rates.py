@@ -86,6 +86,7 @@ import math
 import os
 import platform
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -726,6 +727,31 @@ def _too_few(image: str, rounds: int) -> str:
     return f"{image} has {rounds} round{'' if rounds == 1 else 's'}, too few for a comparison"
 
 
+def measured_slowdown(rounds: Sequence[dict[str, Any]], label: str) -> tuple[float, float, float] | None:
+    """What ``label``'s rounds measured of it: each busbw figure's (scenario, operation, size) median over the rounds
+    of the candidate's busbw over its reference's in the same round, then (the median, the lowest, the highest) over
+    the figures; None without a figure both runs have. A slower fixture is held to its name by its own rounds: one
+    whose small calls were several times slower than its label would be caught for the wrong reason."""
+    ratios: dict[tuple[int, str, int], list[float]] = {}
+    for r in rounds:
+        if r["candidate"] != label:
+            continue
+        pairs = zip(r["runs"]["candidate"]["scenarios"], r["runs"]["reference"]["scenarios"], strict=True)
+        for index, (candidate, reference) in enumerate(pairs):
+            theirs = {(f.get("operation"), f.get("size")): f.get("busbw_gbps") for f in reference.get("bandwidth") or []}
+            for figure in candidate.get("bandwidth") or []:
+                mine, good = figure.get("busbw_gbps"), theirs.get((figure.get("operation"), figure.get("size")))
+                if isinstance(mine, (int, float)) and isinstance(good, (int, float)) and mine > 0 and good > 0:
+                    ratios.setdefault((index, str(figure["operation"]), int(figure["size"])), []).append(mine / good)
+    medians = sorted(statistics.median(values) for values in ratios.values())
+    return (statistics.median(medians), medians[0], medians[-1]) if medians else None
+
+
+def _as_measured(rounds: Sequence[dict[str, Any]], label: str) -> str:
+    found = measured_slowdown(rounds, label)
+    return f" (busbw measured {found[0]:.2f}x the good image's, {found[1]:.2f}-{found[2]:.2f}x by figure)" if found else ""
+
+
 def findings(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]]) -> str:
     """What the rounds say, in one sentence derived from ``rows`` (``judge`` with the confirmation row as a run judges
     by default): the unchanged image's false alarms over independent comparisons with their load and 95 % bound, the
@@ -765,7 +791,7 @@ def findings(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]]) -
             missed, _ = errors(label, seen)
             count = seen["comparisons"]
             parts.append(
-                f"{_slower(label)} was caught in {count - missed} of {count} (95 % bound on misses "
+                f"{_slower(label)}{_as_measured(rounds, label)} was caught in {count - missed} of {count} (95 % bound on misses "
                 f"{_percent(upper_bound(missed, count))})"
                 if count
                 else _too_few(_slower(label), sum(1 for r in rounds if r["candidate"] == label))

@@ -586,12 +586,42 @@ def _counts(failed: int, comparisons: int) -> dict[str, int]:
     return {"failed": failed, "comparisons": comparisons, "busbw_regressed": failed, "busbw_figures": 64 * comparisons}
 
 
+def _runs_of_busbw(figures: dict[tuple[str, int], tuple[float, float]], scenarios: int = 1) -> dict[str, Any]:
+    """A round's runs whose every scenario has these busbw figures: (operation, size) -> (candidate's, reference's)."""
+
+    def side(index: int) -> dict[str, Any]:
+        bandwidth = [{"operation": op, "size": size, "busbw_gbps": values[index]} for (op, size), values in figures.items()]
+        return {"scenarios": [{"bandwidth": bandwidth} for _ in range(scenarios)]}
+
+    return {"candidate": side(0), "reference": side(1)}
+
+
+def test_a_slower_images_measured_slowdown_is_the_median_over_figures_of_each_figures_median_over_rounds() -> None:
+    def slow_round(figures: dict[tuple[str, int], tuple[float, float]]) -> dict[str, Any]:
+        return {"candidate": SLOW, "runs": _runs_of_busbw(figures, scenarios=2)}
+
+    rounds = [
+        slow_round({("all_reduce", 4096): (0.7, 1.0), ("all_gather", 4096): (2.0, 4.0), ("broadcast", 4096): (0.0, 1.0)}),
+        slow_round({("all_reduce", 4096): (0.9, 1.0), ("all_gather", 4096): (1.0, 4.0), ("broadcast", 4096): (1.0, 0.0)}),
+        slow_round({("all_reduce", 4096): (0.8, 1.0), ("all_gather", 4096): (0.6, 1.0), ("all_gather", 8192): (3.0, 1.0)}),
+        {"candidate": rates.SAME, "runs": _runs_of_busbw({("all_reduce", 4096): (0.1, 1.0)}, scenarios=2)},
+    ]
+    # all_reduce 4 KiB: 0.7/0.8/0.9 -> 0.8; all_gather 4 KiB: 0.5/0.25/0.6 -> 0.5; all_gather 8 KiB: 3.0; broadcast
+    # measured by neither pair (0 on one side); each figure of both scenarios, the other candidate's rounds apart.
+    median, lowest, highest = rates.measured_slowdown(rounds, SLOW)
+    assert (round(median, 6), lowest, highest) == (0.8, 0.5, 3.0)
+    assert rates.measured_slowdown(rounds, "mine/other") is None
+    assert rates.measured_slowdown([slow_round({("broadcast", 4096): (1.0, 0.0)})], SLOW) is None
+
+
 def test_the_sentence_says_the_defaults_alarms_bound_load_the_baselines_range_and_each_slower_images_catches() -> None:
     def entry(label: str, number: int, load: float) -> dict[str, Any]:
         return {"candidate": label, "round": number, "load": [load, load / 2]}
 
     custom = "mine/broken:late-allreduce"
-    rounds = [entry(rates.SAME, n, 1.5 + n) for n in range(1, 4)] + [entry(SLOW, 4, 9.0), entry(custom, 5, 9.0)]
+    slow = {**entry(SLOW, 4, 9.0), "runs": _runs_of_busbw({("all_reduce", 4096): (0.6, 1.0), ("all_gather", 4096): (0.5, 1.0)})}
+    nothing = {**entry(custom, 5, 9.0), "runs": _runs_of_busbw({})}  # no figure measured: no slowdown said
+    rounds = [entry(rates.SAME, n, 1.5 + n) for n in range(1, 4)] + [slow, nothing]
     rows = [
         # A row judged otherwise, placed first: the sentence takes the default's row, wherever it is.
         {
@@ -630,7 +660,8 @@ def test_the_sentence_says_the_defaults_alarms_bound_load_the_baselines_range_an
     assert said == (
         "judged as a run judges by default (`--pairs 3 --confirm-pairs 2`), the unchanged image failed 1 of 100 "
         "independent comparisons over 3 rounds (load 1.2-4.5; 95 % bound 4.7 %; `--baseline` 28-42 % on the same "
-        "rounds); the 40 % slower image was caught in 19 of 20 (95 % bound on misses 22 %); `late-allreduce` was "
+        "rounds); the 40 % slower image (busbw measured 0.55x the good image's, 0.50-0.60x by figure) was caught in "
+        "19 of 20 (95 % bound on misses 22 %); `late-allreduce` was "
         "caught in 3 of 12 (95 % bound on misses 93 %); the 10 % and 25 % slower images have no rounds yet"
     )
 
