@@ -100,7 +100,7 @@ from common import REPO_ROOT, BenchError, bench_run_id, check_image, distval_exe
 
 import distval
 from distval.comparing.baseline import baseline_case
-from distval.comparing.deltas import Tolerances, confirm, deltas
+from distval.comparing.deltas import Tolerances, busbw_figures, confirm, deltas
 from distval.comparing.reading import combined_baseline
 from distval.comparing.reference import (
     CANDIDATE,
@@ -738,11 +738,12 @@ def measured_slowdown(rounds: Sequence[dict[str, Any]], label: str) -> tuple[flo
             continue
         pairs = zip(r["runs"]["candidate"]["scenarios"], r["runs"]["reference"]["scenarios"], strict=True)
         for index, (candidate, reference) in enumerate(pairs):
-            theirs = {(f.get("operation"), f.get("size")): f.get("busbw_gbps") for f in reference.get("bandwidth") or []}
-            for figure in candidate.get("bandwidth") or []:
-                mine, good = figure.get("busbw_gbps"), theirs.get((figure.get("operation"), figure.get("size")))
-                if isinstance(mine, (int, float)) and isinstance(good, (int, float)) and mine > 0 and good > 0:
-                    ratios.setdefault((index, str(figure["operation"]), int(figure["size"])), []).append(mine / good)
+            # Read as the judges read them (busbw_figures: a figure that is no measurement is no figure).
+            theirs = busbw_figures(reference)
+            for key, figure in busbw_figures(candidate).items():
+                good = theirs.get(key)
+                if good is not None and figure.median > 0 and good.median > 0:
+                    ratios.setdefault((index, *key), []).append(figure.median / good.median)
     medians = sorted(statistics.median(values) for values in ratios.values())
     return (statistics.median(medians), medians[0], medians[-1]) if medians else None
 

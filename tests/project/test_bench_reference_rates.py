@@ -590,7 +590,10 @@ def _runs_of_busbw(figures: dict[tuple[str, int], tuple[float, float]], scenario
     """A round's runs whose every scenario has these busbw figures: (operation, size) -> (candidate's, reference's)."""
 
     def side(index: int) -> dict[str, Any]:
-        bandwidth = [{"operation": op, "size": size, "busbw_gbps": values[index]} for (op, size), values in figures.items()]
+        bandwidth = [
+            {"operation": op, "size": size, "label": f"{size}B", "world_size": 2, "busbw_gbps": values[index]}
+            for (op, size), values in figures.items()
+        ]
         return {"scenarios": [{"bandwidth": bandwidth} for _ in range(scenarios)]}
 
     return {"candidate": side(0), "reference": side(1)}
