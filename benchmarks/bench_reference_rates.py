@@ -52,7 +52,12 @@ runs them. A group of 3 or 5 rounds begins with whichever order its first round 
 begins candidate first: with the unchanged image a group that begins reference first is the mirror of one that begins
 candidate first, so that if going first or second changed a run, the table would mix the two kinds where a run has
 only the first. ``--max-minutes M`` starts no round after one ended past M minutes (``--pairs`` still bounds the
-rounds).
+rounds). ``--busy-cpus N`` keeps N CPUs busy at nice 19 beside the rounds (``busy_cpus``: they take only the time the
+runs leave idle, and end with the benchmark, SIGKILL included), so that the machine never idles; each round keeps
+that (``beside``), and the judges take such rounds apart from the others (``cohort``: "... with 2 CPUs kept busy" is
+a row and a part of the sentence of its own). A slower image waits out its extra time keeping its CPU busy where the
+good image's idles, and on an otherwise idle VM that made its own collectives faster than the good image's: with the
+CPUs kept busy both images run on CPUs that never idle (docs/measurements.md, "How to read it").
 
 The table: per rule and candidate, its rounds, its comparisons (independent: groups sharing no run; overlapping:
 every choice of rounds, not independent), the errors, their rate and one-sided 95 % Clopper-Pearson upper bound
@@ -68,6 +73,8 @@ slot, one file for every session:
         --slow none --pairs 1000 --max-minutes 30 --judge-pairs 3 --disjoint --docs
     nice -n 19 python benchmarks/bench_reference_rates.py --append benchmarks/data/reference-rates.json \
         --no-same --pairs 1000 --max-minutes 30 --judge-pairs 3 --disjoint --docs
+    nice -n 19 python benchmarks/bench_reference_rates.py --append benchmarks/data/reference-rates.json \
+        --no-same --busy-cpus 2 --pairs 1000 --max-minutes 30 --judge-pairs 3 --disjoint --docs
 
 then commit the file, docs/measurements.md and the README: ``--docs`` wrote the table and the sentence that says
 what it shows (``docs_views``: judged as ``distval run`` judges by default, whatever else the command asked; a quick
@@ -87,6 +94,7 @@ import os
 import platform
 import re
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -137,6 +145,13 @@ README_BEGIN = "<!-- bench_reference_rates.py --docs: -->"
 README_END = "<!-- (end) -->"
 # A report of one run of ``image``, told apart from the others by ``label``.
 Runner = Callable[[str, str], dict[str, Any]]
+# ``--busy-cpus``: a process that keeps one CPU busy at the lowest priority until its parent (the benchmark) is gone,
+# however that ends (SIGKILL included: the loop sees itself adopted by another parent). It takes only time the runs
+# leave idle, so that the CPUs never idle: a slower image's wait keeps its own CPU busy where the good image's idles,
+# and on an idle VM that made its collectives faster than the good image's (docs/measurements.md, "How to read it").
+BUSY_SUFFIX = " with {count} CPUs kept busy"
+BUSY_PATTERN = r"(.*) with \d+ CPUs kept busy"
+BUSY_LOOP = "import os, sys\nos.nice(19)\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    pass\n"
 
 
 class Refused(Exception):
@@ -325,13 +340,15 @@ def collect_rounds(
     load: Callable[[], tuple[float, float, float]] = os.getloadavg,
     now: Callable[[], str] = _utc_now,
     image_ids: Mapping[str, str] | None = None,
+    beside: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """Up to ``pairs`` rounds after the ``earlier`` ones, each a pair per candidate ((label, image); SAME's image is
     ``good``): [{candidate, round, order, runs, load, started, finished, machine, image_ids}]. A candidate's pairs go
     in ``schedule``'s order counted over all of its rounds, the earlier included, so that consecutive rounds of one
     candidate still alternate ABBA... across sessions. ``on_round`` gets every round so far after each round;
     ``max_minutes``: no round starts once a round has ended past that many minutes; ``image_ids``: image -> the id
-    this session ran (kept per round: the file pins a fixture by recipe, each session builds it anew)."""
+    this session ran (kept per round: the file pins a fixture by recipe, each session builds it anew); ``beside``: what
+    ran beside the rounds (``busy_cpus``), kept per round where anything did."""
     found = list(earlier)
     first = max((int(r["round"]) for r in earlier), default=0) + 1
     started_at = clock()
@@ -359,6 +376,7 @@ def collect_rounds(
                     "finished": now(),
                     "machine": machine(),
                     "image_ids": {member: (image_ids or {}).get(image if member == CANDIDATE else good) for member in order},
+                    **({"beside": dict(beside)} if beside else {}),
                 }
             )
         if on_round is not None:
@@ -367,6 +385,47 @@ def collect_rounds(
             print(f"stopping after round {number}: past {max_minutes:g} minutes", flush=True)
             break
     return found
+
+
+def cohort(entry: dict[str, Any]) -> str:
+    """The label the judges know a round's candidate by: the candidate, and what ran beside the round where it kept
+    that (``collect_rounds``' ``beside``). Rounds with the CPUs kept busy are another state of the machine, judged
+    apart: the unchanged image's false alarms and a slower image's misses are each counted in one state."""
+    busy = (entry.get("beside") or {}).get("busy_cpus")
+    return f"{entry['candidate']}{BUSY_SUFFIX.format(count=busy)}" if busy else str(entry["candidate"])
+
+
+def candidate_of(label: str) -> str:
+    """The candidate of a ``cohort`` label (the label without what ran beside it)."""
+    found = re.fullmatch(BUSY_PATTERN, label)
+    return found.group(1) if found else label
+
+
+def beside_of(label: str) -> str:
+    """What ran beside a ``cohort`` label's rounds, as its label says it (empty where nothing did)."""
+    return label[len(candidate_of(label)) :]
+
+
+@contextmanager
+def busy_cpus(count: int) -> Iterator[dict[str, Any]]:
+    """``count`` processes that keep a CPU busy each at nice 19 (``BUSY_LOOP``) while the block runs, and what ran
+    beside the rounds as a round keeps it (``{"busy_cpus": count}``; nothing for 0)."""
+    loops = [
+        subprocess.Popen(
+            [sys.executable, "-c", BUSY_LOOP, str(os.getpid())],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(count)
+    ]
+    try:
+        yield {"busy_cpus": count} if count else {}
+    finally:
+        for loop in loops:
+            loop.kill()
+        for loop in loops:
+            loop.wait()
 
 
 @contextmanager
@@ -461,8 +520,8 @@ def judge_paired(
     ``--confirm-pairs confirm`` as well: the comparisons are ``sequential_groups`` (``used`` rounds, ``used + confirm``
     where a figure regressed over the first ``used``), and a scenario is judged on all of its group's rounds, with the
     confirmation's rule, only where a figure of its own regressed over the first ``used`` (what the run stage does:
-    distval/session/pairs.py). ``rounds_used``: the rounds the comparisons took, together."""
-    mine = [r for r in rounds if r["candidate"] == label]
+    distval/session/pairs.py). ``rounds_used``: the rounds the comparisons took, together. ``label``: a ``cohort``."""
+    mine = [r for r in rounds if cohort(r) == label]
     failed = comparisons = figures = regressed = rounds_used = 0
     chosen_groups = sequential_groups(mine, used, confirm, tolerances) if confirm else groups(mine, used, disjoint)
     for chosen in chosen_groups:
@@ -522,7 +581,7 @@ def baseline_comparisons(
     Otherwise (one good run only): every reference run of every round as the baseline, each candidate run with every
     ordered choice of two other candidate runs as its re-measures (overlapping, not independent)."""
     if disjoint:
-        mine = [r for r in rounds if r["candidate"] == label]
+        mine = [r for r in rounds if cohort(r) == label]
         size = max(baselines, 1 + DEFAULT_REMEASURE)
         found = []
         for start in range(0, len(mine) - size + 1, size):
@@ -533,8 +592,9 @@ def baseline_comparisons(
         return found
     if baselines != 1:
         raise ValueError("every choice of baselines is judged with one good run only")
-    references = [r["runs"]["reference"] for r in rounds]
-    candidates = [r["runs"]["candidate"] for r in rounds if r["candidate"] == label]
+    alike = [r for r in rounds if beside_of(cohort(r)) == beside_of(label)]  # the machine in the same state
+    references = [r["runs"]["reference"] for r in alike]
+    candidates = [r["runs"]["candidate"] for r in alike if cohort(r) == label]
     return [
         ([old], candidates[combo[0]], [candidates[k] for k in combo[1:]])
         for old in references
@@ -567,7 +627,7 @@ def judge_baseline(
 def errors(label: str, seen: dict[str, Any]) -> tuple[int, int]:
     """(comparisons judged wrongly, busbw figures judged wrongly): failures of the unchanged image (false alarms),
     passes of a slower one (misses)."""
-    if label == SAME:
+    if candidate_of(label) == SAME:
         return seen["failed"], seen["busbw_regressed"]
     return seen["comparisons"] - seen["failed"], seen["busbw_figures"] - seen["busbw_regressed"]
 
@@ -584,7 +644,7 @@ def judge(
     choice of rounds (overlapping) too unless ``disjoint``; with ``confirm_pairs``, each also with that many
     confirmation pairs, on the groups ``distval run`` would make one after the other (``sequential_groups``)."""
     rows = []
-    labels = tuple(dict.fromkeys(r["candidate"] for r in rounds))
+    labels = tuple(dict.fromkeys(cohort(r) for r in rounds))
     with_efficiency = any(_efficiencies(r["runs"]["candidate"]["scenarios"][0]) for r in rounds)
     for used in used_pairs:
         for efficiency in (False, True) if with_efficiency else (False,):
@@ -618,7 +678,7 @@ def judge(
         parts = []
         for label in labels:
             seen = row[label]
-            kind = "false alarms" if label == SAME else f"{label.rsplit(':', 1)[1]} missed"
+            kind = _what(label)
             count, figure_count = errors(label, seen)
             took = f", {seen['rounds_used']} rounds" if "sequential" in row["rule"] else ""
             parts.append(
@@ -676,7 +736,7 @@ def markdown(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]], m
     share no run; or overlapping), false alarms of the unchanged image or misses of a slower one, their rate and 95 %
     upper bound (independent comparisons only), busbw figures, the load range and dates of its rounds; the
     machines the rounds ran on."""
-    labels = tuple(dict.fromkeys(r["candidate"] for r in rounds))
+    labels = tuple(dict.fromkeys(cohort(r) for r in rounds))
     machines = sorted({str(r["machine"]) for r in rounds if r.get("machine")}) or [machine]
     lines = [
         f"Machine: {'; '.join(machines)}. {len({r['round'] for r in rounds})} rounds. Independent comparisons: disjoint "
@@ -689,11 +749,11 @@ def markdown(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]], m
     ]
     for row in rows:
         for label in labels:
-            mine = [r for r in rounds if r["candidate"] == label]
+            mine = [r for r in rounds if cohort(r) == label]
             seen = row[label]
             count, figure_count = errors(label, seen)
             n = seen["comparisons"]
-            what = "false alarms (unchanged image)" if label == SAME else f"missed: {label.rsplit(':', 1)[-1]}"
+            what = _what(label)
             bound = f"{upper_bound(count, n):.1%}" if row.get("independent") and n else "n/a"
             cells = [
                 row["rule"],
@@ -711,15 +771,27 @@ def markdown(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]], m
     return "\n".join(lines) + "\n"
 
 
+def _what(label: str) -> str:
+    """A ``cohort`` label as the table names its errors: ``false alarms (unchanged image)``, ``missed: slow-busbw-25``,
+    each with what ran beside its rounds."""
+    candidate = candidate_of(label)
+    what = "false alarms (unchanged image)" if candidate == SAME else f"missed: {candidate.rsplit(':', 1)[-1]}"
+    return what + beside_of(label)
+
+
 def _percent(rate: float, digits: int = 0, sign: bool = True) -> str:
     """``rate`` as the docs write a percentage (``4.7 %``); without ``sign`` for the first end of a range."""
     return f"{rate * 100:.{digits}f}" + (" %" if sign else "")
 
 
 def _slower(label: str) -> str:
-    tag = label.rsplit(":", 1)[-1]
+    tag = candidate_of(label).rsplit(":", 1)[-1]
     percent = re.fullmatch(r"slow-busbw-(\d+)", tag)
-    return f"the {percent.group(1)} % slower image" if percent else f"`{tag}`"
+    return (f"the {percent.group(1)} % slower image" if percent else f"`{tag}`") + _beside_it(label)
+
+
+def _beside_it(label: str) -> str:
+    return f"{beside_of(label)} beside it" if beside_of(label) else ""
 
 
 def _too_few(image: str, rounds: int) -> str:
@@ -731,10 +803,11 @@ def measured_slowdown(rounds: Sequence[dict[str, Any]], label: str) -> tuple[flo
     """What ``label``'s rounds measured of it: each busbw figure's (scenario, operation, size) median over the rounds
     of the candidate's busbw over its reference's in the same round, then (the median, the lowest, the highest) over
     the figures; None without a figure both runs have. A slower fixture is held to its name by its own rounds: one
-    whose small calls were several times slower than its label would be caught for the wrong reason."""
+    whose small calls were several times slower than its label would be caught for the wrong reason. ``label``: a
+    ``cohort``."""
     ratios: dict[tuple[int, str, int], list[float]] = {}
     for r in rounds:
-        if r["candidate"] != label:
+        if cohort(r) != label:
             continue
         pairs = zip(r["runs"]["candidate"]["scenarios"], r["runs"]["reference"]["scenarios"], strict=True)
         for index, (candidate, reference) in enumerate(pairs):
@@ -757,37 +830,39 @@ def findings(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]]) -
     """What the rounds say, in one sentence derived from ``rows`` (``judge`` with the confirmation row as a run judges
     by default): the unchanged image's false alarms over independent comparisons with their load and 95 % bound, the
     range of ``--baseline``'s rates on the same rounds, each slower image's catches, and which of ``SLOW_IMAGES`` have
-    no rounds yet. The README and the docs page hold it, so that no figure of theirs is typed by hand."""
+    no rounds yet; each ``cohort`` (what ran beside the rounds) apart. The README and the docs page hold it, so that
+    no figure of theirs is typed by hand."""
     as_run = next((row for row in rows if row.get("as_run")), None)
     if as_run is None:
         raise BenchError(
             f"no row judged as a run judges by default (--pairs {DEFAULT_PAIRS} --confirm-pairs "
             f"{DEFAULT_CONFIRM_PAIRS}): nothing to say"
         )
-    labels = tuple(dict.fromkeys(r["candidate"] for r in rounds))
+    labels = tuple(dict.fromkeys(cohort(r) for r in rounds))
     parts = []
-    if SAME in labels:
-        seen = as_run[SAME]
-        failed, _ = errors(SAME, seen)
+    same = [label for label in labels if candidate_of(label) == SAME]
+    for label in same:
+        seen = as_run[label]
+        failed, _ = errors(label, seen)
         count = seen["comparisons"]
-        load = f"load {_load_range([r for r in rounds if r['candidate'] == SAME]) or 'not recorded'}"
+        mine = [r for r in rounds if cohort(r) == label]
+        load = f"load {_load_range(mine) or 'not recorded'}"
         rates = sorted(
-            errors(SAME, row[SAME])[0] / row[SAME]["comparisons"]
+            errors(label, row[label])[0] / row[label]["comparisons"]
             for row in rows
-            if row.get("baseline") and row[SAME]["comparisons"]
+            if row.get("baseline") and row[label]["comparisons"]
         )
         beside = f"; `--baseline` {_percent(rates[0], sign=False)}-{_percent(rates[-1])} on the same rounds" if rates else ""
-        rounds_of = sum(1 for r in rounds if r["candidate"] == SAME)
         parts.append(
-            f"the unchanged image failed {failed} of {count} independent comparisons over {rounds_of} rounds ({load}; "
-            f"95 % bound {_percent(upper_bound(failed, count), digits=1)}{beside})"
+            f"the unchanged image{_beside_it(label)} failed {failed} of {count} independent comparisons over {len(mine)} "
+            f"rounds ({load}; 95 % bound {_percent(upper_bound(failed, count), digits=1)}{beside})"
             if count
-            else _too_few("the unchanged image", rounds_of)
+            else _too_few(f"the unchanged image{_beside_it(label)}", len(mine))
         )
-    else:
+    if not same:
         parts.append("the unchanged image has no rounds yet")
     for label in labels:
-        if label != SAME:
+        if label not in same:
             seen = as_run[label]
             missed, _ = errors(label, seen)
             count = seen["comparisons"]
@@ -795,9 +870,10 @@ def findings(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]]) -
                 f"{_slower(label)}{_as_measured(rounds, label)} was caught in {count - missed} of {count} (95 % bound on misses "
                 f"{_percent(upper_bound(missed, count))})"
                 if count
-                else _too_few(_slower(label), sum(1 for r in rounds if r["candidate"] == label))
+                else _too_few(_slower(label), sum(1 for r in rounds if cohort(r) == label))
             )
-    absent = [image.rsplit("-", 1)[-1] for image in SLOW_IMAGES if image not in labels]
+    ran = {candidate_of(label) for label in labels}
+    absent = [image.rsplit("-", 1)[-1] for image in SLOW_IMAGES if image not in ran]
     if absent:
         several = len(absent) > 1
         percents = " and ".join(f"{percent} %" for percent in absent)
@@ -884,6 +960,14 @@ def main(argv: list[str] | None = None) -> int:
         help="add the rounds to this file, each run's report slimmed to what the judges read (created when absent; "
         "rewritten after every round) and judge them all",
     )
+    parser.add_argument(
+        "--busy-cpus",
+        type=int,
+        default=0,
+        metavar="N",
+        help="keep N CPUs busy at nice 19 beside the rounds, so that they never idle (kept with each round; the "
+        "judges take such rounds apart from the others)",
+    )
     parser.add_argument("--max-minutes", type=float, metavar="M", help="start no round after one has ended past M minutes")
     parser.add_argument("--reports", type=Path, metavar="PATH", help="judge the runs of an earlier --json file")
     parser.add_argument(
@@ -897,6 +981,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--append writes its own file: not with --json or --reports")
     if args.docs and not (args.append or args.reports):
         parser.error("--docs writes the accumulated file's table: with --append, or --reports of that file")
+    if args.busy_cpus < 0:
+        parser.error("--busy-cpus must be 0 or more")
     if args.pairs < (1 if args.append else 2 if args.no_baseline else 3):
         parser.error("--pairs must be at least 3 (the baseline's run and its two re-measures), 2 with --no-baseline")
     slow = _slow_images(args.slow)
@@ -924,14 +1010,16 @@ def main(argv: list[str] | None = None) -> int:
             if target:
                 write_atomically(target, {"header": head, "rounds": found})
 
-        with docker_runner() as run:
+        with docker_runner() as run, busy_cpus(args.busy_cpus) as beside:
 
             def slim_run(image: str, label: str) -> dict[str, Any]:
                 return slim_report(run(image, label))
 
             ids = {image: found for image, (_, found) in pins.items()}
             runner = slim_run if args.append else run  # --json keeps every report whole
-            rounds = collect_rounds(args.image, candidates, args.pairs, runner, earlier, args.max_minutes, keep, image_ids=ids)
+            rounds = collect_rounds(
+                args.image, candidates, args.pairs, runner, earlier, args.max_minutes, keep, image_ids=ids, beside=beside
+            )
     used = [n for n in (args.judge_pairs or [DEFAULT_PAIRS]) if 2 <= n <= len({r["round"] for r in rounds})]
     rows = judge(rounds, used, baseline=not args.no_baseline, disjoint=args.disjoint, confirm_pairs=args.confirm_pairs)
     if args.markdown:

@@ -681,3 +681,124 @@ def test_the_sentence_says_which_images_have_no_rounds_and_refuses_rows_without_
     assert "the unchanged image has 1 round, too few for a comparison; the 10 %" in rates.findings(rows, rounds)
     with pytest.raises(rates.BenchError, match="no row judged as a run judges by default"):
         rates.findings([{**rows[0], "as_run": False}], rounds)
+
+
+def _loops_of(parent: int) -> list[int]:
+    """The pids of the running ``BUSY_LOOP`` processes whose argument is ``parent``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                argv = (entry / "cmdline").read_bytes().split(b"\0")
+                state = (entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if rates.BUSY_LOOP.encode() in argv and str(parent).encode() in argv and state != "Z":
+                found.append(int(entry.name))
+    return found
+
+
+def _wait_for(condition: Any, seconds: float = 10.0) -> bool:
+    # Waiting for processes to start or end (an event, not a timing): the deadline only bounds a failing test.
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def test_busy_cpus_start_at_nice_19_end_with_the_block_and_say_what_ran_beside() -> None:
+    import os
+
+    with rates.busy_cpus(2) as beside:
+        assert beside == {"busy_cpus": 2}
+        assert _wait_for(lambda: len(_loops_of(os.getpid())) == 2)
+        loops = _loops_of(os.getpid())
+        assert _wait_for(lambda: all(os.getpriority(os.PRIO_PROCESS, pid) == 19 for pid in loops))
+    assert _loops_of(os.getpid()) == []
+    with rates.busy_cpus(0) as beside:
+        assert beside == {} and _loops_of(os.getpid()) == []
+
+
+def test_busy_cpus_end_when_the_benchmark_is_killed() -> None:
+    # SIGKILL runs no finally: each loop ends on its own once its parent is gone (it sees itself adopted).
+    import os
+    import subprocess
+
+    script = (
+        "import os, sys, time\n"
+        f"sys.path.insert(0, {str(ROOT / 'benchmarks')!r})\n"
+        "import bench_reference_rates as rates\n"
+        "with rates.busy_cpus(2):\n"
+        "    print(os.getpid(), flush=True)\n"
+        "    time.sleep(60)\n"
+    )
+    child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert child.stdout is not None
+    parent = int(child.stdout.readline())
+    try:
+        assert _wait_for(lambda: len(_loops_of(parent)) == 2)
+    finally:
+        child.kill()
+        child.wait()
+    assert _wait_for(lambda: _loops_of(parent) == [])
+    assert os.getpid() != parent
+
+
+def test_rounds_keep_what_ran_beside_them_and_only_then() -> None:
+    busy = collect(FakeRuns(), [(rates.SAME, GOOD)], 2, beside={"busy_cpus": 2})
+    assert [r["beside"] for r in busy] == [{"busy_cpus": 2}] * 2
+    assert all("beside" not in r for r in collect(FakeRuns(), [(rates.SAME, GOOD)], 2, beside={}))
+
+
+def test_a_cohort_is_the_candidate_and_what_ran_beside_it() -> None:
+    quiet = {"candidate": SLOW}
+    busy = {"candidate": SLOW, "beside": {"busy_cpus": 2}}
+    assert rates.cohort(quiet) == SLOW and rates.cohort({**quiet, "beside": {"busy_cpus": 0}}) == SLOW
+    assert rates.cohort(busy) == f"{SLOW} with 2 CPUs kept busy"
+    for entry in (quiet, busy, {"candidate": rates.SAME, "beside": {"busy_cpus": 3}}):
+        label = rates.cohort(entry)
+        assert rates.candidate_of(label) == entry["candidate"]
+        assert rates.candidate_of(label) + rates.beside_of(label) == label
+
+
+def test_rounds_with_the_cpus_kept_busy_are_judged_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    # The 40 % image caught in its quiet rounds and missed in its busy ones (its busy candidate runs as fast as the
+    # reference): were they judged together, the rows would mix both states of the machine.
+    quiet = whole_rounds([(SLOW, 0.6, 1.0)] * 5, sizes=3)  # caught: 3 rounds and 2 confirmation pairs
+    calm = whole_rounds([(SLOW, 1.0, 1.0)] * 4, seed=2, sizes=3)
+    del calm[1]  # whole_rounds' round 2 has a failed check (the image's fault): this image is only slow, or not
+    busy = [{**r, "round": r["round"] + 5, "beside": {"busy_cpus": 2}} for r in calm]
+    rounds = quiet + busy
+    label = f"{SLOW} with 2 CPUs kept busy"
+    rows = rates.judge(rounds, [3], baseline=False, disjoint=True, confirm_pairs=2)
+    as_run = next(row for row in rows if row.get("as_run"))
+    assert (as_run[SLOW]["failed"], as_run[SLOW]["comparisons"]) == (1, 1)
+    assert (as_run[label]["failed"], as_run[label]["comparisons"]) == (0, 1)
+    assert rates.errors(label, as_run[label]) == (1, as_run[label]["busbw_figures"])  # a miss, counted as one
+    table = rates.markdown(rows, rounds, "vm")
+    assert "| missed: slow-busbw-40 | 5 | 1 independent | 0 |" in table
+    assert "| missed: slow-busbw-40 with 2 CPUs kept busy | 3 | 1 independent | 1 |" in table
+    said = rates.findings(rows, rounds)
+    assert "the 40 % slower image (busbw measured 0.57x the good image's, 0.55-0.62x by figure) was caught in 1 of 1" in said
+    busy_part = "the 40 % slower image with 2 CPUs kept busy beside it (busbw measured 0.94x the good image's, 0.89-1.04x"
+    assert f"{busy_part} by figure) was caught in 0 of 1" in said
+    assert rates.measured_slowdown(rounds, label) != rates.measured_slowdown(rounds, SLOW)
+    # The baseline's comparisons take their good runs from rounds in the same state only.
+    every = rates.baseline_comparisons(rounds, label, disjoint=False)
+    busy_references = [id(r["runs"]["reference"]) for r in busy]
+    assert every and all(id(good[0]) in busy_references for good, _, _ in every)
+    capsys.readouterr()
+
+
+def test_the_unchanged_image_with_the_cpus_kept_busy_has_its_own_part_of_the_sentence() -> None:
+    rounds = [{"candidate": rates.SAME, "round": 1, "load": [2.0]}, {"candidate": rates.SAME, "round": 2, "load": [4.0]}]
+    rounds.append({"candidate": rates.SAME, "round": 3, "load": [4.5], "beside": {"busy_cpus": 2}})
+    label = f"{rates.SAME} with 2 CPUs kept busy"
+    rows = [{"rule": "as run", "independent": True, "as_run": True, rates.SAME: _counts(0, 100), label: _counts(0, 0)}]
+    said = rates.findings(rows, rounds)
+    assert "the unchanged image failed 0 of 100 independent comparisons over 2 rounds (load 2.0-4.0;" in said
+    assert "the unchanged image with 2 CPUs kept busy beside it has 1 round, too few for a comparison" in said
