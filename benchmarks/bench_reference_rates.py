@@ -822,8 +822,13 @@ def measured_slowdown(rounds: Sequence[dict[str, Any]], label: str) -> tuple[flo
 
 
 def _as_measured(rounds: Sequence[dict[str, Any]], label: str) -> str:
+    """What ``label``'s rounds measured of it and at what load, as the sentence says it (empty where neither is known)."""
     found = measured_slowdown(rounds, label)
-    return f" (busbw measured {found[0]:.2f}x the good image's, {found[1]:.2f}-{found[2]:.2f}x by figure)" if found else ""
+    load = _load_range([r for r in rounds if cohort(r) == label])
+    said = [f"load {load}"] if load else []
+    if found:
+        said.append(f"busbw measured {found[0]:.2f}x the good image's, {found[1]:.2f}-{found[2]:.2f}x by figure")
+    return f" ({'; '.join(said)})" if said else ""
 
 
 def findings(rows: Sequence[dict[str, Any]], rounds: Sequence[dict[str, Any]]) -> str:

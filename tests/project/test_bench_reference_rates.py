@@ -663,8 +663,8 @@ def test_the_sentence_says_the_defaults_alarms_bound_load_the_baselines_range_an
     assert said == (
         "judged as a run judges by default (`--pairs 3 --confirm-pairs 2`), the unchanged image failed 1 of 100 "
         "independent comparisons over 3 rounds (load 1.2-4.5; 95 % bound 4.7 %; `--baseline` 28-42 % on the same "
-        "rounds); the 40 % slower image (busbw measured 0.55x the good image's, 0.50-0.60x by figure) was caught in "
-        "19 of 20 (95 % bound on misses 22 %); `late-allreduce` was "
+        "rounds); the 40 % slower image (load 4.5-9.0; busbw measured 0.55x the good image's, 0.50-0.60x by figure) was "
+        "caught in 19 of 20 (95 % bound on misses 22 %); `late-allreduce` (load 4.5-9.0) was "
         "caught in 3 of 12 (95 % bound on misses 93 %); the 10 % and 25 % slower images have no rounds yet"
     )
 
@@ -783,8 +783,11 @@ def test_rounds_with_the_cpus_kept_busy_are_judged_apart(capsys: pytest.CaptureF
     assert "| missed: slow-busbw-40 | 5 | 1 independent | 0 |" in table
     assert "| missed: slow-busbw-40 with 2 CPUs kept busy | 3 | 1 independent | 1 |" in table
     said = rates.findings(rows, rounds)
-    assert "the 40 % slower image (busbw measured 0.57x the good image's, 0.55-0.62x by figure) was caught in 1 of 1" in said
-    busy_part = "the 40 % slower image with 2 CPUs kept busy beside it (busbw measured 0.94x the good image's, 0.89-1.04x"
+    quiet_part = "the 40 % slower image (load 2.0-2.1; busbw measured 0.57x the good image's, 0.55-0.62x by figure)"
+    assert f"{quiet_part} was caught in 1 of 1" in said
+    busy_part = (
+        "the 40 % slower image with 2 CPUs kept busy beside it (load 2.0-2.1; busbw measured 0.94x the good image's, 0.89-1.04x"
+    )
     assert f"{busy_part} by figure) was caught in 0 of 1" in said
     assert rates.measured_slowdown(rounds, label) != rates.measured_slowdown(rounds, SLOW)
     # The baseline's comparisons take their good runs from rounds in the same state only.
