@@ -146,12 +146,17 @@ README_END = "<!-- (end) -->"
 # A report of one run of ``image``, told apart from the others by ``label``.
 Runner = Callable[[str, str], dict[str, Any]]
 # ``--busy-cpus``: a process that keeps one CPU busy at the lowest priority until its parent (the benchmark) is gone,
-# however that ends (SIGKILL included: the loop sees itself adopted by another parent). It takes only time the runs
-# leave idle, so that the CPUs never idle: a slower image's wait keeps its own CPU busy where the good image's idles,
+# however that ends (SIGKILL included: the loop sees itself adopted by another parent). SCHED_IDLE, not only nice 19:
+# the benchmark and its ``distval run`` commonly run at nice 19 themselves, and loops of the same weight took half of
+# the CPU from them (a run of the sweep took 75 s instead of 35). It takes only time the runs leave idle, so that the
+# CPUs never idle: a slower image's wait keeps its own CPU busy where the good image's idles,
 # and on an idle VM that made its collectives faster than the good image's (docs/measurements.md, "How to read it").
 BUSY_SUFFIX = " with {count} CPUs kept busy"
 BUSY_PATTERN = r"(.*) with \d+ CPUs kept busy"
-BUSY_LOOP = "import os, sys\nos.nice(19)\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    pass\n"
+BUSY_LOOP = (
+    "import os, sys\nos.nice(19)\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
+    "parent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    pass\n"
+)
 
 
 class Refused(Exception):
@@ -408,7 +413,7 @@ def beside_of(label: str) -> str:
 
 @contextmanager
 def busy_cpus(count: int) -> Iterator[dict[str, Any]]:
-    """``count`` processes that keep a CPU busy each at nice 19 (``BUSY_LOOP``) while the block runs, and what ran
+    """``count`` processes that keep a CPU busy each at nice 19 and SCHED_IDLE (``BUSY_LOOP``) while the block runs, and what ran
     beside the rounds as a round keeps it (``{"busy_cpus": count}``; nothing for 0)."""
     loops = [
         subprocess.Popen(

@@ -710,14 +710,15 @@ def _wait_for(condition: Any, seconds: float = 10.0) -> bool:
     return True
 
 
-def test_busy_cpus_start_at_nice_19_end_with_the_block_and_say_what_ran_beside() -> None:
+def test_busy_cpus_start_at_nice_19_and_sched_idle_end_with_the_block_and_say_what_ran_beside() -> None:
     import os
 
     with rates.busy_cpus(2) as beside:
         assert beside == {"busy_cpus": 2}
         assert _wait_for(lambda: len(_loops_of(os.getpid())) == 2)
         loops = _loops_of(os.getpid())
-        assert _wait_for(lambda: all(os.getpriority(os.PRIO_PROCESS, pid) == 19 for pid in loops))
+        assert _wait_for(lambda: all(os.sched_getscheduler(pid) == os.SCHED_IDLE for pid in loops))
+        assert all(os.getpriority(os.PRIO_PROCESS, pid) == 19 for pid in loops)
     assert _loops_of(os.getpid()) == []
     with rates.busy_cpus(0) as beside:
         assert beside == {} and _loops_of(os.getpid()) == []
