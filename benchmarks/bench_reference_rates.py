@@ -52,7 +52,7 @@ runs them. A group of 3 or 5 rounds begins with whichever order its first round 
 begins candidate first: with the unchanged image a group that begins reference first is the mirror of one that begins
 candidate first, so that if going first or second changed a run, the table would mix the two kinds where a run has
 only the first. ``--max-minutes M`` starts no round after one ended past M minutes (``--pairs`` still bounds the
-rounds). ``--busy-cpus N`` keeps N CPUs busy at nice 19 beside the rounds (``busy_cpus``: they take only the time the
+rounds). ``--busy-cpus N`` keeps N CPUs busy at the lowest priority beside the rounds (``busy_cpus``: they take only the time the
 runs leave idle, and end with the benchmark, SIGKILL included), so that the machine never idles; each round keeps
 that (``beside``), and the judges take such rounds apart from the others (``cohort``: "... with 2 CPUs kept busy" is
 a row and a part of the sentence of its own). A slower image waits out its extra time keeping its CPU busy where the
@@ -975,8 +975,8 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=0,
         metavar="N",
-        help="keep N CPUs busy at nice 19 beside the rounds, so that they never idle (kept with each round; the "
-        "judges take such rounds apart from the others)",
+        help="keep N CPUs busy at the lowest priority (nice 19, SCHED_IDLE) beside the rounds, so that they never "
+        "idle (kept with each round; the judges take such rounds apart from the others)",
     )
     parser.add_argument("--max-minutes", type=float, metavar="M", help="start no round after one has ended past M minutes")
     parser.add_argument("--reports", type=Path, metavar="PATH", help="judge the runs of an earlier --json file")
