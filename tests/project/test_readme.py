@@ -98,6 +98,7 @@ OTHER_TOOLS_FLAGS = frozenset(
         "--images",
         # benchmarks/bench_reference_rates.py
         "--append",
+        "--busy-cpus",
         "--disjoint",
         "--docs",
         "--judge-pairs",
