@@ -145,18 +145,17 @@ README_BEGIN = "<!-- bench_reference_rates.py --docs: -->"
 README_END = "<!-- (end) -->"
 # A report of one run of ``image``, told apart from the others by ``label``.
 Runner = Callable[[str, str], dict[str, Any]]
-# ``--busy-cpus``: a process that keeps one CPU busy at the lowest priority until its parent (the benchmark) is gone,
-# however that ends (SIGKILL included: the loop sees itself adopted by another parent). SCHED_IDLE, not only nice 19:
-# the benchmark and its ``distval run`` commonly run at nice 19 themselves, and loops of the same weight took half of
-# the CPU from them (a run of the sweep took 75 s instead of 35). It takes only time the runs leave idle, so that the
-# CPUs never idle: a slower image's wait keeps its own CPU busy where the good image's idles,
-# and on an idle VM that made its collectives faster than the good image's (docs/measurements.md, "How to read it").
+# ``--busy-cpus``: a process that keeps one CPU busy until its parent (the benchmark) is gone, however that ends
+# (SIGKILL included: the loop sees itself adopted by another parent). ``busy_cpus`` gives it the lowest priority, nice
+# 19 and SCHED_IDLE, so that it takes only the time the runs leave idle and the CPUs never idle: a slower image's wait
+# keeps its own CPU busy where the good image's idles, and on an idle VM that made its collectives faster than the good
+# image's (docs/measurements.md, "How to read it"). SCHED_IDLE, not only nice 19: the benchmark and its ``distval
+# run`` commonly run at nice 19 themselves, and loops of the same weight took half of the CPU from them (a run of the
+# sweep took 75 s instead of 35).
+BUSY_LOOP = "import os, sys\nparent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    pass\n"
+# How a ``cohort`` label says what ran beside its rounds; the pattern that reads the candidate back is derived from it.
 BUSY_SUFFIX = " with {count} CPUs kept busy"
-BUSY_PATTERN = r"(.*) with \d+ CPUs kept busy"
-BUSY_LOOP = (
-    "import os, sys\nos.nice(19)\nos.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))\n"
-    "parent = int(sys.argv[1])\nwhile os.getppid() == parent:\n    pass\n"
-)
+BUSY_PATTERN = "(.*)" + re.escape(BUSY_SUFFIX).replace(re.escape("{count}"), r"\d+")
 
 
 class Refused(Exception):
@@ -413,18 +412,21 @@ def beside_of(label: str) -> str:
 
 @contextmanager
 def busy_cpus(count: int) -> Iterator[dict[str, Any]]:
-    """``count`` processes that keep a CPU busy each at nice 19 and SCHED_IDLE (``BUSY_LOOP``) while the block runs, and what ran
-    beside the rounds as a round keeps it (``{"busy_cpus": count}``; nothing for 0)."""
-    loops = [
-        subprocess.Popen(
-            [sys.executable, "-c", BUSY_LOOP, str(os.getpid())],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(count)
-    ]
+    """``count`` processes that keep a CPU busy each (``BUSY_LOOP``) at nice 19 and SCHED_IDLE, set here as each starts
+    (not by the loop itself, which would first have to be scheduled), while the block runs; and what ran beside the
+    rounds as a round keeps it (``{"busy_cpus": count}``; nothing for 0)."""
+    loops: list[subprocess.Popen[bytes]] = []
     try:
+        for _ in range(count):
+            loop = subprocess.Popen(
+                [sys.executable, "-c", BUSY_LOOP, str(os.getpid())],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            loops.append(loop)
+            os.setpriority(os.PRIO_PROCESS, loop.pid, 19)
+            os.sched_setscheduler(loop.pid, os.SCHED_IDLE, os.sched_param(0))
         yield {"busy_cpus": count} if count else {}
     finally:
         for loop in loops:
